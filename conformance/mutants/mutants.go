@@ -1,0 +1,103 @@
+// Package mutants holds deliberately broken engines: the real reference
+// engine with exactly one decision replaced through server.Hooks (never a
+// copy of the engine). Each must be killed by the conformance case named
+// after the rule it breaks (ARCHITECTURE.md, conformance/mutants).
+package mutants
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/server"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+)
+
+// Mutant is one broken engine.
+type Mutant struct {
+	// Name is the --mutant flag value.
+	Name string
+	// Rule is the CONTRACT rule ID it breaks; the case of that rule must fail.
+	Rule string
+	// Breaks says in one line what the engine does wrong.
+	Breaks string
+	// Apply replaces one decision in the engine's configuration.
+	Apply func(h *server.Hooks)
+}
+
+var all = []Mutant{
+	{Name: "su1-read-without-claim", Rule: "SU-1", Breaks: "the consumer reads an entry without claiming it by rename, so it can be consumed twice",
+		Apply: func(h *server.Hooks) { h.Claim = readWithoutClaim }},
+	{Name: "su3-release-always-aborted", Rule: "SU-3", Breaks: "Abort(encoder_cache) answers ABORTED every time",
+		Apply: func(h *server.Hooks) {
+			h.ReleaseAnswer = func(pb.AbortStatus) pb.AbortStatus { return pb.AbortStatus_ABORT_STATUS_ABORTED }
+		}},
+	{Name: "su4-malformed-consumes", Rule: "SU-4", Breaks: "a rejected reference still claims the entry it names",
+		Apply: func(h *server.Hooks) { h.OnRejectedReference = server.ClaimAndDiscard }},
+	{Name: "su5-unsigned-references", Rule: "SU-5", Breaks: "the consumer does not verify a reference's tag, so forged references address any entry",
+		Apply: func(h *server.Hooks) { h.VerifyReference = func(handoff.Reference, []byte) error { return nil } }},
+	{Name: "l1-no-reference-limit", Rule: "L-1", Breaks: "opaque_state has no size limit",
+		Apply: func(h *server.Hooks) { h.MaxReferenceBytes = 1 << 30 }},
+	{Name: "l3-video-as-image", Rule: "L-3", Breaks: "video and audio items are treated as images",
+		Apply: func(h *server.Hooks) { h.CheckModality = func(pb.Modality) error { return nil } }},
+	{Name: "l4-role-unchecked", Rule: "L-4", Breaks: "requests for another role are served",
+		Apply: func(h *server.Hooks) { h.CheckRole = func(server.Role, *pb.GenerateRequest) error { return nil } }},
+	{Name: "n1-any-backend", Rule: "N-1", Breaks: "the consumer accepts references for any backend",
+		Apply: func(h *server.Hooks) { h.AcceptBackend = func(string) bool { return true } }},
+	{Name: "s1-shutdown-ignores-id", Rule: "S-1", Breaks: "Shutdown accepts any non-empty expected_instance_id",
+		Apply: func(h *server.Hooks) {
+			h.DecideShutdown = func(hl *handoff.Health, expected, id string) (handoff.ShutdownStatus, error) {
+				if expected == "" {
+					return hl.DecideShutdown(expected, id)
+				}
+				return hl.DecideShutdown(id, id)
+			}
+		}},
+	{Name: "b2-text-keyed-cache", Rule: "B-2", Breaks: "the prefix cache is keyed by token ids only, so two images with one prompt share an answer",
+		Apply: func(h *server.Hooks) {
+			h.PrefixKey = func(ids []uint32, _ []string) string { return fmt.Sprint(ids) }
+		}},
+	{Name: "h5-uuid-identity", Rule: "H-5", Breaks: "MediaItem.uuid stands in for the content hash",
+		Apply: func(h *server.Hooks) {
+			h.ImageIdentity = func(uuid, hash string) string {
+				if uuid != "" {
+					return "uuid:" + uuid
+				}
+				return hash
+			}
+		}},
+}
+
+// All returns every mutant, sorted by name.
+func All() []Mutant {
+	out := append([]Mutant(nil), all...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ByName returns the mutant called name.
+func ByName(name string) (Mutant, error) {
+	for _, m := range all {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	return Mutant{}, fmt.Errorf("mutants: no mutant %q", name)
+}
+
+// readWithoutClaim reads the entry file in place instead of renaming it.
+func readWithoutClaim(e *server.Engine, ref handoff.Reference) ([]server.ClaimedItem, error) {
+	path := filepath.Join(e.CacheDir(), ref.ProducerInstanceID, ref.EntryID+".safetensors")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", shareddir.ErrGone, err)
+	}
+	tensors, meta, err := shareddir.DecodeSafetensors(raw, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	return server.MatchEntry(ref, tensors, meta)
+}

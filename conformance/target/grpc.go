@@ -1,0 +1,98 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// MaxMessageBytes is the largest message the harness sends or accepts (64 MiB),
+// so L-1/L-6 cases can send oversize inputs and see the engine's own answer.
+const MaxMessageBytes = 64 << 20
+
+// GRPCEngine is an Engine reached over gRPC (wire profile baton.encoder.v1).
+type GRPCEngine struct {
+	conn      *grpc.ClientConn
+	inference pb.InferenceClient
+	control   pb.ControlClient
+}
+
+// DialEngine connects to address (host:port, plaintext). The connection is lazy:
+// an unreachable engine shows up as UNAVAILABLE on the first call.
+func DialEngine(address string) (*GRPCEngine, error) {
+	conn, err := grpc.NewClient(address,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
+	if err != nil {
+		return nil, fmt.Errorf("target: dial %s: %w", address, err)
+	}
+	return &GRPCEngine{conn: conn, inference: pb.NewInferenceClient(conn), control: pb.NewControlClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (e *GRPCEngine) Close() error { return e.conn.Close() }
+
+// Generate implements Engine.
+func (e *GRPCEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*GenerateResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := e.inference.Generate(ctx, req)
+	if err != nil {
+		return &GenerateResult{Status: status.Convert(err)}, nil
+	}
+	res := &GenerateResult{}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			res.Status = status.New(0, "")
+			break
+		}
+		if err != nil {
+			res.Status = status.Convert(err)
+			break
+		}
+		res.Responses = append(res.Responses, resp)
+	}
+	res.Trailer = stream.Trailer()
+	if res.Trailer == nil {
+		res.Trailer = metadata.MD{}
+	}
+	return res, nil
+}
+
+// GetServerInfo implements Engine.
+func (e *GRPCEngine) GetServerInfo(ctx context.Context) (*pb.ServerInfo, error) {
+	return e.control.GetServerInfo(ctx, &pb.GetServerInfoRequest{})
+}
+
+// GetModelInfo implements Engine.
+func (e *GRPCEngine) GetModelInfo(ctx context.Context, model string) (*pb.ModelInfo, error) {
+	return e.control.GetModelInfo(ctx, &pb.GetModelInfoRequest{Model: model})
+}
+
+// GetLoad implements Engine.
+func (e *GRPCEngine) GetLoad(ctx context.Context) (*pb.LoadInfo, error) {
+	return e.control.GetLoad(ctx, &pb.GetLoadRequest{})
+}
+
+// Health implements Engine.
+func (e *GRPCEngine) Health(ctx context.Context) (*pb.HealthResponse, error) {
+	return e.control.Health(ctx, &pb.HealthRequest{})
+}
+
+// Abort implements Engine.
+func (e *GRPCEngine) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortResponse, error) {
+	return e.control.Abort(ctx, req)
+}
+
+// Shutdown implements Engine.
+func (e *GRPCEngine) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.ShutdownResponse, error) {
+	return e.control.Shutdown(ctx, req)
+}

@@ -1,0 +1,163 @@
+// Package target is the one interface through which baton's conformance
+// suites see an implementation of the baton.encoder.v1 handoff: a remote gRPC
+// endpoint set, the reference engine started in-process, or the simulator.
+// The suites never import an engine or the simulator; they see only Target
+// (ARCHITECTURE.md "Conformance for any implementation").
+package target
+
+import (
+	"context"
+	"time"
+
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Role names one party of a topology (CONTRACT section 1).
+type Role string
+
+// Roles a target may serve.
+const (
+	RoleProducer Role = "producer" // E: encodes and publishes
+	RoleConsumer Role = "consumer" // PD: consumes and generates
+	RolePrefill  Role = "prefill"  // P: consumes, prefill only
+	RoleDecode   Role = "decode"   // D: decodes from P's KV session
+	RoleBaseline Role = "baseline" // aggregated engine, the B-1 baseline
+)
+
+// Engine is one endpoint speaking openengine.v1 with the baton.encoder.v1
+// profile. Unary methods return the gRPC status as error (use status.Code).
+type Engine interface {
+	// Generate runs one request to its end and collects the stream. The error
+	// is only for a harness failure (cannot reach the engine); the gRPC status
+	// of the stream is in GenerateResult.Status.
+	Generate(ctx context.Context, req *pb.GenerateRequest) (*GenerateResult, error)
+	GetServerInfo(ctx context.Context) (*pb.ServerInfo, error)
+	GetModelInfo(ctx context.Context, model string) (*pb.ModelInfo, error)
+	GetLoad(ctx context.Context) (*pb.LoadInfo, error)
+	Health(ctx context.Context) (*pb.HealthResponse, error)
+	Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortResponse, error)
+	Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.ShutdownResponse, error)
+}
+
+// Profile is what a target declares about itself: what it serves and which
+// observables and hooks a case may rely on. A case that needs something the
+// profile does not declare reports `not verifiable` (CONTRACT section 4).
+type Profile struct {
+	// Name identifies the target in reports.
+	Name string `yaml:"name" json:"name"`
+	// Model is the model name to put in GenerateRequest.model ("" = engine default).
+	Model string `yaml:"model" json:"model"`
+	// Topologies served: "E+PD", "E+P+D".
+	Topologies []string `yaml:"topologies" json:"topologies"`
+	// Backends the consumer accepts ("shared_dir", "tcp", ...).
+	Backends []string `yaml:"backends" json:"backends"`
+	// Observables: GetLoad carries the CONTRACT section 4 counters.
+	Observables bool `yaml:"observables" json:"observables"`
+	// TestHooks: GenerateRequest.extra baton.* hooks are honoured.
+	TestHooks bool `yaml:"test_hooks" json:"test_hooks"`
+	// Destructive: the suite may shut instances down (S-1 accepted); such cases run last.
+	Destructive bool `yaml:"destructive" json:"destructive"`
+	// ProducerQuotaBytes is the producer's published-bytes bound (L-5); 0 = undeclared.
+	ProducerQuotaBytes int64 `yaml:"producer_quota_bytes" json:"producer_quota_bytes"`
+	// ReferenceFormat declares the opaque-state format so H-3/SU-5 cases can
+	// corrupt a field: "baton-json-v1" (JSON with id, items[].hash, tag) or "" (opaque).
+	ReferenceFormat string `yaml:"reference_format" json:"reference_format"`
+	// CaseTimeout bounds one case (default 60s).
+	CaseTimeout time.Duration `yaml:"case_timeout" json:"case_timeout"`
+}
+
+// HasTopology reports whether the profile declares topology name.
+func (p Profile) HasTopology(name string) bool {
+	for _, t := range p.Topologies {
+		if t == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Target is an implementation under test.
+type Target interface {
+	// Profile returns the declared profile.
+	Profile() Profile
+	// Engine returns the endpoint serving role, or false when the target has none.
+	Engine(role Role) (Engine, bool)
+}
+
+// GenerateResult is one collected Generate stream.
+type GenerateResult struct {
+	// Responses in arrival order.
+	Responses []*pb.GenerateResponse
+	// Status is the stream's final gRPC status (OK when it closed cleanly).
+	Status *status.Status
+	// Trailer is the stream's trailing metadata.
+	Trailer metadata.MD
+}
+
+// Code is the stream's final gRPC code.
+func (r *GenerateResult) Code() codes.Code { return r.Status.Code() }
+
+// TokenIDs returns every token id emitted, in order.
+func (r *GenerateResult) TokenIDs() []uint32 {
+	var ids []uint32
+	for _, resp := range r.Responses {
+		if tok := resp.GetToken(); tok != nil {
+			for _, t := range tok.GetTokens() {
+				ids = append(ids, t.GetTokenId())
+			}
+		}
+	}
+	return ids
+}
+
+// Text returns the concatenated token text.
+func (r *GenerateResult) Text() string {
+	var s string
+	for _, resp := range r.Responses {
+		if tok := resp.GetToken(); tok != nil {
+			s += tok.GetText()
+		}
+	}
+	return s
+}
+
+// EncoderReady returns the EncoderReady event, or nil.
+func (r *GenerateResult) EncoderReady() *pb.EncoderReady {
+	for _, resp := range r.Responses {
+		if er := resp.GetEncoderReady(); er != nil {
+			return er
+		}
+	}
+	return nil
+}
+
+// Finished returns the GenerationFinished event, or nil.
+func (r *GenerateResult) Finished() *pb.GenerationFinished {
+	for _, resp := range r.Responses {
+		if f := resp.GetFinished(); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// EngineError returns the terminal EngineError event, or nil.
+func (r *GenerateResult) EngineError() *pb.EngineError {
+	for _, resp := range r.Responses {
+		if e := resp.GetError(); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Usage returns the Usage of the final response, or nil.
+func (r *GenerateResult) Usage() *pb.Usage {
+	if len(r.Responses) == 0 {
+		return nil
+	}
+	return r.Responses[len(r.Responses)-1].GetUsage()
+}

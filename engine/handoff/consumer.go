@@ -1,0 +1,165 @@
+package handoff
+
+import (
+	"fmt"
+	"sort"
+)
+
+// ReceiveState is where one consumer receive stands (CONTRACT section 2):
+// PREFLIGHT -> REGISTERED -> REQUESTED -> {SUCCEEDED, REJECTED, UNCERTAIN}.
+type ReceiveState int
+
+// Receive states. SUCCEEDED and REJECTED release the buffers; UNCERTAIN
+// quarantines them for the life of the process (Q-1).
+const (
+	ReceivePreflight ReceiveState = iota + 1
+	ReceiveRegistered
+	ReceiveRequested
+	ReceiveSucceeded
+	ReceiveRejected
+	ReceiveUncertain
+)
+
+// ConsumerConfig bounds the consumer.
+type ConsumerConfig struct {
+	// InflightQuotaBytes bounds the receive bytes in flight (CONTRACT L-5). 0 means no bound.
+	InflightQuotaBytes int64
+}
+
+type receive struct {
+	id           string
+	payloadBytes int64
+	state        ReceiveState
+}
+
+// ConsumerReceives is the consumer's table of receives: a pure state machine.
+// The caller allocates (and, for NIXL-style backends, registers) buffers only
+// after Preflight succeeds, and reports each step's outcome.
+//
+// Ordering contracts: Preflight BEFORE allocating; Registered after the buffers
+// exist; Requested BEFORE the transfer request is sent (from then on a failure
+// is uncertain unless it is a definite pre-write rejection, Q-2); exactly one
+// of Succeeded, Rejected, Uncertain ends it.
+type ConsumerReceives struct {
+	cfg               ConsumerConfig
+	receives          map[string]*receive
+	inflightBytes     int64
+	quarantineBuffers int
+	quarantineBytes   int64
+	succeeded         uint64
+	rejected          uint64
+}
+
+// NewConsumerReceives returns an empty table.
+func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
+	return &ConsumerReceives{cfg: cfg, receives: map[string]*receive{}}
+}
+
+// Preflight admits a receive of payloadBytes. Errors: ErrQuarantined (Q-4:
+// this consumer quarantined buffers earlier), ErrQuotaExceeded (L-5),
+// ErrBadRequest for a duplicate id.
+func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
+	if c.quarantineBuffers > 0 {
+		return rejectf(ErrQuarantined, "Q-4 %d buffers (%d bytes) quarantined; no new handoffs until restart", c.quarantineBuffers, c.quarantineBytes)
+	}
+	if _, dup := c.receives[id]; dup {
+		return rejectf(ErrBadRequest, "receive %s already in flight", id)
+	}
+	if c.cfg.InflightQuotaBytes > 0 && c.inflightBytes+payloadBytes > c.cfg.InflightQuotaBytes {
+		return rejectf(ErrQuotaExceeded, "L-5 receiving %d bytes would put %d of %d in flight", payloadBytes, c.inflightBytes+payloadBytes, c.cfg.InflightQuotaBytes)
+	}
+	c.receives[id] = &receive{id: id, payloadBytes: payloadBytes, state: ReceivePreflight}
+	c.inflightBytes += payloadBytes
+	return nil
+}
+
+func (c *ConsumerReceives) advance(id string, from, to ReceiveState) error {
+	r, ok := c.receives[id]
+	if !ok || r.state != from {
+		return fmt.Errorf("handoff: receive %s cannot go to %d from its state", id, to)
+	}
+	r.state = to
+	return nil
+}
+
+// Registered records that the receive buffers exist (and are registered).
+func (c *ConsumerReceives) Registered(id string) error {
+	return c.advance(id, ReceivePreflight, ReceiveRegistered)
+}
+
+// Requested records that the transfer request is about to be sent.
+func (c *ConsumerReceives) Requested(id string) error {
+	return c.advance(id, ReceiveRegistered, ReceiveRequested)
+}
+
+// Succeeded ends a receive whose data arrived: the caller uses, then frees the buffers.
+func (c *ConsumerReceives) Succeeded(id string) error { return c.finish(id, ReceiveSucceeded) }
+
+// Rejected ends a receive with a definite rejection before any write (Q-2) or
+// a failure before the request was sent: the caller frees the buffers.
+func (c *ConsumerReceives) Rejected(id string) error { return c.finish(id, ReceiveRejected) }
+
+// Uncertain ends a receive whose outcome is unknown after the request was
+// sent (Q-1): the buffers are quarantined for the life of the process and the
+// caller must never free or reuse them; health turns NOT_READY (Q-4).
+func (c *ConsumerReceives) Uncertain(id string) error { return c.finish(id, ReceiveUncertain) }
+
+func (c *ConsumerReceives) finish(id string, to ReceiveState) error {
+	r, ok := c.receives[id]
+	if !ok {
+		return fmt.Errorf("handoff: receive %s is not in flight", id)
+	}
+	if to == ReceiveUncertain && r.state != ReceiveRequested {
+		// Nothing was sent: the outcome is known, the buffers are ours.
+		to = ReceiveRejected
+	}
+	delete(c.receives, id)
+	c.inflightBytes -= r.payloadBytes
+	switch to {
+	case ReceiveSucceeded:
+		c.succeeded++
+	case ReceiveRejected:
+		c.rejected++
+	case ReceiveUncertain:
+		c.quarantineBuffers++
+		c.quarantineBytes += r.payloadBytes
+	}
+	return nil
+}
+
+// Inflight is the number of receives in flight: `encoder.receives.inflight`.
+func (c *ConsumerReceives) Inflight() int { return len(c.receives) }
+
+// InflightBytes is the receive bytes in flight.
+func (c *ConsumerReceives) InflightBytes() int64 { return c.inflightBytes }
+
+// Quarantine returns `encoder.quarantine.buffers` and `encoder.quarantine.bytes`.
+func (c *ConsumerReceives) Quarantine() (buffers int, payloadBytes int64) {
+	return c.quarantineBuffers, c.quarantineBytes
+}
+
+// InflightIDs returns the ids of receives in flight, sorted.
+func (c *ConsumerReceives) InflightIDs() []string {
+	ids := make([]string, 0, len(c.receives))
+	for id := range c.receives {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// CheckInvariants: in-flight bytes equal the sum of receives' payloads and
+// stay within the quota; quarantine never shrinks (checked by callers over time).
+func (c *ConsumerReceives) CheckInvariants() error {
+	var sum int64
+	for _, r := range c.receives {
+		sum += r.payloadBytes
+	}
+	if sum != c.inflightBytes {
+		return fmt.Errorf("handoff: in-flight bytes %d, receives sum to %d", c.inflightBytes, sum)
+	}
+	if c.cfg.InflightQuotaBytes > 0 && c.inflightBytes > c.cfg.InflightQuotaBytes {
+		return fmt.Errorf("handoff: L-5 in-flight bytes %d over quota %d", c.inflightBytes, c.cfg.InflightQuotaBytes)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a gRPC status code number. The core imports only the standard library,
+// so it carries the numbers themselves; they equal google.golang.org/grpc/codes
+// values one for one (OK=0 ... UNAVAILABLE=14), and engine/server converts with
+// codes.Code(c).
+type Code uint32
+
+// The gRPC codes the contract uses (CONTRACT section 3).
+const (
+	CodeOK                 Code = 0
+	CodeCancelled          Code = 1
+	CodeInvalidArgument    Code = 3
+	CodeDeadlineExceeded   Code = 4
+	CodeResourceExhausted  Code = 8
+	CodeFailedPrecondition Code = 9
+	CodeAborted            Code = 10
+	CodeUnimplemented      Code = 12
+	CodeInternal           Code = 13
+	CodeUnavailable        Code = 14
+)
+
+// Sentinel errors for every expected rejection. Each maps to exactly one rule
+// ID and gRPC code in the table below (CONTRACT section 3); wrap them with %w
+// to add detail and recover the rule with Classify.
+var (
+	// ErrWrongRole: a request sent to a role that does not serve it (L-4), FAILED_PRECONDITION.
+	ErrWrongRole = errors.New("handoff: request not served by this role")
+	// ErrMediaRejected: media over a bound, undecodable or a decompression bomb (L-6), INVALID_ARGUMENT.
+	ErrMediaRejected = errors.New("handoff: media rejected")
+	// ErrURLDisabled: a `url` media source while fetching is disabled (L-6), UNIMPLEMENTED.
+	ErrURLDisabled = errors.New("handoff: url media sources are not fetched")
+	// ErrModalityUnsupported: a video or audio item (L-3), UNIMPLEMENTED.
+	ErrModalityUnsupported = errors.New("handoff: modality not supported")
+	// ErrTooLarge: a reference's opaque state over 64 KiB or a decode preparation over 2 MiB (L-1), INVALID_ARGUMENT.
+	ErrTooLarge = errors.New("handoff: over the size limit")
+	// ErrMalformedReference: a reference that does not parse, has the wrong types,
+	// nests too deep or does not verify (SU-4), INVALID_ARGUMENT.
+	ErrMalformedReference = errors.New("handoff: malformed reference")
+	// ErrForeignReference: a reference that addresses something outside the
+	// producer's own cache: another instance, a path, a forged tag (SU-5), INVALID_ARGUMENT.
+	ErrForeignReference = errors.New("handoff: reference outside the producer's cache")
+	// ErrMalformedHash: a content hash that is not 64 lowercase hex digits (H-3), INVALID_ARGUMENT.
+	ErrMalformedHash = errors.New("handoff: malformed content hash")
+	// ErrBackendNotAccepted: a reference for a backend this consumer does not accept (N-1), FAILED_PRECONDITION.
+	ErrBackendNotAccepted = errors.New("handoff: backend not accepted")
+	// ErrSpentReference: a reference already consumed, released or expired (SU-2), INVALID_ARGUMENT.
+	ErrSpentReference = errors.New("handoff: reference already spent")
+	// ErrQuotaExceeded: the producer's published bytes or the consumer's in-flight
+	// receive bytes would pass their bound (L-5), RESOURCE_EXHAUSTED (retryable).
+	ErrQuotaExceeded = errors.New("handoff: byte quota exceeded")
+	// ErrQuarantined: this side holds quarantined buffers and refuses new handoffs (Q-4), UNAVAILABLE.
+	ErrQuarantined = errors.New("handoff: buffers quarantined")
+	// ErrCleanupFailed: an earlier release or deregistration failed (X-1), UNAVAILABLE.
+	ErrCleanupFailed = errors.New("handoff: cleanup failed")
+	// ErrDraining: shutdown has started (S-2), UNAVAILABLE.
+	ErrDraining = errors.New("handoff: draining")
+	// ErrShutdownIDMissing: Shutdown with an empty expected_instance_id (S-1), INVALID_ARGUMENT.
+	ErrShutdownIDMissing = errors.New("handoff: expected_instance_id is empty")
+	// ErrShutdownIDMismatch: Shutdown naming another instance (S-1), FAILED_PRECONDITION.
+	ErrShutdownIDMismatch = errors.New("handoff: expected_instance_id names another instance")
+	// ErrBadRequest: any other malformed field of a request, INVALID_ARGUMENT
+	// (rule "L-4" is not claimed: the rule is the one given at the wrap site or "").
+	ErrBadRequest = errors.New("handoff: invalid request")
+)
+
+// classification is one row of the rejection table.
+type classification struct {
+	err  error
+	rule string
+	code Code
+}
+
+// rejections is THE table mapping expected rejections to rule IDs and gRPC
+// codes (ARCHITECTURE.md: one table). Order matters only for errors that wrap
+// several sentinels: the first match wins.
+var rejections = []classification{
+	{ErrWrongRole, "L-4", CodeFailedPrecondition},
+	{ErrURLDisabled, "L-6", CodeUnimplemented},
+	{ErrMediaRejected, "L-6", CodeInvalidArgument},
+	{ErrModalityUnsupported, "L-3", CodeUnimplemented},
+	{ErrTooLarge, "L-1", CodeInvalidArgument},
+	{ErrMalformedHash, "H-3", CodeInvalidArgument},
+	{ErrForeignReference, "SU-5", CodeInvalidArgument},
+	{ErrMalformedReference, "SU-4", CodeInvalidArgument},
+	{ErrBackendNotAccepted, "N-1", CodeFailedPrecondition},
+	{ErrSpentReference, "SU-2", CodeInvalidArgument},
+	{ErrQuotaExceeded, "L-5", CodeResourceExhausted},
+	{ErrQuarantined, "Q-4", CodeUnavailable},
+	{ErrCleanupFailed, "X-1", CodeUnavailable},
+	{ErrDraining, "S-2", CodeUnavailable},
+	{ErrShutdownIDMissing, "S-1", CodeInvalidArgument},
+	{ErrShutdownIDMismatch, "S-1", CodeFailedPrecondition},
+	{ErrBadRequest, "", CodeInvalidArgument},
+}
+
+// Classify returns the rule ID and gRPC code of an expected rejection, or
+// ("", CodeInternal) for an error that is not one (a bug or an I/O failure).
+func Classify(err error) (rule string, code Code) {
+	if err == nil {
+		return "", CodeOK
+	}
+	for _, c := range rejections {
+		if errors.Is(err, c.err) {
+			return c.rule, c.code
+		}
+	}
+	return "", CodeInternal
+}
+
+// Precedence is the order in which rules decide the code when several reject
+// the same request (CONTRACT "How requests look, and which code wins"). The
+// server runs its checks in exactly this order.
+var Precedence = []string{"L-4", "L-6", "L-1", "SU-4", "N-1", "SU-2", "L-5"}
+
+// rejectf wraps a sentinel with detail.
+func rejectf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,146 @@
+package handoff
+
+import (
+	"fmt"
+	"sort"
+)
+
+// HealthState mirrors openengine.v1.HealthState (same numbers).
+type HealthState int
+
+// Health states (WIRE.md HealthState).
+const (
+	HealthStarting HealthState = 1
+	HealthReady    HealthState = 2
+	HealthDraining HealthState = 4
+	HealthNotReady HealthState = 5
+)
+
+// HealthCheck is one named check with its state and reason.
+type HealthCheck struct {
+	Name    string
+	State   HealthState
+	Message string
+}
+
+// Health is an engine's health: READY, DRAINING after shutdown starts (S-2),
+// and NOT_READY, sticky until restart, once anything was quarantined or a
+// cleanup failed. Check names: "encoder_cache" (quarantine, cleanup),
+// "lifecycle" (starting, draining).
+type Health struct {
+	started  bool
+	draining bool
+	failures map[string]string // check name -> first reason
+}
+
+// NewHealth returns a Health in STARTING.
+func NewHealth() *Health { return &Health{failures: map[string]string{}} }
+
+// Started marks the engine as serving.
+func (h *Health) Started() { h.started = true }
+
+// StartDrain marks shutdown started (S-2).
+func (h *Health) StartDrain() { h.draining = true }
+
+// Draining reports whether shutdown started.
+func (h *Health) Draining() bool { return h.draining }
+
+// Fail records a sticky failure on check name; the first reason is kept.
+func (h *Health) Fail(check, reason string) {
+	if _, ok := h.failures[check]; !ok {
+		h.failures[check] = reason
+	}
+}
+
+// Failure returns the first failure reason, sorted by check name, or "".
+func (h *Health) Failure() string {
+	names := make([]string, 0, len(h.failures))
+	for n := range h.failures {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s", names[0], h.failures[names[0]])
+}
+
+// State returns the overall state and the checks. NOT_READY wins over
+// DRAINING, which wins over STARTING and READY.
+func (h *Health) State() (HealthState, []HealthCheck) {
+	var checks []HealthCheck
+	names := make([]string, 0, len(h.failures))
+	for n := range h.failures {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		checks = append(checks, HealthCheck{Name: n, State: HealthNotReady, Message: h.failures[n]})
+	}
+	lifecycle := HealthCheck{Name: "lifecycle", State: HealthReady, Message: "serving"}
+	switch {
+	case h.draining:
+		lifecycle = HealthCheck{Name: "lifecycle", State: HealthDraining, Message: "S-2 shutdown started"}
+	case !h.started:
+		lifecycle = HealthCheck{Name: "lifecycle", State: HealthStarting, Message: "starting"}
+	}
+	checks = append(checks, lifecycle)
+	switch {
+	case len(h.failures) > 0:
+		return HealthNotReady, checks
+	default:
+		return lifecycle.State, checks
+	}
+}
+
+// Admit decides whether a new handoff may start: ErrDraining (S-2) once
+// shutdown started, ErrCleanupFailed or ErrQuarantined after a
+// sticky failure. Text-only requests skip this check (Q-4 allows them) except
+// for draining.
+func (h *Health) Admit() error {
+	if h.draining {
+		return rejectf(ErrDraining, "S-2 shutting down")
+	}
+	if r, ok := h.failures[CheckCleanup]; ok {
+		return rejectf(ErrCleanupFailed, "X-1 %s", r)
+	}
+	if r, ok := h.failures[CheckQuarantine]; ok {
+		return rejectf(ErrQuarantined, "Q-4 %s", r)
+	}
+	return nil
+}
+
+// Check names used by the engine.
+const (
+	// CheckQuarantine is the encoder_cache check failed by quarantine.
+	CheckQuarantine = "encoder_cache"
+	// CheckCleanup is the check failed by a cleanup failure.
+	CheckCleanup = "cleanup"
+)
+
+// ShutdownStatus mirrors openengine.v1.ShutdownStatus.
+type ShutdownStatus int
+
+// Shutdown statuses (WIRE.md).
+const (
+	ShutdownAccepted            ShutdownStatus = 1
+	ShutdownAlreadyShuttingDown ShutdownStatus = 2
+)
+
+// DecideShutdown applies CONTRACT S-1 to Shutdown(expected_instance_id):
+// empty -> ErrShutdownIDMissing (INVALID_ARGUMENT); another id ->
+// ErrShutdownIDMismatch (FAILED_PRECONDITION); a match -> ACCEPTED the first
+// time, ALREADY_SHUTTING_DOWN after. It starts the drain on ACCEPTED.
+func (h *Health) DecideShutdown(expected, instanceID string) (ShutdownStatus, error) {
+	if expected == "" {
+		return 0, rejectf(ErrShutdownIDMissing, "S-1 Shutdown needs expected_instance_id")
+	}
+	if expected != instanceID {
+		return 0, rejectf(ErrShutdownIDMismatch, "S-1 expected_instance_id %.40q is not this instance", expected)
+	}
+	if h.draining {
+		return ShutdownAlreadyShuttingDown, nil
+	}
+	h.draining = true
+	return ShutdownAccepted, nil
+}

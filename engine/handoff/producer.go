@@ -1,0 +1,348 @@
+package handoff
+
+import (
+	"fmt"
+	"sort"
+)
+
+// EntryState is where a published output stands in the producer's table
+// (CONTRACT section 2). Reserved, Published and Removing entries are live;
+// the others are terminal and leave the table.
+type EntryState int
+
+// Entry states.
+const (
+	// EntryReserved: bytes reserved, storage being written; not yet visible to anyone.
+	EntryReserved EntryState = iota + 1
+	// EntryPublished: visible through its reference; may be claimed.
+	EntryPublished
+	// EntryRemoving: the producer is removing its storage (release, expiry, drain);
+	// a consumer may still win the race for it.
+	EntryRemoving
+	// EntryConsumed: a consumer claimed it (terminal).
+	EntryConsumed
+	// EntryReleased: Abort(encoder_cache) or cancellation released it (terminal).
+	EntryReleased
+	// EntryExpired: its TTL passed and it was collected (terminal).
+	EntryExpired
+)
+
+var entryStateNames = map[EntryState]string{
+	EntryReserved: "RESERVED", EntryPublished: "PUBLISHED", EntryRemoving: "REMOVING",
+	EntryConsumed: "CONSUMED", EntryReleased: "RELEASED", EntryExpired: "EXPIRED",
+}
+
+func (s EntryState) String() string {
+	if n, ok := entryStateNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("EntryState(%d)", int(s))
+}
+
+// RemovalCause says why the producer removes an entry's storage; it decides the
+// terminal state when the removal wins.
+type RemovalCause int
+
+// Removal causes.
+const (
+	CauseRelease RemovalCause = iota + 1 // Abort(encoder_cache) (SU-3) or a cancelled publish (C-7)
+	CauseExpiry                          // TTL passed (X-2)
+	CauseDrain                           // shutdown releases unconsumed outputs (S-2)
+)
+
+// ReleaseOutcome is the answer to Abort(encoder_cache) (CONTRACT SU-3).
+type ReleaseOutcome int
+
+// Release outcomes.
+const (
+	// ReleaseRemove: the entry is live; remove its storage (RemoveStorage) and report
+	// the result with RemovalDone, whose outcome is the answer.
+	ReleaseRemove ReleaseOutcome = iota + 1
+	// ReleaseAborted: this call released the entry (ABORTED).
+	ReleaseAborted
+	// ReleaseAlreadyFinished: the entry was already consumed, released or expired (ALREADY_FINISHED).
+	ReleaseAlreadyFinished
+)
+
+// ProducerConfig bounds the producer's table.
+type ProducerConfig struct {
+	// QuotaBytes bounds the payload bytes held by live entries (CONTRACT L-5). 0 means no bound.
+	QuotaBytes int64
+	// DefaultTTLMs is the TTL of an entry published without EncoderPublish.ttl_ms.
+	DefaultTTLMs int64
+	// MaxTTLMs caps a requested TTL.
+	MaxTTLMs int64
+}
+
+// ProducerCounters are the producer's lifetime counters. Every entry published
+// ends in exactly one of Consumed, Released, Expired (CONTRACT section 2).
+type ProducerCounters struct {
+	Published, Consumed, Released, Expired, Abandoned uint64
+}
+
+type producerEntry struct {
+	id           string
+	payloadBytes int64
+	expiresMs    int64
+	state        EntryState
+	cause        RemovalCause
+}
+
+// ProducerTable is the producer's table of published encoder outputs: a pure
+// state machine (no goroutines, no clock, no I/O). The caller owns storage:
+// it writes after Reserve, removes when told to, and reports what it saw.
+//
+// Ordering contracts for the caller:
+//   - Reserve BEFORE writing storage; CommitPublish only AFTER the storage is
+//     durable under its final name; AbandonPublish if writing failed or the
+//     request was cancelled first (C-1, C-7).
+//   - On ReleaseRemove or a Removal returned by Expire/Drain: remove the storage,
+//     THEN call RemovalDone with whether this producer's removal won.
+//   - ObserveGone when the storage of a Published entry is found missing (a
+//     consumer claimed it: shared-directory backend).
+type ProducerTable struct {
+	cfg       ProducerConfig
+	entries   map[string]*producerEntry
+	heldBytes int64
+	counters  ProducerCounters
+}
+
+// NewProducerTable returns an empty table.
+func NewProducerTable(cfg ProducerConfig) *ProducerTable {
+	return &ProducerTable{cfg: cfg, entries: map[string]*producerEntry{}}
+}
+
+// Reserve claims payloadBytes of the quota for a new entry id before its storage
+// is written. Errors: ErrQuotaExceeded (L-5, nothing reserved), ErrBadRequest
+// for an invalid or duplicate id.
+func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
+	if !ValidEntryID(id) {
+		return rejectf(ErrBadRequest, "entry id %q is not 32 lowercase hex digits", id)
+	}
+	if _, dup := t.entries[id]; dup {
+		return rejectf(ErrBadRequest, "entry id %s already in the table", id)
+	}
+	if payloadBytes <= 0 {
+		return rejectf(ErrBadRequest, "payload of %d bytes", payloadBytes)
+	}
+	if t.cfg.QuotaBytes > 0 && t.heldBytes+payloadBytes > t.cfg.QuotaBytes {
+		return rejectf(ErrQuotaExceeded, "L-5 publishing %d bytes would hold %d of %d", payloadBytes, t.heldBytes+payloadBytes, t.cfg.QuotaBytes)
+	}
+	t.entries[id] = &producerEntry{id: id, payloadBytes: payloadBytes, state: EntryReserved}
+	t.heldBytes += payloadBytes
+	return nil
+}
+
+// TTL returns the TTL in ms an entry gets for a requested ttl_ms (0 = default),
+// capped at MaxTTLMs.
+func (t *ProducerTable) TTL(requestedMs int64) int64 {
+	ttl := requestedMs
+	if ttl <= 0 {
+		ttl = t.cfg.DefaultTTLMs
+	}
+	if t.cfg.MaxTTLMs > 0 && ttl > t.cfg.MaxTTLMs {
+		ttl = t.cfg.MaxTTLMs
+	}
+	return ttl
+}
+
+// CommitPublish makes a Reserved entry Published, expiring at expiresMs.
+func (t *ProducerTable) CommitPublish(id string, expiresMs int64) error {
+	e, ok := t.entries[id]
+	if !ok || e.state != EntryReserved {
+		return fmt.Errorf("handoff: commit of %s which is not reserved", id)
+	}
+	e.state = EntryPublished
+	e.expiresMs = expiresMs
+	t.counters.Published++
+	return nil
+}
+
+// AbandonPublish drops a Reserved entry whose storage was never made visible
+// (write failed, request cancelled before publication: C-1, C-6). It returns
+// its bytes to the quota.
+func (t *ProducerTable) AbandonPublish(id string) {
+	e, ok := t.entries[id]
+	if !ok || e.state != EntryReserved {
+		return
+	}
+	t.drop(e)
+	t.counters.Abandoned++
+}
+
+// Release decides Abort(encoder_cache=ref) for a reference whose tag verified
+// (CONTRACT SU-3). A live Published entry moves to Removing and the answer is
+// ReleaseRemove; anything not live (consumed, released, expired, unknown to
+// this table) is ReleaseAlreadyFinished. An entry already being removed by
+// expiry or drain is also ReleaseAlreadyFinished: this call did not release it.
+func (t *ProducerTable) Release(id string) ReleaseOutcome {
+	e, ok := t.entries[id]
+	if !ok || e.state != EntryPublished {
+		return ReleaseAlreadyFinished
+	}
+	e.state = EntryRemoving
+	e.cause = CauseRelease
+	return ReleaseRemove
+}
+
+// RemovalDone reports the result of removing an entry's storage. won is true
+// when the producer's removal took the storage (it existed), false when it was
+// already gone (a consumer claimed it first: CONSUMED). It returns the answer
+// for a release: ReleaseAborted when the release won, ReleaseAlreadyFinished otherwise.
+func (t *ProducerTable) RemovalDone(id string, won bool) ReleaseOutcome {
+	e, ok := t.entries[id]
+	if !ok || e.state != EntryRemoving {
+		return ReleaseAlreadyFinished
+	}
+	t.drop(e)
+	if !won {
+		t.counters.Consumed++
+		return ReleaseAlreadyFinished
+	}
+	switch e.cause {
+	case CauseExpiry:
+		t.counters.Expired++
+	default:
+		t.counters.Released++
+	}
+	if e.cause == CauseRelease {
+		return ReleaseAborted
+	}
+	return ReleaseAlreadyFinished
+}
+
+// RemovalFailed reports that removing an entry's storage failed with an I/O
+// error (X-1). The entry leaves the table (its bytes are no longer counted as
+// published) and the caller must mark the cleanup failure on its Health.
+func (t *ProducerTable) RemovalFailed(id string) {
+	e, ok := t.entries[id]
+	if !ok || e.state != EntryRemoving {
+		return
+	}
+	t.drop(e)
+	t.counters.Released++
+}
+
+// ObserveGone reports that the storage of entry id was found missing while it
+// was Published: a consumer claimed it (shared-directory backend), so it is CONSUMED.
+func (t *ProducerTable) ObserveGone(id string) {
+	e, ok := t.entries[id]
+	if !ok || e.state != EntryPublished {
+		return
+	}
+	t.drop(e)
+	t.counters.Consumed++
+}
+
+// Expire moves every Published entry whose expiry is at or before nowMs to
+// Removing and returns their ids, sorted. The caller removes each and calls
+// RemovalDone (CONTRACT X-2).
+func (t *ProducerTable) Expire(nowMs int64) []string {
+	var ids []string
+	for _, e := range t.entries {
+		if e.state == EntryPublished && e.expiresMs <= nowMs {
+			e.state = EntryRemoving
+			e.cause = CauseExpiry
+			ids = append(ids, e.id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Drain moves every Published entry to Removing for shutdown (CONTRACT S-2) and
+// returns their ids, sorted.
+func (t *ProducerTable) Drain() []string {
+	var ids []string
+	for _, e := range t.entries {
+		if e.state == EntryPublished {
+			e.state = EntryRemoving
+			e.cause = CauseDrain
+			ids = append(ids, e.id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Published returns the ids of Published entries, sorted (for the caller's
+// look at which of them consumers have claimed).
+func (t *ProducerTable) Published() []string {
+	var ids []string
+	for _, e := range t.entries {
+		if e.state == EntryPublished {
+			ids = append(ids, e.id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// State returns the state of a live entry, or 0 when id is not in the table.
+func (t *ProducerTable) State(id string) EntryState {
+	if e, ok := t.entries[id]; ok {
+		return e.state
+	}
+	return 0
+}
+
+// Entries is the number of live entries (reserved, published or being removed):
+// the `encoder.exports.entries` observable (CONTRACT section 4).
+func (t *ProducerTable) Entries() int { return len(t.entries) }
+
+// HeldBytes is the payload bytes of live entries: `encoder.exports.bytes`.
+func (t *ProducerTable) HeldBytes() int64 { return t.heldBytes }
+
+// PendingRemovals is the number of entries being removed: part of `encoder.cleanup.pending`.
+func (t *ProducerTable) PendingRemovals() int {
+	n := 0
+	for _, e := range t.entries {
+		if e.state == EntryRemoving {
+			n++
+		}
+	}
+	return n
+}
+
+// Counters returns the lifetime counters.
+func (t *ProducerTable) Counters() ProducerCounters { return t.counters }
+
+func (t *ProducerTable) drop(e *producerEntry) {
+	delete(t.entries, e.id)
+	t.heldBytes -= e.payloadBytes
+}
+
+// CheckInvariants verifies the table (ARCHITECTURE.md "Invariant checks are code"):
+//  1. held bytes equal the sum of live entries' payloads and stay within the quota;
+//  2. only live states are in the table;
+//  3. every committed publish is live or ended exactly once:
+//     Published == Consumed + Released + Expired + live non-reserved entries.
+func (t *ProducerTable) CheckInvariants() error {
+	var sum int64
+	live := uint64(0)
+	for id, e := range t.entries {
+		if id != e.id {
+			return fmt.Errorf("handoff: entry keyed %s has id %s", id, e.id)
+		}
+		switch e.state {
+		case EntryReserved:
+		case EntryPublished, EntryRemoving:
+			live++
+		default:
+			return fmt.Errorf("handoff: terminal entry %s (%v) still in the table", id, e.state)
+		}
+		sum += e.payloadBytes
+	}
+	if sum != t.heldBytes {
+		return fmt.Errorf("handoff: held bytes %d, entries sum to %d", t.heldBytes, sum)
+	}
+	if t.cfg.QuotaBytes > 0 && t.heldBytes > t.cfg.QuotaBytes {
+		return fmt.Errorf("handoff: L-5 held bytes %d over quota %d", t.heldBytes, t.cfg.QuotaBytes)
+	}
+	c := t.counters
+	if c.Published != c.Consumed+c.Released+c.Expired+live {
+		return fmt.Errorf("handoff: SU-1 published %d != consumed %d + released %d + expired %d + live %d",
+			c.Published, c.Consumed, c.Released, c.Expired, live)
+	}
+	return nil
+}

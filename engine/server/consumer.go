@@ -1,0 +1,177 @@
+package server
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+)
+
+// ClaimedItem is one received item: its metadata and embeddings, float32 [Rows, Cols].
+type ClaimedItem struct {
+	meta handoff.ItemMeta
+	data []float32
+}
+
+// parseReference applies, in the contract's precedence, L-1 (size), SU-4
+// (malformed), H-3 (hash format), N-1 (backend) and SU-5 (tag, instance) to a
+// reference and returns it verified.
+func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, error) {
+	if wire == nil {
+		return handoff.Reference{}, fmt.Errorf("%w: SU-4 encoder.consume has no reference", handoff.ErrMalformedReference)
+	}
+	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), wire.GetOpaqueState(), e.cfg.Hooks.MaxReferenceBytes)
+	if err != nil {
+		return handoff.Reference{}, err
+	}
+	accept := func(b string) bool { return b == BackendSharedDir }
+	if e.cfg.Hooks.AcceptBackend != nil {
+		accept = e.cfg.Hooks.AcceptBackend
+	}
+	if !accept(ref.Backend) {
+		return handoff.Reference{}, fmt.Errorf("%w: N-1 backend %.40q, this consumer accepts [%s]", handoff.ErrBackendNotAccepted, ref.Backend, BackendSharedDir)
+	}
+	key, err := e.producerKey(ref.ProducerInstanceID)
+	if err != nil {
+		e.onRejected(ref)
+		return handoff.Reference{}, err
+	}
+	verify := handoff.Reference.Verify
+	if e.cfg.Hooks.VerifyReference != nil {
+		verify = e.cfg.Hooks.VerifyReference
+	}
+	if err := verify(ref, key); err != nil {
+		e.onRejected(ref)
+		return handoff.Reference{}, err
+	}
+	return ref, nil
+}
+
+func (e *Engine) onRejected(ref handoff.Reference) {
+	if e.cfg.Hooks.OnRejectedReference != nil {
+		e.cfg.Hooks.OnRejectedReference(e, ref)
+	}
+}
+
+// producerKey loads (once) a producer instance's HMAC key from the shared directory.
+func (e *Engine) producerKey(producer string) ([]byte, error) {
+	e.mu.Lock()
+	key, ok := e.keys[producer]
+	e.mu.Unlock()
+	if ok {
+		return key, nil
+	}
+	key, err := shareddir.LoadProducerKey(e.fsys, e.cfg.CacheDir, producer)
+	if err != nil {
+		if errors.Is(err, shareddir.ErrUnknownProducer) || errors.Is(err, shareddir.ErrBadName) {
+			return nil, fmt.Errorf("%w: SU-5 no producer %s in this consumer's shared directory", handoff.ErrForeignReference, producer)
+		}
+		return nil, fmt.Errorf("server: load producer key: %w", err)
+	}
+	e.mu.Lock()
+	e.keys[producer] = key
+	e.mu.Unlock()
+	return key, nil
+}
+
+// receive takes a verified reference through SU-2 (spent, expired), L-5 and
+// Q-4 admission, and the claim by atomic rename; it returns the items as lm
+// images. Every path ends the receive exactly once.
+func (e *Engine) receive(requestID string, ref handoff.Reference) ([]lm.Image, error) {
+	if ref.Expired(e.now().UnixMilli()) {
+		return nil, fmt.Errorf("%w: SU-2 reference %s expired", handoff.ErrSpentReference, short(ref.EntryID))
+	}
+	if err := e.admitHandoff(); err != nil {
+		return nil, err
+	}
+	receiveID := requestID + "/" + ref.EntryID
+	e.mu.Lock()
+	err := e.receives.Preflight(receiveID, ref.PayloadBytes())
+	if err == nil {
+		err = e.receives.Registered(receiveID)
+	}
+	if err == nil {
+		err = e.receives.Requested(receiveID)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	claim := defaultClaim
+	if e.cfg.Hooks.Claim != nil {
+		claim = e.cfg.Hooks.Claim
+	}
+	items, err := claim(e, ref)
+	e.mu.Lock()
+	if err != nil {
+		_ = e.receives.Rejected(receiveID)
+	} else {
+		_ = e.receives.Succeeded(receiveID)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		switch {
+		case errors.Is(err, shareddir.ErrGone):
+			return nil, fmt.Errorf("%w: SU-2 reference %s was already consumed, released or expired", handoff.ErrSpentReference, short(ref.EntryID))
+		case errors.Is(err, shareddir.ErrCleanup):
+			e.failCleanup("delete claimed entry "+ref.EntryID, err)
+		}
+		return nil, err
+	}
+	images := make([]lm.Image, len(items))
+	for i, it := range items {
+		images[i] = lm.Image{ContentHash: it.meta.ContentHash, Rows: int(it.meta.Rows), Cols: int(it.meta.Cols), Data: it.data}
+	}
+	return images, nil
+}
+
+// defaultClaim claims the entry by atomic rename (one winner across
+// processes, SU-1) and checks it matches its reference.
+func defaultClaim(e *Engine, ref handoff.Reference) ([]ClaimedItem, error) {
+	tensors, meta, err := shareddir.Claim(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID, rand.Reader, ref.PayloadBytes()+1<<20)
+	if err != nil {
+		return nil, err
+	}
+	return MatchEntry(ref, tensors, meta)
+}
+
+// matchEntry checks a claimed entry against the reference that named it.
+func MatchEntry(ref handoff.Reference, tensors []shareddir.Tensor, meta map[string]string) ([]ClaimedItem, error) {
+	if meta[metaEntry] != ref.EntryID || meta[metaProducer] != ref.ProducerInstanceID || len(tensors) != len(ref.Items) {
+		return nil, fmt.Errorf("server: claimed entry %s does not match its reference", short(ref.EntryID))
+	}
+	items := make([]ClaimedItem, len(tensors))
+	for i, t := range tensors {
+		it := ref.Items[i]
+		if t.Name != tensorName(i) || len(t.Shape) != 2 || t.Shape[0] != int(it.Rows) || t.Shape[1] != int(it.Cols) {
+			return nil, fmt.Errorf("server: claimed entry %s item %d has shape %v, reference says [%d, %d]", short(ref.EntryID), i, t.Shape, it.Rows, it.Cols)
+		}
+		data, err := t.Float32s()
+		if err != nil {
+			return nil, fmt.Errorf("server: claimed entry %s item %d: %w", short(ref.EntryID), i, err)
+		}
+		items[i] = ClaimedItem{meta: it, data: data}
+	}
+	return items, nil
+}
+
+// short abbreviates an id for messages.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8] + ".."
+	}
+	return id
+}
+
+// CacheDir is the shared directory root.
+func (e *Engine) CacheDir() string { return e.cfg.CacheDir }
+
+// ClaimAndDiscard claims the entry a reference names and throws it away. It
+// exists only for the SU-4 mutant (a rejected reference that still consumes).
+func ClaimAndDiscard(e *Engine, ref handoff.Reference) {
+	_, _, _ = shareddir.Claim(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID, rand.Reader, handoff.MaxItemBytes)
+}

@@ -1,0 +1,244 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Version is the reference engine's version string.
+var Version = "0.1.0"
+
+// control implements openengine.v1.Control.
+type control struct {
+	pb.UnimplementedControlServer
+	e *Engine
+}
+
+func (e *Engine) encoderRole() pb.EncoderRole {
+	switch e.cfg.Role {
+	case RoleEncoder:
+		return pb.EncoderRole_ENCODER_ROLE_PRODUCER
+	case RolePD:
+		return pb.EncoderRole_ENCODER_ROLE_CONSUMER
+	default:
+		return pb.EncoderRole_ENCODER_ROLE_NONE
+	}
+}
+
+// GetServerInfo: a random instance id per start, schema revision 1.
+func (s *control) GetServerInfo(ctx context.Context, _ *pb.GetServerInfoRequest) (*pb.ServerInfo, error) {
+	e := s.e
+	extra, _ := structpb.NewStruct(map[string]any{
+		"baton.role": string(e.cfg.Role), "baton.preset": e.preset.Name, "baton.profile": "baton.encoder.v1",
+		"baton.reference_format": "baton-json-v1",
+	})
+	return &pb.ServerInfo{
+		EngineName: "baton-reference", EngineVersion: Version, EngineRole: pb.EngineRole_ENGINE_ROLE_AGGREGATED,
+		InstanceId: e.instanceID, SupportedModels: []string{ModelName(e.preset.Name)},
+		SchemaRevision: 1, MinimumClientRevision: 1, SchemaRelease: "openengine.v1+baton.encoder.v1", Extra: extra,
+	}, nil
+}
+
+// GetModelInfo advertises the encoder capabilities (N-1).
+func (s *control) GetModelInfo(ctx context.Context, req *pb.GetModelInfoRequest) (*pb.ModelInfo, error) {
+	e := s.e
+	if m := req.GetModel(); m != "" && m != ModelName(e.preset.Name) {
+		return nil, status.Errorf(codes.NotFound, "model %.60q not served (serving %s)", m, ModelName(e.preset.Name))
+	}
+	caps := &pb.EncoderCapabilities{
+		Role:                      e.encoderRole(),
+		MaxReferenceBytes:         proto.Uint32(handoff.MaxOpaqueStateBytes),
+		MaxDecodePreparationBytes: proto.Uint32(handoff.MaxDecodePreparationBytes),
+		Modalities:                []pb.Modality{pb.Modality_MODALITY_IMAGE},
+	}
+	switch e.cfg.Role {
+	case RoleEncoder:
+		caps.Backends = []string{BackendSharedDir}
+		caps.SupportsAbortCleanup = proto.Bool(true)
+	case RolePD:
+		caps.Backends = []string{BackendSharedDir}
+		caps.RequiresHandoff = proto.Bool(true)
+	}
+	return &pb.ModelInfo{
+		ModelId: ModelName(e.preset.Name), ServedModelName: ModelName(e.preset.Name),
+		MaxContextLength: proto.Uint32(lm.DefaultMaxContextTokens), MaxOutputTokens: proto.Uint32(lm.DefaultMaxContextTokens),
+		TokenizerModes: []string{"text", "token_ids"}, SupportsTextInput: proto.Bool(e.cfg.Role != RoleEncoder),
+		SupportsTokenIdsInput: proto.Bool(e.cfg.Role != RoleEncoder), SupportsLora: proto.Bool(false),
+		SupportsMultimodal: proto.Bool(true),
+		Generation:         &pb.GenerationConfig{EosTokenIds: []uint32{lm.EOSID}, DefaultMaxTokens: proto.Uint32(lm.DefaultMaxTokens)},
+		Encoder:            caps,
+	}, nil
+}
+
+// Observables returns the CONTRACT section 4 counters after a look at which
+// published entries consumers claimed.
+func (e *Engine) Observables() map[string]float64 {
+	e.observeClaims()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qBuffers, qBytes := e.receives.Quarantine()
+	return map[string]float64{
+		"encoder.exports.entries":      float64(e.table.Entries()),
+		"encoder.exports.bytes":        float64(e.table.HeldBytes()),
+		"encoder.receives.inflight":    float64(e.receives.Inflight()),
+		"encoder.quarantine.buffers":   float64(qBuffers),
+		"encoder.quarantine.bytes":     float64(qBytes),
+		"encoder.cleanup.pending":      float64(e.cleanups),
+		"encoder.storage.live_batches": 0,
+		"encoder.exports.published":    float64(e.table.Counters().Published),
+		"encoder.exports.consumed":     float64(e.table.Counters().Consumed),
+		"encoder.exports.released":     float64(e.table.Counters().Released),
+		"encoder.exports.expired":      float64(e.table.Counters().Expired),
+	}
+}
+
+// GetLoad reports the observables in LoadInfo.attributes.
+func (s *control) GetLoad(ctx context.Context, _ *pb.GetLoadRequest) (*pb.LoadInfo, error) {
+	e := s.e
+	obs := e.Observables()
+	fields := map[string]any{}
+	for k, v := range obs {
+		fields[k] = v
+	}
+	attrs, err := structpb.NewStruct(fields)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "attributes: %v", err)
+	}
+	e.mu.Lock()
+	running := uint32(e.runningN)
+	e.mu.Unlock()
+	return &pb.LoadInfo{InstanceId: e.instanceID, TimestampUnixNanos: proto.Uint64(uint64(e.now().UnixNano())), RunningRequests: proto.Uint32(running), QueuedRequests: proto.Uint32(0), Attributes: attrs}, nil
+}
+
+// Health reports READY, DRAINING (S-2) or NOT_READY with reasons.
+func (s *control) Health(ctx context.Context, _ *pb.HealthRequest) (*pb.HealthResponse, error) {
+	e := s.e
+	e.mu.Lock()
+	state, checks := e.health.State()
+	e.mu.Unlock()
+	resp := &pb.HealthResponse{State: pb.HealthState(state)}
+	for _, c := range checks {
+		resp.Checks = append(resp.Checks, &pb.HealthCheck{Name: c.Name, State: pb.HealthState(c.State), Message: c.Message})
+	}
+	return resp, nil
+}
+
+// Abort cancels a request, all requests, or releases a published entry (SU-3).
+func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortResponse, error) {
+	e := s.e
+	switch t := req.GetTarget().(type) {
+	case *pb.AbortRequest_RequestId:
+		if t.RequestId == "" {
+			return nil, status.Error(codes.InvalidArgument, "Abort: empty request_id")
+		}
+		e.mu.Lock()
+		cancel, ok := e.requests[t.RequestId]
+		e.mu.Unlock()
+		if !ok {
+			return &pb.AbortResponse{Status: pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED}, nil
+		}
+		cancel()
+		return &pb.AbortResponse{Status: pb.AbortStatus_ABORT_STATUS_ABORTED}, nil
+	case *pb.AbortRequest_AllRequests:
+		e.mu.Lock()
+		n := len(e.requests)
+		for _, cancel := range e.requests {
+			cancel()
+		}
+		e.mu.Unlock()
+		if n == 0 {
+			return &pb.AbortResponse{Status: pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED}, nil
+		}
+		return &pb.AbortResponse{Status: pb.AbortStatus_ABORT_STATUS_ABORTED, Message: fmt.Sprintf("%d requests cancelled", n)}, nil
+	case *pb.AbortRequest_KvSession:
+		return nil, e.status(fmt.Errorf("%w: L-4 %s holds no KV sessions", handoff.ErrWrongRole, e.cfg.Role))
+	case *pb.AbortRequest_EncoderCache:
+		st, err := e.abortEncoderCache(t.EncoderCache)
+		if err != nil {
+			return nil, e.status(err)
+		}
+		if e.cfg.Hooks.ReleaseAnswer != nil {
+			st = e.cfg.Hooks.ReleaseAnswer(st)
+		}
+		return &pb.AbortResponse{Status: st}, nil
+	default:
+		return nil, status.Error(codes.InvalidArgument, "Abort: no target (want request_id, all_requests, kv_session or encoder_cache)")
+	}
+}
+
+// abortEncoderCache releases a published entry: ABORTED the first time,
+// ALREADY_FINISHED after or once consumed or expired (SU-3); a malformed or
+// foreign reference is INVALID_ARGUMENT (SU-4, SU-5).
+func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef) (pb.AbortStatus, error) {
+	if e.cfg.Role != RoleEncoder {
+		return 0, fmt.Errorf("%w: L-4 only the producer releases encoder outputs", handoff.ErrWrongRole)
+	}
+	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), wire.GetOpaqueState(), 0)
+	if err != nil {
+		return 0, err
+	}
+	if ref.Backend != BackendSharedDir {
+		return 0, fmt.Errorf("%w: N-1 backend %.40q", handoff.ErrBackendNotAccepted, ref.Backend)
+	}
+	if ref.ProducerInstanceID != e.instanceID {
+		return 0, fmt.Errorf("%w: SU-5 reference names producer %s, this is %s", handoff.ErrForeignReference, ref.ProducerInstanceID, e.instanceID)
+	}
+	if err := ref.Verify(e.dir.Key()); err != nil {
+		return 0, err
+	}
+	e.observeClaims()
+	out, err := e.release(ref.EntryID)
+	if err != nil {
+		return 0, err
+	}
+	if out == handoff.ReleaseAborted {
+		e.log.Info("SU-3 released", "entry", ref.EntryID)
+		return pb.AbortStatus_ABORT_STATUS_ABORTED, nil
+	}
+	return pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED, nil
+}
+
+// TransferEncoderCache is for NIXL-style backends; the shared-directory
+// backend's consumers claim entries themselves.
+func (s *control) TransferEncoderCache(ctx context.Context, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "N-1 this producer serves only the shared_dir backend; consumers claim entries from the shared directory")
+}
+
+// Shutdown applies S-1 and starts the drain (S-2) on ACCEPTED.
+func (s *control) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.ShutdownResponse, error) {
+	e := s.e
+	decide := func(h *handoff.Health, expected, id string) (handoff.ShutdownStatus, error) {
+		return h.DecideShutdown(expected, id)
+	}
+	if e.cfg.Hooks.DecideShutdown != nil {
+		decide = e.cfg.Hooks.DecideShutdown
+	}
+	e.mu.Lock()
+	st, err := decide(e.health, req.GetExpectedInstanceId(), e.instanceID)
+	e.mu.Unlock()
+	if err != nil {
+		return nil, e.status(err)
+	}
+	if st == handoff.ShutdownAccepted {
+		timeout := e.cfg.DrainTimeout
+		if ms := req.GetDrainTimeoutMs(); ms > 0 {
+			timeout = time.Duration(ms) * time.Millisecond
+		}
+		e.log.Info("S-1 shutdown accepted", "drain_timeout_ms", timeout.Milliseconds())
+		select {
+		case e.shutdown <- timeout:
+		default:
+		}
+		return &pb.ShutdownResponse{Status: pb.ShutdownStatus_SHUTDOWN_STATUS_ACCEPTED}, nil
+	}
+	return &pb.ShutdownResponse{Status: pb.ShutdownStatus_SHUTDOWN_STATUS_ALREADY_SHUTTING_DOWN}, nil
+}

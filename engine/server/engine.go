@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/encoder"
+	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
+)
+
+// Engine is one reference-engine instance: the lifecycle core (producer table,
+// consumer receives, health) behind a mutex held only while the core decides,
+// plus the encoder, the language model and the shared directory.
+type Engine struct {
+	cfg        Config
+	instanceID string
+	preset     encoder.Preset
+	encoder    encoder.Encoder
+	model      *lm.Model
+	fsys       shareddir.FS
+	dir        *shareddir.Dir // producer only
+	log        *slog.Logger
+	now        func() time.Time
+
+	mu        sync.Mutex // guards the fields below; never held across I/O
+	table     *handoff.ProducerTable
+	receives  *handoff.ConsumerReceives
+	health    *handoff.Health
+	requests  map[string]context.CancelFunc
+	keys      map[string][]byte // consumer: producer instance id -> HMAC key
+	running   sync.WaitGroup    // Add only under mu while not draining
+	runningN  int
+	cleanups  int // cleanup tasks in flight (encoder.cleanup.pending)
+	drainOnce sync.Once
+	drainErr  error
+	drained   chan struct{}
+	shutdown  chan time.Duration // Shutdown ACCEPTED -> the serve loop, with its drain timeout
+}
+
+// New starts an engine instance: a fresh random instance id, the encoder
+// weights, the model and, for the encoder role, its directory and HMAC key in
+// the shared directory.
+func New(cfg Config, log *slog.Logger) (*Engine, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	preset, _ := encoder.PresetByName(cfg.Preset)
+	id, err := newInstanceID()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:        cfg,
+		instanceID: id,
+		preset:     preset,
+		encoder:    encoder.NewCPU(preset, cfg.EncoderSeed),
+		model:      lm.New(lm.Config{Seed: cfg.ModelSeed, PrefixKey: cfg.Hooks.PrefixKey}),
+		fsys:       shareddir.OSFS{},
+		log:        log.With("instance", id, "role", string(cfg.Role)),
+		now:        time.Now,
+		table: handoff.NewProducerTable(handoff.ProducerConfig{
+			QuotaBytes: cfg.ProducerQuotaBytes, DefaultTTLMs: cfg.DefaultTTL.Milliseconds(), MaxTTLMs: cfg.MaxTTL.Milliseconds(),
+		}),
+		receives: handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes}),
+		health:   handoff.NewHealth(),
+		requests: map[string]context.CancelFunc{},
+		keys:     map[string][]byte{},
+		drained:  make(chan struct{}),
+		shutdown: make(chan time.Duration, 1),
+	}
+	if cfg.Role == RoleEncoder {
+		dir, err := shareddir.OpenProducer(e.fsys, cfg.CacheDir, id, rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("server: open shared directory: %w", err)
+		}
+		e.dir = dir
+	}
+	e.health.Started()
+	return e, nil
+}
+
+// InstanceID is this instance's random id (a lowercase UUID), new at every start.
+func (e *Engine) InstanceID() string { return e.instanceID }
+
+// Role is the engine's role.
+func (e *Engine) Role() Role { return e.cfg.Role }
+
+func newInstanceID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("server: instance id: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}
+
+// begin admits one Generate: it fails with ErrDraining once shutdown started
+// (S-2) and with ErrCleanupFailed after a cleanup failure; otherwise it
+// registers the request for Abort(request_id) and the drain.
+func (e *Engine) begin(requestID string, cancel context.CancelFunc) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.health.Draining() {
+		return fmt.Errorf("%w: S-2 shutting down", handoff.ErrDraining)
+	}
+	if err := e.health.Admit(); err != nil && !errors.Is(err, handoff.ErrQuarantined) {
+		return err
+	}
+	if _, dup := e.requests[requestID]; dup {
+		return errDuplicateRequest
+	}
+	e.requests[requestID] = cancel
+	e.running.Add(1)
+	e.runningN++
+	return nil
+}
+
+func (e *Engine) end(requestID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.requests, requestID)
+	e.runningN--
+	e.running.Done()
+}
+
+// admitHandoff applies to a request that starts a handoff.
+func (e *Engine) admitHandoff() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.health.Admit()
+}
+
+// failCleanup records a cleanup failure: sticky NOT_READY.
+func (e *Engine) failCleanup(what string, err error) {
+	e.mu.Lock()
+	e.health.Fail(handoff.CheckCleanup, fmt.Sprintf("%s: %v", what, err))
+	e.mu.Unlock()
+	e.log.Error("X-1 cleanup failed; health NOT_READY until restart", "what", what, "err", err)
+}

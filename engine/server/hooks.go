@@ -1,0 +1,37 @@
+package server
+
+import (
+	"github.com/baton-dev/baton/engine/handoff"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+)
+
+// Hooks replace one decision of the engine each. A nil field keeps the
+// contract's decision. They exist so conformance/mutants can build
+// deliberately broken engines from the real one (ARCHITECTURE.md: never a copy
+// of the engine); production code never sets them.
+type Hooks struct {
+	// CheckRole replaces the L-4 role check.
+	CheckRole func(role Role, req *pb.GenerateRequest) error
+	// CheckModality replaces the L-3 modality check of one media item.
+	CheckModality func(m pb.Modality) error
+	// MaxReferenceBytes replaces the L-1 bound on opaque_state (0 = contract's 65,536).
+	MaxReferenceBytes int
+	// VerifyReference replaces the SU-5 tag check.
+	VerifyReference func(ref handoff.Reference, key []byte) error
+	// OnRejectedReference runs when a reference that named a well-formed entry
+	// id is rejected (SU-4/SU-5); the contract's engine does nothing.
+	OnRejectedReference func(e *Engine, ref handoff.Reference)
+	// AcceptBackend replaces the N-1 backend check.
+	AcceptBackend func(backend string) bool
+	// Claim replaces the consumer's claim by atomic rename (SU-1, SU-2).
+	Claim func(e *Engine, ref handoff.Reference) (items []ClaimedItem, err error)
+	// ReleaseAnswer replaces the answer Abort(encoder_cache) gives (SU-3).
+	ReleaseAnswer func(decided pb.AbortStatus) pb.AbortStatus
+	// DecideShutdown replaces the S-1 decision.
+	DecideShutdown func(h *handoff.Health, expected, instanceID string) (handoff.ShutdownStatus, error)
+	// PrefixKey replaces the language model's prefix-cache key (H-2, B-2).
+	PrefixKey func(tokenIDs []uint32, imageIdentities []string) string
+	// ImageIdentity replaces the identity the model keys an image by (H-5):
+	// the contract's engine always uses the content hash, never MediaItem.uuid.
+	ImageIdentity func(uuid, contentHash string) string
+}

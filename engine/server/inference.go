@@ -1,0 +1,216 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+
+	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc"
+)
+
+// inference implements openengine.v1.Inference.
+type inference struct {
+	pb.UnimplementedInferenceServer
+	e *Engine
+}
+
+// checkRole is the L-4 decision: which requests each role serves.
+func checkRole(role Role, req *pb.GenerateRequest) error {
+	publish := req.GetEncoder().GetPublish() != nil
+	consume := req.GetEncoder().GetConsume() != nil
+	media := len(req.GetMedia()) > 0
+	session := req.GetKv().GetSession() != nil
+	prep := len(req.GetDecodePreparation()) > 0
+	if session || prep {
+		return fmt.Errorf("%w: L-4 %s does not serve KV-session decode requests", handoff.ErrWrongRole, role)
+	}
+	switch role {
+	case RoleEncoder:
+		if !publish || consume {
+			return fmt.Errorf("%w: L-4 the encoder only serves encoder.publish requests (it never generates text)", handoff.ErrWrongRole)
+		}
+		if !media {
+			return fmt.Errorf("%w: L-4 encoder.publish without media", handoff.ErrWrongRole)
+		}
+	case RolePD:
+		if publish {
+			return fmt.Errorf("%w: L-4 a consumer does not publish", handoff.ErrWrongRole)
+		}
+		if media {
+			return fmt.Errorf("%w: L-4 a consumer takes encoder.consume, never media", handoff.ErrWrongRole)
+		}
+	case RoleAggregated:
+		if publish || consume {
+			return fmt.Errorf("%w: L-4 the aggregated engine takes media, not encoder references", handoff.ErrWrongRole)
+		}
+	}
+	return nil
+}
+
+// Generate serves one request. Validation failures end the stream with a
+// non-OK status before any event, checked in CONTRACT order: L-4, L-6 (with
+// L-3), L-1, SU-4, N-1, SU-2, L-5.
+func (s *inference) Generate(req *pb.GenerateRequest, stream grpc.ServerStreamingServer[pb.GenerateResponse]) error {
+	e := s.e
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	requestID := req.GetRequestId()
+	if requestID == "" {
+		requestID = "anon-" + mustRandomHex(8)
+	}
+	if err := e.begin(requestID, cancel); err != nil {
+		return e.status(err)
+	}
+	defer e.end(requestID)
+	err := e.generate(ctx, req, stream.Send)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return e.status(fmt.Errorf("%w: request cancelled", errCancelled))
+		}
+		return e.status(err)
+	}
+	return nil
+}
+
+var errCancelled = errors.New("server: cancelled")
+
+func (e *Engine) generate(ctx context.Context, req *pb.GenerateRequest, send func(*pb.GenerateResponse) error) error {
+	if m := req.GetModel(); m != "" && m != ModelName(e.preset.Name) {
+		return fmt.Errorf("%w: model %.60q (serving %s)", errModelNotFound, m, ModelName(e.preset.Name))
+	}
+	roleCheck := checkRole
+	if e.cfg.Hooks.CheckRole != nil {
+		roleCheck = e.cfg.Hooks.CheckRole
+	}
+	if err := roleCheck(e.cfg.Role, req); err != nil {
+		return err
+	}
+	images, err := e.decodeMedia(req.GetMedia())
+	if err != nil {
+		return err
+	}
+	if e.cfg.Role == RoleEncoder {
+		return e.publish(ctx, req, images, send)
+	}
+	lreq, err := lmRequest(req)
+	if err != nil {
+		return err
+	}
+	if wire := req.GetEncoder().GetConsume(); wire != nil {
+		ref, err := e.parseReference(wire)
+		if err != nil {
+			return err
+		}
+		if err := e.precheckPrompt(lreq, len(ref.Items)); err != nil {
+			return err
+		}
+		received, err := e.receive(req.GetRequestId(), ref)
+		if err != nil {
+			return err
+		}
+		lreq.Images = received
+	} else if len(images) > 0 {
+		if err := e.precheckPrompt(lreq, len(images)); err != nil {
+			return err
+		}
+		if err := e.admitHandoff(); err != nil {
+			return err
+		}
+		imgs := make([]image.Image, len(images))
+		for i, im := range images {
+			imgs[i] = im.img
+		}
+		embeddings, err := e.encoder.Encode(imgs)
+		if err != nil {
+			return fmt.Errorf("server: C-6 encoder failed: %w", err)
+		}
+		for i, emb := range embeddings {
+			lreq.Images = append(lreq.Images, lm.Image{ContentHash: e.imageIdentity(images[i]), Rows: emb.Rows, Cols: emb.Cols, Data: emb.Data})
+		}
+	}
+	return e.runModel(ctx, req.GetRequestId(), lreq, send)
+}
+
+// precheckPrompt rejects, before anything is consumed, a prompt whose image
+// markers do not fit the number of images or whose token ids are out of range.
+func (e *Engine) precheckPrompt(r lm.Request, images int) error {
+	ids := r.TokenIDs
+	if r.Prompt != "" {
+		ids = lm.Tokenize(r.Prompt)
+	}
+	markers := 0
+	for _, id := range ids {
+		if int(id) >= lm.VocabSize() {
+			return fmt.Errorf("%w: token id %d out of vocabulary (%d)", handoff.ErrBadRequest, id, lm.VocabSize())
+		}
+		if id == lm.ImageID {
+			markers++
+		}
+	}
+	if markers != 0 && markers != images {
+		return fmt.Errorf("%w: prompt has %d <image> markers for %d images", handoff.ErrBadRequest, markers, images)
+	}
+	return nil
+}
+
+// lmRequest maps the wire request's prompt and stopping options.
+func lmRequest(req *pb.GenerateRequest) (lm.Request, error) {
+	r := lm.Request{}
+	switch in := req.GetInput().(type) {
+	case *pb.GenerateRequest_Prompt:
+		r.Prompt = in.Prompt
+	case *pb.GenerateRequest_TokenIds:
+		r.TokenIDs = in.TokenIds.GetIds()
+	}
+	st := req.GetStopping()
+	r.MaxTokens = st.GetMaxTokens()
+	r.MinTokens = st.GetMinTokens()
+	r.IgnoreEOS = st.GetIgnoreEos()
+	r.IncludeStopInOutput = st.GetIncludeStopInOutput()
+	for _, c := range st.GetConditions() {
+		switch c := c.GetCondition().(type) {
+		case *pb.StopCondition_StopText:
+			r.StopTexts = append(r.StopTexts, c.StopText)
+		case *pb.StopCondition_StopTokenId:
+			r.StopTokenIDs = append(r.StopTokenIDs, c.StopTokenId)
+		}
+	}
+	if n := req.GetSampling().GetNumSequences(); n > 1 {
+		return r, fmt.Errorf("%w: num_sequences %d (this engine decodes one greedy sequence)", handoff.ErrBadRequest, n)
+	}
+	return r, nil
+}
+
+// runModel prefills (rejections before any event) and streams tokens, one
+// event per token, then GenerationFinished with the Usage.
+func (e *Engine) runModel(ctx context.Context, requestID string, r lm.Request, send func(*pb.GenerateResponse) error) error {
+	session, err := e.model.Prefill(r)
+	if err != nil {
+		if errors.Is(err, lm.ErrIdentity) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", handoff.ErrBadRequest, err)
+	}
+	res, err := e.model.Decode(ctx, session, r, func(t lm.Token) error {
+		return send(&pb.GenerateResponse{RequestId: requestID, Event: &pb.GenerateResponse_Token{Token: &pb.TokenOutput{
+			Tokens: []*pb.TokenInfo{{TokenId: t.ID, Token: t.Text}}, Text: t.Text,
+		}}})
+	})
+	if err != nil {
+		return err
+	}
+	fin := &pb.GenerationFinished{Reason: pb.FinishReason(res.Finish)}
+	switch res.StopBy {
+	case lm.StopByText:
+		fin.StopMatch = &pb.StopMatch{Match: &pb.StopMatch_StopText{StopText: res.StopMatch}}
+	case lm.StopByTokenID:
+		fin.StopMatch = &pb.StopMatch{Match: &pb.StopMatch_StopTokenId{StopTokenId: res.StopTokenID}}
+	}
+	return send(&pb.GenerateResponse{RequestId: requestID, Event: &pb.GenerateResponse_Finished{Finished: fin}, Usage: &pb.Usage{
+		PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens,
+	}})
+}

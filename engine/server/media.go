@@ -1,0 +1,80 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"image"
+
+	"github.com/baton-dev/baton/engine/encoder"
+	"github.com/baton-dev/baton/engine/handoff"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+)
+
+// decodedImage is one media item after L-3/L-6 checks and decoding.
+type decodedImage struct {
+	img  image.Image
+	hash string // content hash, CONTRACT H-1
+	uuid string // MediaItem.uuid: an id, never the identity (H-5)
+}
+
+// checkModality is the L-3 decision: only images are served.
+func checkModality(m pb.Modality) error {
+	switch m {
+	case pb.Modality_MODALITY_IMAGE:
+		return nil
+	case pb.Modality_MODALITY_VIDEO, pb.Modality_MODALITY_AUDIO:
+		return fmt.Errorf("%w: L-3 %s items are not served", handoff.ErrModalityUnsupported, m)
+	default:
+		return fmt.Errorf("%w: L-6 media item modality %d is not MODALITY_IMAGE", handoff.ErrMediaRejected, m)
+	}
+}
+
+// decodeMedia applies L-3 to every item first, then L-6 (source, bounds,
+// decompression bombs from the header) and decodes. Nothing is fetched: a url
+// source is UNIMPLEMENTED (L-6).
+func (e *Engine) decodeMedia(items []*pb.MediaItem) ([]decodedImage, error) {
+	check := checkModality
+	if e.cfg.Hooks.CheckModality != nil {
+		check = e.cfg.Hooks.CheckModality
+	}
+	for _, it := range items {
+		if err := check(it.GetModality()); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]decodedImage, 0, len(items))
+	for i, it := range items {
+		var data []byte
+		switch src := it.GetSource().(type) {
+		case *pb.MediaItem_Url:
+			return nil, fmt.Errorf("%w: L-6 item %d: url sources are not fetched by this engine", handoff.ErrURLDisabled, i)
+		case *pb.MediaItem_DataUri:
+			b, _, err := encoder.DecodeDataURI(src.DataUri, e.cfg.MediaLimits)
+			if err != nil {
+				return nil, fmt.Errorf("%w: L-6 item %d: %v", handoff.ErrMediaRejected, i, err)
+			}
+			data = b
+		case *pb.MediaItem_RawBytes:
+			data = src.RawBytes
+		default:
+			return nil, fmt.Errorf("%w: L-6 item %d has no source", handoff.ErrMediaRejected, i)
+		}
+		img, _, err := encoder.Decode(data, e.cfg.MediaLimits)
+		if err != nil {
+			return nil, fmt.Errorf("%w: L-6 item %d: %v", handoff.ErrMediaRejected, i, err)
+		}
+		out = append(out, decodedImage{img: img, hash: encoder.ContentHash(e.preset, img), uuid: it.GetUuid()})
+	}
+	return out, nil
+}
+
+// imageIdentity is the identity the model keys an image by: its content hash
+// (H-1, H-5), unless a hook replaces the decision.
+func (e *Engine) imageIdentity(im decodedImage) string {
+	if e.cfg.Hooks.ImageIdentity != nil {
+		return e.cfg.Hooks.ImageIdentity(im.uuid, im.hash)
+	}
+	return im.hash
+}
+
+var errDuplicateRequest = errors.New("server: request_id already in flight")

@@ -1,0 +1,218 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"image"
+	"strconv"
+	"time"
+
+	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/handoff"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+)
+
+// Safetensors metadata keys of a published entry (strings only, per the format).
+const (
+	metaFormat   = "baton.format"
+	metaProducer = "baton.producer_instance_id"
+	metaEntry    = "baton.entry_id"
+	metaItems    = "baton.items" // JSON [{"hash","rows","cols"}]
+	metaCreated  = "baton.created_unix_ms"
+	metaTTL      = "baton.ttl_ms"
+	metaPreset   = "baton.preset"
+	formatValue  = "baton.encoder.v1/entry"
+)
+
+// tensorName names item i's tensor, float32 [rows, cols].
+func tensorName(i int) string { return "item." + strconv.Itoa(i) }
+
+// publish encodes images and publishes them as one entry: reserve bytes (L-5),
+// encode, write the file, commit, then send EncoderReady. If the send fails
+// the entry is released (C-7).
+func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, images []decodedImage, send func(*pb.GenerateResponse) error) error {
+	if err := e.admitHandoff(); err != nil {
+		return err
+	}
+	rows, cols := e.preset.Patches(), e.preset.OutDim
+	payload := int64(len(images)) * int64(rows) * int64(cols) * 4
+	id, err := shareddir.NewEntryID(rand.Reader)
+	if err != nil {
+		return fmt.Errorf("server: entry id: %w", err)
+	}
+	e.mu.Lock()
+	err = e.table.Reserve(id, payload)
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			e.mu.Lock()
+			e.table.AbandonPublish(id)
+			e.mu.Unlock()
+		}
+	}()
+	imgs := make([]image.Image, len(images))
+	for i, im := range images {
+		imgs[i] = im.img
+	}
+	embeddings, err := e.encoder.Encode(imgs)
+	if err != nil {
+		return fmt.Errorf("server: C-6 encoder failed: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // C-1: cancelled before publication, nothing published
+	}
+	items := make([]handoff.ItemMeta, len(images))
+	tensors := make([]shareddir.Tensor, len(images))
+	for i, emb := range embeddings {
+		items[i] = handoff.ItemMeta{ContentHash: images[i].hash, Rows: uint32(emb.Rows), Cols: uint32(emb.Cols)}
+		tensors[i] = shareddir.F32Tensor(tensorName(i), emb.Rows, emb.Cols, emb.Data)
+	}
+	e.mu.Lock()
+	ttl := e.table.TTL(int64(req.GetEncoder().GetPublish().GetTtlMs()))
+	e.mu.Unlock()
+	nowMs := e.now().UnixMilli()
+	itemsJSON, _ := json.Marshal(items)
+	meta := map[string]string{
+		metaFormat: formatValue, metaProducer: e.instanceID, metaEntry: id, metaItems: string(itemsJSON),
+		metaCreated: strconv.FormatInt(nowMs, 10), metaTTL: strconv.FormatInt(ttl, 10), metaPreset: e.preset.Name,
+	}
+	if _, err := e.dir.Write(id, tensors, meta); err != nil {
+		return fmt.Errorf("server: write entry: %w", err)
+	}
+	e.mu.Lock()
+	err = e.table.CommitPublish(id, nowMs+ttl)
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	committed = true
+	ref := handoff.Reference{Backend: BackendSharedDir, ProducerInstanceID: e.instanceID, EntryID: id, ExpiresUnixMs: nowMs + ttl, Items: items}
+	ready := &pb.EncoderReady{
+		Ref: &pb.EncoderCacheRef{
+			Backend:            BackendSharedDir,
+			ProducerInstanceId: e.instanceID,
+			ProducerEndpoint:   e.controlEndpoint(),
+			OpaqueState:        ref.Seal(e.dir.Key()),
+		},
+	}
+	for _, it := range items {
+		ready.Items = append(ready.Items, &pb.EncodedItem{ContentHash: it.ContentHash, EmbeddingRows: it.Rows, Modality: pb.Modality_MODALITY_IMAGE})
+	}
+	e.log.Info("published", "entry", id, "items", len(items), "payload_bytes", payload, "ttl_ms", ttl)
+	if err := send(&pb.GenerateResponse{RequestId: req.GetRequestId(), Event: &pb.GenerateResponse_EncoderReady{EncoderReady: ready}, Usage: &pb.Usage{}}); err != nil {
+		// C-7: nobody can consume what the client never got.
+		if _, rerr := e.release(id); rerr != nil {
+			e.log.Error("C-7 release after failed send", "entry", id, "err", rerr)
+		}
+		return err
+	}
+	return nil
+}
+
+// release removes a live entry's storage: the producer's removal and a
+// consumer's claim race by atomic rename, and exactly one wins (SU-1, SU-3).
+func (e *Engine) release(id string) (handoff.ReleaseOutcome, error) {
+	e.mu.Lock()
+	decision := e.table.Release(id)
+	if decision != handoff.ReleaseRemove {
+		e.mu.Unlock()
+		return decision, nil
+	}
+	e.cleanups++
+	e.mu.Unlock()
+	return e.finishRemoval(id)
+}
+
+// finishRemoval removes the storage of an entry the table moved to Removing
+// and reports the result to the table. Call with e.cleanups already counted.
+func (e *Engine) finishRemoval(id string) (handoff.ReleaseOutcome, error) {
+	won, err := e.dir.Remove(id)
+	e.mu.Lock()
+	e.cleanups--
+	if err != nil {
+		e.table.RemovalFailed(id)
+		e.mu.Unlock()
+		e.failCleanup("remove entry "+id, err)
+		return 0, fmt.Errorf("%w: X-1 remove entry %s: %v", handoff.ErrCleanupFailed, id, err)
+	}
+	out := e.table.RemovalDone(id, won)
+	e.mu.Unlock()
+	return out, nil
+}
+
+// collect is one pass of the producer's collector: entries found claimed
+// become CONSUMED, expired ones are removed, stale temp files go.
+func (e *Engine) collect() {
+	if e.dir == nil {
+		return
+	}
+	e.observeClaims()
+	e.mu.Lock()
+	expired := e.table.Expire(e.now().UnixMilli())
+	e.cleanups += len(expired)
+	e.mu.Unlock()
+	for _, id := range expired {
+		if _, err := e.finishRemoval(id); err != nil {
+			e.log.Error("X-2 expiry removal failed", "entry", id, "err", err)
+		}
+	}
+	if _, err := e.dir.CollectOrphans(time.Minute.Milliseconds(), e.now().UnixMilli()); err != nil {
+		e.failCleanup("collect orphans", err)
+	}
+}
+
+// observeClaims looks at which published entries consumers have claimed.
+func (e *Engine) observeClaims() {
+	if e.dir == nil {
+		return
+	}
+	e.mu.Lock()
+	ids := e.table.Published()
+	e.mu.Unlock()
+	for _, id := range ids {
+		ok, err := e.dir.Exists(id)
+		if err != nil || ok {
+			continue
+		}
+		e.mu.Lock()
+		e.table.ObserveGone(id)
+		e.mu.Unlock()
+	}
+}
+
+// drainProducer removes every unconsumed entry (S-2) and the instance
+// directory with its key (S-4).
+func (e *Engine) drainProducer() error {
+	if e.dir == nil {
+		return nil
+	}
+	e.observeClaims()
+	e.mu.Lock()
+	ids := e.table.Drain()
+	e.cleanups += len(ids)
+	e.mu.Unlock()
+	var first error
+	for _, id := range ids {
+		if _, err := e.finishRemoval(id); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := e.dir.Close(true); err != nil {
+		e.failCleanup("remove instance directory", err)
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (e *Engine) controlEndpoint() *pb.KvEndpoint {
+	host, port := splitHostPort(e.cfg.AdvertiseControl)
+	return &pb.KvEndpoint{Host: host, Port: port, Protocol: "grpc"}
+}

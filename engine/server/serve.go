@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// MaxMessageBytes bounds a received gRPC message (64 MiB): above the media
+// limits, so oversize media get the engine's own L-6 answer.
+const MaxMessageBytes = 64 << 20
+
+// Server is a running engine with its gRPC server.
+type Server struct {
+	Engine *Engine
+	grpc   *grpc.Server
+	health *health.Server
+	lis    net.Listener
+}
+
+// NewServer builds the engine and registers openengine.v1 Inference and
+// Control, grpc.health.v1 and reflection on one gRPC server.
+func NewServer(cfg Config, lis net.Listener, log *slog.Logger) (*Server, error) {
+	if cfg.AdvertiseControl == "" {
+		cfg.AdvertiseControl = lis.Addr().String()
+	}
+	e, err := New(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes))
+	pb.RegisterInferenceServer(gs, &inference{e: e})
+	pb.RegisterControlServer(gs, &control{e: e})
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return &Server{Engine: e, grpc: gs, health: hs, lis: lis}, nil
+}
+
+// Run serves until ctx ends (SIGTERM: the same path as an accepted
+// Shutdown, S-1) or Shutdown is accepted, then drains: Health DRAINING, new
+// Generate UNAVAILABLE, in-flight requests finish or are cancelled at the
+// drain deadline, unconsumed outputs are released, cleanup completes, the
+// instance directory is removed (S-2, S-4). It returns nil only after a clean
+// drain; the process should then exit 0.
+func (s *Server) Run(ctx context.Context) error {
+	e := s.Engine
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.grpc.Serve(s.lis) }()
+	collect := time.NewTicker(e.cfg.CollectInterval)
+	defer collect.Stop()
+	e.log.Info("serving", "address", s.lis.Addr().String(), "preset", e.preset.Name)
+	var timeout time.Duration
+loop:
+	for {
+		select {
+		case <-collect.C:
+			e.collect()
+		case timeout = <-e.shutdown:
+			break loop
+		case <-ctx.Done():
+			e.mu.Lock()
+			e.health.StartDrain()
+			e.mu.Unlock()
+			timeout = e.cfg.DrainTimeout
+			e.log.Info("S-1 signal: draining as for an accepted Shutdown")
+			break loop
+		case err := <-serveErr:
+			return fmt.Errorf("server: serve: %w", err)
+		}
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	err := e.Drain(timeout)
+	// Keep answering Control briefly so a repeated Shutdown sees
+	// ALREADY_SHUTTING_DOWN and Health DRAINING, then stop.
+	linger := time.NewTimer(e.cfg.ShutdownLinger)
+	select {
+	case <-linger.C:
+	case err := <-serveErr:
+		return err
+	}
+	stopped := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		s.grpc.Stop()
+	}
+	if err != nil {
+		e.log.Error("S-4 drain failed", "err", err)
+		return err
+	}
+	e.log.Info("S-4 drained cleanly")
+	return nil
+}
+
+// Drain waits for in-flight requests (cancelling them at timeout), releases
+// unconsumed entries and removes the instance directory (S-2, S-4). It runs
+// once; later calls return the first result.
+func (e *Engine) Drain(timeout time.Duration) error {
+	e.drainOnce.Do(func() {
+		e.mu.Lock()
+		e.health.StartDrain()
+		e.mu.Unlock()
+		done := make(chan struct{})
+		go func() { e.running.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(timeout):
+			e.log.Warn("S-2 drain deadline passed; cancelling in-flight requests")
+			e.mu.Lock()
+			for _, cancel := range e.requests {
+				cancel()
+			}
+			e.mu.Unlock()
+			<-done
+		}
+		e.drainErr = e.drainProducer()
+		e.mu.Lock()
+		if e.receives.Inflight() != 0 && e.drainErr == nil {
+			e.drainErr = errors.New("server: S-4 receives still in flight after drain")
+		}
+		e.mu.Unlock()
+		close(e.drained)
+	})
+	<-e.drained
+	return e.drainErr
+}

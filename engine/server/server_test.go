@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/fixtures"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// startEngine runs one in-process engine on a loopback port.
+func startEngine(t *testing.T, cfg Config) (*Server, *target.GRPCEngine) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Preset = "tiny"
+	srv, err := NewServer(cfg, lis, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	eng, err := target.DialEngine(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("S-4 drain of %s: %v", cfg.Role, err)
+		}
+		eng.Close()
+	})
+	return srv, eng
+}
+
+func imageItem(t *testing.T, name string) *pb.MediaItem {
+	t.Helper()
+	img, err := fixtures.ImageByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pb.MediaItem{Modality: pb.Modality_MODALITY_IMAGE, Source: &pb.MediaItem_RawBytes{RawBytes: img.Data}}
+}
+
+func TestPublishConsumeMatchesBaseline(t *testing.T) {
+	dir := t.TempDir()
+	_, producer := startEngine(t, Config{Role: RoleEncoder, CacheDir: dir})
+	_, consumer := startEngine(t, Config{Role: RolePD, CacheDir: dir})
+	_, baseline := startEngine(t, Config{Role: RoleAggregated})
+	ctx := context.Background()
+	names := []string{}
+	for _, im := range fixtures.Images() {
+		names = append(names, im.Name)
+	}
+	if len(names) < 2 {
+		t.Fatalf("want at least 2 fixture images, have %v", names)
+	}
+	stop := &pb.StoppingOptions{MaxTokens: proto.Uint32(24)}
+	answers := map[string]bool{}
+	for _, name := range names[:3] {
+		item := imageItem(t, name)
+		pub, err := producer.Generate(ctx, &pb.GenerateRequest{RequestId: "p-" + name, Media: []*pb.MediaItem{item},
+			Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}})
+		if err != nil || pub.Code() != codes.OK || pub.EncoderReady() == nil {
+			t.Fatalf("publish %s = %v, %v; want OK with EncoderReady", name, pub.Status, err)
+		}
+		ref := pub.EncoderReady().GetRef()
+		got, _ := consumer.Generate(ctx, &pb.GenerateRequest{RequestId: "c-" + name, Input: &pb.GenerateRequest_Prompt{Prompt: "<image> Describe the image."},
+			Stopping: stop, Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: ref}}})
+		want, _ := baseline.Generate(ctx, &pb.GenerateRequest{RequestId: "b-" + name, Input: &pb.GenerateRequest_Prompt{Prompt: "<image> Describe the image."},
+			Stopping: stop, Media: []*pb.MediaItem{item}})
+		if got.Code() != codes.OK || want.Code() != codes.OK {
+			t.Fatalf("%s: consume %v, baseline %v", name, got.Status, want.Status)
+		}
+		if !proto.Equal(got.Usage(), want.Usage()) || len(got.TokenIDs()) == 0 || got.Text() != want.Text() {
+			t.Errorf("B-1 %s: E+PD %q usage %v; baseline %q usage %v", name, got.Text(), got.Usage(), want.Text(), want.Usage())
+		}
+		answers[want.Text()] = true
+		replay, _ := consumer.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "x"},
+			Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: ref}}})
+		if replay.Code() != codes.InvalidArgument || len(replay.TokenIDs()) != 0 {
+			t.Errorf("SU-2 replay = %v, %d tokens; want INVALID_ARGUMENT before any token", replay.Status, len(replay.TokenIDs()))
+		}
+		ab, err := producer.Abort(ctx, &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: ref}})
+		if err != nil || ab.GetStatus() != pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED {
+			t.Errorf("SU-3 Abort of a consumed reference = %v, %v; want ALREADY_FINISHED", ab.GetStatus(), err)
+		}
+	}
+	if len(answers) < 2 {
+		t.Errorf("B-2 three different images gave %d distinct answers", len(answers))
+	}
+}
