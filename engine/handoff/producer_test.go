@@ -1,0 +1,219 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func id(n int) string { return fmt.Sprintf("%032x", n) }
+
+func mustInvariants(t *testing.T, tb *ProducerTable) {
+	t.Helper()
+	if err := tb.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func published(t *testing.T, tb *ProducerTable, n int, payloadBytes, expiresMs int64) string {
+	t.Helper()
+	if err := tb.Reserve(id(n), payloadBytes); err != nil {
+		t.Fatalf("Reserve(%d) = %v", n, err)
+	}
+	if err := tb.CommitPublish(id(n), expiresMs); err != nil {
+		t.Fatal(err)
+	}
+	return id(n)
+}
+
+// TestProducerRelease covers SU-3: ABORTED once, ALREADY_FINISHED after and
+// for consumed or expired entries; a consumer winning the race makes it CONSUMED.
+func TestProducerRelease(t *testing.T) {
+	cases := []struct {
+		name   string
+		setup  func(tb *ProducerTable, e string)
+		won    bool
+		remove bool // Release answers ReleaseRemove
+		want   ReleaseOutcome
+	}{
+		{"SU-3 first release of a published entry is ABORTED", func(*ProducerTable, string) {}, true, true, ReleaseAborted},
+		{"SU-3 release losing the rename to a consumer is ALREADY_FINISHED", func(*ProducerTable, string) {}, false, true, ReleaseAlreadyFinished},
+		{"SU-3 release of a consumed entry is ALREADY_FINISHED", func(tb *ProducerTable, e string) { tb.ObserveGone(e) }, true, false, ReleaseAlreadyFinished},
+		{"SU-3 release of an expired entry is ALREADY_FINISHED", func(tb *ProducerTable, e string) {
+			for _, x := range tb.Expire(100) {
+				tb.RemovalDone(x, true)
+			}
+		}, true, false, ReleaseAlreadyFinished},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tb := NewProducerTable(ProducerConfig{QuotaBytes: 1000})
+			e := published(t, tb, 1, 100, 50)
+			c.setup(tb, e)
+			got := tb.Release(e)
+			if (got == ReleaseRemove) != c.remove {
+				t.Fatalf("Release = %v, want remove=%v", got, c.remove)
+			}
+			if got == ReleaseRemove {
+				got = tb.RemovalDone(e, c.won)
+			}
+			if got != c.want {
+				t.Errorf("outcome = %v, want %v", got, c.want)
+			}
+			if again := tb.Release(e); again != ReleaseAlreadyFinished {
+				t.Errorf("SU-3 second release = %v, want ALREADY_FINISHED", again)
+			}
+			mustInvariants(t, tb)
+			if tb.Entries() != 0 || tb.HeldBytes() != 0 {
+				t.Errorf("entry left: %d entries, %d bytes", tb.Entries(), tb.HeldBytes())
+			}
+		})
+	}
+}
+
+// TestProducerQuota covers L-5: past the bound a publish fails with
+// RESOURCE_EXHAUSTED and reserves nothing; released bytes come back.
+func TestProducerQuota(t *testing.T) {
+	tb := NewProducerTable(ProducerConfig{QuotaBytes: 250})
+	a := published(t, tb, 1, 100, 1000)
+	published(t, tb, 2, 100, 1000)
+	err := tb.Reserve(id(3), 100)
+	if !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("L-5 Reserve over quota = %v, want ErrQuotaExceeded", err)
+	}
+	if rule, code := Classify(err); rule != "L-5" || code != CodeResourceExhausted {
+		t.Errorf("Classify = %s %d, want L-5 RESOURCE_EXHAUSTED", rule, code)
+	}
+	if tb.HeldBytes() != 200 || tb.Entries() != 2 {
+		t.Errorf("L-5 failed publish left %d bytes, %d entries", tb.HeldBytes(), tb.Entries())
+	}
+	if tb.Release(a) != ReleaseRemove || tb.RemovalDone(a, true) != ReleaseAborted {
+		t.Fatal("release")
+	}
+	if err := tb.Reserve(id(3), 100); err != nil {
+		t.Errorf("L-5 after release Reserve = %v", err)
+	}
+	tb.AbandonPublish(id(3))
+	mustInvariants(t, tb)
+	if tb.HeldBytes() != 100 {
+		t.Errorf("abandon left %d bytes, want 100", tb.HeldBytes())
+	}
+}
+
+// TestProducerExpireAndDrain covers X-2 and S-2: expiry and drain remove
+// published entries; a consumer that claimed first makes them CONSUMED.
+func TestProducerExpireAndDrain(t *testing.T) {
+	tb := NewProducerTable(ProducerConfig{})
+	published(t, tb, 1, 10, 100)
+	published(t, tb, 2, 10, 200)
+	published(t, tb, 3, 10, 300)
+	exp := tb.Expire(150)
+	if len(exp) != 1 || exp[0] != id(1) {
+		t.Fatalf("X-2 Expire(150) = %v, want [%s]", exp, id(1))
+	}
+	tb.RemovalDone(id(1), false) // a consumer had claimed it
+	drain := tb.Drain()
+	if len(drain) != 2 {
+		t.Fatalf("S-2 Drain = %v", drain)
+	}
+	for _, x := range drain {
+		tb.RemovalDone(x, true)
+	}
+	mustInvariants(t, tb)
+	c := tb.Counters()
+	if c.Published != 3 || c.Consumed != 1 || c.Released != 2 || c.Expired != 0 || tb.Entries() != 0 {
+		t.Errorf("counters %+v, entries %d", c, tb.Entries())
+	}
+	if err := tb.Reserve("../etc/passwd", 1); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("SU-5 Reserve of a path id = %v, want ErrBadRequest", err)
+	}
+	if err := tb.Reserve(id(9), 0); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("Reserve of 0 bytes = %v", err)
+	}
+}
+
+// TestConsumerReceives covers and L-5 on the consumer.
+func TestConsumerReceives(t *testing.T) {
+	c := NewConsumerReceives(ConsumerConfig{InflightQuotaBytes: 100})
+	step := func(id string, steps ...func(string) error) {
+		t.Helper()
+		for _, s := range steps {
+			if err := s(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.Preflight("a", 60); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Preflight("b", 60); !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("L-5 over in-flight quota = %v", err)
+	}
+	step("a", c.Registered, c.Requested, c.Rejected) // definite rejection releases
+	if b, _ := c.Quarantine(); b != 0 || c.InflightBytes() != 0 {
+		t.Fatalf("Q-2 rejected receive quarantined %d buffers", b)
+	}
+	if err := c.Preflight("c", 50); err != nil {
+		t.Fatal(err)
+	}
+	step("c", c.Registered, c.Uncertain) // not sent yet: the buffers are ours
+	if b, _ := c.Quarantine(); b != 0 {
+		t.Fatalf("Q-1 receive never sent was quarantined")
+	}
+	if err := c.Preflight("d", 50); err != nil {
+		t.Fatal(err)
+	}
+	step("d", c.Registered, c.Requested, c.Uncertain)
+	if b, n := c.Quarantine(); b != 1 || n != 50 {
+		t.Fatalf("Q-1 uncertain receive: quarantine %d buffers %d bytes, want 1, 50", b, n)
+	}
+	if err := c.Preflight("e", 1); !errors.Is(err, ErrQuarantined) {
+		t.Fatalf("Q-4 new handoff after quarantine = %v, want ErrQuarantined", err)
+	}
+	if err := c.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHealthAndShutdown covers S-1, Q-4 and X-1 stickiness.
+func TestHealthAndShutdown(t *testing.T) {
+	const me = "0f0e0d0c-0b0a-4908-8706-050403020100"
+	cases := []struct {
+		name     string
+		expected string
+		want     ShutdownStatus
+		wantErr  error
+		wantCode Code
+	}{
+		{"S-1 empty id is INVALID_ARGUMENT", "", 0, ErrShutdownIDMissing, CodeInvalidArgument},
+		{"S-1 another id is FAILED_PRECONDITION", "11111111-2222-4333-8444-555555555555", 0, ErrShutdownIDMismatch, CodeFailedPrecondition},
+		{"S-1 matching id is ACCEPTED", me, ShutdownAccepted, nil, CodeOK},
+		{"S-1 repeat is ALREADY_SHUTTING_DOWN", me, ShutdownAlreadyShuttingDown, nil, CodeOK},
+	}
+	h := NewHealth()
+	h.Started()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := h.DecideShutdown(c.expected, me)
+			if got != c.want || !errors.Is(err, c.wantErr) {
+				t.Fatalf("DecideShutdown(%q) = %v, %v; want %v, %v", c.expected, got, err, c.want, c.wantErr)
+			}
+			if _, code := Classify(err); code != c.wantCode {
+				t.Errorf("code %d, want %d", code, c.wantCode)
+			}
+		})
+	}
+	if st, _ := h.State(); st != HealthDraining {
+		t.Errorf("S-2 state after ACCEPTED = %v, want DRAINING", st)
+	}
+	h2 := NewHealth()
+	h2.Started()
+	h2.Fail(CheckCleanup, "remove failed")
+	h2.Fail(CheckCleanup, "second reason is not kept")
+	if st, checks := h2.State(); st != HealthNotReady || checks[0].Message != "remove failed" {
+		t.Errorf("X-1 state = %v %v", st, checks)
+	}
+	if err := h2.Admit(); !errors.Is(err, ErrCleanupFailed) {
+		t.Errorf("X-1 Admit = %v", err)
+	}
+}
