@@ -1,0 +1,53 @@
+# baton: conformance and simulation harness for the multimodal encoder handoff.
+# The two commands a new user needs: `make demo` and `make test` (README.md).
+
+GO      ?= go
+BIN     := bin/baton
+PKGS    := ./...
+
+.PHONY: all build demo test unit e2e mutants verify proto bench lint clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/baton
+
+## demo: start E, PD and an aggregated baseline, certify them on the fixture images, write out/report/.
+demo: build
+	$(BIN) demo --report-dir out/report
+
+## test: everything CI checks: lint and generated-code checks, unit tests with the race
+## detector, the Core suite against real engine processes, and the mutant table.
+test: verify unit e2e
+
+unit:
+	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /conformance/e2e)
+
+## e2e: the Core suite against real `baton serve` processes, and every mutant killed.
+e2e:
+	$(GO) test -count=1 -timeout 20m -v ./conformance/e2e/
+
+## mutants: print the kill table (mutant x case of its rule).
+mutants:
+	$(GO) test -count=1 -timeout 20m -run 'TestMutantKillTable' -v ./conformance/e2e/
+
+## verify: formatting, vet, generated code up to date, go.mod tidy.
+verify: lint
+	$(GO) test -count=1 -run 'TestGeneratedCodeIsCurrent|TestExtensionFieldNumbers' ./proto/...
+	$(GO) mod tidy -diff
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## proto: regenerate proto/openengine/v1 with pinned buf, protoc-gen-go and protoc-gen-go-grpc.
+proto:
+	./tools/proto/generate.sh
+
+## bench: encoder per preset, shared-directory round trip, the Core suite's wall time.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/
+	$(GO) test -count=1 -run 'TestCoreSuiteBase' -v ./conformance/e2e/ -args -e2e.bench
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,153 @@
+// Package e2e runs the conformance suite against real `baton serve`
+// processes: the reference engine must pass every Core rule that applies to
+// E+PD, and every mutant must be caught by the case named after its rule.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-dev/baton/conformance/launch"
+	"github.com/baton-dev/baton/conformance/mutants"
+	"github.com/baton-dev/baton/reports"
+	"gopkg.in/yaml.v3"
+)
+
+var (
+	batonBinary string
+	benchMode   = flag.Bool("e2e.bench", false, "also run the Core suite on the base preset and report its wall time")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "baton-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	batonBinary = filepath.Join(dir, "baton")
+	build := exec.Command("go", "build", "-o", batonBinary, "github.com/baton-dev/baton/cmd/baton")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build baton:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// certify starts E+PD+baseline (optionally a mutant), runs `baton check` as
+// its own process and returns its results and exit code.
+func certify(t *testing.T, preset, mutant string) (reports.Results, int, *launch.Topology) {
+	t.Helper()
+	work := t.TempDir()
+	ctx := context.Background()
+	topo, err := launch.StartEPD(ctx, launch.Options{Binary: batonBinary, Preset: preset, WorkDir: work, Mutant: mutant, ProducerQuotaBytes: 16 << 20})
+	if err != nil {
+		t.Fatalf("start topology: %v", err)
+	}
+	cfgBytes, err := yaml.Marshal(topo.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(work, "target.yaml")
+	if err := os.WriteFile(cfgPath, cfgBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reportDir := filepath.Join(work, "report")
+	var out bytes.Buffer
+	cmd := exec.Command(batonBinary, "check", "--config", cfgPath, "--report-dir", reportDir)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	code := cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatalf("baton check: %v\n%s", err, out.String())
+	}
+	res, rerr := reports.ReadJSON(filepath.Join(reportDir, "results.json"))
+	if rerr != nil {
+		t.Fatalf("baton check exited %d without results.json (%v):\n%s", code, rerr, out.String())
+	}
+	t.Logf("baton check (mutant %q) exited %d:\n%s", mutant, code, lastLines(out.String(), 40))
+	return res, code, topo
+}
+
+// TestCoreSuiteAgainstProcesses: the reference engine passes every Core rule
+// that applies to E+PD, and shuts down cleanly with an empty cache directory.
+func TestCoreSuiteAgainstProcesses(t *testing.T) {
+	start := time.Now()
+	res, code, topo := certify(t, "tiny", "")
+	if err := topo.Shutdown(context.Background(), 60*time.Second); err != nil {
+		t.Errorf("S-4 shutdown: %v", err)
+	}
+	for _, r := range res.Rules {
+		if r.Outcome != reports.Passed && r.Outcome != reports.NotApplicable {
+			t.Errorf("%s %s: %s", r.Rule, r.Outcome, r.Message)
+		}
+	}
+	if code != 0 {
+		t.Errorf("baton check exited %d, want 0", code)
+	}
+	if len(res.Rules) < 17 {
+		t.Errorf("only %d rules reported; the Core level has 19", len(res.Rules))
+	}
+	t.Logf("Core suite on tiny: %d rules, %d cases, %v", len(res.Rules), len(res.Cases), time.Since(start).Round(time.Millisecond))
+}
+
+// TestCoreSuiteBase measures the Core suite's wall time on the base preset
+// (make bench; target < 15 s on 2 cores).
+func TestCoreSuiteBase(t *testing.T) {
+	if !*benchMode {
+		t.Skip("run with -e2e.bench (make bench)")
+	}
+	start := time.Now()
+	res, code, topo := certify(t, "base", "")
+	_ = topo.Shutdown(context.Background(), 60*time.Second)
+	t.Logf("BENCH core suite preset=base: exit %d, %d cases, suite wall time %d ms (baton check %d ms)", code, len(res.Cases), time.Since(start).Milliseconds(), res.DurationMs)
+}
+
+// TestMutantKillTable: every mutant makes the suite fail, and the case named
+// after the rule it breaks is among the failures.
+func TestMutantKillTable(t *testing.T) {
+	var table []string
+	for _, m := range mutants.All() {
+		t.Run(m.Name, func(t *testing.T) {
+			start := time.Now()
+			res, code, topo := certify(t, "tiny", m.Name)
+			_ = topo.Shutdown(context.Background(), 30*time.Second) // a mutant may not drain cleanly; that is not what is judged here
+			var failed []string
+			killed := false
+			for _, r := range res.Rules {
+				if r.Outcome == reports.Failed {
+					failed = append(failed, r.Rule)
+					if r.Rule == m.Rule {
+						killed = true
+					}
+				}
+			}
+			verdict := "KILLED"
+			if !killed || code != 1 {
+				verdict = "SURVIVED"
+				t.Errorf("mutant %s (%s: %s) survived: exit %d, failed rules %v", m.Name, m.Rule, m.Breaks, code, failed)
+			}
+			table = append(table, fmt.Sprintf("%-28s %-5s %-8s %6.1fs  failed rules: %s", m.Name, m.Rule, verdict, time.Since(start).Seconds(), strings.Join(failed, " ")))
+		})
+	}
+	t.Logf("kill table (mutant, rule it breaks, verdict of the case named after that rule, time, every failed rule):\n%s", strings.Join(table, "\n"))
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
