@@ -1,0 +1,52 @@
+package encoder
+
+// Limits bounds client media before decoding (rule L-6).
+//
+// MaxEncodedBytes bounds the encoded (wire) bytes of one image, raw or after
+// base64 decoding of a data URI. MaxPixels bounds width*height as declared by
+// the image header; it is checked before the pixels are allocated, so a
+// decompression bomb costs only its header. MaxDataURIBytes bounds the length
+// of a data URI string in bytes, checked before it is parsed.
+//
+// A zero or negative field takes its DefaultLimits value: there is no
+// "unlimited".
+type Limits struct {
+	MaxEncodedBytes int
+	MaxPixels       int64
+	MaxDataURIBytes int
+}
+
+// Default bounds. 20 MiB of encoded bytes; 40 megapixels (so a 4000x3000
+// = 12 MP camera image is accepted, and a decoded image takes at most 40M *
+// 8 bytes = 320 MB as 16-bit RGBA); 28 MiB of data URI (the base64 of
+// 20 MiB is 26.7 MiB, plus room for the header).
+const (
+	DefaultMaxEncodedBytes = 20 << 20
+	DefaultMaxPixels       = 40_000_000
+	DefaultMaxDataURIBytes = 28 << 20
+)
+
+// DefaultLimits returns the default bounds: 20 MiB encoded, 40 megapixels,
+// 28 MiB data URI.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxEncodedBytes: DefaultMaxEncodedBytes,
+		MaxPixels:       DefaultMaxPixels,
+		MaxDataURIBytes: DefaultMaxDataURIBytes,
+	}
+}
+
+// withDefaults replaces zero or negative fields by their defaults.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxEncodedBytes <= 0 {
+		l.MaxEncodedBytes = d.MaxEncodedBytes
+	}
+	if l.MaxPixels <= 0 {
+		l.MaxPixels = d.MaxPixels
+	}
+	if l.MaxDataURIBytes <= 0 {
+		l.MaxDataURIBytes = d.MaxDataURIBytes
+	}
+	return l
+}
