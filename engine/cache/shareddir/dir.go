@@ -1,0 +1,145 @@
+package shareddir
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sync"
+)
+
+// Dir is one producer instance's view of a shared root directory: its
+// instance directory <root>/<instanceID>/, its HMAC key, and the entry files
+// it publishes there. Consumers do not need a Dir: they call LoadProducerKey
+// and Claim.
+//
+// Methods are safe for concurrent use, except that Close must not run
+// concurrently with Write (a Write racing Close may leave its entry behind).
+type Dir struct {
+	fsys       FS
+	root       string
+	instanceID string
+	dir        string // <root>/<instanceID>
+	key        []byte // keyBytes random bytes, also in <dir>/hmac.key
+
+	mu     sync.Mutex // guards rand and closed
+	rand   io.Reader
+	closed bool
+}
+
+// OpenProducer creates the instance directory of a new producer instance and
+// its HMAC key, and returns the producer's Dir.
+//
+// It creates root if needed and sets it to mode 0700, creates
+// <root>/<instanceID>/ (0700, which must not exist yet: instance ids are
+// fresh UUIDs), and writes 32 bytes read from rand to <root>/<instanceID>/hmac.key
+// (0600) through a temp file, fsync and rename, so a consumer never reads a
+// partial key. rand is also the source of temp-file suffixes; it is guarded by
+// the Dir's mutex, so a non-concurrent reader is fine. Pass crypto/rand.Reader
+// in the engine.
+//
+// Errors: ErrBadName if instanceID is not a lowercase UUID (nothing touched);
+// an error wrapping fs.ErrExist if the instance directory already exists;
+// the file system's error otherwise (on failure after the instance directory
+// was made it is removed again; a failure of that removal is joined as
+// ErrCleanup).
+func OpenProducer(fsys FS, root, instanceID string, rand io.Reader) (*Dir, error) {
+	if err := ValidateInstanceID(instanceID); err != nil {
+		return nil, err
+	}
+	if fsys == nil || rand == nil || root == "" {
+		return nil, errors.New("shareddir: OpenProducer needs a file system, a root and a randomness source")
+	}
+	if err := fsys.MkdirAll(root, dirPerm); err != nil {
+		return nil, fmt.Errorf("shareddir: create root %s: %w", root, err)
+	}
+	if err := requireDir(fsys, root); err != nil {
+		return nil, err
+	}
+	if err := fsys.Chmod(root, dirPerm); err != nil {
+		return nil, fmt.Errorf("shareddir: chmod root %s 0700: %w", root, err)
+	}
+	dir := instanceDir(root, instanceID)
+	if err := fsys.Mkdir(dir, dirPerm); err != nil {
+		return nil, fmt.Errorf("shareddir: create producer instance dir %s: %w", dir, err)
+	}
+	d := &Dir{fsys: fsys, root: root, instanceID: instanceID, dir: dir, rand: rand}
+	if err := d.initKey(); err != nil {
+		return nil, errors.Join(err, d.removeAllFiles())
+	}
+	return d, nil
+}
+
+// initKey sets the instance dir to 0700 and writes a fresh key.
+func (d *Dir) initKey() error {
+	if err := d.fsys.Chmod(d.dir, dirPerm); err != nil {
+		return fmt.Errorf("shareddir: chmod %s 0700: %w", d.dir, err)
+	}
+	key := make([]byte, keyBytes)
+	if _, err := io.ReadFull(d.rand, key); err != nil {
+		return fmt.Errorf("shareddir: read HMAC key randomness: %w", err)
+	}
+	suffix, err := randHex(d.rand, randSuffixHex/2)
+	if err != nil {
+		return err
+	}
+	tmp := tmpPrefix + keyTmpInfix + "-" + suffix
+	if err := writeFileAtomic(d.fsys, d.dir, tmp, keyFileName, key); err != nil {
+		return err
+	}
+	if err := d.fsys.SyncDir(d.root); err != nil {
+		return fmt.Errorf("shareddir: fsync root %s: %w", d.root, err)
+	}
+	d.key = key
+	return nil
+}
+
+// requireDir returns an error unless path is a directory (not a symlink).
+func requireDir(fsys FS, path string) error {
+	info, err := fsys.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("shareddir: stat %s: %w", path, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("shareddir: %s is not a directory (mode %v)", path, info.Mode())
+	}
+	return nil
+}
+
+// InstanceID returns the producer instance id (a lowercase UUID).
+func (d *Dir) InstanceID() string { return d.instanceID }
+
+// Path returns the instance directory, <root>/<instanceID>.
+func (d *Dir) Path() string { return d.dir }
+
+// Key returns a copy of the instance's 32-byte HMAC key (the content of
+// <root>/<instanceID>/hmac.key), for signing references (engine/handoff).
+func (d *Dir) Key() []byte { return bytes.Clone(d.key) }
+
+// randSuffix returns 16 fresh lowercase hex digits, or fs.ErrClosed after Close.
+func (d *Dir) randSuffix() (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return "", fmt.Errorf("shareddir: producer instance %s: %w", d.instanceID, fs.ErrClosed)
+	}
+	return randHex(d.rand, randSuffixHex/2)
+}
+
+// suffixNoCheck returns 16 fresh lowercase hex digits, closed or not.
+func (d *Dir) suffixNoCheck() (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return randHex(d.rand, randSuffixHex/2)
+}
+
+// checkOpen returns fs.ErrClosed after Close.
+func (d *Dir) checkOpen() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("shareddir: producer instance %s: %w", d.instanceID, fs.ErrClosed)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package shareddir
+
+import (
+	"io"
+	"io/fs"
+	"os"
+)
+
+// FS is the file system this package works through: the real disk (OSFS) in
+// the engine, a simulated disk in the simulator. Paths are slash-free ids
+// joined under a root with filepath.Join. Errors must satisfy errors.Is with
+// fs.ErrNotExist (ENOENT) and fs.ErrExist (EEXIST) like the os package.
+//
+// Semantics this package relies on: Rename is atomic and, when several
+// callers rename the same source concurrently (threads or processes), exactly
+// one succeeds and the others get fs.ErrNotExist (CONTRACT SU-1).
+type FS interface {
+	// MkdirAll creates path and its parents with perm (before umask); no
+	// error if path is already a directory.
+	MkdirAll(path string, perm fs.FileMode) error
+	// Mkdir creates one directory; fs.ErrExist if it exists.
+	Mkdir(path string, perm fs.FileMode) error
+	// OpenFile opens name with os.OpenFile flags (os.O_RDONLY, os.O_WRONLY|
+	// os.O_CREATE|os.O_EXCL, ..., plus O_NOFOLLOW where the platform has it)
+	// and perm (before umask) for a created file.
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
+	// Rename atomically replaces newpath with oldpath (rename(2)).
+	Rename(oldpath, newpath string) error
+	// Remove deletes a file or an empty directory.
+	Remove(name string) error
+	// ReadFile returns the whole content of name.
+	ReadFile(name string) ([]byte, error)
+	// ReadDir lists a directory (any order is fine).
+	ReadDir(name string) ([]fs.DirEntry, error)
+	// Lstat describes name without following a final symbolic link.
+	Lstat(name string) (fs.FileInfo, error)
+	// Chmod sets the permission bits of name exactly (no umask).
+	Chmod(name string, mode fs.FileMode) error
+	// SyncDir makes the directory's entries (creations, renames) durable:
+	// fsync(2) of the directory.
+	SyncDir(name string) error
+}
+
+// File is an open file of an FS: reads for a consumer's claimed entry,
+// writes+Sync for a producer's temp file, Stat of the open descriptor.
+type File interface {
+	io.Reader
+	io.Writer
+	// Stat describes the open file (fstat(2)): size in bytes, mode.
+	Stat() (fs.FileInfo, error)
+	// Sync flushes the file's data to stable storage (fsync(2)).
+	Sync() error
+	Close() error
+}
+
+// OSFS is FS on the real disk through package os.
+type OSFS struct{}
+
+var _ FS = OSFS{}
+
+// MkdirAll is os.MkdirAll.
+func (OSFS) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(path, perm) }
+
+// Mkdir is os.Mkdir.
+func (OSFS) Mkdir(path string, perm fs.FileMode) error { return os.Mkdir(path, perm) }
+
+// OpenFile is os.OpenFile.
+func (OSFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err // a typed nil *os.File must not become a non-nil File
+	}
+	return f, nil
+}
+
+// Rename is os.Rename.
+func (OSFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+// Remove is os.Remove.
+func (OSFS) Remove(name string) error { return os.Remove(name) }
+
+// ReadFile is os.ReadFile.
+func (OSFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+
+// ReadDir is os.ReadDir.
+func (OSFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
+
+// Lstat is os.Lstat.
+func (OSFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+
+// Chmod is os.Chmod.
+func (OSFS) Chmod(name string, mode fs.FileMode) error { return os.Chmod(name, mode) }
+
+// SyncDir opens the directory read-only and fsyncs it.
+func (OSFS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}

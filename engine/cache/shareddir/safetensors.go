@@ -1,0 +1,244 @@
+package shareddir
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+	"unicode/utf8"
+)
+
+// The safetensors format, as written and accepted here:
+//
+//	bytes [0, 8)        N, the header length in bytes, little-endian uint64
+//	bytes [8, 8+N)      the header: one JSON object, padded with spaces
+//	bytes [8+N, end)    the data: every tensor's bytes, contiguous, in data order
+//
+// The header maps "__metadata__" (optional) to an object of string values,
+// and each tensor name to {"dtype": "F32", "shape": [rows, cols],
+// "data_offsets": [begin, end]}, with offsets relative to the data start.
+// EncodeSafetensors pads N to a multiple of 8 so the data is 8-byte aligned.
+
+// headerLenBytes is the size of the little-endian uint64 that opens the file.
+const headerLenBytes = 8
+
+// DefaultMaxHeaderBytes bounds the JSON header Claim accepts (1 MiB): an
+// encoder entry's header is a few hundred bytes, and the bound keeps a
+// corrupt length from making the decoder scan the whole file as JSON.
+const DefaultMaxHeaderBytes = 1 << 20
+
+// metadataKey is the reserved header key that holds the string metadata.
+const metadataKey = "__metadata__"
+
+// dtypeSizes maps each safetensors dtype name this package accepts to its
+// element size in bytes (names as in the safetensors specification).
+var dtypeSizes = map[string]int{
+	"BOOL":    1,
+	"U8":      1,
+	"I8":      1,
+	"F8_E4M3": 1,
+	"F8_E5M2": 1,
+	"U16":     2,
+	"I16":     2,
+	"F16":     2,
+	"BF16":    2,
+	"U32":     4,
+	"I32":     4,
+	"F32":     4,
+	"U64":     8,
+	"I64":     8,
+	"F64":     8,
+}
+
+// DTypeSize returns the element size in bytes of a safetensors dtype name
+// ("F32" -> 4, "BF16" -> 2, "U8" -> 1, ...) and whether the dtype is known.
+func DTypeSize(dtype string) (int, bool) {
+	n, ok := dtypeSizes[dtype]
+	return n, ok
+}
+
+// Tensor is one named tensor of a safetensors file: a dtype name ("F32",
+// "F16", "BF16", "I32", "U8", ... see DTypeSize), a shape (row-major dims,
+// each >= 0; an encoder output is [rows, cols] = [embedding rows, hidden
+// size]) and its raw little-endian bytes, len(Data) == product(Shape) *
+// DTypeSize(DType). Tensors returned by DecodeSafetensors alias the input.
+type Tensor struct {
+	Name  string
+	DType string
+	Shape []int
+	Data  []byte
+}
+
+// F32Tensor returns an F32 tensor of shape [rows, cols] holding data as
+// little-endian float32 (4*len(data) bytes). It does not check that
+// len(data) == rows*cols; EncodeSafetensors rejects a mismatch with
+// ErrBadSafetensors.
+func F32Tensor(name string, rows, cols int, data []float32) Tensor {
+	b := make([]byte, 4*len(data))
+	for i, v := range data {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return Tensor{Name: name, DType: "F32", Shape: []int{rows, cols}, Data: b}
+}
+
+// Float32s returns the tensor's elements as float32 (little-endian, row-major,
+// product(Shape) values). Errors: ErrBadSafetensors if DType is not "F32" or
+// len(Data) does not match the shape.
+func (t Tensor) Float32s() ([]float32, error) {
+	if t.DType != "F32" {
+		return nil, fmt.Errorf("%w: tensor %q has dtype %s, want F32", ErrBadSafetensors, t.Name, t.DType)
+	}
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(t.Data)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+	}
+	return out, nil
+}
+
+// check validates the tensor's name, dtype and shape against len(Data).
+func (t Tensor) check() error {
+	if err := checkTensorName(t.Name); err != nil {
+		return err
+	}
+	size, ok := dtypeSizes[t.DType]
+	if !ok {
+		return fmt.Errorf("%w: tensor %q has unknown dtype %.32q", ErrBadSafetensors, t.Name, t.DType)
+	}
+	dims := make([]uint64, len(t.Shape))
+	for i, d := range t.Shape {
+		if d < 0 {
+			return fmt.Errorf("%w: tensor %q has negative dim %d in shape %v", ErrBadSafetensors, t.Name, d, t.Shape)
+		}
+		dims[i] = uint64(d)
+	}
+	want, ok := tensorBytes(dims, size)
+	if !ok {
+		return fmt.Errorf("%w: tensor %q shape %v overflows", ErrBadSafetensors, t.Name, t.Shape)
+	}
+	if uint64(len(t.Data)) != want {
+		return fmt.Errorf("%w: tensor %q %s%v needs %d bytes, has %d", ErrBadSafetensors, t.Name, t.DType, t.Shape, want, len(t.Data))
+	}
+	return nil
+}
+
+// checkTensorName rejects names that cannot round-trip through the header.
+func checkTensorName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty tensor name", ErrBadSafetensors)
+	case name == metadataKey:
+		return fmt.Errorf("%w: tensor name %q is reserved", ErrBadSafetensors, name)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: tensor name %q is not valid UTF-8", ErrBadSafetensors, name)
+	}
+	return nil
+}
+
+// tensorBytes returns product(dims)*size and false on overflow past the
+// largest int (so the result always fits a slice length).
+func tensorBytes(dims []uint64, size int) (uint64, bool) {
+	n := uint64(size)
+	for _, d := range dims {
+		hi, lo := bits.Mul64(n, d)
+		if hi != 0 || lo > math.MaxInt {
+			return 0, false
+		}
+		n = lo
+	}
+	return n, true
+}
+
+// tensorHeader is one tensor's entry in the JSON header.
+type tensorHeader struct {
+	DType       string   `json:"dtype"`
+	Shape       []uint64 `json:"shape"`
+	DataOffsets []uint64 `json:"data_offsets"`
+}
+
+// EncodeSafetensors returns the safetensors file holding tensors, in the
+// given order, with metadata as "__metadata__" (omitted when empty). The
+// header is padded with spaces to a multiple of 8 bytes; the data follows
+// without gaps. Errors: ErrBadSafetensors for an empty, reserved ("__metadata__"),
+// non-UTF-8 or duplicate tensor name, an unknown dtype, a negative dim, or
+// len(Data) != product(Shape) * dtype size; non-UTF-8 metadata.
+func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, error) {
+	var hdr bytes.Buffer
+	hdr.WriteByte('{')
+	first := true
+	sep := func() {
+		if !first {
+			hdr.WriteByte(',')
+		}
+		first = false
+	}
+	if len(metadata) > 0 {
+		keys := make([]string, 0, len(metadata))
+		for k, v := range metadata {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return nil, fmt.Errorf("%w: metadata %q is not valid UTF-8", ErrBadSafetensors, k)
+			}
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		sep()
+		hdr.WriteString(`"` + metadataKey + `":{`)
+		for i, k := range keys {
+			if i > 0 {
+				hdr.WriteByte(',')
+			}
+			writeJSON(&hdr, k)
+			hdr.WriteByte(':')
+			writeJSON(&hdr, metadata[k])
+		}
+		hdr.WriteByte('}')
+	}
+	seen := make(map[string]bool, len(tensors))
+	var offset uint64
+	for _, t := range tensors {
+		if err := t.check(); err != nil {
+			return nil, err
+		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("%w: duplicate tensor name %q", ErrBadSafetensors, t.Name)
+		}
+		seen[t.Name] = true
+		shape := make([]uint64, len(t.Shape))
+		for i, d := range t.Shape {
+			shape[i] = uint64(d)
+		}
+		end := offset + uint64(len(t.Data))
+		sep()
+		writeJSON(&hdr, t.Name)
+		hdr.WriteByte(':')
+		writeJSON(&hdr, tensorHeader{DType: t.DType, Shape: shape, DataOffsets: []uint64{offset, end}})
+		offset = end
+	}
+	hdr.WriteByte('}')
+	for hdr.Len()%8 != 0 {
+		hdr.WriteByte(' ')
+	}
+	out := make([]byte, headerLenBytes, headerLenBytes+hdr.Len()+int(offset))
+	binary.LittleEndian.PutUint64(out, uint64(hdr.Len()))
+	out = append(out, hdr.Bytes()...)
+	for _, t := range tensors {
+		out = append(out, t.Data...)
+	}
+	return out, nil
+}
+
+// writeJSON appends v as compact JSON without HTML escaping. Only called with
+// strings and tensorHeader, which always marshal.
+func writeJSON(w *bytes.Buffer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("shareddir: marshal %T: %v", v, err))
+	}
+	w.Truncate(w.Len() - 1) // Encode appends a newline
+}
