@@ -34,7 +34,9 @@ const ContentHashLen = 64
 //   - *image.NRGBA: each 8-bit channel v becomes v*0x101 (alpha-0 pixels keep
 //     their colour);
 //   - *image.NRGBA64: channels copied as-is;
-//   - any other image: color.NRGBA64Model.Convert(img.At(x, y)), i.e. the
+//   - a color.NRGBA or color.NRGBA64 value (a PNG palette with tRNS, say):
+//     converted exactly the same way, so a transparent palette entry keeps its colour;
+//   - any other colour: color.NRGBA64Model.Convert(c), i.e. the
 //     premultiplied RGBA() value divided by alpha (alpha-0 gives 0,0,0,0).
 //     Fast paths for *image.Gray, *image.RGBA, *image.YCbCr and
 //     *image.Paletted compute the same values without the interface calls.
@@ -111,7 +113,7 @@ func writePixels(h hash.Hash, img image.Image) {
 	if m, ok := img.(*image.Paletted); ok {
 		pal = make([]color.NRGBA64, len(m.Palette))
 		for i, c := range m.Palette {
-			pal[i] = color.NRGBA64Model.Convert(c).(color.NRGBA64)
+			pal[i] = exactNRGBA64(c)
 		}
 	}
 	for y := b.Min.Y; y < b.Max.Y; y++ {
@@ -154,9 +156,23 @@ func writePixels(h hash.Hash, img image.Image) {
 			}
 		default:
 			for i := 0; i < w; i++ {
-				putNRGBA64(row[8*i:], color.NRGBA64Model.Convert(img.At(b.Min.X+i, y)).(color.NRGBA64))
+				putNRGBA64(row[8*i:], exactNRGBA64(img.At(b.Min.X+i, y)))
 			}
 		}
 		h.Write(row)
+	}
+}
+
+// exactNRGBA64 converts one colour for the hash: non-premultiplied colours
+// exactly (8-bit v -> v*0x101, alpha-0 colour kept), others through
+// color.NRGBA64Model.
+func exactNRGBA64(c color.Color) color.NRGBA64 {
+	switch c := c.(type) {
+	case color.NRGBA:
+		return color.NRGBA64{R: uint16(c.R) * 0x101, G: uint16(c.G) * 0x101, B: uint16(c.B) * 0x101, A: uint16(c.A) * 0x101}
+	case color.NRGBA64:
+		return c
+	default:
+		return color.NRGBA64Model.Convert(c).(color.NRGBA64)
 	}
 }

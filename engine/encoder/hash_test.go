@@ -127,6 +127,12 @@ func refPixel(m image.Image) func(x, y int) color.NRGBA64 {
 		case *image.NRGBA64:
 			return m.NRGBA64At(x, y)
 		}
+		switch c := m.At(x, y).(type) {
+		case color.NRGBA: // a palette entry with tRNS keeps its colour
+			return color.NRGBA64{uint16(c.R) * 0x101, uint16(c.G) * 0x101, uint16(c.B) * 0x101, uint16(c.A) * 0x101}
+		case color.NRGBA64:
+			return c
+		}
 		return color.NRGBA64Model.Convert(m.At(x, y)).(color.NRGBA64)
 	}
 }
@@ -167,7 +173,7 @@ func TestContentHashVectors_H1(t *testing.T) {
 	got := computeVectors(t)
 	if *rewrite {
 		f := hashVectors{
-			Comment: "baton content hash (CONTRACT H-1) test vectors. sha256 = SHA-256 over: \"baton.encoder.v1/content-hash\\x00\"; uint32 BE len(preset); preset; uint32 BE width; uint32 BE height; per pixel row-major R,G,B,A as uint16 BE, non-premultiplied (image.NRGBA64 Pix order): *image.NRGBA channels v*0x101, *image.NRGBA64 as-is, others via color.NRGBA64Model. Fixtures are from github.com/baton-dev/baton/fixtures, decoded with Go's decoders. Regenerate: go test ./engine/encoder -run TestContentHashVectors -rewrite",
+			Comment: "baton content hash (CONTRACT H-1) test vectors. sha256 = SHA-256 over: \"baton.encoder.v1/content-hash\\x00\"; uint32 BE len(preset); preset; uint32 BE width; uint32 BE height; per pixel row-major R,G,B,A as uint16 BE, non-premultiplied (image.NRGBA64 Pix order): *image.NRGBA channels v*0x101, *image.NRGBA64 as-is, palette colours of type color.NRGBA/NRGBA64 the same way, others via color.NRGBA64Model. Fixtures are from github.com/baton-dev/baton/fixtures, decoded with Go's decoders. Regenerate: go test ./engine/encoder -run TestContentHashVectors -rewrite",
 			Vectors: got,
 		}
 		b, err := json.MarshalIndent(f, "", "  ")
