@@ -188,6 +188,7 @@ func (t *Topology) Config() target.Config {
 	return target.Config{
 		Profile: target.Profile{
 			Name:               "baton reference engine (E+PD, shared_dir)",
+			Level:              "core",
 			Topologies:         []string{"E+PD"},
 			Backends:           []string{"shared_dir"},
 			Observables:        true,

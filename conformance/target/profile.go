@@ -15,6 +15,7 @@ import (
 //
 //	name: reference-engine
 //	endpoints: {producer: 127.0.0.1:7001, consumer: 127.0.0.1:7002, baseline: 127.0.0.1:7003}
+//	level: core
 //	topologies: [E+PD]
 //	backends: [shared_dir]
 //	observables: true
@@ -57,6 +58,9 @@ func ParseConfig(raw []byte) (Config, error) {
 		if addr == "" {
 			return Config{}, fmt.Errorf("target: role %s has an empty endpoint", role)
 		}
+	}
+	if _, ok := c.ClaimedLevels(); !ok {
+		return Config{}, fmt.Errorf("target: level %q (want core, lifecycle or faults)", c.Level)
 	}
 	if c.CaseTimeout == 0 {
 		c.CaseTimeout = 60 * time.Second

@@ -50,6 +50,10 @@ type Profile struct {
 	Name string `yaml:"name" json:"name"`
 	// Model is the model name to put in GenerateRequest.model ("" = engine default).
 	Model string `yaml:"model" json:"model"`
+	// Level is the conformance level claimed (CONTRACT section 5): "core",
+	// "lifecycle" or "faults" (default "core"). The report covers the rules of
+	// that level and those below it.
+	Level string `yaml:"level" json:"level"`
 	// Topologies served: "E+PD", "E+P+D".
 	Topologies []string `yaml:"topologies" json:"topologies"`
 	// Backends the consumer accepts ("shared_dir", "tcp", ...).
@@ -67,6 +71,24 @@ type Profile struct {
 	ReferenceFormat string `yaml:"reference_format" json:"reference_format"`
 	// CaseTimeout bounds one case (default 60s).
 	CaseTimeout time.Duration `yaml:"case_timeout" json:"case_timeout"`
+}
+
+// Levels in order: each includes the ones before it (CONTRACT section 5).
+var Levels = []string{"core", "lifecycle", "faults"}
+
+// ClaimedLevels returns the levels a profile's claim covers, lowest first
+// ("" claims "core"); false for an unknown level.
+func (p Profile) ClaimedLevels() ([]string, bool) {
+	claim := p.Level
+	if claim == "" {
+		claim = "core"
+	}
+	for i, l := range Levels {
+		if l == claim {
+			return Levels[:i+1], true
+		}
+	}
+	return nil, false
 }
 
 // HasTopology reports whether the profile declares topology name.

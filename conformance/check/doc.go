@@ -1,0 +1,34 @@
+// Package check runs baton's conformance suite (conformance/suite, the
+// baton.encoder.v1 Ginkgo specs) in-process against one target.Target and
+// turns Ginkgo's report into baton's verdicts (package reports): per rule,
+// per level and overall, in results.json, junit.xml and one terminal line
+// per rule. It is what `baton check --config target.yaml` calls.
+//
+// The driver, as the CLI runs it:
+//
+//	tg, err := target.Dial(cfg)          // lazy gRPC connections
+//	if err := check.Probe(ctx, tg); err != nil {
+//		return 3                           // not a baton.encoder.v1 target, or unreachable
+//	}
+//	res, err := check.Run(ctx, tg, check.Options{LabelFilter: "level:core", ReportDir: "report", Out: os.Stdout})
+//	if err != nil {
+//		return 3
+//	}
+//	return reports.ExitCode(res)         // 0 passed, 1 failed, 2 error / not verifiable
+//
+// Ginkgo allows one RunSpecs per process, so Run runs once per process
+// (ErrAlreadyRan after); anything that needs several runs (the mutant
+// table) starts several processes (ARCHITECTURE.md "Conformance for any
+// implementation").
+//
+// How a Ginkgo spec becomes a case (CasesFromReports): the rule is the first
+// label shaped like a rule ID (^[A-Z]{1,2}-[0-9]+$), the level the "level:"
+// label; passed -> passed; failed, panicked, timed out, interrupted ->
+// failed, unless the failure text starts with "harness error:" -> error;
+// aborted -> error; skipped with "not applicable: " / "not verifiable: " ->
+// that outcome, skipped with any other text -> not verifiable (never
+// passed); skipped without text (filtered out by the label filter) and
+// pending specs are left out, except that a selected spec that never ran
+// because the run stopped early is an error. A failed suite-level node
+// (BeforeSuite, AfterSuite, ...) becomes a rule-less error case.
+package check

@@ -1,0 +1,269 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-dev/baton/conformance/suite"
+	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/reports"
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/formatter"
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+// Tool is Results.Tool for runs made by Run.
+const Tool = "baton check"
+
+// SpecRevision is Results.SpecRevision: the contract profile the suite
+// certifies (WIRE.md "Extension (ours)").
+const SpecRevision = "baton.encoder.v1"
+
+// SuiteDescription is the description Run passes to ginkgo.RunSpecs.
+const SuiteDescription = "baton conformance"
+
+// Files Run writes under Options.ReportDir.
+const (
+	// GinkgoJSONFile is Ginkgo's own JSON report ([]types.Report).
+	GinkgoJSONFile = "ginkgo.json"
+	// GinkgoJUnitFile is Ginkgo's own JUnit report.
+	GinkgoJUnitFile = "ginkgo-junit.xml"
+	// ResultsFile is baton's results (reports.WriteJSON).
+	ResultsFile = "results.json"
+	// JUnitFile is baton's JUnit report (reports.WriteJUnit).
+	JUnitFile = "junit.xml"
+)
+
+// ErrAlreadyRan is returned by a second Run in one process: Ginkgo runs its
+// suite once per process. Start another process for another run.
+var ErrAlreadyRan = errors.New("check: the conformance suite already ran in this process (Ginkgo allows one run per process)")
+
+// ran is set by the first Run.
+var ran atomic.Bool
+
+// Options configures Run.
+type Options struct {
+	// LabelFilter is a Ginkgo label filter over the specs' labels: rule IDs
+	// ("SU-2"), levels ("level:core"), and the suite's extra labels
+	// ("topology:E+PD", "slow", "destructive"); "" runs every case. The
+	// report covers only the rules it selects (SelectRules): a run filtered
+	// to one rule reports only that rule.
+	LabelFilter string
+	// ReportDir receives ginkgo.json, ginkgo-junit.xml, results.json and
+	// junit.xml (created if missing). "" keeps no files: Ginkgo's JSON
+	// report goes to a temporary directory that Run removes.
+	ReportDir string
+	// CaseTimeout, when non-zero, bounds each case instead of the profile's
+	// case_timeout (Profile.CaseTimeout).
+	CaseTimeout time.Duration
+	// Out receives Ginkgo's succinct progress and, at the end, one line per
+	// rule and a summary line; nil discards all output.
+	Out io.Writer
+}
+
+// Run runs the conformance suite once, in this process, against tg, and
+// returns its results (also written under opts.ReportDir). Call Probe first.
+//
+// It calls suite.SetTarget(tg), then ginkgo.RunSpecs with the suite
+// configuration of ginkgo.GinkgoConfiguration() (so -ginkgo.* flags still
+// apply) with opts.LabelFilter and specs in their written order, and Ginkgo's
+// own JSON and JUnit reports in opts.ReportDir. It reads the JSON report
+// back, converts it (CasesFromReports), summarizes it over the rules the
+// filter selects (SelectRules, reports.Summarize), writes results.json and
+// junit.xml, and prints Results.Lines and Results.Summary to opts.Out.
+//
+// A deadline on ctx bounds the whole run (Ginkgo's suite timeout; cases
+// that did not start by then are errors). Cancelling ctx without a deadline
+// does not stop a run in progress; Ginkgo stops on SIGINT/SIGTERM.
+//
+// Errors: ErrAlreadyRan on a second call; an invalid label filter; a
+// report that cannot be written or read back. A failing target is not an
+// error: it is in the Results (reports.ExitCode).
+func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, error) {
+	if tg == nil {
+		return reports.Results{}, errors.New("check: nil target")
+	}
+	if err := ctx.Err(); err != nil {
+		return reports.Results{}, fmt.Errorf("check: %w", err)
+	}
+	if _, err := types.ParseLabelFilter(opts.LabelFilter); err != nil {
+		// Ginkgo would os.Exit on it; report it instead.
+		return reports.Results{}, fmt.Errorf("check: label filter %q: %w", opts.LabelFilter, err)
+	}
+	if opts.CaseTimeout < 0 {
+		return reports.Results{}, fmt.Errorf("check: case timeout %v is negative", opts.CaseTimeout)
+	}
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	reportDir, cleanup, err := prepareReportDir(opts.ReportDir)
+	if err != nil {
+		return reports.Results{}, err
+	}
+	defer cleanup()
+	if !ran.CompareAndSwap(false, true) {
+		return reports.Results{}, ErrAlreadyRan
+	}
+
+	if opts.CaseTimeout > 0 {
+		tg = withCaseTimeout(tg, opts.CaseTimeout)
+	}
+	suite.SetTarget(tg)
+
+	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
+	suiteConfig.LabelFilter = opts.LabelFilter
+	suiteConfig.RandomizeAllSpecs = false // destructive cases run last: keep the written order
+	suiteConfig.ParallelProcess, suiteConfig.ParallelTotal = 1, 1
+	if deadline, ok := ctx.Deadline(); ok {
+		suiteConfig.Timeout = time.Until(deadline)
+	}
+	reporterConfig.Succinct = true
+	reporterConfig.Verbose, reporterConfig.VeryVerbose = false, false
+	reporterConfig.SilenceSkips = true // not applicable / not verifiable are in the rule lines
+	reporterConfig.NoColor = reporterConfig.NoColor || !isTerminal(out)
+	ginkgoJSON := filepath.Join(reportDir, GinkgoJSONFile)
+	reporterConfig.JSONReport = ginkgoJSON
+	if opts.ReportDir != "" {
+		reporterConfig.JUnitReport = filepath.Join(reportDir, GinkgoJUnitFile)
+	}
+
+	started := time.Now()
+	// Ginkgo's default reporter writes to formatter.ColorableStdOut; point it
+	// at out for the run.
+	func() {
+		saved := formatter.ColorableStdOut
+		formatter.ColorableStdOut = out
+		defer func() { formatter.ColorableStdOut = saved }()
+		ginkgo.RunSpecs(&testingT{}, SuiteDescription, suiteConfig, reporterConfig)
+	}()
+	elapsed := time.Since(started)
+
+	ginkgoReports, err := readGinkgoJSON(ginkgoJSON)
+	if err != nil {
+		return reports.Results{}, err
+	}
+	var specs []types.SpecReport
+	for _, r := range ginkgoReports {
+		specs = append(specs, r.SpecReports...)
+	}
+	// The report covers the levels the profile claims (CONTRACT section 5).
+	claimed, ok := tg.Profile().ClaimedLevels()
+	if !ok {
+		return reports.Results{}, fmt.Errorf("check: profile claims unknown level %q", tg.Profile().Level)
+	}
+	levels := map[string][]string{}
+	for l, rules := range suite.RulesByLevel() {
+		name := strings.ToLower(fmt.Sprint(l))
+		if slices.Contains(claimed, name) {
+			levels[name] = rules
+		}
+	}
+	levels, err = SelectRules(levels, specs, opts.LabelFilter)
+	if err != nil {
+		return reports.Results{}, err
+	}
+
+	res := reports.Summarize(CasesFromReports(ginkgoReports), levels)
+	res.Tool = Tool
+	res.BatonVersion = batonVersion()
+	res.SpecRevision = SpecRevision
+	res.Target = tg.Profile().Name
+	res.StartedAt = started.UTC()
+	res.DurationMs = elapsed.Milliseconds()
+	res.LabelFilter = opts.LabelFilter
+
+	if opts.ReportDir != "" {
+		if err := reports.WriteJSON(filepath.Join(reportDir, ResultsFile), res); err != nil {
+			return res, err
+		}
+		if err := reports.WriteJUnit(filepath.Join(reportDir, JUnitFile), res); err != nil {
+			return res, err
+		}
+	}
+	fmt.Fprintln(out)
+	for _, l := range res.Lines() {
+		fmt.Fprintln(out, l)
+	}
+	fmt.Fprintln(out, res.Summary())
+	return res, nil
+}
+
+// prepareReportDir returns the absolute report directory, creating it, or a
+// temporary one (removed by cleanup) when dir is "".
+func prepareReportDir(dir string) (abs string, cleanup func(), err error) {
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "baton-check-*")
+		if err != nil {
+			return "", nil, fmt.Errorf("check: report directory: %w", err)
+		}
+		return tmp, func() { os.RemoveAll(tmp) }, nil
+	}
+	abs, err = filepath.Abs(dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("check: report directory %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", nil, fmt.Errorf("check: report directory: %w", err)
+	}
+	return abs, func() {}, nil
+}
+
+// readGinkgoJSON reads the Ginkgo JSON report written by the run.
+func readGinkgoJSON(path string) ([]types.Report, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("check: read Ginkgo report: %w", err)
+	}
+	return ParseGinkgoJSON(raw)
+}
+
+// ParseGinkgoJSON decodes a Ginkgo JSON report (a JSON array of
+// types.Report, as written by --json-report). Anything else is an error.
+func ParseGinkgoJSON(raw []byte) ([]types.Report, error) {
+	var rs []types.Report
+	if err := json.Unmarshal(raw, &rs); err != nil {
+		return nil, fmt.Errorf("check: parse Ginkgo report: %w", err)
+	}
+	if rs == nil {
+		return nil, errors.New("check: parse Ginkgo report: not a JSON array of suite reports")
+	}
+	return rs, nil
+}
+
+// testingT is the GinkgoTestingT RunSpecs needs; the verdict comes from the
+// report, so it only remembers that the suite failed.
+type testingT struct{ failed atomic.Bool }
+
+// Fail implements ginkgo.GinkgoTestingT.
+func (t *testingT) Fail() { t.failed.Store(true) }
+
+// isTerminal reports whether w is a character device (colour is kept only
+// there; files and pipes get plain text).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// batonVersion is the main module's version from the build info
+// ("(devel)" for a source build, "" when unknown).
+func batonVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
+}
