@@ -51,7 +51,7 @@ func certify(t *testing.T, preset, mutant string) (reports.Results, int, *launch
 	t.Helper()
 	work := t.TempDir()
 	ctx := context.Background()
-	topo, err := launch.StartEPD(ctx, launch.Options{Binary: batonBinary, Preset: preset, WorkDir: work, Mutant: mutant, ProducerQuotaBytes: 16 << 20})
+	topo, err := launch.StartEPD(ctx, launch.Options{Binary: batonBinary, Preset: preset, WorkDir: work, Mutant: mutant, ProducerQuotaBytes: 32 << 20})
 	if err != nil {
 		t.Fatalf("start topology: %v", err)
 	}
