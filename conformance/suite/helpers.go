@@ -1,0 +1,609 @@
+package suite
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/fixtures"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Settings every case uses.
+const (
+	// maxTokens bounds every generation (greedy defaults otherwise) to keep cases fast.
+	maxTokens = 16
+	// cleanupTimeout bounds the deferred releases of one case; they run on a
+	// context detached from the case's, so they also run after a timeout.
+	cleanupTimeout = 10 * time.Second
+	// ttlMarginMs is how long (ms of the harness's monotonic clock) a case
+	// waits past a reference's TTL before presenting it as expired. The
+	// engine's TTL starts before EncoderReady reaches the harness, so by
+	// then the engine's own clock is past the TTL by at least this much.
+	ttlMarginMs = 250
+)
+
+// Prompt names of fixtures.Prompts used by the cases.
+const (
+	promptMarker   = "dominant-colour" // "<image> What colour dominates?": one marker
+	promptNoMarker = "describe"        // "Describe the image.": embeddings go before the prompt
+	promptTwo      = "compare"         // "Compare <image> and <image>.": two images in order
+	promptTextOnly = "text-hello"      // text-only
+)
+
+// Observable keys in LoadInfo.attributes (CONTRACT section 4); values are numbers.
+const (
+	ObservableExportsEntries     = "encoder.exports.entries"      // published entries held by a producer
+	ObservableExportsBytes       = "encoder.exports.bytes"        // bytes of those entries (the L-5 quantity)
+	ObservableReceivesInflight   = "encoder.receives.inflight"    // consumer receives in flight
+	ObservableQuarantineBuffers  = "encoder.quarantine.buffers"   // quarantined buffers (Q-1, Q-3)
+	ObservableQuarantineBytes    = "encoder.quarantine.bytes"     // quarantined bytes
+	ObservableCleanupPending     = "encoder.cleanup.pending"      // pending cleanup tasks
+	ObservableStorageLiveBatches = "encoder.storage.live_batches" // packed batch storages alive (C-3)
+)
+
+// Observables lists the CONTRACT section 4 keys in the contract's order.
+func Observables() []string {
+	return []string{
+		ObservableExportsEntries, ObservableExportsBytes, ObservableReceivesInflight,
+		ObservableQuarantineBuffers, ObservableQuarantineBytes, ObservableCleanupPending,
+		ObservableStorageLiveBatches,
+	}
+}
+
+// harness is one case's view of the target: the engines of its roles (nil
+// when the target has none), the context and TB of the case, and the
+// references and KV sessions the case created, released by cleanup.
+type harness struct {
+	ctx     context.Context
+	t       TB
+	profile target.Profile
+	model   string
+
+	prod, cons, base, pre, dec target.Engine
+
+	refs     []*pb.EncoderCacheRef
+	sessions []*pb.KvSessionRef
+}
+
+// newHarness collects the engines of tg. It checks nothing.
+func newHarness(ctx context.Context, t TB, tg target.Target) *harness {
+	h := &harness{ctx: ctx, t: t, profile: tg.Profile(), model: tg.Profile().Model}
+	get := func(r target.Role) target.Engine {
+		if e, ok := tg.Engine(r); ok {
+			return e
+		}
+		return nil
+	}
+	h.prod, h.cons, h.base = get(target.RoleProducer), get(target.RoleConsumer), get(target.RoleBaseline)
+	h.pre, h.dec = get(target.RolePrefill), get(target.RoleDecode)
+	return h
+}
+
+// servesTopology decides whether the target serves topology name with the
+// given roles: declared in Profile.Topologies (or, when the profile
+// declares no topology at all, all roles present). A declared topology
+// with a role missing is a harness error (inconsistent profile).
+func servesTopology(t TB, h *harness, name string, roles map[target.Role]target.Engine) bool {
+	t.Helper()
+	declared := h.profile.HasTopology(name)
+	var missing []string
+	for r, e := range roles {
+		if e == nil {
+			missing = append(missing, string(r))
+		}
+	}
+	if declared && len(missing) > 0 {
+		HarnessError(t, "profile declares topology %s but names no endpoint for %s", name, strings.Join(sortedStrings(missing), ", "))
+	}
+	if declared {
+		return true
+	}
+	return len(h.profile.Topologies) == 0 && len(missing) == 0
+}
+
+// needEPD returns the harness of an E+PD case, or ends the case
+// `not applicable` when the target does not serve E+PD.
+func needEPD(ctx context.Context, t TB, tg target.Target) *harness {
+	t.Helper()
+	h := newHarness(ctx, t, tg)
+	if !servesTopology(t, h, "E+PD", map[target.Role]target.Engine{target.RoleProducer: h.prod, target.RoleConsumer: h.cons}) {
+		NotApplicable(t, fmt.Sprintf("target does not serve topology E+PD (profile topologies %v)", h.profile.Topologies))
+	}
+	return h
+}
+
+// needEPPD returns the harness of an E+P+D case, or ends the case
+// `not applicable` when the target does not serve E+P+D.
+func needEPPD(ctx context.Context, t TB, tg target.Target) *harness {
+	t.Helper()
+	h := newHarness(ctx, t, tg)
+	if !servesTopology(t, h, "E+P+D", map[target.Role]target.Engine{target.RoleProducer: h.prod, target.RolePrefill: h.pre, target.RoleDecode: h.dec}) {
+		NotApplicable(t, fmt.Sprintf("target does not serve topology E+P+D (profile topologies %v)", h.profile.Topologies))
+	}
+	return h
+}
+
+// needBaseline ends the case `not verifiable` when the target has no
+// baseline (aggregated) engine to compare with.
+func (h *harness) needBaseline() {
+	h.t.Helper()
+	if h.base == nil {
+		NotVerifiable(h.t, "the target has no baseline (aggregated) endpoint to compare with")
+	}
+}
+
+// formatDeclared reports whether the profile declares the baton-json-v1 reference format.
+func (h *harness) formatDeclared() bool { return h.profile.ReferenceFormat == FormatBatonJSONv1 }
+
+// needFormat ends the case `not verifiable` unless the profile declares the
+// baton-json-v1 reference format.
+func (h *harness) needFormat(what string) {
+	h.t.Helper()
+	if !h.formatDeclared() {
+		NotVerifiable(h.t, fmt.Sprintf("%s needs reference_format %q in the profile (declared %q)", what, FormatBatonJSONv1, h.profile.ReferenceFormat))
+	}
+}
+
+// cleanup releases, on the producer, every reference the case published
+// (Abort; ALREADY_FINISHED for consumed ones is expected) and, on the
+// prefill engine, every KV session it made. It runs on a context detached
+// from the case's (bounded by cleanupTimeout) and only logs: a cleanup
+// answer is never the case's verdict.
+func (h *harness) cleanup() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), cleanupTimeout)
+	defer cancel()
+	for _, ref := range h.refs {
+		if h.prod == nil {
+			break
+		}
+		resp, err := h.prod.Abort(ctx, &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: ref}})
+		if err != nil {
+			h.t.Logf("cleanup: Abort(encoder_cache=%s) = code %s", refLabel(ref), codeName(status.Code(err)))
+			continue
+		}
+		if resp.GetStatus() != pb.AbortStatus_ABORT_STATUS_ABORTED && resp.GetStatus() != pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED {
+			h.t.Logf("cleanup: Abort(encoder_cache=%s) = %s", refLabel(ref), resp.GetStatus())
+		}
+	}
+	for _, s := range h.sessions {
+		if h.pre == nil {
+			break
+		}
+		if _, err := h.pre.Abort(ctx, &pb.AbortRequest{Target: &pb.AbortRequest_KvSession{KvSession: s}}); err != nil {
+			h.t.Logf("cleanup: Abort(kv_session=%s) = code %s", s.GetSessionId(), codeName(status.Code(err)))
+		}
+	}
+	h.refs, h.sessions = nil, nil
+}
+
+// track records ref for cleanup.
+func (h *harness) track(ref *pb.EncoderCacheRef) {
+	if ref != nil {
+		h.refs = append(h.refs, ref)
+	}
+}
+
+// --- requests ---------------------------------------------------------------
+
+// stopping bounds a generation to maxTokens tokens.
+func stopping() *pb.StoppingOptions { return &pb.StoppingOptions{MaxTokens: proto.Uint32(maxTokens)} }
+
+// newRequestID returns "baton-<kind>-<16 hex>" (64 random bits): unique per request.
+func newRequestID(kind string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "baton-" + kind + "-" + hex.EncodeToString(b[:])
+}
+
+// newUUID returns a random (version 4) UUID in lowercase text form.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	x := hex.EncodeToString(b[:])
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+}
+
+// mimeOf returns the MIME type of a fixture format ("png" -> "image/png").
+func mimeOf(format string) string {
+	if format == "" {
+		return "application/octet-stream"
+	}
+	return "image/" + format
+}
+
+// imageItem is a MODALITY_IMAGE item carrying img's bytes.
+func imageItem(img fixtures.Image) *pb.MediaItem {
+	return &pb.MediaItem{Modality: pb.Modality_MODALITY_IMAGE, Source: &pb.MediaItem_RawBytes{RawBytes: img.Data}, MimeType: mimeOf(img.Format)}
+}
+
+// imageItems returns one imageItem per image, in order.
+func imageItems(imgs ...fixtures.Image) []*pb.MediaItem {
+	items := make([]*pb.MediaItem, len(imgs))
+	for i, im := range imgs {
+		items[i] = imageItem(im)
+	}
+	return items
+}
+
+// publishRequest asks the producer to publish items; ttlMs nil leaves the
+// producer's default TTL.
+func (h *harness) publishRequest(ttlMs *uint32, items ...*pb.MediaItem) *pb.GenerateRequest {
+	return &pb.GenerateRequest{
+		RequestId: newRequestID("publish"),
+		Model:     h.model,
+		Media:     items,
+		Encoder:   &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{TtlMs: ttlMs}}},
+	}
+}
+
+// consumeRequest asks a consumer to generate from prompt with the embeddings of ref (no media).
+func (h *harness) consumeRequest(prompt string, ref *pb.EncoderCacheRef) *pb.GenerateRequest {
+	return &pb.GenerateRequest{
+		RequestId: newRequestID("consume"),
+		Model:     h.model,
+		Input:     &pb.GenerateRequest_Prompt{Prompt: prompt},
+		Stopping:  stopping(),
+		Encoder:   &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: ref}},
+	}
+}
+
+// baselineRequest is a prompt with media and no encoder options (the
+// aggregated baseline's request); with no items it is a text-only request.
+func (h *harness) baselineRequest(prompt string, items ...*pb.MediaItem) *pb.GenerateRequest {
+	kind := "text"
+	if len(items) > 0 {
+		kind = "media"
+	}
+	return &pb.GenerateRequest{
+		RequestId: newRequestID(kind),
+		Model:     h.model,
+		Input:     &pb.GenerateRequest_Prompt{Prompt: prompt},
+		Stopping:  stopping(),
+		Media:     items,
+	}
+}
+
+// --- calls --------------------------------------------------------------------
+
+// generate runs req on e. A transport failure of the harness (the Engine's
+// error) ends the case as a harness error; the engine's own answer, however
+// bad, is returned.
+func (h *harness) generate(e target.Engine, req *pb.GenerateRequest) *target.GenerateResult {
+	h.t.Helper()
+	return h.generateCtx(h.ctx, e, req)
+}
+
+// generateCtx is generate on ctx.
+func (h *harness) generateCtx(ctx context.Context, e target.Engine, req *pb.GenerateRequest) *target.GenerateResult {
+	h.t.Helper()
+	res, err := e.Generate(ctx, req)
+	if err != nil {
+		HarnessError(h.t, "Generate(request_id=%s): %v", req.GetRequestId(), err)
+	}
+	if res == nil || res.Status == nil {
+		HarnessError(h.t, "Generate(request_id=%s) returned no status", req.GetRequestId())
+	}
+	// Whatever the case expected, a reference that came back is released
+	// at cleanup, so a wrongly accepted publish cannot leak into other cases.
+	if ready := res.EncoderReady(); ready != nil {
+		h.track(ready.GetRef())
+	}
+	if pr := prefillReady(res); pr != nil && pr.GetKvSession() != nil {
+		h.sessions = append(h.sessions, pr.GetKvSession())
+	}
+	return res
+}
+
+// generateWithin is generate bounded by timeout (or the case's own deadline if sooner).
+func (h *harness) generateWithin(e target.Engine, req *pb.GenerateRequest, timeout time.Duration) *target.GenerateResult {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, timeout)
+	defer cancel()
+	return h.generateCtx(ctx, e, req)
+}
+
+// publish publishes imgs (one item each, in order) on the producer with the
+// default TTL and returns the EncoderReady; see publishItems.
+func (h *harness) publish(imgs ...fixtures.Image) *pb.EncoderReady {
+	h.t.Helper()
+	names := make([]string, len(imgs))
+	for i, im := range imgs {
+		names[i] = im.Name
+	}
+	return h.publishItems(nil, "image="+strings.Join(names, ","), imageItems(imgs...)...)
+}
+
+// publishItems publishes items on the producer and returns its EncoderReady,
+// recording the reference for cleanup. It ends the case (Fatalf) unless the
+// producer answers as CONTRACT "How requests look" requires: status OK,
+// exactly one EncoderReady with a reference, no token. It reports (Errorf)
+// an item count other than len(items), a content hash that is not 64
+// lowercase hex, or a non-zero Usage.
+func (h *harness) publishItems(ttlMs *uint32, what string, items ...*pb.MediaItem) *pb.EncoderReady {
+	h.t.Helper()
+	res := h.generate(h.prod, h.publishRequest(ttlMs, items...))
+	ready := res.EncoderReady()
+	call := fmt.Sprintf("Publish(%s)", what)
+	if res.Code() != codes.OK || ready == nil || ready.GetRef() == nil || len(ready.GetRef().GetOpaqueState()) == 0 {
+		h.t.Fatalf("%s = %s; want OK with one EncoderReady carrying a reference", call, describe(res))
+	}
+	if n := len(res.TokenIDs()); n > 0 {
+		h.t.Errorf("%s = %s; want no token (E never generates text)", call, describe(res))
+	}
+	if got, want := len(ready.GetItems()), len(items); got != want {
+		h.t.Errorf("%s = EncoderReady with %d items; want %d (one EncodedItem per item, in order)", call, got, want)
+	}
+	for i, it := range ready.GetItems() {
+		if !contentHashPattern.MatchString(it.GetContentHash()) {
+			h.t.Errorf("%s = item %d content_hash %q; want 64 lowercase hex digits", call, i, it.GetContentHash())
+		}
+	}
+	if u := res.Usage(); u != nil && (u.GetPromptTokens() != 0 || u.GetCompletionTokens() != 0 || u.GetTotalTokens() != 0) {
+		h.t.Errorf("%s = usage %s; want a zero Usage (the encoder's own usage is not counted)", call, usageString(u))
+	}
+	return ready
+}
+
+// contentHashPattern is the form of a content hash (WIRE.md EncodedItem).
+var contentHashPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// consume runs prompt with ref on the consumer and returns the raw result.
+func (h *harness) consume(prompt string, ref *pb.EncoderCacheRef) *target.GenerateResult {
+	h.t.Helper()
+	return h.generate(h.cons, h.consumeRequest(prompt, ref))
+}
+
+// consumeOK consumes ref on the consumer and reports (Errorf) unless the
+// answer has tokens; it returns the result and whether it had tokens.
+func (h *harness) consumeOK(prompt string, ref *pb.EncoderCacheRef, note string) (*target.GenerateResult, bool) {
+	h.t.Helper()
+	res := h.consume(prompt, ref)
+	return res, expectTokens(h.t, consumeCall(ref, note), res)
+}
+
+// consumeMust consumes ref on the consumer and ends the case (Fatalf)
+// unless the answer has tokens: for a consume the rest of the case builds on.
+func (h *harness) consumeMust(prompt string, ref *pb.EncoderCacheRef, note string) *target.GenerateResult {
+	h.t.Helper()
+	res := h.consume(prompt, ref)
+	if res.Code() != codes.OK || len(res.TokenIDs()) == 0 || res.Finished() == nil || res.EngineError() != nil {
+		h.t.Fatalf("%s = %s; want OK with tokens and GenerationFinished", consumeCall(ref, note), describe(res))
+	}
+	return res
+}
+
+// consumeRejected presents ref to the consumer and reports (Errorf) unless
+// it is rejected with want and no token.
+func (h *harness) consumeRejected(prompt string, ref *pb.EncoderCacheRef, note string, want codes.Code) bool {
+	h.t.Helper()
+	return expectRejected(h.t, consumeCall(ref, note), h.consume(prompt, ref), want)
+}
+
+// handoff publishes img, consumes it with prompt on the consumer and
+// reports (Errorf) unless the consumer answers with tokens ("the next valid
+// handoff succeeds").
+func (h *harness) handoff(img fixtures.Image, prompt string) (*target.GenerateResult, bool) {
+	h.t.Helper()
+	ready := h.publish(img)
+	return h.consumeOK(prompt, ready.GetRef(), "fresh reference of "+img.Name)
+}
+
+// abort sends Abort(encoder_cache=ref) to e.
+func (h *harness) abort(e target.Engine, ref *pb.EncoderCacheRef) (pb.AbortStatus, error) {
+	resp, err := e.Abort(h.ctx, &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: ref}})
+	return resp.GetStatus(), err
+}
+
+// expectAbortStatus sends Abort(encoder_cache=ref) to the producer and
+// reports (Errorf) unless it answers OK with want.
+func (h *harness) expectAbortStatus(ref *pb.EncoderCacheRef, note string, want pb.AbortStatus) bool {
+	h.t.Helper()
+	got, err := h.abort(h.prod, ref)
+	call := abortCall(ref, note)
+	if err != nil {
+		h.t.Errorf("%s = %s; want %s", call, statusString(err), abortName(want))
+		return false
+	}
+	if got != want {
+		h.t.Errorf("%s = %s; want %s", call, abortName(got), abortName(want))
+		return false
+	}
+	return true
+}
+
+// expectAbortCode sends Abort(encoder_cache=ref) to e and reports (Errorf)
+// unless it fails with gRPC code want.
+func (h *harness) expectAbortCode(e target.Engine, ref *pb.EncoderCacheRef, note string, want codes.Code) bool {
+	h.t.Helper()
+	got, err := h.abort(e, ref)
+	call := abortCall(ref, note)
+	if err == nil {
+		h.t.Errorf("%s = %s; want code %s (nothing released)", call, abortName(got), codeName(want))
+		return false
+	}
+	if c := status.Code(err); c != want {
+		h.t.Errorf("%s = %s; want code %s", call, statusString(err), codeName(want))
+		return false
+	}
+	return true
+}
+
+// expectReady reports (Errorf) unless e's Health says READY.
+func (h *harness) expectReady(who string, e target.Engine) bool {
+	h.t.Helper()
+	resp, err := e.Health(h.ctx)
+	if err != nil {
+		h.t.Errorf("Health(%s) = %s; want READY", who, statusString(err))
+		return false
+	}
+	if resp.GetState() != pb.HealthState_HEALTH_STATE_READY {
+		h.t.Errorf("Health(%s) = %s%s; want READY", who, resp.GetState(), healthChecks(resp))
+		return false
+	}
+	return true
+}
+
+// waitMs waits ms milliseconds of the harness's monotonic clock, or ends
+// the case if its context ends first.
+func (h *harness) waitMs(ms int64, why string) {
+	h.t.Helper()
+	timer := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-h.ctx.Done():
+		h.t.Fatalf("case context ended while waiting %d ms (%s): %v", ms, why, h.ctx.Err())
+	}
+}
+
+// --- observables ---------------------------------------------------------------
+
+// counters are the CONTRACT section 4 observables of one engine, by key.
+type counters map[string]float64
+
+// counters returns e's observables, or false when the profile does not
+// declare observables. When it declares them, a GetLoad failure or a
+// missing key ends the case (the target broke its own declaration).
+func (h *harness) counters(who string, e target.Engine) (counters, bool) {
+	h.t.Helper()
+	if !h.profile.Observables {
+		return nil, false
+	}
+	info, err := e.GetLoad(h.ctx)
+	if err != nil {
+		h.t.Fatalf("GetLoad(%s) = %s; want the CONTRACT section 4 observables (the profile declares observables)", who, statusString(err))
+	}
+	c, err := countersOf(info)
+	if err != nil {
+		h.t.Fatalf("GetLoad(%s): %v (the profile declares observables)", who, err)
+	}
+	return c, true
+}
+
+// countersOf reads the CONTRACT section 4 keys from info.attributes; every
+// key must be present and a number.
+func countersOf(info *pb.LoadInfo) (counters, error) {
+	fields := info.GetAttributes().GetFields()
+	c := counters{}
+	var missing []string
+	for _, k := range Observables() {
+		v, ok := fields[k]
+		if !ok {
+			missing = append(missing, k)
+			continue
+		}
+		n, isNum := v.GetKind().(*structpb.Value_NumberValue)
+		if !isNum {
+			return nil, fmt.Errorf("attribute %s is %v, want a number", k, v.AsInterface())
+		}
+		c[k] = n.NumberValue
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("attributes lack %s", strings.Join(missing, ", "))
+	}
+	return c, nil
+}
+
+// diff lists the keys whose values differ between c and other, as
+// "key a->b", in the order of Observables().
+func (c counters) diff(other counters, keys ...string) []string {
+	if len(keys) == 0 {
+		keys = Observables()
+	}
+	var out []string
+	for _, k := range keys {
+		if c[k] != other[k] {
+			out = append(out, fmt.Sprintf("%s %g->%g", k, c[k], other[k]))
+		}
+	}
+	return out
+}
+
+// --- fixtures ---------------------------------------------------------------------
+
+// fixture returns the fixture image called name, or ends the case as a harness error.
+func fixture(t TB, name string) fixtures.Image {
+	t.Helper()
+	im, err := fixtures.ImageByName(name)
+	if err != nil {
+		HarnessError(t, "fixture: %v", err)
+	}
+	return im
+}
+
+// promptText returns the text of the fixture prompt called name, or ends
+// the case as a harness error.
+func promptText(t TB, name string) string {
+	t.Helper()
+	for _, p := range fixtures.Prompts() {
+		if p.Name == name {
+			return p.Text
+		}
+	}
+	HarnessError(t, "fixture: no prompt %q", name)
+	return ""
+}
+
+// pseudoBytes returns n deterministic bytes derived from label (SHA-256 in
+// counter mode), so a garbage input is the same on every run.
+func pseudoBytes(label string, n int) []byte {
+	out := make([]byte, 0, n+sha256.Size)
+	for i := 0; len(out) < n; i++ {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", label, i)))
+		out = append(out, sum[:]...)
+	}
+	return out[:n]
+}
+
+// withOpaque returns a copy of ref with opaque_state replaced.
+func withOpaque(ref *pb.EncoderCacheRef, opaque []byte) *pb.EncoderCacheRef {
+	c := proto.Clone(ref).(*pb.EncoderCacheRef)
+	c.OpaqueState = opaque
+	return c
+}
+
+// --- E+P+D ---------------------------------------------------------------------------
+
+// multimodalAttribute is the KV-session attribute a multimodal prefill sets
+// (WIRE.md conventions; CONTRACT L-2).
+const multimodalAttribute = "baton.multimodal"
+
+// prefill runs prompt with ref on the prefill engine and returns the KV
+// session and decode preparation of its PrefillReady; it ends the case
+// (Fatalf) unless the stream closes OK with a PrefillReady carrying a KV
+// session. The session is released (Abort) at cleanup.
+func (h *harness) prefill(prompt string, ref *pb.EncoderCacheRef) (*pb.KvSessionRef, []byte) {
+	h.t.Helper()
+	res := h.generate(h.pre, h.consumeRequest(prompt, ref))
+	pr := prefillReady(res)
+	if res.Code() != codes.OK || pr == nil || pr.GetKvSession() == nil {
+		h.t.Fatalf("Prefill(ref=%s) = %s; want OK ending with PrefillReady carrying a KV session", refLabel(ref), describe(res))
+	}
+	return pr.GetKvSession(), pr.GetDecodePreparation()
+}
+
+// decodeRequest is a request to D: the prompt, P's KV session and the
+// decode preparation (nil for none). It never carries media or a reference.
+func (h *harness) decodeRequest(prompt string, session *pb.KvSessionRef, prep []byte) *pb.GenerateRequest {
+	return &pb.GenerateRequest{
+		RequestId:         newRequestID("decode"),
+		Model:             h.model,
+		Input:             &pb.GenerateRequest_Prompt{Prompt: prompt},
+		Stopping:          stopping(),
+		Kv:                &pb.KvOptions{Session: session},
+		DecodePreparation: prep,
+	}
+}

@@ -1,0 +1,310 @@
+package suite
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"time"
+
+	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/fixtures"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+)
+
+// Limits and validation cases (CONTRACT L-1..L-6).
+
+// L1OversizeReferenceRejected presents 65,537-byte references (random bytes and, format declared, a valid reference padded with JSON whitespace): INVALID_ARGUMENT before any token; padded to exactly 65,536 bytes it still consumes (L-1).
+func L1OversizeReferenceRejected(ctx context.Context, t TB, tg target.Target) {
+	h := needEPD(ctx, t, tg)
+	defer h.cleanup()
+	prompt := promptText(t, promptMarker)
+
+	ref := h.publish(fixture(t, "video-001.jpeg")).GetRef()
+	random := withOpaque(ref, pseudoBytes("L-1 oversize reference", maxReferenceBytes+1))
+	h.consumeRejected(prompt, random, "opaque_state 65537 random bytes", codes.InvalidArgument)
+	h.expectAbortCode(h.prod, random, "opaque_state 65537 random bytes", codes.InvalidArgument)
+	if !h.formatDeclared() {
+		h.consumeOK(prompt, ref, "the valid reference after the oversize one")
+		h.needFormat("an oversize reference that is otherwise valid (random bytes are also SU-4 malformed)")
+	}
+
+	over, err := padRef(ref.GetOpaqueState(), maxReferenceBytes+1)
+	if err != nil {
+		t.Fatalf("Publish = reference %s: %v; the profile declares reference_format %q", refLabel(ref), err, FormatBatonJSONv1)
+	}
+	h.consumeRejected(prompt, withOpaque(ref, over), "valid reference padded with spaces to 65537 bytes", codes.InvalidArgument)
+	h.expectReady("consumer", h.cons)
+	exact, err := padRef(ref.GetOpaqueState(), maxReferenceBytes)
+	if err != nil {
+		HarnessError(t, "padRef: %v", err)
+	}
+	h.consumeOK(prompt, withOpaque(ref, exact), "the same reference padded to exactly 65536 bytes (legal)")
+}
+
+// L1OversizeDecodePreparationRejected sends D a decode preparation of 2 MiB + 1 bytes: INVALID_ARGUMENT before any token; the session still decodes with its own preparation (L-1, E+P+D).
+func L1OversizeDecodePreparationRejected(ctx context.Context, t TB, tg target.Target) {
+	h := needEPPD(ctx, t, tg)
+	defer h.cleanup()
+	prompt := promptText(t, promptMarker)
+
+	ref := h.publish(fixture(t, "video-001.jpeg")).GetRef()
+	session, prep := h.prefill(prompt, ref)
+	over := pseudoBytes("L-1 oversize decode preparation", maxDecodePreparationBytes+1)
+	res := h.generate(h.dec, h.decodeRequest(prompt, session, over))
+	expectRejected(t, fmt.Sprintf("Decode(session=%s, decode_preparation %d random bytes)", session.GetSessionId(), len(over)), res, codes.InvalidArgument)
+	res = h.generate(h.dec, h.decodeRequest(prompt, session, prep))
+	expectTokens(t, fmt.Sprintf("Decode(session=%s, its own decode preparation, after the oversize one)", session.GetSessionId()), res)
+}
+
+// L2DecodeWithoutPreparationRejected sends D a multimodal prefill's KV session without, then with a malformed, decode preparation: INVALID_ARGUMENT before any token; with its own preparation it decodes (L-2, E+P+D).
+func L2DecodeWithoutPreparationRejected(ctx context.Context, t TB, tg target.Target) {
+	h := needEPPD(ctx, t, tg)
+	defer h.cleanup()
+	prompt := promptText(t, promptMarker)
+
+	ref := h.publish(fixture(t, "video-001.jpeg")).GetRef()
+	session, prep := h.prefill(prompt, ref)
+	if len(prep) == 0 {
+		t.Errorf("Prefill(ref=%s) = PrefillReady without decode_preparation; want P's decode preparation for a multimodal prefill", refLabel(ref))
+	}
+	if v, ok := session.GetAttributesStruct().GetFields()[multimodalAttribute]; !ok || !v.GetBoolValue() {
+		t.Errorf("Prefill(ref=%s) = kv_session attributes %v; want %s = true (WIRE.md conventions)", refLabel(ref), session.GetAttributesStruct().AsMap(), multimodalAttribute)
+	}
+	call := func(what string) string { return fmt.Sprintf("Decode(session=%s, %s)", session.GetSessionId(), what) }
+	expectRejected(t, call("no decode preparation"), h.generate(h.dec, h.decodeRequest(prompt, session, nil)), codes.InvalidArgument)
+	expectRejected(t, call("64 garbage bytes as decode preparation"), h.generate(h.dec, h.decodeRequest(prompt, session, pseudoBytes("L-2 garbage", 64))), codes.InvalidArgument)
+	expectTokens(t, call("its own decode preparation"), h.generate(h.dec, h.decodeRequest(prompt, session, prep)))
+}
+
+// l3Media are minimal, well-formed-looking video and audio payloads, small
+// enough that no L-6 byte bound applies, so only the modality decides.
+var l3Media = []struct {
+	name     string
+	modality pb.Modality
+	mime     string
+	data     []byte
+}{
+	{"video item", pb.Modality_MODALITY_VIDEO, "video/mp4", []byte("\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2")},
+	{"audio item", pb.Modality_MODALITY_AUDIO, "audio/wav", []byte("RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\x80\x3e\x00\x00\x00\x7d\x00\x00\x02\x00\x10\x00data\x00\x00\x00\x00")},
+}
+
+// L3VideoAudioUnimplemented sends video and audio items (alone and after an image) to the producer and the baseline: UNIMPLEMENTED before any token or EncoderReady, nothing published (L-3).
+func L3VideoAudioUnimplemented(ctx context.Context, t TB, tg target.Target) {
+	h := needEPD(ctx, t, tg)
+	defer h.cleanup()
+	prompt := promptText(t, promptMarker)
+	img := fixture(t, "video-001.png")
+
+	before, obs := h.counters("producer", h.prod)
+	for _, m := range l3Media {
+		item := &pb.MediaItem{Modality: m.modality, Source: &pb.MediaItem_RawBytes{RawBytes: m.data}, MimeType: m.mime}
+		expectRejected(t, fmt.Sprintf("Publish(%s)", m.name), h.generate(h.prod, h.publishRequest(nil, item)), codes.Unimplemented)
+		expectRejected(t, fmt.Sprintf("Publish(image, then %s)", m.name), h.generate(h.prod, h.publishRequest(nil, imageItem(img), item)), codes.Unimplemented)
+		if h.base != nil {
+			expectRejected(t, fmt.Sprintf("Baseline(prompt, %s)", m.name), h.generate(h.base, h.baselineRequest(prompt, item)), codes.Unimplemented)
+		}
+	}
+	if obs {
+		after, _ := h.counters("producer", h.prod)
+		if after[ObservableExportsEntries] > before[ObservableExportsEntries] {
+			t.Errorf("GetLoad(producer) after rejected video/audio publishes: %v; want nothing published", before.diff(after, ObservableExportsEntries, ObservableExportsBytes))
+		}
+	}
+}
+
+// L4WrongRoleRejected sends requests to roles that do not serve them (publish to the consumer or baseline, a reference to the producer or baseline, media to the consumer, text to the producer, a decode without a KV session): FAILED_PRECONDITION before any token; the reference still consumes (L-4).
+func L4WrongRoleRejected(ctx context.Context, t TB, tg target.Target) {
+	h := needEPD(ctx, t, tg)
+	defer h.cleanup()
+	prompt := promptText(t, promptMarker)
+	img := fixture(t, "video-001.png")
+	truncated := fixture(t, "truncated.png")
+
+	ref := h.publish(img).GetRef()
+	garbage := withOpaque(ref, pseudoBytes("L-4 garbage reference", 64))
+	type wrong struct {
+		call string
+		e    target.Engine
+		req  *pb.GenerateRequest
+	}
+	cases := []wrong{
+		{"Publish(image) to the consumer", h.cons, h.publishRequest(nil, imageItem(img))},
+		{"Publish(truncated image) to the consumer (L-4 decides before L-6)", h.cons, h.publishRequest(nil, imageItem(truncated))},
+		{"prompt with media, no encoder options, to the consumer", h.cons, h.baselineRequest(prompt, imageItem(img))},
+		{consumeCall(ref, "sent to the producer"), h.prod, h.consumeRequest(prompt, ref)},
+		{consumeCall(garbage, "garbage reference sent to the producer (L-4 decides before SU-4)"), h.prod, h.consumeRequest(prompt, garbage)},
+		{"text-only request to the producer", h.prod, h.baselineRequest(promptText(t, promptTextOnly))},
+	}
+	if h.base != nil {
+		cases = append(cases,
+			wrong{consumeCall(ref, "sent to the baseline"), h.base, h.consumeRequest(prompt, ref)},
+			wrong{"Publish(image) to the baseline", h.base, h.publishRequest(nil, imageItem(img))},
+		)
+	}
+	if h.dec != nil {
+		cases = append(cases, wrong{"text-only request without a KV session to the decode engine", h.dec, h.baselineRequest(promptText(t, promptTextOnly))})
+	}
+	for _, c := range cases {
+		expectRejected(t, c.call, h.generate(c.e, c.req), codes.FailedPrecondition)
+	}
+	h.consumeOK(prompt, ref, "after it was sent to the wrong roles")
+}
+
+// l5MaxAttempts bounds the publishes of L-5: a quota needing more is not
+// checked at Core speed (the case reports `not verifiable`).
+const l5MaxAttempts = 2048
+
+// L5ProducerQuotaEnforced publishes until RESOURCE_EXHAUSTED (within ceil(quota/entry)+2 publishes), checks the failed publish returned nothing, then releases everything and publishes again (L-5).
+func L5ProducerQuotaEnforced(ctx context.Context, t TB, tg target.Target) {
+	// The quota comes from Profile.ProducerQuotaBytes; an entry's bytes from
+	// the observables (growth of encoder.exports.bytes) or else the declared
+	// reference format (rows*cols*4 per item).
+	h := needEPD(ctx, t, tg)
+	defer h.cleanup()
+	quotaBytes := h.profile.ProducerQuotaBytes
+	if quotaBytes <= 0 {
+		NotVerifiable(t, "the profile declares no producer_quota_bytes")
+	}
+	if !h.profile.Observables && !h.formatDeclared() {
+		NotVerifiable(t, fmt.Sprintf("sizing an entry needs observables or reference_format %q", FormatBatonJSONv1))
+	}
+	img := fixture(t, "video-001.png")
+
+	c0, obs := h.counters("producer", h.prod)
+	first := h.publish(img)
+	var entryBytes int64
+	if obs {
+		c1, _ := h.counters("producer", h.prod)
+		entryBytes = int64(c1[ObservableExportsBytes] - c0[ObservableExportsBytes])
+		if entryBytes <= 0 {
+			t.Fatalf("GetLoad(producer) around Publish(image=%s): %v; want %s to grow by the entry's bytes", img.Name, c0.diff(c1), ObservableExportsBytes)
+		}
+	} else {
+		n, err := refPayloadBytes(first.GetRef().GetOpaqueState())
+		if err != nil || n <= 0 {
+			t.Fatalf("Publish(image=%s) = reference %s: %v (%d bytes); the profile declares reference_format %q", img.Name, refLabel(first.GetRef()), err, n, FormatBatonJSONv1)
+		}
+		entryBytes = n
+	}
+	if entryBytes > quotaBytes {
+		t.Fatalf("Publish(image=%s) = OK for a %d-byte entry; want RESOURCE_EXHAUSTED over the %d-byte quota", img.Name, entryBytes, quotaBytes)
+	}
+	bound := (quotaBytes+entryBytes-1)/entryBytes + 2
+	if bound > l5MaxAttempts {
+		NotVerifiable(t, fmt.Sprintf("a %d-byte quota of %d-byte entries needs up to %d publishes; the case allows %d (declare a smaller producer_quota_bytes)", quotaBytes, entryBytes, bound, l5MaxAttempts))
+	}
+
+	published := int64(1)
+	var exhausted *target.GenerateResult
+	var before counters
+	for attempt := int64(2); attempt <= bound && exhausted == nil; attempt++ {
+		before, _ = h.counters("producer", h.prod)
+		res := h.generate(h.prod, h.publishRequest(nil, imageItem(img)))
+		switch {
+		case res.Code() == codes.OK && res.EncoderReady() != nil:
+			published++
+		case res.Code() == codes.ResourceExhausted:
+			exhausted = res
+		default:
+			t.Fatalf("Publish #%d(image=%s) = %s; want OK or RESOURCE_EXHAUSTED", attempt, img.Name, describe(res))
+		}
+	}
+	if exhausted == nil {
+		t.Fatalf("%d Publish(image=%s) of %d-byte entries = all OK (%d bytes); want RESOURCE_EXHAUSTED past the %d-byte quota",
+			published, img.Name, entryBytes, published*entryBytes, quotaBytes)
+	}
+	expectRejected(t, fmt.Sprintf("Publish #%d(image=%s) past the quota", published+1, img.Name), exhausted, codes.ResourceExhausted)
+	if obs {
+		after, _ := h.counters("producer", h.prod)
+		if after[ObservableExportsBytes] > float64(quotaBytes) {
+			t.Errorf("GetLoad(producer) at RESOURCE_EXHAUSTED: %s = %g; want <= the %d-byte quota", ObservableExportsBytes, after[ObservableExportsBytes], quotaBytes)
+		}
+		if after[ObservableExportsEntries] > before[ObservableExportsEntries] {
+			t.Errorf("GetLoad(producer) around the RESOURCE_EXHAUSTED publish: %v; want nothing published", before.diff(after))
+		}
+		if before[ObservableExportsBytes]+float64(entryBytes) <= float64(quotaBytes) {
+			t.Errorf("Publish(image=%s) = RESOURCE_EXHAUSTED with %s = %g; want OK while %g+%d <= the %d-byte quota",
+				img.Name, ObservableExportsBytes, before[ObservableExportsBytes], before[ObservableExportsBytes], entryBytes, quotaBytes)
+		}
+	}
+
+	// Release everything (Abort), then a publish must fit again.
+	for _, ref := range h.refs {
+		h.expectAbortStatus(ref, "releasing the quota", pb.AbortStatus_ABORT_STATUS_ABORTED)
+	}
+	h.refs = nil
+	res := h.generate(h.prod, h.publishRequest(nil, imageItem(img)))
+	if res.Code() != codes.OK || res.EncoderReady() == nil {
+		t.Errorf("Publish(image=%s) after releasing every entry = %s; want OK (RESOURCE_EXHAUSTED is retryable)", img.Name, describe(res))
+	}
+}
+
+// l6CallTimeout bounds one L-6 request: a decompression bomb must be
+// rejected from its header, not decoded.
+const l6CallTimeout = 20 * time.Second
+
+// l6Medium is one L-6 input and the code it must get.
+type l6Medium struct {
+	name string
+	item *pb.MediaItem
+	want codes.Code
+}
+
+// l6Media returns the L-6 inputs: every fixtures.Malformed() medium
+// (truncated, corrupt, decompression bombs, an unsupported format), empty
+// bytes, bad data URIs (INVALID_ARGUMENT) and url sources (UNIMPLEMENTED:
+// the Core profile has fetching disabled). The url targets are harmless (a
+// closed local port, a procfs file) in case a broken engine fetches them.
+func l6Media() []l6Medium {
+	var out []l6Medium
+	for _, m := range fixtures.Malformed() {
+		out = append(out, l6Medium{fmt.Sprintf("%s (%s)", m.Name, m.Want), imageItem(m), codes.InvalidArgument})
+	}
+	truncatedPNG := ""
+	for _, m := range fixtures.Malformed() {
+		if m.Name == "truncated.png" {
+			truncatedPNG = base64.StdEncoding.EncodeToString(m.Data)
+		}
+	}
+	dataURI := func(s string) *pb.MediaItem {
+		return &pb.MediaItem{Modality: pb.Modality_MODALITY_IMAGE, Source: &pb.MediaItem_DataUri{DataUri: s}, MimeType: "image/png"}
+	}
+	url := func(s string) *pb.MediaItem {
+		return &pb.MediaItem{Modality: pb.Modality_MODALITY_IMAGE, Source: &pb.MediaItem_Url{Url: s}, MimeType: "image/png"}
+	}
+	out = append(out,
+		l6Medium{"empty raw bytes", &pb.MediaItem{Modality: pb.Modality_MODALITY_IMAGE, Source: &pb.MediaItem_RawBytes{RawBytes: []byte{}}, MimeType: "image/png"}, codes.InvalidArgument},
+		l6Medium{"data URI with bad base64", dataURI("data:image/png;base64,!!!!not-base64!!!!"), codes.InvalidArgument},
+		l6Medium{"data URI without a comma", dataURI("data:image/png;base64"), codes.InvalidArgument},
+		l6Medium{"data URI field holding an http URL", dataURI("http://127.0.0.1:9/baton-l6.png"), codes.InvalidArgument},
+		l6Medium{"data URI of a truncated PNG", dataURI("data:image/png;base64," + truncatedPNG), codes.InvalidArgument},
+		l6Medium{"url source to a closed local port", url("http://127.0.0.1:9/baton-l6.png"), codes.Unimplemented},
+		l6Medium{"url source to a local file", url("file:///proc/self/status"), codes.Unimplemented},
+	)
+	return out
+}
+
+// L6MalformedMediaRejected sends malformed media, decompression bombs, bad data URIs and url sources to the producer and the baseline: INVALID_ARGUMENT (UNIMPLEMENTED for url) before any token or EncoderReady, nothing published (L-6).
+func L6MalformedMediaRejected(ctx context.Context, t TB, tg target.Target) {
+	h := needEPD(ctx, t, tg)
+	defer h.cleanup()
+	prompt := promptText(t, promptMarker)
+
+	before, obs := h.counters("producer", h.prod)
+	for _, m := range l6Media() {
+		res := h.generateWithin(h.prod, h.publishRequest(nil, m.item), l6CallTimeout)
+		expectRejected(t, fmt.Sprintf("Publish(%s)", m.name), res, m.want)
+		if h.base != nil {
+			res = h.generateWithin(h.base, h.baselineRequest(prompt, m.item), l6CallTimeout)
+			expectRejected(t, fmt.Sprintf("Baseline(prompt, %s)", m.name), res, m.want)
+		}
+	}
+	if obs {
+		after, _ := h.counters("producer", h.prod)
+		if after[ObservableExportsEntries] > before[ObservableExportsEntries] {
+			t.Errorf("GetLoad(producer) after rejected media: %v; want nothing published", before.diff(after, ObservableExportsEntries, ObservableExportsBytes))
+		}
+	}
+	h.expectReady("producer", h.prod)
+}

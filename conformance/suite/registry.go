@@ -1,0 +1,185 @@
+// Package suite holds baton's conformance cases for the baton.encoder.v1
+// handoff contract (/work/shared/spec/CONTRACT.md). Each case is a plain
+// exported function of (ctx, t TB, target.Target) with a one-line doc, in
+// the style of grpc-go's interop package, and is registered in one table,
+// Cases(), which is the single source of truth: the Ginkgo binding
+// (DescribeSuite), conformance.Run (plain `go test`) and the `baton check`
+// CLI all iterate it.
+//
+// The suite sees an implementation only through target.Target; it never
+// imports an engine or the simulator (ARCHITECTURE.md, "Conformance for any
+// implementation").
+//
+// Outcomes (CONTRACT "Outcomes of a check"): a case passes, fails (Errorf or
+// Fatalf), or skips with a message starting with NotApplicablePrefix or
+// NotVerifiablePrefix; a failure of the harness itself is a Fatalf starting
+// with HarnessErrorPrefix. OutcomeOf maps a finished case to its outcome.
+package suite
+
+import (
+	"context"
+	"sort"
+
+	"github.com/baton-dev/baton/conformance/target"
+)
+
+// Level is a conformance level of CONTRACT section 5.
+type Level string
+
+// The conformance levels (CONTRACT section 5).
+const (
+	// LevelCore needs only the wire API (plus limits declared in the profile).
+	LevelCore Level = "core"
+	// LevelLifecycle needs Core plus observables and test hooks.
+	LevelLifecycle Level = "lifecycle"
+	// LevelFaults needs Lifecycle plus the fault proxy.
+	LevelFaults Level = "faults"
+)
+
+// TB is the part of *testing.T (and Ginkgo's GinkgoT()) a case uses.
+//
+// Fatalf and Skipf end the case (runtime.Goexit under testing, a panic under
+// Ginkgo); under Ginkgo, Errorf ends the case too. Cases call TB only from
+// the goroutine that runs them and release what they published in deferred
+// calls, so cleanup runs however the case ends.
+type TB interface {
+	Helper()
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Failed() bool
+}
+
+// Case is one conformance case.
+type Case struct {
+	// Rule is the CONTRACT rule ID the case checks, e.g. "SU-2".
+	Rule string
+	// Name is the full case name; it starts with Rule and a space, e.g.
+	// "SU-2 replay of a consumed reference is rejected before any write".
+	Name string
+	// Level is the conformance level of Rule.
+	Level Level
+	// Labels are extra Ginkgo labels ("topology:E+PD", "needs:reference-format", ...);
+	// the rule ID and "level:<level>" are added by the binding.
+	Labels []string
+	// Run executes the case against tg. It never imports an engine.
+	Run func(ctx context.Context, t TB, tg target.Target)
+	// Destructive cases make an instance unusable (an accepted Shutdown);
+	// they run last, or against a target started for them alone.
+	Destructive bool
+}
+
+// Labels used on cases, beyond the rule ID and level.
+const (
+	// LabelEPD marks a case about the E+PD topology.
+	LabelEPD = "topology:E+PD"
+	// LabelEPPD marks a case about the E+P+D topology.
+	LabelEPPD = "topology:E+P+D"
+	// LabelNeedsFormat marks a case that needs Profile.ReferenceFormat.
+	LabelNeedsFormat = "needs:reference-format"
+	// LabelNeedsQuota marks a case that needs Profile.ProducerQuotaBytes.
+	LabelNeedsQuota = "needs:producer-quota"
+	// LabelNeedsBaseline marks a case that needs the baseline (aggregated) engine.
+	LabelNeedsBaseline = "needs:baseline"
+	// LabelDestructive marks a case that shuts an instance down.
+	LabelDestructive = "destructive"
+	// LabelSlow marks a case that waits for time to pass (a TTL) or loops.
+	LabelSlow = "slow"
+)
+
+// Cases returns every registered case in a stable order: by rule family in
+// the order of CONTRACT section 5, destructive cases last. It returns a
+// fresh slice on every call.
+func Cases() []Case {
+	cs := []Case{
+		// SU: single use (su.go).
+		{Rule: "SU-1", Name: "SU-1 concurrent consumes of one reference: exactly one gets tokens", Run: SU1ConcurrentConsumesOneWins, Labels: []string{LabelEPD}},
+		{Rule: "SU-2", Name: "SU-2 replay of a consumed reference is rejected before any write", Run: SU2ReplayRejected, Labels: []string{LabelEPD}},
+		{Rule: "SU-2", Name: "SU-2 a released reference is rejected before any write", Run: SU2ReleasedRejected, Labels: []string{LabelEPD}},
+		{Rule: "SU-2", Name: "SU-2 an expired reference is rejected before any write", Run: SU2ExpiredRejected, Labels: []string{LabelEPD, LabelSlow}},
+		{Rule: "SU-3", Name: "SU-3 Abort of a published reference answers ABORTED once, then ALREADY_FINISHED", Run: SU3AbortReleasesOnce, Labels: []string{LabelEPD}},
+		{Rule: "SU-3", Name: "SU-3 Abort of a consumed reference answers ALREADY_FINISHED", Run: SU3AbortAfterConsume, Labels: []string{LabelEPD}},
+		{Rule: "SU-3", Name: "SU-3 Abort of an expired reference answers ALREADY_FINISHED", Run: SU3AbortAfterExpiry, Labels: []string{LabelEPD, LabelSlow}},
+		{Rule: "SU-4", Name: "SU-4 malformed references are rejected by the consumer and consume nothing", Run: SU4MalformedConsumeRejected, Labels: []string{LabelEPD}},
+		{Rule: "SU-4", Name: "SU-4 Abort with a malformed reference is rejected and releases nothing", Run: SU4MalformedAbortRejected, Labels: []string{LabelEPD}},
+		{Rule: "SU-5", Name: "SU-5 reference ids are unguessable and distinct", Run: SU5ReferenceIDsUnguessable, Labels: []string{LabelEPD, LabelNeedsFormat}},
+		{Rule: "SU-5", Name: "SU-5 a forged reference (one entry's state, another's id) is rejected", Run: SU5ForgedReferenceRejected, Labels: []string{LabelEPD, LabelNeedsFormat}},
+		{Rule: "SU-5", Name: "SU-5 path-like references are rejected by consumer and producer", Run: SU5PathReferencesRejected, Labels: []string{LabelEPD}},
+		{Rule: "SU-5", Name: "SU-5 a reference naming another producer instance is rejected", Run: SU5ForeignInstanceRejected, Labels: []string{LabelEPD}},
+
+		// L: limits and validation (limits.go).
+		{Rule: "L-1", Name: "L-1 a reference over 64 KiB is rejected before any token", Run: L1OversizeReferenceRejected, Labels: []string{LabelEPD}},
+		{Rule: "L-1", Name: "L-1 a decode preparation over 2 MiB is rejected before any token", Run: L1OversizeDecodePreparationRejected, Labels: []string{LabelEPPD}},
+		{Rule: "L-2", Name: "L-2 a multimodal decode without its decode preparation is rejected", Run: L2DecodeWithoutPreparationRejected, Labels: []string{LabelEPPD}},
+		{Rule: "L-3", Name: "L-3 video and audio items are UNIMPLEMENTED on producer and baseline", Run: L3VideoAudioUnimplemented, Labels: []string{LabelEPD}},
+		{Rule: "L-4", Name: "L-4 requests sent to the wrong role are FAILED_PRECONDITION", Run: L4WrongRoleRejected, Labels: []string{LabelEPD}},
+		{Rule: "L-5", Name: "L-5 the producer's byte quota ends in RESOURCE_EXHAUSTED and recovers after release", Run: L5ProducerQuotaEnforced, Labels: []string{LabelEPD, LabelNeedsQuota, LabelSlow}},
+		{Rule: "L-6", Name: "L-6 malformed, oversize and url media are rejected before anything is published", Run: L6MalformedMediaRejected, Labels: []string{LabelEPD}},
+
+		// N: negotiation (negotiation.go).
+		{Rule: "N-1", Name: "N-1 producer and consumer advertise their encoder capabilities", Run: N1CapabilitiesAdvertised, Labels: []string{LabelEPD}},
+		{Rule: "N-1", Name: "N-1 a reference for a backend the consumer does not accept is FAILED_PRECONDITION", Run: N1UnacceptedBackendRejected, Labels: []string{LabelEPD}},
+		{Rule: "N-2", Name: "N-2 text-only requests never touch the encoder", Run: N2TextOnlyBypassesEncoder, Labels: []string{LabelEPD}},
+
+		// S: shutdown (shutdown.go), non-destructive part.
+		{Rule: "S-1", Name: "S-1 Shutdown with an empty or foreign instance id is refused and changes nothing", Run: S1ShutdownIdentityChecked},
+
+		// B: baseline equivalence (baseline.go).
+		{Rule: "B-1", Name: "B-1 E+PD answers and usage equal the aggregated baseline", Run: B1DisaggregatedMatchesBaseline, Labels: []string{LabelEPD, LabelNeedsBaseline}},
+		{Rule: "B-2", Name: "B-2 different images with one prompt get their own answers despite a warm prefix cache", Run: B2DifferentImagesDifferentAnswers, Labels: []string{LabelEPD, LabelNeedsBaseline}},
+
+		// H: identity and hashing (hashing.go).
+		{Rule: "H-3", Name: "H-3 a reference with a malformed content hash is rejected", Run: H3MalformedHashRejected, Labels: []string{LabelEPD, LabelNeedsFormat}},
+		{Rule: "H-5", Name: "H-5 two images sent with one MediaItem.uuid get their own answers", Run: H5UUIDIsNotContentHash, Labels: []string{LabelEPD, LabelNeedsBaseline}},
+
+		// Destructive cases: always last.
+		{Rule: "S-1", Name: "S-1 Shutdown naming the instance is ACCEPTED, then ALREADY_SHUTTING_DOWN, and new requests get UNAVAILABLE", Run: S1ShutdownAccepted, Destructive: true, Labels: []string{LabelDestructive}},
+	}
+	levels := map[string]Level{}
+	for lvl, rules := range RulesByLevel() {
+		for _, r := range rules {
+			levels[r] = lvl
+		}
+	}
+	for i := range cs {
+		cs[i].Level = levels[cs[i].Rule]
+	}
+	// Stable: keep the written order, move destructive cases after the others.
+	sort.SliceStable(cs, func(i, j int) bool { return !cs[i].Destructive && cs[j].Destructive })
+	return cs
+}
+
+// RulesByLevel lists the rule IDs of each conformance level, exactly as the
+// table of CONTRACT section 5, in the table's order. LevelFaults lists only
+// the rules new at that level; the Faults level also re-runs every Core and
+// Lifecycle rule under injected faults. It returns fresh slices on every call.
+func RulesByLevel() map[Level][]string {
+	return map[Level][]string{
+		LevelCore: {
+			"SU-1", "SU-2", "SU-3", "SU-4", "SU-5",
+			"L-1", "L-2", "L-3", "L-4", "L-5", "L-6",
+			"N-1", "N-2", "S-1", "B-1", "B-2", "H-3", "H-5",
+		},
+		LevelLifecycle: {
+			"C-1", "C-2", "C-3", "C-5", "C-6", "C-7",
+			"R-1", "R-2", "H-1", "H-2", "H-4", "X-1", "X-2",
+			"SU-6", "S-2", "S-4",
+		},
+		LevelFaults: {
+			"Q-1", "Q-2", "Q-3", "Q-4", "Q-5", "C-4", "S-3",
+		},
+	}
+}
+
+// CasesForRule returns the registered cases of rule (e.g. "SU-2"), in
+// registry order; none for a rule without cases.
+func CasesForRule(rule string) []Case {
+	var out []Case
+	for _, c := range Cases() {
+		if c.Rule == rule {
+			out = append(out, c)
+		}
+	}
+	return out
+}
