@@ -25,6 +25,9 @@ type Options struct {
 	CacheDir string
 	// Hooks are applied to every engine (conformance/mutants); zero for the real engine.
 	Hooks server.Hooks
+	// ProducerQuotaBytes is the producer's L-5 bound (default 16 MiB, so the
+	// L-5 case reaches it in a few dozen tiny publishes).
+	ProducerQuotaBytes int64
 	// Log receives the engines' logs (nil discards).
 	Log *slog.Logger
 }
@@ -32,6 +35,9 @@ type Options struct {
 // StartEPD starts E, PD and the baseline and returns the Target and a stop
 // function that drains all three (S-2) and returns the first drain error.
 func StartEPD(opts Options) (*target.Static, func() error, error) {
+	if opts.ProducerQuotaBytes == 0 {
+		opts.ProducerQuotaBytes = 16 << 20
+	}
 	var (
 		stops   []func() error
 		engines = map[target.Role]target.Engine{}
@@ -52,7 +58,7 @@ func StartEPD(opts Options) (*target.Static, func() error, error) {
 			stopAll()
 			return nil, nil, fmt.Errorf("inprocess: %w", err)
 		}
-		cfg := server.Config{Role: r.role, Preset: opts.Preset, CacheDir: opts.CacheDir, Hooks: opts.Hooks, ShutdownLinger: time.Millisecond}
+		cfg := server.Config{Role: r.role, Preset: opts.Preset, CacheDir: opts.CacheDir, Hooks: opts.Hooks, ShutdownLinger: time.Millisecond, ProducerQuotaBytes: opts.ProducerQuotaBytes}
 		if r.role == server.RoleAggregated {
 			cfg.CacheDir = ""
 		}
@@ -81,7 +87,7 @@ func StartEPD(opts Options) (*target.Static, func() error, error) {
 	}
 	profile := target.Profile{
 		Name: "baton reference engine (in-process E+PD)", Topologies: []string{"E+PD"}, Backends: []string{server.BackendSharedDir},
-		Observables: true, Destructive: false, ProducerQuotaBytes: 256 << 20, ReferenceFormat: "baton-json-v1", CaseTimeout: time.Minute,
+		Level: "core", Observables: true, Destructive: false, ProducerQuotaBytes: opts.ProducerQuotaBytes, ReferenceFormat: "baton-json-v1", CaseTimeout: time.Minute,
 	}
 	return target.NewStatic(profile, engines), stopAll, nil
 }
