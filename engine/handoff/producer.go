@@ -25,11 +25,17 @@ const (
 	EntryReleased
 	// EntryExpired: its TTL passed and it was collected (terminal).
 	EntryExpired
+	// EntryTransferring: out of the table, a WRITE to a consumer in flight (Q-3).
+	EntryTransferring
+	// EntryQuarantined: a transfer failed after the WRITE may have been posted;
+	// the source buffers are never freed (terminal, Q-3).
+	EntryQuarantined
 )
 
 var entryStateNames = map[EntryState]string{
 	EntryReserved: "RESERVED", EntryPublished: "PUBLISHED", EntryRemoving: "REMOVING",
 	EntryConsumed: "CONSUMED", EntryReleased: "RELEASED", EntryExpired: "EXPIRED",
+	EntryTransferring: "TRANSFERRING", EntryQuarantined: "QUARANTINED",
 }
 
 func (s EntryState) String() string {
@@ -77,7 +83,10 @@ type ProducerConfig struct {
 // ProducerCounters are the producer's lifetime counters. Every entry published
 // ends in exactly one of Consumed, Released, Expired (CONTRACT section 2).
 type ProducerCounters struct {
-	Published, Consumed, Released, Expired, Abandoned uint64
+	Published, Consumed, Released, Expired, Quarantined, Abandoned uint64
+	// QuarantinedBytes is the payload of entries whose source buffers were
+	// quarantined after a failed transfer (Q-3).
+	QuarantinedBytes int64
 }
 
 type producerEntry struct {
@@ -103,13 +112,14 @@ type producerEntry struct {
 type ProducerTable struct {
 	cfg       ProducerConfig
 	entries   map[string]*producerEntry
+	transfers map[string]*producerEntry // removed from entries BEFORE the WRITE is posted (Q-3)
 	heldBytes int64
 	counters  ProducerCounters
 }
 
 // NewProducerTable returns an empty table.
 func NewProducerTable(cfg ProducerConfig) *ProducerTable {
-	return &ProducerTable{cfg: cfg, entries: map[string]*producerEntry{}}
+	return &ProducerTable{cfg: cfg, entries: map[string]*producerEntry{}, transfers: map[string]*producerEntry{}}
 }
 
 // Reserve claims payloadBytes of the quota for a new entry id before its storage
@@ -118,6 +128,9 @@ func NewProducerTable(cfg ProducerConfig) *ProducerTable {
 func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
 	if !ValidEntryID(id) {
 		return rejectf(ErrBadRequest, "entry id %q is not 32 lowercase hex digits", id)
+	}
+	if _, busy := t.transfers[id]; busy {
+		return rejectf(ErrBadRequest, "entry id %s is being transferred", id)
 	}
 	if _, dup := t.entries[id]; dup {
 		return rejectf(ErrBadRequest, "entry id %s already in the table", id)
@@ -286,9 +299,9 @@ func (t *ProducerTable) State(id string) EntryState {
 	return 0
 }
 
-// Entries is the number of live entries (reserved, published or being removed):
+// Entries is the number of live entries (reserved, published, being removed or transferred):
 // the `encoder.exports.entries` observable (CONTRACT section 4).
-func (t *ProducerTable) Entries() int { return len(t.entries) }
+func (t *ProducerTable) Entries() int { return len(t.entries) + len(t.transfers) }
 
 // HeldBytes is the payload bytes of live entries: `encoder.exports.bytes`.
 func (t *ProducerTable) HeldBytes() int64 { return t.heldBytes }
@@ -312,6 +325,56 @@ func (t *ProducerTable) drop(e *producerEntry) {
 	t.heldBytes -= e.payloadBytes
 }
 
+// ClaimForTransfer takes a Published entry OUT of the table for a
+// TransferEncoderCache WRITE (CONTRACT Q-3: the producer removes the entry
+// BEFORE it posts the WRITE, so no second claim, release or expiry can touch
+// it). From here the caller must end it with TransferDone or TransferFailed.
+// Error: ErrSpentReference (SU-2) when the entry is not Published (consumed,
+// released, expired, being removed or transferred); the caller answers
+// INVALID_ARGUMENT with the trailer `baton-transfer-rejected: before-write`.
+func (t *ProducerTable) ClaimForTransfer(id string) error {
+	e, ok := t.entries[id]
+	if !ok || e.state != EntryPublished {
+		return rejectf(ErrSpentReference, "SU-2 entry %s is not published (consumed, released, expired or in transfer)", id)
+	}
+	delete(t.entries, id)
+	e.state = EntryTransferring
+	t.transfers[id] = e
+	return nil
+}
+
+// TransferDone ends a transfer whose WRITE completed: the entry is CONSUMED
+// and its source buffers may be freed.
+func (t *ProducerTable) TransferDone(id string) error {
+	e, ok := t.transfers[id]
+	if !ok {
+		return fmt.Errorf("handoff: transfer %s is not in flight", id)
+	}
+	delete(t.transfers, id)
+	t.heldBytes -= e.payloadBytes
+	t.counters.Consumed++
+	return nil
+}
+
+// TransferFailed ends a transfer that failed AFTER the entry left the table:
+// the WRITE may have been posted, so the source buffers are QUARANTINED for
+// the life of the process, never freed (Q-3), and the caller's answer must
+// never be INVALID_ARGUMENT. The caller marks Health NOT_READY (Q-4).
+func (t *ProducerTable) TransferFailed(id string) error {
+	e, ok := t.transfers[id]
+	if !ok {
+		return fmt.Errorf("handoff: transfer %s is not in flight", id)
+	}
+	delete(t.transfers, id)
+	t.heldBytes -= e.payloadBytes
+	t.counters.Quarantined++
+	t.counters.QuarantinedBytes += e.payloadBytes
+	return nil
+}
+
+// Transfers is the number of transfers in flight.
+func (t *ProducerTable) Transfers() int { return len(t.transfers) }
+
 // CheckInvariants verifies the table (ARCHITECTURE.md "Invariant checks are code"):
 //  1. held bytes equal the sum of live entries' payloads and stay within the quota;
 //  2. only live states are in the table;
@@ -333,6 +396,16 @@ func (t *ProducerTable) CheckInvariants() error {
 		}
 		sum += e.payloadBytes
 	}
+	for id, e := range t.transfers {
+		if _, dup := t.entries[id]; dup {
+			return fmt.Errorf("handoff: Q-3 entry %s both in the table and in transfer", id)
+		}
+		if e.state != EntryTransferring {
+			return fmt.Errorf("handoff: transfer %s in state %v", id, e.state)
+		}
+		sum += e.payloadBytes
+		live++
+	}
 	if sum != t.heldBytes {
 		return fmt.Errorf("handoff: held bytes %d, entries sum to %d", t.heldBytes, sum)
 	}
@@ -340,9 +413,9 @@ func (t *ProducerTable) CheckInvariants() error {
 		return fmt.Errorf("handoff: L-5 held bytes %d over quota %d", t.heldBytes, t.cfg.QuotaBytes)
 	}
 	c := t.counters
-	if c.Published != c.Consumed+c.Released+c.Expired+live {
-		return fmt.Errorf("handoff: SU-1 published %d != consumed %d + released %d + expired %d + live %d",
-			c.Published, c.Consumed, c.Released, c.Expired, live)
+	if c.Published != c.Consumed+c.Released+c.Expired+c.Quarantined+live {
+		return fmt.Errorf("handoff: SU-1 published %d != consumed %d + released %d + expired %d + quarantined %d + live %d",
+			c.Published, c.Consumed, c.Released, c.Expired, c.Quarantined, live)
 	}
 	return nil
 }

@@ -217,3 +217,55 @@ func TestHealthAndShutdown(t *testing.T) {
 		t.Errorf("X-1 Admit = %v", err)
 	}
 }
+
+// TestProducerTransfer covers Q-3: the entry leaves the table before the
+// WRITE; a second claim, a release or an expiry cannot touch it; a failure
+// after that point quarantines instead of freeing.
+func TestProducerTransfer(t *testing.T) {
+	cases := []struct {
+		name            string
+		fail            bool
+		wantConsumed    uint64
+		wantQuarantined uint64
+	}{
+		{"Q-3 completed WRITE consumes the entry", false, 1, 0},
+		{"Q-3 failure after removal quarantines the source", true, 0, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tb := NewProducerTable(ProducerConfig{QuotaBytes: 1000})
+			e := published(t, tb, 1, 100, 50)
+			if err := tb.ClaimForTransfer(e); err != nil {
+				t.Fatal(err)
+			}
+			if err := tb.ClaimForTransfer(e); !errors.Is(err, ErrSpentReference) {
+				t.Errorf("SU-1 second claim during transfer = %v, want ErrSpentReference", err)
+			}
+			if got := tb.Release(e); got != ReleaseAlreadyFinished {
+				t.Errorf("SU-3 release during transfer = %v, want ALREADY_FINISHED", got)
+			}
+			if exp := tb.Expire(1000); len(exp) != 0 {
+				t.Errorf("X-2 expiry touched a transferring entry: %v", exp)
+			}
+			if tb.Entries() != 1 || tb.HeldBytes() != 100 {
+				t.Errorf("in transfer: %d entries %d bytes, want 1, 100", tb.Entries(), tb.HeldBytes())
+			}
+			mustInvariants(t, tb)
+			if c.fail {
+				if err := tb.TransferFailed(e); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := tb.TransferDone(e); err != nil {
+				t.Fatal(err)
+			}
+			mustInvariants(t, tb)
+			cs := tb.Counters()
+			if cs.Consumed != c.wantConsumed || cs.Quarantined != c.wantQuarantined || tb.Entries() != 0 || tb.HeldBytes() != 0 {
+				t.Errorf("counters %+v entries %d bytes %d", cs, tb.Entries(), tb.HeldBytes())
+			}
+			if err := tb.TransferDone(e); err == nil {
+				t.Error("a transfer ended twice")
+			}
+		})
+	}
+}

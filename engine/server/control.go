@@ -186,13 +186,13 @@ func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef) (pb.AbortStatus, er
 	if err != nil {
 		return 0, err
 	}
-	if ref.Backend != BackendSharedDir {
+	if ref.Backend != e.store.backend() {
 		return 0, fmt.Errorf("%w: N-1 backend %.40q", handoff.ErrBackendNotAccepted, ref.Backend)
 	}
 	if ref.ProducerInstanceID != e.instanceID {
 		return 0, fmt.Errorf("%w: SU-5 reference names producer %s, this is %s", handoff.ErrForeignReference, ref.ProducerInstanceID, e.instanceID)
 	}
-	if err := ref.Verify(e.dir.Key()); err != nil {
+	if err := ref.Verify(e.store.key()); err != nil {
 		return 0, err
 	}
 	e.observeClaims()

@@ -25,7 +25,7 @@ type Engine struct {
 	encoder    encoder.Encoder
 	model      *lm.Model
 	fsys       shareddir.FS
-	dir        *shareddir.Dir // producer only
+	store      entryStore // producer only
 	log        *slog.Logger
 	now        func() time.Time
 
@@ -83,7 +83,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: open shared directory: %w", err)
 		}
-		e.dir = dir
+		e.store = sharedDirStore{dir: dir}
 	}
 	e.health.Started()
 	return e, nil

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image"
 	"strconv"
-	"time"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -82,7 +81,7 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, images []
 		metaFormat: formatValue, metaProducer: e.instanceID, metaEntry: id, metaItems: string(itemsJSON),
 		metaCreated: strconv.FormatInt(nowMs, 10), metaTTL: strconv.FormatInt(ttl, 10), metaPreset: e.preset.Name,
 	}
-	if _, err := e.dir.Write(id, tensors, meta); err != nil {
+	if err := e.store.write(id, tensors, meta); err != nil {
 		return fmt.Errorf("server: write entry: %w", err)
 	}
 	e.mu.Lock()
@@ -92,13 +91,13 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, images []
 		return err
 	}
 	committed = true
-	ref := handoff.Reference{Backend: BackendSharedDir, ProducerInstanceID: e.instanceID, EntryID: id, ExpiresUnixMs: nowMs + ttl, Items: items}
+	ref := handoff.Reference{Backend: e.store.backend(), ProducerInstanceID: e.instanceID, EntryID: id, ExpiresUnixMs: nowMs + ttl, Items: items}
 	ready := &pb.EncoderReady{
 		Ref: &pb.EncoderCacheRef{
-			Backend:            BackendSharedDir,
+			Backend:            e.store.backend(),
 			ProducerInstanceId: e.instanceID,
 			ProducerEndpoint:   e.controlEndpoint(),
-			OpaqueState:        ref.Seal(e.dir.Key()),
+			OpaqueState:        ref.Seal(e.store.key()),
 		},
 	}
 	for _, it := range items {
@@ -132,7 +131,7 @@ func (e *Engine) release(id string) (handoff.ReleaseOutcome, error) {
 // finishRemoval removes the storage of an entry the table moved to Removing
 // and reports the result to the table. Call with e.cleanups already counted.
 func (e *Engine) finishRemoval(id string) (handoff.ReleaseOutcome, error) {
-	won, err := e.dir.Remove(id)
+	won, err := e.store.remove(id)
 	e.mu.Lock()
 	e.cleanups--
 	if err != nil {
@@ -149,7 +148,7 @@ func (e *Engine) finishRemoval(id string) (handoff.ReleaseOutcome, error) {
 // collect is one pass of the producer's collector: entries found claimed
 // become CONSUMED, expired ones are removed, stale temp files go.
 func (e *Engine) collect() {
-	if e.dir == nil {
+	if e.store == nil {
 		return
 	}
 	e.observeClaims()
@@ -162,21 +161,21 @@ func (e *Engine) collect() {
 			e.log.Error("X-2 expiry removal failed", "entry", id, "err", err)
 		}
 	}
-	if _, err := e.dir.CollectOrphans(time.Minute.Milliseconds(), e.now().UnixMilli()); err != nil {
+	if err := e.store.collect(e.now().UnixMilli()); err != nil {
 		e.failCleanup("collect orphans", err)
 	}
 }
 
 // observeClaims looks at which published entries consumers have claimed.
 func (e *Engine) observeClaims() {
-	if e.dir == nil {
+	if e.store == nil {
 		return
 	}
 	e.mu.Lock()
 	ids := e.table.Published()
 	e.mu.Unlock()
 	for _, id := range ids {
-		ok, err := e.dir.Exists(id)
+		ok, err := e.store.exists(id)
 		if err != nil || ok {
 			continue
 		}
@@ -189,7 +188,7 @@ func (e *Engine) observeClaims() {
 // drainProducer removes every unconsumed entry (S-2) and the instance
 // directory with its key (S-4).
 func (e *Engine) drainProducer() error {
-	if e.dir == nil {
+	if e.store == nil {
 		return nil
 	}
 	e.observeClaims()
@@ -203,8 +202,8 @@ func (e *Engine) drainProducer() error {
 			first = err
 		}
 	}
-	if err := e.dir.Close(true); err != nil {
-		e.failCleanup("remove instance directory", err)
+	if err := e.store.close(); err != nil {
+		e.failCleanup("close the entry store", err)
 		if first == nil {
 			first = err
 		}
