@@ -1,0 +1,61 @@
+package target
+
+import (
+	"context"
+	"time"
+)
+
+// TransferFault is one fault the harness's fault proxy can put on a control
+// call from the consumer to the producer (conformance/faultproxy).
+type TransferFault string
+
+// Faults a FaultInjector can inject (CONTRACT Q-1: each is an uncertain
+// outcome for the consumer, except where noted).
+const (
+	// FaultNone forwards the call untouched.
+	FaultNone TransferFault = "none"
+	// FaultDropRequest never forwards; the consumer's deadline passes.
+	FaultDropRequest TransferFault = "drop-request"
+	// FaultDropReply forwards, lets the producer complete, never answers:
+	// the lost reply after the request took effect.
+	FaultDropReply TransferFault = "drop-reply"
+	// FaultDelay holds the reply past the consumer's deadline.
+	FaultDelay TransferFault = "delay"
+	// FaultCutConnection forwards, then cuts the consumer's connection.
+	FaultCutConnection TransferFault = "cut"
+	// FaultUnavailable answers UNAVAILABLE without forwarding.
+	FaultUnavailable TransferFault = "unavailable"
+)
+
+// TransferCall is what the fault proxy saw of one call.
+type TransferCall struct {
+	Method string
+	Fault  TransferFault
+	// UpstreamReached: the producer received the call (and so may have acted on it).
+	UpstreamReached bool
+	// UpstreamCode is the producer's gRPC code name when it answered ("OK", "INVALID_ARGUMENT"...).
+	UpstreamCode string
+}
+
+// FaultInjector is implemented by targets whose harness runs a fault proxy
+// between the consumer and the producer's advertised control address
+// (Profile.FaultProxy; CONTRACT section 4 "An advertised control address").
+type FaultInjector interface {
+	// SetTransferFaults makes the next calls of method (e.g.
+	// "/openengine.v1.Control/TransferEncoderCache") get faults in order,
+	// then none. delay applies to FaultDelay.
+	SetTransferFaults(method string, delay time.Duration, faults ...TransferFault) error
+	// TransferCalls waits until n calls of method were seen (or ctx ends)
+	// and returns them.
+	TransferCalls(ctx context.Context, method string, n int) ([]TransferCall, error)
+}
+
+// Restarter is implemented by targets that can replace a role's instance
+// with a fresh one (new instance id). Quarantine is sticky until restart
+// (CONTRACT Q-4), so Faults-level cases restart the consumer they poisoned.
+type Restarter interface {
+	Restart(ctx context.Context, role Role) error
+}
+
+// MethodTransferEncoderCache is the full gRPC method name of the transfer call.
+const MethodTransferEncoderCache = "/openengine.v1.Control/TransferEncoderCache"
