@@ -153,6 +153,9 @@ func ParseReference(backend, producerInstanceID string, opaque []byte, maxBytes 
 	if d := jsonDepth(opaque); d > MaxReferenceDepth {
 		return Reference{}, rejectf(ErrMalformedReference, "SU-4 opaque_state nests %d deep, limit %d", d, MaxReferenceDepth)
 	}
+	if err := exactKeys(opaque); err != nil {
+		return Reference{}, rejectf(ErrMalformedReference, "SU-4 opaque_state: %v", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(opaque))
 	dec.DisallowUnknownFields()
 	var w wireReference
@@ -240,4 +243,55 @@ func jsonDepth(b []byte) int {
 		}
 	}
 	return maxDepth
+}
+
+// exactKeys checks the opaque state's object keys exactly: Go's JSON decoder
+// matches keys case-insensitively and lets a duplicate key win silently, and
+// neither is the declared format (SU-4).
+func exactKeys(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	top := map[string]bool{"v": true, "id": true, "exp": true, "items": true, "tag": true}
+	item := map[string]bool{"hash": true, "rows": true, "cols": true}
+	var object func(allowed map[string]bool, inner func(key string) error) error
+	object = func(allowed map[string]bool, inner func(key string) error) error {
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return fmt.Errorf("want an object")
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := t.(string)
+			if !allowed[key] {
+				return fmt.Errorf("unknown key %.20q", key)
+			}
+			if seen[key] {
+				return fmt.Errorf("duplicate key %q", key)
+			}
+			seen[key] = true
+			if err := inner(key); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token()
+		return err
+	}
+	skip := func(string) error { var v json.RawMessage; return dec.Decode(&v) }
+	return object(top, func(key string) error {
+		if key != "items" {
+			return skip(key)
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return fmt.Errorf("items is not an array")
+		}
+		for dec.More() {
+			if err := object(item, skip); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token()
+		return err
+	})
 }

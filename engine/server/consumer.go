@@ -115,6 +115,11 @@ func (e *Engine) receive(requestID string, ref handoff.Reference) ([]lm.Image, e
 	e.mu.Unlock()
 	if err != nil {
 		switch {
+		case errors.Is(err, shareddir.ErrUnknownProducer):
+			e.mu.Lock()
+			delete(e.keys, ref.ProducerInstanceID)
+			e.mu.Unlock()
+			return nil, fmt.Errorf("%w: SU-2 producer %s has shut down; its entries are gone", handoff.ErrSpentReference, ref.ProducerInstanceID)
 		case errors.Is(err, shareddir.ErrGone):
 			return nil, fmt.Errorf("%w: SU-2 reference %s was already consumed, released or expired", handoff.ErrSpentReference, short(ref.EntryID))
 		case errors.Is(err, shareddir.ErrCleanup):

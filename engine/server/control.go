@@ -52,7 +52,7 @@ func (s *control) GetServerInfo(ctx context.Context, _ *pb.GetServerInfoRequest)
 func (s *control) GetModelInfo(ctx context.Context, req *pb.GetModelInfoRequest) (*pb.ModelInfo, error) {
 	e := s.e
 	if m := req.GetModel(); m != "" && m != ModelName(e.preset.Name) {
-		return nil, status.Errorf(codes.NotFound, "model %.60q not served (serving %s)", m, ModelName(e.preset.Name))
+		return nil, e.status(fmt.Errorf("%w: %.60q not served (serving %s)", errModelNotFound, m, ModelName(e.preset.Name)))
 	}
 	caps := &pb.EncoderCapabilities{
 		Role:                      e.encoderRole(),
@@ -138,7 +138,7 @@ func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortRes
 	switch t := req.GetTarget().(type) {
 	case *pb.AbortRequest_RequestId:
 		if t.RequestId == "" {
-			return nil, status.Error(codes.InvalidArgument, "Abort: empty request_id")
+			return nil, e.status(fmt.Errorf("%w: Abort: empty request_id", handoff.ErrBadRequest))
 		}
 		e.mu.Lock()
 		cancel, ok := e.requests[t.RequestId]
@@ -171,7 +171,7 @@ func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortRes
 		}
 		return &pb.AbortResponse{Status: st}, nil
 	default:
-		return nil, status.Error(codes.InvalidArgument, "Abort: no target (want request_id, all_requests, kv_session or encoder_cache)")
+		return nil, e.status(fmt.Errorf("%w: Abort: no target (want request_id, all_requests, kv_session or encoder_cache)", handoff.ErrBadRequest))
 	}
 }
 
@@ -196,6 +196,9 @@ func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef) (pb.AbortStatus, er
 		return 0, err
 	}
 	e.observeClaims()
+	if ref.Expired(e.now().UnixMilli()) {
+		e.expire() // SU-3: an expired entry is ALREADY_FINISHED, and is collected now
+	}
 	out, err := e.release(ref.EntryID)
 	if err != nil {
 		return 0, err

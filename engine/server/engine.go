@@ -28,6 +28,7 @@ type Engine struct {
 	store      entryStore // producer only
 	log        *slog.Logger
 	now        func() time.Time
+	metrics    *metrics // Prometheus metrics (metrics.go)
 
 	mu        sync.Mutex // guards the fields below; never held across I/O
 	table     *handoff.ProducerTable
@@ -42,6 +43,7 @@ type Engine struct {
 	drainErr  error
 	drained   chan struct{}
 	shutdown  chan time.Duration // Shutdown ACCEPTED -> the serve loop, with its drain timeout
+	forceStop func()             // closes every stream (set by NewServer); drain's last resort
 }
 
 // New starts an engine instance: a fresh random instance id, the encoder
@@ -78,6 +80,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		drained:  make(chan struct{}),
 		shutdown: make(chan time.Duration, 1),
 	}
+	e.metrics = newMetrics(e)
 	if cfg.Role == RoleEncoder {
 		dir, err := shareddir.OpenProducer(e.fsys, cfg.CacheDir, id, rand.Reader)
 		if err != nil {
@@ -146,5 +149,6 @@ func (e *Engine) failCleanup(what string, err error) {
 	e.mu.Lock()
 	e.health.Fail(handoff.CheckCleanup, fmt.Sprintf("%s: %v", what, err))
 	e.mu.Unlock()
+	e.metrics.observeCleanupFailure()
 	e.log.Error("X-1 cleanup failed; health NOT_READY until restart", "what", what, "err", err)
 }

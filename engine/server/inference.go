@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"time"
 
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
@@ -66,7 +67,7 @@ func (s *inference) Generate(req *pb.GenerateRequest, stream grpc.ServerStreamin
 		return e.status(err)
 	}
 	defer e.end(requestID)
-	err := e.generate(ctx, req, stream.Send)
+	err := e.generate(ctx, requestID, req, stream.Send)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return e.status(fmt.Errorf("%w: request cancelled", errCancelled))
@@ -78,7 +79,7 @@ func (s *inference) Generate(req *pb.GenerateRequest, stream grpc.ServerStreamin
 
 var errCancelled = errors.New("server: cancelled")
 
-func (e *Engine) generate(ctx context.Context, req *pb.GenerateRequest, send func(*pb.GenerateResponse) error) error {
+func (e *Engine) generate(ctx context.Context, requestID string, req *pb.GenerateRequest, send func(*pb.GenerateResponse) error) error {
 	if m := req.GetModel(); m != "" && m != ModelName(e.preset.Name) {
 		return fmt.Errorf("%w: model %.60q (serving %s)", errModelNotFound, m, ModelName(e.preset.Name))
 	}
@@ -94,7 +95,10 @@ func (e *Engine) generate(ctx context.Context, req *pb.GenerateRequest, send fun
 		return err
 	}
 	if e.cfg.Role == RoleEncoder {
-		return e.publish(ctx, req, images, send)
+		start := time.Now()
+		err := e.publish(ctx, req, images, send)
+		e.metrics.observePublish(start, err)
+		return err
 	}
 	lreq, err := lmRequest(req)
 	if err != nil {
@@ -105,17 +109,27 @@ func (e *Engine) generate(ctx context.Context, req *pb.GenerateRequest, send fun
 		if err != nil {
 			return err
 		}
-		if err := e.precheckPrompt(lreq, len(ref.Items)); err != nil {
-			return err
+		rows := make([]int, len(ref.Items))
+		for i, it := range ref.Items {
+			rows[i] = int(it.Rows)
 		}
-		received, err := e.receive(req.GetRequestId(), ref)
+		if err := e.validatePrompt(lreq, rows); err != nil {
+			return err // before the claim: a rejected request never spends the reference
+		}
+		start := time.Now()
+		received, err := e.receive(requestID, ref)
+		e.metrics.observeConsume(start, err)
 		if err != nil {
 			return err
 		}
 		lreq.Images = received
 	} else if len(images) > 0 {
-		if err := e.precheckPrompt(lreq, len(images)); err != nil {
-			return err
+		rows := make([]int, len(images))
+		for i := range rows {
+			rows[i] = e.preset.Patches()
+		}
+		if err := e.validatePrompt(lreq, rows); err != nil {
+			return err // before encoding anything
 		}
 		if err := e.admitHandoff(); err != nil {
 			return err
@@ -135,24 +149,11 @@ func (e *Engine) generate(ctx context.Context, req *pb.GenerateRequest, send fun
 	return e.runModel(ctx, req.GetRequestId(), lreq, send)
 }
 
-// precheckPrompt rejects, before anything is consumed, a prompt whose image
-// markers do not fit the number of images or whose token ids are out of range.
-func (e *Engine) precheckPrompt(r lm.Request, images int) error {
-	ids := r.TokenIDs
-	if r.Prompt != "" {
-		ids = lm.Tokenize(r.Prompt)
-	}
-	markers := 0
-	for _, id := range ids {
-		if int(id) >= lm.VocabSize() {
-			return fmt.Errorf("%w: token id %d out of vocabulary (%d)", handoff.ErrBadRequest, id, lm.VocabSize())
-		}
-		if id == lm.ImageID {
-			markers++
-		}
-	}
-	if markers != 0 && markers != images {
-		return fmt.Errorf("%w: prompt has %d <image> markers for %d images", handoff.ErrBadRequest, markers, images)
+// validatePrompt rejects, before anything is consumed or encoded, what the
+// model's Prefill would reject for images of these row counts.
+func (e *Engine) validatePrompt(r lm.Request, imageRows []int) error {
+	if err := e.model.Validate(r, imageRows); err != nil {
+		return fmt.Errorf("%w: %v", handoff.ErrBadRequest, err)
 	}
 	return nil
 }

@@ -6,7 +6,10 @@ import (
 	"testing"
 
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 )
 
@@ -92,4 +95,49 @@ func TestMalformedControlInputs(t *testing.T) {
 			t.Errorf("after malformed inputs Health = %v, %v; want READY", h.GetState(), err)
 		}
 	}
+}
+
+// TestUndecodableRequestIsInvalidArgument: bytes that do not decode as the
+// request message (invalid UTF-8 in a string field) get INVALID_ARGUMENT,
+// never INTERNAL (CONTRACT SU-4), on a unary and on the streaming RPC.
+func TestUndecodableRequestIsInvalidArgument(t *testing.T) {
+	dir := t.TempDir()
+	srv, _ := startEngine(t, Config{Role: RolePD, CacheDir: dir})
+	conn, err := grpc.NewClient(srv.lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Field 1 (string) with bytes 0xff 0xfe: not UTF-8.
+	bad := rawBytes{0x0a, 0x02, 0xff, 0xfe}
+	ctx := context.Background()
+	var out rawBytes
+	err = conn.Invoke(ctx, pb.Control_Shutdown_FullMethodName, &bad, &out, grpc.ForceCodecV2(rawCodec{}))
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("unary: %v, want INVALID_ARGUMENT", err)
+	}
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, pb.Inference_Generate_FullMethodName, grpc.ForceCodecV2(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.SendMsg(&bad); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	if err := stream.RecvMsg(&out); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("stream: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+type rawBytes []byte
+
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*rawBytes))}, nil
+}
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*v.(*rawBytes) = data.Materialize()
+	return nil
 }

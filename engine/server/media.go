@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image"
@@ -42,7 +43,11 @@ func (e *Engine) decodeMedia(items []*pb.MediaItem) ([]decodedImage, error) {
 			return nil, err
 		}
 	}
-	out := make([]decodedImage, 0, len(items))
+	if len(items) > MaxItemsPerRequest {
+		return nil, fmt.Errorf("%w: L-6 %d media items, at most %d per request", handoff.ErrMediaRejected, len(items), MaxItemsPerRequest)
+	}
+	raw := make([][]byte, len(items))
+	var totalPixels int64
 	for i, it := range items {
 		var data []byte
 		switch src := it.GetSource().(type) {
@@ -59,11 +64,23 @@ func (e *Engine) decodeMedia(items []*pb.MediaItem) ([]decodedImage, error) {
 		default:
 			return nil, fmt.Errorf("%w: L-6 item %d has no source", handoff.ErrMediaRejected, i)
 		}
+		raw[i] = data
+		// Bound the request's decoded pixels from the headers before decoding
+		// anything: each image is bounded by Decode, their sum here.
+		if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
+			totalPixels += int64(cfg.Width) * int64(cfg.Height)
+		}
+		if totalPixels > MaxRequestPixels {
+			return nil, fmt.Errorf("%w: L-6 the request's images hold over %d pixels together", handoff.ErrMediaRejected, int64(MaxRequestPixels))
+		}
+	}
+	out := make([]decodedImage, 0, len(items))
+	for i, data := range raw {
 		img, _, err := encoder.Decode(data, e.cfg.MediaLimits)
 		if err != nil {
 			return nil, fmt.Errorf("%w: L-6 item %d: %v", handoff.ErrMediaRejected, i, err)
 		}
-		out = append(out, decodedImage{img: img, hash: encoder.ContentHash(e.preset, img), uuid: it.GetUuid()})
+		out = append(out, decodedImage{img: img, hash: encoder.ContentHash(e.preset, img), uuid: items[i].GetUuid()})
 	}
 	return out, nil
 }
@@ -76,5 +93,14 @@ func (e *Engine) imageIdentity(im decodedImage) string {
 	}
 	return im.hash
 }
+
+// Per-request media bounds (CONTRACT L-6): the item count equals the items
+// one reference may carry (handoff.MaxReferenceItems), and the decoded pixels
+// of all items together are bounded like one image's (encoder.DefaultMaxPixels),
+// so one request cannot hold more than about 320 MiB of decoded images.
+const (
+	MaxItemsPerRequest = handoff.MaxReferenceItems
+	MaxRequestPixels   = encoder.DefaultMaxPixels
+)
 
 var errDuplicateRequest = errors.New("server: request_id already in flight")

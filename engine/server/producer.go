@@ -103,7 +103,7 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, images []
 	for _, it := range items {
 		ready.Items = append(ready.Items, &pb.EncodedItem{ContentHash: it.ContentHash, EmbeddingRows: it.Rows, Modality: pb.Modality_MODALITY_IMAGE})
 	}
-	e.log.Info("published", "entry", id, "items", len(items), "payload_bytes", payload, "ttl_ms", ttl)
+	e.log.InfoContext(ctx, "published", "entry", id, "items", len(items), "payload_bytes", payload, "ttl_ms", ttl)
 	if err := send(&pb.GenerateResponse{RequestId: req.GetRequestId(), Event: &pb.GenerateResponse_EncoderReady{EncoderReady: ready}, Usage: &pb.Usage{}}); err != nil {
 		// C-7: nobody can consume what the client never got.
 		if _, rerr := e.release(id); rerr != nil {
@@ -152,6 +152,14 @@ func (e *Engine) collect() {
 		return
 	}
 	e.observeClaims()
+	e.expire()
+	if err := e.store.collect(e.now().UnixMilli()); err != nil {
+		e.failCleanup("collect orphans", err)
+	}
+}
+
+// expire removes every entry whose TTL passed.
+func (e *Engine) expire() {
 	e.mu.Lock()
 	expired := e.table.Expire(e.now().UnixMilli())
 	e.cleanups += len(expired)
@@ -160,9 +168,6 @@ func (e *Engine) collect() {
 		if _, err := e.finishRemoval(id); err != nil {
 			e.log.Error("X-2 expiry removal failed", "entry", id, "err", err)
 		}
-	}
-	if err := e.store.collect(e.now().UnixMilli()); err != nil {
-		e.failCleanup("collect orphans", err)
 	}
 }
 

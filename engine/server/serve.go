@@ -15,6 +15,10 @@ import (
 	"google.golang.org/grpc/reflection"
 )
 
+// forceStopAfter is how long a drain waits for cancelled requests before it
+// closes every stream.
+const forceStopAfter = 2 * time.Second
+
 // MaxMessageBytes bounds a received gRPC message (64 MiB): above the media
 // limits, so oversize media get the engine's own L-6 answer.
 const MaxMessageBytes = 64 << 20
@@ -28,21 +32,26 @@ type Server struct {
 }
 
 // NewServer builds the engine and registers openengine.v1 Inference and
-// Control, grpc.health.v1 and reflection on one gRPC server.
+// Control, grpc.health.v1 and reflection on one gRPC server. Every RPC goes
+// through the engine's interceptors (observe.go): W3C traceparent in, JSON
+// log line with rule, request_id and trace_id for every rejection, metrics.
 func NewServer(cfg Config, lis net.Listener, log *slog.Logger) (*Server, error) {
 	if cfg.AdvertiseControl == "" {
 		cfg.AdvertiseControl = lis.Addr().String()
 	}
-	e, err := New(cfg, log)
+	e, err := New(cfg, withRequestLogging(log))
 	if err != nil {
 		return nil, err
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes))
+	opts := append(e.serverOptions(), grpc.MaxRecvMsgSize(MaxMessageBytes))
+	opts = append(opts, newDecodeGuard().serverOptions(e)...)
+	gs := grpc.NewServer(opts...)
 	pb.RegisterInferenceServer(gs, &inference{e: e})
 	pb.RegisterControlServer(gs, &control{e: e})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	e.forceStop = gs.Stop
 	return &Server{Engine: e, grpc: gs, health: hs, lis: lis}, nil
 }
 
@@ -123,7 +132,17 @@ func (e *Engine) Drain(timeout time.Duration) error {
 				cancel()
 			}
 			e.mu.Unlock()
-			<-done
+			select {
+			case <-done:
+			case <-time.After(forceStopAfter):
+				// A request blocked in a send to a client that never reads
+				// ignores its cancellation; closing every stream frees it (S-2).
+				e.log.Warn("S-2 requests still blocked after cancellation; closing all streams")
+				if e.forceStop != nil {
+					e.forceStop()
+				}
+				<-done
+			}
 		}
 		e.drainErr = e.drainProducer()
 		e.mu.Lock()

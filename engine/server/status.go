@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"regexp"
 	"strconv"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -16,8 +17,10 @@ import (
 var errModelNotFound = errors.New("server: model not found")
 
 // status maps an error to its gRPC status through handoff's one rejection
-// table (rule ID and code), logs expected rejections with their rule ID, and
-// maps anything unexpected to INTERNAL.
+// table (rule ID and code) and maps anything unexpected to INTERNAL. The
+// returned error remembers the rule (a *rejection); the interceptor logs
+// every RPC that ends non-OK with that rule, its request_id and trace_id,
+// and counts it (observe.go endCall).
 func (e *Engine) status(err error) error {
 	if err == nil {
 		return nil
@@ -27,23 +30,43 @@ func (e *Engine) status(err error) error {
 	switch {
 	case c != handoff.CodeInternal:
 		code = codes.Code(c)
+		if rule == "" {
+			rule = wrapSiteRule(err.Error())
+		}
 	case errors.Is(err, errModelNotFound):
 		code = codes.NotFound
 	case errors.Is(err, errDuplicateRequest):
 		code = codes.AlreadyExists
-	case errors.Is(err, errCancelled), errors.Is(err, context.Canceled):
+	case errors.Is(err, errCancelled), errors.Is(err, context.Canceled), status.Code(err) == codes.Canceled:
 		code = codes.Canceled
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	default:
 		code = codes.Internal
 	}
-	if code == codes.Internal {
-		e.log.Error("request failed", "err", err)
-	} else {
-		e.log.Info("request rejected", "rule", rule, "code", code.String(), "err", err)
-	}
-	return status.Error(code, err.Error())
+	return &rejection{st: status.New(code, err.Error()), rule: rule}
+}
+
+// rejection is a gRPC status plus the CONTRACT rule that decided it ("" when
+// none did). gRPC sends it as the status it carries (GRPCStatus).
+type rejection struct {
+	st   *status.Status
+	rule string
+}
+
+// Error implements error.
+func (r *rejection) Error() string { return r.st.Err().Error() }
+
+// GRPCStatus is the status gRPC sends.
+func (r *rejection) GRPCStatus() *status.Status { return r.st }
+
+// ruleIDPattern matches a rule ID of CONTRACT section 3 (SU-2, L-6, Q-4...).
+var ruleIDPattern = regexp.MustCompile(`\b(SU|Q|C|R|H|L|N|S|B|X)-[0-9]+\b`)
+
+// wrapSiteRule is the first rule ID in msg: the rule a wrap site named for a
+// sentinel that claims none (handoff.ErrBadRequest), or "".
+func wrapSiteRule(msg string) string {
+	return ruleIDPattern.FindString(msg)
 }
 
 func mustRandomHex(n int) string {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestOpenProducerLayoutAndPermissions(t *testing.T) {
@@ -551,5 +552,32 @@ func TestCloseReportsFailures(t *testing.T) {
 	err := d.Close(true)
 	if !errors.Is(err, ErrCleanup) || !errors.Is(err, errInjected) {
 		t.Fatalf("S-4 Close(true) with a failing key delete = %v, want ErrCleanup", err)
+	}
+}
+
+// TestClaimRefusesFIFO: a FIFO planted under an entry's name is refused at
+// once instead of blocking the consumer in open(2) (found by an attack run).
+func TestClaimRefusesFIFO(t *testing.T) {
+	root := t.TempDir()
+	d, err := OpenProducer(OSFS{}, root, testInstanceID, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.Repeat("c", 32)
+	if err := syscall.Mkfifo(filepath.Join(d.Path(), id+".safetensors"), 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := Claim(OSFS{}, root, testInstanceID, id, rand.Reader, 1<<20)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Claim of a FIFO succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Claim blocked on a FIFO")
 	}
 }

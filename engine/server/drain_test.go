@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestDrainEndsWithAClientThatNeverReads covers S-2/S-4: a client that opens a
+// long Generate stream and never reads must not hold the drain forever
+// (found by an attack run: the send blocked on flow control).
+func TestDrainEndsWithAClientThatNeverReads(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(Config{Role: RoleAggregated, Preset: "tiny", ShutdownLinger: time.Millisecond}, lis, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background()) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = pb.NewInferenceClient(conn).Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "talk"},
+		Stopping: &pb.StoppingOptions{MaxTokens: proto.Uint32(7000), IgnoreEos: proto.Bool(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the request is in flight (it never finishes: nobody reads).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		srv.Engine.mu.Lock()
+		n := srv.Engine.runningN
+		srv.Engine.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("request never started")
+		}
+		time.Sleep(5 * time.Millisecond) // polling engine state, not synchronizing on time
+	}
+	resp, err := pb.NewControlClient(conn).Shutdown(context.Background(), &pb.ShutdownRequest{ExpectedInstanceId: srv.Engine.InstanceID(), DrainTimeoutMs: proto.Uint32(100)})
+	if err != nil || resp.GetStatus() != pb.ShutdownStatus_SHUTDOWN_STATUS_ACCEPTED {
+		t.Fatalf("Shutdown = %v, %v", resp, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("S-2 drain did not end while a client never read its stream")
+	}
+}

@@ -1,0 +1,642 @@
+package xfer
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Options configure an agent of either backend.
+type Options struct {
+	// Name is the agent's name, 1..255 bytes without NUL, unique among the
+	// agents that talk to each other (the engine uses its instance id).
+	Name string
+	// Rand is the source of remote keys (16 bytes per region). Nil means
+	// crypto/rand.
+	Rand io.Reader
+	// Clock sets I/O deadlines. Nil means SystemClock.
+	Clock Clock
+	// Faults is a test hook consulted at every Post; nil in production.
+	Faults FaultHook
+	// OnInbound, if set, is called once for every peer write addressed to
+	// this agent, after the agent has stopped touching the target memory
+	// for it (and, for a landed write, BEFORE the acknowledgement leaves).
+	// Called from the agent's goroutines without locks held; must not block
+	// for long.
+	OnInbound func(InboundEvent)
+}
+
+// InboundEvent reports one peer write addressed to this agent (the target
+// side). Only the target sees why a write was refused; the initiator gets
+// ErrBackend (see "How errors collapse" in the package doc).
+type InboundEvent struct {
+	// From is the initiating agent's name, as it claims it.
+	From string
+	// Bytes is the write's declared total length.
+	Bytes uint64
+	// Landed is how many bytes were written into registered memory: Bytes
+	// for InboundLanded, 0 for InboundRefused, anything up to Bytes for
+	// InboundBroken.
+	Landed uint64
+	// Outcome says how it ended.
+	Outcome InboundOutcome
+	// Reason is a human-readable cause for a refused or broken write
+	// ("unknown remote key", "range outside region", "connection: EOF").
+	Reason string
+}
+
+// InboundOutcome is how a peer's write ended on the target.
+type InboundOutcome int
+
+const (
+	// InboundLanded: every byte was written; the acknowledgement follows.
+	InboundLanded InboundOutcome = iota
+	// InboundRefused: refused before any byte was written (wrong agent name,
+	// unknown remote key, range outside its region, agent closed).
+	InboundRefused
+	// InboundBroken: accepted, then cut short (connection lost, timeout,
+	// the initiator's fault); Landed bytes were written.
+	InboundBroken
+)
+
+// Address layout of the synthetic address space each agent issues: regions
+// start at addressBase, aligned to addressAlign, with at least one
+// addressAlign gap between neighbours so no range spans two regions.
+const (
+	addressBase  = 0x10_0000_0000
+	addressAlign = 64 << 10
+)
+
+// transport is what a backend adds to the shared agent core: how to reach a
+// peer and how to carry a write to it.
+type transport interface {
+	// connInfo goes into LocalMetadata.
+	connInfo() string
+	// checkPeer refuses metadata this transport cannot reach (ErrInvalidParam).
+	checkPeer(p peerInfo) error
+	// inline reports whether a write with this fault completes inside Post.
+	inline(f Fault) bool
+	// write carries one outbound write out; it returns nil once the target
+	// acknowledged it, or an error wrapping a sentinel. It must stop
+	// touching w.srcs before it returns, and end early when ctx ends.
+	write(ctx context.Context, w *outbound) error
+	// dropPeer forgets what the transport keeps for a peer (idle
+	// connections) once its metadata is invalidated or replaced.
+	dropPeer(p peerInfo)
+	// close stops inbound writes and waits until none touches memory.
+	close() error
+}
+
+// outbound is one post of a request, as the transport sees it.
+type outbound struct {
+	from   string
+	peer   peerInfo
+	srcs   [][]byte
+	remote []Descriptor
+	total  uint64
+	fault  Fault
+}
+
+// core is the agent both backends share: the tables, the request state
+// machine and the target-side checks. The mutex is never held across I/O or
+// a wait (CONTRACT Q-5).
+type core struct {
+	name      string
+	backend   string
+	rand      io.Reader
+	clock     Clock
+	faults    FaultHook
+	onInbound func(InboundEvent)
+	tr        transport
+
+	ctx       context.Context // cancelled by Close: ends every outbound write
+	cancelAll context.CancelFunc
+	writers   sync.WaitGroup // outbound write goroutines
+	inbounds  sync.WaitGroup // accepted peer writes not yet ended
+
+	mu       sync.Mutex
+	closed   bool
+	nextID   uint64
+	seq      uint64
+	nextAddr uint64
+	regs     map[uint64]*Registration
+	regions  map[uint64][]*region // by registration id
+	byKey    map[string]*region
+	peers    map[string]peerInfo
+	reqs     map[uint64]*Request
+	inflight int
+	inbound  int
+}
+
+// region is one registered buffer.
+type region struct {
+	regID   uint64
+	buf     []byte
+	base    uint64
+	key     string
+	users   int // unreleased requests reading it
+	inbound int // peer writes landing in it
+}
+
+func (r *region) contains(addr, length uint64) bool {
+	return addr >= r.base && addr-r.base <= uint64(len(r.buf)) && length <= uint64(len(r.buf))-(addr-r.base)
+}
+
+func (r *region) slice(addr, length uint64) []byte {
+	off := addr - r.base
+	return r.buf[off : off+length : off+length]
+}
+
+func newCore(backend string, opts Options) (*core, error) {
+	if err := validName(opts.Name); err != nil {
+		return nil, err
+	}
+	c := &core{
+		name:      opts.Name,
+		backend:   backend,
+		rand:      opts.Rand,
+		clock:     opts.Clock,
+		faults:    opts.Faults,
+		onInbound: opts.OnInbound,
+		nextAddr:  addressBase,
+		regs:      map[uint64]*Registration{},
+		regions:   map[uint64][]*region{},
+		byKey:     map[string]*region{},
+		peers:     map[string]peerInfo{},
+		reqs:      map[uint64]*Request{},
+	}
+	if c.rand == nil {
+		c.rand = rand.Reader
+	}
+	if c.clock == nil {
+		c.clock = SystemClock{}
+	}
+	c.ctx, c.cancelAll = context.WithCancel(context.Background())
+	return c, nil
+}
+
+func (c *core) Name() string    { return c.name }
+func (c *core) Backend() string { return c.backend }
+
+func errClosed(op string) error {
+	return fmt.Errorf("xfer: %s on a closed agent: %w", op, ErrNotAllowed)
+}
+
+func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
+	if len(regions) == 0 {
+		return nil, fmt.Errorf("xfer: RegisterMemory of no regions: %w", ErrInvalidParam)
+	}
+	for i, buf := range regions {
+		if len(buf) == 0 {
+			return nil, fmt.Errorf("xfer: RegisterMemory region %d is empty: %w", i, ErrInvalidParam)
+		}
+	}
+	keys := make([][]byte, len(regions))
+	for i := range keys {
+		keys[i] = make([]byte, remoteKeyBytes)
+		if _, err := io.ReadFull(c.rand, keys[i]); err != nil {
+			return nil, fmt.Errorf("xfer: drawing a remote key: %v: %w", err, ErrBackend)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed("RegisterMemory")
+	}
+	for _, k := range keys {
+		if c.byKey[string(k)] != nil {
+			return nil, fmt.Errorf("xfer: remote key collision (broken random source): %w", ErrBackend)
+		}
+	}
+	c.nextID++
+	reg := &Registration{id: c.nextID, owner: c}
+	var rs []*region
+	next := c.nextAddr
+	for i, buf := range regions {
+		size := uint64(len(buf))
+		span := (size+addressAlign-1)/addressAlign*addressAlign + addressAlign
+		if next+span < next || size > 1<<62 {
+			return nil, fmt.Errorf("xfer: address space exhausted: %w", ErrInvalidParam)
+		}
+		r := &region{regID: reg.id, buf: buf, base: next, key: string(keys[i])}
+		next += span
+		rs = append(rs, r)
+		reg.Descriptors = append(reg.Descriptors, Descriptor{
+			Address: r.base, Length: size, MemoryKind: MemoryHost,
+			RemoteKey: append([]byte(nil), keys[i]...),
+		})
+	}
+	c.nextAddr = next
+	for _, r := range rs {
+		c.byKey[r.key] = r
+	}
+	c.regs[reg.id] = reg
+	c.regions[reg.id] = rs
+	return reg, nil
+}
+
+func (c *core) Deregister(reg *Registration) error {
+	if reg == nil {
+		return fmt.Errorf("xfer: Deregister(nil): %w", ErrInvalidParam)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if reg.owner != c || c.regs[reg.id] != reg {
+		return fmt.Errorf("xfer: Deregister of an unknown registration: %w", ErrNotFound)
+	}
+	for _, r := range c.regions[reg.id] {
+		if r.users > 0 {
+			return fmt.Errorf("xfer: Deregister while %d unreleased request(s) read the region: %w", r.users, ErrNotAllowed)
+		}
+		if r.inbound > 0 {
+			return fmt.Errorf("xfer: Deregister while %d peer write(s) land in the region: %w", r.inbound, ErrNotAllowed)
+		}
+	}
+	for _, r := range c.regions[reg.id] {
+		delete(c.byKey, r.key)
+	}
+	delete(c.regions, reg.id)
+	delete(c.regs, reg.id)
+	return nil
+}
+
+func (c *core) LocalMetadata() ([]byte, error) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, errClosed("LocalMetadata")
+	}
+	return encodeMetadata(c.backend, c.name, c.tr.connInfo()), nil
+}
+
+func (c *core) LoadRemoteMetadata(md []byte) (string, error) {
+	p, err := decodeMetadata(md)
+	if err != nil {
+		return "", err
+	}
+	if p.backend != c.backend {
+		return "", fmt.Errorf("xfer: metadata of backend %q loaded into a %q agent: %w", p.backend, c.backend, ErrInvalidParam)
+	}
+	if err := c.tr.checkPeer(p); err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return "", errClosed("LoadRemoteMetadata")
+	}
+	old, had := c.peers[p.name]
+	c.peers[p.name] = p
+	c.mu.Unlock()
+	if had && old.conn != p.conn {
+		c.tr.dropPeer(old)
+	}
+	return p.name, nil
+}
+
+func (c *core) InvalidateRemoteMetadata(peer string) error {
+	c.mu.Lock()
+	p, ok := c.peers[peer]
+	delete(c.peers, peer)
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("xfer: peer %q: %w", peer, ErrNotFound)
+	}
+	c.tr.dropPeer(p)
+	return nil
+}
+
+// checkRemote validates what CreateWrite can see of a remote descriptor; key
+// and bounds are the target's to check.
+func checkRemote(i int, d Descriptor) error {
+	if d.MemoryKind != MemoryHost {
+		return fmt.Errorf("xfer: remote descriptor %d has memory kind %q: %w", i, d.MemoryKind, ErrNotSupported)
+	}
+	if d.Length == 0 || d.Address+d.Length < d.Address {
+		return fmt.Errorf("xfer: remote descriptor %d is empty or wraps around: %w", i, ErrInvalidParam)
+	}
+	if len(d.RemoteKey) == 0 || len(d.RemoteKey) > maxRemoteKeyBytes {
+		return fmt.Errorf("xfer: remote descriptor %d has a %d-byte key (want 1..%d): %w", i, len(d.RemoteKey), maxRemoteKeyBytes, ErrInvalidParam)
+	}
+	return nil
+}
+
+// localRegion finds the registered region holding d. Caller holds c.mu.
+func (c *core) localRegion(i int, d Descriptor) (*region, error) {
+	if d.MemoryKind != MemoryHost {
+		return nil, fmt.Errorf("xfer: local descriptor %d has memory kind %q: %w", i, d.MemoryKind, ErrNotSupported)
+	}
+	if d.Length == 0 || d.Address+d.Length < d.Address {
+		return nil, fmt.Errorf("xfer: local descriptor %d is empty or wraps around: %w", i, ErrInvalidParam)
+	}
+	if len(d.RemoteKey) > 0 {
+		if r := c.byKey[string(d.RemoteKey)]; r != nil && r.contains(d.Address, d.Length) {
+			return r, nil
+		}
+	} else {
+		for _, rs := range c.regions {
+			for _, r := range rs {
+				if r.contains(d.Address, d.Length) {
+					return r, nil
+				}
+			}
+		}
+	}
+	return nil, fmt.Errorf("xfer: local descriptor %d is not inside a registered region: %w", i, ErrNotFound)
+}
+
+func (c *core) CreateWrite(local []Descriptor, peer string, remote []Descriptor) (*Request, error) {
+	if len(local) == 0 || len(local) > MaxSegments {
+		return nil, fmt.Errorf("xfer: CreateWrite with %d descriptors (want 1..%d): %w", len(local), MaxSegments, ErrInvalidParam)
+	}
+	if len(local) != len(remote) {
+		return nil, fmt.Errorf("xfer: CreateWrite with %d local and %d remote descriptors: %w", len(local), len(remote), ErrMismatch)
+	}
+	for i := range remote {
+		if err := checkRemote(i, remote[i]); err != nil {
+			return nil, err
+		}
+		if local[i].Length != remote[i].Length {
+			return nil, fmt.Errorf("xfer: descriptor pair %d: local %d bytes, remote %d bytes: %w", i, local[i].Length, remote[i].Length, ErrMismatch)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed("CreateWrite")
+	}
+	p, ok := c.peers[peer]
+	if !ok {
+		return nil, fmt.Errorf("xfer: CreateWrite to peer %q whose metadata is not loaded: %w", peer, ErrNotFound)
+	}
+	r := &Request{owner: c, peer: p, done: closedChan()}
+	seen := map[*region]bool{}
+	for i, d := range local {
+		reg, err := c.localRegion(i, d)
+		if err != nil {
+			return nil, err
+		}
+		r.srcs = append(r.srcs, reg.slice(d.Address, d.Length))
+		rd := remote[i]
+		rd.RemoteKey = append([]byte(nil), rd.RemoteKey...)
+		r.remote = append(r.remote, rd)
+		r.total += d.Length
+		if !seen[reg] {
+			seen[reg] = true
+			r.regions = append(r.regions, reg)
+		}
+	}
+	for _, reg := range r.regions {
+		reg.users++
+	}
+	c.nextID++
+	r.id = c.nextID
+	c.reqs[r.id] = r
+	return r, nil
+}
+
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// checkRequest: caller holds c.mu.
+func (c *core) checkRequest(op string, r *Request) error {
+	if r == nil || r.owner != c || r.released || c.reqs[r.id] != r {
+		return fmt.Errorf("xfer: %s of a released, foreign or nil request: %w", op, ErrInvalidParam)
+	}
+	return nil
+}
+
+func (c *core) Post(r *Request) (Status, error) {
+	c.mu.Lock()
+	if err := c.checkRequest("Post", r); err != nil {
+		c.mu.Unlock()
+		return 0, err
+	}
+	if c.closed {
+		c.mu.Unlock()
+		return 0, errClosed("Post")
+	}
+	if r.state == reqInFlight {
+		c.mu.Unlock()
+		return 0, fmt.Errorf("xfer: Post of a request still in flight: %w", ErrRepostActive)
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	r.state, r.err, r.done, r.cancel = reqInFlight, nil, make(chan struct{}), cancel
+	c.inflight++
+	c.seq++
+	info := WriteInfo{Seq: c.seq, Peer: r.peer.name, Bytes: r.total, Segments: len(r.srcs)}
+	c.writers.Add(1)
+	c.mu.Unlock()
+
+	var f Fault
+	if c.faults != nil {
+		f = c.faults(info)
+		if f.Kind == FaultHang && f.Hang == nil {
+			f = Fault{Kind: FaultFailAfter, AfterBytes: 0} // a misconfigured test fails loudly
+		}
+	}
+	w := &outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f}
+	if c.tr.inline(f) {
+		c.finish(r, c.tr.write(ctx, w))
+		return c.Status(r)
+	}
+	go func() { c.finish(r, c.tr.write(ctx, w)) }()
+	return StatusInProgress, nil
+}
+
+// sentinels are the errors a finished write may carry.
+var sentinels = []error{ErrBackend, ErrRemoteDisconnect, ErrCanceled, ErrNotSupported, ErrInvalidParam}
+
+// finish records the end of r's current post.
+func (c *core) finish(r *Request, err error) {
+	if err != nil {
+		known := false
+		for _, s := range sentinels {
+			known = known || errors.Is(err, s)
+		}
+		if !known {
+			err = fmt.Errorf("xfer: write to %q: %v: %w", r.peer.name, err, ErrBackend)
+		}
+	}
+	c.mu.Lock()
+	if err != nil {
+		r.state, r.err = reqFailed, err
+	} else {
+		r.state = reqDone
+	}
+	c.inflight--
+	r.cancel()
+	close(r.done)
+	c.mu.Unlock()
+	c.writers.Done()
+}
+
+func (c *core) Status(r *Request) (Status, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkRequest("Status", r); err != nil {
+		return 0, err
+	}
+	switch r.state {
+	case reqCreated:
+		return 0, fmt.Errorf("xfer: Status of a request never posted: %w", ErrNotPosted)
+	case reqInFlight:
+		return StatusInProgress, nil
+	case reqFailed:
+		return 0, r.err
+	}
+	return StatusDone, nil
+}
+
+func (c *core) Release(r *Request) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkRequest("Release", r); err != nil {
+		return err
+	}
+	if r.state == reqInFlight {
+		return fmt.Errorf("xfer: Release while the write may be in flight (handle kept): %w", ErrRepostActive)
+	}
+	r.released = true
+	delete(c.reqs, r.id)
+	for _, reg := range r.regions {
+		reg.users--
+	}
+	return nil
+}
+
+func (c *core) Counters() Counters {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := Counters{
+		Registrations:   len(c.regs),
+		Requests:        len(c.reqs),
+		InFlight:        c.inflight,
+		InboundInFlight: c.inbound,
+		Peers:           len(c.peers),
+	}
+	for _, rs := range c.regions {
+		n.Regions += len(rs)
+	}
+	return n
+}
+
+func (c *core) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancelAll()
+	c.writers.Wait()
+	err := c.tr.close()
+	c.inbounds.Wait()
+	return err
+}
+
+// inboundWrite is a peer write the target accepted: the memory it may fill.
+type inboundWrite struct {
+	c       *core
+	from    string
+	dst     [][]byte
+	regions []*region // one per segment (repeats allowed)
+	total   uint64
+}
+
+// beginInbound is the target-side check of a peer write: it must name this
+// agent, and every segment must carry the key of the registered region that
+// contains its whole range. On success the regions count a write in flight
+// (Deregister is refused) until end. On refusal nothing is touched and the
+// reason stays local (the initiator learns only ErrBackend).
+func (c *core) beginInbound(from, target string, segs []Descriptor) (*inboundWrite, error) {
+	var total uint64
+	for _, s := range segs {
+		total += s.Length
+	}
+	refuse := func(reason string) (*inboundWrite, error) {
+		c.emit(InboundEvent{From: from, Bytes: total, Outcome: InboundRefused, Reason: reason})
+		return nil, fmt.Errorf("xfer: inbound write refused (%s): %w", reason, ErrBackend)
+	}
+	if target != c.name {
+		return refuse("addressed to another agent")
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return refuse("agent closed")
+	}
+	in := &inboundWrite{c: c, from: from, total: total}
+	for _, s := range segs {
+		r := c.byKey[string(s.RemoteKey)]
+		if r == nil {
+			c.mu.Unlock()
+			return refuse("unknown remote key")
+		}
+		if s.Length == 0 || !r.contains(s.Address, s.Length) {
+			c.mu.Unlock()
+			return refuse("range outside its region")
+		}
+		in.dst = append(in.dst, r.slice(s.Address, s.Length))
+		in.regions = append(in.regions, r)
+	}
+	for _, r := range in.regions {
+		r.inbound++
+	}
+	c.inbound++
+	c.inbounds.Add(1)
+	c.mu.Unlock()
+	return in, nil
+}
+
+// end releases the regions of an accepted write; err nil means every byte
+// landed. The transport calls it BEFORE it acknowledges.
+func (in *inboundWrite) end(landed uint64, err error) {
+	c := in.c
+	c.mu.Lock()
+	for _, r := range in.regions {
+		r.inbound--
+	}
+	c.inbound--
+	c.mu.Unlock()
+	ev := InboundEvent{From: in.from, Bytes: in.total, Landed: landed, Outcome: InboundLanded}
+	if err != nil {
+		ev.Outcome, ev.Reason = InboundBroken, err.Error()
+	}
+	c.emit(ev)
+	c.inbounds.Done()
+}
+
+func (c *core) emit(ev InboundEvent) {
+	if c.onInbound != nil {
+		c.onInbound(ev)
+	}
+}
+
+// forRange calls fn on the bytes [from, to) of the concatenation of bufs, in
+// order, one call per buffer piece.
+func forRange(bufs [][]byte, from, to uint64, fn func(i int, off uint64, p []byte) error) error {
+	var pos uint64
+	for i, b := range bufs {
+		n := uint64(len(b))
+		lo, hi := max(from, pos), min(to, pos+n)
+		if lo < hi {
+			if err := fn(i, lo-pos, b[lo-pos:hi-pos]); err != nil {
+				return err
+			}
+		}
+		pos += n
+		if pos >= to {
+			break
+		}
+	}
+	return nil
+}

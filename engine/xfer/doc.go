@@ -1,0 +1,121 @@
+// Package xfer is baton's transfer agent with NIXL's model (NVIDIA
+// Inference Xfer Library): each engine process runs one Agent; a consumer
+// registers receive buffers and hands their descriptors and its agent
+// metadata to a producer inside TransferEncoderCache (WIRE.md); the
+// producer's agent WRITEs its source buffers into them and the RPC returns
+// OK only after the write completed, i.e. after the consumer's agent
+// acknowledged that every byte is in its memory. Two backends implement it:
+// BackendLoopback (agents of one process, found by name in a Registry) and
+// BackendTCP (real sockets between processes).
+//
+// # Lifecycle
+//
+// Consumer (target):
+//
+//	reg, _ := consumer.RegisterMemory([][]byte{buf})   // reg.Descriptors[0]: address, length, "host", remote key
+//	md, _ := consumer.LocalMetadata()                   // -> TransferEncoderCacheRequest.consumer_agent
+//	... call the producer (no lock held, CONTRACT Q-5) ...
+//	OK                                 -> use buf, then consumer.Deregister(reg)
+//	INVALID_ARGUMENT + before-write    -> consumer.Deregister(reg) 
+//	anything else                      -> quarantine buf; never Deregister, never reuse
+//
+// Producer (initiator):
+//
+//	peer, err := producer.LoadRemoteMetadata(md)        // ErrInvalidParam: answer before-write
+//	req, err := producer.CreateWrite(srcDescs, peer, targets)
+//	st, err := producer.Post(req)                       // from here on, errors are uncertain
+//	st, err = xfer.Wait(ctx, producer, req)             // or poll producer.Status(req)
+//	producer.Release(req)                               // ErrRepostActive while in flight: quarantine
+//	producer.Deregister(srcReg)                         // ErrNotAllowed while a request uses it
+//
+// # Mapping to NIXL (a cgo binding implements Agent like this)
+//
+// Method by method, with nixlAgent (C++, nixl.h) and the C API (nixl_capi.h):
+//
+//	NewTCP / NewLoopback      nixlAgent(name, cfg) + createBackend("UCX"|…)   nixl_capi_create_agent, nixl_capi_create_backend
+//	RegisterMemory            registerMem(nixl_reg_dlist_t{DRAM_SEG})        nixl_capi_register_mem
+//	Deregister                deregisterMem(same dlist)                      nixl_capi_deregister_mem
+//	LocalMetadata             getLocalMD                                     nixl_capi_get_local_md
+//	LoadRemoteMetadata        loadRemoteMD (returns the agent name)          nixl_capi_load_remote_md
+//	InvalidateRemoteMetadata  invalidateRemoteMD                             nixl_capi_invalidate_remote_md
+//	CreateWrite               createXferReq(NIXL_WRITE, local, remote, peer) nixl_capi_create_xfer_req
+//	Post                      postXferReq                                    nixl_capi_post_xfer_req
+//	Status                    getXferStatus                                  nixl_capi_get_xfer_status
+//	Release                   releaseXferReq                                 nixl_capi_release_xfer_req
+//	Close                     ~nixlAgent                                     nixl_capi_destroy_agent
+//	Request.Done, Wait        (no NIXL call: a goroutine polling getXferStatus with backoff)
+//	Counters                  (no NIXL call: the binding's own handle tables)
+//
+// Descriptor is one entry of a nixl_xfer_dlist_t (addr, len, devId) plus
+// the fields of WIRE.md's MemoryRegion. RemoteKey is backend-defined bytes:
+// loopback and tcp issue a 16-byte random key per region and the target
+// checks it; a NIXL binding carries the region's rkey in the metadata blob
+// (getLocalMD after registerMem) and may leave RemoteKey empty or put the
+// serialized section there. Address is a synthetic address for loopback and
+// tcp (never a Go pointer, so a peer can only name memory through the
+// agent's own table); for NIXL it is the virtual address.
+//
+// Where NIXL does not enforce a rule this package does, the binding keeps
+// the same bookkeeping in Go: deregisterMem does not check for live
+// transfers, so the binding counts, per region, the requests created over it
+// and refuses Deregister (ErrNotAllowed) as this package does. With one-sided
+// RDMA a target cannot see writes landing, so a binding reports
+// InboundInFlight as 0 and cannot refuse a consumer's Deregister during a
+// remote write; the consumer's rule (never deregister on an uncertain
+// outcome, Q-1) is what protects that memory, here as there.
+//
+// releaseXferReq on an active transfer asks the backend to abort and returns
+// NIXL_ERR_REPOST_ACTIVE when it cannot; loopback and tcp never abort a write
+// already under way (bytes may be on the wire), so Release of an in-flight
+// request is always ErrRepostActive and the handle stays valid.
+//
+// # How errors collapse
+//
+// Every error wraps one sentinel named after a nixl_status_t value
+// (errors.go). NIXL's C API folds them further: nixl_capi maps every
+// nixl_status_t other than NIXL_SUCCESS and NIXL_IN_PROG to
+// NIXL_CAPI_ERROR_BACKEND, keeping only its own argument checks
+// (INVALID_PARAM) and a not-loaded-metadata NOT_FOUND apart. So callers
+// decide ONLY on:
+//
+//  1. nil versus non-nil error, and StatusDone versus StatusInProgress;
+//  2. WHICH CALL failed: an error from LoadRemoteMetadata or CreateWrite
+//     means nothing was sent and no request exists; an error from Post,
+//     Status or Wait after Post means the outcome is uncertain: none, some
+//     or all bytes may have landed (CONTRACT ), whatever the
+//     sentinel; an error from Release or Deregister means the handle or the
+//     registration is kept and still valid.
+//
+// The finer sentinels are for logs, metrics and tests. In particular a write
+// the target refuses (unknown remote key, range outside the region, wrong
+// agent) reaches the initiator as plain ErrBackend, and a broken connection
+// as ErrRemoteDisconnect; only the target learns the reason
+// (Options.OnInbound). A producer therefore never maps a post-Post failure
+// to INVALID_ARGUMENT, and must validate before LoadRemoteMetadata.
+//
+// # Backends
+//
+// loopback copies inside Post (StatusDone) from the source into the target
+// agent's registered memory, after the target's key and bounds checks.
+//
+// tcp: the target listens on a port (TCPOptions.ListenAddress); its metadata
+// carries its name and "host:port". Each write dials the target afresh (no
+// pooled connection, so no stale one can turn a clean write into an
+// uncertain one), sends a header (target name, initiator name, per segment:
+// remote key, address, length), waits for the target to accept it (key and
+// bounds checked against its table, regions marked in flight), streams the
+// bytes straight from registered memory, and completes on the target's
+// one-byte acknowledgement, which the target sends after every byte is in
+// its memory and its regions are no longer marked. A refusal, a broken or
+// silent connection (TCPOptions.WriteTimeout on the initiator,
+// TCPOptions.IdleTimeout on the target) fails the write. The network and the
+// clock are injected (Network, Clock) so the simulator can run the same code
+// over a simulated network in virtual time.
+//
+// # Faults (tests)
+//
+// Options.Faults makes a write fail after some bytes landed (FaultFailAfter),
+// hang in flight until the test cancels or resumes it (FaultHang), or lose
+// the acknowledgement after all bytes landed (FaultLoseAck, the uncertain
+// outcome of Q-1).
+package xfer

@@ -1,0 +1,91 @@
+package xfer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+)
+
+// Metadata layout (all integers big-endian):
+//
+//	magic    4 bytes  "BXMD"
+//	version  1 byte   1
+//	backend  1 byte   1 = loopback, 2 = tcp
+//	nameLen  1 byte   1..255, then the agent name
+//	connLen  2 bytes  1..1024, then the connection info:
+//	                  loopback: the Registry's id; tcp: "host:port" to dial
+//
+// Nothing may follow. LoadRemoteMetadata answers ErrInvalidParam for
+// anything else.
+const (
+	metadataMagic   = "BXMD"
+	metadataVersion = 1
+	maxNameBytes    = 255
+	maxConnBytes    = 1024
+)
+
+var backendCodes = map[string]byte{BackendLoopback: 1, BackendTCP: 2}
+
+// peerInfo is a loaded peer: its name and how to reach it.
+type peerInfo struct {
+	name     string
+	backend  string
+	conn     string
+	metadata string // the bytes it was loaded from
+}
+
+func encodeMetadata(backend, name, conn string) []byte {
+	var b bytes.Buffer
+	b.WriteString(metadataMagic)
+	b.WriteByte(metadataVersion)
+	b.WriteByte(backendCodes[backend])
+	b.WriteByte(byte(len(name)))
+	b.WriteString(name)
+	_ = binary.Write(&b, binary.BigEndian, uint16(len(conn)))
+	b.WriteString(conn)
+	return b.Bytes()
+}
+
+func decodeMetadata(md []byte) (peerInfo, error) {
+	bad := func(why string) (peerInfo, error) {
+		return peerInfo{}, fmt.Errorf("xfer: malformed agent metadata (%s): %w", why, ErrInvalidParam)
+	}
+	r := md
+	if len(r) < len(metadataMagic)+3 || string(r[:len(metadataMagic)]) != metadataMagic {
+		return bad("no magic")
+	}
+	r = r[len(metadataMagic):]
+	if r[0] != metadataVersion {
+		return bad("unknown version")
+	}
+	var backend string
+	for name, code := range backendCodes {
+		if code == r[1] {
+			backend = name
+		}
+	}
+	if backend == "" {
+		return bad("unknown backend")
+	}
+	nameLen := int(r[2])
+	r = r[3:]
+	if nameLen == 0 || len(r) < nameLen+2 {
+		return bad("name")
+	}
+	name := string(r[:nameLen])
+	r = r[nameLen:]
+	connLen := int(binary.BigEndian.Uint16(r))
+	r = r[2:]
+	if connLen == 0 || connLen > maxConnBytes || len(r) != connLen {
+		return bad("connection info")
+	}
+	return peerInfo{name: name, backend: backend, conn: string(r), metadata: string(md)}, nil
+}
+
+// validName: agent names are 1..255 bytes with no NUL.
+func validName(name string) error {
+	if len(name) == 0 || len(name) > maxNameBytes || bytes.IndexByte([]byte(name), 0) >= 0 {
+		return fmt.Errorf("xfer: agent name must be 1..%d bytes without NUL, got %q: %w", maxNameBytes, name, ErrInvalidParam)
+	}
+	return nil
+}
