@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,6 +24,8 @@ func serveCommand() *cobra.Command {
 		listen    string
 		readyFile string
 		mutant    string
+		metrics   string
+		logLevel  string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -34,7 +38,22 @@ references from --cache-dir and generates tokens), aggregated (encodes and
 generates in one process; the B-1 baseline).
 
 SIGTERM or SIGINT drains exactly like an accepted Shutdown (CONTRACT S-1, S-2);
-the process exits 0 after a clean drain and 4 otherwise (S-4).`,
+the process exits 0 after a clean drain and 4 otherwise (S-4).
+
+Operating it:
+  Logs are JSON lines on stderr (log/slog). Every request that ends with a
+  non-OK status is logged ("request rejected", or "request failed" at error
+  level for INTERNAL) with rule (the CONTRACT rule ID that decided it, "none"
+  if none did), code, request_id, trace_id and span_id.
+  Tracing: a W3C traceparent (and tracestate) in the gRPC metadata is read on
+  every RPC; its trace id is logged as trace_id and carried on to calls the
+  engine makes for the request. Without one, the engine starts a new trace.
+  Metrics: --metrics-listen host:port serves Prometheus /metrics (off by
+  default): baton_handoff_{published,consumed,released,expired}_total,
+  baton_rejections_total{rule,code}, baton_quarantine_{buffers,bytes},
+  baton_cleanup_failures_total, baton_handoff_{publish,consume}_seconds and
+  baton_generate_seconds histograms, gauges for entries, bytes, in-flight
+  receives, pending cleanups and health, plus Go and process metrics.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Role = server.Role(role)
 			if mutant != "" {
@@ -44,18 +63,40 @@ the process exits 0 after a clean drain and 4 otherwise (S-4).`,
 				}
 				m.Apply(&cfg.Hooks)
 			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return exitError{ExitUsage, fmt.Sprintf("--log-level %q: want debug, info, warn or error", logLevel)}
+			}
+			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			if mutant != "" {
 				log = log.With("mutant", mutant)
 			}
+			var mlis net.Listener
+			if metrics != "" {
+				// Bound before the engine starts, so a busy port leaves nothing behind.
+				l, err := net.Listen("tcp", metrics)
+				if err != nil {
+					return exitError{ExitEngine, fmt.Sprintf("--metrics-listen %s: %v", metrics, err)}
+				}
+				mlis = l
+			}
 			lis, err := net.Listen("tcp", listen)
 			if err != nil {
+				if mlis != nil {
+					mlis.Close()
+				}
 				return exitError{ExitEngine, fmt.Sprintf("listen %s: %v", listen, err)}
 			}
 			srv, err := server.NewServer(cfg, lis, log)
 			if err != nil {
 				lis.Close()
+				if mlis != nil {
+					mlis.Close()
+				}
 				return exitError{ExitEngine, err.Error()}
+			}
+			if mlis != nil {
+				defer serveMetrics(mlis, srv.Engine.MetricsHandler(), log)()
 			}
 			if readyFile != "" {
 				tmp := readyFile + ".tmp"
@@ -80,13 +121,40 @@ the process exits 0 after a clean drain and 4 otherwise (S-4).`,
 	f.StringVar(&readyFile, "ready-file", "", "write the bound address to this file once listening")
 	f.StringVar(&cfg.Preset, "preset", "base", "encoder preset: tiny (224px, tests), base (336px), large (448px)")
 	f.StringVar(&cfg.CacheDir, "cache-dir", "", "shared directory root for encoder outputs (encoder and pd roles)")
+	f.StringVar(&cfg.Backend, "backend", "shared_dir", "the encoder's backend: shared_dir (files in --cache-dir) or tcp (NIXL-style WRITE over TCP)")
+	f.StringSliceVar(&cfg.AcceptBackends, "accept-backends", nil, "backends a consumer accepts (default: shared_dir if --cache-dir is set, and tcp) (CONTRACT N-1)")
+	f.StringVar(&cfg.TransferListen, "transfer-listen", "127.0.0.1:0", "where the tcp transfer agent listens")
+	f.DurationVar(&cfg.TransferTimeout, "transfer-timeout", 10*time.Second, "deadline of one TransferEncoderCache call and of the producer's WRITE (CONTRACT Q-1)")
+	f.BoolVar(&cfg.TestHooks, "test-hooks", false, "honour the baton.* test hooks in GenerateRequest.extra (CONTRACT section 4); never in production")
 	f.StringVar(&cfg.AdvertiseControl, "advertise-control", "", "host:port put in references as the producer's control endpoint (default: the listen address)")
 	f.Int64Var(&cfg.ProducerQuotaBytes, "producer-quota-bytes", 256<<20, "bound on published payload bytes (CONTRACT L-5)")
 	f.Int64Var(&cfg.ConsumerQuotaBytes, "consumer-quota-bytes", 256<<20, "bound on receive bytes in flight (CONTRACT L-5)")
 	f.DurationVar(&cfg.DefaultTTL, "ttl", 60*time.Second, "TTL of a published entry without ttl_ms (CONTRACT X-2)")
 	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", 30*time.Second, "drain deadline when Shutdown gives none (CONTRACT S-2)")
+	f.StringVar(&metrics, "metrics-listen", "", "host:port to serve Prometheus /metrics on (default: off)")
+	f.StringVar(&logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	f.StringVar(&mutant, "mutant", "", "run a deliberately broken engine from conformance/mutants (testing the suite only)")
 	_ = f.MarkHidden("mutant")
 	_ = cmd.MarkFlagRequired("role")
 	return cmd
+}
+
+// serveMetrics serves handler at GET /metrics on lis until the returned
+// stop function runs (after the drain, so a scrape during the drain still
+// answers). Other paths answer 404.
+func serveMetrics(lis net.Listener, handler http.Handler, log *slog.Logger) (stop func()) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", handler)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "address", lis.Addr().String(), "path", "/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	}
 }

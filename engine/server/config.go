@@ -24,9 +24,16 @@ const (
 	RoleAggregated Role = "aggregated" // encodes and generates in one process (EncoderRole NONE)
 )
 
-// BackendSharedDir is the shared-directory backend's name on the wire
-// (EncoderCacheRef.backend).
-const BackendSharedDir = "shared_dir"
+// Backend names on the wire (EncoderCacheRef.backend).
+const (
+	// BackendSharedDir: safetensors files in a directory shared on one host;
+	// consumers claim entries by atomic rename.
+	BackendSharedDir = "shared_dir"
+	// BackendTCP: NIXL-style WRITE from the producer's memory into the
+	// consumer's registered buffers over TCP (engine/xfer), asked for with
+	// TransferEncoderCache.
+	BackendTCP = "tcp"
+)
 
 // Config configures one engine instance.
 type Config struct {
@@ -34,8 +41,21 @@ type Config struct {
 	Role Role
 	// Preset is the encoder preset ("tiny", "base", "large").
 	Preset string
-	// CacheDir is the shared directory root (encoder and pd roles).
+	// CacheDir is the shared directory root (encoder role with the shared_dir
+	// backend, and consumers accepting shared_dir).
 	CacheDir string
+	// Backend is the producer's backend: BackendSharedDir (default) or BackendTCP.
+	Backend string
+	// AcceptBackends are the backends a consumer accepts (N-1; default:
+	// shared_dir when CacheDir is set, and tcp).
+	AcceptBackends []string
+	// TransferListen is where the tcp transfer agent listens (default 127.0.0.1:0).
+	TransferListen string
+	// TransferTimeout bounds one TransferEncoderCache call from the consumer,
+	// and the producer's wait for its WRITE (default 10 s).
+	TransferTimeout time.Duration
+	// TestHooks honours the baton.* test hooks of CONTRACT section 4.
+	TestHooks bool
 	// AdvertiseControl is the host:port put in EncoderCacheRef.producer_endpoint
 	// (default: the listen address).
 	AdvertiseControl string
@@ -77,8 +97,34 @@ func (c *Config) fill() error {
 	if _, err := encoder.PresetByName(c.Preset); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	if (c.Role == RoleEncoder || c.Role == RolePD) && c.CacheDir == "" {
-		return fmt.Errorf("server: role %s needs a cache directory", c.Role)
+	if c.Backend == "" {
+		c.Backend = BackendSharedDir
+	}
+	if c.Backend != BackendSharedDir && c.Backend != BackendTCP {
+		return fmt.Errorf("server: --backend %q (want %s or %s)", c.Backend, BackendSharedDir, BackendTCP)
+	}
+	if c.Role == RoleEncoder && c.Backend == BackendSharedDir && c.CacheDir == "" {
+		return fmt.Errorf("server: role encoder with the shared_dir backend needs --cache-dir")
+	}
+	if c.Role == RolePD && len(c.AcceptBackends) == 0 {
+		if c.CacheDir != "" {
+			c.AcceptBackends = append(c.AcceptBackends, BackendSharedDir)
+		}
+		c.AcceptBackends = append(c.AcceptBackends, BackendTCP)
+	}
+	for _, b := range c.AcceptBackends {
+		if b != BackendSharedDir && b != BackendTCP {
+			return fmt.Errorf("server: accepted backend %q (want %s or %s)", b, BackendSharedDir, BackendTCP)
+		}
+		if b == BackendSharedDir && c.CacheDir == "" {
+			return fmt.Errorf("server: a consumer accepting shared_dir needs --cache-dir")
+		}
+	}
+	if c.TransferListen == "" {
+		c.TransferListen = "127.0.0.1:0"
+	}
+	if c.TransferTimeout == 0 {
+		c.TransferTimeout = 10 * time.Second
 	}
 	if c.ProducerQuotaBytes == 0 {
 		c.ProducerQuotaBytes = 256 << 20

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -28,12 +30,17 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, er
 	if err != nil {
 		return handoff.Reference{}, err
 	}
-	accept := func(b string) bool { return b == BackendSharedDir }
+	accept := func(b string) bool { return slices.Contains(e.cfg.AcceptBackends, b) }
 	if e.cfg.Hooks.AcceptBackend != nil {
 		accept = e.cfg.Hooks.AcceptBackend
 	}
 	if !accept(ref.Backend) {
-		return handoff.Reference{}, fmt.Errorf("%w: N-1 backend %.40q, this consumer accepts [%s]", handoff.ErrBackendNotAccepted, ref.Backend, BackendSharedDir)
+		return handoff.Reference{}, fmt.Errorf("%w: N-1 backend %.40q, this consumer accepts %v", handoff.ErrBackendNotAccepted, ref.Backend, e.cfg.AcceptBackends)
+	}
+	if ref.Backend == BackendTCP {
+		// The producer verifies its own tag when asked to transfer (SU-5);
+		// a consumer holds no key for the tcp backend.
+		return ref, nil
 	}
 	key, err := e.producerKey(ref.ProducerInstanceID)
 	if err != nil {
@@ -81,7 +88,7 @@ func (e *Engine) producerKey(producer string) ([]byte, error) {
 // receive takes a verified reference through SU-2 (spent, expired), L-5 and
 // Q-4 admission, and the claim by atomic rename; it returns the items as lm
 // images. Every path ends the receive exactly once.
-func (e *Engine) receive(requestID string, ref handoff.Reference) ([]lm.Image, error) {
+func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Reference, wire *pb.EncoderCacheRef, transferFailHook bool) ([]lm.Image, error) {
 	if ref.Expired(e.now().UnixMilli()) {
 		return nil, fmt.Errorf("%w: SU-2 reference %s expired", handoff.ErrSpentReference, short(ref.EntryID))
 	}
@@ -89,6 +96,9 @@ func (e *Engine) receive(requestID string, ref handoff.Reference) ([]lm.Image, e
 		return nil, err
 	}
 	receiveID := requestID + "/" + ref.EntryID
+	if ref.Backend == BackendTCP {
+		return e.transferReceive(ctx, receiveID, ref, wire, transferFailHook)
+	}
 	e.mu.Lock()
 	err := e.receives.Preflight(receiveID, ref.PayloadBytes())
 	if err == nil {

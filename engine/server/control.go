@@ -62,10 +62,10 @@ func (s *control) GetModelInfo(ctx context.Context, req *pb.GetModelInfoRequest)
 	}
 	switch e.cfg.Role {
 	case RoleEncoder:
-		caps.Backends = []string{BackendSharedDir}
+		caps.Backends = []string{e.cfg.Backend}
 		caps.SupportsAbortCleanup = proto.Bool(true)
 	case RolePD:
-		caps.Backends = []string{BackendSharedDir}
+		caps.Backends = append([]string(nil), e.cfg.AcceptBackends...)
 		caps.RequiresHandoff = proto.Bool(true)
 	}
 	return &pb.ModelInfo{
@@ -86,6 +86,9 @@ func (e *Engine) Observables() map[string]float64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	qBuffers, qBytes := e.receives.Quarantine()
+	// The producer's quarantined sources count too.
+	qBuffers += int(e.table.Counters().Quarantined)
+	qBytes += e.table.Counters().QuarantinedBytes
 	return map[string]float64{
 		"encoder.exports.entries":      float64(e.table.Entries()),
 		"encoder.exports.bytes":        float64(e.table.HeldBytes()),
@@ -210,10 +213,17 @@ func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef) (pb.AbortStatus, er
 	return pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED, nil
 }
 
-// TransferEncoderCache is for NIXL-style backends; the shared-directory
-// backend's consumers claim entries themselves.
+// TransferEncoderCache WRITEs a published entry into the consumer's
+// registered buffers (tcp backend; CONTRACT ).
 func (s *control) TransferEncoderCache(ctx context.Context, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "N-1 this producer serves only the shared_dir backend; consumers claim entries from the shared directory")
+	resp, err := s.e.transferEncoderCache(ctx, req)
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			return nil, err
+		}
+		return nil, s.e.status(err)
+	}
+	return resp, nil
 }
 
 // Shutdown applies S-1 and starts the drain (S-2) on ACCEPTED.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
+	"github.com/baton-dev/baton/engine/xfer"
 )
 
 // Engine is one reference-engine instance: the lifecycle core (producer table,
@@ -26,24 +28,27 @@ type Engine struct {
 	model      *lm.Model
 	fsys       shareddir.FS
 	store      entryStore // producer only
+	agent      xfer.Agent // tcp transfer agent (producer with the tcp backend, consumers accepting tcp)
+	producers  producerClients
 	log        *slog.Logger
 	now        func() time.Time
 	metrics    *metrics // Prometheus metrics (metrics.go)
 
-	mu        sync.Mutex // guards the fields below; never held across I/O
-	table     *handoff.ProducerTable
-	receives  *handoff.ConsumerReceives
-	health    *handoff.Health
-	requests  map[string]context.CancelFunc
-	keys      map[string][]byte // consumer: producer instance id -> HMAC key
-	running   sync.WaitGroup    // Add only under mu while not draining
-	runningN  int
-	cleanups  int // cleanup tasks in flight (encoder.cleanup.pending)
-	drainOnce sync.Once
-	drainErr  error
-	drained   chan struct{}
-	shutdown  chan time.Duration // Shutdown ACCEPTED -> the serve loop, with its drain timeout
-	forceStop func()             // closes every stream (set by NewServer); drain's last resort
+	mu          sync.Mutex // guards the fields below; never held across I/O
+	table       *handoff.ProducerTable
+	receives    *handoff.ConsumerReceives
+	health      *handoff.Health
+	requests    map[string]context.CancelFunc
+	keys        map[string][]byte    // consumer: producer instance id -> HMAC key
+	quarantined []quarantinedBuffers // consumer receive buffers kept for the life of the process
+	running     sync.WaitGroup       // Add only under mu while not draining
+	runningN    int
+	cleanups    int // cleanup tasks in flight (encoder.cleanup.pending)
+	drainOnce   sync.Once
+	drainErr    error
+	drained     chan struct{}
+	shutdown    chan time.Duration // Shutdown ACCEPTED -> the serve loop, with its drain timeout
+	forceStop   func()             // closes every stream (set by NewServer); drain's last resort
 }
 
 // New starts an engine instance: a fresh random instance id, the encoder
@@ -81,7 +86,20 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		shutdown: make(chan time.Duration, 1),
 	}
 	e.metrics = newMetrics(e)
-	if cfg.Role == RoleEncoder {
+	if (cfg.Role == RoleEncoder && cfg.Backend == BackendTCP) || (cfg.Role == RolePD && slices.Contains(cfg.AcceptBackends, BackendTCP)) {
+		agent, err := xfer.NewTCP(xfer.TCPOptions{Options: xfer.Options{Name: id}, ListenAddress: cfg.TransferListen, WriteTimeout: cfg.TransferTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("server: start the tcp transfer agent: %w", err)
+		}
+		e.agent = agent
+	}
+	if cfg.Role == RoleEncoder && cfg.Backend == BackendTCP {
+		store, err := newMemoryStore(e.agent)
+		if err != nil {
+			return nil, err
+		}
+		e.store = store
+	} else if cfg.Role == RoleEncoder {
 		dir, err := shareddir.OpenProducer(e.fsys, cfg.CacheDir, id, rand.Reader)
 		if err != nil {
 			return nil, fmt.Errorf("server: open shared directory: %w", err)

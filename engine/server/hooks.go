@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/metadata"
 )
 
 // Hooks replace one decision of the engine each. A nil field keeps the
@@ -31,6 +32,19 @@ type Hooks struct {
 	DecideShutdown func(h *handoff.Health, expected, instanceID string) (handoff.ShutdownStatus, error)
 	// PrefixKey replaces the language model's prefix-cache key (H-2, B-2).
 	PrefixKey func(tokenIDs []uint32, imageIdentities []string) string
+	// ConsumerTransferDefinite replaces the consumer's Q-2 decision: whether a
+	// failed TransferEncoderCache is a definite rejection (release the
+	// buffers) rather than an uncertain outcome (quarantine them, Q-1).
+	ConsumerTransferDefinite func(err error, trailer metadata.MD) bool
+	// ProducerTransferFailure replaces the error the producer answers for a
+	// transfer that failed after the entry left the table.
+	ProducerTransferFailure func(err error) error
+	// HoldLockAcrossTransfer holds the engine's lock across the consumer's
+	// TransferEncoderCache call (the Q-5 mutant).
+	HoldLockAcrossTransfer bool
+	// ReleaseOnCancel lets a client's cancellation end the consumer's
+	// transfer call at once (the C-4 mutant).
+	ReleaseOnCancel bool
 	// ImageIdentity replaces the identity the model keys an image by (H-5):
 	// the contract's engine always uses the content hash, never MediaItem.uuid.
 	ImageIdentity func(uuid, contentHash string) string

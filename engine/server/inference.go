@@ -117,7 +117,8 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 			return err // before the claim: a rejected request never spends the reference
 		}
 		start := time.Now()
-		received, err := e.receive(requestID, ref)
+		hook := e.cfg.TestHooks && req.GetExtra().GetFields()["baton.transfer_fail"].GetBoolValue()
+		received, err := e.receive(ctx, requestID, ref, wire, hook)
 		e.metrics.observeConsume(start, err)
 		if err != nil {
 			return err

@@ -145,6 +145,12 @@ func (e *Engine) Drain(timeout time.Duration) error {
 			}
 		}
 		e.drainErr = e.drainProducer()
+		e.producers.close()
+		if e.agent != nil {
+			if err := e.agent.Close(); err != nil && e.drainErr == nil {
+				e.drainErr = err
+			}
+		}
 		e.mu.Lock()
 		if e.receives.Inflight() != 0 && e.drainErr == nil {
 			e.drainErr = errors.New("server: S-4 receives still in flight after drain")

@@ -96,9 +96,11 @@ type Agent interface {
 
 	// Close ends every write in flight (they fail with ErrCanceled), stops
 	// accepting peers' writes, and returns once no goroutine of the agent
-	// touches registered memory any more. Requests and registrations may
-	// still be released and deregistered afterwards; everything else answers
-	// ErrNotAllowed. Closing twice is a no-op.
+	// touches registered memory any more. Afterwards Status, Release,
+	// Deregister, InvalidateRemoteMetadata and Counters still work (so the
+	// caller can empty its tables); RegisterMemory, LocalMetadata,
+	// LoadRemoteMetadata, CreateWrite and Post answer ErrNotAllowed.
+	// Closing twice is a no-op.
 	Close() error
 }
 

@@ -55,10 +55,10 @@
 // tcp (never a Go pointer, so a peer can only name memory through the
 // agent's own table); for NIXL it is the virtual address.
 //
-// Where NIXL does not enforce a rule this package does, the binding keeps
-// the same bookkeeping in Go: deregisterMem does not check for live
-// transfers, so the binding counts, per region, the requests created over it
-// and refuses Deregister (ErrNotAllowed) as this package does. With one-sided
+// Where NIXL does not promise a rule this package enforces, the binding keeps
+// the same bookkeeping in Go: deregisterMem is not documented to check for
+// live transfers, so the binding counts, per region, the requests created
+// over it and refuses Deregister (ErrNotAllowed) as this package does. With one-sided
 // RDMA a target cannot see writes landing, so a binding reports
 // InboundInFlight as 0 and cannot refuse a consumer's Deregister during a
 // remote write; the consumer's rule (never deregister on an uncertain
@@ -99,18 +99,23 @@
 // agent's registered memory, after the target's key and bounds checks.
 //
 // tcp: the target listens on a port (TCPOptions.ListenAddress); its metadata
-// carries its name and "host:port". Each write dials the target afresh (no
-// pooled connection, so no stale one can turn a clean write into an
-// uncertain one), sends a header (target name, initiator name, per segment:
-// remote key, address, length), waits for the target to accept it (key and
-// bounds checked against its table, regions marked in flight), streams the
-// bytes straight from registered memory, and completes on the target's
-// one-byte acknowledgement, which the target sends after every byte is in
-// its memory and its regions are no longer marked. A refusal, a broken or
-// silent connection (TCPOptions.WriteTimeout on the initiator,
-// TCPOptions.IdleTimeout on the target) fails the write. The network and the
-// clock are injected (Network, Clock) so the simulator can run the same code
-// over a simulated network in virtual time.
+// carries its name and "host:port". A write takes an idle connection to the
+// peer or dials one, sends a header (target name, initiator name, per
+// segment: remote key, address, length), waits for the target to accept it
+// (key and bounds checked against its table, regions marked in flight),
+// streams the bytes straight from registered memory into the target's
+// registered memory, and completes on the target's one-byte
+// acknowledgement, which the target sends after every byte is in its memory
+// and its regions are no longer marked. After a clean write the connection
+// is kept (at most 4 per peer) so the next write skips the dial and TCP's
+// warm-up. A kept connection the peer has meanwhile closed fails before the
+// target's acceptance, when no body byte has been sent, so nothing can have
+// landed and the write is retried once on a fresh connection: a stale
+// connection never turns a clean write into an uncertain one. A refusal, or
+// a broken or silent connection after acceptance (TCPOptions.WriteTimeout on
+// the initiator, TCPOptions.IdleTimeout on the target), fails the write. The
+// network and the clock are injected (Network, Clock) so the simulator can
+// run the same code over a simulated network in virtual time.
 //
 // # Faults (tests)
 //

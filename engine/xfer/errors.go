@@ -43,9 +43,9 @@ var (
 
 	// ErrNotAllowed [NIXL_ERR_NOT_ALLOWED, -6]: the operation is refused in
 	// the current state: Deregister of a registration that a live request
-	// uses or that a remote write is landing in; any call on a closed agent
-	// except Release, Deregister, Counters and Close. The registration is
-	// kept and stays valid.
+	// uses or that a remote write is landing in; RegisterMemory,
+	// LocalMetadata, LoadRemoteMetadata, CreateWrite or Post on a closed
+	// agent. A refused registration is kept and stays valid.
 	ErrNotAllowed = errors.New("xfer: not allowed")
 
 	// ErrRepostActive [NIXL_ERR_REPOST_ACTIVE, -7]: Post of a request whose

@@ -46,12 +46,13 @@ const (
 	maxIdlePerPeer = 4
 )
 
-// NewTCP starts a tcp agent listening on opts.ListenAddress. Each write
-// dials the target afresh, sends the frame (see tcp_wire.go), streams the
-// bytes straight from the source memory and completes on the target's
-// acknowledgement, which the target sends only after every byte is in its
-// registered memory. Post always answers StatusInProgress. Errors:
-// ErrInvalidParam (bad name), ErrBackend wrapping the listen error.
+// NewTCP starts a tcp agent listening on opts.ListenAddress. A write reuses
+// an idle connection to the peer or dials one, sends the frame (see
+// tcp_wire.go), streams the bytes straight from the source memory and
+// completes on the target's acknowledgement, which the target sends only
+// after every byte is in its registered memory (package doc, "Backends").
+// Post always answers StatusInProgress. Errors: ErrInvalidParam (bad name,
+// advertise address over 1024 bytes), ErrBackend wrapping the listen error.
 func NewTCP(opts TCPOptions) (Agent, error) {
 	c, err := newCore(BackendTCP, opts.Options)
 	if err != nil {
@@ -195,9 +196,6 @@ func (t *tcpTransport) offer(ctx context.Context, conn net.Conn, w *outbound, de
 			return errStale
 		}
 		return classify(ctx, peer, stage, err)
-	}
-	if expNoInitDeadline {
-		deadline = time.Time{}
 	}
 	if err := conn.SetDeadline(deadline); err != nil {
 		return fail("connecting", err)
@@ -383,12 +381,8 @@ func (t *tcpTransport) readBodies(br *bufio.Reader, conn net.Conn, dst [][]byte)
 	for _, d := range dst {
 		for off := 0; off < len(d); {
 			end := min(off+bodyChunkBytes, len(d))
-			if !expNoTargetDeadline {
-				if err := conn.SetReadDeadline(t.c.clock.Now().Add(t.idleTimeout)); err != nil {
-					return landed, err
-				}
-			} else {
-				conn.SetReadDeadline(time.Time{})
+			if err := conn.SetReadDeadline(t.c.clock.Now().Add(t.idleTimeout)); err != nil {
+				return landed, err
 			}
 			n, err := io.ReadFull(br, d[off:end])
 			landed += uint64(n)
@@ -423,5 +417,3 @@ func (t *tcpTransport) close() error {
 	}
 	return nil
 }
-
-var expNoTargetDeadline, expNoInitDeadline bool

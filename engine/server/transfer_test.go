@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"testing"
+
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+
+// TestTCPTransfer covers the tcp backend end to end: B-1 over a WRITE, Q-2 for
+// a replay (definite rejection: consumer stays READY), Q-3 and Q-1 when the
+// producer's WRITE fails after the entry left the table.
+func TestTCPTransfer(t *testing.T) {
+	_, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendTCP, TestHooks: true})
+	_, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TestHooks: true})
+	_, baseline := startEngine(t, Config{Role: RoleAggregated})
+	ctx := context.Background()
+	item := imageItem(t, "video-001.png")
+	stop := &pb.StoppingOptions{MaxTokens: proto.Uint32(12)}
+	publish := func() *pb.EncoderCacheRef {
+		res, err := producer.Generate(ctx, &pb.GenerateRequest{Media: []*pb.MediaItem{item},
+			Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}})
+		if err != nil || res.Code() != codes.OK {
+			t.Fatalf("publish: %v %v", res.Status, err)
+		}
+		if b := res.EncoderReady().GetRef().GetBackend(); b != BackendTCP {
+			t.Fatalf("reference backend %q, want tcp", b)
+		}
+		return res.EncoderReady().GetRef()
+	}
+	consume := func(ref *pb.EncoderCacheRef, extra *structpb.Struct) codes.Code {
+		res, err := consumer.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "<image> Describe."}, Stopping: stop, Extra: extra,
+			Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: ref}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Code() == codes.OK {
+			want, _ := baseline.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "<image> Describe."}, Stopping: stop, Media: []*pb.MediaItem{item}})
+			if res.Text() != want.Text() || !proto.Equal(res.Usage(), want.Usage()) {
+				t.Errorf("B-1 over tcp: %q, baseline %q", res.Text(), want.Text())
+			}
+		}
+		return res.Code()
+	}
+	health := func(e interface {
+		Health(context.Context) (*pb.HealthResponse, error)
+	}) pb.HealthState {
+		h, err := e.Health(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.GetState()
+	}
+	ref := publish()
+	if code := consume(ref, nil); code != codes.OK {
+		t.Fatalf("consume over tcp = %v", code)
+	}
+	if code := consume(ref, nil); code != codes.InvalidArgument {
+		t.Errorf("Q-2 replay over tcp = %v, want INVALID_ARGUMENT", code)
+	}
+	if s := health(consumer); s != pb.HealthState_HEALTH_STATE_READY {
+		t.Errorf("Q-2 consumer after a definite rejection is %v, want READY", s)
+	}
+	fail, _ := structpb.NewStruct(map[string]any{"baton.transfer_fail": true})
+	if code := consume(publish(), fail); code != codes.Unavailable {
+		t.Errorf("Q-1 consume whose WRITE failed after removal = %v, want UNAVAILABLE", code)
+	}
+	if s := health(producer); s != pb.HealthState_HEALTH_STATE_NOT_READY {
+		t.Errorf("Q-3/Q-4 producer after a failed WRITE is %v, want NOT_READY", s)
+	}
+	if s := health(consumer); s != pb.HealthState_HEALTH_STATE_NOT_READY {
+		t.Errorf("Q-1/Q-4 consumer after an uncertain transfer is %v, want NOT_READY", s)
+	}
+	load, _ := consumer.GetLoad(ctx)
+	if q := load.GetAttributes().GetFields()["encoder.quarantine.buffers"].GetNumberValue(); q != 1 {
+		t.Errorf("Q-1 consumer quarantine.buffers = %v, want 1", q)
+	}
+	text, _ := consumer.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "hello"}, Stopping: stop})
+	if text.Code() != codes.OK {
+		t.Errorf("Q-4 text-only request on a quarantined consumer = %v, want OK", text.Status)
+	}
+}
