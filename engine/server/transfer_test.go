@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-
 // TestTCPTransfer covers the tcp backend end to end: B-1 over a WRITE, Q-2 for
 // a replay (definite rejection: consumer stays READY), Q-3 and Q-1 when the
 // producer's WRITE fails after the entry left the table.
