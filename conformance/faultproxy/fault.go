@@ -43,17 +43,22 @@ const (
 	FaultCutConnection
 	// FaultUnavailable answers UNAVAILABLE at once without forwarding.
 	FaultUnavailable
+	// FaultInvalidArgument answers INVALID_ARGUMENT at once without
+	// forwarding and WITHOUT the `baton-transfer-rejected: before-write`
+	// trailer: a rejection a consumer must still treat as uncertain (Q-2).
+	FaultInvalidArgument
 
 	faultCount // number of defined faults; not a fault
 )
 
 var faultNames = [...]string{
-	FaultNone:          "none",
-	FaultDropRequest:   "drop-request",
-	FaultDropReply:     "drop-reply",
-	FaultDelay:         "delay",
-	FaultCutConnection: "cut-connection",
-	FaultUnavailable:   "unavailable",
+	FaultNone:            "none",
+	FaultDropRequest:     "drop-request",
+	FaultDropReply:       "drop-reply",
+	FaultDelay:           "delay",
+	FaultCutConnection:   "cut-connection",
+	FaultUnavailable:     "unavailable",
+	FaultInvalidArgument: "invalid-argument",
 }
 
 // String returns the fault's kebab-case name ("drop-reply"), or
@@ -66,9 +71,9 @@ func (f Fault) String() string {
 }
 
 // Reached reports whether a call given this fault is forwarded upstream at
-// all (everything but FaultDropRequest and FaultUnavailable).
+// all (everything but FaultDropRequest, FaultUnavailable and FaultInvalidArgument).
 func (f Fault) Reached() bool {
-	return f != FaultDropRequest && f != FaultUnavailable
+	return f != FaultDropRequest && f != FaultUnavailable && f != FaultInvalidArgument
 }
 
 // Step is the decision for one call: a Fault and, for FaultDelay only, how

@@ -32,6 +32,8 @@ func (p *Proxy) handle(_ any, ss grpc.ServerStream) error {
 	switch step.Fault {
 	case FaultUnavailable:
 		return status.Errorf(codes.Unavailable, "faultproxy: injected UNAVAILABLE (%s call %d)", method, index)
+	case FaultInvalidArgument:
+		return status.Errorf(codes.InvalidArgument, "faultproxy: injected INVALID_ARGUMENT without the before-write trailer (%s call %d)", method, index)
 	case FaultDropRequest:
 		return p.hold(ss.Context())
 	}
