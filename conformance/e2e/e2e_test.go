@@ -17,6 +17,7 @@ import (
 
 	"github.com/baton-dev/baton/conformance/launch"
 	"github.com/baton-dev/baton/conformance/mutants"
+	"github.com/baton-dev/baton/conformance/suite"
 	"github.com/baton-dev/baton/reports"
 	"gopkg.in/yaml.v3"
 )
@@ -121,6 +122,16 @@ func TestMutantKillTable(t *testing.T) {
 	for _, m := range mutants.All() {
 		t.Run(m.Name, func(t *testing.T) {
 			start := time.Now()
+			if m.Topology == mutants.TopologyTCPFaults {
+				killed, failed := killFaultsMutant(t, m)
+				verdict := "KILLED"
+				if !killed {
+					verdict = "SURVIVED"
+					t.Errorf("mutant %s (%s: %s) survived the %s cases", m.Name, m.Rule, m.Breaks, m.Rule)
+				}
+				table = append(table, fmt.Sprintf("%-28s %-5s %-8s %6.1fs  failed cases: %s", m.Name, m.Rule, verdict, time.Since(start).Seconds(), failed))
+				return
+			}
 			res, code, topo := certify(t, "tiny", m.Name)
 			_ = topo.Shutdown(context.Background(), 30*time.Second) // a mutant may not drain cleanly; that is not what is judged here
 			var failed []string
@@ -150,4 +161,28 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// killFaultsMutant starts E+PD on tcp with the fault proxy and the mutant,
+// runs the cases of the mutant's rule, and reports whether one failed.
+func killFaultsMutant(t *testing.T, m mutants.Mutant) (bool, string) {
+	t.Helper()
+	topo, err := launch.StartEPD(context.Background(), launch.Options{Binary: batonBinary, Preset: "tiny", WorkDir: t.TempDir(),
+		Backend: "tcp", FaultProxy: true, TestHooks: true, Mutant: m.Name, ProducerQuotaBytes: 32 << 20})
+	if err != nil {
+		t.Fatalf("start topology: %v", err)
+	}
+	defer topo.Shutdown(context.Background(), 30*time.Second)
+	live := topo.Target()
+	var failed []string
+	for _, c := range suite.CasesForRule(m.Rule) {
+		rec := runRecorded(c, live, 90*time.Second)
+		if rec.Failed() {
+			failed = append(failed, c.Name)
+			t.Logf("%s failed as it should: %s", c.Name, rec)
+		} else if rec.skipped {
+			t.Logf("%s skipped: %s", c.Name, rec)
+		}
+	}
+	return len(failed) > 0, strings.Join(failed, " | ")
 }

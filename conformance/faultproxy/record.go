@@ -130,6 +130,25 @@ func (p *Proxy) WaitCalls(ctx context.Context, method string, n int) ([]CallReco
 	}
 }
 
+// WaitArrived blocks until at least n calls of method under the current plan
+// have arrived at the proxy (done or not), or ctx ends.
+func (p *Proxy) WaitArrived(ctx context.Context, method string, n int) error {
+	for {
+		p.mu.Lock()
+		arrived := len(p.epoch.records[method])
+		ch := p.changed
+		p.mu.Unlock()
+		if arrived >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 func copyRecords(rs []*CallRecord) []CallRecord {
 	out := make([]CallRecord, len(rs))
 	for i, r := range rs {

@@ -15,8 +15,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/baton-dev/baton/conformance/faultproxy"
 	"github.com/baton-dev/baton/conformance/target"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
@@ -39,6 +41,17 @@ type Options struct {
 	Logs io.Writer
 	// StartTimeout bounds the wait for READY (default 60 s).
 	StartTimeout time.Duration
+	// Backend is the producer's backend: "shared_dir" (default) or "tcp".
+	Backend string
+	// FaultProxy puts a fault proxy (conformance/faultproxy) in front of the
+	// producer's control address, advertised in its references, so the
+	// Faults-level cases can break the consumer -> producer transfer calls.
+	FaultProxy bool
+	// TestHooks starts every engine with --test-hooks.
+	TestHooks bool
+	// TransferTimeout is the engines' --transfer-timeout (default 3 s with a
+	// fault proxy, so a dropped reply costs little).
+	TransferTimeout time.Duration
 }
 
 // Process is one running `baton serve`.
@@ -58,6 +71,9 @@ type Topology struct {
 	Producer, Consumer, Baseline *Process
 	CacheDir                     string
 	opts                         Options
+	proxy                        *faultproxy.Proxy
+	starts                       int
+	mu                           sync.Mutex // guards the processes' replacement by Restart
 }
 
 // StartEPD starts E, PD and an aggregated baseline as three processes.
@@ -68,8 +84,20 @@ func StartEPD(ctx context.Context, opts Options) (*Topology, error) {
 	if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
+	if opts.Backend == "" {
+		opts.Backend = "shared_dir"
+	}
+	if opts.FaultProxy && opts.TransferTimeout == 0 {
+		opts.TransferTimeout = 3 * time.Second
+	}
 	t := &Topology{CacheDir: filepath.Join(opts.WorkDir, "cache"), opts: opts}
 	var err error
+	if opts.FaultProxy {
+		t.proxy, err = faultproxy.New("", faultproxy.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("launch: fault proxy: %w", err)
+		}
+	}
 	for _, p := range []struct {
 		role string
 		dst  **Process
@@ -82,6 +110,12 @@ func StartEPD(ctx context.Context, opts Options) (*Topology, error) {
 	}
 	for _, p := range t.processes() {
 		if err := p.waitReady(ctx, opts.StartTimeout); err != nil {
+			t.Kill()
+			return nil, err
+		}
+	}
+	if t.proxy != nil {
+		if err := t.proxy.SetUpstream(t.Producer.Address); err != nil {
 			t.Kill()
 			return nil, err
 		}
@@ -102,10 +136,23 @@ func (t *Topology) processes() []*Process {
 func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 	ready := filepath.Join(t.opts.WorkDir, role+".addr")
 	_ = os.Remove(ready)
-	logPath := filepath.Join(t.opts.WorkDir, role+".log")
+	t.starts++
+	logPath := filepath.Join(t.opts.WorkDir, fmt.Sprintf("%s.%d.log", role, t.starts))
 	args := []string{"serve", "--role", role, "--listen", "127.0.0.1:0", "--preset", t.opts.Preset, "--ready-file", ready}
-	if role != "aggregated" {
+	if role != "aggregated" && (role != "encoder" || t.opts.Backend == "shared_dir") {
 		args = append(args, "--cache-dir", t.CacheDir)
+	}
+	if role == "encoder" {
+		args = append(args, "--backend", t.opts.Backend)
+		if t.proxy != nil {
+			args = append(args, "--advertise-control", t.proxy.Addr())
+		}
+	}
+	if t.opts.TestHooks {
+		args = append(args, "--test-hooks")
+	}
+	if t.opts.TransferTimeout > 0 && role != "aggregated" {
+		args = append(args, "--transfer-timeout", t.opts.TransferTimeout.String())
 	}
 	if t.opts.Mutant != "" {
 		args = append(args, "--mutant", t.opts.Mutant)
@@ -183,14 +230,22 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// Config describes the topology as a target profile (E+PD on shared_dir).
+// Config describes the topology as a target profile. It claims the Faults
+// level when a fault proxy runs (only a Target from Target() can inject
+// faults and restart instances), else the Core level.
 func (t *Topology) Config() target.Config {
+	level := "core"
+	if t.proxy != nil {
+		level = "faults"
+	}
 	return target.Config{
 		Profile: target.Profile{
-			Name:               "baton reference engine (E+PD, shared_dir)",
-			Level:              "core",
+			Name:               "baton reference engine (E+PD, " + t.opts.Backend + ")",
+			Level:              level,
 			Topologies:         []string{"E+PD"},
-			Backends:           []string{"shared_dir"},
+			Backends:           []string{t.opts.Backend},
+			FaultProxy:         t.proxy != nil,
+			TestHooks:          t.opts.TestHooks,
 			Observables:        true,
 			Destructive:        true,
 			ProducerQuotaBytes: t.quota(),
@@ -244,6 +299,9 @@ func (t *Topology) Shutdown(ctx context.Context, timeout time.Duration) error {
 		}
 		_ = p.engine.Close()
 	}
+	if t.proxy != nil {
+		t.proxy.Close()
+	}
 	if left, err := Leftovers(t.CacheDir); err != nil {
 		errs = append(errs, err)
 	} else if len(left) > 0 {
@@ -254,6 +312,9 @@ func (t *Topology) Shutdown(ctx context.Context, timeout time.Duration) error {
 
 // Kill stops every process without a drain (cleanup after a failed start).
 func (t *Topology) Kill() {
+	if t.proxy != nil {
+		t.proxy.Close()
+	}
 	for _, p := range t.processes() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited

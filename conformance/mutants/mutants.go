@@ -14,6 +14,9 @@ import (
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/server"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // Mutant is one broken engine.
@@ -26,7 +29,17 @@ type Mutant struct {
 	Breaks string
 	// Apply replaces one decision in the engine's configuration.
 	Apply func(h *server.Hooks)
+	// Topology is where the mutant shows: TopologySharedDir (default, the
+	// Core suite over the shared directory) or TopologyTCPFaults (tcp
+	// backend with the fault proxy, the Faults level).
+	Topology string
 }
+
+// Topologies the kill table starts a mutant in.
+const (
+	TopologySharedDir = ""
+	TopologyTCPFaults = "tcp+faults"
+)
 
 var all = []Mutant{
 	{Name: "su1-read-without-claim", Rule: "SU-1", Breaks: "the consumer reads an entry without claiming it by rename, so it can be consumed twice",
@@ -56,6 +69,24 @@ var all = []Mutant{
 				return hl.DecideShutdown(id, id)
 			}
 		}},
+	{Name: "q1-release-on-any-error", Rule: "Q-1", Topology: TopologyTCPFaults, Breaks: "the consumer releases its buffers on any transfer error, even an uncertain one",
+		Apply: func(h *server.Hooks) {
+			h.ConsumerTransferDefinite = func(error, metadata.MD) bool { return true }
+		}},
+	{Name: "q2-plain-invalid-argument-is-definite", Rule: "Q-2", Topology: TopologyTCPFaults, Breaks: "the consumer treats INVALID_ARGUMENT without the before-write trailer as a definite rejection",
+		Apply: func(h *server.Hooks) {
+			h.ConsumerTransferDefinite = func(err error, _ metadata.MD) bool { return status.Code(err) == codes.InvalidArgument }
+		}},
+	{Name: "q3-invalid-argument-after-removal", Rule: "Q-3", Topology: TopologyTCPFaults, Breaks: "the producer answers INVALID_ARGUMENT for a WRITE that failed after the entry left its table",
+		Apply: func(h *server.Hooks) {
+			h.ProducerTransferFailure = func(err error) error {
+				return status.Error(codes.InvalidArgument, "entry not available")
+			}
+		}},
+	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call",
+		Apply: func(h *server.Hooks) { h.HoldLockAcrossTransfer = true }},
+	{Name: "c4-free-on-cancel", Rule: "C-4", Topology: TopologyTCPFaults, Breaks: "a consumer cancelled mid-transfer frees its buffers without waiting for the outcome",
+		Apply: func(h *server.Hooks) { h.ReleaseOnCancel = true }},
 	{Name: "b2-text-keyed-cache", Rule: "B-2", Breaks: "the prefix cache is keyed by token ids only, so two images with one prompt share an answer",
 		Apply: func(h *server.Hooks) {
 			h.PrefixKey = func(ids []uint32, _ []string) string { return fmt.Sprint(ids) }

@@ -133,9 +133,11 @@ func Cases() []Case {
 		{Rule: "H-3", Name: "H-3 a reference with a malformed content hash is rejected", Run: H3MalformedHashRejected, Labels: []string{LabelEPD, LabelNeedsFormat}},
 		{Rule: "H-5", Name: "H-5 two images sent with one MediaItem.uuid get their own answers", Run: H5UUIDIsNotContentHash, Labels: []string{LabelEPD, LabelNeedsBaseline}},
 
-		// Destructive cases: always last.
+		// Destructive cases: always last. The Faults-level cases poison and
+		// restart instances (faults.go).
 		{Rule: "S-1", Name: "S-1 Shutdown naming the instance is ACCEPTED, then ALREADY_SHUTTING_DOWN, and new requests get UNAVAILABLE", Run: S1ShutdownAccepted, Destructive: true, Labels: []string{LabelDestructive}},
 	}
+	cs = append(cs, faultCases()...)
 	levels := map[string]Level{}
 	for lvl, rules := range RulesByLevel() {
 		for _, r := range rules {

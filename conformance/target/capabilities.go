@@ -25,6 +25,9 @@ const (
 	FaultCutConnection TransferFault = "cut"
 	// FaultUnavailable answers UNAVAILABLE without forwarding.
 	FaultUnavailable TransferFault = "unavailable"
+	// FaultInvalidArgument answers INVALID_ARGUMENT without forwarding and
+	// without the before-write trailer: still uncertain for the consumer.
+	FaultInvalidArgument TransferFault = "invalid-argument"
 )
 
 // TransferCall is what the fault proxy saw of one call.
@@ -48,6 +51,9 @@ type FaultInjector interface {
 	// TransferCalls waits until n calls of method were seen (or ctx ends)
 	// and returns them.
 	TransferCalls(ctx context.Context, method string, n int) ([]TransferCall, error)
+	// TransferArrived waits until n calls of method reached the proxy (the
+	// consumer has sent its transfer request), done or not.
+	TransferArrived(ctx context.Context, method string, n int) error
 }
 
 // Restarter is implemented by targets that can replace a role's instance

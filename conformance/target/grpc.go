@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -24,11 +25,44 @@ type GRPCEngine struct {
 	control   pb.ControlClient
 }
 
-// DialEngine connects to address (host:port, plaintext). The connection is lazy:
-// an unreachable engine shows up as UNAVAILABLE on the first call.
-func DialEngine(address string) (*GRPCEngine, error) {
+// DialOption configures DialEngine.
+type DialOption func(*dialConfig)
+
+type dialConfig struct {
+	creds credentials.TransportCredentials
+	err   error
+}
+
+// WithTLS makes DialEngine use TLS with the given settings (the profile's
+// `tls:` block); nil keeps plaintext. DialEngine returns the settings' error
+// (ErrBadTLS) if its files cannot be loaded.
+func WithTLS(t *TLS) DialOption {
+	return func(c *dialConfig) {
+		if t == nil {
+			return
+		}
+		c.creds, c.err = t.credentials()
+	}
+}
+
+// withCredentials uses already-built transport credentials.
+func withCredentials(creds credentials.TransportCredentials) DialOption {
+	return func(c *dialConfig) { c.creds = creds }
+}
+
+// DialEngine connects to address (host:port), in plaintext unless WithTLS
+// says otherwise. The connection is lazy: an unreachable engine shows up as
+// UNAVAILABLE on the first call. Errors: ErrBadTLS; an unparsable address.
+func DialEngine(address string, opts ...DialOption) (*GRPCEngine, error) {
+	dc := dialConfig{creds: insecure.NewCredentials()}
+	for _, o := range opts {
+		o(&dc)
+	}
+	if dc.err != nil {
+		return nil, dc.err
+	}
 	conn, err := grpc.NewClient(address,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(dc.creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("target: dial %s: %w", address, err)

@@ -2,8 +2,10 @@ package target
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -11,9 +13,11 @@ import (
 )
 
 // Config is a target profile file (target.yaml): the Profile plus where each
-// role answers. Example:
+// role answers and how to reach it. fixtures/target.example.yaml is a
+// commented example with every key. Short example:
 //
 //	name: reference-engine
+//	implementation: {vendor: baton-dev, product: baton-reference, version: 0.1.0, contact: dev@example.org}
 //	endpoints: {producer: 127.0.0.1:7001, consumer: 127.0.0.1:7002, baseline: 127.0.0.1:7003}
 //	level: core
 //	topologies: [E+PD]
@@ -24,51 +28,142 @@ import (
 //	reference_format: baton-json-v1
 //	case_timeout: 60s
 type Config struct {
-	Profile   `yaml:",inline"`
-	Endpoints map[Role]string `yaml:"endpoints"`
+	Profile `yaml:",inline"`
+	// Endpoints maps each role the target serves to its host:port.
+	Endpoints map[Role]string `yaml:"endpoints" json:"endpoints"`
+	// TLS, when set, makes every connection TLS (nil: plaintext).
+	TLS *TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
 }
 
-// LoadConfig reads and validates a target profile file. Unknown keys are an
-// error, so a typo never silently turns a check off.
+// DefaultCaseTimeout bounds one case when the profile gives no case_timeout.
+const DefaultCaseTimeout = 60 * time.Second
+
+// ErrBadProfile is wrapped by every validation error of a profile's values
+// (unknown role, level, topology or reference format, negative numbers).
+var ErrBadProfile = errors.New("target: bad profile")
+
+// LoadConfig reads the profile file at path, applies the BATON_* environment
+// variables of the process over it (EnvVars; env > file) and validates the
+// result. Unknown keys are an error, so a typo never silently turns a check
+// off. With path "" it reads the file named by BATON_CONFIG, and with neither
+// it builds the profile from the environment alone.
+//
+// Errors: the file cannot be read; a parse error or unknown key; ErrBadEnv
+// for a malformed variable; ErrBadProfile or ErrBadTLS for a bad value.
 func LoadConfig(path string) (Config, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("target: read profile: %w", err)
-	}
-	return ParseConfig(raw)
+	return LoadConfigEnv(path, os.LookupEnv)
 }
 
-// ParseConfig parses and validates a target profile.
+// LoadConfigEnv is LoadConfig with the environment given as a lookup
+// function (os.LookupEnv for the process's). Relative TLS file paths in the
+// file are resolved against the file's directory; those from the
+// environment against the working directory.
+func LoadConfigEnv(path string, lookup LookupEnv) (Config, error) {
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	if path == "" {
+		if v, ok := lookup(EnvConfigPath); ok {
+			path = v
+		}
+	}
+	var c Config
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("target: read profile: %w", err)
+		}
+		if c, err = decodeConfig(raw); err != nil {
+			return Config{}, err
+		}
+		c.TLS.resolve(filepath.Dir(path))
+	}
+	if err := ApplyEnv(&c, lookup); err != nil {
+		return Config{}, err
+	}
+	if err := c.finish(); err != nil {
+		return Config{}, err
+	}
+	if c.TLS != nil {
+		// Load the files now, so a bad CA or key pair is a configuration
+		// error (exit 3) before anything is dialled.
+		if _, err := c.TLS.ClientConfig(); err != nil {
+			return Config{}, err
+		}
+	}
+	return c, nil
+}
+
+// ParseConfig parses and validates a target profile. It does not read the
+// environment (LoadConfig does) nor any TLS file (Dial does).
 func ParseConfig(raw []byte) (Config, error) {
+	c, err := decodeConfig(raw)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.finish(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// decodeConfig decodes a profile strictly: unknown keys are errors.
+func decodeConfig(raw []byte) (Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
 		return Config{}, fmt.Errorf("target: parse profile: %w", err)
 	}
+	return c, nil
+}
+
+// finish validates c and fills defaults (case_timeout 60s).
+func (c *Config) finish() error {
 	if len(c.Endpoints) == 0 {
-		return Config{}, fmt.Errorf("target: profile names no endpoints (want endpoints: {producer: host:port, consumer: ..., baseline: ...})")
+		return fmt.Errorf("target: profile names no endpoints (want endpoints: {producer: host:port, consumer: ..., baseline: ...} or BATON_ENDPOINT_<ROLE>)")
 	}
 	for role, addr := range c.Endpoints {
 		switch role {
 		case RoleProducer, RoleConsumer, RolePrefill, RoleDecode, RoleBaseline:
 		default:
-			return Config{}, fmt.Errorf("target: unknown role %q in endpoints (want producer, consumer, prefill, decode, baseline)", role)
+			return fmt.Errorf("%w: unknown role %q in endpoints (want producer, consumer, prefill, decode, baseline)", ErrBadProfile, role)
 		}
 		if addr == "" {
-			return Config{}, fmt.Errorf("target: role %s has an empty endpoint", role)
+			return fmt.Errorf("%w: role %s has an empty endpoint", ErrBadProfile, role)
 		}
 	}
 	if _, ok := c.ClaimedLevels(); !ok {
-		return Config{}, fmt.Errorf("target: level %q (want core, lifecycle or faults)", c.Level)
+		return fmt.Errorf("%w: level %q (want core, lifecycle or faults)", ErrBadProfile, c.Level)
+	}
+	for _, t := range c.Topologies {
+		if t != TopologyEPD && t != TopologyEPPD {
+			return fmt.Errorf("%w: topology %q (want %s or %s)", ErrBadProfile, t, TopologyEPD, TopologyEPPD)
+		}
+	}
+	for _, b := range c.Backends {
+		if b == "" {
+			return fmt.Errorf("%w: empty backend name in backends", ErrBadProfile)
+		}
+	}
+	if c.ReferenceFormat != "" && c.ReferenceFormat != ReferenceFormatBatonJSONv1 {
+		return fmt.Errorf("%w: reference_format %q (want %q or empty for opaque)", ErrBadProfile, c.ReferenceFormat, ReferenceFormatBatonJSONv1)
+	}
+	if c.ProducerQuotaBytes < 0 {
+		return fmt.Errorf("%w: producer_quota_bytes %d is negative", ErrBadProfile, c.ProducerQuotaBytes)
 	}
 	if c.CaseTimeout == 0 {
-		c.CaseTimeout = 60 * time.Second
+		c.CaseTimeout = DefaultCaseTimeout
 	}
 	if c.CaseTimeout < 0 {
-		return Config{}, fmt.Errorf("target: case_timeout %v is negative", c.CaseTimeout)
+		return fmt.Errorf("%w: case_timeout %v is negative", ErrBadProfile, c.CaseTimeout)
 	}
-	return c, nil
+	if c.TLS != nil {
+		if err := c.TLS.check(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Static is a Target over fixed engines.
@@ -84,7 +179,17 @@ func NewStatic(p Profile, engines map[Role]Engine) *Static {
 }
 
 // Dial connects to every endpoint of c (lazily) and returns the Target.
+// With c.TLS set every connection uses TLS (its files are loaded once,
+// here); otherwise plaintext. Errors: ErrBadTLS for unusable TLS settings.
 func Dial(c Config) (*Static, error) {
+	opts := []DialOption{}
+	if c.TLS != nil {
+		creds, err := c.TLS.credentials()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, withCredentials(creds))
+	}
 	s := &Static{profile: c.Profile, engines: map[Role]Engine{}}
 	roles := make([]string, 0, len(c.Endpoints))
 	for r := range c.Endpoints {
@@ -92,7 +197,7 @@ func Dial(c Config) (*Static, error) {
 	}
 	sort.Strings(roles)
 	for _, r := range roles {
-		e, err := DialEngine(c.Endpoints[Role(r)])
+		e, err := DialEngine(c.Endpoints[Role(r)], opts...)
 		if err != nil {
 			s.Close()
 			return nil, err

@@ -45,16 +45,22 @@ type Engine interface {
 // Profile is what a target declares about itself: what it serves and which
 // observables and hooks a case may rely on. A case that needs something the
 // profile does not declare reports `not verifiable` (CONTRACT section 4).
+//
+// Every field has a yaml key (the profile file, LoadConfig) and a BATON_*
+// environment variable that overrides it (EnvVars, EnvHelp).
 type Profile struct {
 	// Name identifies the target in reports.
 	Name string `yaml:"name" json:"name"`
+	// Implementation names the engine under test (vendor, product, version,
+	// contact) for reports and the certification bundle's PRODUCT.yaml.
+	Implementation Implementation `yaml:"implementation" json:"implementation"`
 	// Model is the model name to put in GenerateRequest.model ("" = engine default).
 	Model string `yaml:"model" json:"model"`
 	// Level is the conformance level claimed (CONTRACT section 5): "core",
 	// "lifecycle" or "faults" (default "core"). The report covers the rules of
 	// that level and those below it.
 	Level string `yaml:"level" json:"level"`
-	// Topologies served: "E+PD", "E+P+D".
+	// Topologies served: TopologyEPD ("E+PD"), TopologyEPPD ("E+P+D").
 	Topologies []string `yaml:"topologies" json:"topologies"`
 	// Backends the consumer accepts ("shared_dir", "tcp", ...).
 	Backends []string `yaml:"backends" json:"backends"`
@@ -62,6 +68,10 @@ type Profile struct {
 	Observables bool `yaml:"observables" json:"observables"`
 	// TestHooks: GenerateRequest.extra baton.* hooks are honoured.
 	TestHooks bool `yaml:"test_hooks" json:"test_hooks"`
+	// FaultProxy: the harness may put its fault proxy between the consumer
+	// and the producer's advertised control address (CONTRACT section 4);
+	// the Faults level needs it.
+	FaultProxy bool `yaml:"fault_proxy" json:"fault_proxy"`
 	// Destructive: the suite may shut instances down (S-1 accepted); such cases run last.
 	Destructive bool `yaml:"destructive" json:"destructive"`
 	// ProducerQuotaBytes is the producer's published-bytes bound (L-5); 0 = undeclared.
@@ -72,6 +82,31 @@ type Profile struct {
 	// CaseTimeout bounds one case (default 60s).
 	CaseTimeout time.Duration `yaml:"case_timeout" json:"case_timeout"`
 }
+
+// Implementation is the vendor's description of the engine under test. Every
+// field is free text; none is checked.
+type Implementation struct {
+	// Vendor is the organization that ships the engine ("Example Corp").
+	Vendor string `yaml:"vendor" json:"vendor"`
+	// Product is the engine's name ("example-serve").
+	Product string `yaml:"product" json:"product"`
+	// Version is the engine's version under test ("2.4.1").
+	Version string `yaml:"version" json:"version"`
+	// Contact is who answers for the submission (an e-mail address or URL).
+	Contact string `yaml:"contact" json:"contact"`
+}
+
+// Topologies a profile may declare (CONTRACT section 1).
+const (
+	// TopologyEPD is E+PD: client -> E, then client -> PD.
+	TopologyEPD = "E+PD"
+	// TopologyEPPD is E+P+D: client -> E, then P, then D.
+	TopologyEPPD = "E+P+D"
+)
+
+// ReferenceFormatBatonJSONv1 is the one opaque-state format a profile may
+// declare (Profile.ReferenceFormat): baton's JSON with id, items[].hash, tag.
+const ReferenceFormatBatonJSONv1 = "baton-json-v1"
 
 // Levels in order: each includes the ones before it (CONTRACT section 5).
 var Levels = []string{"core", "lifecycle", "faults"}

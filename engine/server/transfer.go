@@ -286,6 +286,10 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	if hold {
 		e.mu.Unlock()
 	}
+	if e.cfg.Hooks.ReleaseOnCancel && ctx.Err() != nil {
+		e.endReceive(receiveID, reg, false) // the C-4 mutant: frees without knowing the outcome
+		return nil, ctx.Err()
+	}
 	definite := definiteRejection
 	if e.cfg.Hooks.ConsumerTransferDefinite != nil {
 		definite = e.cfg.Hooks.ConsumerTransferDefinite

@@ -1,0 +1,327 @@
+package suite
+
+import (
+	"context"
+	"time"
+
+	"github.com/baton-dev/baton/conformance/target"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Labels of the Faults-level cases.
+const (
+	// LabelNeedsFaultProxy marks a case that needs the harness's fault proxy
+	// between consumer and producer (Profile.FaultProxy and a target that
+	// implements target.FaultInjector).
+	LabelNeedsFaultProxy = "needs:fault-proxy"
+	// LabelNeedsTestHooks marks a case that needs the baton.* test hooks.
+	LabelNeedsTestHooks = "needs:test-hooks"
+)
+
+// faultImage is the fixture the Faults-level cases hand off.
+const faultImage = "video-001.png"
+
+// stuckTransfer is how long a FaultDelay holds a transfer reply in the
+// Q-5, C-4 and C-5 cases: long enough to act while the transfer is stuck,
+// short of the consumer's transfer deadline.
+const stuckTransfer = 1500 * time.Millisecond
+
+// faultHarness is a harness with the fault proxy and, when the target has
+// one, a way to replace poisoned instances.
+type faultHarness struct {
+	*harness
+	faults  target.FaultInjector
+	restart target.Restarter
+	tg      target.Target
+}
+
+// needFaults returns the harness of a Faults-level E+PD case, or ends the
+// case not verifiable when the target lacks the fault proxy, or cannot
+// restart the instances a quarantine poisons (Q-4 is sticky until restart).
+func needFaults(ctx context.Context, t TB, tg target.Target) *faultHarness {
+	t.Helper()
+	h := needEPD(ctx, t, tg)
+	fi, ok := tg.(target.FaultInjector)
+	if !h.profile.FaultProxy || !ok {
+		NotVerifiable(t, "needs the harness's fault proxy between consumer and producer (profile fault_proxy and a target that injects faults)")
+	}
+	rs, ok := tg.(target.Restarter)
+	if !ok {
+		NotVerifiable(t, "needs a target that can restart the instances a quarantine poisons (Q-4 is sticky until restart)")
+	}
+	return &faultHarness{harness: h, faults: fi, restart: rs, tg: tg}
+}
+
+// poisoned restarts roles at the end of a case that may have quarantined them.
+func (f *faultHarness) poisoned(roles ...target.Role) func() {
+	return func() {
+		f.cleanup()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), time.Minute)
+		defer cancel()
+		for _, r := range roles {
+			if err := f.restart.Restart(ctx, r); err != nil {
+				f.t.Errorf("harness error: restart %s after the case: %v", r, err)
+			}
+		}
+	}
+}
+
+func (f *faultHarness) inject(delay time.Duration, faults ...target.TransferFault) {
+	f.t.Helper()
+	if err := f.faults.SetTransferFaults(target.MethodTransferEncoderCache, delay, faults...); err != nil {
+		HarnessError(f.t, "set transfer faults: %v", err)
+	}
+}
+
+// healthState returns e's Health state and checks.
+func (f *faultHarness) healthState(e target.Engine) (pb.HealthState, string) {
+	resp, err := e.Health(f.ctx)
+	if err != nil {
+		return pb.HealthState_HEALTH_STATE_UNSPECIFIED, statusString(err)
+	}
+	return resp.GetState(), healthChecks(resp)
+}
+
+// expectQuarantined checks Q-4 on e: NOT_READY with the encoder_cache check,
+// and (observables) a quarantined buffer.
+func (f *faultHarness) expectQuarantined(who string, e target.Engine) {
+	f.t.Helper()
+	st, checks := f.healthState(e)
+	if st != pb.HealthState_HEALTH_STATE_NOT_READY {
+		f.t.Errorf("Health(%s) after an uncertain transfer = %s%s; want NOT_READY with check encoder_cache", who, st, checks)
+	}
+	if c, ok := f.counters(who, e); ok && c[ObservableQuarantineBuffers] < 1 {
+		f.t.Errorf("GetLoad(%s) %s = %g after an uncertain transfer; want >= 1", who, ObservableQuarantineBuffers, c[ObservableQuarantineBuffers])
+	}
+}
+
+// waitInflight polls the consumer's receives in flight until it is n (the
+// transfer reached the proxy) or the case ends. Needs observables.
+func (f *faultHarness) waitInflight(n float64) {
+	f.t.Helper()
+	for {
+		c, ok := f.counters("consumer", f.cons)
+		if !ok {
+			NotVerifiable(f.t, "needs observables to see the transfer in flight")
+		}
+		if c[ObservableReceivesInflight] == n {
+			return
+		}
+		select {
+		case <-f.ctx.Done():
+			f.t.Fatalf("%s never reached %g (case context ended)", ObservableReceivesInflight, n)
+		case <-time.After(10 * time.Millisecond): // polling an observable
+		}
+	}
+}
+
+// Q1LostReplyQuarantines: a transfer whose reply is lost after the producer
+// acted leaves the consumer's buffers quarantined, never freed.
+func Q1LostReplyQuarantines(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	defer f.poisoned(target.RoleConsumer)()
+	ready := f.publish(fixture(t, faultImage))
+	f.inject(0, target.FaultDropReply)
+	res := f.consume(promptText(t, promptMarker), ready.GetRef())
+	if res.Code() == codes.OK || len(res.TokenIDs()) > 0 {
+		t.Errorf("%s with its reply lost = %s; want a failure and no token", consumeCall(ready.GetRef(), "reply dropped"), describe(res))
+	}
+	calls, err := f.faults.TransferCalls(ctx, target.MethodTransferEncoderCache, 1)
+	if err != nil || len(calls) == 0 {
+		HarnessError(t, "the fault proxy saw no TransferEncoderCache call: %v", err)
+	}
+	if !calls[0].UpstreamReached {
+		t.Logf("note: the dropped call never reached the producer")
+	}
+	f.expectQuarantined("consumer", f.cons)
+}
+
+// Q2DefiniteRejectionReleases: a replayed reference over a transfer backend is
+// a definite pre-write rejection: the consumer answers INVALID_ARGUMENT,
+// releases its buffers and stays READY; a plain INVALID_ARGUMENT without the
+// before-write trailer is still uncertain and quarantines.
+func Q2DefiniteRejectionReleases(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	defer f.poisoned(target.RoleConsumer)()
+	ready := f.publish(fixture(t, faultImage))
+	if _, ok := f.consumeOK(promptText(t, promptMarker), ready.GetRef(), "first"); !ok {
+		return
+	}
+	f.consumeRejected(promptText(t, promptMarker), ready.GetRef(), "replay", codes.InvalidArgument)
+	if !f.expectReady("consumer", f.cons) {
+		return
+	}
+	if c, ok := f.counters("consumer", f.cons); ok && c[ObservableQuarantineBuffers] != 0 {
+		t.Errorf("Q-2 a definite rejection quarantined %g buffers; want 0", c[ObservableQuarantineBuffers])
+	}
+	again := f.publish(fixture(t, faultImage))
+	f.inject(0, target.FaultInvalidArgument)
+	res := f.consume(promptText(t, promptMarker), again.GetRef())
+	if res.Code() == codes.OK {
+		t.Errorf("%s = %s; want a failure", consumeCall(again.GetRef(), "INVALID_ARGUMENT without trailer injected"), describe(res))
+	}
+	f.expectQuarantined("consumer", f.cons)
+}
+
+// Q3FailureAfterRemovalQuarantinesSource: a WRITE that fails after the
+// producer removed the entry quarantines the producer's source; its answer is
+// never INVALID_ARGUMENT, and the reference stays spent.
+func Q3FailureAfterRemovalQuarantinesSource(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	if !f.profile.TestHooks {
+		NotVerifiable(t, "needs the baton.transfer_fail test hook (profile test_hooks)")
+	}
+	defer f.poisoned(target.RoleConsumer, target.RoleProducer)()
+	ready := f.publish(fixture(t, faultImage))
+	req := f.consumeRequest(promptText(t, promptMarker), ready.GetRef())
+	req.Extra, _ = structpb.NewStruct(map[string]any{"baton.transfer_fail": true})
+	res := f.generate(f.cons, req)
+	if res.Code() == codes.OK || len(res.TokenIDs()) > 0 {
+		t.Errorf("%s with the WRITE failing after removal = %s; want a failure and no token", consumeCall(ready.GetRef(), "baton.transfer_fail"), describe(res))
+	}
+	calls, err := f.faults.TransferCalls(ctx, target.MethodTransferEncoderCache, 1)
+	if err != nil || len(calls) == 0 {
+		HarnessError(t, "the fault proxy saw no TransferEncoderCache call: %v", err)
+	}
+	if calls[0].UpstreamCode == "INVALID_ARGUMENT" || calls[0].UpstreamCode == "OK" {
+		t.Errorf("TransferEncoderCache after the entry left the table answered %s; want an error that is not INVALID_ARGUMENT (Q-3)", calls[0].UpstreamCode)
+	}
+	f.expectQuarantined("producer", f.prod)
+	if st, checks := f.healthState(f.prod); st != pb.HealthState_HEALTH_STATE_NOT_READY {
+		t.Errorf("Health(producer) after quarantining a source = %s%s; want NOT_READY", st, checks)
+	}
+}
+
+// Q4QuarantineIsStickyAndRefusesHandoffs: once quarantined, the consumer
+// stays NOT_READY, refuses new handoffs with UNAVAILABLE, and still serves
+// text-only requests.
+func Q4QuarantineIsStickyAndRefusesHandoffs(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	defer f.poisoned(target.RoleConsumer)()
+	first := f.publish(fixture(t, faultImage))
+	f.inject(0, target.FaultDropReply)
+	f.consume(promptText(t, promptMarker), first.GetRef())
+	f.expectQuarantined("consumer", f.cons)
+	second := f.publish(fixture(t, faultImage))
+	f.consumeRejected(promptText(t, promptMarker), second.GetRef(), "after quarantine", codes.Unavailable)
+	text := f.generate(f.cons, &pb.GenerateRequest{RequestId: newRequestID("q4-text"), Model: f.model, Input: &pb.GenerateRequest_Prompt{Prompt: promptText(t, promptTextOnly)}, Stopping: stopping()})
+	expectTokens(t, "Generate(text-only) on a quarantined consumer", text)
+	if st, checks := f.healthState(f.cons); st != pb.HealthState_HEALTH_STATE_NOT_READY {
+		t.Errorf("Health(consumer) after more requests = %s%s; want NOT_READY (sticky until restart)", st, checks)
+	}
+}
+
+// stuckConsume starts a consume whose transfer reply the proxy holds for
+// stuckTransfer, waits until the transfer is in flight, and returns the
+// result channel and the consume's cancel.
+func (f *faultHarness) stuckConsume(ref *pb.EncoderCacheRef) (<-chan *target.GenerateResult, context.CancelFunc) {
+	f.inject(stuckTransfer, target.FaultDelay)
+	ctx, cancel := context.WithCancel(f.ctx)
+	out := make(chan *target.GenerateResult, 1)
+	req := f.consumeRequest(promptText(f.t, promptMarker), ref)
+	go func() {
+		res, err := f.cons.Generate(ctx, req)
+		if err != nil {
+			res = &target.GenerateResult{}
+		}
+		out <- res
+	}()
+	if err := f.faults.TransferArrived(f.ctx, target.MethodTransferEncoderCache, 1); err != nil {
+		f.t.Fatalf("the consumer's transfer request never reached the producer: %v", err)
+	}
+	return out, cancel
+}
+
+// Q5StuckTransferBlocksNothingElse: while one transfer is stuck, the
+// consumer answers Health and serves a text-only request promptly.
+func Q5StuckTransferBlocksNothingElse(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	defer f.poisoned(target.RoleConsumer)()
+	ready := f.publish(fixture(t, faultImage))
+	done, cancel := f.stuckConsume(ready.GetRef())
+	defer cancel()
+	hctx, hcancel := context.WithTimeout(ctx, stuckTransfer/3)
+	_, err := f.cons.Health(hctx)
+	hcancel()
+	if err != nil {
+		t.Errorf("Health(consumer) while a transfer is stuck = %s within %v; want an answer (no lock held across the transfer)", statusString(err), stuckTransfer/3)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, stuckTransfer*2/3)
+	text, err := f.cons.Generate(tctx, &pb.GenerateRequest{RequestId: newRequestID("q5-text"), Model: f.model, Input: &pb.GenerateRequest_Prompt{Prompt: promptText(t, promptTextOnly)}, Stopping: stopping()})
+	tcancel()
+	if err != nil || text.Code() != codes.OK {
+		t.Errorf("Generate(text-only) while a transfer is stuck did not finish within %v: %v %v", stuckTransfer*2/3, err, describe(text))
+	}
+	res := <-done
+	expectTokens(t, "the stuck consume once its reply arrives", res)
+}
+
+// C4CancelledConsumerWaitsForTheOutcome: a consumer cancelled during a
+// transfer keeps its buffers until the outcome is known, then releases them.
+func C4CancelledConsumerWaitsForTheOutcome(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	defer f.poisoned(target.RoleConsumer)()
+	ready := f.publish(fixture(t, faultImage))
+	arrived := time.Now()
+	done, cancel := f.stuckConsume(ready.GetRef())
+	cancel()
+	<-done
+	// The proxy holds the reply until arrived+stuckTransfer: until then the
+	// outcome is unknown and the receive must stay in flight.
+	for time.Since(arrived) < stuckTransfer-300*time.Millisecond {
+		c, ok := f.counters("consumer", f.cons)
+		if !ok {
+			NotVerifiable(t, "needs observables to see the receive in flight")
+		}
+		if c[ObservableReceivesInflight] != 1 {
+			t.Errorf("C-4 %s = %g %v after the client cancelled, before the transfer's outcome was known; want 1 (buffers kept until the outcome)", ObservableReceivesInflight, c[ObservableReceivesInflight], time.Since(arrived).Round(time.Millisecond))
+			break
+		}
+		f.waitMs(20, "polling the receive in flight")
+	}
+	if _, err := f.faults.TransferCalls(ctx, target.MethodTransferEncoderCache, 1); err != nil {
+		HarnessError(t, "transfer never finished at the proxy: %v", err)
+	}
+	f.waitInflight(0)
+	if c, ok := f.counters("consumer", f.cons); ok && c[ObservableQuarantineBuffers] != 0 {
+		t.Errorf("C-4 a cancelled transfer that then succeeded quarantined %g buffers; want 0 (released)", c[ObservableQuarantineBuffers])
+	}
+	f.expectReady("consumer", f.cons)
+}
+
+// C5TextOnlyCancelNeverWaits: a cancelled text-only request never waits for
+// encoder cleanup, and a slow transfer never takes the consumer offline.
+func C5TextOnlyCancelNeverWaits(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	defer f.poisoned(target.RoleConsumer)()
+	ready := f.publish(fixture(t, faultImage))
+	done, cancel := f.stuckConsume(ready.GetRef())
+	defer cancel()
+	tctx, tcancel := context.WithCancel(ctx)
+	start := time.Now()
+	go func() { tcancel() }()
+	_, _ = f.cons.Generate(tctx, &pb.GenerateRequest{RequestId: newRequestID("c5-text"), Model: f.model, Input: &pb.GenerateRequest_Prompt{Prompt: promptText(t, promptTextOnly)}, Stopping: stopping()})
+	if waited := time.Since(start); waited > stuckTransfer*2/3 {
+		t.Errorf("a cancelled text-only request returned after %v while a transfer was stuck; want promptly", waited)
+	}
+	if st, checks := f.healthState(f.cons); st != pb.HealthState_HEALTH_STATE_READY {
+		t.Errorf("Health(consumer) during a slow transfer = %s%s; want READY", st, checks)
+	}
+	<-done
+}
+
+// faultCases are the Faults-level cases, in registry order.
+func faultCases() []Case {
+	l := []string{LabelEPD, LabelNeedsFaultProxy}
+	return []Case{
+		{Rule: "Q-1", Name: "Q-1 a lost transfer reply quarantines the consumer's buffers", Run: Q1LostReplyQuarantines, Labels: l},
+		{Rule: "Q-2", Name: "Q-2 only INVALID_ARGUMENT with the before-write trailer releases the consumer's buffers", Run: Q2DefiniteRejectionReleases, Labels: l},
+		{Rule: "Q-3", Name: "Q-3 a WRITE failing after removal quarantines the producer's source, never INVALID_ARGUMENT", Run: Q3FailureAfterRemovalQuarantinesSource, Labels: append([]string{LabelNeedsTestHooks}, l...)},
+		{Rule: "Q-4", Name: "Q-4 a quarantined consumer is NOT_READY, refuses handoffs, serves text", Run: Q4QuarantineIsStickyAndRefusesHandoffs, Labels: l},
+		{Rule: "Q-5", Name: "Q-5 a stuck transfer blocks neither Health nor other requests", Run: Q5StuckTransferBlocksNothingElse, Labels: l},
+		{Rule: "C-4", Name: "C-4 a consumer cancelled mid-transfer keeps its buffers until the outcome, then releases", Run: C4CancelledConsumerWaitsForTheOutcome, Labels: l},
+		{Rule: "C-5", Name: "C-5 a cancelled text-only request never waits for a stuck transfer", Run: C5TextOnlyCancelNeverWaits, Labels: l},
+	}
+}
