@@ -1,6 +1,7 @@
 package cudaenc
 
 import (
+	"encoding/binary"
 	"errors"
 	"image"
 	"math"
@@ -54,10 +55,12 @@ func TestPadTo8(t *testing.T) {
 	}
 }
 
-// patchValueRef is a Go transcription of the device's baton_patch_value
-// (kernels/encoder.cu), so that its index arithmetic can be checked against
-// encoder.Preprocess on a machine without a GPU.
-func patchValueRef(p encoder.Preset, pix []byte, row, col int) float32 {
+// patchValueRef is a Go transcription of the device's patchify
+// (kernels/encoder.cu, BATON_PATCHIFY_BODY) for element (row, col), with the
+// table as the device sees it (little-endian float32 bytes), so that its
+// index arithmetic and the table can be checked against encoder.Preprocess
+// on a machine without a GPU.
+func patchValueRef(p encoder.Preset, lut, pix []byte, row, col int) float32 {
 	if col >= p.InDim {
 		if col == p.InDim {
 			return 1
@@ -75,8 +78,8 @@ func patchValueRef(p encoder.Preset, pix []byte, row, col int) float32 {
 	dy, dx := rem/p.PatchSize, rem%p.PatchSize
 	x, y := px*p.PatchSize+dx, py*p.PatchSize+dy
 	off := ((img*p.ImageSize+y)*p.ImageSize+x)*8 + 2*c
-	v := float64(uint32(pix[off])<<8 | uint32(pix[off+1]))
-	return float32((v/65535 - encoder.CLIPMean[c]) / encoder.CLIPStd[c])
+	v := int(pix[off])<<8 | int(pix[off+1])
+	return math.Float32frombits(binary.LittleEndian.Uint32(lut[4*(c*65536+v):]))
 }
 
 // TestPatchLayoutMatchesPreprocess checks on the CPU that resizeInto plus
@@ -95,11 +98,15 @@ func TestPatchLayoutMatchesPreprocess(t *testing.T) {
 			resizeInto(p, img, pix[i*per:(i+1)*per])
 		}
 		kp := padTo8(p.InDim)
+		lut := make([]byte, 4*3*65536)
+		for i, v := range normLUT() {
+			binary.LittleEndian.PutUint32(lut[4*i:], math.Float32bits(v))
+		}
 		for i, img := range imgs {
 			want := encoder.Preprocess(p, img)
 			for row := range p.Patches() {
 				for col := range kp {
-					got := patchValueRef(p, pix, i*p.Patches()+row, col)
+					got := patchValueRef(p, lut, pix, i*p.Patches()+row, col)
 					switch {
 					case col < p.InDim:
 						if math.Float32bits(got) != math.Float32bits(want[row*p.InDim+col]) {

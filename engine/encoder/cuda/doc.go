@@ -7,9 +7,10 @@
 //  1. CPU: each image is resized exactly as encoder.Preprocess does (x/image
 //     BiLinear, Src, into 16-bit RGBA64), images in parallel.
 //  2. Upload the resized pixels (8 bytes per pixel, 1.6 MB per large image).
-//  3. Kernel baton_patchify_*: normalise (float64, as Preprocess) and cut
-//     into patches, writing X [rows, kp] with a constant 1 column (the bias
-//     input) and zero padding; X is bit-identical to Preprocess in fp32.
+//  3. Kernel baton_patchify_*: normalise (through a table of Preprocess's
+//     own float64 expression for every 16-bit value) and cut into patches,
+//     writing X [rows, kp] with a constant 1 column (the bias input) and
+//     zero padding; X is bit-identical to Preprocess in fp32.
 //  4. cublasGemmEx: H = X * W1' where W1' [kp, Hidden] carries B1 as its
 //     row InDim, so H = patches*W1 + B1.
 //  5. Kernel baton_gelu_pad_*: GELU (tanh form) in place, plus H's constant

@@ -78,7 +78,45 @@ type Config struct {
 	// before every pass, so that an element the pass fails to write shows up
 	// (tests; costs one memset per pass).
 	PoisonOutputs bool
+
+	// plan, cublasWorkspace and eager override how a pass is issued (tests
+	// and benchmarks compare the choices): the plan of the products (see
+	// gemmPlan), cuBLAS's default workspace instead of none, and launching
+	// each step instead of replaying a captured graph.
+	plan            gemmPlan
+	cublasWorkspace bool
+	eager           bool
 }
+
+// gemmPlan is how the encoder issues its two matrix products for a pass of
+// n images.
+type gemmPlan int
+
+const (
+	// planDefault picks the precision's default (defaultPlan).
+	planDefault gemmPlan = iota
+	// planBatched: one cublasGemmEx over all n*Patches rows.
+	planBatched
+	// planStrided: one cublasGemmStridedBatchedEx of n per-image products.
+	planStrided
+	// planPerImage: n cublasGemmEx calls of one image each, the same shape
+	// whatever n is.
+	planPerImage
+)
+
+func (p gemmPlan) String() string {
+	return [...]string{"default", "batched", "strided", "per-image"}[p]
+}
+
+// defaultPlan is the plan used when Config.plan is planDefault: one
+// strided-batched call of per-image products, run with no cuBLAS workspace.
+// Without a workspace cuBLAS cannot split the inner dimension across thread
+// blocks (split-K), whose choice depends on the batch size and changes the
+// order of the sums; measured on the H200 (2026-11-29), float32 embeddings
+// then no longer depend on the batch (with the default workspace, 93% of a
+// tiny image's values differed in the last bits between batch 1 and 5), at
+// no cost in speed.
+func defaultPlan(Precision) gemmPlan { return planStrided }
 
 // Encoder is the CUDA encoder. It implements encoder.Encoder; Encode calls
 // are serialized on the device (one stream), so it is safe for concurrent
@@ -96,9 +134,14 @@ type Encoder struct {
 	patchify *cuda.Function
 	gelu     *cuda.Function
 	w1, w2   *cuda.Buffer
-	kp, hp   int // padded inner dimensions (multiples of 8)
-	elem     int // bytes per element of X, H, W1', W2'
+	lut      *cuda.Buffer // normalisation table, 3*65536 float32 (normLUT)
+	kp, hp   int          // padded inner dimensions (multiples of 8)
+	elem     int          // bytes per element of X, H, W1', W2'
 	dtype    cuda.DataType
+	plan     gemmPlan
+	eager    bool                // launch step by step instead of replaying graphs
+	graphErr error               // why graphs were given up, if they were
+	graphs   map[int]*cuda.Graph // captured passes by image count
 
 	mu        sync.Mutex
 	closed    bool
@@ -140,7 +183,11 @@ func New(cfg Config) (_ *Encoder, err error) {
 		return nil, fmt.Errorf("%w: device ordinal %d", ErrBadConfig, cfg.Device)
 	}
 	e := &Encoder{p: p, prec: cfg.Precision, maxBatch: cfg.MaxBatch, poison: cfg.PoisonOutputs,
-		kp: padTo8(p.InDim), hp: padTo8(p.HiddenDim), elem: 4, dtype: cuda.R32F}
+		kp: padTo8(p.InDim), hp: padTo8(p.HiddenDim), elem: 4, dtype: cuda.R32F, plan: cfg.plan,
+		eager: cfg.eager, graphs: map[int]*cuda.Graph{}}
+	if e.plan == planDefault {
+		e.plan = defaultPlan(cfg.Precision)
+	}
 	if e.prec == BF16 {
 		e.elem, e.dtype = 2, cuda.R16BF
 	}
@@ -166,6 +213,11 @@ func New(cfg Config) (_ *Encoder, err error) {
 	if err = e.blas.SetMathMode(cuda.DefaultMath); err != nil {
 		return nil, fmt.Errorf("cudaenc: %w", err)
 	}
+	if !cfg.cublasWorkspace {
+		if err = e.blas.SetWorkspace(nil); err != nil {
+			return nil, fmt.Errorf("cudaenc: %w", err)
+		}
+	}
 	if e.mod, err = e.ctx.CompileModule(cuda.KernelSource(), "baton_kernels.cu", cuda.KernelOptions()...); err != nil {
 		return nil, fmt.Errorf("cudaenc: kernels: %w", err)
 	}
@@ -182,7 +234,31 @@ func New(cfg Config) (_ *Encoder, err error) {
 	if err = e.uploadWeights(encoder.NewWeights(p, cfg.Seed)); err != nil {
 		return nil, fmt.Errorf("cudaenc: weights: %w", err)
 	}
+	lut := normLUT()
+	if e.lut, err = e.ctx.Alloc(4 * len(lut)); err != nil {
+		return nil, fmt.Errorf("cudaenc: %w", err)
+	}
+	if err = cuda.Upload(e.stream, e.lut, 0, lut); err != nil {
+		return nil, fmt.Errorf("cudaenc: %w", err)
+	}
+	if err = e.stream.Synchronize(); err != nil {
+		return nil, fmt.Errorf("cudaenc: %w", err)
+	}
 	return e, nil
+}
+
+// normLUT is the normalisation of step 2 of encoder.Preprocess for every
+// 16-bit channel value: lut[c*65536 + v] = float32((v/65535 - CLIPMean[c]) /
+// CLIPStd[c]), the same float64 expression, so the device's patches are
+// bit-identical to Preprocess.
+func normLUT() []float32 {
+	lut := make([]float32, 3*65536)
+	for c := range 3 {
+		for v := range 65536 {
+			lut[c*65536+v] = float32((float64(v)/65535 - encoder.CLIPMean[c]) / encoder.CLIPStd[c])
+		}
+	}
+	return lut
 }
 
 // foldedWeights returns W1' [kp, Hidden] (W1, then B1 as row InDim, then
@@ -331,6 +407,10 @@ func (e *Encoder) ensureLocked(n int) error {
 }
 
 func (e *Encoder) freeBuffersLocked() {
+	for n, g := range e.graphs { // they hold the old addresses
+		_ = g.Destroy()
+		delete(e.graphs, n)
+	}
 	for _, b := range []**cuda.Buffer{&e.pix, &e.x, &e.h, &e.y} {
 		if *b != nil {
 			_ = (*b).Free()
@@ -376,10 +456,41 @@ func (e *Encoder) stageLocked(imgs []image.Image) error {
 	return nil
 }
 
-// forwardLocked enqueues the device part for the n staged images:
-// patchify, GEMM, GELU, GEMM (plus the NaN poison when configured). It does
-// not wait.
+// forwardLocked enqueues the device part for the n staged images by
+// replaying the pass captured for n images (captured on first use), or step
+// by step when graphs are off or could not be captured. It does not wait.
 func (e *Encoder) forwardLocked(n int) error {
+	if e.eager {
+		return e.enqueueLocked(n)
+	}
+	g := e.graphs[n]
+	if g == nil {
+		var err error
+		g, err = e.stream.Capture(func() error { return e.enqueueLocked(n) })
+		if err != nil {
+			// Run without graphs from now on; GraphError says why.
+			e.eager, e.graphErr = true, err
+			return e.enqueueLocked(n)
+		}
+		e.graphs[n] = g
+	}
+	if err := g.Launch(e.stream); err != nil {
+		return fmt.Errorf("cudaenc: pass of %d images: %w", n, err)
+	}
+	return nil
+}
+
+// GraphError is nil while passes run as captured CUDA graphs, else the
+// capture failure that made the encoder launch step by step.
+func (e *Encoder) GraphError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.graphErr
+}
+
+// enqueueLocked enqueues the device part for the n staged images: patchify,
+// product, GELU, product (plus the NaN poison when configured).
+func (e *Encoder) enqueueLocked(n int) error {
 	p := e.p
 	rows := n * p.Patches()
 	maxBlocks := 32 * e.ctx.Info().Multiprocessors
@@ -389,19 +500,17 @@ func (e *Encoder) forwardLocked(n int) error {
 			return fmt.Errorf("cudaenc: poison: %w", err)
 		}
 	}
-	err := e.patchify.Launch(e.stream, cuda.Dim3{X: cuda.GridFor(int64(rows)*int64(e.kp), 256, maxBlocks)}, block, 0,
-		e.pix, e.x, int32(rows), int32(e.kp), int32(p.ImageSize), int32(p.PatchSize), int32(p.InDim),
-		encoder.CLIPMean[0], encoder.CLIPMean[1], encoder.CLIPMean[2],
-		encoder.CLIPStd[0], encoder.CLIPStd[1], encoder.CLIPStd[2])
+	err := e.patchify.Launch(e.stream, cuda.Dim3{X: uint32(rows)}, block, 0,
+		e.pix, e.lut, e.x, int32(rows), int32(e.kp), int32(p.ImageSize), int32(p.PatchSize), int32(p.InDim))
 	if err != nil {
 		return fmt.Errorf("cudaenc: patchify: %w", err)
 	}
-	g1 := cuda.RowMajorGemm{M: rows, N: p.HiddenDim, K: e.kp,
+	g1 := cuda.RowMajorGemm{N: p.HiddenDim, K: e.kp,
 		A: e.x.Ptr(), AType: e.dtype, LDA: e.kp,
 		B: e.w1.Ptr(), BType: e.dtype, LDB: p.HiddenDim,
 		C: e.h.Ptr(), CType: e.dtype, LDC: e.hp,
 		Alpha: 1, Compute: cuda.Compute32F}
-	if err := e.blas.GemmEx(g1.ColumnMajor()); err != nil {
+	if err := e.product(g1, n, e.elem, e.elem); err != nil {
 		return fmt.Errorf("cudaenc: first product: %w", err)
 	}
 	vec := 4
@@ -413,15 +522,42 @@ func (e *Encoder) forwardLocked(n int) error {
 	if err != nil {
 		return fmt.Errorf("cudaenc: gelu: %w", err)
 	}
-	g2 := cuda.RowMajorGemm{M: rows, N: p.OutDim, K: e.hp,
+	g2 := cuda.RowMajorGemm{N: p.OutDim, K: e.hp,
 		A: e.h.Ptr(), AType: e.dtype, LDA: e.hp,
 		B: e.w2.Ptr(), BType: e.dtype, LDB: p.OutDim,
 		C: e.y.Ptr(), CType: cuda.R32F, LDC: p.OutDim,
 		Alpha: 1, Compute: cuda.Compute32F}
-	if err := e.blas.GemmEx(g2.ColumnMajor()); err != nil {
+	if err := e.product(g2, n, e.elem, 4); err != nil {
 		return fmt.Errorf("cudaenc: second product: %w", err)
 	}
 	return nil
+}
+
+// product issues the row-major product g (M, Batch and strides unset; A and
+// C hold n images of Patches rows each, B is shared) for n images under the
+// encoder's plan. aElem and cElem are the bytes per element of A and C.
+func (e *Encoder) product(g cuda.RowMajorGemm, n, aElem, cElem int) error {
+	per := e.p.Patches()
+	strideA, strideC := int64(per*g.LDA), int64(per*g.LDC)
+	switch e.plan {
+	case planStrided:
+		g.M, g.Batch, g.StrideA, g.StrideC = per, n, strideA, strideC
+		return e.blas.GemmStridedBatchedEx(g.ColumnMajor())
+	case planPerImage:
+		a, c := g.A, g.C
+		g.M = per
+		for i := range n {
+			g.A = a + cuda.DevicePtr(int64(i)*strideA*int64(aElem))
+			g.C = c + cuda.DevicePtr(int64(i)*strideC*int64(cElem))
+			if err := e.blas.GemmEx(g.ColumnMajor()); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		g.M = n * per
+		return e.blas.GemmEx(g.ColumnMajor())
+	}
 }
 
 // Stage resizes and uploads imgs (1..MaxBatch images) as the device input
@@ -515,7 +651,7 @@ func (e *Encoder) release() error {
 		errs = append(errs, e.stream.Synchronize())
 	}
 	e.freeBuffersLocked()
-	for _, b := range []*cuda.Buffer{e.w1, e.w2} {
+	for _, b := range []*cuda.Buffer{e.w1, e.w2, e.lut} {
 		if b != nil {
 			errs = append(errs, b.Free())
 		}

@@ -22,6 +22,20 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// requireGPU skips the test, before any expensive setup, on a machine where
+// CUDA cannot run (saying why).
+func requireGPU(t testing.TB) {
+	t.Helper()
+	c, err := cuda.Open(0)
+	if cuda.NoGPU(err) {
+		t.Skipf("no GPU here, skipping: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("cuda.Open(0): %v", err)
+	}
+	_ = c.Close()
+}
+
 // newOrSkip builds an encoder, or skips the test on a machine without a GPU
 // (saying why).
 func newOrSkip(t testing.TB, cfg Config) *Encoder {
