@@ -5,16 +5,18 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test unit e2e mutants verify proto bench lint clean
+.PHONY: all build demo test unit e2e mutants verify proto bench lint clean testlist report-browser-test
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/baton
 
-## demo: start E, PD and an aggregated baseline, certify them on the fixture images, write out/report/.
+## demo: start E, PD and an aggregated baseline, certify them on the fixture images, write the
+## certification bundle out/report/ and verify it.
 demo: build
 	$(BIN) demo --report-dir out/report
+	$(BIN) report verify out/report
 
 ## test: everything CI checks: lint and generated-code checks, unit tests with the race
 ## detector, the Core suite against real engine processes, and the mutant table.
@@ -31,10 +33,22 @@ e2e:
 mutants:
 	$(GO) test -count=1 -timeout 20m -run 'TestMutantKillTable' -v ./conformance/e2e/
 
-## verify: formatting, vet, generated code up to date, go.mod tidy.
+## verify: formatting, vet, generated code up to date (protos; the test list
+## conformance/conformance.yaml against ../shared/spec/CONTRACT.md), go.mod tidy.
 verify: lint
 	$(GO) test -count=1 -run 'TestGeneratedCodeIsCurrent|TestExtensionFieldNumbers' ./proto/...
+	$(GO) test -count=1 -run 'TestCommittedListIsCurrent|TestCommittedListMatchesRegistry' ./conformance/testlist/
 	$(GO) mod tidy -diff
+
+## testlist: regenerate conformance/conformance.yaml from ../shared/spec/CONTRACT.md and the case registry.
+testlist:
+	$(GO) run ./conformance/testlist/gen
+
+## report-browser-test: render report.html (a hand-built failing run and a real mutant run) in
+## headless Chromium; screenshots are kept under out/artifacts/.
+report-browser-test:
+	mkdir -p out/artifacts
+	$(GO) test -count=1 -artifacts -outputdir $(CURDIR)/out/artifacts -run 'Browser|TestMutantBundleRejected' -v ./reports/ ./conformance/e2e/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -12,7 +12,7 @@ import (
 // of Results), creating path's directory if needed. The file is written to a
 // temporary name and renamed, so a reader never sees half a report.
 func WriteJSON(path string, res Results) error {
-	raw, err := json.MarshalIndent(res, "", "  ")
+	raw, err := json.MarshalIndent(res.normalized(), "", "  ")
 	if err != nil {
 		return fmt.Errorf("reports: encode %s: %w", path, err)
 	}
@@ -73,4 +73,13 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("reports: write %s: %w", path, err)
 	}
 	return nil
+}
+
+// normalized is res as written: an empty GPU inventory is written as an
+// empty list (never null), so results.json and results.yaml agree.
+func (r Results) normalized() Results {
+	if r.GPU == nil {
+		r.GPU = []GPUDevice{}
+	}
+	return r
 }

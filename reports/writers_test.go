@@ -35,6 +35,7 @@ func sample() reports.Results {
 	res.StartedAt = time.Date(2025, 11, 29, 14, 43, 0, 0, time.UTC)
 	res.DurationMs = 2345
 	res.LabelFilter = "level:core || level:lifecycle"
+	res.GPU = []reports.GPUDevice{} // written as [] whatever it is; read back as []
 	return res
 }
 

@@ -29,13 +29,17 @@ func serveCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run one reference-engine role (encoder, pd, aggregated) over gRPC",
+		Short: "Run one reference-engine role (encoder, pd, prefill, decode, aggregated) over gRPC",
 		Long: `Run one reference-engine instance speaking openengine.v1 Inference and Control
 plus the baton.encoder.v1 extension, grpc.health.v1 and server reflection.
 
-Roles: encoder (E, publishes encoder outputs to --cache-dir), pd (consumes
-references from --cache-dir and generates tokens), aggregated (encodes and
-generates in one process; the B-1 baseline).
+Roles: encoder (E, publishes encoder outputs to --cache-dir, or over tcp
+with --backend tcp), pd (consumes references and generates tokens), prefill
+(P of E+P+D: consumes a reference, runs prefill only and ends with
+PrefillReady carrying a KV session and a decode preparation), decode (D of
+E+P+D: reads P's KV session through its tcp transfer agent and decodes;
+never takes media or references), aggregated (encodes and generates in one
+process; the B-1 baseline).
 
 SIGTERM or SIGINT drains exactly like an accepted Shutdown (CONTRACT S-1, S-2);
 the process exits 0 after a clean drain and 4 otherwise (S-4).
@@ -116,11 +120,11 @@ Operating it:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&role, "role", "", "engine role: encoder, pd or aggregated (required)")
+	f.StringVar(&role, "role", "", "engine role: encoder, pd, prefill, decode or aggregated (required)")
 	f.StringVar(&listen, "listen", "127.0.0.1:7100", "host:port to listen on (port 0 picks a free one)")
 	f.StringVar(&readyFile, "ready-file", "", "write the bound address to this file once listening")
 	f.StringVar(&cfg.Preset, "preset", "base", "encoder preset: tiny (224px, tests), base (336px), large (448px)")
-	f.StringVar(&cfg.CacheDir, "cache-dir", "", "shared directory root for encoder outputs (encoder and pd roles)")
+	f.StringVar(&cfg.CacheDir, "cache-dir", "", "shared directory root for encoder outputs (encoder, pd and prefill roles)")
 	f.StringVar(&cfg.Backend, "backend", "shared_dir", "the encoder's backend: shared_dir (files in --cache-dir) or tcp (NIXL-style WRITE over TCP)")
 	f.StringSliceVar(&cfg.AcceptBackends, "accept-backends", nil, "backends a consumer accepts (default: shared_dir if --cache-dir is set, and tcp) (CONTRACT N-1)")
 	f.StringVar(&cfg.TransferListen, "transfer-listen", "127.0.0.1:0", "where the tcp transfer agent listens")

@@ -1,8 +1,19 @@
 // Package check runs baton's conformance suite (conformance/suite, the
 // baton.encoder.v1 Ginkgo specs) in-process against one target.Target and
 // turns Ginkgo's report into baton's verdicts (package reports): per rule,
-// per level and overall, in results.json, junit.xml and one terminal line
-// per rule. It is what `baton check --config target.yaml` calls.
+// per level and overall, in results.json, results.yaml, junit.xml,
+// report.html and one terminal line per rule. It is what `baton check
+// --config target.yaml` calls.
+//
+// Before a run, NewPlan decides from the cases' labels and the profile
+// alone which cases would be not applicable or not verifiable (`baton check
+// --dry-run`), and Plan.CertifyProblems whether a certification run
+// (`--certify`) can verify every rule of the claimed level; Run refuses one
+// that cannot (ErrCannotCertify). Only the cases of the claimed levels run
+// (ClaimedFilter). During a run a Recorder wraps every engine of the target
+// and records each call per case (redacted: opaque state and media only as
+// sizes and hash prefixes), which gives the failed cases' transcripts and
+// the handoff latency plots of report.html.
 //
 // The driver, as the CLI runs it:
 //
@@ -10,7 +21,7 @@
 //	if err := check.Probe(ctx, tg); err != nil {
 //		return 3                           // not a baton.encoder.v1 target, or unreachable
 //	}
-//	res, err := check.Run(ctx, tg, check.Options{LabelFilter: "level:core", ReportDir: "report", Out: os.Stdout})
+//	res, err := check.Run(ctx, tg, check.Options{LabelFilter: "SU-2 || L-6", ReportDir: "report", Out: os.Stdout})
 //	if err != nil {
 //		return 3
 //	}

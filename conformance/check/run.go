@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-dev/baton/conformance/suite"
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/conformance/testlist"
 	"github.com/baton-dev/baton/reports"
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/formatter"
@@ -27,7 +28,7 @@ const Tool = "baton check"
 
 // SpecRevision is Results.SpecRevision: the contract profile the suite
 // certifies (WIRE.md "Extension (ours)").
-const SpecRevision = "baton.encoder.v1"
+const SpecRevision = testlist.SpecRevision
 
 // SuiteDescription is the description Run passes to ginkgo.RunSpecs.
 const SuiteDescription = "baton conformance"
@@ -42,6 +43,10 @@ const (
 	ResultsFile = "results.json"
 	// JUnitFile is baton's JUnit report (reports.WriteJUnit).
 	JUnitFile = "junit.xml"
+	// ResultsYAMLFile is the same results as YAML (reports.WriteYAML).
+	ResultsYAMLFile = reports.ResultsYAMLFile
+	// ReportHTMLFile is the self-contained HTML report (reports.WriteHTML).
+	ReportHTMLFile = reports.ReportHTMLFile
 )
 
 // ErrAlreadyRan is returned by a second Run in one process: Ginkgo runs its
@@ -55,9 +60,10 @@ var ran atomic.Bool
 type Options struct {
 	// LabelFilter is a Ginkgo label filter over the specs' labels: rule IDs
 	// ("SU-2"), levels ("level:core"), and the suite's extra labels
-	// ("topology:E+PD", "slow", "destructive"); "" runs every case. The
-	// report covers only the rules it selects (SelectRules): a run filtered
-	// to one rule reports only that rule.
+	// ("topology:E+PD", "slow", "destructive"); "" runs every case of the
+	// levels the profile claims (cases of higher levels never run:
+	// ClaimedFilter). The report covers only the rules it selects
+	// (SelectRules): a run filtered to one rule reports only that rule.
 	LabelFilter string
 	// ReportDir receives ginkgo.json, ginkgo-junit.xml, results.json and
 	// junit.xml (created if missing). "" keeps no files: Ginkgo's JSON
@@ -69,25 +75,47 @@ type Options struct {
 	// Out receives Ginkgo's succinct progress and, at the end, one line per
 	// rule and a summary line; nil discards all output.
 	Out io.Writer
+	// Certify makes the run a certification run (`baton check --certify`):
+	// Run refuses to start (ErrCannotCertify) unless the profile can verify
+	// every rule of its claimed level (Plan.CertifyProblems, which also
+	// forbids a label filter), and the results carry the certificate
+	// (reports.IssueCertificate).
+	Certify bool
+	// ConfigPath is the profile file as the user named it (for the
+	// reproduce commands of the report); "" when built in memory.
+	ConfigPath string
+	// Config is the profile with secrets removed (reports.RedactConfig),
+	// recorded in the results.
+	Config map[string]any
+	// Command is the command line of the run, shell-quoted, recorded in
+	// the results and the bundle's README.
+	Command string
 }
 
 // Run runs the conformance suite once, in this process, against tg, and
 // returns its results (also written under opts.ReportDir). Call Probe first.
 //
-// It calls suite.SetTarget(tg), then ginkgo.RunSpecs with the suite
-// configuration of ginkgo.GinkgoConfiguration() (so -ginkgo.* flags still
-// apply) with opts.LabelFilter and specs in their written order, and Ginkgo's
-// own JSON and JUnit reports in opts.ReportDir. It reads the JSON report
-// back, converts it (CasesFromReports), summarizes it over the rules the
-// filter selects (SelectRules, reports.Summarize), writes results.json and
-// junit.xml, and prints Results.Lines and Results.Summary to opts.Out.
+// It calls suite.SetTarget(tg) with every engine wrapped in a Recorder,
+// then ginkgo.RunSpecs with the suite configuration of
+// ginkgo.GinkgoConfiguration() (so -ginkgo.* flags still apply) with
+// opts.LabelFilter and specs in their written order, and Ginkgo's own JSON
+// and JUnit reports in opts.ReportDir. It reads the JSON report back,
+// converts it (CasesFromReports), summarizes it over the rules the filter
+// selects (SelectRules, reports.Summarize), adds each rule's requirement
+// from the test list (testlist.Committed), each failed or error case's
+// transcript, the handoff latencies, the run's metadata and, with
+// opts.Certify, the certificate; writes results.json, results.yaml,
+// junit.xml and report.html, and prints Results.Lines, Results.Summary and
+// the certificate line to opts.Out.
 //
 // A deadline on ctx bounds the whole run (Ginkgo's suite timeout; cases
 // that did not start by then are errors). Cancelling ctx without a deadline
 // does not stop a run in progress; Ginkgo stops on SIGINT/SIGTERM.
 //
-// Errors: ErrAlreadyRan on a second call; an invalid label filter; a
-// report that cannot be written or read back. A failing target is not an
+// Errors: ErrAlreadyRan on a second call; an invalid label filter;
+// ErrCannotCertify (wrapped, listing each rule that cannot be verified)
+// for a certification run the profile cannot support, before anything
+// runs; a report that cannot be written or read back. A failing target is not an
 // error: it is in the Results (reports.ExitCode).
 func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, error) {
 	if tg == nil {
@@ -107,6 +135,19 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 	if out == nil {
 		out = io.Discard
 	}
+	if opts.Certify {
+		plan, err := NewPlan(tg.Profile(), RolesOf(tg), opts.LabelFilter)
+		if err != nil {
+			return reports.Results{}, err
+		}
+		if problems := plan.CertifyProblems(); len(problems) > 0 {
+			return reports.Results{}, CertifyError(plan, problems)
+		}
+	}
+	list, err := testlist.Committed()
+	if err != nil {
+		return reports.Results{}, fmt.Errorf("check: the compiled-in test list: %w", err)
+	}
 	reportDir, cleanup, err := prepareReportDir(opts.ReportDir)
 	if err != nil {
 		return reports.Results{}, err
@@ -116,13 +157,18 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		return reports.Results{}, ErrAlreadyRan
 	}
 
-	if opts.CaseTimeout > 0 {
-		tg = withCaseTimeout(tg, opts.CaseTimeout)
-	}
-	suite.SetTarget(tg)
+	profile := tg.Profile()
+	rec := NewRecorder(currentCase, time.Now)
+	suite.SetTarget(wrapTarget(tg, opts.CaseTimeout, rec))
 
 	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
-	suiteConfig.LabelFilter = opts.LabelFilter
+	// Only the cases of the claimed levels run (CONTRACT section 5: the
+	// report covers the levels the profile claims).
+	profileLevels, ok := profile.ClaimedLevels()
+	if !ok {
+		return reports.Results{}, fmt.Errorf("check: profile claims unknown level %q", profile.Level)
+	}
+	suiteConfig.LabelFilter = ClaimedFilter(profileLevels, opts.LabelFilter)
 	suiteConfig.RandomizeAllSpecs = false // destructive cases run last: keep the written order
 	suiteConfig.ParallelProcess, suiteConfig.ParallelTotal = 1, 1
 	if deadline, ok := ctx.Deadline(); ok {
@@ -158,9 +204,9 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		specs = append(specs, r.SpecReports...)
 	}
 	// The report covers the levels the profile claims (CONTRACT section 5).
-	claimed, ok := tg.Profile().ClaimedLevels()
+	claimed, ok := profile.ClaimedLevels()
 	if !ok {
-		return reports.Results{}, fmt.Errorf("check: profile claims unknown level %q", tg.Profile().Level)
+		return reports.Results{}, fmt.Errorf("check: profile claims unknown level %q", profile.Level)
 	}
 	levels := map[string][]string{}
 	for l, rules := range suite.RulesByLevel() {
@@ -176,18 +222,34 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 
 	res := reports.Summarize(CasesFromReports(ginkgoReports), levels)
 	res.Tool = Tool
-	res.BatonVersion = batonVersion()
+	res.BatonVersion, res.BatonCommit = BatonVersion(), BatonCommit()
 	res.SpecRevision = SpecRevision
-	res.Target = tg.Profile().Name
+	res.Target = profile.Name
+	if impl := profile.Implementation; impl != (target.Implementation{}) {
+		res.Implementation = &reports.Implementation{Vendor: impl.Vendor, Product: impl.Product, Version: impl.Version, Contact: impl.Contact}
+	}
+	res.Command, res.ConfigPath, res.Config = opts.Command, opts.ConfigPath, opts.Config
+	res.ClaimedLevel = claimed[len(claimed)-1]
+	res.Topologies = append([]string(nil), profile.Topologies...)
+	res.Backends = append([]string(nil), profile.Backends...)
 	res.StartedAt = started.UTC()
 	res.DurationMs = elapsed.Milliseconds()
 	res.LabelFilter = opts.LabelFilter
+	res.GPU = []reports.GPUDevice{}
+	AddRequirements(&res, list)
+	for i, c := range res.Cases {
+		if c.Outcome == reports.Failed || c.Outcome == reports.Error {
+			res.Cases[i].Transcript, res.Cases[i].TranscriptDroppedCalls = rec.Transcript(c.Name)
+		}
+	}
+	res.HandoffLatency = rec.Latencies()
+	if opts.Certify {
+		c := reports.IssueCertificate(res, claimed, profile.Topologies, profile.Backends)
+		res.Certificate = &c
+	}
 
 	if opts.ReportDir != "" {
-		if err := reports.WriteJSON(filepath.Join(reportDir, ResultsFile), res); err != nil {
-			return res, err
-		}
-		if err := reports.WriteJUnit(filepath.Join(reportDir, JUnitFile), res); err != nil {
+		if err := WriteReports(reportDir, res); err != nil {
 			return res, err
 		}
 	}
@@ -196,7 +258,67 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		fmt.Fprintln(out, l)
 	}
 	fmt.Fprintln(out, res.Summary())
+	if res.Certificate != nil {
+		fmt.Fprintln(out, res.Certificate.Line())
+	}
 	return res, nil
+}
+
+// ClaimedFilter is the Ginkgo label filter a run uses: the cases of the
+// claimed levels ("level:core || level:lifecycle"), and of those only the
+// ones filter selects ("(level:core) && (SU-2 || L-6)").
+func ClaimedFilter(levels []string, filter string) string {
+	parts := make([]string, len(levels))
+	for i, l := range levels {
+		parts[i] = LevelLabelPrefix + l
+	}
+	f := strings.Join(parts, " || ")
+	if strings.TrimSpace(filter) != "" {
+		f = "(" + f + ") && (" + filter + ")"
+	}
+	return f
+}
+
+// WriteReports writes every report of res into dir from the one results
+// value: results.json, results.yaml, junit.xml and report.html.
+func WriteReports(dir string, res reports.Results) error {
+	if err := reports.WriteJSON(filepath.Join(dir, ResultsFile), res); err != nil {
+		return err
+	}
+	if err := reports.WriteYAML(filepath.Join(dir, ResultsYAMLFile), res); err != nil {
+		return err
+	}
+	if err := reports.WriteJUnit(filepath.Join(dir, JUnitFile), res); err != nil {
+		return err
+	}
+	return reports.WriteHTML(filepath.Join(dir, ReportHTMLFile), res)
+}
+
+// AddRequirements sets each rule's requirement sentence and contract link
+// from the test list (rules the list lacks keep none).
+func AddRequirements(res *reports.Results, list testlist.List) {
+	for i, r := range res.Rules {
+		if lr, ok := list.Rule(r.Rule); ok {
+			res.Rules[i].Requirement = lr.Requirement
+			res.Rules[i].Contract = lr.ContractRef()
+		}
+	}
+}
+
+// CertifyError is the error of a refused certification run: it wraps
+// ErrCannotCertify and lists each problem of the plan on its own line.
+func CertifyError(plan Plan, problems []string) error {
+	return fmt.Errorf("%w %s (profile %q):\n  %s", ErrCannotCertify, plan.Levels[len(plan.Levels)-1], plan.Profile.Name, strings.Join(problems, "\n  "))
+}
+
+// currentCase is the Recorder's key: the name and labels of the Ginkgo spec
+// running now ("" outside a spec).
+func currentCase() (string, []string) {
+	sr := ginkgo.CurrentSpecReport()
+	if !sr.LeafNodeType.Is(types.NodeTypeIt) {
+		return "", nil
+	}
+	return caseName(sr), sr.Labels()
 }
 
 // prepareReportDir returns the absolute report directory, creating it, or a
@@ -259,11 +381,36 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// batonVersion is the main module's version from the build info
-// ("(devel)" for a source build, "" when unknown).
-func batonVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
+// BatonVersion is the main module's version from the build info
+// ("(devel)" for a source build, "unknown" when there is none).
+func BatonVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		return bi.Main.Version
 	}
-	return ""
+	return "unknown"
+}
+
+// BatonCommit is the VCS revision of the build ("-dirty" appended for a
+// modified tree), or "unknown" (test binaries, builds outside a checkout).
+func BatonCommit() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "unknown"
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
 }

@@ -43,7 +43,7 @@ var _ = ginkgo.Describe("check self-test", ginkgo.Label(selfTestLabel), func() {
 func TestRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "report")
 	var out bytes.Buffer
-	tg := target.NewStatic(target.Profile{Name: "self-test"}, nil)
+	tg := target.NewStatic(target.Profile{Name: "self-test", Level: "lifecycle"}, nil) // X-1 is a lifecycle rule
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := Run(ctx, tg, Options{LabelFilter: selfTestLabel, ReportDir: dir, Out: &out, CaseTimeout: 5 * time.Second})
@@ -81,7 +81,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("got %d cases; want 6", len(res.Cases))
 	}
 
-	for _, f := range []string{GinkgoJSONFile, GinkgoJUnitFile, ResultsFile, JUnitFile} {
+	for _, f := range []string{GinkgoJSONFile, GinkgoJUnitFile, ResultsFile, JUnitFile, ResultsYAMLFile, ReportHTMLFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("report file %s: %v", f, err)
 		}
@@ -89,6 +89,25 @@ func TestRun(t *testing.T) {
 	back, err := reports.ReadJSON(filepath.Join(dir, ResultsFile))
 	if err != nil || back.Verdict != res.Verdict || len(back.Rules) != len(res.Rules) {
 		t.Errorf("results.json read back = %+v, %v; want the returned results", back, err)
+	}
+	backYAML, err := reports.ReadYAML(filepath.Join(dir, ResultsYAMLFile))
+	if err != nil || backYAML.Verdict != res.Verdict || len(backYAML.Rules) != len(res.Rules) || backYAML.BatonCommit == "" {
+		t.Errorf("results.yaml read back = %+v, %v; want the returned results", backYAML, err)
+	}
+	for _, r := range res.Rules {
+		if r.Requirement == "" || !strings.HasPrefix(r.Contract, "CONTRACT.md#") {
+			t.Errorf("rule %s has requirement %q, contract %q; want both from the test list", r.Rule, r.Requirement, r.Contract)
+		}
+	}
+	if res.Certificate != nil {
+		t.Errorf("an ordinary run carries a certificate: %+v", res.Certificate)
+	}
+	if res.ClaimedLevel != "lifecycle" || res.GPU == nil {
+		t.Errorf("claimed level %q, gpu %v; want lifecycle and an empty inventory", res.ClaimedLevel, res.GPU)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, ReportHTMLFile))
+	if err != nil || !strings.Contains(string(html), `id="rule-core-N-2" class="outcome-failed"`) {
+		t.Errorf("report.html lacks the failed rule N-2 (%v)", err)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, JUnitFile))
 	if err != nil {

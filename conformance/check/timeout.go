@@ -6,24 +6,60 @@ import (
 	"github.com/baton-dev/baton/conformance/target"
 )
 
-// caseTimeoutTarget is tg with Profile().CaseTimeout replaced, which is how
-// Options.CaseTimeout reaches the suite's per-case SpecTimeout (the suite
-// reads the profile's case_timeout when RunSpecs builds the spec tree). It
-// forwards only target.Target's methods: if the suite ever type-asserts a
-// target for optional capabilities, pass the timeout through a suite setter
-// instead.
-type caseTimeoutTarget struct {
+// runTarget is the target a run hands the suite: tg with
+// Profile().CaseTimeout replaced when caseTimeout > 0 (which is how
+// Options.CaseTimeout reaches the suite's per-case SpecTimeout; the suite
+// reads the profile's case_timeout when RunSpecs builds the spec tree) and,
+// with a Recorder, every engine wrapped so each call is recorded.
+type runTarget struct {
 	target.Target
 	caseTimeout time.Duration
+	rec         *Recorder
 }
 
-func withCaseTimeout(tg target.Target, d time.Duration) target.Target {
-	return caseTimeoutTarget{Target: tg, caseTimeout: d}
+// wrapTarget returns tg wrapped as a runTarget that still implements the
+// optional capabilities tg implements (target.FaultInjector,
+// target.Restarter), so a case that type-asserts them sees the same target.
+func wrapTarget(tg target.Target, caseTimeout time.Duration, rec *Recorder) target.Target {
+	rt := &runTarget{Target: tg, caseTimeout: caseTimeout, rec: rec}
+	fi, isFI := tg.(target.FaultInjector)
+	rs, isRS := tg.(target.Restarter)
+	switch {
+	case isFI && isRS:
+		return struct {
+			*runTarget
+			target.FaultInjector
+			target.Restarter
+		}{rt, fi, rs}
+	case isFI:
+		return struct {
+			*runTarget
+			target.FaultInjector
+		}{rt, fi}
+	case isRS:
+		return struct {
+			*runTarget
+			target.Restarter
+		}{rt, rs}
+	}
+	return rt
 }
 
 // Profile implements target.Target.
-func (t caseTimeoutTarget) Profile() target.Profile {
+func (t *runTarget) Profile() target.Profile {
 	p := t.Target.Profile()
-	p.CaseTimeout = t.caseTimeout
+	if t.caseTimeout > 0 {
+		p.CaseTimeout = t.caseTimeout
+	}
 	return p
+}
+
+// Engine implements target.Target: the endpoint of role, recorded when the
+// run records.
+func (t *runTarget) Engine(role target.Role) (target.Engine, bool) {
+	e, ok := t.Target.Engine(role)
+	if !ok || e == nil || t.rec == nil {
+		return e, ok
+	}
+	return t.rec.Engine(role, e), true
 }

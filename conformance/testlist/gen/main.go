@@ -1,0 +1,48 @@
+// Command gen regenerates conformance/conformance.yaml, baton's test list,
+// from the contract (CONTRACT.md) and the case registry (package testlist).
+// Run it from the repository root:
+//
+//	go run ./conformance/testlist/gen [-contract ../shared/spec/CONTRACT.md] [-out conformance/conformance.yaml]
+//
+// It exits 1 when the specs and the registry disagree (a rule of a level
+// missing from CONTRACT.md, a contract rule in no level), naming each
+// problem.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/baton-dev/baton/conformance/testlist"
+)
+
+func main() {
+	contract := flag.String("contract", "../shared/spec/CONTRACT.md", "the contract to read rule sentences from")
+	out := flag.String("out", "conformance/conformance.yaml", "the test list to write")
+	flag.Parse()
+	md, err := os.ReadFile(*contract)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	l, err := testlist.Build(md)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	raw, err := testlist.Marshal(l)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	if err := os.WriteFile(*out, raw, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	cases := 0
+	for _, r := range l.Rules {
+		cases += len(r.Cases)
+	}
+	fmt.Printf("gen: wrote %s: %d rules, %d cases\n", *out, len(l.Rules), cases)
+}
