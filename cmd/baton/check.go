@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/internal/progress"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,14 +23,16 @@ import (
 
 // checkFlags are the flags of `baton check`.
 type checkFlags struct {
-	configPath  string
-	reportDir   string
-	labelFilter string
-	caseTimeout time.Duration
-	certify     bool
-	bundleDir   string
-	list        bool
-	dryRun      bool
+	progressMode string
+	progress     *progress.Reporter
+	configPath   string
+	reportDir    string
+	labelFilter  string
+	caseTimeout  time.Duration
+	certify      bool
+	bundleDir    string
+	list         bool
+	dryRun       bool
 }
 
 func checkCommand() *cobra.Command {
@@ -72,9 +75,15 @@ as a baton.encoder.v1 engine, or --certify refused to run.
 
 ` + target.EnvHelp(),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			prog, err := newProgress(cmd, f.progressMode, "cases")
+			if err != nil {
+				return err
+			}
+			f.progress = prog
 			return runCheckCommand(cmd.Context(), cmd.OutOrStdout(), f, commandLine())
 		},
 	}
+	addProgressFlag(cmd, &f.progressMode)
 	fl := cmd.Flags()
 	fl.StringVar(&f.configPath, "config", "", "target profile (YAML): endpoints per role, topologies, backends, declared capabilities (env BATON_CONFIG)")
 	fl.StringVar(&f.reportDir, "report-dir", "out/report", "directory for results.json, results.yaml, junit.xml, report.html and Ginkgo's reports")
@@ -139,6 +148,9 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 		ConfigPath:  f.configPath,
 		Config:      redacted,
 		Command:     argv,
+	}
+	if f.progress != nil {
+		opts.Progress = f.progress
 	}
 	code, err := runCheck(ctx, cfg, opts, f.bundleDir)
 	if err != nil {

@@ -72,6 +72,10 @@ type Options struct {
 	// CaseTimeout, when non-zero, bounds each case instead of the profile's
 	// case_timeout (Profile.CaseTimeout).
 	CaseTimeout time.Duration
+	// Progress, when set, is told the number of selected cases, each case's
+	// outcome as it ends, and the end of the run (internal/progress: a bar
+	// on a terminal, periodic lines in CI).
+	Progress Progress
 	// Out receives Ginkgo's succinct progress and, at the end, one line per
 	// rule and a summary line; nil discards all output.
 	Out io.Writer
@@ -184,6 +188,14 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		reporterConfig.JUnitReport = filepath.Join(reportDir, GinkgoJUnitFile)
 	}
 
+	if opts.Progress != nil {
+		opts.Progress.Start(countSelected(suiteConfig.LabelFilter))
+		suite.SetCaseObserver(func(name string, outcome suite.Outcome) { opts.Progress.Done(name, string(outcome)) })
+		defer func() {
+			suite.SetCaseObserver(nil)
+			opts.Progress.Finish()
+		}()
+	}
 	started := time.Now()
 	// Ginkgo's default reporter writes to formatter.ColorableStdOut; point it
 	// at out for the run.
@@ -413,4 +425,27 @@ func BatonCommit() string {
 		rev += "-dirty"
 	}
 	return rev
+}
+
+// Progress is what Run reports a run's progress to.
+type Progress interface {
+	Start(total int)
+	Done(caseName, outcome string)
+	Finish()
+}
+
+// countSelected is the number of registered cases a label filter selects.
+func countSelected(filter string) int {
+	match, err := types.ParseLabelFilter(filter)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, c := range suite.Cases() {
+		labels := append([]string{c.Rule, "level:" + string(c.Level)}, c.Labels...)
+		if match(labels) {
+			n++
+		}
+	}
+	return n
 }

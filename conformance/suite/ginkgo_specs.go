@@ -6,6 +6,7 @@ import (
 
 	"github.com/baton-dev/baton/conformance/target"
 	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL reads as prose
+	"github.com/onsi/ginkgo/v2/types"
 )
 
 // SuiteName is the text of the one top-level Ginkgo container; it is the
@@ -21,7 +22,18 @@ var (
 	theTarget target.Target
 
 	describeOnce sync.Once
+
+	observerMu sync.RWMutex
+	observer   func(caseName string, outcome Outcome)
 )
+
+// SetCaseObserver sets a function called after every case with its name and
+// outcome (a runner's progress display); nil removes it.
+func SetCaseObserver(f func(caseName string, outcome Outcome)) {
+	observerMu.Lock()
+	defer observerMu.Unlock()
+	observer = f
+}
 
 // SetTarget sets the Target the Ginkgo specs run against. Call it before
 // RunSpecs (the spec tree reads the profile's case_timeout when it is
@@ -64,6 +76,14 @@ var _ = DescribeSuite()
 func DescribeSuite() bool {
 	describeOnce.Do(func() {
 		Describe(SuiteName, Ordered, ContinueOnFailure, func() {
+			ReportAfterEach(func(r SpecReport) {
+				observerMu.RLock()
+				f := observer
+				observerMu.RUnlock()
+				if f != nil && !(r.State.Is(types.SpecStateSkipped) && r.Failure.Message == "") {
+					f(r.LeafNodeText, OutcomeOf(r.Failed(), r.State.Is(types.SpecStateSkipped), r.Failure.Message))
+				}
+			})
 			timeout := defaultCaseTimeout
 			if tg := currentTarget(); tg != nil && tg.Profile().CaseTimeout > 0 {
 				timeout = tg.Profile().CaseTimeout
