@@ -12,11 +12,12 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/baton
 
-## demo: start E, PD and an aggregated baseline, certify them on the fixture images, write the
-## certification bundle out/report/ and verify it.
+## demo: start the reference engine in each topology (E+PD over the shared directory, Core;
+## E+PD over tcp with the fault proxy, Faults), certify it on the fixture images, write one
+## certification bundle per topology under out/report/ and verify each.
 demo: build
 	$(BIN) demo --report-dir out/report
-	$(BIN) report verify out/report
+	for d in out/report/*/; do $(BIN) report verify $$d || exit 1; done
 
 ## test: everything CI checks: lint and generated-code checks, unit tests with the race
 ## detector, the Core suite against real engine processes, and the mutant table.

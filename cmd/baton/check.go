@@ -165,16 +165,22 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 // runCheck probes and checks one target, then writes the bundle when
 // bundleDir is set; it returns the exit code.
 func runCheck(ctx context.Context, cfg target.Config, opts check.Options, bundleDir string) (int, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	tg, err := target.Dial(cfg)
 	if err != nil {
 		return ExitUsage, err
 	}
 	defer tg.Close()
+	return runCheckOn(ctx, tg, opts, bundleDir)
+}
+
+// runCheckOn probes and checks a target already at hand (the demo's live
+// target can inject faults and restart instances).
+func runCheckOn(ctx context.Context, tg target.Target, opts check.Options, bundleDir string) (int, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	err = check.Probe(pctx, tg)
+	err := check.Probe(pctx, tg)
 	cancel()
 	if err != nil {
 		return ExitUsage, fmt.Errorf("target does not answer as a baton.encoder.v1 engine: %w", err)

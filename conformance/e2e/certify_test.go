@@ -57,9 +57,16 @@ func TestDemoBundleVerifies(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("baton demo exited %d:\n%s", code, lastLines(out, 40))
 	}
-	if !strings.Contains(out, "certificate: issued for level core (topologies E+PD; backends shared_dir)") {
-		t.Errorf("demo output lacks the certificate line:\n%s", lastLines(out, 20))
+	for _, line := range []string{"certificate: issued for level core (topologies E+PD; backends shared_dir)", "certificate: issued for level core (topologies E+PD; backends tcp)"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("demo output lacks %q:\n%s", line, lastLines(out, 20))
+		}
 	}
+	tcp := filepath.Join(dir, "epd-tcp")
+	if out, code := runBaton(t, "report", "verify", tcp); code != 0 {
+		t.Errorf("baton report verify exited %d on the tcp bundle:\n%s", code, out)
+	}
+	dir = filepath.Join(dir, "epd-shared-dir")
 	for _, f := range append(reports.BundleFiles, "results.json", "ginkgo.json") {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("demo bundle lacks %s: %v", f, err)

@@ -37,6 +37,10 @@ func (l *LiveTarget) Engine(role target.Role) (target.Engine, bool) {
 		p = l.topo.Consumer
 	case target.RoleBaseline:
 		p = l.topo.Baseline
+	case target.RolePrefill:
+		p = l.topo.Prefill
+	case target.RoleDecode:
+		p = l.topo.Decode
 	}
 	if p == nil {
 		return nil, false
@@ -128,6 +132,10 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 		name, slot = "pd", &t.Consumer
 	case target.RoleBaseline:
 		name, slot = "aggregated", &t.Baseline
+	case target.RolePrefill:
+		name, slot = "prefill", &t.Prefill
+	case target.RoleDecode:
+		name, slot = "decode", &t.Decode
 	default:
 		return fmt.Errorf("launch: cannot restart role %s", role)
 	}
@@ -164,3 +172,9 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 }
 
 func proto32(v uint32) *uint32 { return &v }
+
+// WithProfile returns the live target declaring p instead (the demo adds the
+// implementation metadata).
+func (l *LiveTarget) WithProfile(p target.Profile) *LiveTarget {
+	return &LiveTarget{topo: l.topo, profile: p}
+}
