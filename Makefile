@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test unit e2e mutants verify proto bench lint clean testlist report-browser-test
+.PHONY: all build demo test unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench
 
 all: build
 
@@ -66,3 +66,13 @@ bench: build
 
 clean:
 	rm -rf bin out
+
+## gpu-check: GPU tests (NVML, CUDA through dlopen, the CUDA encoder against the CPU one); they
+## skip without a GPU. On the device machine (no Go there): `tools/gpu/gpu-check.sh build` here,
+## carry bin/gpu, then `tools/gpu/gpu-check.sh run` there.
+gpu-check:
+	tools/gpu/gpu-check.sh
+
+## gpu-bench: CUDA encoder and device copy benchmarks, written to out/gpu-bench/gpu-bench.md.
+gpu-bench:
+	tools/gpu/gpu-bench.sh
