@@ -179,6 +179,9 @@ func runCheckOn(ctx context.Context, tg target.Target, opts check.Options, bundl
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if opts.GPU == nil {
+		opts.GPU = gpuInventory(opts.Out)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	err := check.Probe(pctx, tg)
 	cancel()

@@ -72,6 +72,9 @@ type Options struct {
 	// CaseTimeout, when non-zero, bounds each case instead of the profile's
 	// case_timeout (Profile.CaseTimeout).
 	CaseTimeout time.Duration
+	// GPU is the GPU inventory of the machine running the check (cmd/baton
+	// reads it through NVML); it is stamped into the results.
+	GPU []reports.GPUDevice
 	// Progress, when set, is told the number of selected cases, each case's
 	// outcome as it ends, and the end of the run (internal/progress: a bar
 	// on a terminal, periodic lines in CI).
@@ -247,7 +250,7 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 	res.StartedAt = started.UTC()
 	res.DurationMs = elapsed.Milliseconds()
 	res.LabelFilter = opts.LabelFilter
-	res.GPU = []reports.GPUDevice{}
+	res.GPU = append([]reports.GPUDevice{}, opts.GPU...)
 	AddRequirements(&res, list)
 	for i, c := range res.Cases {
 		if c.Outcome == reports.Failed || c.Outcome == reports.Error {
