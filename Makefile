@@ -61,7 +61,7 @@ proto:
 
 ## bench: encoder per preset, shared-directory round trip, the Core suite's wall time.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/
+	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/ ./engine/xfer/
 	$(GO) test -count=1 -run 'TestCoreSuiteBase' -v ./conformance/e2e/ -args -e2e.bench
 
 clean:
