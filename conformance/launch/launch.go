@@ -66,14 +66,18 @@ type Process struct {
 	instance string
 }
 
-// Topology is E + PD + the aggregated baseline sharing one cache directory.
+// Topology is E + PD + the aggregated baseline sharing one cache directory
+// (StartEPD), or E + P + D + the baseline (StartEPPD).
 type Topology struct {
 	Producer, Consumer, Baseline *Process
-	CacheDir                     string
-	opts                         Options
-	proxy                        *faultproxy.Proxy
-	starts                       int
-	mu                           sync.Mutex // guards the processes' replacement by Restart
+	// Prefill and Decode are P and D of E+P+D (nil for E+PD).
+	Prefill, Decode *Process
+	CacheDir        string
+	opts            Options
+	proxy           *faultproxy.Proxy
+	starts          int
+	topology        string     // target.TopologyEPPD for StartEPPD; "" is E+PD
+	mu              sync.Mutex // guards the processes' replacement by Restart
 }
 
 // StartEPD starts E, PD and an aggregated baseline as three processes.
@@ -125,7 +129,7 @@ func StartEPD(ctx context.Context, opts Options) (*Topology, error) {
 
 func (t *Topology) processes() []*Process {
 	var ps []*Process
-	for _, p := range []*Process{t.Producer, t.Consumer, t.Baseline} {
+	for _, p := range []*Process{t.Producer, t.Consumer, t.Prefill, t.Decode, t.Baseline} {
 		if p != nil {
 			ps = append(ps, p)
 		}
@@ -139,7 +143,7 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 	t.starts++
 	logPath := filepath.Join(t.opts.WorkDir, fmt.Sprintf("%s.%d.log", role, t.starts))
 	args := []string{"serve", "--role", role, "--listen", "127.0.0.1:0", "--preset", t.opts.Preset, "--ready-file", ready}
-	if role != "aggregated" && (role != "encoder" || t.opts.Backend == "shared_dir") {
+	if role != "aggregated" && role != "decode" && (role != "encoder" || t.opts.Backend == "shared_dir") {
 		args = append(args, "--cache-dir", t.CacheDir)
 	}
 	if role == "encoder" {
@@ -232,17 +236,33 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
 
 // Config describes the topology as a target profile. It claims the Faults
 // level when a fault proxy runs (only a Target from Target() can inject
-// faults and restart instances), else the Core level.
+// faults and restart instances), else the Core level. An E+PD topology
+// names endpoints producer, consumer and baseline; an E+P+D one producer,
+// prefill, decode and baseline.
 func (t *Topology) Config() target.Config {
 	level := "core"
 	if t.proxy != nil {
 		level = "faults"
 	}
+	topology := t.topology
+	if topology == "" {
+		topology = target.TopologyEPD
+	}
+	endpoints := map[target.Role]string{
+		target.RoleProducer: t.Producer.Address,
+		target.RoleBaseline: t.Baseline.Address,
+	}
+	if topology == target.TopologyEPPD {
+		endpoints[target.RolePrefill] = t.Prefill.Address
+		endpoints[target.RoleDecode] = t.Decode.Address
+	} else {
+		endpoints[target.RoleConsumer] = t.Consumer.Address
+	}
 	return target.Config{
 		Profile: target.Profile{
-			Name:               "baton reference engine (E+PD, " + t.opts.Backend + ")",
+			Name:               "baton reference engine (" + topology + ", " + t.opts.Backend + ")",
 			Level:              level,
-			Topologies:         []string{"E+PD"},
+			Topologies:         []string{topology},
 			Backends:           []string{t.opts.Backend},
 			FaultProxy:         t.proxy != nil,
 			TestHooks:          t.opts.TestHooks,
@@ -252,11 +272,7 @@ func (t *Topology) Config() target.Config {
 			ReferenceFormat:    "baton-json-v1",
 			CaseTimeout:        60 * time.Second,
 		},
-		Endpoints: map[target.Role]string{
-			target.RoleProducer: t.Producer.Address,
-			target.RoleConsumer: t.Consumer.Address,
-			target.RoleBaseline: t.Baseline.Address,
-		},
+		Endpoints: endpoints,
 	}
 }
 

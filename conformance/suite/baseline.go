@@ -7,6 +7,8 @@ import (
 
 	"github.com/baton-dev/baton/conformance/target"
 	"github.com/baton-dev/baton/fixtures"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
 )
 
 // Baseline-equivalence cases (CONTRACT B-1, B-2).
@@ -43,21 +45,29 @@ func imageNames(imgs []fixtures.Image) string {
 	return "image=" + strings.Join(names, ",")
 }
 
-// expectSameAsBaseline reports (Errorf) unless got has the token ids and
-// usage (prompt, completion, total) of want, both carrying a Usage.
+// expectSameAsBaseline reports (Errorf) unless got (an E+PD answer) has
+// the token ids and usage (prompt, completion, total) of want, both
+// carrying a Usage.
 func expectSameAsBaseline(t TB, what string, got, want *target.GenerateResult) {
 	t.Helper()
+	expectSameAsBaselineIn(t, target.TopologyEPD, what, got, want)
+}
+
+// expectSameAsBaselineIn is expectSameAsBaseline for an answer of topology
+// topo ("E+PD", "E+P+D"), named so in messages.
+func expectSameAsBaselineIn(t TB, topo, what string, got, want *target.GenerateResult) {
+	t.Helper()
 	if !sameAnswer(got, want) {
-		t.Errorf("E+PD(%s) = tokens %s; want the baseline's %s", what, tokensString(got.TokenIDs()), tokensString(want.TokenIDs()))
+		t.Errorf("%s(%s) = tokens %s; want the baseline's %s", topo, what, tokensString(got.TokenIDs()), tokensString(want.TokenIDs()))
 	}
 	gu, wu := got.Usage(), want.Usage()
 	switch {
 	case gu == nil:
-		t.Errorf("E+PD(%s) = no Usage on the final response; want the baseline's %s", what, usageString(wu))
+		t.Errorf("%s(%s) = no Usage on the final response; want the baseline's %s", topo, what, usageString(wu))
 	case wu == nil:
 		t.Errorf("Baseline(%s) = no Usage on the final response; want one to compare with", what)
 	case !sameUsage(gu, wu):
-		t.Errorf("E+PD(%s) = usage %s; want the baseline's %s (the encoder's usage is not counted)", what, usageString(gu), usageString(wu))
+		t.Errorf("%s(%s) = usage %s; want the baseline's %s (the encoder's usage is not counted)", topo, what, usageString(gu), usageString(wu))
 	}
 }
 
@@ -145,4 +155,77 @@ func B2DifferentImagesDifferentAnswers(ctx context.Context, t TB, tg target.Targ
 			b.Name, prompt, a.Name, tokensString(gotB.TokenIDs()), tokensString(baseB.TokenIDs()))
 	}
 	expectSameAsBaseline(t, fmt.Sprintf("image=%s, prompt=%q, after image=%s twice", b.Name, prompt, a.Name), gotB, baseB)
+}
+
+// prefillDecode runs prompt with imgs through E+P+D: publish on the
+// producer (skipped for a text-only prompt), prefill on P, decode on D with
+// P's KV session and decode preparation. It reports (Errorf) unless P's
+// PrefillReady ends the stream with Usage {N, 0, N}, where N is the
+// baseline's prompt_tokens (wantPrompt; 0 skips the check), and D answers
+// with tokens; it returns D's result and whether it had tokens.
+func (h *harness) prefillDecode(prompt string, wantPrompt uint32, imgs ...fixtures.Image) (*target.GenerateResult, bool) {
+	h.t.Helper()
+	what := fmt.Sprintf("%s, prompt=%q", imageNames(imgs), prompt)
+	var ref *pb.EncoderCacheRef
+	if len(imgs) > 0 {
+		ref = h.publish(imgs...).GetRef()
+	}
+	req := h.consumeRequest(prompt, ref)
+	if ref == nil {
+		req.Encoder = nil // text-only: P prefills without a reference (N-2)
+	}
+	res := h.generate(h.pre, req)
+	pr := prefillReady(res)
+	if res.Code() != codes.OK || pr == nil || pr.GetKvSession() == nil {
+		h.t.Errorf("Prefill(%s) = %s; want OK ending with PrefillReady carrying a KV session", what, describe(res))
+		return res, false
+	}
+	if n := len(res.TokenIDs()); n > 0 {
+		h.t.Errorf("Prefill(%s) = %s; want no token (PrefillReady is the terminal success of a prefill-only request)", what, describe(res))
+	}
+	if u := res.Usage(); u == nil || u.GetCompletionTokens() != 0 || u.GetTotalTokens() != u.GetPromptTokens() || (wantPrompt > 0 && u.GetPromptTokens() != wantPrompt) {
+		h.t.Errorf("Prefill(%s) = usage %s; want {prompt %d, completion 0, total %d}", what, usageString(u), wantPrompt, wantPrompt)
+	}
+	session, prep := pr.GetKvSession(), pr.GetDecodePreparation()
+	if v := session.GetAttributesStruct().GetFields()[multimodalAttribute]; len(imgs) > 0 && !v.GetBoolValue() {
+		h.t.Errorf("Prefill(%s) = kv_session attributes %v; want %s = true (WIRE.md conventions)", what, session.GetAttributesStruct().AsMap(), multimodalAttribute)
+	}
+	got := h.generate(h.dec, h.decodeRequest(prompt, session, prep))
+	return got, expectTokens(h.t, fmt.Sprintf("Decode(session=%s, %s)", session.GetSessionId(), what), got)
+}
+
+// B1EPPDMatchesBaseline runs 4 images x 2 prompts (with and without <image>), one two-image prompt and one text-only prompt through E+P+D (publish on E, prefill on P, decode on D) and the baseline: equal token ids and usage, and P's PrefillReady carries the baseline's prompt_tokens with no completion (B-1).
+func B1EPPDMatchesBaseline(ctx context.Context, t TB, tg target.Target) {
+	h := needEPPD(ctx, t, tg)
+	h.needBaseline()
+	defer h.cleanup()
+
+	type run struct {
+		prompt string
+		imgs   []fixtures.Image
+	}
+	var runs []run
+	for _, name := range b1Images {
+		for _, p := range []string{promptMarker, promptNoMarker} {
+			runs = append(runs, run{promptText(t, p), []fixtures.Image{fixture(t, name)}})
+		}
+	}
+	two := make([]fixtures.Image, len(b1TwoImages))
+	for i, name := range b1TwoImages {
+		two[i] = fixture(t, name)
+	}
+	runs = append(runs, run{promptText(t, promptTwo), two}, run{promptText(t, promptTextOnly), nil})
+
+	for _, r := range runs {
+		what := fmt.Sprintf("%s, prompt=%q", imageNames(r.imgs), r.prompt)
+		want, ok := h.baseline(r.prompt, r.imgs...)
+		if !ok {
+			continue
+		}
+		got, ok := h.prefillDecode(r.prompt, want.Usage().GetPromptTokens(), r.imgs...)
+		if !ok {
+			continue
+		}
+		expectSameAsBaselineIn(t, target.TopologyEPPD, what, got, want)
+	}
 }

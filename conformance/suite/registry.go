@@ -127,6 +127,7 @@ func Cases() []Case {
 
 		// B: baseline equivalence (baseline.go).
 		{Rule: "B-1", Name: "B-1 E+PD answers and usage equal the aggregated baseline", Run: B1DisaggregatedMatchesBaseline, Labels: []string{LabelEPD, LabelNeedsBaseline}},
+		{Rule: "B-1", Name: "B-1 E+P+D answers and usage equal the aggregated baseline", Run: B1EPPDMatchesBaseline, Labels: []string{LabelEPPD, LabelNeedsBaseline}},
 		{Rule: "B-2", Name: "B-2 different images with one prompt get their own answers despite a warm prefix cache", Run: B2DifferentImagesDifferentAnswers, Labels: []string{LabelEPD, LabelNeedsBaseline}},
 
 		// H: identity and hashing (hashing.go).

@@ -1,6 +1,7 @@
 // Package server is the reference engine's gRPC front: openengine.v1
 // Inference and Control plus the baton.encoder.v1 extension, for the roles E
-// (encoder, the producer), PD (consumer) and aggregated (the B-1 baseline).
+// (encoder, the producer), PD (consumer), P (prefill) and D (decode) of
+// E+P+D, and aggregated (the B-1 baseline).
 // It maps wire requests to the lifecycle core (engine/handoff) and carries out
 // the core's decisions with the encoder, the language model and the
 // shared-directory backend. Locks guard the core only while it decides; no
@@ -9,6 +10,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/baton-dev/baton/engine/encoder"
@@ -22,7 +24,12 @@ const (
 	RoleEncoder    Role = "encoder"    // E: publishes encoder outputs (EncoderRole PRODUCER)
 	RolePD         Role = "pd"         // PD: consumes references and generates (EncoderRole CONSUMER)
 	RoleAggregated Role = "aggregated" // encodes and generates in one process (EncoderRole NONE)
+	RolePrefill    Role = "prefill"    // P: consumes references, runs prefill only, ends with PrefillReady (EngineRole PREFILL, EncoderRole CONSUMER)
+	RoleDecode     Role = "decode"     // D: decodes from P's KV session and decode preparation (EngineRole DECODE, EncoderRole NONE)
 )
+
+// consumes reports whether the role consumes encoder references (PD and P).
+func (r Role) consumes() bool { return r == RolePD || r == RolePrefill }
 
 // Backend names on the wire (EncoderCacheRef.backend).
 const (
@@ -63,7 +70,9 @@ type Config struct {
 	ProducerQuotaBytes int64
 	// ConsumerQuotaBytes bounds receive bytes in flight (L-5; default 256 MiB).
 	ConsumerQuotaBytes int64
-	// DefaultTTL and MaxTTL bound a published entry's life (X-2; defaults 60 s and 10 min).
+	// DefaultTTL and MaxTTL bound a published entry's life (X-2; defaults 60 s
+	// and 10 min). DefaultTTL is also how long P keeps a KV session D has
+	// not fetched, and MaxTTL how long D remembers a session it attached to.
 	DefaultTTL, MaxTTL time.Duration
 	// CollectInterval is how often the producer expires entries and looks for
 	// claimed ones (default 200 ms).
@@ -82,14 +91,29 @@ type Config struct {
 	Hooks Hooks
 }
 
+// needsTransferAgent reports whether the engine runs a tcp transfer agent:
+// the producer with the tcp backend, a consumer (PD, P) accepting tcp, P
+// (its KV sessions are READ from its registered memory) and D (it READs them).
+func (c *Config) needsTransferAgent() bool {
+	switch c.Role {
+	case RoleEncoder:
+		return c.Backend == BackendTCP
+	case RolePD:
+		return slices.Contains(c.AcceptBackends, BackendTCP)
+	case RolePrefill, RoleDecode:
+		return true
+	}
+	return false
+}
+
 // ModelName is the served model name for a preset.
 func ModelName(preset string) string { return "baton-vlm-" + preset }
 
 func (c *Config) fill() error {
 	switch c.Role {
-	case RoleEncoder, RolePD, RoleAggregated:
+	case RoleEncoder, RolePD, RoleAggregated, RolePrefill, RoleDecode:
 	default:
-		return fmt.Errorf("server: unknown role %q (want encoder, pd or aggregated)", c.Role)
+		return fmt.Errorf("server: unknown role %q (want encoder, pd, prefill, decode or aggregated)", c.Role)
 	}
 	if c.Preset == "" {
 		c.Preset = "base"
@@ -106,7 +130,7 @@ func (c *Config) fill() error {
 	if c.Role == RoleEncoder && c.Backend == BackendSharedDir && c.CacheDir == "" {
 		return fmt.Errorf("server: role encoder with the shared_dir backend needs --cache-dir")
 	}
-	if c.Role == RolePD && len(c.AcceptBackends) == 0 {
+	if c.Role.consumes() && len(c.AcceptBackends) == 0 {
 		if c.CacheDir != "" {
 			c.AcceptBackends = append(c.AcceptBackends, BackendSharedDir)
 		}

@@ -27,10 +27,23 @@ func (e *Engine) encoderRole() pb.EncoderRole {
 	switch e.cfg.Role {
 	case RoleEncoder:
 		return pb.EncoderRole_ENCODER_ROLE_PRODUCER
-	case RolePD:
+	case RolePD, RolePrefill:
 		return pb.EncoderRole_ENCODER_ROLE_CONSUMER
 	default:
 		return pb.EncoderRole_ENCODER_ROLE_NONE
+	}
+}
+
+// engineRole is ServerInfo.engine_role (CONTRACT section 1): PREFILL for P,
+// DECODE for D, AGGREGATED for the others.
+func (e *Engine) engineRole() pb.EngineRole {
+	switch e.cfg.Role {
+	case RolePrefill:
+		return pb.EngineRole_ENGINE_ROLE_PREFILL
+	case RoleDecode:
+		return pb.EngineRole_ENGINE_ROLE_DECODE
+	default:
+		return pb.EngineRole_ENGINE_ROLE_AGGREGATED
 	}
 }
 
@@ -42,7 +55,7 @@ func (s *control) GetServerInfo(ctx context.Context, _ *pb.GetServerInfoRequest)
 		"baton.reference_format": "baton-json-v1",
 	})
 	return &pb.ServerInfo{
-		EngineName: "baton-reference", EngineVersion: Version, EngineRole: pb.EngineRole_ENGINE_ROLE_AGGREGATED,
+		EngineName: "baton-reference", EngineVersion: Version, EngineRole: e.engineRole(),
 		InstanceId: e.instanceID, SupportedModels: []string{ModelName(e.preset.Name)},
 		SchemaRevision: 1, MinimumClientRevision: 1, SchemaRelease: "openengine.v1+baton.encoder.v1", Extra: extra,
 	}, nil
@@ -64,7 +77,7 @@ func (s *control) GetModelInfo(ctx context.Context, req *pb.GetModelInfoRequest)
 	case RoleEncoder:
 		caps.Backends = []string{e.cfg.Backend}
 		caps.SupportsAbortCleanup = proto.Bool(true)
-	case RolePD:
+	case RolePD, RolePrefill:
 		caps.Backends = append([]string(nil), e.cfg.AcceptBackends...)
 		caps.RequiresHandoff = proto.Bool(true)
 	}
@@ -101,6 +114,7 @@ func (e *Engine) Observables() map[string]float64 {
 		"encoder.exports.consumed":     float64(e.table.Counters().Consumed),
 		"encoder.exports.released":     float64(e.table.Counters().Released),
 		"encoder.exports.expired":      float64(e.table.Counters().Expired),
+		"kv.sessions.live":             float64(e.liveKVSessions()), // P's KV sessions awaiting D (E+P+D)
 	}
 }
 
@@ -163,7 +177,11 @@ func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortRes
 		}
 		return &pb.AbortResponse{Status: pb.AbortStatus_ABORT_STATUS_ABORTED, Message: fmt.Sprintf("%d requests cancelled", n)}, nil
 	case *pb.AbortRequest_KvSession:
-		return nil, e.status(fmt.Errorf("%w: L-4 %s holds no KV sessions", handoff.ErrWrongRole, e.cfg.Role))
+		st, err := e.abortKVSession(t.KvSession)
+		if err != nil {
+			return nil, e.status(err)
+		}
+		return &pb.AbortResponse{Status: st}, nil
 	case *pb.AbortRequest_EncoderCache:
 		st, err := e.abortEncoderCache(t.EncoderCache)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -32,7 +31,8 @@ type Engine struct {
 	producers  producerClients
 	log        *slog.Logger
 	now        func() time.Time
-	metrics    *metrics // Prometheus metrics (metrics.go)
+	metrics    *metrics   // Prometheus metrics (metrics.go)
+	kv         kvSessions // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
 
 	mu          sync.Mutex // guards the fields below; never held across I/O
 	table       *handoff.ProducerTable
@@ -86,7 +86,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		shutdown: make(chan time.Duration, 1),
 	}
 	e.metrics = newMetrics(e)
-	if (cfg.Role == RoleEncoder && cfg.Backend == BackendTCP) || (cfg.Role == RolePD && slices.Contains(cfg.AcceptBackends, BackendTCP)) {
+	if cfg.needsTransferAgent() {
 		agent, err := xfer.NewTCP(xfer.TCPOptions{Options: xfer.Options{Name: id}, ListenAddress: cfg.TransferListen, WriteTimeout: cfg.TransferTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("server: start the tcp transfer agent: %w", err)

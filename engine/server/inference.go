@@ -26,6 +26,9 @@ func checkRole(role Role, req *pb.GenerateRequest) error {
 	media := len(req.GetMedia()) > 0
 	session := req.GetKv().GetSession() != nil
 	prep := len(req.GetDecodePreparation()) > 0
+	if role == RoleDecode {
+		return checkDecodeRole(req)
+	}
 	if session || prep {
 		return fmt.Errorf("%w: L-4 %s does not serve KV-session decode requests", handoff.ErrWrongRole, role)
 	}
@@ -37,7 +40,7 @@ func checkRole(role Role, req *pb.GenerateRequest) error {
 		if !media {
 			return fmt.Errorf("%w: L-4 encoder.publish without media", handoff.ErrWrongRole)
 		}
-	case RolePD:
+	case RolePD, RolePrefill:
 		if publish {
 			return fmt.Errorf("%w: L-4 a consumer does not publish", handoff.ErrWrongRole)
 		}
@@ -89,6 +92,9 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 	}
 	if err := roleCheck(e.cfg.Role, req); err != nil {
 		return err
+	}
+	if e.cfg.Role == RoleDecode {
+		return e.runDecode(ctx, req.GetRequestId(), req, send) // N-2: no media, no encoder
 	}
 	images, err := e.decodeMedia(req.GetMedia())
 	if err != nil {
@@ -147,6 +153,9 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 			lreq.Images = append(lreq.Images, lm.Image{ContentHash: e.imageIdentity(images[i]), Rows: emb.Rows, Cols: emb.Cols, Data: emb.Data})
 		}
 	}
+	if e.cfg.Role == RolePrefill {
+		return e.runPrefill(ctx, req.GetRequestId(), lreq, send)
+	}
 	return e.runModel(ctx, req.GetRequestId(), lreq, send)
 }
 
@@ -197,6 +206,13 @@ func (e *Engine) runModel(ctx context.Context, requestID string, r lm.Request, s
 		}
 		return fmt.Errorf("%w: %v", handoff.ErrBadRequest, err)
 	}
+	return e.streamDecode(ctx, requestID, session, r, send)
+}
+
+// streamDecode decodes from a prefilled session (runModel's, or one D
+// fetched from P) and streams one event per token, then GenerationFinished
+// with the Usage.
+func (e *Engine) streamDecode(ctx context.Context, requestID string, session *lm.Session, r lm.Request, send func(*pb.GenerateResponse) error) error {
 	res, err := e.model.Decode(ctx, session, r, func(t lm.Token) error {
 		return send(&pb.GenerateResponse{RequestId: requestID, Event: &pb.GenerateResponse_Token{Token: &pb.TokenOutput{
 			Tokens: []*pb.TokenInfo{{TokenId: t.ID, Token: t.Text}}, Text: t.Text,

@@ -33,7 +33,7 @@ import (
 //
 // Counted as they happen:
 //
-//	baton_rejections_total{rule,code}        RPCs that ended non-OK, by the rule that decided ("none" if none did)
+//	baton_rejections_total{rule,code}        RPCs that ended non-OK (client cancellations aside), by the rule that decided ("none" if none did)
 //	baton_cleanup_failures_total             failed releases or removals
 //	baton_handoff_publish_seconds{outcome}   encode + write + commit of one publish (ok, rejected, error)
 //	baton_handoff_consume_seconds{outcome}   checks + claim + read of one consume
@@ -67,7 +67,7 @@ func newMetrics(e *Engine) *metrics {
 		registry: prometheus.NewRegistry(),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baton_rejections_total",
-			Help: "RPCs that ended with a non-OK status, by the CONTRACT rule that decided it (\"none\" when no rule did) and the gRPC code.",
+			Help: "RPCs that ended with a non-OK status other than CANCELLED, by the CONTRACT rule that decided it (\"none\" when no rule did) and the gRPC code.",
 		}, []string{"rule", "code"}),
 		cleanupFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baton_cleanup_failures_total",

@@ -85,10 +85,11 @@ func (s *observedStream) RecvMsg(m any) error {
 }
 
 // endCall logs and counts how an RPC ended. EVERY rejection passes here, so
-// every one is logged with its rule (`rule`, "none" when no contract rule
-// decided), request_id and trace_id, and counted in
-// baton_rejections_total{rule,code}; INTERNAL and UNKNOWN are logged at
-// error level as "request failed".
+// every one is logged ("request rejected") with its rule (`rule`, "none"
+// when no contract rule decided), code, request_id and trace_id, and counted
+// in baton_rejections_total{rule,code}. INTERNAL, UNKNOWN and DATA_LOSS are
+// logged at error level as "request failed" (and counted); a call the
+// client cancelled is logged as "request cancelled" and not counted.
 func (e *Engine) endCall(ctx context.Context, ci *callInfo, start time.Time, err error) {
 	elapsed := time.Since(start)
 	st := status.Convert(err)
@@ -103,6 +104,11 @@ func (e *Engine) endCall(ctx context.Context, ci *callInfo, start time.Time, err
 	var rej *rejection
 	if errors.As(err, &rej) && rej.rule != "" {
 		rule = rej.rule
+	}
+	switch st.Code() {
+	case codes.Canceled:
+		e.log.InfoContext(ctx, "request cancelled", "method", ci.method, "rule", rule, "code", st.Code().String(), "err", st.Message(), "duration_ms", elapsed.Milliseconds())
+		return
 	}
 	e.metrics.observeRejection(rule, st.Code().String())
 	switch st.Code() {

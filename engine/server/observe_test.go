@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,8 +16,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/fixtures"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
@@ -366,5 +369,50 @@ func TestWrapSiteRule(t *testing.T) {
 		if got := wrapSiteRule(tt.msg); got != tt.want {
 			t.Errorf("wrapSiteRule(%q) = %q; want %q", tt.msg, got, tt.want)
 		}
+	}
+}
+
+// TestEndCallOutcomes: how endCall logs and counts each kind of ending.
+func TestEndCallOutcomes(t *testing.T) {
+	logs := &lockedBuffer{}
+	e, err := New(Config{Role: RoleAggregated, Preset: "tiny"}, withRequestLogging(slog.New(slog.NewJSONHandler(logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		err     error
+		msg     string
+		rule    string
+		counted bool
+	}{
+		{"rule rejection", e.status(fmt.Errorf("%w: SU-2 spent", handoff.ErrSpentReference)), "request rejected", "SU-2", true},
+		{"wrap-site rule", e.status(fmt.Errorf("%w: SU-4 bad field", handoff.ErrBadRequest)), "request rejected", "SU-4", true},
+		{"plain status", status.Error(codes.Unimplemented, "no"), "request rejected", "none", true},
+		{"internal", e.status(errors.New("disk on fire")), "request failed", "none", true},
+		{"client cancelled", e.status(context.Canceled), "request cancelled", "none", false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := "req-" + strconv.Itoa(i)
+			ctx, ci := beginCall(context.Background(), "/test/Method")
+			ci.requestID = id
+			code := status.Code(tt.err).String()
+			before := sample(scrape(t, e), "baton_rejections_total", map[string]string{"rule": tt.rule, "code": code})
+			e.endCall(ctx, ci, time.Now(), tt.err)
+			after := sample(scrape(t, e), "baton_rejections_total", map[string]string{"rule": tt.rule, "code": code})
+			if counted := after == before+1; counted != tt.counted {
+				t.Errorf("baton_rejections_total{rule=%s,code=%s} went %v -> %v; want counted=%v", tt.rule, code, before, after, tt.counted)
+			}
+			var line map[string]any
+			for _, rec := range logs.records(t) {
+				if rec["request_id"] == id {
+					line = rec
+				}
+			}
+			if line == nil || line["msg"] != tt.msg || line["rule"] != tt.rule || line["trace_id"] == nil {
+				t.Errorf("log line %v; want msg %q rule %q with a trace_id", line, tt.msg, tt.rule)
+			}
+		})
 	}
 }

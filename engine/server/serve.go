@@ -145,6 +145,7 @@ func (e *Engine) Drain(timeout time.Duration) error {
 			}
 		}
 		e.drainErr = e.drainProducer()
+		e.drainKVSessions() // E+P+D: P's KV sessions nobody fetched
 		e.producers.close()
 		if e.agent != nil {
 			if err := e.agent.Close(); err != nil && e.drainErr == nil {

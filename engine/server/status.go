@@ -37,6 +37,8 @@ func (e *Engine) status(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, errDuplicateRequest):
 		code = codes.AlreadyExists
+	case errors.Is(err, errKVTransferFailed):
+		code = codes.Unavailable
 	case errors.Is(err, errCancelled), errors.Is(err, context.Canceled), status.Code(err) == codes.Canceled:
 		code = codes.Canceled
 	case errors.Is(err, context.DeadlineExceeded):

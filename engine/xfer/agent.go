@@ -11,13 +11,15 @@ const (
 	BackendTCP = "tcp"
 )
 
-// MaxSegments is the most descriptors one write may carry (CreateWrite,
-// and the tcp frame a target accepts). A bound of our own, not NIXL's.
+// MaxSegments is the most descriptors one write or READ may carry
+// (CreateWrite, CreateRead, and the tcp frame a target accepts). A bound of
+// our own, not NIXL's.
 const MaxSegments = 1024
 
 // Agent is one NIXL-style transfer agent: it registers this process's memory,
-// describes itself to peers (metadata), and WRITEs from its registered memory
-// into a peer's registered memory. See the package doc for the lifecycle, the
+// describes itself to peers (metadata), WRITEs from its registered memory
+// into a peer's registered memory, and READs a peer's registered memory
+// into its own. See the package doc for the lifecycle, the
 // NIXL call behind each method and the error rules.
 //
 // All methods are safe for concurrent use. None blocks on the network: Post
@@ -70,6 +72,21 @@ type Agent interface {
 	// (unknown peer, unregistered local range), ErrNotSupported (memory kind
 	// other than host), ErrNotAllowed (closed).
 	CreateWrite(local []Descriptor, peer string, remote []Descriptor) (*Request, error)
+
+	// CreateRead prepares a READ of remote[i] of peer into local[i], for
+	// every i: the initiator pulls bytes out of the peer's registered
+	// memory into its own registered memory (NIXL_READ). Local
+	// descriptors must lie inside this agent's registered regions (the
+	// destinations; Deregister is refused until the request is released);
+	// remote descriptors are checked by the target (key and bounds) when
+	// the READ arrives, so a bad one fails the READ with ErrBackend after
+	// Post, and the target's memory is never written. The errors, the
+	// lifecycle (Post, Status, Wait, Release) and the meaning of an error
+	// after Post are those of CreateWrite, except that the uncertainty is
+	// about the LOCAL destinations: after a failed READ they hold none,
+	// some or all of the bytes, and this agent stops writing into them once
+	// Status no longer answers StatusInProgress.
+	CreateRead(local []Descriptor, peer string, remote []Descriptor) (*Request, error)
 
 	// Post starts the write. It returns StatusDone if the write completed
 	// within the call, StatusInProgress if it continues (poll Status, or

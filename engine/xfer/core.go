@@ -29,9 +29,9 @@ type Options struct {
 	OnInbound func(InboundEvent)
 }
 
-// InboundEvent reports one peer write addressed to this agent (the target
-// side). Only the target sees why a write was refused; the initiator gets
-// ErrBackend (see "How errors collapse" in the package doc).
+// InboundEvent reports one peer write (or READ) addressed to this agent
+// (the target side). Only the target sees why a transfer was refused; the
+// initiator gets ErrBackend (see "How errors collapse" in the package doc).
 type InboundEvent struct {
 	// From is the initiating agent's name, as it claims it.
 	From string
@@ -46,6 +46,11 @@ type InboundEvent struct {
 	// Reason is a human-readable cause for a refused or broken write
 	// ("unknown remote key", "range outside region", "connection: EOF").
 	Reason string
+	// Read is true for a peer's READ of this agent's registered memory
+	// (CreateRead on the peer). Then Landed counts the bytes sent from the
+	// region to the reader, and InboundLanded means every byte was sent;
+	// this agent's memory is never written by a READ.
+	Read bool
 }
 
 // InboundOutcome is how a peer's write ended on the target.
@@ -83,6 +88,12 @@ type transport interface {
 	// acknowledged it, or an error wrapping a sentinel. It must stop
 	// touching w.srcs before it returns, and end early when ctx ends.
 	write(ctx context.Context, w *outbound) error
+	// read carries one outbound READ out: the peer's w.remote ranges into
+	// the local w.srcs. It returns nil once every byte is in w.srcs and the
+	// target has stopped touching its regions, or an error wrapping a
+	// sentinel. It must stop writing into w.srcs before it returns, and
+	// end early when ctx ends.
+	read(ctx context.Context, w *outbound) error
 	// dropPeer forgets what the transport keeps for a peer (idle
 	// connections) once its metadata is invalidated or replaced.
 	dropPeer(p peerInfo)
@@ -90,7 +101,8 @@ type transport interface {
 	close() error
 }
 
-// outbound is one post of a request, as the transport sees it.
+// outbound is one post of a request, as the transport sees it. For a
+// READ, srcs are the local destinations the peer's bytes are read into.
 type outbound struct {
 	from   string
 	peer   peerInfo
@@ -98,6 +110,7 @@ type outbound struct {
 	remote []Descriptor
 	total  uint64
 	fault  Fault
+	read   bool
 }
 
 // core is the agent both backends share: the tables, the request state
@@ -350,11 +363,21 @@ func (c *core) localRegion(i int, d Descriptor) (*region, error) {
 }
 
 func (c *core) CreateWrite(local []Descriptor, peer string, remote []Descriptor) (*Request, error) {
+	return c.createTransfer("CreateWrite", false, local, peer, remote)
+}
+
+func (c *core) CreateRead(local []Descriptor, peer string, remote []Descriptor) (*Request, error) {
+	return c.createTransfer("CreateRead", true, local, peer, remote)
+}
+
+// createTransfer prepares a WRITE (local -> remote) or a READ (remote ->
+// local); the checks are the same, only the direction differs.
+func (c *core) createTransfer(op string, read bool, local []Descriptor, peer string, remote []Descriptor) (*Request, error) {
 	if len(local) == 0 || len(local) > MaxSegments {
-		return nil, fmt.Errorf("xfer: CreateWrite with %d descriptors (want 1..%d): %w", len(local), MaxSegments, ErrInvalidParam)
+		return nil, fmt.Errorf("xfer: %s with %d descriptors (want 1..%d): %w", op, len(local), MaxSegments, ErrInvalidParam)
 	}
 	if len(local) != len(remote) {
-		return nil, fmt.Errorf("xfer: CreateWrite with %d local and %d remote descriptors: %w", len(local), len(remote), ErrMismatch)
+		return nil, fmt.Errorf("xfer: %s with %d local and %d remote descriptors: %w", op, len(local), len(remote), ErrMismatch)
 	}
 	for i := range remote {
 		if err := checkRemote(i, remote[i]); err != nil {
@@ -367,13 +390,13 @@ func (c *core) CreateWrite(local []Descriptor, peer string, remote []Descriptor)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, errClosed("CreateWrite")
+		return nil, errClosed(op)
 	}
 	p, ok := c.peers[peer]
 	if !ok {
-		return nil, fmt.Errorf("xfer: CreateWrite to peer %q whose metadata is not loaded: %w", peer, ErrNotFound)
+		return nil, fmt.Errorf("xfer: %s to peer %q whose metadata is not loaded: %w", op, peer, ErrNotFound)
 	}
-	r := &Request{owner: c, peer: p, done: closedChan()}
+	r := &Request{owner: c, peer: p, done: closedChan(), read: read}
 	seen := map[*region]bool{}
 	for i, d := range local {
 		reg, err := c.localRegion(i, d)
@@ -431,7 +454,7 @@ func (c *core) Post(r *Request) (Status, error) {
 	r.state, r.err, r.done, r.cancel = reqInFlight, nil, make(chan struct{}), cancel
 	c.inflight++
 	c.seq++
-	info := WriteInfo{Seq: c.seq, Peer: r.peer.name, Bytes: r.total, Segments: len(r.srcs)}
+	info := WriteInfo{Seq: c.seq, Peer: r.peer.name, Bytes: r.total, Segments: len(r.srcs), Read: r.read}
 	c.writers.Add(1)
 	c.mu.Unlock()
 
@@ -442,12 +465,16 @@ func (c *core) Post(r *Request) (Status, error) {
 			f = Fault{Kind: FaultFailAfter, AfterBytes: 0} // a misconfigured test fails loudly
 		}
 	}
-	w := &outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f}
+	w := &outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f, read: r.read}
+	run := c.tr.write
+	if r.read {
+		run = c.tr.read
+	}
 	if c.tr.inline(f) {
-		c.finish(r, c.tr.write(ctx, w))
+		c.finish(r, run(ctx, w))
 		return c.Status(r)
 	}
-	go func() { c.finish(r, c.tr.write(ctx, w)) }()
+	go func() { c.finish(r, run(ctx, w)) }()
 	return StatusInProgress, nil
 }
 
@@ -462,7 +489,7 @@ func (c *core) finish(r *Request, err error) {
 			known = known || errors.Is(err, s)
 		}
 		if !known {
-			err = fmt.Errorf("xfer: write to %q: %v: %w", r.peer.name, err, ErrBackend)
+			err = fmt.Errorf("xfer: transfer with %q: %v: %w", r.peer.name, err, ErrBackend)
 		}
 	}
 	c.mu.Lock()
@@ -543,28 +570,31 @@ func (c *core) Close() error {
 	return err
 }
 
-// inboundWrite is a peer write the target accepted: the memory it may fill.
+// inboundWrite is a peer write the target accepted: the memory it may fill
+// (for a peer READ: the memory it may send).
 type inboundWrite struct {
 	c       *core
 	from    string
 	dst     [][]byte
 	regions []*region // one per segment (repeats allowed)
 	total   uint64
+	read    bool
 }
 
-// beginInbound is the target-side check of a peer write: it must name this
-// agent, and every segment must carry the key of the registered region that
-// contains its whole range. On success the regions count a write in flight
-// (Deregister is refused) until end. On refusal nothing is touched and the
-// reason stays local (the initiator learns only ErrBackend).
-func (c *core) beginInbound(from, target string, segs []Descriptor) (*inboundWrite, error) {
+// beginInbound is the target-side check of a peer write or READ (read
+// true): it must name this agent, and every segment must carry the key of
+// the registered region that contains its whole range. On success the
+// regions count a transfer in flight (Deregister is refused) until end. On
+// refusal nothing is touched and the reason stays local (the initiator
+// learns only ErrBackend).
+func (c *core) beginInbound(from, target string, segs []Descriptor, read bool) (*inboundWrite, error) {
 	var total uint64
 	for _, s := range segs {
 		total += s.Length
 	}
 	refuse := func(reason string) (*inboundWrite, error) {
-		c.emit(InboundEvent{From: from, Bytes: total, Outcome: InboundRefused, Reason: reason})
-		return nil, fmt.Errorf("xfer: inbound write refused (%s): %w", reason, ErrBackend)
+		c.emit(InboundEvent{From: from, Bytes: total, Outcome: InboundRefused, Reason: reason, Read: read})
+		return nil, fmt.Errorf("xfer: inbound transfer refused (%s): %w", reason, ErrBackend)
 	}
 	if target != c.name {
 		return refuse("addressed to another agent")
@@ -574,7 +604,7 @@ func (c *core) beginInbound(from, target string, segs []Descriptor) (*inboundWri
 		c.mu.Unlock()
 		return refuse("agent closed")
 	}
-	in := &inboundWrite{c: c, from: from, total: total}
+	in := &inboundWrite{c: c, from: from, total: total, read: read}
 	for _, s := range segs {
 		r := c.byKey[string(s.RemoteKey)]
 		if r == nil {
@@ -607,7 +637,7 @@ func (in *inboundWrite) end(landed uint64, err error) {
 	}
 	c.inbound--
 	c.mu.Unlock()
-	ev := InboundEvent{From: in.from, Bytes: in.total, Landed: landed, Outcome: InboundLanded}
+	ev := InboundEvent{From: in.from, Bytes: in.total, Landed: landed, Outcome: InboundLanded, Read: in.read}
 	if err != nil {
 		ev.Outcome, ev.Reason = InboundBroken, err.Error()
 	}

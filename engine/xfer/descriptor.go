@@ -68,15 +68,17 @@ type Registration struct {
 	owner *core
 }
 
-// Request is the handle of one WRITE created by CreateWrite (NIXL's
-// nixlXferReqH). Opaque; use it with the agent that created it.
+// Request is the handle of one WRITE created by CreateWrite, or one READ
+// created by CreateRead (NIXL's nixlXferReqH). Opaque; use it with the
+// agent that created it.
 type Request struct {
 	id    uint64
 	owner *core
 
-	// Immutable after CreateWrite.
+	// Immutable after CreateWrite or CreateRead.
 	peer    peerInfo
-	srcs    [][]byte     // local bytes, one per segment
+	read    bool         // a READ (remote -> local) rather than a WRITE
+	srcs    [][]byte     // local bytes, one per segment (a READ's destinations)
 	remote  []Descriptor // targets, one per segment
 	regions []*region    // distinct local regions the request reads
 	total   uint64       // bytes per post

@@ -4,7 +4,10 @@
 // metadata to a producer inside TransferEncoderCache (WIRE.md); the
 // producer's agent WRITEs its source buffers into them and the RPC returns
 // OK only after the write completed, i.e. after the consumer's agent
-// acknowledged that every byte is in its memory. Two backends implement it:
+// acknowledged that every byte is in its memory. The other direction, a
+// READ (CreateRead), pulls a peer's registered memory into local registered
+// memory: E+P+D's decode engine reads the prefill engine's KV session that
+// way. Two backends implement it:
 // BackendLoopback (agents of one process, found by name in a Registry) and
 // BackendTCP (real sockets between processes).
 //
@@ -28,6 +31,26 @@
 //	producer.Release(req)                               // ErrRepostActive while in flight: quarantine
 //	producer.Deregister(srcReg)                         // ErrNotAllowed while a request uses it
 //
+// READ (E+P+D: D pulls P's KV session; P only registers and describes it):
+//
+//	srcReg, _ := p.RegisterMemory([][]byte{kv})         // descriptor + p.LocalMetadata() -> the KV session ref
+//	peer, _ := d.LoadRemoteMetadata(pMetadata)
+//	dstReg, _ := d.RegisterMemory([][]byte{buf})
+//	req, _ := d.CreateRead(dstReg.Descriptors, peer, []Descriptor{kvDesc})
+//	st, err := d.Post(req); st, err = xfer.Wait(ctx, d, req)
+//	d.Release(req); d.Deregister(dstReg)                // after a failed READ: discard buf's bytes
+//	p.Deregister(srcReg)                                // ErrNotAllowed while a READ is being served from it
+//
+// A READ never writes the target's memory, so its uncertainty stays with the
+// initiator: after an error from Post, Status or Wait the local
+// destinations hold none, some or all of the bytes. Once Status no longer
+// answers StatusInProgress the agent writes no more into them (loopback and
+// tcp end every write into local memory before the request finishes; a
+// NIXL binding has the completion of the READ's work requests), so the
+// initiator may release the request, deregister and reuse the buffers
+// without a quarantine; while a READ is still in flight Release answers
+// ErrRepostActive as for a write.
+//
 // # Mapping to NIXL (a cgo binding implements Agent like this)
 //
 // Method by method, with nixlAgent (C++, nixl.h) and the C API (nixl_capi.h):
@@ -39,6 +62,7 @@
 //	LoadRemoteMetadata        loadRemoteMD (returns the agent name)          nixl_capi_load_remote_md
 //	InvalidateRemoteMetadata  invalidateRemoteMD                             nixl_capi_invalidate_remote_md
 //	CreateWrite               createXferReq(NIXL_WRITE, local, remote, peer) nixl_capi_create_xfer_req
+//	CreateRead                createXferReq(NIXL_READ, local, remote, peer)  nixl_capi_create_xfer_req (NIXL_READ)
 //	Post                      postXferReq                                    nixl_capi_post_xfer_req
 //	Status                    getXferStatus                                  nixl_capi_get_xfer_status
 //	Release                   releaseXferReq                                 nixl_capi_release_xfer_req
@@ -96,7 +120,8 @@
 // # Backends
 //
 // loopback copies inside Post (StatusDone) from the source into the target
-// agent's registered memory, after the target's key and bounds checks.
+// agent's registered memory, after the target's key and bounds checks (a
+// READ copies the other way, after the same checks).
 //
 // tcp: the target listens on a port (TCPOptions.ListenAddress); its metadata
 // carries its name and "host:port". A write takes an idle connection to the
@@ -113,7 +138,12 @@
 // landed and the write is retried once on a fresh connection: a stale
 // connection never turns a clean write into an uncertain one. A refusal, or
 // a broken or silent connection after acceptance (TCPOptions.WriteTimeout on
-// the initiator, TCPOptions.IdleTimeout on the target), fails the write. The
+// the initiator, TCPOptions.IdleTimeout on the target), fails the write. A
+// READ uses the same connections and the same header under the magic
+// "BXR1": after accepting it (key and bounds checked, regions marked in
+// flight) the target streams the ranges from its registered memory, ends
+// its mark, and sends one end byte; the initiator reads the bytes straight
+// into its registered destinations and completes on that byte. The
 // network and the clock are injected (Network, Clock) so the simulator can
 // run the same code over a simulated network in virtual time.
 //

@@ -5,7 +5,8 @@ import (
 )
 
 // FaultHook is a test hook: the initiating agent calls it once per Post
-// (without locks held) and the write misbehaves as the returned Fault says.
+// (without locks held) and the write (or READ, WriteInfo.Read) misbehaves
+// as the returned Fault says.
 // The faults are carried out by the initiator, on both backends, after the
 // target has accepted the write (key and bounds checked), so the bytes they
 // let through really land in the target's registered memory. Leave nil in
@@ -22,6 +23,11 @@ type WriteInfo struct {
 	Bytes uint64
 	// Segments is the number of descriptor pairs.
 	Segments int
+	// Read is true for a READ (CreateRead). The faults then act on the
+	// bytes read into the initiator's local memory: FaultFailAfter lets
+	// AfterBytes bytes land locally, FaultHang stops after them, and
+	// FaultLoseAck reports a failure after every byte landed.
+	Read bool
 }
 
 // FaultKind selects a misbehaviour.

@@ -34,7 +34,9 @@ func (g *Registry) lookup(name string) *core {
 
 // NewLoopback starts a loopback agent named opts.Name in reg. A write copies
 // the source bytes straight into the target agent's registered memory
-// inside Post (StatusDone), unless a FaultHang holds it (StatusInProgress).
+// inside Post (StatusDone), unless a FaultHang holds it (StatusInProgress);
+// a READ copies the other way, from the target's registered memory into
+// the local destinations.
 // ErrInvalidParam for a nil registry, a bad name, or a name already taken
 // in reg.
 func NewLoopback(reg *Registry, opts Options) (Agent, error) {
@@ -76,7 +78,7 @@ func (l *loopback) write(ctx context.Context, w *outbound) error {
 	if target == nil {
 		return fmt.Errorf("xfer: loopback peer %q is gone: %w", w.peer.name, ErrRemoteDisconnect)
 	}
-	in, err := target.beginInbound(w.from, w.peer.name, w.remote)
+	in, err := target.beginInbound(w.from, w.peer.name, w.remote, false)
 	if err != nil {
 		return fmt.Errorf("xfer: write to %q failed in the target: %w", w.peer.name, ErrBackend)
 	}
@@ -113,6 +115,55 @@ func (l *loopback) write(ctx context.Context, w *outbound) error {
 	in.end(w.total, nil)
 	if w.fault.Kind == FaultLoseAck {
 		return fmt.Errorf("xfer: write to %q: acknowledgement lost: %w", w.peer.name, ErrRemoteDisconnect)
+	}
+	return nil
+}
+
+// read copies the target's registered bytes into the local destinations
+// (w.srcs) inside Post, after the target's key and bounds checks; the
+// faults act as for write, on the local side.
+func (l *loopback) read(ctx context.Context, w *outbound) error {
+	target := l.reg.lookup(w.peer.name)
+	if target == nil {
+		return fmt.Errorf("xfer: loopback peer %q is gone: %w", w.peer.name, ErrRemoteDisconnect)
+	}
+	in, err := target.beginInbound(w.from, w.peer.name, w.remote, true)
+	if err != nil {
+		return fmt.Errorf("xfer: read from %q failed in the target: %w", w.peer.name, ErrBackend)
+	}
+	copyRange := func(from, to uint64) {
+		_ = forRange(w.srcs, from, to, func(i int, off uint64, p []byte) error {
+			copy(p, in.dst[i][off:])
+			return nil
+		})
+	}
+	limit := w.fault.limit(w.total)
+	copyRange(0, limit)
+	switch w.fault.Kind {
+	case FaultFailAfter:
+		in.end(limit, fmt.Errorf("initiator fault: read cut after %d bytes", limit))
+		return fmt.Errorf("xfer: read from %q cut after %d of %d bytes: %w", w.peer.name, limit, w.total, ErrRemoteDisconnect)
+	case FaultHang:
+		h := w.fault.Hang
+		h.markReached()
+		select {
+		case <-h.release:
+			if h.cancel {
+				in.end(limit, fmt.Errorf("initiator fault: read hang cancelled after %d bytes", limit))
+				return fmt.Errorf("xfer: read from %q cancelled: %w", w.peer.name, ErrCanceled)
+			}
+		case <-ctx.Done():
+			in.end(limit, fmt.Errorf("initiator closed after %d bytes", limit))
+			return fmt.Errorf("xfer: read from %q cancelled by Close: %w", w.peer.name, ErrCanceled)
+		case <-target.ctx.Done():
+			in.end(limit, fmt.Errorf("agent closed after %d bytes", limit))
+			return fmt.Errorf("xfer: loopback peer %q closed during the read: %w", w.peer.name, ErrRemoteDisconnect)
+		}
+		copyRange(limit, w.total)
+	}
+	in.end(w.total, nil)
+	if w.fault.Kind == FaultLoseAck {
+		return fmt.Errorf("xfer: read from %q: completion lost: %w", w.peer.name, ErrRemoteDisconnect)
 	}
 	return nil
 }

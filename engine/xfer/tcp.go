@@ -51,6 +51,9 @@ const (
 // tcp_wire.go), streams the bytes straight from the source memory and
 // completes on the target's acknowledgement, which the target sends only
 // after every byte is in its registered memory (package doc, "Backends").
+// A READ sends a READ frame on such a connection; the target streams the
+// ranges back from its registered memory and the bytes are read straight
+// into the local destinations.
 // Post always answers StatusInProgress. Errors: ErrInvalidParam (bad name,
 // advertise address over 1024 bytes), ErrBackend wrapping the listen error.
 func NewTCP(opts TCPOptions) (Agent, error) {
@@ -189,6 +192,10 @@ var errStale = errors.New("stale pooled connection")
 
 // offer sends the header on conn and waits for the target's acceptance.
 func (t *tcpTransport) offer(ctx context.Context, conn net.Conn, w *outbound, deadline time.Time, reused bool) error {
+	magic := frameMagic
+	if w.read {
+		magic = readMagic
+	}
 	peer := w.peer.name
 	fail := func(stage string, err error) error {
 		var ne net.Error
@@ -200,7 +207,7 @@ func (t *tcpTransport) offer(ctx context.Context, conn net.Conn, w *outbound, de
 	if err := conn.SetDeadline(deadline); err != nil {
 		return fail("connecting", err)
 	}
-	if _, err := conn.Write(encodeHeader(w.from, peer, w.remote)); err != nil {
+	if _, err := conn.Write(encodeFrame(magic, w.from, peer, w.remote)); err != nil {
 		return fail("sending the header", err)
 	}
 	var reply [1]byte
@@ -213,31 +220,40 @@ func (t *tcpTransport) offer(ctx context.Context, conn net.Conn, w *outbound, de
 	return nil
 }
 
-func (t *tcpTransport) write(ctx context.Context, w *outbound) error {
-	peer, key := w.peer.name, poolKey(w.peer)
-	deadline := t.c.clock.Now().Add(t.writeTimeout)
-	var conn net.Conn
-	var stop func() bool
-	for conn == nil {
+// open takes an idle connection to w's peer (or dials one) and has the
+// target accept w's header on it. A stale pooled connection is replaced
+// by a fresh one once (nothing can have moved on it). stop detaches the
+// connection from ctx; it reports false if ctx already closed it.
+func (t *tcpTransport) open(ctx context.Context, w *outbound, deadline time.Time) (conn net.Conn, stop func() bool, err error) {
+	key := poolKey(w.peer)
+	for {
 		c, reused := t.takeIdle(key), true
 		if c == nil {
 			var err error
 			if c, err = t.network.Dial(ctx, w.peer.conn, deadline); err != nil {
-				return classify(ctx, peer, "connecting", err)
+				return nil, nil, classify(ctx, w.peer.name, "connecting", err)
 			}
 			reused = false
 		}
 		stopC := context.AfterFunc(ctx, func() { c.Close() })
 		err := t.offer(ctx, c, w, deadline, reused)
 		if err == nil {
-			conn, stop = c, stopC
-			break
+			return c, stopC, nil
 		}
 		stopC()
 		c.Close()
 		if err != errStale {
-			return err
+			return nil, nil, err
 		}
+	}
+}
+
+func (t *tcpTransport) write(ctx context.Context, w *outbound) error {
+	peer, key := w.peer.name, poolKey(w.peer)
+	deadline := t.c.clock.Now().Add(t.writeTimeout)
+	conn, stop, err := t.open(ctx, w, deadline)
+	if err != nil {
+		return err
 	}
 	keep := false
 	defer func() {
@@ -284,6 +300,69 @@ func (t *tcpTransport) write(ctx context.Context, w *outbound) error {
 	}
 	if w.fault.Kind == FaultLoseAck {
 		return fmt.Errorf("xfer: write to %q: acknowledgement lost: %w", peer, ErrRemoteDisconnect)
+	}
+	keep = true
+	return nil
+}
+
+// read carries out a READ: after the target accepted the header it streams
+// the remote ranges back; they are read straight into the local
+// destinations (w.srcs), and the READ completes on the target's trailing
+// replyAck. Past TCPOptions.WriteTimeout it fails with ErrBackend. Once it
+// returns, nothing writes into w.srcs any more: on failure the connection
+// is closed, never kept with unread bytes.
+func (t *tcpTransport) read(ctx context.Context, w *outbound) error {
+	peer, key := w.peer.name, poolKey(w.peer)
+	deadline := t.c.clock.Now().Add(t.writeTimeout)
+	conn, stop, err := t.open(ctx, w, deadline)
+	if err != nil {
+		return err
+	}
+	keep := false
+	defer func() {
+		if stop() && keep {
+			t.putIdle(key, conn)
+		} else {
+			conn.Close()
+		}
+	}()
+	recv := func(from, to uint64) error {
+		return forRange(w.srcs, from, to, func(_ int, _ uint64, p []byte) error {
+			_, err := io.ReadFull(conn, p)
+			return noEOF(err)
+		})
+	}
+	limit := w.fault.limit(w.total)
+	if err := recv(0, limit); err != nil {
+		return classify(ctx, peer, "receiving bytes", err)
+	}
+	switch w.fault.Kind {
+	case FaultFailAfter:
+		return fmt.Errorf("xfer: read from %q cut after %d of %d bytes: %w", peer, limit, w.total, ErrRemoteDisconnect)
+	case FaultHang:
+		h := w.fault.Hang
+		h.markReached()
+		select {
+		case <-h.release:
+			if h.cancel {
+				return fmt.Errorf("xfer: read from %q cancelled: %w", peer, ErrCanceled)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("xfer: read from %q cancelled by Close: %w", peer, ErrCanceled)
+		}
+		if err := recv(limit, w.total); err != nil {
+			return classify(ctx, peer, "receiving bytes", err)
+		}
+	}
+	var reply [1]byte
+	if _, err := io.ReadFull(conn, reply[:]); err != nil {
+		return classify(ctx, peer, "waiting for the end of the read", err)
+	}
+	if reply[0] != replyAck {
+		return fmt.Errorf("xfer: read from %q: bad end of read: %w", peer, ErrBackend)
+	}
+	if w.fault.Kind == FaultLoseAck {
+		return fmt.Errorf("xfer: read from %q: completion lost: %w", peer, ErrRemoteDisconnect)
 	}
 	keep = true
 	return nil
@@ -339,11 +418,11 @@ func (t *tcpTransport) serve(conn net.Conn) {
 		if conn.SetReadDeadline(t.c.clock.Now().Add(t.idleTimeout)) != nil {
 			return
 		}
-		from, target, segs, err := readHeader(br)
+		from, target, segs, read, err := readHeader(br)
 		if err != nil {
 			return // clean end, I/O error or malformed: close without writing a byte
 		}
-		in, err := t.c.beginInbound(from, target, segs)
+		in, err := t.c.beginInbound(from, target, segs, read)
 		if err != nil {
 			_ = conn.SetWriteDeadline(t.c.clock.Now().Add(t.idleTimeout))
 			_, _ = conn.Write([]byte{replyRefuse})
@@ -352,6 +431,18 @@ func (t *tcpTransport) serve(conn net.Conn) {
 		if err := t.reply(conn, replyAccept); err != nil {
 			in.end(0, fmt.Errorf("connection: %v", err))
 			return
+		}
+		if read {
+			sent, err := t.sendBodies(conn, in.dst)
+			if err != nil {
+				in.end(sent, fmt.Errorf("connection: %v", err))
+				return
+			}
+			in.end(sent, nil) // BEFORE the end byte: the reader's Done implies Deregister works here
+			if t.reply(conn, replyAck) != nil {
+				return
+			}
+			continue
 		}
 		landed, err := t.readBodies(br, conn, in.dst)
 		if err != nil {
@@ -393,6 +484,27 @@ func (t *tcpTransport) readBodies(br *bufio.Reader, conn net.Conn, dst [][]byte)
 		}
 	}
 	return landed, nil
+}
+
+// sendBodies writes the segments' bytes straight from registered memory to
+// a reader, in chunks, refreshing the idle deadline per chunk.
+func (t *tcpTransport) sendBodies(conn net.Conn, src [][]byte) (uint64, error) {
+	var sent uint64
+	for _, d := range src {
+		for off := 0; off < len(d); {
+			end := min(off+bodyChunkBytes, len(d))
+			if err := conn.SetWriteDeadline(t.c.clock.Now().Add(t.idleTimeout)); err != nil {
+				return sent, err
+			}
+			n, err := conn.Write(d[off:end])
+			sent += uint64(n)
+			if err != nil {
+				return sent, err
+			}
+			off = end
+		}
+	}
+	return sent, nil
 }
 
 func (t *tcpTransport) close() error {

@@ -10,7 +10,7 @@ import (
 
 // The tcp frame, initiator -> target (integers big-endian):
 //
-//	magic     4 bytes  "BXW1"
+//	magic     4 bytes  "BXW1" (a WRITE) or "BXR1" (a READ)
 //	targetLen 1 byte   1..255, then the target agent's name
 //	fromLen   1 byte   1..255, then the initiator's name
 //	count     2 bytes  1..MaxSegments
@@ -20,11 +20,15 @@ import (
 //	  length  8 bytes  >= 1; the lengths may not sum past 2^63
 //
 // The target answers one byte: replyAccept, or replyRefuse and closes. After
-// an accept the initiator sends the segments' bytes back to back, and the
-// target answers replyAck once every byte is in registered memory. Anything
-// malformed makes the target close the connection without writing a byte.
+// an accept of a WRITE the initiator sends the segments' bytes back to back,
+// and the target answers replyAck once every byte is in registered memory.
+// After an accept of a READ the target sends the segments' bytes back to
+// back, straight from its registered memory, then replyAck once it no longer
+// touches that memory; the READ completes on that byte. Anything malformed
+// makes the target close the connection without writing a byte.
 const (
 	frameMagic  = "BXW1"
+	readMagic   = "BXR1"
 	replyAccept = 0x00
 	replyRefuse = 0x01
 	replyAck    = 0x00
@@ -32,13 +36,19 @@ const (
 
 var errMalformedFrame = errors.New("xfer: malformed tcp frame")
 
+// encodeHeader is the header of a WRITE frame.
 func encodeHeader(from, target string, segs []Descriptor) []byte {
-	n := len(frameMagic) + 2 + len(target) + len(from) + 2
+	return encodeFrame(frameMagic, from, target, segs)
+}
+
+// encodeFrame is a frame header with the given magic (frameMagic or readMagic).
+func encodeFrame(magic, from, target string, segs []Descriptor) []byte {
+	n := len(magic) + 2 + len(target) + len(from) + 2
 	for _, s := range segs {
 		n += 1 + len(s.RemoteKey) + 16
 	}
 	b := make([]byte, 0, n)
-	b = append(b, frameMagic...)
+	b = append(b, magic...)
 	b = append(b, byte(len(target)))
 	b = append(b, target...)
 	b = append(b, byte(len(from)))
@@ -53,20 +63,31 @@ func encodeHeader(from, target string, segs []Descriptor) []byte {
 	return b
 }
 
-// readHeader reads one frame header. It returns io.EOF only when the
-// connection ended cleanly before the first byte of a frame; any other
-// failure wraps errMalformedFrame or is the I/O error.
-func readHeader(r *bufio.Reader) (from, target string, segs []Descriptor, err error) {
+// readHeader reads one frame header; read reports a READ frame. It
+// returns io.EOF only when the connection ended cleanly before the first
+// byte of a frame; any other failure wraps errMalformedFrame or is the I/O
+// error.
+func readHeader(r *bufio.Reader) (from, target string, segs []Descriptor, read bool, err error) {
 	var magic [len(frameMagic)]byte
 	if n, err := io.ReadFull(r, magic[:]); err != nil {
 		if n == 0 && errors.Is(err, io.EOF) {
-			return "", "", nil, io.EOF
+			return "", "", nil, false, io.EOF
 		}
-		return "", "", nil, noEOF(err)
+		return "", "", nil, false, noEOF(err)
 	}
-	if string(magic[:]) != frameMagic {
-		return "", "", nil, fmt.Errorf("%w: bad magic", errMalformedFrame)
+	switch string(magic[:]) {
+	case frameMagic:
+	case readMagic:
+		read = true
+	default:
+		return "", "", nil, false, fmt.Errorf("%w: bad magic", errMalformedFrame)
 	}
+	from, target, segs, err = readSegments(r)
+	return from, target, segs, read, err
+}
+
+// readSegments reads the rest of a header after its magic.
+func readSegments(r *bufio.Reader) (from, target string, segs []Descriptor, err error) {
 	readName := func() (string, error) {
 		n, err := r.ReadByte()
 		if err != nil {

@@ -1,0 +1,347 @@
+package server
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
+	"github.com/baton-dev/baton/engine/xfer"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// E+P+D KV sessions (CONTRACT section 1, L-2; WIRE.md KvSessionRef).
+//
+// P keeps the serialised lm.Session of each prefill (lm.SessionBytes = 32
+// bytes) in memory registered with its tcp transfer agent, and describes it
+// in PrefillReady.kv_session:
+//
+//	session_id        32 lowercase hex digits (128 random bits)
+//	transfer_backend  "tcp"
+//	endpoints         [P's control address (host, port, protocol "grpc")]
+//	attributes_struct {
+//	  "baton.multimodal": true | false     (WIRE.md convention; true when the prefill had images)
+//	  "baton.kv.format":  "baton-lm-session-v1"
+//	  "baton.kv.agent":   base64 (standard, padded) of P's xfer agent metadata
+//	  "baton.kv.region":  base64 (standard, padded) of the registered region:
+//	                      address (8 bytes, big-endian), length (8 bytes,
+//	                      big-endian, = 32), remote key (1..64 bytes)
+//	}
+//
+// D loads the agent metadata, READs the region into its own registered
+// memory (xfer CreateRead, the NIXL model), then releases the session on P
+// with Abort(kv_session) on the endpoint: ABORTED means this D took it;
+// ALREADY_FINISHED means another decode took it, or it was released or
+// expired first, so D rejects the request (INVALID_ARGUMENT, KV session
+// not found). A session is therefore decoded at most once. P keeps an
+// unfetched session for Config.DefaultTTL, then frees it.
+
+// KV session attribute keys and values (KvSessionRef.attributes_struct).
+const (
+	// AttrMultimodal marks a KV session from a multimodal prefill (bool);
+	// D then requires the decode preparation (CONTRACT L-2).
+	AttrMultimodal = "baton.multimodal"
+	// AttrKVFormat names the format of the session bytes (string, KVFormat).
+	AttrKVFormat = "baton.kv.format"
+	// AttrKVAgent is P's transfer-agent metadata, base64 (string).
+	AttrKVAgent = "baton.kv.agent"
+	// AttrKVRegion is the registered region holding the session, base64 of
+	// address (8 bytes BE), length (8 bytes BE) and remote key (string).
+	AttrKVRegion = "baton.kv.region"
+	// KVFormat is the session format: lm.Session.MarshalBinary, lm.SessionBytes bytes.
+	KVFormat = "baton-lm-session-v1"
+	// KVBackend is the only transfer_backend of the reference engine's KV sessions.
+	KVBackend = BackendTCP
+)
+
+// Bounds on a KV session reference's fields (checked by D before anything runs).
+const (
+	kvSessionIDHexDigits = 32      // 128 bits
+	maxKVAgentBytes      = 4 << 10 // xfer metadata is at most ~1.3 KiB
+	maxKVAttributes      = 16      // keys in attributes_struct
+	maxKVRegionKeyBytes  = 64      // xfer's bound on remote keys
+	kvFreeRetry          = 50 * time.Millisecond
+	kvFreeGiveUp         = 30 * time.Second // a READ being served ends within the agent's idle timeout (10 s)
+	kvRegionFixedBytes   = 8 + 8
+)
+
+var kvSessionIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// kvSessions is P's table of KV sessions waiting for D, and D's record of
+// the sessions it attached to (its replay guard). The zero value is ready.
+// mu is never held across I/O or an agent call (CONTRACT Q-5).
+type kvSessions struct {
+	mu       sync.Mutex
+	live     map[string]*kvSession // P: session id -> session
+	attached map[string]time.Time  // D: session id -> when this D attached to it
+	released int                   // P: sessions released (fetched and released by D, or Abort)
+	expired  int                   // P: sessions expired unfetched
+}
+
+// kvSession is one KV session P holds: the lm.Session bytes in registered
+// memory until D fetched it, it was aborted, or it expired.
+type kvSession struct {
+	id     string
+	buf    []byte // lm.SessionBytes bytes, registered
+	reg    *xfer.Registration
+	timer  *time.Timer
+	images int
+}
+
+// kvSessionRef is a parsed, checked KvSessionRef as D sees it.
+type kvSessionRef struct {
+	ID         string
+	Multimodal bool
+	Address    string // P's control address, "host:port" (loopback)
+	AgentMD    []byte
+	Region     xfer.Descriptor
+	wire       *pb.KvSessionRef
+}
+
+// holdKVSession registers a prefill's session bytes and keeps them until
+// fetched, aborted or expired (after Config.DefaultTTL); it returns the
+// KvSessionRef for PrefillReady. Errors are internal (agent failures).
+func (e *Engine) holdKVSession(b []byte, images int) (*pb.KvSessionRef, error) {
+	if len(b) != lm.SessionBytes {
+		return nil, fmt.Errorf("server: KV session of %d bytes, want %d", len(b), lm.SessionBytes)
+	}
+	buf := append([]byte(nil), b...)
+	reg, err := e.agent.RegisterMemory([][]byte{buf})
+	if err != nil {
+		return nil, fmt.Errorf("server: register the KV session: %w", err)
+	}
+	md, err := e.agent.LocalMetadata()
+	if err != nil {
+		e.freeKVRegion(reg)
+		return nil, fmt.Errorf("server: transfer-agent metadata: %w", err)
+	}
+	s := &kvSession{id: mustRandomHex(kvSessionIDHexDigits / 2), buf: buf, reg: reg, images: images}
+	ref, err := kvSessionWire(s, md, e.controlEndpoint())
+	if err != nil {
+		e.freeKVRegion(reg)
+		return nil, err
+	}
+	e.kv.mu.Lock()
+	if e.kv.live == nil {
+		e.kv.live = map[string]*kvSession{}
+	}
+	e.kv.live[s.id] = s
+	s.timer = time.AfterFunc(e.cfg.DefaultTTL, func() { e.expireKVSession(s.id) })
+	e.kv.mu.Unlock()
+	return ref, nil
+}
+
+// kvSessionWire builds the KvSessionRef describing s.
+func kvSessionWire(s *kvSession, agentMD []byte, ep *pb.KvEndpoint) (*pb.KvSessionRef, error) {
+	d := s.reg.Descriptors[0]
+	region := binary.BigEndian.AppendUint64(nil, d.Address)
+	region = binary.BigEndian.AppendUint64(region, d.Length)
+	region = append(region, d.RemoteKey...)
+	attrs, err := structpb.NewStruct(map[string]any{
+		AttrMultimodal: s.images > 0,
+		AttrKVFormat:   KVFormat,
+		AttrKVAgent:    base64.StdEncoding.EncodeToString(agentMD),
+		AttrKVRegion:   base64.StdEncoding.EncodeToString(region),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: KV session attributes: %w", err)
+	}
+	return &pb.KvSessionRef{SessionId: s.id, TransferBackend: KVBackend, Endpoints: []*pb.KvEndpoint{ep}, AttributesStruct: attrs}, nil
+}
+
+// releaseKVSession removes a live session and frees its memory. It reports
+// whether the session was live (Abort: ABORTED) or not (ALREADY_FINISHED:
+// released, fetched or expired before).
+func (e *Engine) releaseKVSession(id string) bool {
+	e.kv.mu.Lock()
+	s, ok := e.kv.live[id]
+	if ok {
+		delete(e.kv.live, id)
+		e.kv.released++
+	}
+	e.kv.mu.Unlock()
+	if !ok {
+		return false
+	}
+	s.timer.Stop()
+	e.freeKVRegion(s.reg)
+	return true
+}
+
+// expireKVSession frees a session nobody fetched within its TTL.
+func (e *Engine) expireKVSession(id string) {
+	e.kv.mu.Lock()
+	s, ok := e.kv.live[id]
+	if ok {
+		delete(e.kv.live, id)
+		e.kv.expired++
+	}
+	e.kv.mu.Unlock()
+	if ok {
+		e.log.Info("KV session expired unfetched", "session", id)
+		e.freeKVRegion(s.reg)
+	}
+}
+
+// freeKVRegion deregisters a session's memory. The agent refuses while a
+// READ is being served from it; that ends within the agent's idle timeout,
+// so the deregistration is retried until kvFreeGiveUp, after which it is a
+// cleanup failure (X-1).
+func (e *Engine) freeKVRegion(reg *xfer.Registration) {
+	deadline := time.Now().Add(kvFreeGiveUp)
+	var try func()
+	try = func() {
+		err := e.agent.Deregister(reg)
+		switch {
+		case err == nil:
+		case errors.Is(err, xfer.ErrNotAllowed) && time.Now().Before(deadline):
+			time.AfterFunc(kvFreeRetry, try)
+		default:
+			e.failCleanup("deregister a KV session", err)
+		}
+	}
+	try()
+}
+
+// drainKVSessions releases every KV session P still holds (S-2, S-4); a
+// session being READ keeps its memory until the agent closes.
+func (e *Engine) drainKVSessions() {
+	e.kv.mu.Lock()
+	ids := make([]string, 0, len(e.kv.live))
+	for id := range e.kv.live {
+		ids = append(ids, id)
+	}
+	e.kv.mu.Unlock()
+	for _, id := range ids {
+		e.releaseKVSession(id)
+	}
+}
+
+// liveKVSessions is the number of KV sessions P holds (GetLoad kv.sessions.live).
+func (e *Engine) liveKVSessions() int {
+	e.kv.mu.Lock()
+	defer e.kv.mu.Unlock()
+	return len(e.kv.live)
+}
+
+// attachKVSession records that this D attaches to session id; false if it
+// did before (a replayed session). Records older than Config.MaxTTL (the
+// longest a session can live on P) are forgotten.
+func (e *Engine) attachKVSession(id string) bool {
+	now := time.Now()
+	e.kv.mu.Lock()
+	defer e.kv.mu.Unlock()
+	if e.kv.attached == nil {
+		e.kv.attached = map[string]time.Time{}
+	}
+	if _, seen := e.kv.attached[id]; seen {
+		return false
+	}
+	for k, at := range e.kv.attached {
+		if now.Sub(at) > e.cfg.MaxTTL {
+			delete(e.kv.attached, k)
+		}
+	}
+	e.kv.attached[id] = now
+	return true
+}
+
+// parseKVSessionRef checks a KvSessionRef sent to D, before anything runs:
+// a well-formed session id, one loopback endpoint, and the attributes of
+// this profile. Errors: handoff.ErrBadRequest (INVALID_ARGUMENT) for a
+// malformed reference; handoff.ErrBackendNotAccepted (N-1,
+// FAILED_PRECONDITION) for a transfer_backend other than "tcp".
+func parseKVSessionRef(w *pb.KvSessionRef) (kvSessionRef, error) {
+	bad := func(format string, args ...any) (kvSessionRef, error) {
+		return kvSessionRef{}, fmt.Errorf("%w: malformed kv.session: %s", handoff.ErrBadRequest, fmt.Sprintf(format, args...))
+	}
+	ref := kvSessionRef{ID: w.GetSessionId(), wire: w}
+	if !kvSessionIDPattern.MatchString(ref.ID) {
+		return bad("session_id %.80q is not %d lowercase hex digits", ref.ID, kvSessionIDHexDigits)
+	}
+	fields := w.GetAttributesStruct().GetFields()
+	if len(fields) > maxKVAttributes {
+		return bad("%d attributes (at most %d)", len(fields), maxKVAttributes)
+	}
+	if v, ok := fields[AttrMultimodal]; ok {
+		b, isBool := v.GetKind().(*structpb.Value_BoolValue)
+		if !isBool {
+			return bad("attribute %s is not a bool", AttrMultimodal)
+		}
+		ref.Multimodal = b.BoolValue
+	}
+	str := func(key string, maxLen int) (string, error) {
+		v, ok := fields[key].GetKind().(*structpb.Value_StringValue)
+		if !ok {
+			return "", fmt.Errorf("attribute %s is missing or not a string", key)
+		}
+		if len(v.StringValue) > maxLen {
+			return "", fmt.Errorf("attribute %s is %d bytes (at most %d)", key, len(v.StringValue), maxLen)
+		}
+		return v.StringValue, nil
+	}
+	if b := w.GetTransferBackend(); b != KVBackend {
+		return kvSessionRef{}, fmt.Errorf("%w: N-1 kv.session transfer_backend %.40q, this decode engine fetches %q", handoff.ErrBackendNotAccepted, b, KVBackend)
+	}
+	format, err := str(AttrKVFormat, 64)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if format != KVFormat {
+		return bad("attribute %s = %.64q, want %q", AttrKVFormat, format, KVFormat)
+	}
+	agent, err := str(AttrKVAgent, base64.StdEncoding.EncodedLen(maxKVAgentBytes))
+	if err != nil {
+		return bad("%v", err)
+	}
+	if ref.AgentMD, err = base64.StdEncoding.Strict().DecodeString(agent); err != nil || len(ref.AgentMD) == 0 {
+		return bad("attribute %s is not base64 of agent metadata", AttrKVAgent)
+	}
+	region, err := str(AttrKVRegion, base64.StdEncoding.EncodedLen(kvRegionFixedBytes+maxKVRegionKeyBytes))
+	if err != nil {
+		return bad("%v", err)
+	}
+	rb, err := base64.StdEncoding.Strict().DecodeString(region)
+	if err != nil || len(rb) <= kvRegionFixedBytes || len(rb) > kvRegionFixedBytes+maxKVRegionKeyBytes {
+		return bad("attribute %s is not base64 of address, length and a 1..%d-byte key", AttrKVRegion, maxKVRegionKeyBytes)
+	}
+	ref.Region = xfer.Descriptor{
+		Address:    binary.BigEndian.Uint64(rb[0:8]),
+		Length:     binary.BigEndian.Uint64(rb[8:16]),
+		MemoryKind: xfer.MemoryHost,
+		RemoteKey:  append([]byte(nil), rb[16:]...),
+	}
+	if ref.Region.Length != lm.SessionBytes {
+		return bad("region of %d bytes, a %s session is %d", ref.Region.Length, KVFormat, lm.SessionBytes)
+	}
+	eps := w.GetEndpoints()
+	if len(eps) != 1 {
+		return bad("%d endpoints (want P's control endpoint)", len(eps))
+	}
+	if ref.Address, err = kvEndpointAddress(eps[0]); err != nil {
+		return kvSessionRef{}, err
+	}
+	return ref, nil
+}
+
+// kvEndpointAddress checks P's control endpoint: like a producer endpoint,
+// only loopback addresses are dialled, so no request makes D reach an
+// arbitrary host.
+func kvEndpointAddress(ep *pb.KvEndpoint) (string, error) {
+	ip := net.ParseIP(ep.GetHost())
+	if ep.GetHost() == "localhost" {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	if ip == nil || !ip.IsLoopback() || ep.GetPort() == 0 || ep.GetPort() > 65535 {
+		return "", fmt.Errorf("%w: kv.session endpoint %.60q:%d is not a loopback address this decode engine may dial", handoff.ErrBadRequest, ep.GetHost(), ep.GetPort())
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(int(ep.GetPort()))), nil
+}
