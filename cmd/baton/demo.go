@@ -26,12 +26,15 @@ type demoTopology struct {
 	// Options for conformance/launch.
 	Backend    string
 	FaultProxy bool
+	// PrefillDecode starts E+P+D instead of E+PD.
+	PrefillDecode bool
 }
 
 // demoTopologies are certified in this order by a plain `baton demo`.
 var demoTopologies = []demoTopology{
 	{Name: "epd-shared-dir", Says: "E+PD over the shared directory, Core level", Backend: "shared_dir"},
 	{Name: "epd-tcp", Says: "E+PD over tcp (NIXL-style WRITE), Core level", Backend: "tcp", FaultProxy: true},
+	{Name: "eppd-tcp", Says: "E+P+D over tcp (KV moved by an xfer READ), Core level", Backend: "tcp", PrefillDecode: true},
 }
 
 func demoCommand() *cobra.Command {
@@ -47,7 +50,8 @@ func demoCommand() *cobra.Command {
 		Short: "Start the reference engine in each topology, certify it on the fixture images, write the bundles, shut down",
 		Long: `The main job on the embedded defaults. For each topology (epd-shared-dir:
 E+PD over the shared directory; epd-tcp: E+PD over the tcp backend with a
-fault proxy between consumer and producer; both certified at the Core level
+fault proxy between consumer and producer; eppd-tcp: E+P+D over tcp, the KV
+session moved from P to D by an xfer READ; all certified at the Core level
 until the Lifecycle level has cases) it starts the reference engine as processes on loopback ports
 (encoder E, consumer PD, aggregated baseline), waits for Health READY, runs
 the conformance suite against them as a certification run (real fixture
@@ -150,8 +154,12 @@ func runDemo(tp demoTopology, preset, reportDir, workDir string, quotaBytes int6
 		}
 		defer os.RemoveAll(workDir)
 	}
-	fmt.Printf("baton demo: starting E, PD and aggregated (%s, preset %s) in %s\n", tp.Says, preset, workDir)
-	topo, err := launch.StartEPD(ctx, launch.Options{Binary: self, Preset: preset, WorkDir: workDir, ProducerQuotaBytes: quotaBytes,
+	fmt.Printf("baton demo: starting %s (preset %s) in %s\n", tp.Says, preset, workDir)
+	start := launch.StartEPD
+	if tp.PrefillDecode {
+		start = launch.StartEPPD
+	}
+	topo, err := start(ctx, launch.Options{Binary: self, Preset: preset, WorkDir: workDir, ProducerQuotaBytes: quotaBytes,
 		Backend: tp.Backend, FaultProxy: tp.FaultProxy, TestHooks: tp.FaultProxy})
 	if err != nil {
 		return exitError{ExitEngine, err.Error()}
@@ -163,7 +171,11 @@ func runDemo(tp demoTopology, preset, reportDir, workDir string, quotaBytes int6
 	// so the demo certifies Core on every topology; the Faults cases run
 	// against the tcp topology in make test (conformance/e2e).
 	cfg.Level = "core"
-	fmt.Printf("baton demo: E %s, PD %s, baseline %s\n", topo.Producer.Address, topo.Consumer.Address, topo.Baseline.Address)
+	for _, p := range []*launch.Process{topo.Producer, topo.Consumer, topo.Prefill, topo.Decode, topo.Baseline} {
+		if p != nil {
+			fmt.Printf("baton demo: %s at %s\n", p.Role, p.Address)
+		}
+	}
 
 	code, checkErr := certifyDemo(ctx, topo.Target().WithProfile(cfg.Profile), cfg, reportDir)
 	shutErr := topo.Shutdown(ctx, 60*time.Second)
