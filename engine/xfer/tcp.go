@@ -248,61 +248,14 @@ func (t *tcpTransport) open(ctx context.Context, w *outbound, deadline time.Time
 	}
 }
 
+// write carries out a WRITE: after the target accepted the header it
+// streams the local sources and completes on the target's acknowledgement,
+// sent only once every byte is in its registered memory.
 func (t *tcpTransport) write(ctx context.Context, w *outbound) error {
-	peer, key := w.peer.name, poolKey(w.peer)
-	deadline := t.c.clock.Now().Add(t.writeTimeout)
-	conn, stop, err := t.open(ctx, w, deadline)
-	if err != nil {
-		return err
-	}
-	keep := false
-	defer func() {
-		if stop() && keep {
-			t.putIdle(key, conn)
-		} else {
-			conn.Close()
-		}
-	}()
-	send := func(from, to uint64) error {
-		return forRange(w.srcs, from, to, func(_ int, _ uint64, p []byte) error {
-			_, err := conn.Write(p)
-			return err
-		})
-	}
-	limit := w.fault.limit(w.total)
-	if err := send(0, limit); err != nil {
-		return classify(ctx, peer, "sending bytes", err)
-	}
-	switch w.fault.Kind {
-	case FaultFailAfter:
-		return fmt.Errorf("xfer: write to %q cut after %d of %d bytes: %w", peer, limit, w.total, ErrRemoteDisconnect)
-	case FaultHang:
-		h := w.fault.Hang
-		h.markReached()
-		select {
-		case <-h.release:
-			if h.cancel {
-				return fmt.Errorf("xfer: write to %q cancelled: %w", peer, ErrCanceled)
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("xfer: write to %q cancelled by Close: %w", peer, ErrCanceled)
-		}
-		if err := send(limit, w.total); err != nil {
-			return classify(ctx, peer, "sending bytes", err)
-		}
-	}
-	var reply [1]byte
-	if _, err := io.ReadFull(conn, reply[:]); err != nil {
-		return classify(ctx, peer, "waiting for the acknowledgement", err)
-	}
-	if reply[0] != replyAck {
-		return fmt.Errorf("xfer: write to %q: bad acknowledgement: %w", peer, ErrBackend)
-	}
-	if w.fault.Kind == FaultLoseAck {
-		return fmt.Errorf("xfer: write to %q: acknowledgement lost: %w", peer, ErrRemoteDisconnect)
-	}
-	keep = true
-	return nil
+	return t.move(ctx, w, direction{
+		verb: "write to", moving: "sending bytes", ending: "waiting for the acknowledgement", end: "acknowledgement",
+		chunk: func(conn net.Conn, p []byte) error { _, err := conn.Write(p); return err },
+	})
 }
 
 // read carries out a READ: after the target accepted the header it streams
@@ -312,6 +265,23 @@ func (t *tcpTransport) write(ctx context.Context, w *outbound) error {
 // returns, nothing writes into w.srcs any more: on failure the connection
 // is closed, never kept with unread bytes.
 func (t *tcpTransport) read(ctx context.Context, w *outbound) error {
+	return t.move(ctx, w, direction{
+		verb: "read from", moving: "receiving bytes", ending: "waiting for the end of the read", end: "end of read",
+		chunk: func(conn net.Conn, p []byte) error { _, err := io.ReadFull(conn, p); return noEOF(err) },
+	})
+}
+
+// direction is what differs between a WRITE and a READ on the initiator.
+type direction struct {
+	verb, moving, ending, end string
+	// chunk moves one contiguous piece of the local memory over conn.
+	chunk func(conn net.Conn, p []byte) error
+}
+
+// move opens (or reuses) a connection to the target, moves w's bytes in
+// direction d with the fault hook applied, and waits for the target's
+// closing byte; a connection is pooled again only after a clean end.
+func (t *tcpTransport) move(ctx context.Context, w *outbound, d direction) error {
 	peer, key := w.peer.name, poolKey(w.peer)
 	deadline := t.c.clock.Now().Add(t.writeTimeout)
 	conn, stop, err := t.open(ctx, w, deadline)
@@ -326,43 +296,40 @@ func (t *tcpTransport) read(ctx context.Context, w *outbound) error {
 			conn.Close()
 		}
 	}()
-	recv := func(from, to uint64) error {
-		return forRange(w.srcs, from, to, func(_ int, _ uint64, p []byte) error {
-			_, err := io.ReadFull(conn, p)
-			return noEOF(err)
-		})
+	span := func(from, to uint64) error {
+		return forRange(w.srcs, from, to, func(_ int, _ uint64, p []byte) error { return d.chunk(conn, p) })
 	}
 	limit := w.fault.limit(w.total)
-	if err := recv(0, limit); err != nil {
-		return classify(ctx, peer, "receiving bytes", err)
+	if err := span(0, limit); err != nil {
+		return classify(ctx, peer, d.moving, err)
 	}
 	switch w.fault.Kind {
 	case FaultFailAfter:
-		return fmt.Errorf("xfer: read from %q cut after %d of %d bytes: %w", peer, limit, w.total, ErrRemoteDisconnect)
+		return fmt.Errorf("xfer: %s %q cut after %d of %d bytes: %w", d.verb, peer, limit, w.total, ErrRemoteDisconnect)
 	case FaultHang:
 		h := w.fault.Hang
 		h.markReached()
 		select {
 		case <-h.release:
 			if h.cancel {
-				return fmt.Errorf("xfer: read from %q cancelled: %w", peer, ErrCanceled)
+				return fmt.Errorf("xfer: %s %q cancelled: %w", d.verb, peer, ErrCanceled)
 			}
 		case <-ctx.Done():
-			return fmt.Errorf("xfer: read from %q cancelled by Close: %w", peer, ErrCanceled)
+			return fmt.Errorf("xfer: %s %q cancelled by Close: %w", d.verb, peer, ErrCanceled)
 		}
-		if err := recv(limit, w.total); err != nil {
-			return classify(ctx, peer, "receiving bytes", err)
+		if err := span(limit, w.total); err != nil {
+			return classify(ctx, peer, d.moving, err)
 		}
 	}
 	var reply [1]byte
 	if _, err := io.ReadFull(conn, reply[:]); err != nil {
-		return classify(ctx, peer, "waiting for the end of the read", err)
+		return classify(ctx, peer, d.ending, err)
 	}
 	if reply[0] != replyAck {
-		return fmt.Errorf("xfer: read from %q: bad end of read: %w", peer, ErrBackend)
+		return fmt.Errorf("xfer: %s %q: bad %s: %w", d.verb, peer, d.end, ErrBackend)
 	}
 	if w.fault.Kind == FaultLoseAck {
-		return fmt.Errorf("xfer: read from %q: completion lost: %w", peer, ErrRemoteDisconnect)
+		return fmt.Errorf("xfer: %s %q: %s lost: %w", d.verb, peer, d.end, ErrRemoteDisconnect)
 	}
 	keep = true
 	return nil
