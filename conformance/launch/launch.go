@@ -49,6 +49,10 @@ type Options struct {
 	FaultProxy bool
 	// TestHooks starts every engine with --test-hooks.
 	TestHooks bool
+	// Level is the conformance level Config claims ("core", "lifecycle",
+	// "faults"); "" claims "faults" with a fault proxy, else "core".
+	// Claiming "lifecycle" or "faults" needs TestHooks (CONTRACT section 5).
+	Level string
 	// TransferTimeout is the engines' --transfer-timeout (default 3 s with a
 	// fault proxy, so a dropped reply costs little).
 	TransferTimeout time.Duration
@@ -82,30 +86,41 @@ type Topology struct {
 
 // StartEPD starts E, PD and an aggregated baseline as three processes.
 func StartEPD(ctx context.Context, opts Options) (*Topology, error) {
-	if opts.StartTimeout == 0 {
-		opts.StartTimeout = 60 * time.Second
-	}
-	if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
-		return nil, fmt.Errorf("launch: %w", err)
-	}
 	if opts.Backend == "" {
 		opts.Backend = "shared_dir"
 	}
-	if opts.FaultProxy && opts.TransferTimeout == 0 {
-		opts.TransferTimeout = 3 * time.Second
+	t := &Topology{opts: opts}
+	return t.startAll(ctx, []roleSlot{{"encoder", &t.Producer}, {"pd", &t.Consumer}, {"aggregated", &t.Baseline}})
+}
+
+// roleSlot is one process of a topology: its --role and where it is kept.
+type roleSlot struct {
+	role string
+	dst  **Process
+}
+
+// startAll starts the fault proxy (if asked for) and every role's process,
+// waits until each is READY, and points the proxy at the producer. On any
+// failure it kills what it started.
+func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, error) {
+	if t.opts.StartTimeout == 0 {
+		t.opts.StartTimeout = 60 * time.Second
 	}
-	t := &Topology{CacheDir: filepath.Join(opts.WorkDir, "cache"), opts: opts}
+	if err := os.MkdirAll(t.opts.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	if t.opts.FaultProxy && t.opts.TransferTimeout == 0 {
+		t.opts.TransferTimeout = 3 * time.Second
+	}
+	t.CacheDir = filepath.Join(t.opts.WorkDir, "cache")
 	var err error
-	if opts.FaultProxy {
+	if t.opts.FaultProxy {
 		t.proxy, err = faultproxy.New("", faultproxy.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("launch: fault proxy: %w", err)
 		}
 	}
-	for _, p := range []struct {
-		role string
-		dst  **Process
-	}{{"encoder", &t.Producer}, {"pd", &t.Consumer}, {"aggregated", &t.Baseline}} {
+	for _, p := range slots {
 		*p.dst, err = t.start(ctx, p.role)
 		if err != nil {
 			t.Kill()
@@ -113,7 +128,7 @@ func StartEPD(ctx context.Context, opts Options) (*Topology, error) {
 		}
 	}
 	for _, p := range t.processes() {
-		if err := p.waitReady(ctx, opts.StartTimeout); err != nil {
+		if err := p.waitReady(ctx, t.opts.StartTimeout); err != nil {
 			t.Kill()
 			return nil, err
 		}
@@ -234,15 +249,19 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// Config describes the topology as a target profile. It claims the Faults
-// level when a fault proxy runs (only a Target from Target() can inject
-// faults and restart instances), else the Core level. An E+PD topology
+// Config describes the topology as a target profile. It claims
+// Options.Level when set; otherwise the Faults level when a fault proxy
+// runs (only a Target from Target() can inject faults and restart
+// instances), else the Core level. An E+PD topology
 // names endpoints producer, consumer and baseline; an E+P+D one producer,
 // prefill, decode and baseline.
 func (t *Topology) Config() target.Config {
 	level := "core"
 	if t.proxy != nil {
 		level = "faults"
+	}
+	if t.opts.Level != "" {
+		level = t.opts.Level
 	}
 	topology := t.topology
 	if topology == "" {
