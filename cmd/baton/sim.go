@@ -1,0 +1,230 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/baton-dev/baton/sim"
+	"github.com/spf13/cobra"
+)
+
+// simFlags are the flags of `baton sim`.
+type simFlags struct {
+	seed         uint64
+	seeds        string
+	jobs         int
+	verbose      bool
+	traceDir     string
+	mutant       string
+	progressMode string
+}
+
+func simCommand() *cobra.Command {
+	var f simFlags
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the deterministic fault-injecting simulator of the handoff lifecycle (one seed or a range)",
+		Long: `Run baton's deterministic simulator: one producer E and 1..3 PD consumers
+driving the real engine/handoff core over a simulated shared directory or
+transfer backend, with BUGGIFY-style faults (each site enabled per run with
+probability 0.25, firing per hit with 0.25), a safety phase with faults and a
+liveness phase with faults healed.
+
+  baton sim --seed N            one run: prints SEED=N and every drawn setting,
+                                one line per step with -v, and ends with
+                                'PASSED (N ticks)' or the exact replay command
+  baton sim --seeds A..B -j J   explore a range on J goroutines; prints a
+                                summary and each failing seed; with
+                                --trace-dir each failing seed's JSONL trace
+  baton sim replay TRACE        re-run a trace (its first line holds the seed,
+                                the mutant and the settings)
+
+Without --seed or --seeds a random seed is drawn (and printed).
+--mutant injects one broken decision into the simulator's driver (never the
+core), to check that the checkers catch it: ` + mutantNames() + `.
+
+Exit codes: 0 passed; 1 correctness failure (a safety checker: SU-1, SU-3,
+Q-1, Q-3, Q-4, X-1, S-1, S-4, core invariants); 2 liveness failure (no
+convergence within the tick budget after faults healed); 3 bad flags (as
+every baton command); 5 crash (a panic in the world). For a range, the worst: crash, then correctness,
+then liveness.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := sim.ParseMutant(f.mutant)
+			if err != nil {
+				return exitError{ExitUsage, err.Error()}
+			}
+			out := cmd.OutOrStdout()
+			if f.seeds != "" {
+				if cmd.Flags().Changed("seed") {
+					return exitError{ExitUsage, "--seed and --seeds exclude each other"}
+				}
+				from, to, err := parseSeedRange(f.seeds)
+				if err != nil {
+					return exitError{ExitUsage, err.Error()}
+				}
+				return simRange(cmd, out, from, to, m, f)
+			}
+			seed := f.seed
+			if !cmd.Flags().Changed("seed") {
+				var b [8]byte
+				_, _ = rand.Read(b[:])
+				seed = binary.LittleEndian.Uint64(b[:]) >> 1
+			}
+			return simOne(out, seed, sim.DrawSettings(seed), m, f)
+		},
+	}
+	cmd.Flags().Uint64Var(&f.seed, "seed", 0, "the seed of one run")
+	cmd.Flags().StringVar(&f.seeds, "seeds", "", "a seed range A..B (inclusive) to explore")
+	cmd.Flags().IntVarP(&f.jobs, "jobs", "j", 2, "runs in parallel when exploring a range")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "one status line per step")
+	cmd.Flags().StringVar(&f.traceDir, "trace-dir", "", "write each failing seed's JSONL trace here (seed-N.jsonl)")
+	cmd.Flags().StringVar(&f.mutant, "mutant", "", "inject a broken driver decision: "+mutantNames())
+	addProgressFlag(cmd, &f.progressMode)
+	cmd.AddCommand(simReplayCommand())
+	return cmd
+}
+
+func simReplayCommand() *cobra.Command {
+	var f simFlags
+	cmd := &cobra.Command{
+		Use:   "replay TRACE",
+		Short: "Re-run a simulator trace from the seed, mutant and settings on its first line",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := sim.ReadTraceFile(args[0])
+			if err != nil {
+				return exitError{ExitUsage, err.Error()}
+			}
+			return simOne(cmd.OutOrStdout(), h.Seed, h.Settings, h.Mutant, f)
+		},
+	}
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "one status line per step")
+	cmd.Flags().StringVar(&f.traceDir, "trace-dir", "", "write the re-run's JSONL trace here if it fails")
+	return cmd
+}
+
+func mutantNames() string {
+	names := make([]string, 0, len(sim.Mutants))
+	for m, rule := range sim.Mutants {
+		names = append(names, string(m)+" ("+rule+")")
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// simOne runs one seed and prints the VOPR-shaped header, steps and verdict.
+func simOne(out io.Writer, seed uint64, s sim.Settings, m sim.Mutant, f simFlags) error {
+	fmt.Fprintf(out, "SEED=%d\n", seed)
+	if m != sim.MutantNone {
+		fmt.Fprintf(out, "MUTANT=%s\n", m)
+	}
+	for _, l := range s.Lines() {
+		fmt.Fprintln(out, l)
+	}
+	opts := sim.Options{Mutant: m}
+	if f.verbose {
+		opts.Verbose = out
+	}
+	r := sim.Run(seed, s, opts)
+	if r.Verdict == sim.Passed {
+		fmt.Fprintf(out, "PASSED (%d ticks)\n", r.Ticks)
+		return nil
+	}
+	fmt.Fprintf(out, "%s (%d ticks, %d events): %s\n", r.Verdict, r.Ticks, r.Events, r.Failure)
+	if f.traceDir != "" {
+		if path, err := sim.WriteTrace(f.traceDir, r); err != nil {
+			fmt.Fprintf(out, "trace: %v\n", err)
+		} else {
+			fmt.Fprintf(out, "trace: %s (replay: baton sim replay %s)\n", path, path)
+		}
+	}
+	fmt.Fprintf(out, "replay: %s\n", r.ReplayCommand())
+	return exitError{simExit(r.Verdict), ""}
+}
+
+// simRange explores seeds from..to and prints the summary and each failing seed.
+func simRange(cmd *cobra.Command, out io.Writer, from, to uint64, m sim.Mutant, f simFlags) error {
+	prog, err := newProgress(cmd, f.progressMode, "seeds")
+	if err != nil {
+		return err
+	}
+	prog.Start(int(to - from + 1))
+	sum := sim.Explore(from, to, f.jobs, m, func(r sim.Result) {
+		outcome := "passed"
+		if r.Verdict != sim.Passed {
+			outcome = "failed"
+		}
+		prog.Done(strconv.FormatUint(r.Seed, 10), outcome)
+	})
+	prog.Finish()
+	fmt.Fprintf(out, "seeds %d..%d: %d runs, %d passed, %d correctness, %d liveness, %d crash; %d events, %d simulated ticks\n",
+		from, to, sum.Runs, sum.ByVerdict[sim.Passed], sum.ByVerdict[sim.Correctness], sum.ByVerdict[sim.Liveness], sum.ByVerdict[sim.Crash], sum.Events, sum.Ticks)
+	worst := sim.Passed
+	for _, r := range sum.Failures {
+		fmt.Fprintf(out, "FAIL seed=%d %s %s\n  replay: %s\n", r.Seed, r.Verdict, firstLine(r.Failure), r.ReplayCommand())
+		if f.traceDir != "" {
+			if path, err := sim.WriteTrace(f.traceDir, r); err != nil {
+				fmt.Fprintf(out, "  trace: %v\n", err)
+			} else {
+				fmt.Fprintf(out, "  trace: %s\n", path)
+			}
+		}
+		worst = worseVerdict(worst, r.Verdict)
+	}
+	if worst != sim.Passed {
+		return exitError{simExit(worst), ""}
+	}
+	fmt.Fprintln(out, "PASSED")
+	return nil
+}
+
+// worseVerdict orders crash > correctness > liveness > passed.
+func worseVerdict(a, b sim.Verdict) sim.Verdict {
+	rank := map[sim.Verdict]int{sim.Passed: 0, sim.Liveness: 1, sim.Correctness: 2, sim.Crash: 3}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// parseSeedRange parses "A..B" (A <= B). Errors: anything else.
+func parseSeedRange(s string) (uint64, uint64, error) {
+	a, b, ok := strings.Cut(s, "..")
+	if !ok {
+		return 0, 0, fmt.Errorf("--seeds %q: want A..B", s)
+	}
+	from, err1 := strconv.ParseUint(a, 10, 64)
+	to, err2 := strconv.ParseUint(b, 10, 64)
+	if err1 != nil || err2 != nil || to < from {
+		return 0, 0, fmt.Errorf("--seeds %q: want A..B with 0 <= A <= B", s)
+	}
+	if to-from >= 1<<31 {
+		return 0, 0, fmt.Errorf("--seeds %q: at most 2^31 seeds at once", s)
+	}
+	return from, to, nil
+}
+
+// ExitSimCrash is `baton sim`'s exit code for a panic in the simulated world
+// (3 is every command's code for bad flags).
+const ExitSimCrash = 5
+
+// simExit maps a verdict to the exit code.
+func simExit(v sim.Verdict) int {
+	if v == sim.Crash {
+		return ExitSimCrash
+	}
+	return int(v)
+}

@@ -1,0 +1,69 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// checkHealth. A side that quarantined anything, or whose
+// cleanup failed, reports NOT_READY and refuses new handoffs with
+// UNAVAILABLE; a side with neither is not NOT_READY. The full check of a
+// NOT_READY side (State, Admit: both allocate) runs when its signature
+// (incarnation, quarantine, cleanup failures, draining) changed; the cheap
+// "healthy means no failure" check runs every step.
+func checkHealth(w *World) string {
+	pc := w.prod.table.Counters()
+	sig := healthSig{0, int(pc.Quarantined), w.ledger.removeFailures, w.prod.health.Draining()}
+	if msg := healthAgrees("E", w.prod.health, pc.Quarantined > 0, w.prodCleanupFailed(), &w.prodHealthSig, sig); msg != "" {
+		return msg
+	}
+	for _, c := range w.cons {
+		if !c.up {
+			continue
+		}
+		n, _ := c.receives.Quarantine()
+		sig := healthSig{c.inc, n, 0, c.health.Draining()}
+		if msg := healthAgrees(fmt.Sprintf("PD%d", c.idx), c.health, n > 0, false, &c.healthSig, sig); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+// healthSig is what a node's health is a function of.
+type healthSig struct {
+	inc                   int64
+	quarantined, cleanups int
+	draining              bool
+}
+
+func (w *World) prodCleanupFailed() bool { return w.ledger.removeFailures > 0 }
+
+func healthAgrees(node string, h *handoff.Health, quarantined, cleanupFailed bool, last *healthSig, sig healthSig) string {
+	bad := quarantined || cleanupFailed
+	if !bad {
+		// Health is NOT_READY exactly when it holds a failure (health.go);
+		// Failure() is the allocation-free way to ask on the hot path.
+		if h.Failure() != "" {
+			return fmt.Sprintf("%s health NOT_READY (%s) with nothing quarantined and no cleanup failure", node, h.Failure())
+		}
+		return ""
+	}
+	if *last == sig {
+		return ""
+	}
+	*last = sig
+	if st, _ := h.State(); st != handoff.HealthNotReady {
+		return fmt.Sprintf("%s quarantined=%v cleanup-failed=%v but health is %d, want NOT_READY", node, quarantined, cleanupFailed, st)
+	}
+	err := h.Admit()
+	if _, code := handoff.Classify(err); code != handoff.CodeUnavailable {
+		return fmt.Sprintf("%s admits a new handoff while NOT_READY: %v", node, err)
+	}
+	if quarantined && !cleanupFailed && !h.Draining() && !errors.Is(err, handoff.ErrQuarantined) {
+		return fmt.Sprintf("%s refuses with %v, want Q-4 quarantined", node, err)
+	}
+	return ""
+}

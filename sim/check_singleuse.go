@@ -1,0 +1,42 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// checkSingleUse: SU-1 against the ground truth. An entry's data reaches at
+// most one receive (a won rename, a read, a landed WRITE), at most one
+// consume answer OK reaches a client, and every OK answer is backed by a
+// real consumption.
+func checkSingleUse(w *World) string {
+	for _, e := range w.ledger.all {
+		id := e.id
+		if len(e.consumptions) > 1 {
+			return fmt.Sprintf("entry %s consumed %d times: %v", short(id), len(e.consumptions), e.consumptions)
+		}
+		if len(e.okCalls) > 1 {
+			return fmt.Sprintf("entry %s answered OK to %d consume calls %v", short(id), len(e.okCalls), e.okCalls)
+		}
+		if len(e.okCalls) == 1 && len(e.consumptions) == 0 {
+			return fmt.Sprintf("entry %s answered OK to a consume but no receive got its data", short(id))
+		}
+	}
+	return ""
+}
+
+// checkReleaseAnswers: SU-3. ABORTED is answered at most once per entry and
+// only when the release really removed the storage.
+func checkReleaseAnswers(w *World) string {
+	for _, e := range w.ledger.all {
+		id := e.id
+		if e.aborted > 1 {
+			return fmt.Sprintf("entry %s answered ABORTED %d times", short(id), e.aborted)
+		}
+		if e.aborted == 1 && e.removedCause != causeNames[handoff.CauseRelease] {
+			return fmt.Sprintf("entry %s answered ABORTED but its storage was %q (consumptions %v)", short(id), e.removedCause, e.consumptions)
+		}
+	}
+	return ""
+}

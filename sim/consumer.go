@@ -1,0 +1,279 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// buffer is one registered receive buffer of a consumer.
+type buffer struct {
+	// owner is the receive number using it (0: free).
+	owner int64
+	// quarantined buffers are never freed or reused in this incarnation.
+	quarantined bool
+	// content is the entry whose data a WRITE last put here.
+	content string
+}
+
+// recv is one receive in flight on a consumer.
+type recv struct {
+	num   int64
+	h     int
+	rpc   int64
+	entry string
+	key   string
+	buf   int // -1 for the shared-directory backend
+}
+
+// consumerNode is a PD consumer: the core's ConsumerReceives and Health,
+// driven as engine/server/consumer.go and transfer.go drive them.
+type consumerNode struct {
+	idx      int
+	inc      int64
+	up       bool
+	receives *handoff.ConsumerReceives
+	health   *handoff.Health
+	recvs    map[int64]*recv
+	bufs     []buffer
+	// quarantineSeen is the most quarantined buffers the core reported in this incarnation (Q-1: never shrinks).
+	quarantineSeen int
+	// healthSig is the signature checkHealth last checked fully.
+	healthSig healthSig
+}
+
+func newConsumerNode(w *World, idx int) *consumerNode {
+	c := &consumerNode{idx: idx, inc: 1}
+	c.boot(w)
+	return c
+}
+
+// boot starts a fresh incarnation: new core state, fresh registered memory.
+func (c *consumerNode) boot(w *World) {
+	c.up = true
+	c.receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.set.ConsumerQuotaBytes})
+	c.health = handoff.NewHealth()
+	c.health.Started()
+	c.recvs = map[int64]*recv{}
+	c.bufs = make([]buffer, w.set.BuffersPerConsumer)
+	c.quarantineSeen = 0
+}
+
+// consumeArrive: a consumer's Generate(encoder.consume=ref): SU-2 (expired),
+// admission (Q-4, X-1, S-2), Preflight (L-5), then the backend's claim.
+func (w *World) consumeArrive(ev event) {
+	c := w.cons[ev.c]
+	reply := event{kind: evConsumeReplyArrive, h: ev.h, c: ev.c, a: ev.a, s: ev.s}
+	if !c.up {
+		return // connection refused; the client's deadline ends its call
+	}
+	rec := w.ledger.get(ev.s)
+	if w.now >= rec.expiresMs {
+		reply.b = resSpent
+		w.notef("SU-2 %s expired", short(ev.s))
+		w.send(msgReply, reply)
+		return
+	}
+	if err := c.health.Admit(); err != nil {
+		reply.b = resOf(err)
+		w.notef("admit: %v", err)
+		w.send(msgReply, reply)
+		return
+	}
+	num := int64(len(w.xreqs) + 1)
+	key := fmt.Sprintf("r%d/%s", num, ev.s)
+	w.xreqs = append(w.xreqs, xreq{h: int(ev.h), c: c.idx, inc: c.inc, buf: -1, entry: ev.s, key: key})
+	if err := c.receives.Preflight(key, rec.payloadBytes); err != nil {
+		reply.b = resOf(err)
+		w.notef("preflight: %v", err)
+		w.send(msgReply, reply)
+		return
+	}
+	r := &recv{num: num, h: int(ev.h), rpc: ev.a, entry: ev.s, key: key, buf: -1}
+	c.recvs[num] = r
+	if w.set.Backend == BackendSharedDir {
+		w.claimShared(c, r, reply)
+		return
+	}
+	w.requestTransfer(c, r, reply)
+}
+
+// claimShared claims by atomic rename (one winner, SU-1); the mutant reads
+// the file in place instead, leaving it for the next claimant.
+func (w *World) claimShared(c *consumerNode, r *recv, reply event) {
+	must(c.receives.Registered(r.key))
+	must(c.receives.Requested(r.key))
+	from := publishedPath(r.entry)
+	ok := false
+	if w.opts.Mutant == MutantReadWithoutClaim {
+		_, ok = w.files[from]
+	} else {
+		ok = w.rename(from, claimedPath(c.idx, c.inc, r.entry))
+	}
+	if !ok {
+		must(c.receives.Rejected(r.key))
+		delete(c.recvs, r.num)
+		reply.b = resSpent
+		w.notef("SU-2 %s already consumed, released or expired", short(r.entry))
+		w.send(msgReply, reply)
+		return
+	}
+	rec := w.ledger.get(r.entry)
+	rec.consumptions = append(rec.consumptions, r.key)
+	w.notef("claimed %s as %s", short(r.entry), r.key)
+	w.after(between(w.diskRNG, 0, 3), event{kind: evClaimRead, c: int32(c.idx), a: r.num, b: c.inc})
+}
+
+// claimRead: the claimed file was read and deleted; the receive succeeded.
+func (w *World) claimRead(ev event) {
+	c := w.cons[ev.c]
+	if !c.up || c.inc != ev.b {
+		return // crashed in between: the claimed file is an orphan for the next incarnation
+	}
+	r := c.recvs[ev.a]
+	delete(w.files, claimedPath(c.idx, c.inc, r.entry))
+	must(c.receives.Succeeded(r.key))
+	delete(c.recvs, r.num)
+	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: ev.c, a: r.rpc, s: r.entry, b: resOK})
+}
+
+// requestTransfer: register a buffer, then Requested BEFORE sending
+// TransferEncoderCache; the consumer's own deadline bounds the wait (C-4).
+func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
+	buf := -1
+	for i := range c.bufs {
+		if c.bufs[i].owner == 0 && !c.bufs[i].quarantined {
+			buf = i
+			break
+		}
+	}
+	if buf < 0 {
+		must(c.receives.Rejected(r.key))
+		delete(c.recvs, r.num)
+		reply.b = resExhausted
+		w.notef("L-5 no free receive buffer")
+		w.send(msgReply, reply)
+		return
+	}
+	c.bufs[buf].owner = r.num
+	r.buf = buf
+	w.xreqs[r.num-1].buf = buf
+	must(c.receives.Registered(r.key))
+	must(c.receives.Requested(r.key))
+	w.notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
+	w.send(msgRequest, event{kind: evTransferArrive, c: int32(c.idx), a: r.num, s: r.entry})
+	w.after(w.set.ConsumerTimeoutMs, event{kind: evTransferTimeout, c: int32(c.idx), a: r.num, b: c.inc})
+}
+
+// transferReply: the producer's answer. A receive already ended (duplicate
+// or late reply, or a past incarnation's) is ignored.
+func (w *World) transferReply(ev event) {
+	c := w.cons[ev.c]
+	rq := w.xreqs[ev.a-1]
+	r, ok := c.recvs[ev.a]
+	if !c.up || c.inc != rq.inc || !ok {
+		w.notef("reply %s for %s ignored: receive already ended", resNames[ev.b], rq.key)
+		return
+	}
+	switch ev.b {
+	case resOK:
+		b := &c.bufs[r.buf]
+		if b.content != r.entry || b.owner != r.num {
+			w.failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, short(b.content), b.owner)
+		}
+		must(c.receives.Succeeded(r.key))
+		w.endReceive(c, r, resOK)
+	case resBeforeWrite:
+		must(c.receives.Rejected(r.key)) // a definite pre-write rejection
+		w.endReceive(c, r, resSpent)
+	default:
+		w.uncertain(c, r, "producer answered "+resNames[ev.b])
+	}
+}
+
+// transferTimeout: the consumer's deadline passed with the outcome unknown.
+func (w *World) transferTimeout(ev event) {
+	c := w.cons[ev.c]
+	r, ok := c.recvs[ev.a]
+	if !c.up || c.inc != ev.b || !ok {
+		return
+	}
+	w.uncertain(c, r, "deadline passed")
+}
+
+// uncertain ends a receive whose outcome is unknown: Uncertain, keep the
+// buffer quarantined for the life of the process, health NOT_READY (Q-1,
+// The mutant releases and frees it instead.
+func (w *World) uncertain(c *consumerNode, r *recv, why string) {
+	if w.opts.Mutant == MutantConsumerFreesOnTransferError {
+		must(c.receives.Rejected(r.key))
+		w.endReceive(c, r, resUnavailable)
+		return
+	}
+	must(c.receives.Uncertain(r.key))
+	c.bufs[r.buf].quarantined = true
+	c.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-1 receive %s quarantined: %s", r.key, why))
+	delete(c.recvs, r.num)
+	w.notef("Q-1 %s uncertain (%s): buffer %d quarantined", r.key, why, r.buf)
+	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: int32(c.idx), a: r.rpc, s: r.entry, b: resUnavailable})
+}
+
+// endReceive frees a receive's buffer (its outcome is known) and answers the client.
+func (w *World) endReceive(c *consumerNode, r *recv, res int64) {
+	c.bufs[r.buf].owner = 0
+	delete(c.recvs, r.num)
+	w.notef("%s ended %s; buffer %d freed", r.key, resNames[res], r.buf)
+	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: int32(c.idx), a: r.rpc, s: r.entry, b: res})
+}
+
+// chaos is a consumer's fault tick in the safety phase: it may crash.
+func (w *World) chaos(ev event) {
+	if w.faults.healed {
+		return
+	}
+	c := w.cons[ev.c]
+	if c.up && w.faults.buggify(SiteConsumerCrash) {
+		w.after(0, event{kind: evCrash, c: ev.c})
+	}
+	w.after(between(w.procRNG, 50, 300), event{kind: evChaos, c: ev.c})
+}
+
+// crash kills a consumer: its receives, buffers and quarantine go with the
+// process; clients waiting on it hit their deadlines.
+func (w *World) crash(ev event) {
+	c := w.cons[ev.c]
+	if !c.up {
+		return
+	}
+	c.up = false
+	w.notef("PD%d incarnation %d crashed with %d receives in flight", c.idx, c.inc, len(c.recvs))
+	w.after(between(w.procRNG, 10, 300), event{kind: evRestart, c: ev.c, a: c.inc})
+}
+
+// restart boots a new incarnation; orphan recovery deletes the files past
+// incarnations claimed but never read.
+func (w *World) restart(ev event) {
+	c := w.cons[ev.c]
+	if c.up || c.inc != ev.a {
+		return
+	}
+	for _, path := range w.sortedFiles() {
+		var pc int
+		var pinc int64
+		var id string
+		if n, _ := fmt.Sscanf(path, "PD%d.%d/%s", &pc, &pinc, &id); n == 3 && pc == c.idx {
+			delete(w.files, path)
+			w.notef("orphan %s removed", path)
+		}
+	}
+	c.inc++
+	c.boot(w)
+	w.notef("PD%d restarted as incarnation %d", c.idx, c.inc)
+}
+
+// must panics on an error the driver's own ordering rules out (a Crash verdict).
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}

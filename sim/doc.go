@@ -1,0 +1,41 @@
+// Package sim is baton's deterministic, fault-injecting simulator of the
+// encoder -> consumer handoff (ARCHITECTURE.md "The simulator is VOPR-shaped").
+//
+// One seed decides everything: it seeds one PCG generator per subsystem
+// (settings, workload, entry ids, network, faults, disk, processes), so a
+// run's settings, its interleaving and every fault are a function of the seed
+// alone. Time is a virtual clock in ms ticks; the world is an event queue
+// ordered by (tick, sequence) and stepped in one goroutine.
+//
+// The world holds one producer E (a handoff.ProducerTable, a handoff.Health
+// and a simulated store: a shared-directory file map or a registered-memory
+// source map), 1..3 PD consumers (handoff.ConsumerReceives, handoff.Health and
+// a pool of registered receive buffers) and one client per handoff that
+// publishes, consumes, replays, releases (once or twice), cancels and shuts
+// the producer down. The nodes drive the SAME lifecycle core the reference
+// engine drives (engine/server producer.go, consumer.go, transfer.go), in the
+// same order: Reserve -> write -> CommitPublish -> send; Release -> remove ->
+// RemovalDone; Expire/Drain -> remove -> RemovalDone; ClaimForTransfer ->
+// WRITE -> TransferDone | TransferFailed; Preflight -> Registered ->
+// Requested -> Succeeded | Rejected | Uncertain.
+//
+// Faults are BUGGIFY-style: each Site is enabled for a run with probability
+// 0.25 and then fires at each hit with probability 0.25. They stay within what
+// the contract must survive (lost, delayed, duplicated messages; a reply lost
+// after its request took effect; slow or failing WRITEs; encoder failure;
+// ENOSPC; vanishing files; slow or failing removals; consumer crash and
+// restart; late cancellation; Shutdown at a random time).
+//
+// A run has two phases: safety (faults on, clients start) and liveness
+// (faults healed): every handoff must end consumed exactly once, released,
+// expired, quarantined or cancelled, then every node drains within the tick
+// budget. Checkers (one per check_*.go file) run after every step; the
+// core's CheckInvariants too.
+//
+// Verdicts and exit codes: Passed (0), Correctness (1), Liveness (2),
+// Crash (3: a panic inside the world). Every run can write a JSONL trace whose
+// first line holds the seed and the settings; Replay re-runs it.
+//
+// Mutants: Mutant names a broken decision injected through a hook in this
+// package's driver (never in the core); tests assert the checkers catch each.
+package sim

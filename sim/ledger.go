@@ -1,0 +1,130 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+)
+
+// entryRecord is the ground truth about one entry: what really happened to
+// its storage, independent of what the core's tables or the clients believe.
+type entryRecord struct {
+	id           string
+	h            int
+	payloadBytes int64
+	expiresMs    int64
+	published    bool
+	abandoned    bool
+	// consumptions lists every receive that really got the entry's data
+	// (a won rename, a read, a WRITE that landed), in order.
+	consumptions []string
+	// removedCause is set when a producer removal WON (the storage was there).
+	removedCause string
+	removeFailed bool
+	vanished     bool
+	quarantined  bool
+	// okCalls are the (client, call) pairs whose consume answer OK reached
+	// a client; aborted counts the ABORTED answers given.
+	okCalls [][2]int64
+	aborted int
+}
+
+// terminal reports whether the entry has ended (CONTRACT section 2).
+func (e *entryRecord) terminal() bool {
+	return e.abandoned || len(e.consumptions) > 0 || e.removedCause != "" || e.removeFailed || e.vanished || e.quarantined
+}
+
+// ledger maps entry ids to their ground truth; all lists them in the order
+// they were reserved, so checks run in a deterministic order.
+type ledger struct {
+	entries map[string]*entryRecord
+	all     []*entryRecord
+	// removeFailures counts removals that failed with an I/O error.
+	removeFailures int
+}
+
+func newLedger() *ledger { return &ledger{entries: map[string]*entryRecord{}} }
+
+func (l *ledger) add(id string, h int, payloadBytes int64) *entryRecord {
+	e := &entryRecord{id: id, h: h, payloadBytes: payloadBytes}
+	l.entries[id] = e
+	l.all = append(l.all, e)
+	return e
+}
+
+func (l *ledger) get(id string) *entryRecord {
+	e, ok := l.entries[id]
+	if !ok {
+		panic(fmt.Sprintf("sim: entry %s not in the ledger", id))
+	}
+	return e
+}
+
+// fileInfo is a file in the simulated shared directory.
+type fileInfo struct {
+	entry string
+}
+
+// publishedPath is where the producer publishes entry id; claimedPath where
+// consumer c (incarnation inc) renames it when it claims it.
+func publishedPath(id string) string { return "E/" + id }
+
+func claimedPath(c int, inc int64, id string) string { return fmt.Sprintf("PD%d.%d/%s", c, inc, id) }
+
+// rename moves from -> to atomically; false when from does not exist (the
+// one-winner primitive of the shared-directory backend, SU-1).
+func (w *World) rename(from, to string) bool {
+	f, ok := w.files[from]
+	if !ok {
+		return false
+	}
+	delete(w.files, from)
+	w.files[to] = f
+	return true
+}
+
+// sortedFiles lists the shared directory's paths, sorted.
+func (w *World) sortedFiles() []string {
+	out := make([]string, 0, len(w.files))
+	for p := range w.files {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sourceState is a transfer source buffer on the producer (registered memory).
+type sourceState int
+
+const (
+	sourceLive sourceState = iota + 1
+	sourceFreed
+	sourceQuarantined
+)
+
+// xreq is one TransferEncoderCache request: what the consumer registered.
+type xreq struct {
+	h     int
+	c     int
+	inc   int64
+	buf   int
+	entry string
+	key   string
+}
+
+// write is one WRITE the producer posted into a consumer's buffer.
+type write struct {
+	num   int64
+	entry string
+	recv  int64 // receive number (index into xreqs + 1)
+	c     int
+	inc   int64
+	buf   int
+	// fails: the WRITE ends in error; landsAnyway: it lands before erroring.
+	fails, landsAnyway bool
+	landed, failed     bool
+	// producerDone: the producer ended the transfer (done, failed or deadline).
+	producerDone bool
+}
+
+// pending reports whether the WRITE may still land.
+func (wr *write) pending() bool { return !wr.landed && !wr.failed }

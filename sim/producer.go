@@ -1,0 +1,484 @@
+package sim
+
+import (
+	"encoding/hex"
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// producerNode is E: the core's ProducerTable and Health, driven exactly as
+// engine/server/producer.go and transfer.go drive them, over a simulated
+// store (shared-directory files or registered source buffers).
+type producerNode struct {
+	instanceID string
+	table      *handoff.ProducerTable
+	health     *handoff.Health
+	// publishing counts publishes between Reserve and CommitPublish/AbandonPublish.
+	publishing int
+	// cleanups counts removals between the table's decision and RemovalDone.
+	cleanups int
+	stopped  bool
+}
+
+func newProducerNode(w *World) *producerNode {
+	p := &producerNode{
+		instanceID: w.newInstanceID(),
+		table: handoff.NewProducerTable(handoff.ProducerConfig{
+			QuotaBytes: w.set.ProducerQuotaBytes, DefaultTTLMs: w.set.DefaultTTLMs, MaxTTLMs: w.set.MaxTTLMs,
+		}),
+		health: handoff.NewHealth(),
+	}
+	p.health.Started()
+	return p
+}
+
+// newEntryID draws 128 bits from the ids stream (SU-5 shape: 32 lowercase hex).
+func (w *World) newEntryID() string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(w.idRNG.Uint32())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// newInstanceID draws a lowercase UUID from the ids stream.
+func (w *World) newInstanceID() string {
+	h := w.newEntryID()
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// Codes carried in reply events (field b).
+const (
+	resOK int64 = iota + 1
+	resSpent
+	resUnavailable
+	resExhausted
+	resInternal
+	resAborted
+	resAlreadyFinished
+	resBeforeWrite
+	resCancelled
+)
+
+var resNames = map[int64]string{resOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", resUnavailable: "UNAVAILABLE",
+	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", resAborted: "ABORTED", resAlreadyFinished: "ALREADY_FINISHED",
+	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED"}
+
+// resOf maps a core rejection to a reply code through handoff.Classify.
+func resOf(err error) int64 {
+	switch _, code := handoff.Classify(err); code {
+	case handoff.CodeInvalidArgument:
+		return resSpent
+	case handoff.CodeResourceExhausted:
+		return resExhausted
+	case handoff.CodeUnavailable:
+		return resUnavailable
+	}
+	return resInternal
+}
+
+// publishArrive: E's Generate(encoder.publish): admit, Reserve (L-5) BEFORE
+// anything is written, then the encoder step.
+func (w *World) publishArrive(ev event) {
+	p := w.prod
+	reply := event{kind: evPublishFailArrive, h: ev.h, a: ev.a}
+	if p.stopped {
+		reply.b = resUnavailable
+		w.send(msgReply, reply)
+		return
+	}
+	if err := p.health.Admit(); err != nil {
+		reply.b = resOf(err)
+		w.notef("admit: %v", err)
+		w.send(msgReply, reply)
+		return
+	}
+	cl := w.clients[ev.h]
+	id := w.newEntryID()
+	if err := p.table.Reserve(id, cl.plan.payloadBytes); err != nil {
+		reply.b = resOf(err)
+		w.notef("reserve: %v", err)
+		w.send(msgReply, reply)
+		return
+	}
+	p.publishing++
+	w.ledger.add(id, int(ev.h), cl.plan.payloadBytes)
+	d := between(w.workRNG, 1, w.set.EncodeMsMax)
+	if w.faults.buggify(SiteEncoderLate) {
+		d += between(w.workRNG, 1, w.set.LongDelayMaxMs)
+	}
+	w.notef("reserved %s (%d bytes)", short(id), cl.plan.payloadBytes)
+	w.after(d, event{kind: evEncodeDone, h: ev.h, a: ev.a, s: id})
+}
+
+// encodeDone: the encoder step ended. Cancelled or failed before publication
+// -> AbandonPublish (C-1, C-6); otherwise write the storage, CommitPublish,
+// then send EncoderReady; a failed send releases the entry (C-7).
+func (w *World) encodeDone(ev event) {
+	p := w.prod
+	id := ev.s
+	rec := w.ledger.get(id)
+	cl := w.clients[ev.h]
+	p.publishing--
+	abandon := func(res int64, why string) {
+		p.table.AbandonPublish(id)
+		rec.abandoned = true
+		w.notef("abandoned %s: %s", short(id), why)
+		if res != 0 {
+			w.send(msgReply, event{kind: evPublishFailArrive, h: ev.h, a: ev.a, b: res})
+		}
+	}
+	switch {
+	case w.faults.buggify(SiteEncoderFail):
+		abandon(resInternal, "C-6 encoder failed")
+		return
+	case cl.streamCancelled(ev.a):
+		abandon(0, "C-1 cancelled before publication")
+		return
+	case p.health.Draining():
+		abandon(resUnavailable, "S-2 draining")
+		return
+	case w.faults.buggify(SiteENOSPC):
+		abandon(resInternal, "ENOSPC writing the entry")
+		return
+	}
+	if w.set.Backend == BackendSharedDir {
+		w.files[publishedPath(id)] = fileInfo{entry: id}
+	} else {
+		w.sources[id] = sourceLive
+	}
+	ttl := p.table.TTL(cl.plan.ttlMs)
+	if err := p.table.CommitPublish(id, w.now+ttl); err != nil {
+		panic(err)
+	}
+	rec.published = true
+	rec.expiresMs = w.now + ttl
+	if cl.streamCancelled(ev.a) || w.faults.buggify(SiteSendFails) {
+		w.notef("C-7 EncoderReady send failed; releasing %s", short(id))
+		w.producerRelease(id, -1, 0)
+		return
+	}
+	w.notef("published %s ttl %d", short(id), ttl)
+	w.send(msgReply, event{kind: evReadyArrive, h: ev.h, a: ev.a, s: id, b: rec.expiresMs})
+}
+
+// releaseArrive: Abort(encoder_cache=ref) on E (SU-3).
+func (w *World) releaseArrive(ev event) {
+	if w.prod.stopped {
+		w.send(msgReply, event{kind: evReleaseReplyArrive, h: ev.h, a: ev.a, b: resUnavailable})
+		return
+	}
+	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
+	w.producerRelease(ev.s, int(ev.h), ev.a)
+}
+
+// producerRelease decides a release; h < 0 means nobody waits for the answer (C-7).
+func (w *World) producerRelease(id string, h int, rpc int64) {
+	switch w.prod.table.Release(id) {
+	case handoff.ReleaseRemove:
+		w.startRemoval(id, handoff.CauseRelease, h, rpc)
+	default:
+		w.notef("release %s: ALREADY_FINISHED", short(id))
+		if h >= 0 {
+			w.send(msgReply, event{kind: evReleaseReplyArrive, h: int32(h), a: rpc, b: resAlreadyFinished})
+		}
+	}
+}
+
+// startRemoval removes the storage of an entry the table moved to Removing;
+// the removal may be slow, so a consumer's claim can race it.
+func (w *World) startRemoval(id string, cause handoff.RemovalCause, h int, rpc int64) {
+	w.prod.cleanups++
+	d := between(w.diskRNG, 0, 2)
+	if w.faults.buggify(SiteSlowRemove) {
+		d += between(w.diskRNG, 1, w.set.LongDelayMaxMs)
+	}
+	w.after(d, event{kind: evRemoveDone, h: int32(h), a: rpc, b: int64(cause), s: id})
+}
+
+var causeNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released", handoff.CauseExpiry: "expired", handoff.CauseDrain: "drained"}
+
+// removeDone: the removal syscall returned; report it with RemovalDone (or
+// RemovalFailed + health NOT_READY on an I/O error, X-1).
+func (w *World) removeDone(ev event) {
+	p := w.prod
+	id := ev.s
+	cause := handoff.RemovalCause(ev.b)
+	rec := w.ledger.get(id)
+	p.cleanups--
+	reply := func(res int64) {
+		if cause == handoff.CauseRelease && ev.h >= 0 {
+			w.send(msgReply, event{kind: evReleaseReplyArrive, h: ev.h, a: ev.a, b: res})
+		}
+	}
+	if w.faults.buggify(SiteRemoveError) {
+		p.table.RemovalFailed(id)
+		p.health.Fail(handoff.CheckCleanup, fmt.Sprintf("X-1 remove entry %s: I/O error", short(id)))
+		rec.removeFailed = true
+		w.ledger.removeFailures++
+		w.notef("X-1 removal of %s failed", short(id))
+		reply(resUnavailable)
+		return
+	}
+	won := false
+	if w.set.Backend == BackendSharedDir {
+		if _, ok := w.files[publishedPath(id)]; ok {
+			delete(w.files, publishedPath(id))
+			won = true
+		}
+	} else if w.sources[id] == sourceLive {
+		w.sources[id] = sourceFreed
+		won = true
+	}
+	if won {
+		rec.removedCause = causeNames[cause]
+	}
+	out := p.table.RemovalDone(id, won)
+	w.notef("removal of %s won=%v -> %v", short(id), won, out)
+	switch out {
+	case handoff.ReleaseAborted:
+		rec.aborted++
+		reply(resAborted)
+	default:
+		reply(resAlreadyFinished)
+	}
+}
+
+// observeClaims: entries whose file is gone were claimed (shared directory).
+func (w *World) observeClaims() {
+	if w.set.Backend != BackendSharedDir {
+		return
+	}
+	for _, id := range w.prod.table.Published() {
+		if _, ok := w.files[publishedPath(id)]; !ok {
+			w.prod.table.ObserveGone(id)
+			w.notef("observed %s gone", short(id))
+		}
+	}
+}
+
+// collect is one pass of the producer's collector: files vanish (fault),
+// claims are observed, expired entries are removed.
+func (w *World) collect(ev event) {
+	p := w.prod
+	if p.stopped {
+		return
+	}
+	if w.set.Backend == BackendSharedDir {
+		for _, id := range p.table.Published() {
+			if w.faults.buggify(SiteVanish) {
+				delete(w.files, publishedPath(id))
+				w.ledger.get(id).vanished = true
+				w.notef("X-2 file of %s vanished", short(id))
+			}
+		}
+	}
+	w.observeClaims()
+	for _, id := range p.table.Expire(w.now) {
+		w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+	}
+	w.after(w.set.CollectPeriodMs, event{kind: evCollect})
+}
+
+// shutdown: Shutdown(expected_instance_id) on E (S-1), then the drain (S-2).
+// a=1 marks the fault-injected Shutdown, which first tries the two wrong ids.
+func (w *World) shutdown(ev event) {
+	p := w.prod
+	if p.stopped {
+		return
+	}
+	if ev.a == 1 {
+		if _, err := p.health.DecideShutdown("", p.instanceID); err == nil {
+			w.failf(Correctness, "S-1", "Shutdown with an empty expected_instance_id was accepted")
+		}
+		if _, err := p.health.DecideShutdown(w.newInstanceID(), p.instanceID); err == nil {
+			w.failf(Correctness, "S-1", "Shutdown naming another instance was accepted")
+		}
+	}
+	was := p.health.Draining()
+	st, err := p.health.DecideShutdown(p.instanceID, p.instanceID)
+	if err != nil || (was && st != handoff.ShutdownAlreadyShuttingDown) || (!was && st != handoff.ShutdownAccepted) {
+		w.failf(Correctness, "S-1", "Shutdown(own id) after draining=%v = %v, %v", was, st, err)
+		return
+	}
+	w.notef("shutdown %v", st)
+	if !was {
+		w.after(0, event{kind: evDrainTick})
+	}
+}
+
+// drainTick: release every unconsumed entry (S-2); stop once nothing is
+// live, no removal is pending and no publish or transfer is in flight (S-4).
+func (w *World) drainTick(ev event) {
+	p := w.prod
+	if p.stopped {
+		return
+	}
+	w.observeClaims()
+	for _, id := range p.table.Drain() {
+		w.startRemoval(id, handoff.CauseDrain, -1, 0)
+	}
+	if p.table.Entries() > 0 || p.cleanups > 0 || p.publishing > 0 {
+		w.after(10, event{kind: evDrainTick})
+		return
+	}
+	w.stopProducer()
+}
+
+// stopProducer closes the store: S-4 says nothing is left in the cache
+// directory; only files whose removal failed (X-1, reported) may remain for
+// the close to take.
+func (w *World) stopProducer() {
+	for _, path := range w.sortedFiles() {
+		f := w.files[path]
+		if path != publishedPath(f.entry) {
+			continue
+		}
+		if !w.ledger.get(f.entry).removeFailed {
+			w.failf(Correctness, "S-4", "drained producer left %s in the cache directory", path)
+		}
+		delete(w.files, path)
+	}
+	for id, st := range w.sources {
+		if st == sourceLive {
+			if !w.ledger.get(id).removeFailed {
+				w.failf(Correctness, "S-4", "drained producer left the source of %s registered", short(id))
+			}
+			w.sources[id] = sourceFreed
+		}
+	}
+	w.prod.stopped = true
+	w.notef("producer stopped")
+}
+
+// ---- transfer backend, producer side (engine/server/transfer.go) ----
+
+// transferArrive: TransferEncoderCache on E: rejections up to the claim are
+// before-write; ClaimForTransfer takes the entry out of the table
+// BEFORE the WRITE is posted.
+func (w *World) transferArrive(ev event) {
+	p := w.prod
+	rq := w.xreqs[ev.a-1]
+	reply := event{kind: evTransferReply, c: int32(rq.c), a: ev.a, b: resBeforeWrite}
+	if p.stopped {
+		reply.b = resUnavailable // connection refused: no trailer, so uncertain for the consumer
+		w.send(msgReply, reply)
+		return
+	}
+	rec := w.ledger.get(rq.entry)
+	if w.now >= rec.expiresMs {
+		for _, id := range p.table.Expire(w.now) {
+			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+		}
+		w.notef("SU-2 %s expired: before-write", short(rq.entry))
+		w.send(msgReply, reply)
+		return
+	}
+	if err := p.table.ClaimForTransfer(rq.entry); err != nil {
+		w.notef("claim: %v: before-write", err)
+		w.send(msgReply, reply)
+		return
+	}
+	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
+	if w.sources[rq.entry] != sourceLive {
+		panic(fmt.Sprintf("sim: transfer source of %s is %d", rq.entry, w.sources[rq.entry]))
+	}
+	wr := &write{num: int64(len(w.writes) + 1), entry: rq.entry, recv: ev.a, c: rq.c, inc: rq.inc, buf: rq.buf}
+	if w.faults.buggify(SiteWriteError) {
+		wr.fails = true
+		wr.landsAnyway = w.netRNG.IntN(2) == 0
+	}
+	w.writes = append(w.writes, wr)
+	d := between(w.netRNG, 1, w.set.WriteMsMax)
+	if w.faults.buggify(SiteSlowWrite) {
+		d += between(w.netRNG, 1, w.set.LongDelayMaxMs)
+	}
+	w.notef("WRITE #%d of %s posted, lands in %d", wr.num, short(rq.entry), d)
+	w.after(d, event{kind: evWriteLand, a: wr.num})
+	w.after(w.set.ProducerTimeoutMs, event{kind: evWriteDeadline, a: wr.num})
+}
+
+// writeLand: the WRITE reaches the consumer's memory, or fails (the
+// consumer's process is gone, or the injected error).
+func (w *World) writeLand(ev event) {
+	wr := w.writes[ev.a-1]
+	c := w.cons[wr.c]
+	switch {
+	case wr.fails && !wr.landsAnyway:
+		wr.failed = true
+		w.notef("WRITE #%d failed before landing", wr.num)
+	case !c.up || c.inc != wr.inc:
+		wr.failed = true
+		wr.fails = true
+		w.notef("WRITE #%d failed: PD%d incarnation %d is gone", wr.num, wr.c, wr.inc)
+	default:
+		wr.landed = true
+		b := &c.bufs[wr.buf]
+		w.checkLanding(wr, b)
+		b.content = wr.entry
+		rec := w.ledger.get(wr.entry)
+		rec.consumptions = append(rec.consumptions, w.xreqs[wr.recv-1].key)
+		w.notef("WRITE #%d of %s landed in PD%d buffer %d", wr.num, short(wr.entry), wr.c, wr.buf)
+	}
+	w.after(1, event{kind: evWriteComplete, a: wr.num})
+}
+
+// writeComplete: the producer learns the WRITE's status: TransferDone and
+// free the source, or fail the transfer.
+func (w *World) writeComplete(ev event) {
+	wr := w.writes[ev.a-1]
+	if wr.producerDone || w.prod.stopped {
+		return
+	}
+	wr.producerDone = true
+	reply := event{kind: evTransferReply, c: int32(wr.c), a: wr.recv}
+	if wr.fails {
+		w.failTransfer(wr, "WRITE failed")
+		reply.b = resUnavailable
+	} else {
+		if err := w.prod.table.TransferDone(wr.entry); err != nil {
+			panic(err)
+		}
+		w.sources[wr.entry] = sourceFreed
+		reply.b = resOK
+		w.notef("transfer of %s done", short(wr.entry))
+	}
+	w.send(msgReply, reply)
+}
+
+// writeDeadline: the producer's own deadline on its WRITE passed: the WRITE
+// may still land, so the source is quarantined, never freed.
+func (w *World) writeDeadline(ev event) {
+	wr := w.writes[ev.a-1]
+	if wr.producerDone || w.prod.stopped {
+		return
+	}
+	wr.producerDone = true
+	w.failTransfer(wr, "deadline passed")
+	w.send(msgReply, event{kind: evTransferReply, c: int32(wr.c), a: wr.recv, b: resUnavailable})
+}
+
+// failTransfer is engine/server's failTransfer: TransferFailed, quarantine
+// the source, health NOT_READY. The mutant frees the source.
+func (w *World) failTransfer(wr *write, why string) {
+	if err := w.prod.table.TransferFailed(wr.entry); err != nil {
+		panic(err)
+	}
+	w.ledger.get(wr.entry).quarantined = true
+	if w.opts.Mutant == MutantProducerFreesSourceOnFailure {
+		w.sources[wr.entry] = sourceFreed
+	} else {
+		w.sources[wr.entry] = sourceQuarantined
+	}
+	w.prod.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", short(wr.entry), why))
+	w.notef("Q-3 transfer of %s failed (%s); source quarantined", short(wr.entry), why)
+}
+
+// short abbreviates an id for notes.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

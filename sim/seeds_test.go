@@ -1,0 +1,45 @@
+package sim
+
+import (
+	"testing"
+)
+
+// seedsToExplore is the number of seeds TestSeedsPass runs (about 1 s on
+// 2 cores, about 6 s under the race detector).
+const seedsToExplore = 2000
+
+// TestSeedsPass: the correct driver passes every seed (safety and liveness)
+// on the reference core. Each failure prints its replay command.
+func TestSeedsPass(t *testing.T) {
+	n := uint64(seedsToExplore)
+	sum := Explore(1, n, 2, MutantNone, nil)
+	for _, r := range sum.Failures {
+		t.Errorf("seed %d: %v %s\n  replay: %s", r.Seed, r.Verdict, r.Failure, r.ReplayCommand())
+	}
+	if sum.Runs != int(n) || sum.ByVerdict[Passed] != int(n) {
+		t.Errorf("runs %d, passed %d, want %d", sum.Runs, sum.ByVerdict[Passed], n)
+	}
+	t.Logf("seeds 1..%d: %d events, %d simulated ticks", n, sum.Events, sum.Ticks)
+}
+
+// TestSeedsCoverBothBackendsAndEveryFault: the seeds the suite runs draw both
+// backends and make every fault site fire somewhere (else a site is dead code).
+func TestSeedsCoverBothBackendsAndEveryFault(t *testing.T) {
+	backends := map[string]int{}
+	fired := map[Site]int{}
+	for seed := uint64(1); seed <= 300; seed++ {
+		r := RunSeed(seed, Options{})
+		backends[r.Settings.Backend]++
+		for s, n := range r.Fired {
+			fired[s] += n
+		}
+	}
+	if backends[BackendSharedDir] == 0 || backends[BackendTransfer] == 0 {
+		t.Errorf("backends drawn %v, want both", backends)
+	}
+	for _, s := range AllSites {
+		if fired[s] == 0 {
+			t.Errorf("fault site %s never fired in seeds 1..300", s)
+		}
+	}
+}

@@ -1,0 +1,432 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime/debug"
+)
+
+// ErrBadSettings marks settings, a trace or a mutant name a run cannot use.
+var ErrBadSettings = errors.New("sim: bad settings")
+
+// Verdict is how a run ended; its number is `baton sim`'s exit code.
+type Verdict int
+
+// Verdicts.
+const (
+	// Passed: no checker failed and every handoff ended and every node drained in the budget.
+	Passed Verdict = 0
+	// Correctness: a safety checker failed (SU-1, SU-3, Q-1, Q-3, Q-4, X-1, S-1, S-4, core invariants).
+	Correctness Verdict = 1
+	// Liveness: after faults healed, a handoff did not end or a node did not drain within the budget.
+	Liveness Verdict = 2
+	// Crash: the world panicked (a bug in the core or the simulator).
+	Crash Verdict = 3
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Passed:
+		return "PASSED"
+	case Correctness:
+		return "CORRECTNESS FAILURE"
+	case Liveness:
+		return "LIVENESS FAILURE"
+	case Crash:
+		return "CRASH"
+	}
+	return fmt.Sprintf("Verdict(%d)", int(v))
+}
+
+// Options are a run's outputs and its mutant; none changes what happens.
+type Options struct {
+	// Mutant injects one broken decision (MutantNone for the correct driver).
+	Mutant Mutant
+	// Trace, when set, receives the JSONL trace: a header line with the seed,
+	// mutant and settings, one line per step, and a verdict line.
+	Trace io.Writer
+	// Verbose, when set, receives one status line per step.
+	Verbose io.Writer
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	// Seed, Settings and Mutant are the run's inputs.
+	Seed     uint64
+	Settings Settings
+	Mutant   Mutant
+	Verdict  Verdict
+	// Rule is the rule ID the failing checker names ("" when passed).
+	Rule string
+	// Failure is the checker's message ("" when passed).
+	Failure string
+	// Ticks is the virtual time at the end, in ms; Events the number of steps taken.
+	Ticks  int64
+	Events int64
+	// Fired counts the faults that fired, by site.
+	Fired map[Site]int
+}
+
+// ReplayCommand is the command that re-runs r.
+func (r Result) ReplayCommand() string {
+	cmd := fmt.Sprintf("baton sim --seed %d", r.Seed)
+	if r.Mutant != MutantNone {
+		cmd += " --mutant " + string(r.Mutant)
+	}
+	return cmd
+}
+
+type phase int
+
+const (
+	phaseSafety phase = iota
+	phaseLiveness
+	phaseShutdown
+)
+
+// failure is a checker's verdict inside a run.
+type failure struct {
+	verdict Verdict
+	rule    string
+	msg     string
+}
+
+// World is one simulated deployment: the producer E, the PD consumers, the
+// clients, the shared directory, registered memory and the network, all
+// stepped by one event queue.
+type World struct {
+	seed uint64
+	set  Settings
+	opts Options
+
+	q       queue
+	now     int64
+	steps   int64
+	phase   phase
+	workRNG *rand.Rand
+	idRNG   *rand.Rand
+	netRNG  *rand.Rand
+	diskRNG *rand.Rand
+	procRNG *rand.Rand
+	faults  *faults
+
+	prod    *producerNode
+	cons    []*consumerNode
+	clients []*client
+	ledger  *ledger
+	files   map[string]fileInfo // the shared directory: path -> file
+	sources map[string]sourceState
+	writes  []*write // every WRITE posted, by number-1
+	xreqs   []xreq   // every transfer request, by receive number-1
+
+	// prodHealthSig is the signature checkHealth last checked fully for E.
+	prodHealthSig healthSig
+
+	fail    *failure
+	tracing bool
+	note    string
+	trace   *traceWriter
+}
+
+// Run runs the world for seed with settings s and returns its result. It
+// never panics: a panic inside the world is the Crash verdict.
+func Run(seed uint64, s Settings, opts Options) (res Result) {
+	res = Result{Seed: seed, Settings: s, Mutant: opts.Mutant}
+	if err := s.Validate(); err != nil {
+		res.Verdict, res.Failure = Crash, err.Error()
+		return res
+	}
+	w := newWorld(seed, s, opts)
+	defer func() {
+		if p := recover(); p != nil {
+			res.Verdict = Crash
+			res.Failure = fmt.Sprintf("panic at tick %d step %d: %v\n%s", w.now, w.steps, p, debug.Stack())
+			res.Ticks, res.Events, res.Fired = w.now, w.steps, w.faults.fired
+			w.trace.verdict(res)
+		}
+	}()
+	w.trace.header(seed, opts.Mutant, s)
+	w.start()
+	w.loop()
+	res.Ticks, res.Events, res.Fired = w.now, w.steps, w.faults.fired
+	if w.fail != nil {
+		res.Verdict, res.Rule, res.Failure = w.fail.verdict, w.fail.rule, w.fail.msg
+	}
+	w.trace.verdict(res)
+	return res
+}
+
+// RunSeed runs seed with the settings it draws.
+func RunSeed(seed uint64, opts Options) Result { return Run(seed, DrawSettings(seed), opts) }
+
+func newWorld(seed uint64, s Settings, opts Options) *World {
+	w := &World{
+		seed: seed, set: s, opts: opts,
+		workRNG: newRNG(seed, subWorkload), idRNG: newRNG(seed, subIDs), netRNG: newRNG(seed, subNetwork),
+		diskRNG: newRNG(seed, subDisk), procRNG: newRNG(seed, subProcess),
+		files: map[string]fileInfo{}, sources: map[string]sourceState{},
+		ledger: newLedger(),
+	}
+	w.faults = newFaults(newRNG(seed, subFaults), s)
+	w.tracing = opts.Trace != nil || opts.Verbose != nil
+	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
+	return w
+}
+
+// start builds the nodes and schedules the clients and the periodic work.
+func (w *World) start() {
+	w.prod = newProducerNode(w)
+	for i := 0; i < w.set.Consumers; i++ {
+		w.cons = append(w.cons, newConsumerNode(w, i))
+	}
+	for i := 0; i < w.set.Handoffs; i++ {
+		c := newClient(w, i)
+		w.clients = append(w.clients, c)
+		w.schedule(c.plan.startTick, event{kind: evClientStart, h: int32(i)})
+	}
+	w.schedule(w.set.CollectPeriodMs, event{kind: evCollect})
+	if w.faults.enabled[SiteConsumerCrash] {
+		for i := range w.cons {
+			w.schedule(between(w.procRNG, 50, 300), event{kind: evChaos, c: int32(i)})
+		}
+	}
+	if w.faults.buggify(SiteShutdown) {
+		w.schedule(between(w.procRNG, 1, w.set.SafetyTicks), event{kind: evShutdown, a: 1})
+	}
+	w.schedule(w.set.SafetyTicks, event{kind: evHeal})
+}
+
+// schedule puts ev on the queue at tick.
+func (w *World) schedule(tick int64, ev event) {
+	ev.tick = tick
+	w.q.push(ev)
+}
+
+// after puts ev on the queue delayMs from now.
+func (w *World) after(delayMs int64, ev event) { w.schedule(w.now+delayMs, ev) }
+
+// msgClass says which network faults a message may suffer.
+type msgClass int
+
+const (
+	// msgRequest: may be delayed or dropped before it took effect.
+	msgRequest msgClass = iota
+	// msgReply: may be delayed, lost after its request took effect, or duplicated.
+	msgReply
+	// msgRelease: an Abort request; may also be duplicated (SU-3 must answer each).
+	msgRelease
+)
+
+// send delivers ev over the simulated network: a delay drawn from the
+// network stream, and (in the safety phase) the faults of its class.
+func (w *World) send(class msgClass, ev event) {
+	switch class {
+	case msgRequest, msgRelease:
+		if w.faults.buggify(SiteNetDrop) {
+			w.notef("dropped %s", ev.kind)
+			return
+		}
+	case msgReply:
+		if w.faults.buggify(SiteLostReply) {
+			w.notef("reply %s lost", ev.kind)
+			return
+		}
+	}
+	d := between(w.netRNG, w.set.NetDelayMinMs, w.set.NetDelayMaxMs)
+	if w.faults.buggify(SiteNetDelay) {
+		d += between(w.netRNG, 1, w.set.LongDelayMaxMs)
+	}
+	w.after(d, ev)
+	dup := false
+	switch class {
+	case msgReply:
+		dup = w.faults.buggify(SiteDupReply)
+	case msgRelease:
+		dup = w.faults.buggify(SiteDupRelease)
+	}
+	if dup {
+		w.after(d+between(w.netRNG, 0, w.set.NetDelayMaxMs), ev)
+	}
+}
+
+// notef sets the current step's note (only when tracing).
+func (w *World) notef(format string, args ...any) {
+	if w.tracing {
+		if w.note != "" {
+			w.note += "; "
+		}
+		w.note += fmt.Sprintf(format, args...)
+	}
+}
+
+// failf records the first failure of the run.
+func (w *World) failf(v Verdict, rule, format string, args ...any) {
+	if w.fail == nil {
+		w.fail = &failure{verdict: v, rule: rule, msg: fmt.Sprintf("%s at tick %d step %d: %s", rule, w.now, w.steps, fmt.Sprintf(format, args...))}
+	}
+}
+
+// loop steps until the run ends: a failure, the end of the liveness phase,
+// an empty queue (no progress) or the budget.
+func (w *World) loop() {
+	deadline := w.set.SafetyTicks + w.set.LivenessBudgetTicks
+	for w.fail == nil {
+		ev, ok := w.q.pop()
+		if !ok {
+			w.failf(Liveness, "liveness", "no progress: the event queue is empty; %s", w.pending())
+			return
+		}
+		if ev.tick > deadline {
+			w.now = deadline
+			w.failf(Liveness, "liveness", "not converged within %d ticks of liveness budget; %s", w.set.LivenessBudgetTicks, w.pending())
+			return
+		}
+		w.now = ev.tick
+		w.steps++
+		w.note = ""
+		done := w.dispatch(ev)
+		if w.tracing {
+			w.trace.step(w.steps, ev, w.note)
+		}
+		w.checkStep()
+		if done && w.fail == nil {
+			w.checkEnd()
+			return
+		}
+	}
+}
+
+// dispatch runs ev's handler; it returns true when the run is complete.
+func (w *World) dispatch(ev event) bool {
+	switch ev.kind {
+	case evClientStart:
+		w.clientStart(ev)
+	case evClientDeadline:
+		w.clientDeadline(ev)
+	case evClientCancel:
+		w.clientCancel(ev)
+	case evPublishArrive:
+		w.publishArrive(ev)
+	case evEncodeDone:
+		w.encodeDone(ev)
+	case evReadyArrive:
+		w.readyArrive(ev)
+	case evPublishFailArrive:
+		w.publishFailArrive(ev)
+	case evConsumeArrive:
+		w.consumeArrive(ev)
+	case evClaimRead:
+		w.claimRead(ev)
+	case evConsumeReplyArrive:
+		w.consumeReplyArrive(ev)
+	case evReleaseArrive:
+		w.releaseArrive(ev)
+	case evReleaseReplyArrive:
+		w.releaseReplyArrive(ev)
+	case evRemoveDone:
+		w.removeDone(ev)
+	case evTransferArrive:
+		w.transferArrive(ev)
+	case evWriteLand:
+		w.writeLand(ev)
+	case evWriteComplete:
+		w.writeComplete(ev)
+	case evWriteDeadline:
+		w.writeDeadline(ev)
+	case evTransferReply:
+		w.transferReply(ev)
+	case evTransferTimeout:
+		w.transferTimeout(ev)
+	case evCollect:
+		w.collect(ev)
+	case evChaos:
+		w.chaos(ev)
+	case evCrash:
+		w.crash(ev)
+	case evRestart:
+		w.restart(ev)
+	case evShutdown:
+		w.shutdown(ev)
+	case evDrainTick:
+		w.drainTick(ev)
+	case evHeal:
+		w.heal()
+	case evEndCheck:
+		return w.endCheck()
+	default:
+		panic(fmt.Sprintf("sim: unknown event kind %d", ev.kind))
+	}
+	return false
+}
+
+// heal ends the safety phase: no new faults; crashed consumers come back.
+func (w *World) heal() {
+	w.faults.healed = true
+	w.phase = phaseLiveness
+	for i, c := range w.cons {
+		if !c.up {
+			w.after(1, event{kind: evRestart, c: int32(i), a: c.inc})
+		}
+	}
+	w.notef("faults healed; liveness phase")
+	w.after(100, event{kind: evEndCheck})
+}
+
+// endCheck, in the liveness phase: once every client is done, shut every
+// node down; once every node drained and no WRITE is pending, the run is complete.
+func (w *World) endCheck() bool {
+	if w.phase == phaseLiveness {
+		for _, c := range w.clients {
+			if !c.done {
+				w.after(100, event{kind: evEndCheck})
+				return false
+			}
+		}
+		w.phase = phaseShutdown
+		w.notef("every client done; shutting every node down")
+		if !w.prod.health.Draining() {
+			w.after(0, event{kind: evShutdown})
+		}
+		for _, c := range w.cons {
+			c.health.StartDrain()
+		}
+		w.after(100, event{kind: evEndCheck})
+		return false
+	}
+	if !w.prod.stopped {
+		w.after(100, event{kind: evEndCheck})
+		return false
+	}
+	for _, c := range w.cons {
+		if !c.up || c.receives.Inflight() > 0 {
+			w.after(100, event{kind: evEndCheck})
+			return false
+		}
+	}
+	for _, wr := range w.writes {
+		if wr.pending() {
+			w.after(100, event{kind: evEndCheck})
+			return false
+		}
+	}
+	w.notef("converged")
+	return true
+}
+
+// pending describes what is still unfinished, for a liveness failure.
+func (w *World) pending() string {
+	var open []int
+	for _, c := range w.clients {
+		if !c.done {
+			open = append(open, c.idx)
+		}
+	}
+	s := fmt.Sprintf("clients not done %v; producer entries %d (removing %d, transfers %d), stopped %v, cleanups %d",
+		open, w.prod.table.Entries(), w.prod.table.PendingRemovals(), w.prod.table.Transfers(), w.prod.stopped, w.prod.cleanups)
+	for _, c := range w.cons {
+		s += fmt.Sprintf("; PD%d up %v inflight %d", c.idx, c.up, c.receives.Inflight())
+	}
+	return s
+}
