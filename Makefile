@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench
+.PHONY: all build demo test sim unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench
 
 all: build
 
@@ -21,7 +21,7 @@ demo: build
 
 ## test: everything CI checks: lint and generated-code checks, unit tests with the race
 ## detector, the Core suite against real engine processes, and the mutant table.
-test: verify unit e2e
+test: verify unit e2e sim
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v /conformance/e2e)
@@ -29,6 +29,10 @@ unit:
 ## e2e: the Core suite against real `baton serve` processes, and every mutant killed.
 e2e:
 	$(GO) test -count=1 -timeout 20m -v ./conformance/e2e/
+
+## sim: 10,000 seeds of the deterministic simulator over the real lifecycle core.
+sim: build
+	$(BIN) sim --seeds 1..10000 --jobs 2 --progress lines
 
 ## mutants: print the kill table (mutant x case of its rule).
 mutants:
