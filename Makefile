@@ -9,8 +9,12 @@ PKGS    := ./...
 
 all: build
 
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/baton-dev/baton/conformance/check.buildVersion=$(VERSION) -X github.com/baton-dev/baton/conformance/check.buildCommit=$(COMMIT)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/baton
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/baton
 
 ## demo: start the reference engine in each topology (E+PD over the shared directory, Core;
 ## E+PD over tcp with the fault proxy, Faults), certify it on the fixture images, write one

@@ -213,7 +213,7 @@ func bundleReadme(res Results, p Product) string {
 	}
 	b.WriteString("## Files\n\n")
 	b.WriteString("- `PRODUCT.yaml`: what was certified (implementation, level, topologies, backends, baton version)\n")
-	b.WriteString("- `results.yaml`: every case and rule verdict (the same data as results.json)\n")
+	b.WriteString("- `results.yaml`: every case and rule verdict, the run's metadata and the certificate\n")
 	b.WriteString("- `junit.xml`: one testcase per case, rule ID in the name\n")
 	b.WriteString("- `report.html`: the report for people (open it in a browser; it loads nothing from the network)\n")
 	b.WriteString("- `SHA256SUMS`: `sha256sum -c SHA256SUMS`\n\n")

@@ -75,6 +75,7 @@ as a baton.encoder.v1 engine, or --certify refused to run.
 
 ` + target.EnvHelp(),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			warnUnknownBatonVariables()
 			prog, err := newProgress(cmd, f.progressMode, "cases")
 			if err != nil {
 				return err

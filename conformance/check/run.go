@@ -399,6 +399,9 @@ func isTerminal(w io.Writer) bool {
 // BatonVersion is the main module's version from the build info
 // ("(devel)" for a source build, "unknown" when there is none).
 func BatonVersion() string {
+	if buildVersion != "" {
+		return buildVersion
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		return bi.Main.Version
 	}
@@ -408,6 +411,9 @@ func BatonVersion() string {
 // BatonCommit is the VCS revision of the build ("-dirty" appended for a
 // modified tree), or "unknown" (test binaries, builds outside a checkout).
 func BatonCommit() string {
+	if buildCommit != "" {
+		return buildCommit
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"
@@ -452,3 +458,7 @@ func countSelected(filter string) int {
 	}
 	return n
 }
+
+// buildVersion and buildCommit are stamped by the Makefile with -ldflags -X
+// (the build info lacks the VCS revision where -buildvcs=false is set).
+var buildVersion, buildCommit string
