@@ -56,7 +56,7 @@ func TestNewPlanDecidesFromLabels(t *testing.T) {
 		{"no reference format", func(p *target.Profile) { p.ReferenceFormat = "" }, epdRoles, suite.LabelNeedsFormat, reports.NotVerifiable, "reference_format"},
 		{"no quota", func(p *target.Profile) { p.ProducerQuotaBytes = 0 }, epdRoles, suite.LabelNeedsQuota, reports.NotVerifiable, "producer_quota_bytes"},
 		{"no baseline endpoint", nil, []target.Role{target.RoleProducer, target.RoleConsumer}, suite.LabelNeedsBaseline, reports.NotVerifiable, "baseline"},
-		{"not destructive", func(p *target.Profile) { p.Destructive = false }, epdRoles, suite.LabelDestructive, reports.NotVerifiable, "destructive: false"},
+		{"not destructive", func(p *target.Profile) { p.Destructive, p.Level, p.TestHooks = false, "lifecycle", true }, epdRoles, suite.LabelDestructive, reports.NotVerifiable, "destructive: false"},
 		{"no fault proxy", func(p *target.Profile) { p.Level = "faults" }, epdRoles, suite.LabelNeedsFaultProxy, reports.NotVerifiable, "fault_proxy: false"},
 		{"fault proxy declared", func(p *target.Profile) { p.Level, p.FaultProxy, p.TestHooks = "faults", true, true }, epdRoles, suite.LabelNeedsFaultProxy, "", ""},
 		{"no test hooks", func(p *target.Profile) { p.Level, p.FaultProxy = "faults", true }, epdRoles, suite.LabelNeedsTestHooks, reports.NotVerifiable, "test_hooks: false"},
@@ -133,7 +133,7 @@ func TestCertifyProblems(t *testing.T) {
 		{name: "no baseline", roles: []target.Role{target.RoleProducer, target.RoleConsumer}, want: []string{"B-1 (core)", "B-2 (core)", "H-5 (core)"}},
 		{name: "filtered", roles: epdRoles, filter: "SU-2", want: []string{"drop the label filter \"SU-2\""}},
 		{name: "lifecycle claim without hooks or cases", profile: func(p *target.Profile) { p.Level = "lifecycle" }, roles: epdRoles,
-			want: []string{"level lifecycle needs test_hooks: true", "C-1 (lifecycle): no case checks this rule yet"}},
+			want: []string{"level lifecycle needs test_hooks: true", "C-2 (lifecycle): no case checks this rule yet"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,9 +50,18 @@ func TestMain(m *testing.M) {
 // its own process and returns its results and exit code.
 func certify(t *testing.T, preset, mutant string) (reports.Results, int, *launch.Topology) {
 	t.Helper()
+	return certifyAt(t, preset, mutant, "", "")
+}
+
+// certifyAt is certify claiming level ("" = core; "lifecycle" starts the
+// engines with --test-hooks) and running `baton check --label-filter
+// filter` ("" = every case).
+func certifyAt(t *testing.T, preset, mutant, level, filter string) (reports.Results, int, *launch.Topology) {
+	t.Helper()
 	work := t.TempDir()
 	ctx := context.Background()
-	topo, err := launch.StartEPD(ctx, launch.Options{Binary: batonBinary, Preset: preset, WorkDir: work, Mutant: mutant, ProducerQuotaBytes: 32 << 20})
+	topo, err := launch.StartEPD(ctx, launch.Options{Binary: batonBinary, Preset: preset, WorkDir: work, Mutant: mutant, ProducerQuotaBytes: 32 << 20,
+		Level: level, TestHooks: level != ""})
 	if err != nil {
 		t.Fatalf("start topology: %v", err)
 	}
@@ -66,7 +75,11 @@ func certify(t *testing.T, preset, mutant string) (reports.Results, int, *launch
 	}
 	reportDir := filepath.Join(work, "report")
 	var out bytes.Buffer
-	cmd := exec.Command(batonBinary, "check", "--config", cfgPath, "--report-dir", reportDir)
+	args := []string{"check", "--config", cfgPath, "--report-dir", reportDir}
+	if filter != "" {
+		args = append(args, "--label-filter", filter)
+	}
+	cmd := exec.Command(batonBinary, args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	code := cmd.ProcessState.ExitCode()
@@ -132,7 +145,13 @@ func TestMutantKillTable(t *testing.T) {
 				table = append(table, fmt.Sprintf("%-28s %-5s %-8s %6.1fs  failed cases: %s", m.Name, m.Rule, verdict, time.Since(start).Seconds(), failed))
 				return
 			}
-			res, code, topo := certify(t, "tiny", m.Name)
+			// A Lifecycle mutant runs only the cases of its rule, at the
+			// Lifecycle level (the engines get --test-hooks).
+			level, filter := "", ""
+			if m.Level == mutants.LevelLifecycle {
+				level, filter = mutants.LevelLifecycle, m.Rule
+			}
+			res, code, topo := certifyAt(t, "tiny", m.Name, level, filter)
 			_ = topo.Shutdown(context.Background(), 30*time.Second) // a mutant may not drain cleanly; that is not what is judged here
 			var failed []string
 			killed := false

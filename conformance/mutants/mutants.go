@@ -5,10 +5,15 @@
 package mutants
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"image"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -33,7 +38,18 @@ type Mutant struct {
 	// Core suite over the shared directory) or TopologyTCPFaults (tcp
 	// backend with the fault proxy, the Faults level).
 	Topology string
+	// Level is the conformance level whose cases kill it: "" or LevelCore,
+	// or LevelLifecycle (the kill table then starts the engines with
+	// --test-hooks and claims the Lifecycle level, whose cases need the
+	// observables and test hooks).
+	Level string
 }
+
+// Levels a mutant is killed at (CONTRACT section 5).
+const (
+	LevelCore      = ""
+	LevelLifecycle = "lifecycle"
+)
 
 // Topologies the kill table starts a mutant in.
 const (
@@ -100,6 +116,21 @@ var all = []Mutant{
 				return hash
 			}
 		}},
+	{Name: "c6-encoder-failure-keeps-reservation", Rule: "C-6", Level: LevelLifecycle, Breaks: "a publish whose encoder step fails keeps its reserved bytes and table entry (no AbandonPublish)",
+		Apply: func(h *server.Hooks) { h.KeepReservationOnEncoderFailure = true }},
+	{Name: "su6-entry-id-from-content", Rule: "SU-6", Level: LevelLifecycle, Breaks: "entry ids derive from the items' content hashes, so a second publish of the same media collides with the first entry",
+		Apply: func(h *server.Hooks) { h.EntryID = entryIDFromContent }},
+	{Name: "x2-no-expiry-collection", Rule: "X-2", Level: LevelLifecycle, Breaks: "the producer's collector never expires entries past their TTL",
+		Apply: func(h *server.Hooks) { h.NoExpiryCollection = true }},
+	{Name: "h1-premultiplied-hash", Rule: "H-1", Level: LevelLifecycle, Breaks: "the content hash is taken over premultiplied RGBA64 pixels, so alpha changes colours and alpha-0 pixels collide",
+		Apply: func(h *server.Hooks) { h.ContentHash = premultipliedHash }},
+	{Name: "h4-wire-bytes-hash", Rule: "H-4", Level: LevelLifecycle, Breaks: "the content hash is taken over the wire bytes, so pixel-equal media in different encodings hash differently",
+		Apply: func(h *server.Hooks) {
+			h.ContentHash = func(_ string, wire []byte, _ image.Image) string {
+				sum := sha256.Sum256(wire)
+				return hex.EncodeToString(sum[:])
+			}
+		}},
 }
 
 // All returns every mutant, sorted by name.
@@ -131,4 +162,39 @@ func readWithoutClaim(e *server.Engine, ref handoff.Reference) ([]server.Claimed
 		return nil, err
 	}
 	return server.MatchEntry(ref, tensors, meta)
+}
+
+// entryIDFromContent is the SU-6 mutant's entry id: the first 32 hex digits
+// of SHA-256 over the joined content hashes (a valid id, the same for the
+// same media).
+func entryIDFromContent(hashes []string) string {
+	sum := sha256.Sum256([]byte("su6-mutant\x00" + strings.Join(hashes, ",")))
+	return hex.EncodeToString(sum[:16])
+}
+
+// premultipliedHash is the H-1 mutant's content hash: the contract's
+// pre-image (domain tag, preset, width, height) but with premultiplied
+// 16-bit RGBA pixels (color.Color.RGBA) instead of non-premultiplied ones.
+func premultipliedHash(preset string, _ []byte, img image.Image) string {
+	h := sha256.New()
+	b := img.Bounds()
+	var hdr []byte
+	hdr = append(hdr, "baton.encoder.v1/content-hash\x00"...)
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(preset)))
+	hdr = append(hdr, preset...)
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dx()))
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dy()))
+	h.Write(hdr)
+	px := make([]byte, 8)
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, a := img.At(x, y).RGBA()
+			binary.BigEndian.PutUint16(px[0:], uint16(r))
+			binary.BigEndian.PutUint16(px[2:], uint16(g))
+			binary.BigEndian.PutUint16(px[4:], uint16(bl))
+			binary.BigEndian.PutUint16(px[6:], uint16(a))
+			h.Write(px)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
-	"image/draw"
 	_ "image/gif"
 	_ "image/jpeg"
 	_ "image/png"
@@ -64,6 +63,9 @@ type fakeMutant struct {
 	textKeyedCache     bool // consumer prefix cache keyed by the prompt alone (B-2)
 	uuidIsIdentity     bool // a MediaItem.uuid replaces the content hash (H-5)
 	hashCaseFolded     bool // content hashes checked case-insensitively and the tag is not checked (H-3)
+	idFromContent      bool // entry ids derive from the content hashes; a second publish overwrites the first (SU-6)
+	noCollection       bool // expired entries are never collected
+	hashWireBytes      bool // the content hash is taken over the wire bytes (H-1, H-4)
 }
 
 const (
@@ -74,6 +76,8 @@ const (
 	fakeDefaultTTL  = 60 * time.Second
 	fakeMaxPixels   = 40_000_000
 	fakeMaxRefDepth = 3
+	fakePreset      = "fake"                // the preset the fake declares in ServerInfo.extra (H-1)
+	fakeLinger      = 50 * time.Millisecond // how long a shut-down fake still answers Health
 )
 
 type fakeEntry struct {
@@ -96,6 +100,7 @@ type fakeWorld struct {
 	key      []byte
 	ids      map[target.Role]string
 	down     map[target.Role]bool
+	downAt   map[target.Role]time.Time
 	entries  map[string]*fakeEntry
 	bytes    int64
 	quota    int64
@@ -109,6 +114,7 @@ func newFakeWorld(m fakeMutant, quotaBytes int64) *fakeWorld {
 		m: m, key: []byte("fake-key"), quota: quotaBytes,
 		ids:     map[target.Role]string{},
 		down:    map[target.Role]bool{},
+		downAt:  map[target.Role]time.Time{},
 		entries: map[string]*fakeEntry{},
 		cache:   map[target.Role]map[string][]uint32{target.RoleConsumer: {}, target.RoleBaseline: {}, target.RoleProducer: {}},
 	}
@@ -212,6 +218,13 @@ func (e *fakeEngine) producerGenerate(req *pb.GenerateRequest) (*target.Generate
 	var id string
 	if w.m.idFromCounter {
 		id = fmt.Sprintf("%032x", w.counter)
+	} else if w.m.idFromContent {
+		sum := sha256.Sum256([]byte(fmt.Sprint(items)))
+		id = hex.EncodeToString(sum[:16])
+		ttl += time.Duration(w.counter) * time.Millisecond // a distinct reference each time
+		if old := w.entries[id]; old != nil && old.state == "published" {
+			w.bytes -= old.payloadB
+		}
 	} else {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -332,17 +345,15 @@ func (w *fakeWorld) decode(m *pb.MediaItem) (string, *rejection) {
 	if err != nil {
 		return "", reject(codes.InvalidArgument, "L-6 undecodable: %v", err)
 	}
-	b := img.Bounds()
-	px := image.NewNRGBA64(b)
-	draw.Draw(px, b, img, b.Min, draw.Src)
-	hsh := sha256.New()
-	fmt.Fprintf(hsh, "fake/v1\x00%d\x00%d\x00", b.Dx(), b.Dy())
-	hsh.Write(px.Pix)
 	if w.m.uuidIsIdentity && m.GetUuid() != "" {
 		sum := sha256.Sum256([]byte(m.GetUuid()))
 		return hex.EncodeToString(sum[:]), nil
 	}
-	return hex.EncodeToString(hsh.Sum(nil)), nil
+	if w.m.hashWireBytes {
+		sum := sha256.Sum256(data)
+		return hex.EncodeToString(sum[:]), nil
+	}
+	return contentHashOf(fakePreset, img), nil
 }
 
 // answer is the toy model: maxTokens ids drawn from a hash of the prompt
@@ -466,6 +477,9 @@ func (w *fakeWorld) verify(ref *pb.EncoderCacheRef, consumer bool) (string, []fa
 
 // collect expires published entries past their TTL.
 func (w *fakeWorld) collect() {
+	if w.m.noCollection {
+		return
+	}
 	now := nowMs()
 	for _, ent := range w.entries {
 		if ent.state == "published" && now >= ent.expMs && !w.m.ignoreExpiry {
@@ -476,7 +490,8 @@ func (w *fakeWorld) collect() {
 }
 
 func (e *fakeEngine) GetServerInfo(ctx context.Context) (*pb.ServerInfo, error) {
-	return &pb.ServerInfo{InstanceId: e.w.ids[e.role], SchemaRevision: 1}, nil
+	extra, _ := structpb.NewStruct(map[string]any{"baton.preset": fakePreset})
+	return &pb.ServerInfo{InstanceId: e.w.ids[e.role], SchemaRevision: 1, Extra: extra}, nil
 }
 
 func (e *fakeEngine) GetModelInfo(ctx context.Context, model string) (*pb.ModelInfo, error) {
@@ -523,6 +538,10 @@ func (e *fakeEngine) Health(ctx context.Context) (*pb.HealthResponse, error) {
 	e.w.mu.Lock()
 	defer e.w.mu.Unlock()
 	if e.w.down[e.role] {
+		// The fake drains at once; its "process" leaves fakeLinger later.
+		if time.Since(e.w.downAt[e.role]) > fakeLinger {
+			return nil, status.Error(codes.Unavailable, "connection refused (the fake exited)")
+		}
 		return &pb.HealthResponse{State: pb.HealthState_HEALTH_STATE_DRAINING}, nil
 	}
 	return &pb.HealthResponse{State: pb.HealthState_HEALTH_STATE_READY}, nil
@@ -572,5 +591,14 @@ func (e *fakeEngine) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb
 		return &pb.ShutdownResponse{Status: pb.ShutdownStatus_SHUTDOWN_STATUS_ALREADY_SHUTTING_DOWN}, nil
 	}
 	w.down[e.role] = true
+	w.downAt[e.role] = time.Now()
+	if e.role == target.RoleProducer {
+		for _, ent := range w.entries { // S-2: unconsumed outputs are released
+			if ent.state == "published" {
+				ent.state = "released"
+				w.bytes -= ent.payloadB
+			}
+		}
+	}
 	return &pb.ShutdownResponse{Status: pb.ShutdownStatus_SHUTDOWN_STATUS_ACCEPTED}, nil
 }

@@ -134,8 +134,25 @@ func Cases() []Case {
 		{Rule: "H-3", Name: "H-3 a reference with a malformed content hash is rejected", Run: H3MalformedHashRejected, Labels: []string{LabelEPD, LabelNeedsFormat}},
 		{Rule: "H-5", Name: "H-5 two images sent with one MediaItem.uuid get their own answers", Run: H5UUIDIsNotContentHash, Labels: []string{LabelEPD, LabelNeedsBaseline}},
 
-		// Destructive cases: always last. The Faults-level cases poison and
-		// restart instances (faults.go).
+		// Lifecycle level: cancellation, hashing, single use, health and
+		// cleanup (lifecycle.go). C-2, R-1 and R-2 have no case yet.
+		{Rule: "C-1", Name: "C-1 a publish cancelled while its encoder step is held publishes and keeps nothing", Run: C1CancelledHeldPublishPublishesNothing, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsObservables}},
+		{Rule: "C-3", Name: "C-3 an unconsumed output released by Abort frees its entry and batch storage", Run: C3ReleasedOutputFreesItsStorage, Labels: []string{LabelEPD, LabelNeedsObservables}},
+		{Rule: "C-5", Name: "C-5 a cancelled text-only request never waits for a held encoder step", Run: C5TextOnlyCancelDuringHeldEncoder, Labels: []string{LabelNeedsBaseline, LabelNeedsTestHooks}},
+		{Rule: "C-6", Name: "C-6 an encoder failure ends the request with one terminal error, releases its reservation and leaves the engine READY", Run: C6EncoderFailureEndsOneRequest, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsObservables}},
+		{Rule: "C-7", Name: "C-7 a publish cancelled around its publication leaves nothing its client cannot reach", Run: C7CancelledAroundPublicationLeavesNothing, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsObservables}},
+		{Rule: "H-1", Name: "H-1 content hashes equal the contract's SHA-256 over the decoded pixels and preset", Run: H1ContentHashFromDecodedPixels, Labels: []string{LabelEPD}},
+		{Rule: "H-2", Name: "H-2 a missing content hash disables prefix-cache reuse", Run: H2MissingHashDisablesReuse, Labels: []string{LabelEPD}},
+		{Rule: "H-4", Name: "H-4 pixel-equal media in different encodings hash equal and answer equal", Run: H4PixelEqualMediaHashEqual, Labels: []string{LabelEPD, LabelNeedsBaseline}},
+		{Rule: "SU-6", Name: "SU-6 the same media published twice gives independent entries", Run: SU6SamePublishedTwiceIndependent, Labels: []string{LabelEPD}},
+		{Rule: "X-1", Name: "X-1 a failed cleanup makes the producer NOT_READY and refuse new requests", Run: X1FailedCleanupIsNotSwallowed, Labels: []string{LabelEPD, LabelNeedsTestHooks}},
+		{Rule: "X-2", Name: "X-2 an entry past its TTL is collected without any Abort", Run: X2ExpiredEntryIsCollected, Labels: []string{LabelEPD, LabelNeedsObservables, LabelSlow}},
+
+		// Destructive cases: always last. S-2 and S-4 shut the producer (or,
+		// once it is gone, the baseline) down; S-1 the consumer.
+		{Rule: "S-2", Name: "S-2 after an accepted Shutdown the producer is DRAINING, refuses requests and releases unconsumed outputs", Run: S2ShutdownDrainsAndReleases, Destructive: true, Labels: []string{LabelEPD, LabelDestructive}},
+		{Rule: "S-4", Name: "S-4 after an accepted Shutdown the engine drains and exits within its drain deadline", Run: S4ShutdownEndsTheProcess, Destructive: true, Labels: []string{LabelEPD, LabelDestructive}},
+		// The Faults-level cases poison and restart instances (faults.go).
 		{Rule: "S-1", Name: "S-1 Shutdown naming the instance is ACCEPTED, then ALREADY_SHUTTING_DOWN, and new requests get UNAVAILABLE", Run: S1ShutdownAccepted, Destructive: true, Labels: []string{LabelDestructive}},
 	}
 	cs = append(cs, faultCases()...)

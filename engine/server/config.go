@@ -61,7 +61,10 @@ type Config struct {
 	// TransferTimeout bounds one TransferEncoderCache call from the consumer,
 	// and the producer's wait for its WRITE (default 10 s).
 	TransferTimeout time.Duration
-	// TestHooks honours the baton.* test hooks of CONTRACT section 4.
+	// TestHooks honours the baton.* test hooks of CONTRACT section 4 in
+	// GenerateRequest.extra (testhooks.go): baton.encoder_delay_ms,
+	// baton.encoder_fail, baton.cleanup_fail and baton.transfer_fail.
+	// Without it every extra key is ignored. Never on in production.
 	TestHooks bool
 	// AdvertiseControl is the host:port put in EncoderCacheRef.producer_endpoint
 	// (default: the listen address).

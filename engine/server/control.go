@@ -109,7 +109,7 @@ func (e *Engine) Observables() map[string]float64 {
 		"encoder.quarantine.buffers":   float64(qBuffers),
 		"encoder.quarantine.bytes":     float64(qBytes),
 		"encoder.cleanup.pending":      float64(e.cleanups),
-		"encoder.storage.live_batches": 0,
+		"encoder.storage.live_batches": float64(e.liveBatches),
 		"encoder.exports.published":    float64(e.table.Counters().Published),
 		"encoder.exports.consumed":     float64(e.table.Counters().Consumed),
 		"encoder.exports.released":     float64(e.table.Counters().Released),

@@ -44,6 +44,10 @@ type Engine struct {
 	running     sync.WaitGroup       // Add only under mu while not draining
 	runningN    int
 	cleanups    int // cleanup tasks in flight (encoder.cleanup.pending)
+	liveBatches int // encoder outputs alive, one packed storage per encoder step (encoder.storage.live_batches)
+	// failRemoval marks entries published with the baton.cleanup_fail test
+	// hook: their first removal reports a failure.
+	failRemoval map[string]bool
 	drainOnce   sync.Once
 	drainErr    error
 	drained     chan struct{}
@@ -78,12 +82,13 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		table: handoff.NewProducerTable(handoff.ProducerConfig{
 			QuotaBytes: cfg.ProducerQuotaBytes, DefaultTTLMs: cfg.DefaultTTL.Milliseconds(), MaxTTLMs: cfg.MaxTTL.Milliseconds(),
 		}),
-		receives: handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes}),
-		health:   handoff.NewHealth(),
-		requests: map[string]context.CancelFunc{},
-		keys:     map[string][]byte{},
-		drained:  make(chan struct{}),
-		shutdown: make(chan time.Duration, 1),
+		receives:    handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes}),
+		health:      handoff.NewHealth(),
+		requests:    map[string]context.CancelFunc{},
+		keys:        map[string][]byte{},
+		failRemoval: map[string]bool{},
+		drained:     make(chan struct{}),
+		shutdown:    make(chan time.Duration, 1),
 	}
 	e.metrics = newMetrics(e)
 	if cfg.needsTransferAgent() {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"image"
+
 	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/metadata"
@@ -48,4 +50,17 @@ type Hooks struct {
 	// ImageIdentity replaces the identity the model keys an image by (H-5):
 	// the contract's engine always uses the content hash, never MediaItem.uuid.
 	ImageIdentity func(uuid, contentHash string) string
+	// ContentHash replaces the H-1 content hash of one decoded image: preset
+	// is the preprocessing preset's name, wire the item's encoded bytes,
+	// img the decoded pixels (the H-1 and H-4 mutants).
+	ContentHash func(preset string, wire []byte, img image.Image) string
+	// EntryID replaces the producer's random entry id (128 bits, SU-5) with
+	// one derived from the items' content hashes (the SU-6 mutant).
+	EntryID func(contentHashes []string) string
+	// KeepReservationOnEncoderFailure keeps a publish's reserved bytes and
+	// table entry when its encoder step fails (the C-6 mutant).
+	KeepReservationOnEncoderFailure bool
+	// NoExpiryCollection stops the producer's collector from expiring
+	// entries past their TTL (the X-2 mutant); Abort still finds them expired.
+	NoExpiryCollection bool
 }

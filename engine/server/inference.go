@@ -100,9 +100,13 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 	if err != nil {
 		return err
 	}
+	hooks, err := e.hooksOf(req)
+	if err != nil {
+		return err
+	}
 	if e.cfg.Role == RoleEncoder {
 		start := time.Now()
-		err := e.publish(ctx, req, images, send)
+		err := e.publish(ctx, req, hooks, images, send)
 		e.metrics.observePublish(start, err)
 		return err
 	}
@@ -123,8 +127,7 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 			return err // before the claim: a rejected request never spends the reference
 		}
 		start := time.Now()
-		hook := e.cfg.TestHooks && req.GetExtra().GetFields()["baton.transfer_fail"].GetBoolValue()
-		received, err := e.receive(ctx, requestID, ref, wire, hook)
+		received, err := e.receive(ctx, requestID, ref, wire, hooks.transferFail)
 		e.metrics.observeConsume(start, err)
 		if err != nil {
 			return err
@@ -145,10 +148,11 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 		for i, im := range images {
 			imgs[i] = im.img
 		}
-		embeddings, err := e.encoder.Encode(imgs)
+		embeddings, done, err := e.encodeStep(ctx, hooks, imgs)
 		if err != nil {
-			return fmt.Errorf("server: C-6 encoder failed: %w", err)
+			return err // C-6: one terminal error, nothing reserved on this path
 		}
+		defer done() // the embeddings live until the request ends
 		for i, emb := range embeddings {
 			lreq.Images = append(lreq.Images, lm.Image{ContentHash: e.imageIdentity(images[i]), Rows: emb.Rows, Cols: emb.Cols, Data: emb.Data})
 		}

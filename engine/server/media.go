@@ -80,7 +80,11 @@ func (e *Engine) decodeMedia(items []*pb.MediaItem) ([]decodedImage, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: L-6 item %d: %v", handoff.ErrMediaRejected, i, err)
 		}
-		out = append(out, decodedImage{img: img, hash: encoder.ContentHash(e.preset, img), uuid: items[i].GetUuid()})
+		hash := encoder.ContentHash(e.preset, img)
+		if e.cfg.Hooks.ContentHash != nil {
+			hash = e.cfg.Hooks.ContentHash(e.preset.Name, data, img)
+		}
+		out = append(out, decodedImage{img: img, hash: hash, uuid: items[i].GetUuid()})
 	}
 	return out, nil
 }

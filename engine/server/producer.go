@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"strconv"
@@ -31,7 +32,7 @@ func tensorName(i int) string { return "item." + strconv.Itoa(i) }
 // publish encodes images and publishes them as one entry: reserve bytes (L-5),
 // encode, write the file, commit, then send EncoderReady. If the send fails
 // the entry is released (C-7).
-func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, images []decodedImage, send func(*pb.GenerateResponse) error) error {
+func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks requestHooks, images []decodedImage, send func(*pb.GenerateResponse) error) error {
 	if err := e.admitHandoff(); err != nil {
 		return err
 	}
@@ -41,17 +42,24 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, images []
 	if err != nil {
 		return fmt.Errorf("server: entry id: %w", err)
 	}
+	if e.cfg.Hooks.EntryID != nil {
+		hashes := make([]string, len(images))
+		for i, im := range images {
+			hashes[i] = im.hash
+		}
+		id = e.cfg.Hooks.EntryID(hashes)
+	}
 	e.mu.Lock()
 	err = e.table.Reserve(id, payload)
 	e.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	committed := false
+	committed, keep := false, false
 	defer func() {
-		if !committed {
+		if !committed && !keep {
 			e.mu.Lock()
-			e.table.AbandonPublish(id)
+			e.table.AbandonPublish(id) // C-1, C-6: give back everything reserved
 			e.mu.Unlock()
 		}
 	}()
@@ -59,10 +67,12 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, images []
 	for i, im := range images {
 		imgs[i] = im.img
 	}
-	embeddings, err := e.encoder.Encode(imgs)
+	embeddings, done, err := e.encodeStep(ctx, hooks, imgs)
 	if err != nil {
-		return fmt.Errorf("server: C-6 encoder failed: %w", err)
+		keep = e.cfg.Hooks.KeepReservationOnEncoderFailure && errors.Is(err, errEncoderFailed)
+		return err // C-1 (cancelled during the held step) or C-6 (failed step)
 	}
+	defer done() // the packed output lives until its entry is written or dropped
 	if err := ctx.Err(); err != nil {
 		return err // C-1: cancelled before publication, nothing published
 	}
@@ -91,6 +101,11 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, images []
 		return err
 	}
 	committed = true
+	if hooks.cleanupFail {
+		e.mu.Lock()
+		e.failRemoval[id] = true
+		e.mu.Unlock()
+	}
 	ref := handoff.Reference{Backend: e.store.backend(), ProducerInstanceID: e.instanceID, EntryID: id, ExpiresUnixMs: nowMs + ttl, Items: items}
 	ready := &pb.EncoderReady{
 		Ref: &pb.EncoderCacheRef{
@@ -133,6 +148,14 @@ func (e *Engine) release(id string) (handoff.ReleaseOutcome, error) {
 func (e *Engine) finishRemoval(id string) (handoff.ReleaseOutcome, error) {
 	won, err := e.store.remove(id)
 	e.mu.Lock()
+	if e.failRemoval[id] {
+		// Test hook baton.cleanup_fail: the removal took effect, yet it is
+		// reported as failed, once, so the X-1 path runs (sticky NOT_READY).
+		delete(e.failRemoval, id)
+		if err == nil {
+			err = fmt.Errorf("injected by test hook %s", HookCleanupFail)
+		}
+	}
 	e.cleanups--
 	if err != nil {
 		e.table.RemovalFailed(id)
@@ -152,7 +175,9 @@ func (e *Engine) collect() {
 		return
 	}
 	e.observeClaims()
-	e.expire()
+	if !e.cfg.Hooks.NoExpiryCollection {
+		e.expire()
+	}
 	if err := e.store.collect(e.now().UnixMilli()); err != nil {
 		e.failCleanup("collect orphans", err)
 	}

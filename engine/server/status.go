@@ -39,6 +39,8 @@ func (e *Engine) status(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, errKVTransferFailed):
 		code = codes.Unavailable
+	case errors.Is(err, errEncoderFailed):
+		code, rule = codes.Internal, "C-6" // the engine stays READY (testhooks.go)
 	case errors.Is(err, errCancelled), errors.Is(err, context.Canceled), status.Code(err) == codes.Canceled:
 		code = codes.Canceled
 	case errors.Is(err, context.DeadlineExceeded):

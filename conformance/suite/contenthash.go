@@ -1,0 +1,102 @@
+package suite
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+
+	"golang.org/x/image/webp"
+)
+
+// The suite's own implementation of the CONTRACT H-1 content hash, written
+// from the contract's definition (the suite never imports an engine):
+//
+//	SHA-256 over
+//	  "baton.encoder.v1/content-hash\x00"             domain tag, 30 bytes
+//	  uint32 big-endian len(preset), preset             the preprocessing preset
+//	  uint32 big-endian width, uint32 big-endian height the decoded bounds
+//	  per row (top to bottom), per pixel (left to right):
+//	    R, G, B, A as big-endian uint16                 image.NRGBA64 Pix order
+//
+// Pixels are non-premultiplied 16-bit: an 8-bit non-premultiplied colour
+// (color.NRGBA) v becomes v*0x101 with its colour kept even at alpha 0, a
+// color.NRGBA64 is taken as-is, and any other colour goes through
+// color.NRGBA64Model (premultiplied RGBA() divided by alpha).
+
+// contentHashTag starts every content-hash pre-image (CONTRACT H-1).
+const contentHashTag = "baton.encoder.v1/content-hash\x00"
+
+// errUndecodable is wrapped when the suite's decoders cannot decode a fixture.
+var errUndecodable = errors.New("suite: cannot decode the image")
+
+// decodeImage decodes PNG, JPEG, GIF (first frame) or WebP bytes with Go's
+// decoders, chosen by the content signature.
+func decodeImage(data []byte) (image.Image, error) {
+	r := bytes.NewReader(data)
+	var img image.Image
+	var err error
+	switch {
+	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
+		img, err = png.Decode(r)
+	case bytes.HasPrefix(data, []byte("\xff\xd8")):
+		img, err = jpeg.Decode(r)
+	case bytes.HasPrefix(data, []byte("GIF8")):
+		img, err = gif.Decode(r)
+	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
+		img, err = webp.Decode(r)
+	default:
+		return nil, fmt.Errorf("%w: unrecognised signature", errUndecodable)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUndecodable, err)
+	}
+	return img, nil
+}
+
+// contentHashOf returns the H-1 content hash (64 lowercase hex digits) of
+// img under the preprocessing preset called preset.
+func contentHashOf(preset string, img image.Image) string {
+	h := sha256.New()
+	b := img.Bounds()
+	var hdr []byte
+	hdr = append(hdr, contentHashTag...)
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(preset)))
+	hdr = append(hdr, preset...)
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dx()))
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dy()))
+	h.Write(hdr)
+	row := make([]byte, 8*max(b.Dx(), 0))
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for i, x := 0, b.Min.X; x < b.Max.X; i, x = i+1, x+1 {
+			c := nrgba64Of(img.At(x, y))
+			o := row[8*i:]
+			binary.BigEndian.PutUint16(o[0:], c.R)
+			binary.BigEndian.PutUint16(o[2:], c.G)
+			binary.BigEndian.PutUint16(o[4:], c.B)
+			binary.BigEndian.PutUint16(o[6:], c.A)
+		}
+		h.Write(row)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// nrgba64Of converts one colour as H-1 says: non-premultiplied colours
+// exactly, others through color.NRGBA64Model.
+func nrgba64Of(c color.Color) color.NRGBA64 {
+	switch c := c.(type) {
+	case color.NRGBA:
+		return color.NRGBA64{R: uint16(c.R) * 0x101, G: uint16(c.G) * 0x101, B: uint16(c.B) * 0x101, A: uint16(c.A) * 0x101}
+	case color.NRGBA64:
+		return c
+	default:
+		return color.NRGBA64Model.Convert(c).(color.NRGBA64)
+	}
+}
