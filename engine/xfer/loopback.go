@@ -73,67 +73,41 @@ func (l *loopback) checkPeer(p peerInfo) error {
 
 func (l *loopback) inline(f Fault) bool { return f.Kind != FaultHang }
 
+// write copies the local sources into the target's registered memory inside
+// Post, after the target's key and bounds checks.
 func (l *loopback) write(ctx context.Context, w *outbound) error {
-	target := l.reg.lookup(w.peer.name)
-	if target == nil {
-		return fmt.Errorf("xfer: loopback peer %q is gone: %w", w.peer.name, ErrRemoteDisconnect)
-	}
-	in, err := target.beginInbound(w.from, w.peer.name, w.remote, false)
-	if err != nil {
-		return fmt.Errorf("xfer: write to %q failed in the target: %w", w.peer.name, ErrBackend)
-	}
-	copyRange := func(from, to uint64) {
-		_ = forRange(w.srcs, from, to, func(i int, off uint64, p []byte) error {
-			copy(in.dst[i][off:], p)
-			return nil
-		})
-	}
-	limit := w.fault.limit(w.total)
-	copyRange(0, limit)
-	switch w.fault.Kind {
-	case FaultFailAfter:
-		in.end(limit, fmt.Errorf("initiator fault: cut after %d bytes", limit))
-		return fmt.Errorf("xfer: write to %q cut after %d of %d bytes: %w", w.peer.name, limit, w.total, ErrRemoteDisconnect)
-	case FaultHang:
-		h := w.fault.Hang
-		h.markReached()
-		select {
-		case <-h.release:
-			if h.cancel {
-				in.end(limit, fmt.Errorf("initiator fault: hang cancelled after %d bytes", limit))
-				return fmt.Errorf("xfer: write to %q cancelled: %w", w.peer.name, ErrCanceled)
-			}
-		case <-ctx.Done():
-			in.end(limit, fmt.Errorf("initiator closed after %d bytes", limit))
-			return fmt.Errorf("xfer: write to %q cancelled by Close: %w", w.peer.name, ErrCanceled)
-		case <-target.ctx.Done():
-			in.end(limit, fmt.Errorf("agent closed after %d bytes", limit))
-			return fmt.Errorf("xfer: loopback peer %q closed during the write: %w", w.peer.name, ErrRemoteDisconnect)
-		}
-		copyRange(limit, w.total)
-	}
-	in.end(w.total, nil)
-	if w.fault.Kind == FaultLoseAck {
-		return fmt.Errorf("xfer: write to %q: acknowledgement lost: %w", w.peer.name, ErrRemoteDisconnect)
-	}
-	return nil
+	return l.move(ctx, w, false)
 }
 
 // read copies the target's registered bytes into the local destinations
 // (w.srcs) inside Post, after the target's key and bounds checks; the
 // faults act as for write, on the local side.
 func (l *loopback) read(ctx context.Context, w *outbound) error {
+	return l.move(ctx, w, true)
+}
+
+// move carries out a WRITE (read false) or a READ (read true) between this
+// agent's memory and the target's, with the fault hook applied.
+func (l *loopback) move(ctx context.Context, w *outbound, read bool) error {
+	verb, noun, end := "write to", "write", "acknowledgement"
+	if read {
+		verb, noun, end = "read from", "read", "completion"
+	}
 	target := l.reg.lookup(w.peer.name)
 	if target == nil {
 		return fmt.Errorf("xfer: loopback peer %q is gone: %w", w.peer.name, ErrRemoteDisconnect)
 	}
-	in, err := target.beginInbound(w.from, w.peer.name, w.remote, true)
+	in, err := target.beginInbound(w.from, w.peer.name, w.remote, read)
 	if err != nil {
-		return fmt.Errorf("xfer: read from %q failed in the target: %w", w.peer.name, ErrBackend)
+		return fmt.Errorf("xfer: %s %q failed in the target: %w", verb, w.peer.name, ErrBackend)
 	}
 	copyRange := func(from, to uint64) {
 		_ = forRange(w.srcs, from, to, func(i int, off uint64, p []byte) error {
-			copy(p, in.dst[i][off:])
+			if read {
+				copy(p, in.dst[i][off:])
+			} else {
+				copy(in.dst[i][off:], p)
+			}
 			return nil
 		})
 	}
@@ -141,29 +115,29 @@ func (l *loopback) read(ctx context.Context, w *outbound) error {
 	copyRange(0, limit)
 	switch w.fault.Kind {
 	case FaultFailAfter:
-		in.end(limit, fmt.Errorf("initiator fault: read cut after %d bytes", limit))
-		return fmt.Errorf("xfer: read from %q cut after %d of %d bytes: %w", w.peer.name, limit, w.total, ErrRemoteDisconnect)
+		in.end(limit, fmt.Errorf("initiator fault: %s cut after %d bytes", noun, limit))
+		return fmt.Errorf("xfer: %s %q cut after %d of %d bytes: %w", verb, w.peer.name, limit, w.total, ErrRemoteDisconnect)
 	case FaultHang:
 		h := w.fault.Hang
 		h.markReached()
 		select {
 		case <-h.release:
 			if h.cancel {
-				in.end(limit, fmt.Errorf("initiator fault: read hang cancelled after %d bytes", limit))
-				return fmt.Errorf("xfer: read from %q cancelled: %w", w.peer.name, ErrCanceled)
+				in.end(limit, fmt.Errorf("initiator fault: %s hang cancelled after %d bytes", noun, limit))
+				return fmt.Errorf("xfer: %s %q cancelled: %w", verb, w.peer.name, ErrCanceled)
 			}
 		case <-ctx.Done():
 			in.end(limit, fmt.Errorf("initiator closed after %d bytes", limit))
-			return fmt.Errorf("xfer: read from %q cancelled by Close: %w", w.peer.name, ErrCanceled)
+			return fmt.Errorf("xfer: %s %q cancelled by Close: %w", verb, w.peer.name, ErrCanceled)
 		case <-target.ctx.Done():
 			in.end(limit, fmt.Errorf("agent closed after %d bytes", limit))
-			return fmt.Errorf("xfer: loopback peer %q closed during the read: %w", w.peer.name, ErrRemoteDisconnect)
+			return fmt.Errorf("xfer: loopback peer %q closed during the %s: %w", w.peer.name, noun, ErrRemoteDisconnect)
 		}
 		copyRange(limit, w.total)
 	}
 	in.end(w.total, nil)
 	if w.fault.Kind == FaultLoseAck {
-		return fmt.Errorf("xfer: read from %q: completion lost: %w", w.peer.name, ErrRemoteDisconnect)
+		return fmt.Errorf("xfer: %s %q: %s lost: %w", verb, w.peer.name, end, ErrRemoteDisconnect)
 	}
 	return nil
 }
