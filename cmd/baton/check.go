@@ -136,6 +136,9 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 			return exitError{ExitUsage, "--certify refused: " + check.CertifyError(plan, problems).Error()}
 		}
 	}
+	if f.caseTimeout > 0 {
+		cfg.CaseTimeout = f.caseTimeout // flag > env > file: the report records what ran
+	}
 	redacted, err := redactedConfig(cfg)
 	if err != nil {
 		return exitError{ExitUsage, err.Error()}
