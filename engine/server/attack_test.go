@@ -73,3 +73,32 @@ func TestAttackRegressions(t *testing.T) {
 		}
 	})
 }
+
+// TestSpentBeforeQuota: a spent reference is INVALID_ARGUMENT (SU-2) even
+// when the consumer's in-flight quota would refuse it (L-5 comes after SU-2).
+func TestSpentBeforeQuota(t *testing.T) {
+	dir := t.TempDir()
+	_, producer := startEngine(t, Config{Role: RoleEncoder, CacheDir: dir})
+	_, consumer := startEngine(t, Config{Role: RolePD, CacheDir: dir, ConsumerQuotaBytes: 1024})
+	ctx := context.Background()
+	res, err := producer.Generate(ctx, &pb.GenerateRequest{Media: []*pb.MediaItem{imageItem(t, "video-001.png")},
+		Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}})
+	if err != nil || res.Code() != codes.OK {
+		t.Fatal(res.Status, err)
+	}
+	ref := res.EncoderReady().GetRef()
+	consume := func() codes.Code {
+		r, _ := consumer.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "x"},
+			Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: ref}}})
+		return r.Code()
+	}
+	if c := consume(); c != codes.ResourceExhausted {
+		t.Fatalf("L-5 a published reference over the in-flight quota = %v, want RESOURCE_EXHAUSTED", c)
+	}
+	if ab, err := producer.Abort(ctx, &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: ref}}); err != nil || ab.GetStatus() != pb.AbortStatus_ABORT_STATUS_ABORTED {
+		t.Fatalf("release: %v %v", ab.GetStatus(), err)
+	}
+	if c := consume(); c != codes.InvalidArgument {
+		t.Errorf("a spent reference over the in-flight quota = %v, want INVALID_ARGUMENT (SU-2 before L-5)", c)
+	}
+}

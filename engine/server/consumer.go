@@ -99,6 +99,10 @@ func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Refe
 	if ref.Backend == BackendTCP {
 		return e.transferReceive(ctx, receiveID, ref, wire, transferFailHook)
 	}
+	// SU-2 decides before L-5 (CONTRACT precedence): look before reserving.
+	if ok, err := shareddir.EntryExists(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID); err == nil && !ok {
+		return nil, fmt.Errorf("%w: SU-2 reference %s was already consumed, released or expired", handoff.ErrSpentReference, short(ref.EntryID))
+	}
 	e.mu.Lock()
 	err := e.receives.Preflight(receiveID, ref.PayloadBytes())
 	if err == nil {

@@ -92,3 +92,27 @@ func (d *Dir) list() ([]string, error) {
 	sort.Strings(ids)
 	return ids, nil
 }
+
+// EntryExists reports whether a producer's entry is still in place (not
+// claimed, released or expired): a consumer's look before it reserves receive
+// bytes, so a spent reference is answered SU-2 before L-5, the contract's
+// precedence. The entry may still be claimed by someone else right after;
+// Claim decides. Errors: ErrBadName for malformed ids; the file system's
+// error other than "does not exist".
+func EntryExists(fsys FS, root, producerInstanceID, entryID string) (bool, error) {
+	if err := ValidateInstanceID(producerInstanceID); err != nil {
+		return false, err
+	}
+	if err := ValidateEntryID(entryID); err != nil {
+		return false, err
+	}
+	_, err := fsys.Lstat(filepath.Join(instanceDir(root, producerInstanceID), entryName(entryID)))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, err
+	}
+}
