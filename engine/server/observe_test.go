@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -60,29 +59,7 @@ func (b *lockedBuffer) records(t *testing.T) []map[string]any {
 func startLoggedEngine(t *testing.T, cfg Config) (*Server, *target.GRPCEngine, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Preset = "tiny"
-	srv, err := NewServer(cfg, lis, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	eng, err := target.DialEngine(lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("S-4 drain of %s: %v", cfg.Role, err)
-		}
-		eng.Close()
-	})
+	srv, eng := startEngineLogging(t, cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	return srv, eng, logs
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"testing"
 
@@ -15,12 +16,19 @@ import (
 // startEngine runs one in-process engine on a loopback port.
 func startEngine(t *testing.T, cfg Config) (*Server, *target.GRPCEngine) {
 	t.Helper()
+	return startEngineLogging(t, cfg, nil)
+}
+
+// startEngineLogging is startEngine with the engine's logs going to log
+// (nil discards them); the engine drains at the end of the test.
+func startEngineLogging(t *testing.T, cfg Config, log *slog.Logger) (*Server, *target.GRPCEngine) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Preset = "tiny"
-	srv, err := NewServer(cfg, lis, nil)
+	srv, err := NewServer(cfg, lis, log)
 	if err != nil {
 		t.Fatal(err)
 	}
