@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -78,59 +75,8 @@ func runCase(t *testing.T, c suite.Case, tg target.Target) (suite.Outcome, []str
 	if timeout <= 0 {
 		timeout = target.DefaultCaseTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	r := &recorder{t: t, name: c.Name}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx, r, tg)
-	}()
-	<-done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return suite.OutcomeOf(r.failed, r.skipped, r.msgs...), r.msgs
-}
-
-// recorder is a suite.TB that records a case's verdict instead of
-// reporting it: Fatalf and Skipf end the case's goroutine as testing's do.
-type recorder struct {
-	t    *testing.T
-	name string
-
-	mu              sync.Mutex
-	failed, skipped bool
-	msgs            []string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Logf(format string, args ...any) {
-	r.t.Logf("[%s] %s", r.name, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failed = true
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	runtime.Goexit()
-}
-
-func (r *recorder) Skipf(format string, args ...any) {
-	r.mu.Lock()
-	r.skipped = true
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-	r.mu.Unlock()
-	runtime.Goexit()
-}
-
-func (r *recorder) Failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.failed
+	rec := runRecorded(c, tg, timeout)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return suite.OutcomeOf(rec.failed, rec.skipped, rec.messages...), rec.messages
 }
