@@ -77,21 +77,7 @@ func B1DisaggregatedMatchesBaseline(ctx context.Context, t TB, tg target.Target)
 	h.needBaseline()
 	defer h.cleanup()
 
-	type run struct {
-		prompt string
-		imgs   []fixtures.Image
-	}
-	var runs []run
-	for _, name := range b1Images {
-		for _, p := range []string{promptMarker, promptNoMarker} {
-			runs = append(runs, run{promptText(t, p), []fixtures.Image{fixture(t, name)}})
-		}
-	}
-	two := make([]fixtures.Image, len(b1TwoImages))
-	for i, name := range b1TwoImages {
-		two[i] = fixture(t, name)
-	}
-	runs = append(runs, run{promptText(t, promptTwo), two})
+	runs := b1Runs(t)
 
 	for _, r := range runs {
 		what := fmt.Sprintf("%s, prompt=%q", imageNames(r.imgs), r.prompt)
@@ -200,21 +186,7 @@ func B1EPPDMatchesBaseline(ctx context.Context, t TB, tg target.Target) {
 	h.needBaseline()
 	defer h.cleanup()
 
-	type run struct {
-		prompt string
-		imgs   []fixtures.Image
-	}
-	var runs []run
-	for _, name := range b1Images {
-		for _, p := range []string{promptMarker, promptNoMarker} {
-			runs = append(runs, run{promptText(t, p), []fixtures.Image{fixture(t, name)}})
-		}
-	}
-	two := make([]fixtures.Image, len(b1TwoImages))
-	for i, name := range b1TwoImages {
-		two[i] = fixture(t, name)
-	}
-	runs = append(runs, run{promptText(t, promptTwo), two}, run{promptText(t, promptTextOnly), nil})
+	runs := append(b1Runs(t), b1Run{promptText(t, promptTextOnly), nil})
 
 	for _, r := range runs {
 		what := fmt.Sprintf("%s, prompt=%q", imageNames(r.imgs), r.prompt)
@@ -228,4 +200,26 @@ func B1EPPDMatchesBaseline(ctx context.Context, t TB, tg target.Target) {
 		}
 		expectSameAsBaselineIn(t, target.TopologyEPPD, what, got, want)
 	}
+}
+
+// b1Run is one B-1 comparison: a prompt and its images.
+type b1Run struct {
+	prompt string
+	imgs   []fixtures.Image
+}
+
+// b1Runs are the B-1 comparisons of every topology: each b1Images image with
+// and without an <image> marker, and one two-image prompt.
+func b1Runs(t TB) []b1Run {
+	var runs []b1Run
+	for _, name := range b1Images {
+		for _, p := range []string{promptMarker, promptNoMarker} {
+			runs = append(runs, b1Run{promptText(t, p), []fixtures.Image{fixture(t, name)}})
+		}
+	}
+	two := make([]fixtures.Image, len(b1TwoImages))
+	for i, name := range b1TwoImages {
+		two[i] = fixture(t, name)
+	}
+	return append(runs, b1Run{promptText(t, promptTwo), two})
 }
