@@ -224,6 +224,9 @@ func printTestList(out io.Writer, filter string) error {
 	if err != nil {
 		return exitError{ExitUsage, err.Error()}
 	}
+	if len(l.Rules) == 0 {
+		return exitError{ExitUsage, fmt.Sprintf("label filter %q selects no case (a misspelt label?); baton check --list shows every case with its labels", filter)}
+	}
 	fmt.Fprint(out, l.Text())
 	return nil
 }
