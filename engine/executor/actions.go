@@ -1,0 +1,46 @@
+package executor
+
+// Action is what the executor asks its driver to do. Carry actions out in
+// the order returned.
+type Action interface{ isAction() }
+
+// Member is one request of a batch, with its number of encoder input items.
+type Member struct {
+	Request string
+	Items   int
+}
+
+// RunEncoder asks the driver to run one encoder step over the inputs of
+// Members, in order, into one packed storage named Batch (item i of the
+// storage is the i-th input over all members). The driver answers with
+// EncoderDone or EncoderFailed for Batch, exactly once, whatever happened
+// to the members meanwhile.
+type RunEncoder struct {
+	Batch   BatchID
+	Members []Member
+}
+
+// Ready fires a request's ready event: View of its batch's storage is
+// PUBLISHED and the request may Consume it.
+type Ready struct {
+	Request string
+	View    View
+}
+
+// Fail ends Request with one terminal error (C-6): Cause names the batch's
+// failure. The request is gone from the executor.
+type Fail struct {
+	Request string
+	Cause   error
+}
+
+// FreeStorage frees Batch's packed storage: its last view went (C-3) or its
+// encoder step failed (C-6). No view of it is live when this is returned.
+type FreeStorage struct {
+	Batch BatchID
+}
+
+func (RunEncoder) isAction()  {}
+func (Ready) isAction()       {}
+func (Fail) isAction()        {}
+func (FreeStorage) isAction() {}
