@@ -2,6 +2,7 @@ package lm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -75,6 +76,45 @@ func (m *Model) Generate(ctx context.Context, req Request, emit func(Token) erro
 // ErrBadStopping, ErrTokenOutOfRange (stop token id), ctx.Err() with
 // Finish FinishCancelled (checked before each step), or emit's error as is.
 func (m *Model) Decode(ctx context.Context, s *Session, req Request, emit func(Token) error) (Result, error) {
+	res, _, err := m.DecodeWith(ctx, s, req, DecodeOptions{}, emit)
+	return res, err
+}
+
+// DecodeOptions continue and interrupt a decode (CONTRACT R-2).
+type DecodeOptions struct {
+	// Decided are the token ids an earlier, preempted decode of the same
+	// request decided, in order (DecodeWith's second result). The decode
+	// passes through them first: re-absorbing them (pause and resume) or,
+	// with Recompute, regenerating each and checking it equals (full reset;
+	// a difference is ErrRecomputeDiverged).
+	Decided   []uint32
+	Recompute bool
+	// Emitted is how many tokens the earlier decode emitted: that many are
+	// not emitted again, but still counted in Result.CompletionTokens.
+	Emitted uint32
+	// PreemptAfter stops the decode with ErrPreempted once this many token
+	// ids were decided in all (0 = never).
+	PreemptAfter uint32
+}
+
+// ErrPreempted ends a DecodeWith at DecodeOptions.PreemptAfter; the decided
+// ids and Result.CompletionTokens (emitted so far) let a later DecodeWith go on.
+var ErrPreempted = errors.New("lm: preempted")
+
+// ErrRecomputeDiverged: a full-reset recompute decided another token than
+// the preempted decode had.
+var ErrRecomputeDiverged = errors.New("lm: R-2 recompute diverged from the preempted decode")
+
+// DecodeWith is Decode with opts; it also returns the token ids decided
+// (absorbed) so far, the input of a resumed decode. Errors: Decode's, plus
+// ErrPreempted and ErrRecomputeDiverged.
+func (m *Model) DecodeWith(ctx context.Context, s *Session, req Request, opts DecodeOptions, emit func(Token) error) (Result, []uint32, error) {
+	var decided []uint32
+	res, err := m.decode(ctx, s, req, opts, &decided, emit)
+	return res, decided, err
+}
+
+func (m *Model) decode(ctx context.Context, s *Session, req Request, opts DecodeOptions, decided *[]uint32, emit func(Token) error) (Result, error) {
 	if s == nil || s.modelTag != m.tag {
 		return Result{}, fmt.Errorf("%w: session from another model", ErrBadSession)
 	}
@@ -93,8 +133,10 @@ func (m *Model) Decode(ctx context.Context, s *Session, req Request, emit func(T
 
 	res := Result{PromptTokens: s.promptTokens}
 	out := newOutput(req, func(t Token) error {
-		if err := emit(t); err != nil {
-			return err
+		if res.CompletionTokens >= opts.Emitted {
+			if err := emit(t); err != nil {
+				return err
+			}
 		}
 		res.CompletionTokens++
 		return nil
@@ -105,10 +147,22 @@ func (m *Model) Decode(ctx context.Context, s *Session, req Request, emit func(T
 			res.Finish = FinishCancelled
 			return res, err
 		}
+		if opts.PreemptAfter > 0 && step == opts.PreemptAfter && int(step) >= len(opts.Decided) {
+			return res, ErrPreempted
+		}
 		stopsOn := step >= req.MinTokens
-		id := next(state, step, stopsOn && !req.IgnoreEOS, func(id uint32) bool {
-			return !stopsOn && slices.Contains(req.StopTokenIDs, id)
-		})
+		var id uint32
+		if int(step) < len(opts.Decided) && !opts.Recompute {
+			id = opts.Decided[step] // pause and resume: re-absorb
+		} else {
+			id = next(state^s.cross, step, stopsOn && !req.IgnoreEOS, func(id uint32) bool {
+				return !stopsOn && slices.Contains(req.StopTokenIDs, id)
+			})
+			if int(step) < len(opts.Decided) && id != opts.Decided[step] {
+				return res, fmt.Errorf("%w: step %d decided %d, before %d", ErrRecomputeDiverged, step, id, opts.Decided[step])
+			}
+		}
+		*decided = append(*decided, id)
 		state = absorb(state, uint64(id))
 		switch {
 		case stopsOn && slices.Contains(req.StopTokenIDs, id):

@@ -46,6 +46,43 @@ type Config struct {
 	// covers both). It is the injection point for deliberately broken engines
 	// (conformance/mutants); a correct engine never keys by token ids alone.
 	PrefixKey func(tokenIDs []uint32, imageIdentities []string) string
+	// Architecture selects how images reach the language side (default
+	// DecoderOnly).
+	Architecture Architecture
+}
+
+// Architecture is how the language side reads the encoder output.
+type Architecture uint8
+
+// Architectures (the model presets of the language side).
+const (
+	// DecoderOnly is a decoder-only vision-language model: the image
+	// embeddings are merged into the prompt at their markers and absorbed by
+	// prefill (LLaVA, Qwen-VL).
+	DecoderOnly Architecture = iota
+	// EncoderDecoder is an encoder-decoder model (T5, BART, Whisper): prefill
+	// absorbs the text only, and the cross-attention KV is computed once from
+	// the encoder output (CrossAttention) and read by every decode step.
+	EncoderDecoder
+)
+
+// ArchitectureByName maps "decoder-only" and "encoder-decoder" (the
+// --model-architecture flag's values) to an Architecture.
+func ArchitectureByName(name string) (Architecture, error) {
+	switch name {
+	case "", "decoder-only":
+		return DecoderOnly, nil
+	case "encoder-decoder":
+		return EncoderDecoder, nil
+	}
+	return 0, fmt.Errorf("%w: model architecture %q (want decoder-only or encoder-decoder)", ErrInvalidInput, name)
+}
+
+func (a Architecture) String() string {
+	if a == EncoderDecoder {
+		return "encoder-decoder"
+	}
+	return "decoder-only"
 }
 
 // Model is the toy language model. It is safe for concurrent use.
@@ -77,7 +114,7 @@ func New(cfg Config) *Model {
 	}
 	return &Model{
 		cfg:   cfg,
-		tag:   mix64(cfg.Seed^0x73657373696f6e) ^ uint64(VocabSize()),
+		tag:   mix64(cfg.Seed^0x73657373696f6e^uint64(cfg.Architecture)<<56) ^ uint64(VocabSize()),
 		root:  mix64(cfg.Seed ^ 0x726f6f74),
 		cache: newPrefixCache(cfg.PrefixCacheEntries),
 	}
@@ -143,6 +180,9 @@ func (m *Model) Prefill(req Request) (*Session, error) {
 	}
 	s := &Session{modelTag: m.tag, promptTokens: uint32(promptTokens), imageCount: uint32(len(req.Images))}
 	key := m.cfg.PrefixKey(ids, identities)
+	if m.cfg.Architecture == EncoderDecoder {
+		s.cross = CrossAttention(req.Images)
+	}
 	if state, ok := m.cache.get(key); ok {
 		s.state, s.prefixCacheHit = state, true
 		return s, nil
@@ -150,6 +190,24 @@ func (m *Model) Prefill(req Request) (*Session, error) {
 	s.state = m.prefillState(ids, req.Images)
 	m.cache.put(key, s.state)
 	return s, nil
+}
+
+// Architecture is the model's architecture (Config.Architecture).
+func (m *Model) Architecture() Architecture { return m.cfg.Architecture }
+
+// CrossAttention is the toy cross-attention KV of an encoder-decoder model:
+// one uint64 absorbing each image's (rows, cols) and signature, in order. It
+// is what Prefill computes from the encoder output for EncoderDecoder, once
+// per call; every decode step of the session reads it.
+func CrossAttention(images []Image) uint64 {
+	kv := uint64(0x63726f7373) // "cross"
+	for _, img := range images {
+		kv = absorb(kv, uint64(img.Rows)<<32|uint64(img.Cols))
+		for _, w := range signature(img) {
+			kv = absorb(kv, w)
+		}
+	}
+	return kv
 }
 
 // promptIDs returns the prompt's token ids, markers included.
@@ -228,6 +286,9 @@ func (m *Model) prefillState(ids []uint32, images []Image) uint64 {
 		img := images[next]
 		next++
 		state = absorb(state, imageTag)
+		if m.cfg.Architecture == EncoderDecoder {
+			continue // the image reaches the decoder through CrossAttention
+		}
 		state = absorb(state, uint64(img.Rows)<<32|uint64(img.Cols))
 		for _, w := range signature(img) {
 			state = absorb(state, w)

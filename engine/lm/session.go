@@ -13,7 +13,8 @@ type Session struct {
 	state          uint64
 	promptTokens   uint32
 	imageCount     uint32
-	prefixCacheHit bool // not serialised
+	prefixCacheHit bool   // not serialised
+	cross          uint64 // EncoderDecoder: the cross-attention KV (not serialised: E+P+D serves DecoderOnly)
 }
 
 // PromptTokens is usage.prompt_tokens: text tokens + sum of image rows.
