@@ -97,7 +97,10 @@ func (rs *Ranks) EncoderDone(b BatchID) ([]Action, error) {
 
 // EncoderFailed: see Executor.EncoderFailed.
 func (rs *Ranks) EncoderFailed(b BatchID, cause error) ([]Action, error) {
-	a := rs.on("EncoderFailed", func(x *Executor) answer { acts, err := x.EncoderFailed(b, cause); return answer{actions: acts, err: err} })
+	a := rs.on("EncoderFailed", func(x *Executor) answer {
+		acts, err := x.EncoderFailed(b, cause)
+		return answer{actions: acts, err: err}
+	})
 	return a.actions, a.err
 }
 
