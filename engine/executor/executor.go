@@ -182,12 +182,33 @@ func New(cfg Config) *Executor {
 // Counters returns the totals since New.
 func (x *Executor) Counters() Counters { return x.counters }
 
-// LiveStorages is the number of packed storages not yet freed, pending
-// batches included (the engine's encoder.storage.live_batches).
+// LiveStorages is the number of packed storages holding an encoder output
+// not yet freed: completed batches with a live view (the engine's
+// encoder.storage.live_batches). Pending batches are not counted.
 func (x *Executor) LiveStorages() int {
 	n := 0
 	for _, s := range x.storages {
-		if !s.freed {
+		if !s.freed && !s.pending {
+			n++
+		}
+	}
+	return n
+}
+
+// PendingBatches is the number of batches whose encoder step runs.
+func (x *Executor) PendingBatches() int { return x.pending }
+
+// Waiting is the number of members of pending batch b still PENDING in it:
+// 0 means nobody waits for its output any more (the driver may stop holding
+// its step; the completion then frees it at once).
+func (x *Executor) Waiting(b BatchID) int {
+	s, ok := x.storages[b]
+	if !ok || !s.pending {
+		return 0
+	}
+	n := 0
+	for _, m := range s.members {
+		if r := x.requests[m.id]; r != nil && r.state == StatePending && r.batch == b && r.admission == m.admission {
 			n++
 		}
 	}

@@ -144,3 +144,9 @@ func (rs *Ranks) LiveStorages() int { return rs.ranks[0].LiveStorages() }
 
 // Queued returns rank 0's queue length.
 func (rs *Ranks) Queued() int { return rs.ranks[0].Queued() }
+
+// PendingBatches returns rank 0's pending batches.
+func (rs *Ranks) PendingBatches() int { return rs.ranks[0].PendingBatches() }
+
+// Waiting returns rank 0's Waiting(b).
+func (rs *Ranks) Waiting(b BatchID) int { return rs.ranks[0].Waiting(b) }

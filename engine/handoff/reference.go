@@ -184,7 +184,9 @@ func ParseReference(backend, producerInstanceID string, opaque []byte, maxBytes 
 		return Reference{}, rejectf(ErrForeignReference, "SU-5 producer_instance_id %.40q is not an instance id", producerInstanceID)
 	}
 	for i, it := range w.Items {
-		if !ValidContentHash(it.ContentHash) {
+		// An empty hash is a missing one: the consumer gives the item a
+		// fresh identity (H-2). Anything else must be a content hash (H-3).
+		if it.ContentHash != "" && !ValidContentHash(it.ContentHash) {
 			return Reference{}, rejectf(ErrMalformedHash, "H-3 item %d content hash %.70q is not 64 lowercase hex digits", i, it.ContentHash)
 		}
 		if it.Rows == 0 || it.Cols == 0 || it.PayloadBytes() > MaxItemBytes {

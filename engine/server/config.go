@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/engine/encoder"
+	"github.com/baton-dev/baton/engine/lm"
 )
 
 // Role is the engine's role (CONTRACT section 1).
@@ -89,6 +90,21 @@ type Config struct {
 	MediaLimits encoder.Limits
 	// ModelSeed selects the language model; EncoderSeed the encoder weights.
 	ModelSeed, EncoderSeed uint64
+	// ExecutorMode is ExecutorAsync (default) or ExecutorSync (--executor-mode).
+	ExecutorMode string
+	// MaxBatchRequests bounds the requests of one encoder batch (default 8).
+	MaxBatchRequests int
+	// TensorParallel is the number of simulated tensor-parallel ranks of
+	// the executor (--tp, default 1): each rank takes every scheduling
+	// decision and a divergence makes Health NOT_READY.
+	TensorParallel int
+	// ExecutorInvariants checks the executor core's invariants after every
+	// decision and panics on a broken one (tests only: O(requests) a call).
+	ExecutorInvariants bool
+	// ModelArchitecture is the language side's architecture: "decoder-only"
+	// (default) or "encoder-decoder" (--model-architecture; E+P+D serves
+	// decoder-only only).
+	ModelArchitecture string
 	// Hooks replace single decisions; nil fields keep the contract's decision.
 	// Only conformance/mutants sets them.
 	Hooks Hooks
@@ -146,6 +162,32 @@ func (c *Config) fill() error {
 		if b == BackendSharedDir && c.CacheDir == "" {
 			return fmt.Errorf("server: a consumer accepting shared_dir needs --cache-dir")
 		}
+	}
+	switch c.ExecutorMode {
+	case "":
+		c.ExecutorMode = ExecutorAsync
+	case ExecutorAsync, ExecutorSync:
+	default:
+		return fmt.Errorf("server: --executor-mode %q (want %s or %s)", c.ExecutorMode, ExecutorAsync, ExecutorSync)
+	}
+	if c.MaxBatchRequests == 0 {
+		c.MaxBatchRequests = 8
+	}
+	if c.MaxBatchRequests < 1 || c.MaxBatchRequests > 1024 {
+		return fmt.Errorf("server: --max-batch-requests %d (want 1..1024)", c.MaxBatchRequests)
+	}
+	if c.TensorParallel == 0 {
+		c.TensorParallel = 1
+	}
+	if c.TensorParallel < 1 || c.TensorParallel > 8 {
+		return fmt.Errorf("server: --tp %d (want 1..8)", c.TensorParallel)
+	}
+	arch, err := lm.ArchitectureByName(c.ModelArchitecture)
+	if err != nil {
+		return fmt.Errorf("server: --model-architecture: %w", err)
+	}
+	if arch == lm.EncoderDecoder && (c.Role == RolePrefill || c.Role == RoleDecode) {
+		return fmt.Errorf("server: --model-architecture encoder-decoder serves the encoder, pd and aggregated roles (E+P+D moves a decoder-only KV session)")
 	}
 	if c.TransferListen == "" {
 		c.TransferListen = "127.0.0.1:0"

@@ -33,6 +33,7 @@ type Engine struct {
 	now        func() time.Time
 	metrics    *metrics   // Prometheus metrics (metrics.go)
 	kv         kvSessions // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
+	exec       *execDriver // the in-engine encoder -> decoder handoff (executor.go)
 
 	mu          sync.Mutex // guards the fields below; never held across I/O
 	table       *handoff.ProducerTable
@@ -44,7 +45,6 @@ type Engine struct {
 	running     sync.WaitGroup       // Add only under mu while not draining
 	runningN    int
 	cleanups    int // cleanup tasks in flight (encoder.cleanup.pending)
-	liveBatches int // encoder outputs alive, one packed storage per encoder step (encoder.storage.live_batches)
 	// failRemoval marks entries published with the baton.cleanup_fail test
 	// hook: their first removal reports a failure.
 	failRemoval map[string]bool
@@ -66,6 +66,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	preset, _ := encoder.PresetByName(cfg.Preset)
+	arch, _ := lm.ArchitectureByName(cfg.ModelArchitecture) // checked by fill
 	id, err := newInstanceID()
 	if err != nil {
 		return nil, err
@@ -75,7 +76,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		instanceID: id,
 		preset:     preset,
 		encoder:    encoder.NewCPU(preset, cfg.EncoderSeed),
-		model:      lm.New(lm.Config{Seed: cfg.ModelSeed, PrefixKey: cfg.Hooks.PrefixKey}),
+		model:      lm.New(lm.Config{Seed: cfg.ModelSeed, PrefixKey: cfg.Hooks.PrefixKey, Architecture: arch}),
 		fsys:       shareddir.OSFS{},
 		log:        log.With("instance", id, "role", string(cfg.Role)),
 		now:        time.Now,
@@ -90,6 +91,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		drained:     make(chan struct{}),
 		shutdown:    make(chan time.Duration, 1),
 	}
+	e.exec = newExecDriver(e)
 	e.metrics = newMetrics(e)
 	if cfg.needsTransferAgent() {
 		agent, err := xfer.NewTCP(xfer.TCPOptions{Options: xfer.Options{Name: id}, ListenAddress: cfg.TransferListen, WriteTimeout: cfg.TransferTimeout})

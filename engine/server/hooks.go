@@ -3,6 +3,7 @@ package server
 import (
 	"image"
 
+	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/metadata"
@@ -63,4 +64,14 @@ type Hooks struct {
 	// NoExpiryCollection stops the producer's collector from expiring
 	// entries past their TTL (the X-2 mutant); Abort still finds them expired.
 	NoExpiryCollection bool
+	// ExecutorMutation breaks one decision of the executor core (the C-2,
+	// C-3 and release-idempotency mutants).
+	ExecutorMutation executor.Mutation
+	// ContextTwice computes a request's context (cross-attention KV) twice
+	// per admission (the R-1 mutant).
+	ContextTwice bool
+	// RecomputeWithoutEncoder recomputes a preempted request from the view
+	// it had, whose storage was freed, instead of running the encoder again
+	// (the R-2 mutant).
+	RecomputeWithoutEncoder bool
 }

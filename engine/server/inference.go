@@ -7,6 +7,8 @@ import (
 	"image"
 	"time"
 
+	"github.com/baton-dev/baton/engine/encoder"
+	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -114,6 +116,7 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 	if err != nil {
 		return err
 	}
+	var xr *execRequest // the request's handle on the executor; nil for text-only
 	if wire := req.GetEncoder().GetConsume(); wire != nil {
 		ref, err := e.parseReference(wire)
 		if err != nil {
@@ -132,6 +135,10 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 		if err != nil {
 			return err
 		}
+		if xr, err = e.exec.adopt(requestID, received); err != nil {
+			return err
+		}
+		defer xr.end()
 		lreq.Images = received
 	} else if len(images) > 0 {
 		rows := make([]int, len(images))
@@ -148,19 +155,27 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 		for i, im := range images {
 			imgs[i] = im.img
 		}
-		embeddings, done, err := e.encodeStep(ctx, hooks, imgs)
+		x, embeddings, err := e.exec.encode(ctx, requestID, hooks, imgs)
 		if err != nil {
-			return err // C-6: one terminal error, nothing reserved on this path
+			return err // C-1, C-3 or C-6: one terminal error; the executor dropped what it held
 		}
-		defer done() // the embeddings live until the request ends
-		for i, emb := range embeddings {
-			lreq.Images = append(lreq.Images, lm.Image{ContentHash: e.imageIdentity(images[i]), Rows: emb.Rows, Cols: emb.Cols, Data: emb.Data})
-		}
+		xr = x
+		defer xr.end()
+		lreq.Images = e.lmImages(images, embeddings)
 	}
 	if e.cfg.Role == RolePrefill {
-		return e.runPrefill(ctx, req.GetRequestId(), lreq, send)
+		return e.runPrefill(ctx, req.GetRequestId(), lreq, xr, send)
 	}
-	return e.runModel(ctx, req.GetRequestId(), lreq, send)
+	return e.runModel(ctx, req.GetRequestId(), lreq, xr, images, hooks, send)
+}
+
+// lmImages pairs the encoder's view with each image's identity.
+func (e *Engine) lmImages(images []decodedImage, embeddings []encoder.Embedding) []lm.Image {
+	out := make([]lm.Image, len(embeddings))
+	for i, emb := range embeddings {
+		out[i] = lm.Image{ContentHash: e.imageIdentity(images[i]), Rows: emb.Rows, Cols: emb.Cols, Data: emb.Data}
+	}
+	return out
 }
 
 // validatePrompt rejects, before anything is consumed or encoded, what the
@@ -201,30 +216,78 @@ func lmRequest(req *pb.GenerateRequest) (lm.Request, error) {
 }
 
 // runModel prefills (rejections before any event) and streams tokens, one
-// event per token, then GenerationFinished with the Usage.
-func (e *Engine) runModel(ctx context.Context, requestID string, r lm.Request, send func(*pb.GenerateResponse) error) error {
-	session, err := e.model.Prefill(r)
-	if err != nil {
-		if errors.Is(err, lm.ErrIdentity) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", handoff.ErrBadRequest, err)
-	}
-	return e.streamDecode(ctx, requestID, session, r, send)
-}
-
-// streamDecode decodes from a prefilled session (runModel's, or one D
-// fetched from P) and streams one event per token, then GenerationFinished
-// with the Usage.
-func (e *Engine) streamDecode(ctx context.Context, requestID string, session *lm.Session, r lm.Request, send func(*pb.GenerateResponse) error) error {
-	res, err := e.model.Decode(ctx, session, r, func(t lm.Token) error {
-		return send(&pb.GenerateResponse{RequestId: requestID, Event: &pb.GenerateResponse_Token{Token: &pb.TokenOutput{
-			Tokens: []*pb.TokenInfo{{TokenId: t.ID, Token: t.Text}}, Text: t.Text,
-		}}})
-	})
+// event per token, then GenerationFinished with the Usage. With an executor
+// request xr the prefill is the first context step: it computes the
+// request's context from the output once, then the view is released;
+// every decode step releases again, which the executor counts and ignores.
+// A preemption (test hook baton.preempt_after_tokens) re-admits the
+// request: the encoder runs again on images and the decode goes on from the
+// tokens decided before, emitting only new ones.
+func (e *Engine) runModel(ctx context.Context, requestID string, r lm.Request, xr *execRequest, images []decodedImage, hooks requestHooks, send func(*pb.GenerateResponse) error) error {
+	session, err := e.contextStep(r, xr)
 	if err != nil {
 		return err
 	}
+	opts := lm.DecodeOptions{}
+	if xr != nil && len(images) > 0 {
+		opts.PreemptAfter = hooks.preemptAfter // a text-only request has no output to recompute
+	}
+	for {
+		res, decided, err := e.model.DecodeWith(ctx, session, r, opts, func(t lm.Token) error {
+			xr.release() // idempotent: a decode loop releasing every step releases once
+			return send(tokenEvent(requestID, t))
+		})
+		if !errors.Is(err, lm.ErrPreempted) {
+			if err != nil {
+				if errors.Is(err, lm.ErrRecomputeDiverged) {
+					return fmt.Errorf("server: %w", err)
+				}
+				return err
+			}
+			return send(finishedEvent(requestID, res))
+		}
+		embeddings, err := xr.preempt(ctx, hooks.preemptMode)
+		if err != nil {
+			return err
+		}
+		r.Images = e.lmImages(images, embeddings)
+		if session, err = e.contextStep(r, xr); err != nil {
+			return err
+		}
+		opts = lm.DecodeOptions{Decided: decided, Recompute: hooks.preemptMode == executor.PreemptReset, Emitted: res.CompletionTokens}
+	}
+}
+
+// contextStep is the first context step of a request: prefill over the
+// prompt and the consumed output (for the encoder-decoder model this
+// computes the cross-attention KV), recorded once with the executor,
+// then the output's view is released.
+func (e *Engine) contextStep(r lm.Request, xr *execRequest) (*lm.Session, error) {
+	session, err := e.model.Prefill(r)
+	if err == nil && xr != nil && e.cfg.Hooks.ContextTwice {
+		xr.contextComputed() // the R-1 mutant computes it a second time
+		session, err = e.model.Prefill(r)
+	}
+	if err == nil {
+		xr.contextComputed()
+	}
+	xr.release()
+	if err != nil {
+		if errors.Is(err, lm.ErrIdentity) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", handoff.ErrBadRequest, err)
+	}
+	return session, nil
+}
+
+func tokenEvent(requestID string, t lm.Token) *pb.GenerateResponse {
+	return &pb.GenerateResponse{RequestId: requestID, Event: &pb.GenerateResponse_Token{Token: &pb.TokenOutput{
+		Tokens: []*pb.TokenInfo{{TokenId: t.ID, Token: t.Text}}, Text: t.Text,
+	}}}
+}
+
+func finishedEvent(requestID string, res lm.Result) *pb.GenerateResponse {
 	fin := &pb.GenerationFinished{Reason: pb.FinishReason(res.Finish)}
 	switch res.StopBy {
 	case lm.StopByText:
@@ -232,7 +295,17 @@ func (e *Engine) streamDecode(ctx context.Context, requestID string, session *lm
 	case lm.StopByTokenID:
 		fin.StopMatch = &pb.StopMatch{Match: &pb.StopMatch_StopTokenId{StopTokenId: res.StopTokenID}}
 	}
-	return send(&pb.GenerateResponse{RequestId: requestID, Event: &pb.GenerateResponse_Finished{Finished: fin}, Usage: &pb.Usage{
+	return &pb.GenerateResponse{RequestId: requestID, Event: &pb.GenerateResponse_Finished{Finished: fin}, Usage: &pb.Usage{
 		PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens,
-	}})
+	}}
+}
+
+// streamDecode decodes from a prefilled session (D's, fetched from P) and
+// streams one event per token, then GenerationFinished with the Usage.
+func (e *Engine) streamDecode(ctx context.Context, requestID string, session *lm.Session, r lm.Request, send func(*pb.GenerateResponse) error) error {
+	res, err := e.model.Decode(ctx, session, r, func(t lm.Token) error { return send(tokenEvent(requestID, t)) })
+	if err != nil {
+		return err
+	}
+	return send(finishedEvent(requestID, res))
 }

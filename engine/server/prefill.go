@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -18,13 +17,10 @@ import (
 // {prompt_tokens: N, completion_tokens: 0, total_tokens: N}. If the send
 // fails (the client is gone) the session is released at once: nobody can
 // decode what the client never got.
-func (e *Engine) runPrefill(ctx context.Context, requestID string, r lm.Request, send func(*pb.GenerateResponse) error) error {
-	session, err := e.model.Prefill(r)
+func (e *Engine) runPrefill(ctx context.Context, requestID string, r lm.Request, xr *execRequest, send func(*pb.GenerateResponse) error) error {
+	session, err := e.contextStep(r, xr)
 	if err != nil {
-		if errors.Is(err, lm.ErrIdentity) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", handoff.ErrBadRequest, err)
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -67,21 +67,26 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	for i, im := range images {
 		imgs[i] = im.img
 	}
-	embeddings, done, err := e.encodeStep(ctx, hooks, imgs)
+	xr, embeddings, err := e.exec.encode(ctx, req.GetRequestId(), hooks, imgs)
 	if err != nil {
 		keep = e.cfg.Hooks.KeepReservationOnEncoderFailure && errors.Is(err, errEncoderFailed)
-		return err // C-1 (cancelled during the held step) or C-6 (failed step)
+		return err // C-1 (cancelled during the held step), C-3 (cancelled while published, unconsumed) or C-6 (failed step)
 	}
-	defer done() // the packed output lives until its entry is written or dropped
+	defer xr.end() // drops the view if the entry was never written (C-3)
 	if err := ctx.Err(); err != nil {
 		return err // C-1: cancelled before publication, nothing published
 	}
 	items := make([]handoff.ItemMeta, len(images))
 	tensors := make([]shareddir.Tensor, len(images))
 	for i, emb := range embeddings {
-		items[i] = handoff.ItemMeta{ContentHash: images[i].hash, Rows: uint32(emb.Rows), Cols: uint32(emb.Cols)}
-		tensors[i] = shareddir.F32Tensor(tensorName(i), emb.Rows, emb.Cols, emb.Data)
+		hash := images[i].hash
+		if hooks.omitHash {
+			hash = "" // test hook: a producer that does not hash (H-2)
+		}
+		items[i] = handoff.ItemMeta{ContentHash: hash, Rows: uint32(emb.Rows), Cols: uint32(emb.Cols)}
+		tensors[i] = shareddir.F32Tensor(tensorName(i), emb.Rows, emb.Cols, emb.Data) // copies out of the packed storage
 	}
+	xr.release() // the tensors hold their own copy: the batch's storage may go
 	e.mu.Lock()
 	ttl := e.table.TTL(int64(req.GetEncoder().GetPublish().GetTtlMs()))
 	e.mu.Unlock()

@@ -144,7 +144,11 @@ func (e *Engine) Drain(timeout time.Duration) error {
 				<-done
 			}
 		}
+		execErr := e.exec.drain()
 		e.drainErr = e.drainProducer()
+		if e.drainErr == nil {
+			e.drainErr = execErr
+		}
 		e.drainKVSessions() // E+P+D: P's KV sessions nobody fetched
 		e.producers.close()
 		if e.agent != nil {

@@ -1,14 +1,12 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"image"
 	"math"
 	"time"
 
-	"github.com/baton-dev/baton/engine/encoder"
+	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -38,7 +36,28 @@ const (
 	// producer's WRITE fail after the entry left its table (Q-3); see
 	// HookTransferFail.
 	HookTransferFailExtra = "baton.transfer_fail"
+	// HookContextDelayMs (number, ms in [0, MaxEncoderDelayMs]) holds the
+	// request between the ready event of its encoder output and its first
+	// context step (on E: before the entry is written), the output
+	// PUBLISHED and unconsumed, so a cancellation lands there (C-3).
+	HookContextDelayMs = "baton.context_delay_ms"
+	// HookPreemptAfterTokens (integer in [1, MaxPreemptAfterTokens], on the
+	// aggregated role) preempts the request once that many tokens were
+	// decided: its output was consumed and dropped, so it is re-admitted,
+	// encoded again and recomputed (R-2).
+	HookPreemptAfterTokens = "baton.preempt_after_tokens"
+	// HookPreemptMode ("pause" or "reset", default "reset") is how the
+	// preempted request comes back: pause-and-resume re-absorbs the tokens
+	// decided so far, a full reset regenerates them (R-2).
+	HookPreemptMode = "baton.preempt_mode"
+	// HookOmitContentHash (bool, on a publish to E) publishes the items
+	// without content hash, as a producer that does not hash would: the
+	// consumer must give each a fresh identity (H-2).
+	HookOmitContentHash = "baton.omit_content_hash"
 )
+
+// MaxPreemptAfterTokens bounds HookPreemptAfterTokens.
+const MaxPreemptAfterTokens = 4096
 
 // MaxEncoderDelayMs bounds HookEncoderDelayMs: 60,000 ms, the default case
 // timeout of `baton check`, so a hold never outlives the case that asked.
@@ -51,6 +70,10 @@ type requestHooks struct {
 	encoderFail  bool
 	cleanupFail  bool
 	transferFail bool
+	omitHash     bool
+	contextDelay time.Duration
+	preemptAfter uint32
+	preemptMode  executor.PreemptMode
 }
 
 // hooksOf reads the test hooks of req. With Config.TestHooks off it returns
@@ -75,17 +98,44 @@ func (e *Engine) hooksOf(req *pb.GenerateRequest) (requestHooks, error) {
 		*dst = b.BoolValue
 		return nil
 	}
-	for key, dst := range map[string]*bool{HookEncoderFail: &h.encoderFail, HookCleanupFail: &h.cleanupFail, HookTransferFailExtra: &h.transferFail} {
+	for key, dst := range map[string]*bool{HookEncoderFail: &h.encoderFail, HookCleanupFail: &h.cleanupFail, HookTransferFailExtra: &h.transferFail, HookOmitContentHash: &h.omitHash} {
 		if err := boolHook(key, dst); err != nil {
 			return requestHooks{}, err
 		}
 	}
-	if v, ok := fields[HookEncoderDelayMs]; ok {
+	for key, dst := range map[string]*time.Duration{HookEncoderDelayMs: &h.encoderDelay, HookContextDelayMs: &h.contextDelay} {
+		v, ok := fields[key]
+		if !ok {
+			continue
+		}
 		n, isNum := v.GetKind().(*structpb.Value_NumberValue)
 		if !isNum || math.IsNaN(n.NumberValue) || n.NumberValue < 0 || n.NumberValue > MaxEncoderDelayMs {
-			return requestHooks{}, fmt.Errorf("%w: test hook %s must be a number of ms in [0, %d], got %v", handoff.ErrBadRequest, HookEncoderDelayMs, MaxEncoderDelayMs, v.AsInterface())
+			return requestHooks{}, fmt.Errorf("%w: test hook %s must be a number of ms in [0, %d], got %v", handoff.ErrBadRequest, key, MaxEncoderDelayMs, v.AsInterface())
 		}
-		h.encoderDelay = time.Duration(n.NumberValue * float64(time.Millisecond))
+		*dst = time.Duration(n.NumberValue * float64(time.Millisecond))
+	}
+	if v, ok := fields[HookPreemptAfterTokens]; ok {
+		n, isNum := v.GetKind().(*structpb.Value_NumberValue)
+		if !isNum || n.NumberValue != math.Trunc(n.NumberValue) || n.NumberValue < 1 || n.NumberValue > MaxPreemptAfterTokens {
+			return requestHooks{}, fmt.Errorf("%w: test hook %s must be an integer in [1, %d], got %v", handoff.ErrBadRequest, HookPreemptAfterTokens, MaxPreemptAfterTokens, v.AsInterface())
+		}
+		if e.cfg.Role != RoleAggregated {
+			return requestHooks{}, fmt.Errorf("%w: R-2 test hook %s needs a role that encodes and decodes (aggregated), not %s", handoff.ErrBadRequest, HookPreemptAfterTokens, e.cfg.Role)
+		}
+		h.preemptAfter, h.preemptMode = uint32(n.NumberValue), executor.PreemptReset
+	}
+	if v, ok := fields[HookPreemptMode]; ok {
+		switch v.GetStringValue() {
+		case "pause":
+			h.preemptMode = executor.PreemptPause
+		case "reset":
+			h.preemptMode = executor.PreemptReset
+		default:
+			return requestHooks{}, fmt.Errorf("%w: test hook %s must be \"pause\" or \"reset\", got %v", handoff.ErrBadRequest, HookPreemptMode, v.AsInterface())
+		}
+		if h.preemptAfter == 0 {
+			h.preemptMode = 0
+		}
 	}
 	return h, nil
 }
@@ -97,42 +147,3 @@ func (e *Engine) hooksOf(req *pb.GenerateRequest) (requestHooks, error) {
 // encoder runs before any event of the request is sent, so the non-OK status
 // is the request's one terminal outcome: no EncoderReady, no token.
 var errEncoderFailed = errors.New("server: C-6 encoder step failed")
-
-// encodeStep runs one request's encoder step over imgs: it holds for the
-// request's HookEncoderDelayMs (ending early with ctx.Err() if ctx ends),
-// fails with errEncoderFailed for HookEncoderFail or an encoder error, and
-// otherwise returns one Embedding per image. While its output is alive it
-// counts as one packed batch storage (encoder.storage.live_batches): the
-// caller calls done once the embeddings were written out or dropped (done is
-// a no-op after a failure).
-func (e *Engine) encodeStep(ctx context.Context, hooks requestHooks, imgs []image.Image) (embeddings []encoder.Embedding, done func(), err error) {
-	noop := func() {}
-	if hooks.encoderDelay > 0 {
-		timer := time.NewTimer(hooks.encoderDelay)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, noop, ctx.Err()
-		}
-	}
-	if hooks.encoderFail {
-		return nil, noop, fmt.Errorf("%w: injected by test hook %s", errEncoderFailed, HookEncoderFail)
-	}
-	embeddings, err = e.encoder.Encode(imgs)
-	if err != nil {
-		return nil, noop, fmt.Errorf("%w: %v", errEncoderFailed, err)
-	}
-	e.mu.Lock()
-	e.liveBatches++
-	e.mu.Unlock()
-	released := false
-	return embeddings, func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if !released {
-			released = true
-			e.liveBatches--
-		}
-	}, nil
-}
