@@ -103,17 +103,17 @@ func (e *Engine) Observables() map[string]float64 {
 	qBuffers += int(e.table.Counters().Quarantined)
 	qBytes += e.table.Counters().QuarantinedBytes
 	out := map[string]float64{
-		"encoder.exports.entries":      float64(e.table.Entries()),
-		"encoder.exports.bytes":        float64(e.table.HeldBytes()),
-		"encoder.receives.inflight":    float64(e.receives.Inflight()),
-		"encoder.quarantine.buffers":   float64(qBuffers),
-		"encoder.quarantine.bytes":     float64(qBytes),
-		"encoder.cleanup.pending":      float64(e.cleanups),
-		"encoder.exports.published":    float64(e.table.Counters().Published),
-		"encoder.exports.consumed":     float64(e.table.Counters().Consumed),
-		"encoder.exports.released":     float64(e.table.Counters().Released),
-		"encoder.exports.expired":      float64(e.table.Counters().Expired),
-		"kv.sessions.live":             float64(e.liveKVSessions()), // P's KV sessions awaiting D (E+P+D)
+		"encoder.exports.entries":    float64(e.table.Entries()),
+		"encoder.exports.bytes":      float64(e.table.HeldBytes()),
+		"encoder.receives.inflight":  float64(e.receives.Inflight()),
+		"encoder.quarantine.buffers": float64(qBuffers),
+		"encoder.quarantine.bytes":   float64(qBytes),
+		"encoder.cleanup.pending":    float64(e.cleanups),
+		"encoder.exports.published":  float64(e.table.Counters().Published),
+		"encoder.exports.consumed":   float64(e.table.Counters().Consumed),
+		"encoder.exports.released":   float64(e.table.Counters().Released),
+		"encoder.exports.expired":    float64(e.table.Counters().Expired),
+		"kv.sessions.live":           float64(e.liveKVSessions()), // P's KV sessions awaiting D (E+P+D)
 	}
 	for k, v := range e.exec.observables() { // encoder.storage.live_batches and executor.*
 		out[k] = v

@@ -31,8 +31,8 @@ type Engine struct {
 	producers  producerClients
 	log        *slog.Logger
 	now        func() time.Time
-	metrics    *metrics   // Prometheus metrics (metrics.go)
-	kv         kvSessions // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
+	metrics    *metrics    // Prometheus metrics (metrics.go)
+	kv         kvSessions  // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
 	exec       *execDriver // the in-engine encoder -> decoder handoff (executor.go)
 
 	mu          sync.Mutex // guards the fields below; never held across I/O
