@@ -17,6 +17,7 @@ import (
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/server"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
@@ -131,6 +132,30 @@ var all = []Mutant{
 				return hex.EncodeToString(sum[:])
 			}
 		}},
+	{Name: "c2-scatter-shifts-siblings", Rule: "C-2", Level: LevelLifecycle, Breaks: "a batch's completion advances the item offset only past members still pending, so a cancelled member's slice goes to its next sibling",
+		Apply: func(h *server.Hooks) { h.ExecutorMutation.ScatterLiveOnly = true }},
+	{Name: "c3-view-kept-after-end", Rule: "C-3", Level: LevelLifecycle, Breaks: "a request that ends before its first context step keeps its view, so the batch's storage is never freed",
+		Apply: func(h *server.Hooks) { h.ExecutorMutation.KeepViewOnEnd = true }},
+	{Name: "c3-release-every-step", Rule: "C-3", Level: LevelLifecycle, Breaks: "release is not idempotent: a decode loop releasing every step drops a view reference each time and frees the storage under its siblings",
+		Apply: func(h *server.Hooks) { h.ExecutorMutation.ReleaseEveryCall = true }},
+	{Name: "r1-context-computed-twice", Rule: "R-1", Level: LevelLifecycle, Breaks: "the first context step computes the cross-attention KV twice per admission",
+		Apply: func(h *server.Hooks) { h.ContextTwice = true }},
+	{Name: "r2-recompute-skips-encoder", Rule: "R-2", Level: LevelLifecycle, Breaks: "a preempted request recomputes from the view it had, whose storage was freed, instead of running the encoder again",
+		Apply: func(h *server.Hooks) { h.RecomputeWithoutEncoder = true }},
+	{Name: "h2-missing-hash-keyed-by-tokens", Rule: "H-2", Level: LevelLifecycle, Breaks: "an item without content hash is keyed in the prefix cache by its placeholder tokens alone (its fresh identity is left out of the key)",
+		Apply: func(h *server.Hooks) { h.PrefixKey = keyWithoutFreshIdentities }},
+}
+
+// keyWithoutFreshIdentities is the prefix-cache key with every fresh
+// identity (an item without content hash, H-2) left out.
+func keyWithoutFreshIdentities(tokenIDs []uint32, identities []string) string {
+	kept := make([]string, 0, len(identities))
+	for _, id := range identities {
+		if !strings.HasPrefix(id, lm.FreshIdentityPrefix) {
+			kept = append(kept, id)
+		}
+	}
+	return lm.DefaultPrefixKey(tokenIDs, kept)
 }
 
 // All returns every mutant, sorted by name.

@@ -135,7 +135,7 @@ func wantOnFake(c Case, p target.Profile) Outcome {
 	switch {
 	case isEPPD(c):
 		return OutcomeNotApplicable
-	case c.Rule == "H-2",
+	case c.Rule == "R-1",
 		slices.Contains(c.Labels, LabelNeedsFaultProxy),
 		slices.Contains(c.Labels, LabelNeedsTestHooks) && !p.TestHooks,
 		slices.Contains(c.Labels, LabelNeedsObservables) && !p.Observables,

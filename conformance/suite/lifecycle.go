@@ -16,11 +16,10 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// Lifecycle-level cases (CONTRACT C-1, C-3, C-5..C-7, H-1, H-2, H-4, SU-6,
+// Lifecycle-level cases (CONTRACT C-1, C-3, C-5..C-7, H-1, H-4, SU-6,
 // They use the CONTRACT section 4 observables and test hooks.
-// C-2, R-1 and R-2 have no case yet: they are about the in-engine batched
-// executor (a late completion, cross-attention KV, preemption) that no
-// wire hook reaches today.
+// The cases of the in-engine executor (C-2, C-3 inside one batch, R-1,
+// R-2) and H-2 are in executor.go.
 
 // Test hook keys of GenerateRequest.extra (CONTRACT section 4), honoured
 // only by a target started with test hooks (Profile.TestHooks).
@@ -377,15 +376,6 @@ func H1ContentHashFromDecodedPixels(ctx context.Context, t TB, tg target.Target)
 			t.Logf("Abort(%s) = %v %v", refLabel(ready.GetRef()), st, err)
 		}
 	}
-}
-
-// H2MissingHashDisablesReuse is registered for H-2 and reports not verifiable: no black-box request reaches a consumer with an item whose hash is missing (H-2).
-func H2MissingHashDisablesReuse(ctx context.Context, t TB, tg target.Target) {
-	h := needEPD(ctx, t, tg)
-	_ = h
-	NotVerifiable(t, "no wire request reaches an item without a content hash: the producer hashes every item it publishes (H-1), "+
-		"and a reference whose hash is removed or emptied is malformed (H-3) or fails its tag (SU-5), so it is rejected before the prefix cache is consulted; "+
-		"B-2 checks the consequence (different images, same prompt, warm cache, each its own answer)")
 }
 
 // dataURI is img's bytes as a base64 data URI.

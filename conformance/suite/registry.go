@@ -135,14 +135,19 @@ func Cases() []Case {
 		{Rule: "H-5", Name: "H-5 two images sent with one MediaItem.uuid get their own answers", Run: H5UUIDIsNotContentHash, Labels: []string{LabelEPD, LabelNeedsBaseline}},
 
 		// Lifecycle level: cancellation, hashing, single use, health and
-		// cleanup (lifecycle.go). C-2, R-1 and R-2 have no case yet.
+		// cleanup (lifecycle.go), the in-engine executor and H-2 (executor.go).
 		{Rule: "C-1", Name: "C-1 a publish cancelled while its encoder step is held publishes and keeps nothing", Run: C1CancelledHeldPublishPublishesNothing, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsObservables}},
+		{Rule: "C-2", Name: "C-2 a publish cancelled while its batch is pending is not revived and never shifts its siblings' slices", Run: C2LateCompletionKeepsSiblingSlices, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsBaseline}},
 		{Rule: "C-3", Name: "C-3 an unconsumed output released by Abort frees its entry and batch storage", Run: C3ReleasedOutputFreesItsStorage, Labels: []string{LabelEPD, LabelNeedsObservables}},
+		{Rule: "C-3", Name: "C-3 a request cancelled before its first context step frees its batch storage", Run: C3CancelBeforeContextStepFreesStorage, Labels: []string{LabelNeedsBaseline, LabelNeedsTestHooks, LabelNeedsObservables}},
+		{Rule: "C-3", Name: "C-3 a batch sibling that decodes and releases every step leaves the other's slice intact", Run: C3SiblingSliceOutlivesOtherReleases, Labels: []string{LabelNeedsBaseline, LabelNeedsTestHooks, LabelNeedsObservables}},
 		{Rule: "C-5", Name: "C-5 a cancelled text-only request never waits for a held encoder step", Run: C5TextOnlyCancelDuringHeldEncoder, Labels: []string{LabelNeedsBaseline, LabelNeedsTestHooks}},
 		{Rule: "C-6", Name: "C-6 an encoder failure ends the request with one terminal error, releases its reservation and leaves the engine READY", Run: C6EncoderFailureEndsOneRequest, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsObservables}},
 		{Rule: "C-7", Name: "C-7 a publish cancelled around its publication leaves nothing its client cannot reach", Run: C7CancelledAroundPublicationLeavesNothing, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsObservables}},
+		{Rule: "R-1", Name: "R-1 each admission computes its context from the encoder output exactly once", Run: R1ContextComputedOncePerAdmission, Labels: []string{LabelEPD, LabelNeedsBaseline, LabelNeedsObservables}},
+		{Rule: "R-2", Name: "R-2 a request preempted after consumption recomputes and answers token-identically", Run: R2PreemptedRequestIsTokenIdentical, Labels: []string{LabelNeedsBaseline, LabelNeedsTestHooks}},
 		{Rule: "H-1", Name: "H-1 content hashes equal the contract's SHA-256 over the decoded pixels and preset", Run: H1ContentHashFromDecodedPixels, Labels: []string{LabelEPD}},
-		{Rule: "H-2", Name: "H-2 a missing content hash disables prefix-cache reuse", Run: H2MissingHashDisablesReuse, Labels: []string{LabelEPD}},
+		{Rule: "H-2", Name: "H-2 a missing content hash disables prefix-cache reuse", Run: H2MissingHashDisablesReuse, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsBaseline}},
 		{Rule: "H-4", Name: "H-4 pixel-equal media in different encodings hash equal and answer equal", Run: H4PixelEqualMediaHashEqual, Labels: []string{LabelEPD, LabelNeedsBaseline}},
 		{Rule: "SU-6", Name: "SU-6 the same media published twice gives independent entries", Run: SU6SamePublishedTwiceIndependent, Labels: []string{LabelEPD}},
 		{Rule: "X-1", Name: "X-1 a failed cleanup makes the producer NOT_READY and refuse new requests", Run: X1FailedCleanupIsNotSwallowed, Labels: []string{LabelEPD, LabelNeedsTestHooks}},
