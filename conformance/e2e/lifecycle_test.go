@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/baton-dev/baton/conformance/launch"
 	"github.com/baton-dev/baton/conformance/suite"
+	"github.com/baton-dev/baton/conformance/target"
 )
 
 // lifecycleNotVerifiable are the Lifecycle cases the reference engine
@@ -22,8 +24,21 @@ var lifecycleNotVerifiable = map[string]string{}
 // (which restarts the instances X-1, S-2 and S-4 poison or stop): each
 // passes.
 func TestLifecycleLevelAgainstProcesses(t *testing.T) {
+	runLifecycleLevel(t, nil)
+}
+
+// TestLifecycleLevelEncoderDecoderTP2 runs the same cases against engines
+// with the encoder-decoder language side (cross-attention KV from the
+// encoder output), two simulated tensor-parallel ranks of the executor and
+// encoder steps inside the scheduling step: each passes, and no rank ever
+// diverged from the other.
+func TestLifecycleLevelEncoderDecoderTP2(t *testing.T) {
+	runLifecycleLevel(t, []string{"--model-architecture", "encoder-decoder", "--tp", "2", "--executor-mode", "sync"})
+}
+
+func runLifecycleLevel(t *testing.T, serveArgs []string) {
 	topo, err := launch.StartEPD(context.Background(), launch.Options{Binary: batonBinary, Preset: "tiny", WorkDir: t.TempDir(),
-		TestHooks: true, Level: "lifecycle", ProducerQuotaBytes: 32 << 20})
+		TestHooks: true, Level: "lifecycle", ProducerQuotaBytes: 32 << 20, ServeArgs: serveArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +65,35 @@ func TestLifecycleLevelAgainstProcesses(t *testing.T) {
 	if ran < 18 {
 		t.Errorf("ran %d Lifecycle cases; want at least 18", ran)
 	}
+	for _, role := range []target.Role{target.RoleProducer, target.RoleConsumer, target.RoleBaseline} {
+		e, ok := live.Engine(role)
+		if !ok {
+			continue
+		}
+		info, err := e.GetLoad(context.Background())
+		if err != nil {
+			continue // an instance a destructive case shut down
+		}
+		fields := info.GetAttributes().GetFields()
+		if want := tensorParallel(serveArgs); fields["executor.tensor_parallel"].GetNumberValue() != want {
+			t.Errorf("GetLoad(%s) executor.tensor_parallel = %v; want %v", role, fields["executor.tensor_parallel"].AsInterface(), want)
+		}
+		if d := fields["executor.tensor_parallel.diverged"].GetNumberValue(); d != 0 {
+			t.Errorf("GetLoad(%s) executor.tensor_parallel.diverged = %v; want 0 (the ranks took different handoff decisions)", role, d)
+		}
+	}
 	if err := topo.Shutdown(context.Background(), 60*time.Second); err != nil {
 		t.Errorf("S-4 shutdown: %v", err)
 	}
+}
+
+// tensorParallel is the --tp value in args (1 without one).
+func tensorParallel(args []string) float64 {
+	for i, a := range args {
+		if a == "--tp" && i+1 < len(args) {
+			n, _ := strconv.Atoi(args[i+1])
+			return float64(n)
+		}
+	}
+	return 1
 }

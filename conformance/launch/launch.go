@@ -56,6 +56,9 @@ type Options struct {
 	// TransferTimeout is the engines' --transfer-timeout (default 3 s with a
 	// fault proxy, so a dropped reply costs little).
 	TransferTimeout time.Duration
+	// ServeArgs are more flags for every `baton serve` (e.g. --tp 2,
+	// --model-architecture encoder-decoder, --executor-mode sync).
+	ServeArgs []string
 }
 
 // Process is one running `baton serve`.
@@ -179,6 +182,7 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 	if t.opts.ProducerQuotaBytes > 0 && role == "encoder" {
 		args = append(args, "--producer-quota-bytes", fmt.Sprint(t.opts.ProducerQuotaBytes))
 	}
+	args = append(args, t.opts.ServeArgs...)
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
