@@ -34,9 +34,11 @@ unit:
 e2e:
 	$(GO) test -count=1 -timeout 20m -v ./conformance/e2e/
 
-## sim: 10,000 seeds of the deterministic simulator over the real lifecycle core.
+## sim: 10,000 seeds of the deterministic simulator over the real lifecycle core, and
+## 10,000 seeds of the executor world (batched encoder steps, cancellation at every step).
 sim: build
 	$(BIN) sim --seeds 1..10000 --jobs 2 --progress lines
+	$(BIN) sim executor --seeds 1..10000
 
 ## mutants: print the kill table (mutant x case of its rule).
 mutants:

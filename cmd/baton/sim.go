@@ -87,6 +87,7 @@ then liveness.`,
 	cmd.Flags().StringVar(&f.mutant, "mutant", "", "inject a broken driver decision: "+mutantNames())
 	addProgressFlag(cmd, &f.progressMode)
 	cmd.AddCommand(simReplayCommand())
+	cmd.AddCommand(simExecutorCommand())
 	return cmd
 }
 
