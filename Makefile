@@ -69,9 +69,10 @@ lint:
 proto:
 	./tools/proto/generate.sh
 
-## bench: encoder per preset, shared-directory round trip, the Core suite's wall time.
+## bench: encoder per preset, shared-directory round trip, executor bookkeeping, the Core suite's wall time.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/ ./engine/xfer/
+	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/ ./engine/xfer/ ./engine/executor/
+	$(GO) test -run '^$$' -bench BenchmarkExecutorOverhead -benchtime 1x ./engine/server/
 	$(GO) test -count=1 -run 'TestCoreSuiteBase' -v ./conformance/e2e/ -args -e2e.bench
 
 clean:

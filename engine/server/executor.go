@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-dev/baton/engine/encoder"
@@ -43,7 +44,8 @@ type execDriver struct {
 	seq      uint64
 	diverged bool
 
-	steps sync.WaitGroup // encoder steps in flight; the drain waits for them (S-2)
+	steps       sync.WaitGroup // encoder steps in flight; the drain waits for them (S-2)
+	encodeNanos atomic.Int64   // time spent inside the encoder, ns (the bookkeeping benchmark)
 }
 
 // pack is one batch's packed storage.
@@ -297,12 +299,10 @@ func (d *execDriver) applyLocked(actions []executor.Action) []*batchJob {
 			}
 		case executor.FreeStorage:
 			if pk := d.packs[a.Batch]; pk != nil {
-				for i := range pk.backing {
-					pk.backing[i] = float32(math.NaN())
-				}
-				for _, it := range pk.items {
-					for i := range it.Data {
-						it.Data[i] = float32(math.NaN())
+				poison(pk.backing)
+				if pk.backing == nil { // a consumer's received output: no packed backing
+					for _, it := range pk.items {
+						poison(it.Data)
 					}
 				}
 				delete(d.packs, a.Batch)
@@ -310,6 +310,14 @@ func (d *execDriver) applyLocked(actions []executor.Action) []*batchJob {
 		}
 	}
 	return jobs
+}
+
+// poison overwrites freed storage with NaN.
+func poison(data []float32) {
+	nan := float32(math.NaN())
+	for i := range data {
+		data[i] = nan
+	}
 }
 
 // gatherLocked collects a batch's inputs while every member is known.
@@ -379,7 +387,9 @@ func (d *execDriver) runStep(job *batchJob) {
 	case job.fail:
 		err = fmt.Errorf("injected by test hook %s", HookEncoderFail)
 	default:
+		start := time.Now()
 		embeddings, err = d.e.encoder.Encode(job.images)
+		d.encodeNanos.Add(time.Since(start).Nanoseconds())
 	}
 	d.mu.Lock()
 	if err != nil {
