@@ -82,7 +82,7 @@ func Run(t *testing.T, makeTarget func() (target.Target, func(), error)) {
 			}
 			ctx, cancel := caseContext(t, tg.Profile().CaseTimeout)
 			defer cancel()
-			c.Run(ctx, t, tg)
+			c.Execute(ctx, t, tg)
 		})
 	}
 }

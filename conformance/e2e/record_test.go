@@ -55,7 +55,7 @@ func runRecorded(c suite.Case, tg target.Target, timeout time.Duration) *recordi
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Run(ctx, rec, tg)
+		c.Execute(ctx, rec, tg)
 	}()
 	<-done
 	return rec

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
@@ -18,7 +19,70 @@ const (
 	LabelNeedsFaultProxy = "needs:fault-proxy"
 	// LabelNeedsTestHooks marks a case that needs the baton.* test hooks.
 	LabelNeedsTestHooks = "needs:test-hooks"
+	// LabelUnderFaults marks a Core or Lifecycle case run again at the
+	// Faults level with the fault proxy delaying transfer replies.
+	LabelUnderFaults = "under-faults"
 )
+
+// The faults a Core or Lifecycle case runs under at the Faults level
+// (CONTRACT section 5: "every Core and Lifecycle rule again under injected
+// faults"): every second TransferEncoderCache reply is held
+// underFaultsDelay, so transfers finish late and out of order, but each
+// outcome stays certain. Faults that make an outcome uncertain (a lost
+// request or reply, a cut connection) end in quarantine by Q-1, which the
+// Q-1..Q-4 cases check on their own.
+const (
+	underFaultsDelay  = 120 * time.Millisecond
+	underFaultsCalls  = 512
+	underFaultsSuffix = " [again under injected faults: transfer replies delayed]"
+)
+
+// underFaults returns a Faults-level copy of every non-destructive E+PD
+// Core and Lifecycle case of cs: the same rule and checks, run with the
+// fault proxy delaying transfer replies (underFaultsDelay). Each copy needs
+// the fault proxy; its rule's verdict counts it at the Faults level.
+func underFaults(cs []Case) []Case {
+	var out []Case
+	for _, c := range cs {
+		if c.Destructive || (c.Level != LevelCore && c.Level != LevelLifecycle) ||
+			!slices.Contains(c.Labels, LabelEPD) || slices.Contains(c.Labels, LabelNeedsFaultProxy) {
+			continue
+		}
+		c.Name += underFaultsSuffix
+		c.Level = LevelFaults
+		c.Labels = append(slices.Clone(c.Labels), LabelNeedsFaultProxy, LabelUnderFaults)
+		c.UnderFaults = true
+		out = append(out, c)
+	}
+	return out
+}
+
+// underFaultsPattern is the fault of each of the next underFaultsCalls
+// transfers: none, then a delayed reply, and so on.
+func underFaultsPattern() []target.TransferFault {
+	pattern := make([]target.TransferFault, underFaultsCalls)
+	for i := range pattern {
+		pattern[i] = target.FaultNone
+		if i%2 == 1 {
+			pattern[i] = target.FaultDelay
+		}
+	}
+	return pattern
+}
+
+// Execute runs the case against tg: c.Run, under the fault proxy's
+// injected faults for an UnderFaults copy. Every binding (Ginkgo,
+// conformance.Run, baton check) runs cases through it.
+func (c Case) Execute(ctx context.Context, t TB, tg target.Target) {
+	if !c.UnderFaults {
+		c.Run(ctx, t, tg)
+		return
+	}
+	f := needFaults(ctx, t, tg)
+	f.inject(underFaultsDelay, underFaultsPattern()...)
+	defer f.inject(0)
+	c.Run(ctx, t, tg)
+}
 
 // faultImage is the fixture the Faults-level cases hand off.
 const faultImage = "video-001.png"

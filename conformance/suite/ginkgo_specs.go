@@ -95,7 +95,7 @@ func DescribeSuite() bool {
 					if tg == nil {
 						HarnessError(GinkgoT(), "no target: call suite.SetTarget before RunSpecs")
 					}
-					c.Run(ctx, GinkgoT(), tg)
+					c.Execute(ctx, GinkgoT(), tg)
 				})
 			}
 		})

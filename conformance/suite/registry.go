@@ -68,6 +68,9 @@ type Case struct {
 	// Destructive cases make an instance unusable (an accepted Shutdown);
 	// they run last, or against a target started for them alone.
 	Destructive bool
+	// UnderFaults marks a Faults-level copy of a Core or Lifecycle case:
+	// Execute runs Run with the fault proxy injecting faults (faults.go).
+	UnderFaults bool
 }
 
 // Labels used on cases, beyond the rule ID and level.
@@ -170,6 +173,7 @@ func Cases() []Case {
 	for i := range cs {
 		cs[i].Level = levels[cs[i].Rule]
 	}
+	cs = append(cs, underFaults(cs)...)
 	// Stable: keep the written order, move destructive cases after the others.
 	sort.SliceStable(cs, func(i, j int) bool { return !cs[i].Destructive && cs[j].Destructive })
 	return cs

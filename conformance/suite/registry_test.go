@@ -53,14 +53,18 @@ func TestCasesRegistry(t *testing.T) {
 		if !unicode.IsUpper(rune(fn[0])) {
 			t.Errorf("case %q runs %s; want an exported function", c.Name, fn)
 		}
-		if funcs[fn] {
+		if funcs[fn] && !c.UnderFaults {
 			t.Errorf("function %s registered twice", fn)
 		}
 		funcs[fn] = true
 		if want := strings.ReplaceAll(c.Rule, "-", ""); !strings.HasPrefix(fn, want) {
 			t.Errorf("case %q runs %s; want a function named after its rule (%s...)", c.Name, fn, want)
 		}
-		if lvl, ok := levelOf[c.Rule]; !ok || lvl != c.Level {
+		if c.UnderFaults {
+			if c.Level != LevelFaults || !slices.Contains(c.Labels, LabelNeedsFaultProxy) {
+				t.Errorf("under-faults case %q: level %q, labels %v; want faults and %s", c.Name, c.Level, c.Labels, LabelNeedsFaultProxy)
+			}
+		} else if lvl, ok := levelOf[c.Rule]; !ok || lvl != c.Level {
 			t.Errorf("case %q level %q; want %q from RulesByLevel", c.Name, c.Level, lvl)
 		}
 		if c.Destructive {
