@@ -45,7 +45,7 @@ func runLifecycleLevel(t *testing.T, serveArgs []string) {
 	live := topo.Target()
 	ran := 0
 	for _, c := range suite.Cases() {
-		if c.Level != suite.LevelLifecycle || slices.Contains(c.Labels, suite.LabelNeedsFaultProxy) {
+		if c.Level != suite.LevelLifecycle || c.ViaPrefill || slices.Contains(c.Labels, suite.LabelNeedsFaultProxy) {
 			continue
 		}
 		ran++

@@ -71,9 +71,13 @@ func underFaultsPattern() []target.TransferFault {
 }
 
 // Execute runs the case against tg: c.Run, under the fault proxy's
-// injected faults for an UnderFaults copy. Every binding (Ginkgo,
-// conformance.Run, baton check) runs cases through it.
+// injected faults for an UnderFaults copy, with P (and D) as the consumer
+// for a ViaPrefill copy. Every binding (Ginkgo, conformance.Run, baton
+// check) runs cases through it.
 func (c Case) Execute(ctx context.Context, t TB, tg target.Target) {
+	if c.ViaPrefill {
+		ctx = context.WithValue(ctx, viaPrefillKey{}, true)
+	}
 	if !c.UnderFaults {
 		c.Run(ctx, t, tg)
 		return
@@ -125,6 +129,9 @@ func (f *faultHarness) poisoned(roles ...target.Role) func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), time.Minute)
 		defer cancel()
 		for _, r := range roles {
+			if r == target.RoleConsumer && f.viaPrefill {
+				r = target.RolePrefill // the E+P+D copy: P is the consumer
+			}
 			if err := f.restart.Restart(ctx, r); err != nil {
 				f.t.Errorf("harness error: restart %s after the case: %v", r, err)
 			}
@@ -270,7 +277,7 @@ func Q4QuarantineIsStickyAndRefusesHandoffs(ctx context.Context, t TB, tg target
 	f.expectQuarantined("consumer", f.cons)
 	second := f.publish(fixture(t, faultImage))
 	f.consumeRejected(promptText(t, promptMarker), second.GetRef(), "after quarantine", codes.Unavailable)
-	text := f.generate(f.cons, &pb.GenerateRequest{RequestId: newRequestID("q4-text"), Model: f.model, Input: &pb.GenerateRequest_Prompt{Prompt: promptText(t, promptTextOnly)}, Stopping: stopping()})
+	text := f.consumerAnswer(f.ctx, &pb.GenerateRequest{RequestId: newRequestID("q4-text"), Model: f.model, Input: &pb.GenerateRequest_Prompt{Prompt: promptText(t, promptTextOnly)}, Stopping: stopping()})
 	expectTokens(t, "Generate(text-only) on a quarantined consumer", text)
 	if st, checks := f.healthState(f.cons); st != pb.HealthState_HEALTH_STATE_NOT_READY {
 		t.Errorf("Health(consumer) after more requests = %s%s; want NOT_READY (sticky until restart)", st, checks)
@@ -318,7 +325,7 @@ func Q5StuckTransferBlocksNothingElse(ctx context.Context, t TB, tg target.Targe
 	if err != nil || text.Code() != codes.OK {
 		t.Errorf("Generate(text-only) while a transfer is stuck did not finish within %v: %v %v", stuckTransfer*2/3, err, describe(text))
 	}
-	res := <-done
+	res := f.onDecode(ctx, <-done, promptText(t, promptMarker))
 	expectTokens(t, "the stuck consume once its reply arrives", res)
 }
 
@@ -389,3 +396,44 @@ func faultCases() []Case {
 		{Rule: "C-5", Name: "C-5 a cancelled text-only request never waits for a stuck transfer", Run: C5TextOnlyCancelNeverWaits, Labels: l},
 	}
 }
+
+// viaPrefillKey marks the context of an E+P+D copy of a consumer case.
+type viaPrefillKey struct{}
+
+// viaPrefill reports whether ctx runs an E+P+D copy (Case.ViaPrefill).
+func viaPrefill(ctx context.Context) bool {
+	v, _ := ctx.Value(viaPrefillKey{}).(bool)
+	return v
+}
+
+// eppdSuffix ends the name of an E+P+D copy of a consumer case.
+const eppdSuffix = " [E+P+D: P consumes, D decodes]"
+
+// eppdCopies returns an E+P+D copy of every non-destructive E+PD case of
+// cs whose check holds for any consumer: the same rule and checks, with P
+// as the consumer and each of its KV sessions decoded on D, so the
+// consumer rules are checked on P too (CONTRACT section 1: P "consumes a
+// published output"). eppdExcluded lists the E+PD cases left out, with why.
+func eppdCopies(cs []Case) []Case {
+	var out []Case
+	for _, c := range cs {
+		if c.Destructive || !slices.Contains(c.Labels, LabelEPD) || eppdExcluded[c.Name] != "" {
+			continue
+		}
+		c.Name += eppdSuffix
+		labels := make([]string, 0, len(c.Labels))
+		for _, l := range c.Labels {
+			if l == LabelEPD {
+				l = LabelEPPD
+			}
+			labels = append(labels, l)
+		}
+		c.Labels = labels
+		c.ViaPrefill = true
+		out = append(out, c)
+	}
+	return out
+}
+
+// eppdExcluded are the E+PD cases without an E+P+D copy, with why.
+var eppdExcluded = map[string]string{}

@@ -71,6 +71,10 @@ type harness struct {
 	model   string
 
 	prod, cons, base, pre, dec target.Engine
+	// viaPrefill: an E+P+D copy of a consumer case. cons is P, and every
+	// answer of the consumer (consumerAnswer) is P's PrefillReady carried
+	// on to D, whose tokens are the answer.
+	viaPrefill bool
 
 	refs     []*pb.EncoderCacheRef
 	sessions []*pb.KvSessionRef
@@ -113,9 +117,16 @@ func servesTopology(t TB, h *harness, name string, roles map[target.Role]target.
 }
 
 // needEPD returns the harness of an E+PD case, or ends the case
-// `not applicable` when the target does not serve E+PD.
+// `not applicable` when the target does not serve E+PD. In the E+P+D copy
+// of a case (Case.ViaPrefill) it needs E+P+D instead, and P stands in for
+// the consumer.
 func needEPD(ctx context.Context, t TB, tg target.Target) *harness {
 	t.Helper()
+	if viaPrefill(ctx) {
+		h := needEPPD(ctx, t, tg)
+		h.cons, h.viaPrefill = h.pre, true
+		return h
+	}
 	h := newHarness(ctx, t, tg)
 	if !servesTopology(t, h, "E+PD", map[target.Role]target.Engine{target.RoleProducer: h.prod, target.RoleConsumer: h.cons}) {
 		NotApplicable(t, fmt.Sprintf("target does not serve topology E+PD (profile topologies %v)", h.profile.Topologies))
@@ -363,7 +374,29 @@ var contentHashPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // consume runs prompt with ref on the consumer and returns the raw result.
 func (h *harness) consume(prompt string, ref *pb.EncoderCacheRef) *target.GenerateResult {
 	h.t.Helper()
-	return h.generate(h.cons, h.consumeRequest(prompt, ref))
+	return h.consumerAnswer(h.ctx, h.consumeRequest(prompt, ref))
+}
+
+// consumerAnswer runs req (a consume or a text-only request) on the
+// consumer. In an E+P+D copy the consumer is P: a PrefillReady is carried
+// on to D with the prompt of req, and D's result is the answer; P's
+// rejection is the answer as it is.
+func (h *harness) consumerAnswer(ctx context.Context, req *pb.GenerateRequest) *target.GenerateResult {
+	h.t.Helper()
+	return h.onDecode(ctx, h.generateCtx(ctx, h.cons, req), req.GetPrompt())
+}
+
+// onDecode carries P's answer res on to D with prompt, in an E+P+D copy
+// of a case; otherwise (or when P did not end with a KV session) it
+// returns res as it is. Call it from the case's goroutine.
+func (h *harness) onDecode(ctx context.Context, res *target.GenerateResult, prompt string) *target.GenerateResult {
+	h.t.Helper()
+	pr := prefillReady(res)
+	if !h.viaPrefill || res.Code() != codes.OK || pr == nil || pr.GetKvSession() == nil {
+		return res
+	}
+	h.sessions = append(h.sessions, pr.GetKvSession())
+	return h.generateCtx(ctx, h.dec, h.decodeRequest(prompt, pr.GetKvSession(), pr.GetDecodePreparation()))
 }
 
 // consumeOK consumes ref on the consumer and reports (Errorf) unless the

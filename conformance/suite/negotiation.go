@@ -120,7 +120,7 @@ func N2TextOnlyBypassesEncoder(ctx context.Context, t TB, tg target.Target) {
 	c0, _ := h.stableCounters("consumer", h.cons)
 	for _, name := range []string{promptTextOnly, "text-count", "text-unicode"} {
 		text := promptText(t, name)
-		expectTokens(t, fmt.Sprintf("Text(prompt=%q) on the consumer", text), h.generate(h.cons, h.baselineRequest(text)))
+		expectTokens(t, fmt.Sprintf("Text(prompt=%q) on the consumer", text), h.consumerAnswer(h.ctx, h.baselineRequest(text)))
 		if h.base != nil {
 			expectTokens(t, fmt.Sprintf("Text(prompt=%q) on the baseline", text), h.generate(h.base, h.baselineRequest(text)))
 		}

@@ -71,6 +71,9 @@ type Case struct {
 	// UnderFaults marks a Faults-level copy of a Core or Lifecycle case:
 	// Execute runs Run with the fault proxy injecting faults (faults.go).
 	UnderFaults bool
+	// ViaPrefill marks the E+P+D copy of a consumer case: Execute runs Run
+	// with P as the consumer and D decoding its KV sessions (faults.go).
+	ViaPrefill bool
 }
 
 // Labels used on cases, beyond the rule ID and level.
@@ -174,6 +177,7 @@ func Cases() []Case {
 		cs[i].Level = levels[cs[i].Rule]
 	}
 	cs = append(cs, underFaults(cs)...)
+	cs = append(cs, eppdCopies(cs)...)
 	// Stable: keep the written order, move destructive cases after the others.
 	sort.SliceStable(cs, func(i, j int) bool { return !cs[i].Destructive && cs[j].Destructive })
 	return cs

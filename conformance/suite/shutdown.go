@@ -74,7 +74,7 @@ func S1ShutdownIdentityChecked(ctx context.Context, t TB, tg target.Target) {
 		HarnessError(t, "the target names no engine")
 	}
 	if h.cons != nil {
-		expectTokens(t, "Text(prompt) on the consumer after refused Shutdowns", h.generate(h.cons, h.baselineRequest(promptText(t, promptTextOnly))))
+		expectTokens(t, "Text(prompt) on the consumer after refused Shutdowns", h.consumerAnswer(h.ctx, h.baselineRequest(promptText(t, promptTextOnly))))
 	}
 	if h.base != nil {
 		expectTokens(t, "Text(prompt) on the baseline after refused Shutdowns", h.generate(h.base, h.baselineRequest(promptText(t, promptTextOnly))))

@@ -45,6 +45,11 @@ func SU1ConcurrentConsumesOneWins(ctx context.Context, t TB, tg target.Target) {
 		}
 		close(start) // release all consumes at once
 		wg.Wait()
+		for i := range results {
+			if errs[i] == nil && results[i] != nil && results[i].Status != nil {
+				results[i] = h.onDecode(ctx, results[i], prompt) // E+P+D: the winner's KV session goes on to D
+			}
+		}
 
 		winners := 0
 		var summary []string

@@ -128,7 +128,9 @@ func ParseDecodePreparation(b []byte) (DecodePreparation, error) {
 		if it == nil || it.Hash == nil || it.Rows == nil {
 			return bad("item %d lacks hash or rows", i)
 		}
-		if !handoff.ValidContentHash(*it.Hash) {
+		// An empty hash is a missing one (H-2: the item had none); anything
+		// else must be a content hash (H-3).
+		if *it.Hash != "" && !handoff.ValidContentHash(*it.Hash) {
 			return DecodePreparation{}, fmt.Errorf("%w: H-3 decode preparation item %d content hash %.80q is not 64 lowercase hex digits", handoff.ErrMalformedHash, i, *it.Hash)
 		}
 		if *it.Rows == 0 {

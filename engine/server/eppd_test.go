@@ -532,6 +532,11 @@ func TestParseDecodePreparation(t *testing.T) {
 		f(&p)
 		return p.Marshal()
 	}
+	// An empty hash is a missing one (an item published without content
+	// hash, H-2), not a malformed one.
+	if p, err := ParseDecodePreparation(edit(func(p *DecodePreparation) { p.Items[0].ContentHash = "" })); err != nil || p.Items[0].ContentHash != "" {
+		t.Errorf("preparation with an item without hash = %+v, %v; want it accepted (H-2)", p, err)
+	}
 	cases := []struct {
 		name string
 		in   []byte
@@ -560,7 +565,6 @@ func TestParseDecodePreparation(t *testing.T) {
 		{"item without hash", []byte(strings.Replace(string(valid.Marshal()), `"hash":"`+strings.Repeat("b", 64)+`",`, ``, 1)), false},
 		{"item null", []byte(strings.Replace(string(valid.Marshal()), `[{"hash"`, `[null,{"hash"`, 1)), false},
 		{"deep nesting", []byte(strings.Repeat("[", 100000)), false},
-		{"empty hash", edit(func(p *DecodePreparation) { p.Items[0].ContentHash = "" }), true},
 		{"hash with uppercase", edit(func(p *DecodePreparation) { p.Items[0].ContentHash = strings.Repeat("B", 64) }), true},
 		{"hash of 66 digits", edit(func(p *DecodePreparation) { p.Items[0].ContentHash = strings.Repeat("b", 66) }), true},
 	}
