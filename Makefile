@@ -69,10 +69,13 @@ lint:
 proto:
 	./tools/proto/generate.sh
 
-## bench: encoder per preset, shared-directory round trip, executor bookkeeping, the Core suite's wall time.
+## bench: encoder per preset, shared-directory round trip, executor bookkeeping, tcp handoff control
+## overhead next to a unary RPC and base-preset handoff latency, the Core suite's wall time.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/ ./engine/xfer/ ./engine/executor/
 	$(GO) test -run '^$$' -bench BenchmarkExecutorOverhead -benchtime 1x ./engine/server/
+	$(GO) test -run '^$$' -bench BenchmarkTransferControlOverhead -benchtime 100x ./engine/server/
+	$(GO) test -run '^$$' -bench BenchmarkTransferLatencyBase -benchtime 50x ./engine/server/
 	$(GO) test -count=1 -run 'TestCoreSuiteBase' -v ./conformance/e2e/ -args -e2e.bench
 
 clean:

@@ -14,20 +14,22 @@ import (
 )
 
 // startEngine runs one in-process engine on a loopback port.
-func startEngine(t *testing.T, cfg Config) (*Server, *target.GRPCEngine) {
+func startEngine(t testing.TB, cfg Config) (*Server, *target.GRPCEngine) {
 	t.Helper()
 	return startEngineLogging(t, cfg, nil)
 }
 
 // startEngineLogging is startEngine with the engine's logs going to log
 // (nil discards them); the engine drains at the end of the test.
-func startEngineLogging(t *testing.T, cfg Config, log *slog.Logger) (*Server, *target.GRPCEngine) {
+func startEngineLogging(t testing.TB, cfg Config, log *slog.Logger) (*Server, *target.GRPCEngine) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Preset = "tiny"
+	if cfg.Preset == "" {
+		cfg.Preset = "tiny"
+	}
 	srv, err := NewServer(cfg, lis, log)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +51,7 @@ func startEngineLogging(t *testing.T, cfg Config, log *slog.Logger) (*Server, *t
 	return srv, eng
 }
 
-func imageItem(t *testing.T, name string) *pb.MediaItem {
+func imageItem(t testing.TB, name string) *pb.MediaItem {
 	t.Helper()
 	img, err := fixtures.ImageByName(name)
 	if err != nil {
