@@ -99,7 +99,9 @@ func BenchmarkTransferLatencyBase(b *testing.B) {
 		samples = append(samples, time.Since(start))
 	}
 	slices.Sort(samples)
-	at := func(q float64) float64 { return float64(samples[min(len(samples)-1, int(q*float64(len(samples))))].Microseconds()) / 1000 }
+	at := func(q float64) float64 {
+		return float64(samples[min(len(samples)-1, int(q*float64(len(samples))))].Microseconds()) / 1000
+	}
 	b.ReportMetric(at(0.50), "p50-ms")
 	b.ReportMetric(at(0.99), "p99-ms")
 }
