@@ -197,8 +197,8 @@ func C2LateCompletionKeepsSiblingSlices(ctx context.Context, t TB, tg target.Tar
 
 // C3CancelBeforeContextStepFreesStorage holds a baseline request between its encoder output's ready event and its first context step (baton.context_delay_ms), cancels it there, and sees the batch storage freed (C-3).
 func C3CancelBeforeContextStepFreesStorage(ctx context.Context, t TB, tg target.Target) {
-	h := needEPD(ctx, t, tg)
-	h.needBaseline()
+	h := newHarness(ctx, t, tg)
+	h.needBaseline() // the engine that encodes and decodes: any topology with a baseline
 	h.needHooks(HookContextDelayMs)
 	h.needObservables("the unconsumed output's storage")
 	defer h.cleanup()
@@ -225,8 +225,8 @@ func C3CancelBeforeContextStepFreesStorage(ctx context.Context, t TB, tg target.
 
 // C3SiblingSliceOutlivesOtherReleases puts two baseline requests in one batch; one decodes (releasing after every step) while the other is held before its first context step: the held one still gets its own baseline answer and the storage goes once both ended (C-3, idempotent release).
 func C3SiblingSliceOutlivesOtherReleases(ctx context.Context, t TB, tg target.Target) {
-	h := needEPD(ctx, t, tg)
-	h.needBaseline()
+	h := newHarness(ctx, t, tg)
+	h.needBaseline() // the engine that encodes and decodes: any topology with a baseline
 	h.needHooks(HookEncoderDelayMs)
 	h.needObservables("the batch's storage")
 	defer h.cleanup()
@@ -302,8 +302,8 @@ func r2Request(h *harness, prompt string, img fixtures.Image, mode string) *pb.G
 
 // R2PreemptedRequestIsTokenIdentical preempts a baseline request after its output was consumed, as pause-and-resume and as full reset: each recomputes and answers token for token like the uninterrupted run, with equal usage.
 func R2PreemptedRequestIsTokenIdentical(ctx context.Context, t TB, tg target.Target) {
-	h := needEPD(ctx, t, tg)
-	h.needBaseline()
+	h := newHarness(ctx, t, tg)
+	h.needBaseline() // the engine that encodes and decodes: any topology with a baseline
 	h.needHooks(HookPreemptAfterTokens)
 	defer h.cleanup()
 	prompt := promptText(t, promptMarker)

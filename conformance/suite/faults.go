@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -111,6 +112,9 @@ type faultHarness struct {
 func needFaults(ctx context.Context, t TB, tg target.Target) *faultHarness {
 	t.Helper()
 	h := needEPD(ctx, t, tg)
+	if bs := h.profile.Backends; len(bs) > 0 && !slices.ContainsFunc(bs, func(b string) bool { return b != sharedDirBackend }) {
+		NotApplicable(t, fmt.Sprintf("the target declares backends %v: no TransferEncoderCache call crosses between consumer and producer (the shared directory is claimed by rename), so there is no transfer to fault", bs))
+	}
 	fi, ok := tg.(target.FaultInjector)
 	if !h.profile.FaultProxy || !ok {
 		NotVerifiable(t, "needs the harness's fault proxy between consumer and producer (profile fault_proxy and a target that injects faults)")
