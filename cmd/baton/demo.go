@@ -28,13 +28,19 @@ type demoTopology struct {
 	FaultProxy bool
 	// PrefillDecode starts E+P+D instead of E+PD.
 	PrefillDecode bool
+	// Level is the conformance level claimed (the engines get --test-hooks
+	// from the Lifecycle level up).
+	Level string
 }
 
-// demoTopologies are certified in this order by a plain `baton demo`.
+// demoTopologies are certified in this order by a plain `baton demo`:
+// each at the highest level its transport allows. The shared directory
+// has no transfer to fault, so it stops at Lifecycle; both tcp topologies
+// run with the fault proxy between consumer and producer and claim Faults.
 var demoTopologies = []demoTopology{
-	{Name: "epd-shared-dir", Says: "E+PD over the shared directory, Core level", Backend: "shared_dir"},
-	{Name: "epd-tcp", Says: "E+PD over tcp (NIXL-style WRITE), Core level", Backend: "tcp", FaultProxy: true},
-	{Name: "eppd-tcp", Says: "E+P+D over tcp (KV moved by an xfer READ), Core level", Backend: "tcp", PrefillDecode: true},
+	{Name: "epd-shared-dir", Says: "E+PD over the shared directory, Lifecycle level", Backend: "shared_dir", Level: "lifecycle"},
+	{Name: "epd-tcp", Says: "E+PD over tcp (NIXL-style WRITE) behind the fault proxy, Faults level", Backend: "tcp", FaultProxy: true, Level: "faults"},
+	{Name: "eppd-tcp", Says: "E+P+D over tcp (KV moved by an xfer READ) behind the fault proxy, Faults level", Backend: "tcp", FaultProxy: true, PrefillDecode: true, Level: "faults"},
 }
 
 func demoCommand() *cobra.Command {
@@ -49,10 +55,11 @@ func demoCommand() *cobra.Command {
 		Use:   "demo",
 		Short: "Start the reference engine in each topology, certify it on the fixture images, write the bundles, shut down",
 		Long: `The main job on the embedded defaults. For each topology (epd-shared-dir:
-E+PD over the shared directory; epd-tcp: E+PD over the tcp backend with a
-fault proxy between consumer and producer; eppd-tcp: E+P+D over tcp, the KV
-session moved from P to D by an xfer READ; all certified at the Core level
-until the Lifecycle level has cases) it starts the reference engine as processes on loopback ports
+E+PD over the shared directory, certified at the Lifecycle level; epd-tcp:
+E+PD over the tcp backend with a fault proxy between consumer and producer,
+at the Faults level; eppd-tcp: E+P+D over tcp behind the fault proxy, the
+KV session moved from P to D by an xfer READ, at the Faults level) it
+starts the reference engine as processes on loopback ports, with test hooks
 (encoder E, consumer PD, aggregated baseline), waits for Health READY, runs
 the conformance suite against them as a certification run (real fixture
 images over gRPC; the same as 'baton check --certify'), writes
@@ -160,17 +167,13 @@ func runDemo(tp demoTopology, preset, reportDir, workDir string, quotaBytes int6
 		start = launch.StartEPPD
 	}
 	topo, err := start(ctx, launch.Options{Binary: self, Preset: preset, WorkDir: workDir, ProducerQuotaBytes: quotaBytes,
-		Backend: tp.Backend, FaultProxy: tp.FaultProxy, TestHooks: tp.FaultProxy})
+		Backend: tp.Backend, FaultProxy: tp.FaultProxy, TestHooks: tp.Level != "core", Level: tp.Level})
 	if err != nil {
 		return exitError{ExitEngine, err.Error()}
 	}
 	cfg := topo.Config()
 	cfg.Implementation = demoImplementation()
-	// Certification claims the highest level whose every rule has cases.
-	// The Faults level includes the Lifecycle rules, which have no cases yet,
-	// so the demo certifies Core on every topology; the Faults cases run
-	// against the tcp topology in make test (conformance/e2e).
-	cfg.Level = "core"
+	cfg.Level = tp.Level
 	for _, p := range []*launch.Process{topo.Producer, topo.Consumer, topo.Prefill, topo.Decode, topo.Baseline} {
 		if p != nil {
 			fmt.Printf("baton demo: %s at %s\n", p.Role, p.Address)

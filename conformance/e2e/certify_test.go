@@ -57,7 +57,11 @@ func TestDemoBundleVerifies(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("baton demo exited %d:\n%s", code, lastLines(out, 40))
 	}
-	for _, line := range []string{"certificate: issued for level core (topologies E+PD; backends shared_dir)", "certificate: issued for level core (topologies E+PD; backends tcp)"} {
+	for _, line := range []string{
+		"certificate: issued for level lifecycle (topologies E+PD; backends shared_dir)",
+		"certificate: issued for level faults (topologies E+PD; backends tcp)",
+		"certificate: issued for level faults (topologies E+P+D; backends tcp)",
+	} {
 		if !strings.Contains(out, line) {
 			t.Errorf("demo output lacks %q:\n%s", line, lastLines(out, 20))
 		}

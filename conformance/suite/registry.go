@@ -18,6 +18,7 @@ package suite
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	"github.com/baton-dev/baton/conformance/target"
@@ -175,6 +176,12 @@ func Cases() []Case {
 	}
 	for i := range cs {
 		cs[i].Level = levels[cs[i].Rule]
+		if slices.Contains(cs[i].Labels, LabelNeedsFaultProxy) {
+			// The fault proxy is what the Faults level adds (CONTRACT
+			// section 5): a case that needs it, whatever its rule's level
+			// (C-5 under a stuck transfer), runs when Faults is claimed.
+			cs[i].Level = LevelFaults
+		}
 	}
 	cs = append(cs, underFaults(cs)...)
 	cs = append(cs, eppdCopies(cs)...)

@@ -64,6 +64,10 @@ func TestCasesRegistry(t *testing.T) {
 			if c.Level != LevelFaults || !slices.Contains(c.Labels, LabelNeedsFaultProxy) {
 				t.Errorf("under-faults case %q: level %q, labels %v; want faults and %s", c.Name, c.Level, c.Labels, LabelNeedsFaultProxy)
 			}
+		} else if slices.Contains(c.Labels, LabelNeedsFaultProxy) {
+			if c.Level != LevelFaults {
+				t.Errorf("case %q needs the fault proxy at level %q; want faults", c.Name, c.Level)
+			}
 		} else if lvl, ok := levelOf[c.Rule]; !ok || lvl != c.Level {
 			t.Errorf("case %q level %q; want %q from RulesByLevel", c.Name, c.Level, lvl)
 		}
