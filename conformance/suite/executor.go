@@ -56,7 +56,7 @@ const (
 	occupyHoldMs = 700
 	// memberHoldMs holds the batch under test, so a member can be cancelled
 	// while its encoder step is pending.
-	memberHoldMs = 400
+	memberHoldMs = 800
 	// contextHoldMs holds a request between its ready event and its first
 	// context step.
 	contextHoldMs = 600

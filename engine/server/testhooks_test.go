@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,14 @@ func TestMalformedHookValues(t *testing.T) {
 		{HookEncoderFail: "yes"},
 		{HookCleanupFail: 1},
 		{HookTransferFailExtra: "true"},
+		{HookContextDelayMs: "5"},
+		{HookContextDelayMs: -3},
+		{HookPreemptAfterTokens: 0},
+		{HookPreemptAfterTokens: 2.5},
+		{HookPreemptAfterTokens: MaxPreemptAfterTokens + 1},
+		{HookPreemptAfterTokens: 3}, // R-2 preemption on E, which never decodes
+		{HookPreemptAfterTokens: "3"},
+		{HookOmitContentHash: "no"},
 	}
 	_, on := startEngine(t, Config{Role: RoleEncoder, CacheDir: t.TempDir(), TestHooks: true})
 	_, off := startEngine(t, Config{Role: RoleEncoder, CacheDir: t.TempDir()})
@@ -187,3 +196,44 @@ func TestCleanupFailHook(t *testing.T) {
 }
 
 func statusCode(err error) codes.Code { return status.Code(err) }
+
+// TestPreemptHook covers on the aggregated role: a request
+// preempted after 3 tokens (pause and reset) answers exactly as without,
+// admitted twice with one context computation per admission and its
+// storage freed; a bad mode is INVALID_ARGUMENT.
+func TestPreemptHook(t *testing.T) {
+	srv, eng := startEngine(t, Config{Role: RoleAggregated, TestHooks: true, ExecutorInvariants: true})
+	ctx := context.Background()
+	req := func() *pb.GenerateRequest {
+		r := baselineReq(t)
+		r.Stopping = &pb.StoppingOptions{MaxTokens: proto.Uint32(12), IgnoreEos: proto.Bool(true)}
+		return r
+	}
+	want, err := eng.Generate(ctx, req())
+	if err != nil || want.Code() != codes.OK || len(want.TokenIDs()) != 12 {
+		t.Fatalf("uninterrupted = %v %v", want, err)
+	}
+	for _, mode := range []string{"pause", "reset"} {
+		before := srv.Engine.Observables()
+		got, err := eng.Generate(ctx, withExtra(t, req(), map[string]any{HookPreemptAfterTokens: 3, HookPreemptMode: mode}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Code() != codes.OK || !slices.Equal(got.TokenIDs(), want.TokenIDs()) || !proto.Equal(got.Usage(), want.Usage()) {
+			t.Errorf("R-2 preempted (%s) = %v %v %v; want %v %v", mode, got.Status, got.TokenIDs(), got.Usage(), want.TokenIDs(), want.Usage())
+		}
+		after := srv.Engine.Observables()
+		for key, delta := range map[string]float64{"executor.preemptions": 1, "executor.admissions": 2, "executor.contexts.computed": 2} {
+			if d := after[key] - before[key]; d != delta {
+				t.Errorf("%s: %s moved by %g; want %g", mode, key, d, delta)
+			}
+		}
+		if after["encoder.storage.live_batches"] != 0 {
+			t.Errorf("%s: %g live batches after the request; want 0 (C-3)", mode, after["encoder.storage.live_batches"])
+		}
+	}
+	res, err := eng.Generate(ctx, withExtra(t, req(), map[string]any{HookPreemptAfterTokens: 3, HookPreemptMode: "sideways"}))
+	if err != nil || res.Code() != codes.InvalidArgument {
+		t.Errorf("preempt mode sideways = %v %v; want INVALID_ARGUMENT", res.Status, err)
+	}
+}
