@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -81,5 +82,52 @@ func TestTCPTransfer(t *testing.T) {
 	text, _ := consumer.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "hello"}, Stopping: stop})
 	if text.Code() != codes.OK {
 		t.Errorf("Q-4 text-only request on a quarantined consumer = %v, want OK", text.Status)
+	}
+}
+
+// TestConcurrentTCPHandoffsLeakNothing runs 64 E+PD handoffs over tcp at
+// once: every consume answers, all alike, and afterwards the producer holds
+// no entry and the consumer no receive, quarantine or batch storage.
+func TestConcurrentTCPHandoffsLeakNothing(t *testing.T) {
+	const handoffs = 64
+	prodSrv, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendTCP})
+	consSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, ExecutorInvariants: true})
+	ctx := context.Background()
+	item := imageItem(t, "video-001.png")
+	refs := make([]*pb.EncoderCacheRef, handoffs)
+	for i := range refs {
+		res, err := producer.Generate(ctx, &pb.GenerateRequest{Media: []*pb.MediaItem{item},
+			Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}})
+		if err != nil || res.EncoderReady() == nil {
+			t.Fatalf("publish %d: %v %v", i, res.Status, err)
+		}
+		refs[i] = res.EncoderReady().GetRef()
+	}
+	texts := make([]string, handoffs)
+	codesOf := make([]codes.Code, handoffs)
+	var wg sync.WaitGroup
+	for i := range refs {
+		wg.Go(func() {
+			res, err := consumer.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "<image> Describe."},
+				Stopping: &pb.StoppingOptions{MaxTokens: proto.Uint32(8)}, Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: refs[i]}}})
+			if err != nil {
+				codesOf[i] = codes.Unknown
+				return
+			}
+			codesOf[i], texts[i] = res.Code(), res.Text()
+		})
+	}
+	wg.Wait()
+	for i := range refs {
+		if codesOf[i] != codes.OK || texts[i] != texts[0] {
+			t.Errorf("handoff %d = %v %q; want OK %q", i, codesOf[i], texts[i], texts[0])
+		}
+	}
+	for who, obs := range map[string]map[string]float64{"producer": prodSrv.Engine.Observables(), "consumer": consSrv.Engine.Observables()} {
+		for _, k := range []string{"encoder.exports.entries", "encoder.exports.bytes", "encoder.receives.inflight", "encoder.quarantine.buffers", "encoder.storage.live_batches"} {
+			if obs[k] != 0 {
+				t.Errorf("%s after %d concurrent handoffs: %s = %g; want 0", who, handoffs, k, obs[k])
+			}
+		}
 	}
 }
