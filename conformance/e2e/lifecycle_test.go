@@ -12,12 +12,6 @@ import (
 	"github.com/baton-dev/baton/conformance/target"
 )
 
-// lifecycleNotVerifiable are the Lifecycle cases the reference engine
-// cannot be checked by from the wire, with why: none since the executor's
-// hooks and observables exist (C-2, C-3, R-1, R-2) and the producer can
-// publish without content hash (H-2).
-var lifecycleNotVerifiable = map[string]string{}
-
 // TestLifecycleLevelAgainstProcesses runs every Lifecycle case (those that
 // need the fault proxy belong to TestFaultsLevelTCP) against E+PD and the
 // baseline as real processes with --test-hooks, through the live target
@@ -43,25 +37,9 @@ func runLifecycleLevel(t *testing.T, serveArgs []string) {
 		t.Fatal(err)
 	}
 	live := topo.Target()
-	ran := 0
-	for _, c := range suite.Cases() {
-		if c.Level != suite.LevelLifecycle || c.ViaPrefill || slices.Contains(c.Labels, suite.LabelNeedsFaultProxy) {
-			continue
-		}
-		ran++
-		start := time.Now()
-		rec := runRecorded(c, live, 90*time.Second)
-		outcome := suite.OutcomeOf(rec.failed, rec.skipped, rec.messages...)
-		want := suite.OutcomePassed
-		if _, nv := lifecycleNotVerifiable[c.Rule]; nv {
-			want = suite.OutcomeNotVerifiable
-		}
-		if outcome != want {
-			t.Errorf("%s = %s: %s; want %s", c.Name, outcome, rec, want)
-		} else {
-			t.Logf("%-4s %-15s %6.2fs  %s", c.Rule, outcome, time.Since(start).Seconds(), c.Name)
-		}
-	}
+	ran := runExpectingPass(t, live, func(c suite.Case) bool {
+		return c.Level == suite.LevelLifecycle && !c.ViaPrefill && !slices.Contains(c.Labels, suite.LabelNeedsFaultProxy)
+	})
 	if ran < 18 {
 		t.Errorf("ran %d Lifecycle cases; want at least 18", ran)
 	}
@@ -96,4 +74,26 @@ func tensorParallel(args []string) float64 {
 		}
 	}
 	return 1
+}
+
+// runExpectingPass runs every case that pick selects against live, in
+// registry order, and reports (Errorf) each whose outcome is not passed; it
+// returns how many ran.
+func runExpectingPass(t *testing.T, live target.Target, pick func(suite.Case) bool) int {
+	t.Helper()
+	ran := 0
+	for _, c := range suite.Cases() {
+		if !pick(c) {
+			continue
+		}
+		ran++
+		start := time.Now()
+		rec := runRecorded(c, live, 90*time.Second)
+		if outcome := suite.OutcomeOf(rec.failed, rec.skipped, rec.messages...); outcome != suite.OutcomePassed {
+			t.Errorf("%s = %s: %s; want passed", c.Name, outcome, rec)
+		} else {
+			t.Logf("%-4s %-15s %6.2fs  %s", c.Rule, outcome, time.Since(start).Seconds(), c.Name)
+		}
+	}
+	return ran
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 )
 
@@ -23,19 +25,7 @@ func BenchmarkTransferControlOverhead(b *testing.B) {
 	cons, _ := startEngine(b, Config{Role: RolePD})
 	ctx := context.Background()
 	receive := func(items int) (time.Duration, int64) {
-		req := &pb.GenerateRequest{Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}}
-		for range items {
-			req.Media = append(req.Media, imageItem(b, "basn6a08.png"))
-		}
-		res, err := prod.Generate(ctx, req)
-		if err != nil || res.EncoderReady() == nil {
-			b.Fatalf("publish: %v %v", err, res)
-		}
-		wire := res.EncoderReady().GetRef()
-		ref, err := cons.Engine.parseReference(wire)
-		if err != nil {
-			b.Fatal(err)
-		}
+		ref, wire := publishFor(b, prod, cons, items)
 		start := time.Now()
 		if _, err := cons.Engine.receive(ctx, "bench", ref, wire, false); err != nil {
 			b.Fatal(err)
@@ -81,16 +71,7 @@ func BenchmarkTransferLatencyBase(b *testing.B) {
 	var samples []time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		res, err := prod.Generate(ctx, &pb.GenerateRequest{Media: []*pb.MediaItem{imageItem(b, "basn6a08.png")},
-			Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}})
-		if err != nil || res.EncoderReady() == nil {
-			b.Fatalf("publish: %v %v", err, res)
-		}
-		wire := res.EncoderReady().GetRef()
-		ref, err := cons.Engine.parseReference(wire)
-		if err != nil {
-			b.Fatal(err)
-		}
+		ref, wire := publishFor(b, prod, cons, 1)
 		b.StartTimer()
 		start := time.Now()
 		if _, err := cons.Engine.receive(ctx, "bench", ref, wire, false); err != nil {
@@ -104,4 +85,24 @@ func BenchmarkTransferLatencyBase(b *testing.B) {
 	}
 	b.ReportMetric(at(0.50), "p50-ms")
 	b.ReportMetric(at(0.99), "p99-ms")
+}
+
+// publishFor publishes items copies of a fixture on prod and returns the
+// reference as cons parsed it, and as it came on the wire.
+func publishFor(b *testing.B, prod *target.GRPCEngine, cons *Server, items int) (handoff.Reference, *pb.EncoderCacheRef) {
+	b.Helper()
+	req := &pb.GenerateRequest{Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}}
+	for range items {
+		req.Media = append(req.Media, imageItem(b, "basn6a08.png"))
+	}
+	res, err := prod.Generate(context.Background(), req)
+	if err != nil || res.EncoderReady() == nil {
+		b.Fatalf("publish: %v %v", err, res)
+	}
+	wire := res.EncoderReady().GetRef()
+	ref, err := cons.Engine.parseReference(wire)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ref, wire
 }
