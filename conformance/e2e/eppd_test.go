@@ -15,7 +15,8 @@ import (
 // TestEPPD starts E (tcp backend), P, D and the aggregated baseline as real
 // `baton serve` processes (launch.StartEPPD, tiny preset) and checks the
 // case outcomes: every E+P+D case (L-1 decode preparation, L-2, B-1 E+P+D)
-// passes, and every E+PD-only case is `not applicable`. Then it runs the
+// passes, and every E+PD-only case is `not applicable` (the E+P+D copies
+// of consumer cases, which need test hooks, are TestConsumerCasesOnEPPD's). Then it runs the
 // whole suite through conformance.Run against the live target (nothing may
 // fail), and shuts the processes down (S-4).
 func TestEPPD(t *testing.T) {
@@ -46,8 +47,8 @@ func TestEPPD(t *testing.T) {
 	for _, c := range suite.Cases() {
 		var want suite.Outcome
 		switch {
-		case c.Destructive:
-			continue // conformance.Run runs it, last
+		case c.Destructive, c.ViaPrefill:
+			continue // conformance.Run runs it, last; TestConsumerCasesOnEPPD runs the copies with test hooks
 		case slices.Contains(c.Labels, suite.LabelEPPD):
 			want, eppd = suite.OutcomePassed, eppd+1
 		case slices.Contains(c.Labels, suite.LabelEPD):
