@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -53,6 +54,9 @@ type gpuState struct {
 	// jailed are the receive buffers and still-open mappings of uncertain
 	// receives: never freed, never reused.
 	jailed []xfer.DeviceBuffer
+	// returns counts loans being given back in the background; the drain
+	// waits for them before the S-3 collection.
+	returns sync.WaitGroup
 }
 
 // ipcDevice returns the engine's device, opening it on first use.
@@ -453,24 +457,32 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	if err := dev.Free(src); err != nil {
 		e.failCleanup("close the cuda_ipc mapping of "+short(ref.EntryID), err)
 	}
-	e.giveLoanBack(client, wire)
-	host := make([]byte, total)
-	if err := dev.Download(host, dst, 0); err != nil {
+	// The copy is done: the loan goes back while the embeddings come down.
+	e.gpu.returns.Add(1)
+	go func() {
+		defer e.gpu.returns.Done()
+		e.giveLoanBack(client, wire)
+	}()
+	// Download straight into the float32s the language model reads (device
+	// and host are little-endian, as float32s assumes for the tcp bytes).
+	data := make([]float32, total/4)
+	if err := dev.Download(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), total), dst, 0); err != nil {
 		return nil, e.quarantineIPCReceive(receiveID, dst, nil, "download of the received embeddings: "+err.Error())
 	}
 	e.endIPCReceive(receiveID, dst, true)
 	images := make([]lm.Image, len(ref.Items))
 	off = 0
 	for i, it := range ref.Items {
-		images[i] = lm.Image{ContentHash: it.ContentHash, Rows: int(it.Rows), Cols: int(it.Cols), Data: float32s(host[off : off+lengths[i]])}
+		images[i] = lm.Image{ContentHash: it.ContentHash, Rows: int(it.Rows), Cols: int(it.Cols), Data: data[off/4 : (off+lengths[i])/4 : (off+lengths[i])/4]}
 		off += lengths[i]
 	}
 	return images, nil
 }
 
 // giveLoanBack returns a loan to its producer: Abort(encoder_cache) on the
-// same reference, ALREADY_FINISHED (SU-3). It holds no lock; a
-// failure only delays the producer's free to its lease, so it is logged.
+// same reference, ALREADY_FINISHED (SU-3). It holds no lock and is
+// bounded by the transfer timeout; a failure only delays the producer's
+// free to its lease, so it is logged.
 func (e *Engine) giveLoanBack(client pb.ControlClient, wire *pb.EncoderCacheRef) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.TransferTimeout)
 	defer cancel()
@@ -520,6 +532,7 @@ func (e *Engine) quarantineIPCReceive(receiveID string, dst, mapping xfer.Device
 // never initializes CUDA. Its failure is returned only when there was no
 // earlier one: a failure here never hides an earlier failure.
 func (e *Engine) collectGPU(prior error) error {
+	e.gpu.returns.Wait() // loans still being given back (bounded by the transfer timeout)
 	e.gpu.mu.Lock()
 	dev, opened := e.gpu.dev, e.gpu.opened
 	e.gpu.mu.Unlock()

@@ -47,7 +47,7 @@ func healthOf(t *testing.T, e interface {
 func TestCUDAIPCHandoff(t *testing.T) {
 	fake := xfer.NewFakeIPC()
 	_, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendCUDAIPC, IPCDevice: fake.Device(0), TestHooks: true})
-	_, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendCUDAIPC}, IPCDevice: fake.Device(1), TestHooks: true})
+	consumerSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendCUDAIPC}, IPCDevice: fake.Device(1), TestHooks: true})
 	_, baseline := startEngine(t, Config{Role: RoleAggregated})
 	ctx := context.Background()
 	item := imageItem(t, "video-001.png")
@@ -77,6 +77,7 @@ func TestCUDAIPCHandoff(t *testing.T) {
 	if got.Text() != want.Text() || !proto.Equal(got.Usage(), want.Usage()) || len(got.TokenIDs()) == 0 {
 		t.Errorf("B-1 over cuda_ipc: %q usage %v, baseline %q usage %v", got.Text(), got.Usage(), want.Text(), want.Usage())
 	}
+	consumerSrv.Engine.gpu.returns.Wait() // the loan goes back in the background
 	if opened, live, _ := fake.Counts(); opened != 0 || live != 0 {
 		t.Errorf("after a clean handoff %d mappings open and %d allocations live, want 0 and 0 (mapping closed, loan given back, receive buffer freed)", opened, live)
 	}
