@@ -146,7 +146,7 @@ func run(w io.Writer, bin, work string) error {
 	}
 	defer ctx.Close()
 	fmt.Fprintf(w, "## cuda_ipc handoff and E+PD time to first token (tools/gpu/handoffbench)\n\n")
-	fmt.Fprintf(w, "Device %s (cc %s); three `baton serve` processes on cuda:0, preset large, CUDA encoder fp32.\n\n", ctx.Info().Name, ctx.Info().ComputeCapability())
+	fmt.Fprintf(w, "Device %s (cc %s); four `baton serve` processes on cuda:0 (E over cuda_ipc, PD, aggregated, and E over tcp for the publish comparison), preset large, CUDA encoder fp32.\n\n", ctx.Info().Name, ctx.Info().ComputeCapability())
 
 	e, err := start(bin, work, "encoder", "--role", "encoder", "--backend", "cuda_ipc", "--producer-quota-bytes", fmt.Sprint(2<<30))
 	if err != nil {
