@@ -41,7 +41,8 @@ type Options struct {
 	Logs io.Writer
 	// StartTimeout bounds the wait for READY (default 60 s).
 	StartTimeout time.Duration
-	// Backend is the producer's backend: "shared_dir" (default) or "tcp".
+	// Backend is the producer's backend: "shared_dir" (default), "tcp", or
+	// "cuda_ipc" (with Device "cuda:N").
 	Backend string
 	// FaultProxy puts a fault proxy (conformance/faultproxy) in front of the
 	// producer's control address, advertised in its references, so the
@@ -56,6 +57,9 @@ type Options struct {
 	// TransferTimeout is the engines' --transfer-timeout (default 3 s with a
 	// fault proxy, so a dropped reply costs little).
 	TransferTimeout time.Duration
+	// Device is every engine's --device ("" keeps the default, cpu); with
+	// "cuda:N" and Backend "cuda_ipc" the consumers accept cuda_ipc.
+	Device string
 }
 
 // Process is one running `baton serve`.
@@ -175,6 +179,9 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 	}
 	if t.opts.Mutant != "" {
 		args = append(args, "--mutant", t.opts.Mutant)
+	}
+	if t.opts.Device != "" {
+		args = append(args, "--device", t.opts.Device)
 	}
 	if t.opts.ProducerQuotaBytes > 0 && role == "encoder" {
 		args = append(args, "--producer-quota-bytes", fmt.Sprint(t.opts.ProducerQuotaBytes))

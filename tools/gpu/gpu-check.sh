@@ -3,7 +3,9 @@
 # engine/encoder/cuda, engine/xfer's cuda_ipc device) on a machine with an
 # NVIDIA GPU, then certify an E+PD pair of `baton serve` processes on GPU 0
 # (--device cuda:0, --backend cuda_ipc) with `baton check --certify` at the
-# Core level, the NVML inventory stamped in its report.
+# Core level, the NVML inventory stamped in its report, and run the
+# Faults-level cases against the same pair behind the fault proxy
+# (tools/gpu/faultscheck).
 #
 #   tools/gpu/gpu-check.sh build   build the test binaries into bin/gpu/ (needs Go, no GPU)
 #   tools/gpu/gpu-check.sh run     run the binaries in bin/gpu/ (needs the GPU, not Go)
@@ -34,6 +36,7 @@ build() {
 	# baton itself (cgo: go-nvml for the report's GPU inventory) and the handoff benchmark.
 	CGO_ENABLED=1 go build -ldflags="-s -w" -o "$BIN/baton" ./cmd/baton
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN/handoffbench" ./tools/gpu/handoffbench
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN/faultscheck" ./tools/gpu/faultscheck
 	set +e
 	echo "built: $(ls "$BIN")"
 }
@@ -70,6 +73,7 @@ run() {
 		fi
 	done
 	eppd || status=1
+	faults || status=1
 	summary $status
 	return $status
 }
@@ -161,6 +165,23 @@ YAML
 	return $rc
 }
 
+# faults: the Faults-level cases (Q-1..Q-5, C-4, S-3) against E+PD over
+# the same backend and device, with the fault proxy between PD and E
+# (tools/gpu/faultscheck: a script cannot place the proxy itself).
+faults() {
+	local start=$SECONDS
+	env -u BATON_GPU_DEVICE -u BATON_GPU_BACKEND -u BATON_GPU_PRESET -u BATON_GPU_REQUIRED \
+		"$BIN/faultscheck" -baton "$BIN/baton" -device "${BATON_GPU_DEVICE:-cuda:0}" -backend "${BATON_GPU_BACKEND:-cuda_ipc}" \
+		-report-dir "$OUT_DIR/faults" -work "$OUT_DIR/faults-work" >"$OUT_DIR/faults.log" 2>&1
+	local rc=$?
+	if [ $rc -ne 0 ]; then
+		echo "FAIL faults ($((SECONDS - start)) s): see $OUT_DIR/faults.log"
+		tail -n 20 "$OUT_DIR/faults.log"
+		return 1
+	fi
+	echo "ok   faults: the Faults-level cases over ${BATON_GPU_BACKEND:-cuda_ipc} on ${BATON_GPU_DEVICE:-cuda:0} ($((SECONDS - start)) s)"
+}
+
 # summary STATUS: gpu-check.md with the device, the NVML inventory the
 # report carries, each binary's result and the check's rule lines.
 summary() {
@@ -186,6 +207,12 @@ summary() {
 		echo '```'
 		echo
 		echo "Engine exits after SIGTERM: $(tr '\n' ';' <"$OUT_DIR/eppd/exits.txt" 2>/dev/null)"
+		echo
+		echo "## The Faults-level cases, same backend and device, fault proxy between PD and E"
+		echo
+		echo '```'
+		grep -v '^\s*$' "$OUT_DIR/faults.log" 2>/dev/null | tail -n 20
+		echo '```'
 		echo
 		echo "GPU inventory in the report (results.yaml):"
 		echo
