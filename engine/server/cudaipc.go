@@ -57,6 +57,10 @@ type gpuState struct {
 	// returns counts loans being given back in the background; the drain
 	// waits for them before the S-3 collection.
 	returns sync.WaitGroup
+
+	checkMu sync.Mutex      // guards the Health check cache (gpu.go)
+	check   *pb.HealthCheck // the last "gpu" check
+	checkAt time.Time       // when it was read
 }
 
 // ipcDevice returns the engine's device, opening it on first use.

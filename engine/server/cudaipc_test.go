@@ -333,3 +333,35 @@ func TestParseDevice(t *testing.T) {
 		t.Error("New with --device tpu:0 started")
 	}
 }
+
+// TestGPUHealthCheck: an engine that uses a GPU reports a "gpu" Health
+// check from NVML (DEGRADED with the reason where NVML has no GPU, as in
+// CI), and the check never changes the overall state.
+func TestGPUHealthCheck(t *testing.T) {
+	fake := xfer.NewFakeIPC()
+	_, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendCUDAIPC}, IPCDevice: fake.Device(1)})
+	inv, _ := nvml.Read()
+	for range 2 { // the second answer comes from the cache
+		h, err := consumer.Health(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.GetState() != pb.HealthState_HEALTH_STATE_READY {
+			t.Errorf("Health = %v, want READY (the gpu check never changes the overall state)", h.GetState())
+		}
+		var gpu *pb.HealthCheck
+		for _, c := range h.GetChecks() {
+			if c.GetName() == "gpu" {
+				gpu = c
+			}
+		}
+		switch {
+		case gpu == nil:
+			t.Fatalf("Health of an engine using a GPU has no gpu check: %v", h.GetChecks())
+		case inv.HasGPU() && gpu.GetState() != pb.HealthState_HEALTH_STATE_READY:
+			t.Errorf("gpu check on a machine with a GPU = %v %q, want READY", gpu.GetState(), gpu.GetMessage())
+		case !inv.HasGPU() && (gpu.GetState() != pb.HealthState_HEALTH_STATE_DEGRADED || !strings.Contains(gpu.GetMessage(), "NVML")):
+			t.Errorf("gpu check without a GPU = %v %q, want DEGRADED naming NVML's reason", gpu.GetState(), gpu.GetMessage())
+		}
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	cudaenc "github.com/baton-dev/baton/engine/encoder/cuda"
 	"github.com/baton-dev/baton/gpu/nvml"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // ParseDevice parses Config.Device: "cpu" or "cuda:N" (N a CUDA device
@@ -90,20 +92,33 @@ func (e *Engine) closeEncoder() {
 	}
 }
 
+// gpuCheckMaxAge bounds how often Health reads NVML (once a second at most).
+const gpuCheckMaxAge = time.Second
+
 // gpuHealthCheck is the Health check "gpu" of an engine that uses a GPU
 // (none otherwise): READY with NVML's one-line inventory, or DEGRADED with
 // the reason NVML could not be read (the GPU may still work through CUDA;
-// the overall state does not change).
+// the overall state does not change). NVML is read at most once per
+// gpuCheckMaxAge; Health calls in between get the last answer.
 func (e *Engine) gpuHealthCheck() []*pb.HealthCheck {
 	if !e.cfg.usesGPU() {
 		return nil
 	}
-	inv, err := nvml.Read()
-	switch {
-	case err != nil:
-		return []*pb.HealthCheck{{Name: "gpu", State: pb.HealthState_HEALTH_STATE_DEGRADED, Message: fmt.Sprintf("device %s: NVML: %v", e.cfg.Device, err)}}
-	case !inv.HasGPU():
-		return []*pb.HealthCheck{{Name: "gpu", State: pb.HealthState_HEALTH_STATE_DEGRADED, Message: fmt.Sprintf("device %s: NVML: %s", e.cfg.Device, inv.Summary())}}
+	g := &e.gpu
+	g.checkMu.Lock()
+	defer g.checkMu.Unlock()
+	if g.check == nil || e.now().Sub(g.checkAt) >= gpuCheckMaxAge {
+		c := &pb.HealthCheck{Name: "gpu", State: pb.HealthState_HEALTH_STATE_READY}
+		inv, err := nvml.Read()
+		switch {
+		case err != nil:
+			c.State, c.Message = pb.HealthState_HEALTH_STATE_DEGRADED, fmt.Sprintf("device %s: NVML: %v", e.cfg.Device, err)
+		case !inv.HasGPU():
+			c.State, c.Message = pb.HealthState_HEALTH_STATE_DEGRADED, fmt.Sprintf("device %s: NVML: %s", e.cfg.Device, inv.Summary())
+		default:
+			c.Message = fmt.Sprintf("device %s: %s", e.cfg.Device, inv.Summary())
+		}
+		g.check, g.checkAt = c, e.now()
 	}
-	return []*pb.HealthCheck{{Name: "gpu", State: pb.HealthState_HEALTH_STATE_READY, Message: fmt.Sprintf("device %s: %s", e.cfg.Device, inv.Summary())}}
+	return []*pb.HealthCheck{proto.Clone(g.check).(*pb.HealthCheck)}
 }
