@@ -77,8 +77,8 @@ clean:
 
 ## gpu-check: GPU tests (NVML, CUDA through dlopen, the CUDA encoder against the CPU one, the
 ## cuda_ipc device; they skip without a GPU), then an E+PD pair on cuda:0 over cuda_ipc certified
-## at the Core level by `baton check --certify`, and the Faults-level cases against the same pair
-## behind the fault proxy (out/gpu-check/). On the device machine (no Go
+## at the Core level by `baton check --certify`, the Faults-level cases against the same pair
+## behind the fault proxy, and the Core cases against E+P+D (out/gpu-check/). On the device machine (no Go
 ## there): `tools/gpu/gpu-check.sh build` here, carry bin/gpu, then `tools/gpu/gpu-check.sh run`.
 gpu-check:
 	tools/gpu/gpu-check.sh

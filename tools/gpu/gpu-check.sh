@@ -4,8 +4,8 @@
 # NVIDIA GPU, then certify an E+PD pair of `baton serve` processes on GPU 0
 # (--device cuda:0, --backend cuda_ipc) with `baton check --certify` at the
 # Core level, the NVML inventory stamped in its report, and run the
-# Faults-level cases against the same pair behind the fault proxy
-# (tools/gpu/faultscheck).
+# Faults-level cases against the same pair behind the fault proxy and the
+# Core cases against E+P+D (tools/gpu/topocheck).
 #
 #   tools/gpu/gpu-check.sh build   build the test binaries into bin/gpu/ (needs Go, no GPU)
 #   tools/gpu/gpu-check.sh run     run the binaries in bin/gpu/ (needs the GPU, not Go)
@@ -36,7 +36,7 @@ build() {
 	# baton itself (cgo: go-nvml for the report's GPU inventory) and the handoff benchmark.
 	CGO_ENABLED=1 go build -ldflags="-s -w" -o "$BIN/baton" ./cmd/baton
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN/handoffbench" ./tools/gpu/handoffbench
-	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN/faultscheck" ./tools/gpu/faultscheck
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN/topocheck" ./tools/gpu/topocheck
 	set +e
 	echo "built: $(ls "$BIN")"
 }
@@ -73,7 +73,8 @@ run() {
 		fi
 	done
 	eppd || status=1
-	faults || status=1
+	topo faults E+PD faults || status=1
+	topo eppd-core E+P+D core || status=1
 	summary $status
 	return $status
 }
@@ -165,21 +166,22 @@ YAML
 	return $rc
 }
 
-# faults: the Faults-level cases (Q-1..Q-5, C-4, S-3) against E+PD over
-# the same backend and device, with the fault proxy between PD and E
-# (tools/gpu/faultscheck: a script cannot place the proxy itself).
-faults() {
-	local start=$SECONDS
+# topo NAME TOPOLOGY LEVEL: tools/gpu/topocheck over the same backend and
+# device: "faults" runs the Faults-level cases (Q-1..Q-5, C-4, S-3) on E+PD
+# with the fault proxy in front of E (a script cannot place the proxy
+# itself); "core" runs every Core case (here on E+P+D: E, P, D, baseline).
+topo() {
+	local name=$1 start=$SECONDS
 	env -u BATON_GPU_DEVICE -u BATON_GPU_BACKEND -u BATON_GPU_PRESET -u BATON_GPU_REQUIRED \
-		"$BIN/faultscheck" -baton "$BIN/baton" -device "${BATON_GPU_DEVICE:-cuda:0}" -backend "${BATON_GPU_BACKEND:-cuda_ipc}" \
-		-report-dir "$OUT_DIR/faults" -work "$OUT_DIR/faults-work" >"$OUT_DIR/faults.log" 2>&1
+		"$BIN/topocheck" -baton "$BIN/baton" -device "${BATON_GPU_DEVICE:-cuda:0}" -backend "${BATON_GPU_BACKEND:-cuda_ipc}" \
+		-topology "$2" -level "$3" -report-dir "$OUT_DIR/$name" -work "$OUT_DIR/$name-work" >"$OUT_DIR/$name.log" 2>&1
 	local rc=$?
 	if [ $rc -ne 0 ]; then
-		echo "FAIL faults ($((SECONDS - start)) s): see $OUT_DIR/faults.log"
-		tail -n 20 "$OUT_DIR/faults.log"
+		echo "FAIL $name ($((SECONDS - start)) s): see $OUT_DIR/$name.log"
+		tail -n 20 "$OUT_DIR/$name.log"
 		return 1
 	fi
-	echo "ok   faults: the Faults-level cases over ${BATON_GPU_BACKEND:-cuda_ipc} on ${BATON_GPU_DEVICE:-cuda:0} ($((SECONDS - start)) s)"
+	echo "ok   $name: $2, level $3, over ${BATON_GPU_BACKEND:-cuda_ipc} on ${BATON_GPU_DEVICE:-cuda:0} ($((SECONDS - start)) s)"
 }
 
 # summary STATUS: gpu-check.md with the device, the NVML inventory the
@@ -212,6 +214,12 @@ summary() {
 		echo
 		echo '```'
 		grep -v '^\s*$' "$OUT_DIR/faults.log" 2>/dev/null | tail -n 20
+		echo '```'
+		echo
+		echo "## E+P+D, same backend and device, every Core case"
+		echo
+		echo '```'
+		grep -v '^\s*$' "$OUT_DIR/eppd-core.log" 2>/dev/null | tail -n 30
 		echo '```'
 		echo
 		echo "GPU inventory in the report (results.yaml):"
