@@ -81,12 +81,15 @@ bench: build
 clean:
 	rm -rf bin out
 
-## gpu-check: GPU tests (NVML, CUDA through dlopen, the CUDA encoder against the CPU one); they
-## skip without a GPU. On the device machine (no Go there): `tools/gpu/gpu-check.sh build` here,
-## carry bin/gpu, then `tools/gpu/gpu-check.sh run` there.
+## gpu-check: GPU tests (NVML, CUDA through dlopen, the CUDA encoder against the CPU one, the
+## cuda_ipc device; they skip without a GPU), then an E+PD pair on cuda:0 over cuda_ipc certified
+## at the Core level by `baton check --certify`, the Faults-level cases against the same pair
+## behind the fault proxy, and the Core cases against E+P+D (out/gpu-check/). On the device machine (no Go
+## there): `tools/gpu/gpu-check.sh build` here, carry bin/gpu, then `tools/gpu/gpu-check.sh run`.
 gpu-check:
 	tools/gpu/gpu-check.sh
 
-## gpu-bench: CUDA encoder and device copy benchmarks, written to out/gpu-bench/gpu-bench.md.
+## gpu-bench: CUDA encoder, device copy, cuda_ipc handoff and E+PD time-to-first-token
+## benchmarks, written to out/gpu-bench/gpu-bench.md (needs bin/gpu from gpu-check.sh build).
 gpu-bench:
 	tools/gpu/gpu-bench.sh

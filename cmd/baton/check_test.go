@@ -43,7 +43,7 @@ func TestRunCheckCommandWithoutRunning(t *testing.T) {
 		errHas   []string
 	}{
 		{name: "list filtered", flags: checkFlags{list: true, labelFilter: "SU-2 || level:faults"},
-			outHas: []string{"SU-2 replay of a consumed reference", "Q-1", "(no case yet: not verifiable)"}},
+			outHas: []string{"SU-2 replay of a consumed reference", "Q-1", "S-3 a quarantined cuda_ipc consumer"}},
 		{name: "list with a bad filter", flags: checkFlags{list: true, labelFilter: "SU-2 &&"}, wantCode: ExitUsage, errHas: []string{"label filter"}},
 		{name: "dry run", flags: checkFlags{configPath: opaque, dryRun: true},
 			outHas: []string{"nothing is contacted", "N/V   H-3", "N/A   L-2", "RUN   SU-2"}},

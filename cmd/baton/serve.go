@@ -33,13 +33,18 @@ func serveCommand() *cobra.Command {
 		Long: `Run one reference-engine instance speaking openengine.v1 Inference and Control
 plus the baton.encoder.v1 extension, grpc.health.v1 and server reflection.
 
-Roles: encoder (E, publishes encoder outputs to --cache-dir, or over tcp
-with --backend tcp), pd (consumes references and generates tokens), prefill
+Roles: encoder (E, publishes encoder outputs to --cache-dir, over tcp
+with --backend tcp, or from GPU memory with --backend cuda_ipc), pd (consumes references and generates tokens), prefill
 (P of E+P+D: consumes a reference, runs prefill only and ends with
 PrefillReady carrying a KV session and a decode preparation), decode (D of
 E+P+D: reads P's KV session through its tcp transfer agent and decodes;
 never takes media or references), aggregated (encodes and generates in one
 process; the B-1 baseline).
+
+GPU: --device cuda:N runs the encoder (roles encoder, aggregated) on CUDA
+device N; Health then carries a "gpu" check with the NVML inventory.
+--backend cuda_ipc (encoder) and cuda_ipc in --accept-backends (pd, prefill)
+need a GPU: without one the engine refuses to start and says why.
 
 SIGTERM or SIGINT drains exactly like an accepted Shutdown (CONTRACT S-1, S-2);
 the process exits 0 after a clean drain and 4 otherwise (S-4).
@@ -125,8 +130,9 @@ Operating it:
 	f.StringVar(&readyFile, "ready-file", "", "write the bound address to this file once listening")
 	f.StringVar(&cfg.Preset, "preset", "base", "encoder preset: tiny (224px, tests), base (336px), large (448px)")
 	f.StringVar(&cfg.CacheDir, "cache-dir", "", "shared directory root for encoder outputs (encoder, pd and prefill roles)")
-	f.StringVar(&cfg.Backend, "backend", "shared_dir", "the encoder's backend: shared_dir (files in --cache-dir) or tcp (NIXL-style WRITE over TCP)")
-	f.StringSliceVar(&cfg.AcceptBackends, "accept-backends", nil, "backends a consumer accepts (default: shared_dir if --cache-dir is set, and tcp) (CONTRACT N-1)")
+	f.StringVar(&cfg.Backend, "backend", "shared_dir", "the encoder's backend: shared_dir (files in --cache-dir), tcp (NIXL-style WRITE over TCP) or cuda_ipc (device memory lent by CUDA IPC handle; needs a GPU)")
+	f.StringSliceVar(&cfg.AcceptBackends, "accept-backends", nil, "backends a consumer accepts (default: shared_dir if --cache-dir is set, tcp, and cuda_ipc with --device cuda:N) (CONTRACT N-1)")
+	f.StringVar(&cfg.Device, "device", "cpu", "where the engine computes: cpu, or cuda:N (the CUDA encoder on device N, and the cuda_ipc backend's device)")
 	f.StringVar(&cfg.TransferListen, "transfer-listen", "127.0.0.1:0", "where the tcp transfer agent listens")
 	f.DurationVar(&cfg.TransferTimeout, "transfer-timeout", 10*time.Second, "deadline of one TransferEncoderCache call and of the producer's WRITE (CONTRACT Q-1)")
 	f.BoolVar(&cfg.TestHooks, "test-hooks", false, "honour the baton.* test hooks in GenerateRequest.extra (CONTRACT section 4); never in production")

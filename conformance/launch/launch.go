@@ -41,7 +41,8 @@ type Options struct {
 	Logs io.Writer
 	// StartTimeout bounds the wait for READY (default 60 s).
 	StartTimeout time.Duration
-	// Backend is the producer's backend: "shared_dir" (default) or "tcp".
+	// Backend is the producer's backend: "shared_dir" (default), "tcp", or
+	// "cuda_ipc" (with Device "cuda:N").
 	Backend string
 	// FaultProxy puts a fault proxy (conformance/faultproxy) in front of the
 	// producer's control address, advertised in its references, so the
@@ -59,6 +60,9 @@ type Options struct {
 	// ServeArgs are more flags for every `baton serve` (e.g. --tp 2,
 	// --model-architecture encoder-decoder, --executor-mode sync).
 	ServeArgs []string
+	// Device is every engine's --device ("" keeps the default, cpu); with
+	// "cuda:N" and Backend "cuda_ipc" the consumers accept cuda_ipc.
+	Device string
 }
 
 // Process is one running `baton serve`.
@@ -178,6 +182,9 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 	}
 	if t.opts.Mutant != "" {
 		args = append(args, "--mutant", t.opts.Mutant)
+	}
+	if t.opts.Device != "" {
+		args = append(args, "--device", t.opts.Device)
 	}
 	if t.opts.ProducerQuotaBytes > 0 && role == "encoder" {
 		args = append(args, "--producer-quota-bytes", fmt.Sprint(t.opts.ProducerQuotaBytes))

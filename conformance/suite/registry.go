@@ -166,6 +166,7 @@ func Cases() []Case {
 		{Rule: "S-4", Name: "S-4 after an accepted Shutdown the engine drains and exits within its drain deadline", Run: S4ShutdownEndsTheProcess, Destructive: true, Labels: []string{LabelEPD, LabelDestructive}},
 		// The Faults-level cases poison and restart instances (faults.go).
 		{Rule: "S-1", Name: "S-1 Shutdown naming the instance is ACCEPTED, then ALREADY_SHUTTING_DOWN, and new requests get UNAVAILABLE", Run: S1ShutdownAccepted, Destructive: true, Labels: []string{LabelDestructive}},
+		{Rule: "S-3", Name: "S-3 a quarantined cuda_ipc consumer drains and exits after an accepted Shutdown", Run: S3CUDAIPCConsumerDrainsAfterUncertainTransfer, Destructive: true, Labels: []string{LabelEPD, LabelNeedsFaultProxy, LabelDestructive}},
 	}
 	cs = append(cs, faultCases()...)
 	levels := map[string]Level{}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/lm"
+	"github.com/baton-dev/baton/engine/xfer"
 )
 
 // Role is the engine's role (CONTRACT section 1).
@@ -41,6 +42,11 @@ const (
 	// consumer's registered buffers over TCP (engine/xfer), asked for with
 	// TransferEncoderCache.
 	BackendTCP = "tcp"
+	// BackendCUDAIPC: the producer keeps an entry in device memory and
+	// lends its CUDA IPC handle through TransferEncoderCache; the consumer
+	// copies device-to-device and gives the loan back (cudaipc.go,
+	// engine/xfer/cuda_ipc.go; CONTRACT S-3). Needs a GPU on both sides.
+	BackendCUDAIPC = xfer.BackendCUDAIPC
 )
 
 // Config configures one engine instance.
@@ -52,10 +58,12 @@ type Config struct {
 	// CacheDir is the shared directory root (encoder role with the shared_dir
 	// backend, and consumers accepting shared_dir).
 	CacheDir string
-	// Backend is the producer's backend: BackendSharedDir (default) or BackendTCP.
+	// Backend is the producer's backend: BackendSharedDir (default),
+	// BackendTCP or BackendCUDAIPC.
 	Backend string
 	// AcceptBackends are the backends a consumer accepts (N-1; default:
-	// shared_dir when CacheDir is set, and tcp).
+	// shared_dir when CacheDir is set, tcp, and cuda_ipc when Device is a
+	// CUDA device).
 	AcceptBackends []string
 	// TransferListen is where the tcp transfer agent listens (default 127.0.0.1:0).
 	TransferListen string
@@ -105,6 +113,12 @@ type Config struct {
 	// (default) or "encoder-decoder" (--model-architecture; E+P+D serves
 	// decoder-only only).
 	ModelArchitecture string
+	// Device is where the engine computes: "cpu" (default) or "cuda:N"
+	// (the CUDA encoder on device N, and the device of the cuda_ipc backend).
+	Device string
+	// IPCDevice replaces the CUDA device of the cuda_ipc backend (tests:
+	// xfer.FakeIPC); nil opens the device Device names.
+	IPCDevice xfer.IPCDevice
 	// Hooks replace single decisions; nil fields keep the contract's decision.
 	// Only conformance/mutants sets them.
 	Hooks Hooks
@@ -143,8 +157,14 @@ func (c *Config) fill() error {
 	if c.Backend == "" {
 		c.Backend = BackendSharedDir
 	}
-	if c.Backend != BackendSharedDir && c.Backend != BackendTCP {
-		return fmt.Errorf("server: --backend %q (want %s or %s)", c.Backend, BackendSharedDir, BackendTCP)
+	if c.Backend != BackendSharedDir && c.Backend != BackendTCP && c.Backend != BackendCUDAIPC {
+		return fmt.Errorf("server: --backend %q (want %s, %s or %s)", c.Backend, BackendSharedDir, BackendTCP, BackendCUDAIPC)
+	}
+	if c.Device == "" {
+		c.Device = "cpu"
+	}
+	if _, _, err := ParseDevice(c.Device); err != nil {
+		return err
 	}
 	if c.Role == RoleEncoder && c.Backend == BackendSharedDir && c.CacheDir == "" {
 		return fmt.Errorf("server: role encoder with the shared_dir backend needs --cache-dir")
@@ -154,10 +174,13 @@ func (c *Config) fill() error {
 			c.AcceptBackends = append(c.AcceptBackends, BackendSharedDir)
 		}
 		c.AcceptBackends = append(c.AcceptBackends, BackendTCP)
+		if c.Device != "cpu" {
+			c.AcceptBackends = append(c.AcceptBackends, BackendCUDAIPC)
+		}
 	}
 	for _, b := range c.AcceptBackends {
-		if b != BackendSharedDir && b != BackendTCP {
-			return fmt.Errorf("server: accepted backend %q (want %s or %s)", b, BackendSharedDir, BackendTCP)
+		if b != BackendSharedDir && b != BackendTCP && b != BackendCUDAIPC {
+			return fmt.Errorf("server: accepted backend %q (want %s, %s or %s)", b, BackendSharedDir, BackendTCP, BackendCUDAIPC)
 		}
 		if b == BackendSharedDir && c.CacheDir == "" {
 			return fmt.Errorf("server: a consumer accepting shared_dir needs --cache-dir")

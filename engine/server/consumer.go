@@ -37,7 +37,7 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, er
 	if !accept(ref.Backend) {
 		return handoff.Reference{}, fmt.Errorf("%w: N-1 backend %.40q, this consumer accepts %v", handoff.ErrBackendNotAccepted, ref.Backend, e.cfg.AcceptBackends)
 	}
-	if ref.Backend == BackendTCP {
+	if ref.Backend == BackendTCP || ref.Backend == BackendCUDAIPC {
 		// The producer verifies its own tag when asked to transfer (SU-5);
 		// a consumer holds no key for the tcp backend.
 		return ref, nil
@@ -98,6 +98,9 @@ func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Refe
 	receiveID := requestID + "/" + ref.EntryID
 	if ref.Backend == BackendTCP {
 		return e.transferReceive(ctx, receiveID, ref, wire, transferFailHook)
+	}
+	if ref.Backend == BackendCUDAIPC {
+		return e.ipcReceive(ctx, receiveID, ref, wire, transferFailHook)
 	}
 	// SU-2 decides before L-5 (CONTRACT precedence): look before reserving.
 	if ok, err := shareddir.EntryExists(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID); err == nil && !ok {

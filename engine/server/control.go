@@ -149,6 +149,7 @@ func (s *control) Health(ctx context.Context, _ *pb.HealthRequest) (*pb.HealthRe
 	for _, c := range checks {
 		resp.Checks = append(resp.Checks, &pb.HealthCheck{Name: c.Name, State: pb.HealthState(c.State), Message: c.Message})
 	}
+	resp.Checks = append(resp.Checks, e.gpuHealthCheck()...) // only when the engine uses a GPU
 	return resp, nil
 }
 
@@ -218,6 +219,10 @@ func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef) (pb.AbortStatus, er
 	}
 	if err := ref.Verify(e.store.key()); err != nil {
 		return 0, err
+	}
+	if e.returnLoan(ref.EntryID) {
+		// cuda_ipc: the consumer gives back what it copied; consumed (SU-3).
+		return pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED, nil
 	}
 	e.observeClaims()
 	if ref.Expired(e.now().UnixMilli()) {

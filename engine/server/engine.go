@@ -33,6 +33,7 @@ type Engine struct {
 	now        func() time.Time
 	metrics    *metrics    // Prometheus metrics (metrics.go)
 	kv         kvSessions  // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
+	gpu        gpuState    // the cuda_ipc backend's device (cudaipc.go)
 	exec       *execDriver // the in-engine encoder -> decoder handoff (executor.go)
 
 	mu          sync.Mutex // guards the fields below; never held across I/O
@@ -100,13 +101,19 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		}
 		e.agent = agent
 	}
+	if err := e.startGPU(); err != nil {
+		if e.agent != nil {
+			_ = e.agent.Close()
+		}
+		return nil, err
+	}
 	if cfg.Role == RoleEncoder && cfg.Backend == BackendTCP {
 		store, err := newMemoryStore(e.agent)
 		if err != nil {
 			return nil, err
 		}
 		e.store = store
-	} else if cfg.Role == RoleEncoder {
+	} else if cfg.Role == RoleEncoder && e.store == nil { // cuda_ipc: startGPU made the store
 		dir, err := shareddir.OpenProducer(e.fsys, cfg.CacheDir, id, rand.Reader)
 		if err != nil {
 			return nil, fmt.Errorf("server: open shared directory: %w", err)

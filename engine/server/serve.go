@@ -161,6 +161,7 @@ func (e *Engine) Drain(timeout time.Duration) error {
 			e.drainErr = errors.New("server: S-4 receives still in flight after drain")
 		}
 		e.mu.Unlock()
+		e.drainErr = e.collectGPU(e.drainErr) // S-3, last: never hides an earlier failure
 		close(e.drained)
 	})
 	<-e.drained

@@ -34,6 +34,9 @@ const (
 // the entry leaves the table BEFORE the WRITE is posted, and a failure
 // after that point quarantines the source and is never INVALID_ARGUMENT.
 func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, error) {
+	if s, ok := e.store.(*ipcStore); ok && e.cfg.Role == RoleEncoder {
+		return e.lendIPC(ctx, s, req) // cuda_ipc (cudaipc.go)
+	}
 	store, ok := e.store.(*memoryStore)
 	if e.cfg.Role != RoleEncoder || !ok {
 		return nil, fmt.Errorf("%w: N-1 this engine does not serve TransferEncoderCache (role %s, backend %s)", handoff.ErrWrongRole, e.cfg.Role, e.cfg.Backend)

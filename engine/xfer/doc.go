@@ -147,6 +147,12 @@
 // network and the clock are injected (Network, Clock) so the simulator can
 // run the same code over a simulated network in virtual time.
 //
+// cuda_ipc (cuda_ipc.go) is no Agent: the producer lends one device
+// allocation per entry by its CUDA IPC handle (IPCLoan, in
+// TransferEncoderCacheResponse.tensor_layout) and the consumer copies out
+// of it device-to-device through an IPCDevice (OpenCUDADevice; FakeIPC in
+// tests), then gives the loan back.
+//
 // # Faults (tests)
 //
 // Options.Faults makes a write fail after some bytes landed (FaultFailAfter),

@@ -9,7 +9,10 @@
 # batch 1 and 32; CUDA events on device-resident input, median of 100 after 20
 # warm-ups; end-to-end Encode wall time; graph replay against step-by-step
 # launches), the 256 MiB device-to-device copy and
-# the cuda_ipc copy out of another process, the 8 MiB IPC handoff latency, and,
+# the cuda_ipc copy out of another process, the 8 MiB IPC handoff latency,
+# the engine's cuda_ipc handoff (a 256 MiB entry and an 8 MiB one, from a
+# `baton serve --backend cuda_ipc` producer) and E+PD time to first token
+# against the aggregated engine on the same GPU (bin/gpu/handoffbench), and,
 # when python3 has PyTorch, the same shapes in PyTorch (tools/gpu/torch_ref.py)
 # for a same-run comparison. Writes $OUT_DIR/gpu-bench.md (default
 # out/gpu-bench) headed by the date, driver and device.
@@ -26,6 +29,7 @@ run() {
 	"$BIN/cudaenc.test" -test.v -test.count=1 -test.run='^TestBenchEncoderLarge$' -test.timeout=8m >"$OUT_DIR/encoder-bench.log" 2>&1 || status=1
 	BATON_GPU_BENCH_VARIANTS=1 "$BIN/cudaenc.test" -test.v -test.count=1 -test.run='^TestBenchPlans$' -test.timeout=5m >"$OUT_DIR/encoder-plans.log" 2>&1 || status=1
 	"$BIN/cuda.test" -test.v -test.count=1 -test.run='^TestBenchCopyAndIPC$' -test.timeout=5m >"$OUT_DIR/cuda-bench.log" 2>&1 || status=1
+	timeout 300 "$BIN/handoffbench" -baton "$BIN/baton" -out "$OUT_DIR/handoff.md" -work "$OUT_DIR/handoff" >"$OUT_DIR/handoff.log" 2>&1 || status=1
 	if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
 		timeout 300 python3 tools/gpu/torch_ref.py >"$OUT_DIR/torch-ref.md" 2>"$OUT_DIR/torch-ref.log" || echo "torch_ref.py failed: see $OUT_DIR/torch-ref.log"
 	else
@@ -49,6 +53,8 @@ run() {
 		echo "## Copies and cuda_ipc"
 		echo
 		cat "$OUT_DIR/cuda-bench.md" 2>/dev/null || { echo "(no result: see cuda-bench.log)"; tail -n 30 "$OUT_DIR/cuda-bench.log"; }
+		echo
+		cat "$OUT_DIR/handoff.md" 2>/dev/null || { echo "## cuda_ipc handoff and E+PD time to first token"; echo; echo "(no result: see handoff.log)"; tail -n 30 "$OUT_DIR/handoff.log"; }
 		echo
 		echo "## PyTorch, same shapes, same run"
 		echo

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # gpu-check.sh: build and run baton's GPU tests (gpu/nvml, gpu/cuda,
-# engine/encoder/cuda) on a machine with an NVIDIA GPU.
+# engine/encoder/cuda, engine/xfer's cuda_ipc device) on a machine with an
+# NVIDIA GPU, then certify an E+PD pair of `baton serve` processes on GPU 0
+# (--device cuda:0, --backend cuda_ipc) with `baton check --certify` at the
+# Core level, the NVML inventory stamped in its report, and run the
+# Faults-level cases against the same pair behind the fault proxy and the
+# Core cases against E+P+D (tools/gpu/topocheck).
 #
 #   tools/gpu/gpu-check.sh build   build the test binaries into bin/gpu/ (needs Go, no GPU)
 #   tools/gpu/gpu-check.sh run     run the binaries in bin/gpu/ (needs the GPU, not Go)
@@ -8,7 +13,9 @@
 #
 # The split exists because the device machine has no Go toolchain: build here,
 # carry bin/ there, run there. Logs go to $OUT_DIR (default out/gpu-check):
-# one <binary>.log per test binary and nvidia-smi.txt. Exit status: 0 when every
+# one <binary>.log per test binary, nvidia-smi.txt, eppd/ (the engines' logs,
+# the profile, check.log) and report/ (results.yaml with the GPU inventory,
+# report.html, ...); gpu-check.md sums it up. Exit status: 0 when every
 # binary passed (skips count as passing only when BATON_GPU_REQUIRED is unset;
 # with BATON_GPU_REQUIRED=1 a test that skipped for lack of a GPU fails the run).
 set -uo pipefail
@@ -25,6 +32,11 @@ build() {
 	CGO_ENABLED=1 go test -c -ldflags="-s -w" -o "$BIN/cuda.test" ./gpu/cuda
 	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$BIN/cuda-nocgo.test" ./gpu/cuda
 	CGO_ENABLED=1 go test -c -ldflags="-s -w" -o "$BIN/cudaenc.test" ./engine/encoder/cuda
+	CGO_ENABLED=1 go test -c -ldflags="-s -w" -o "$BIN/xfer.test" ./engine/xfer
+	# baton itself (cgo: go-nvml for the report's GPU inventory) and the handoff benchmark.
+	CGO_ENABLED=1 go build -ldflags="-s -w" -o "$BIN/baton" ./cmd/baton
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN/handoffbench" ./tools/gpu/handoffbench
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN/topocheck" ./tools/gpu/topocheck
 	set +e
 	echo "built: $(ls "$BIN")"
 }
@@ -35,7 +47,7 @@ run() {
 	head -n 12 "$OUT_DIR/nvidia-smi.txt"
 	local status=0 t
 	# cuda-nocgo runs the driver-level tests only (the same code, built without cgo).
-	for t in nvml-cgo nvml-nocgo cuda cuda-nocgo cudaenc; do
+	for t in nvml-cgo nvml-nocgo cuda cuda-nocgo cudaenc xfer; do
 		local bin="$BIN/$t.test" args=(-test.v -test.count=1 -test.timeout=4m)
 		if [ ! -x "$bin" ]; then
 			echo "FAIL $t: $bin missing (run: tools/gpu/gpu-check.sh build)"
@@ -43,6 +55,7 @@ run() {
 			continue
 		fi
 		[ "$t" = cuda-nocgo ] && args+=(-test.run='TestDeviceInfo|TestMemoryRoundTrip|TestConvertKernelsMatchGo|TestIPCAcrossProcesses')
+		[ "$t" = xfer ] && args+=(-test.run='IPC|CUDADevice')
 		local start=$SECONDS
 		(cd "$(dirname "$bin")" && "./$(basename "$bin")" "${args[@]}") >"$OUT_DIR/$t.log" 2>&1
 		local rc=$?
@@ -59,7 +72,162 @@ run() {
 			echo "ok   $t ($((SECONDS - start)) s, $skips skipped)"
 		fi
 	done
+	eppd || status=1
+	topo faults E+PD faults || status=1
+	topo eppd-core E+P+D core || status=1
+	summary $status
 	return $status
+}
+
+# wait_ready FILE PID: wait (at most 90 s) for a `baton serve` ready file.
+wait_ready() {
+	local i
+	for i in $(seq 1 900); do
+		[ -s "$1" ] && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.1 # polling the file the engine writes once it listens
+	done
+	return 1
+}
+
+# eppd: E (cuda_ipc producer), PD (cuda_ipc consumer) and the aggregated
+# baseline on cuda:0, certified at the Core level; every engine must then
+# drain and exit 0 on SIGTERM (S-4).
+eppd() {
+	local dir="$OUT_DIR/eppd" rc=0 role pids=() names=()
+	mkdir -p "$dir"
+	if [ ! -x "$BIN/baton" ]; then
+		echo "FAIL eppd: $BIN/baton missing (run: tools/gpu/gpu-check.sh build)"
+		return 1
+	fi
+	# BATON_GPU_DEVICE=cpu BATON_GPU_BACKEND=tcp rehearses this part on a machine without a GPU.
+	local device=${BATON_GPU_DEVICE:-cuda:0} backend=${BATON_GPU_BACKEND:-cuda_ipc}
+	local common=(--listen 127.0.0.1:0 --device "$device" --preset "${BATON_GPU_PRESET:-base}" --producer-quota-bytes 268435456)
+	for role in encoder pd aggregated; do
+		local extra=()
+		case $role in
+		encoder) extra=(--backend "$backend") ;;
+		pd) extra=(--accept-backends "$backend") ;;
+		esac
+		rm -f "$dir/$role.ready"
+		"$BIN/baton" serve --role "$role" "${common[@]}" "${extra[@]}" --ready-file "$dir/$role.ready" >"$dir/$role.log" 2>&1 &
+		pids+=($!)
+		names+=("$role")
+	done
+	local i
+	for i in "${!pids[@]}"; do
+		if ! wait_ready "$dir/${names[$i]}.ready" "${pids[$i]}"; then
+			echo "FAIL eppd: ${names[$i]} did not start; its log:"
+			tail -n 20 "$dir/${names[$i]}.log"
+			rc=1
+		fi
+	done
+	if [ $rc -eq 0 ]; then
+		cat >"$dir/profile.yaml" <<YAML
+name: baton reference engine on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || echo "no GPU") (E+PD, $backend, --device $device)
+implementation: {vendor: baton, product: baton serve, version: "$("$BIN/baton" version 2>/dev/null | head -n 1)"}
+level: core
+topologies: [E+PD]
+backends: [$backend]
+endpoints:
+  producer: $(cat "$dir/encoder.ready")
+  consumer: $(cat "$dir/pd.ready")
+  baseline: $(cat "$dir/aggregated.ready")
+observables: true
+destructive: true
+producer_quota_bytes: 268435456
+reference_format: baton-json-v1
+case_timeout: 60s
+YAML
+		local start=$SECONDS
+		env -u BATON_GPU_DEVICE -u BATON_GPU_BACKEND -u BATON_GPU_PRESET -u BATON_GPU_REQUIRED \
+			"$BIN/baton" check --config "$dir/profile.yaml" --report-dir "$OUT_DIR/report" --certify >"$dir/check.log" 2>&1
+		local crc=$?
+		if [ $crc -ne 0 ]; then
+			echo "FAIL eppd: baton check --certify exited $crc ($((SECONDS - start)) s); see $dir/check.log"
+			tail -n 30 "$dir/check.log"
+			rc=1
+		else
+			echo "ok   eppd: baton check --certify, Core, E+PD over $backend on $device ($((SECONDS - start)) s)"
+		fi
+	fi
+	for i in "${!pids[@]}"; do
+		kill -TERM "${pids[$i]}" 2>/dev/null
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}"
+		local erc=$?
+		echo "${names[$i]} exit $erc" >>"$dir/exits.txt"
+		if [ $erc -ne 0 ]; then
+			echo "FAIL eppd: ${names[$i]} exited $erc after SIGTERM (S-4 wants 0 after a clean drain); see $dir/${names[$i]}.log"
+			rc=1
+		fi
+	done
+	return $rc
+}
+
+# topo NAME TOPOLOGY LEVEL: tools/gpu/topocheck over the same backend and
+# device: "faults" runs the Faults-level cases (Q-1..Q-5, C-4, S-3) on E+PD
+# with the fault proxy in front of E (a script cannot place the proxy
+# itself); "core" runs every Core case (here on E+P+D: E, P, D, baseline).
+topo() {
+	local name=$1 start=$SECONDS
+	env -u BATON_GPU_DEVICE -u BATON_GPU_BACKEND -u BATON_GPU_PRESET -u BATON_GPU_REQUIRED \
+		"$BIN/topocheck" -baton "$BIN/baton" -device "${BATON_GPU_DEVICE:-cuda:0}" -backend "${BATON_GPU_BACKEND:-cuda_ipc}" \
+		-topology "$2" -level "$3" -report-dir "$OUT_DIR/$name" -work "$OUT_DIR/$name-work" >"$OUT_DIR/$name.log" 2>&1
+	local rc=$?
+	if [ $rc -ne 0 ]; then
+		echo "FAIL $name ($((SECONDS - start)) s): see $OUT_DIR/$name.log"
+		tail -n 20 "$OUT_DIR/$name.log"
+		return 1
+	fi
+	echo "ok   $name: $2, level $3, over ${BATON_GPU_BACKEND:-cuda_ipc} on ${BATON_GPU_DEVICE:-cuda:0} ($((SECONDS - start)) s)"
+}
+
+# summary STATUS: gpu-check.md with the device, the NVML inventory the
+# report carries, each binary's result and the check's rule lines.
+summary() {
+	{
+		echo "# baton gpu-check ($(date -u +%Y-%m-%dT%H:%MZ))"
+		echo
+		echo "Device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
+		echo "CUDA (driver): $(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' || echo unknown)"
+		echo "Status: $([ "$1" -eq 0 ] && echo passed || echo FAILED)"
+		echo
+		echo "## Test binaries"
+		echo
+		local t
+		for t in nvml-cgo nvml-nocgo cuda cuda-nocgo cudaenc xfer; do
+			[ -f "$OUT_DIR/$t.log" ] || continue
+			echo "- $t: $(tail -n 1 "$OUT_DIR/$t.log") ($(grep -c -- '--- PASS' "$OUT_DIR/$t.log") passed, $(grep -c -- '--- SKIP' "$OUT_DIR/$t.log") skipped, $(grep -c -- '--- FAIL' "$OUT_DIR/$t.log") failed)"
+		done
+		echo
+		echo "## E+PD over ${BATON_GPU_BACKEND:-cuda_ipc} on ${BATON_GPU_DEVICE:-cuda:0}: baton check --certify (Core)"
+		echo
+		echo '```'
+		cat "$OUT_DIR/eppd/check.log" 2>/dev/null | grep -v '^\s*$' | tail -n 60
+		echo '```'
+		echo
+		echo "Engine exits after SIGTERM: $(tr '\n' ';' <"$OUT_DIR/eppd/exits.txt" 2>/dev/null)"
+		echo
+		echo "## The Faults-level cases, same backend and device, fault proxy between PD and E"
+		echo
+		echo '```'
+		grep -v '^\s*$' "$OUT_DIR/faults.log" 2>/dev/null | tail -n 20
+		echo '```'
+		echo
+		echo "## E+P+D, same backend and device, every Core case"
+		echo
+		echo '```'
+		grep -v '^\s*$' "$OUT_DIR/eppd-core.log" 2>/dev/null | tail -n 30
+		echo '```'
+		echo
+		echo "GPU inventory in the report (results.yaml):"
+		echo
+		echo '```'
+		grep -A 12 '^ *gpu:' "$OUT_DIR/report/results.yaml" 2>/dev/null | head -n 16
+		echo '```'
+	} >"$OUT_DIR/gpu-check.md"
 }
 
 case "${1:-all}" in
