@@ -3,9 +3,9 @@
 # engine/encoder/cuda, engine/xfer's cuda_ipc device) on a machine with an
 # NVIDIA GPU, then certify an E+PD pair of `baton serve` processes on GPU 0
 # (--device cuda:0, --backend cuda_ipc) with `baton check --certify` at the
-# Core level, the NVML inventory stamped in its report, and run the
-# Faults-level cases against the same pair behind the fault proxy and the
-# Core cases against E+P+D (tools/gpu/topocheck).
+# Core level, the NVML inventory stamped in its report, and certify the
+# same pair behind the fault proxy, and E+P+D, at the Faults level
+# (tools/gpu/topocheck).
 #
 #   tools/gpu/gpu-check.sh build   build the test binaries into bin/gpu/ (needs Go, no GPU)
 #   tools/gpu/gpu-check.sh run     run the binaries in bin/gpu/ (needs the GPU, not Go)
@@ -74,7 +74,7 @@ run() {
 	done
 	eppd || status=1
 	topo faults E+PD faults || status=1
-	topo eppd-core E+P+D core || status=1
+	topo eppd-faults E+P+D faults || status=1
 	summary $status
 	return $status
 }
@@ -167,9 +167,9 @@ YAML
 }
 
 # topo NAME TOPOLOGY LEVEL: tools/gpu/topocheck over the same backend and
-# device: "faults" runs the Faults-level cases (Q-1..Q-5, C-4, S-3) on E+PD
-# with the fault proxy in front of E (a script cannot place the proxy
-# itself); "core" runs every Core case (here on E+P+D: E, P, D, baseline).
+# device: a certification run at LEVEL; "faults" puts the fault proxy in
+# front of E (a script cannot place the proxy itself) and runs every Core,
+# Lifecycle and Faults case, on E+PD or on E+P+D (E, P, D, baseline).
 topo() {
 	local name=$1 start=$SECONDS
 	env -u BATON_GPU_DEVICE -u BATON_GPU_BACKEND -u BATON_GPU_PRESET -u BATON_GPU_REQUIRED \
@@ -210,16 +210,16 @@ summary() {
 		echo
 		echo "Engine exits after SIGTERM: $(tr '\n' ';' <"$OUT_DIR/eppd/exits.txt" 2>/dev/null)"
 		echo
-		echo "## The Faults-level cases, same backend and device, fault proxy between PD and E"
+		echo "## E+PD certified at the Faults level, same backend and device, fault proxy between PD and E"
 		echo
 		echo '```'
-		grep -v '^\s*$' "$OUT_DIR/faults.log" 2>/dev/null | tail -n 20
+		grep -v '^\s*$' "$OUT_DIR/faults.log" 2>/dev/null | grep -v '^\s*PASS' | tail -n 20
 		echo '```'
 		echo
-		echo "## E+P+D, same backend and device, every Core case"
+		echo "## E+P+D certified at the Faults level, same backend and device"
 		echo
 		echo '```'
-		grep -v '^\s*$' "$OUT_DIR/eppd-core.log" 2>/dev/null | tail -n 30
+		grep -v '^\s*$' "$OUT_DIR/eppd-faults.log" 2>/dev/null | grep -v '^\s*PASS' | tail -n 20
 		echo '```'
 		echo
 		echo "GPU inventory in the report (results.yaml):"

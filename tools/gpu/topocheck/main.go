@@ -2,20 +2,20 @@
 // conformance/launch and runs the conformance runner against it in
 // process; gpu-check.sh uses it where a script cannot do the job itself:
 //
-//	# the Faults-level cases, with the fault proxy between PD and E
+//	# E+PD certified at the Faults level, with the fault proxy between PD and E
 //	topocheck -baton bin/gpu/baton -topology E+PD -level faults -report-dir out/gpu-check/faults
-//	# E+P+D over cuda_ipc at the Core level (four processes)
-//	topocheck -baton bin/gpu/baton -topology E+P+D -level core -report-dir out/gpu-check/eppd-core
+//	# E+P+D over cuda_ipc certified at the Faults level (four processes and the proxy)
+//	topocheck -baton bin/gpu/baton -topology E+P+D -level faults -report-dir out/gpu-check/eppd-faults
 //
 // Every engine runs with --device (default cuda:0) and E with --backend
-// (default cuda_ipc); P and PD then accept cuda_ipc. With -level faults the
-// fault proxy sits in front of E, the engines run with --test-hooks, and
-// the runner selects the label filter level:faults (Q-1..Q-5, C-4, S-3;
-// the Lifecycle rules are left out until their cases settle); with -level
-// core it runs every Core case. It prints one line per rule, writes the
-// report (NVML inventory stamped) and shuts the topology down (S-4: every
-// process must exit 0). Exit status: 0 when no rule failed or errored and
-// the shutdown was clean, 1 otherwise.
+// (default cuda_ipc); P and PD then accept cuda_ipc. The run is a
+// certification run at -level: with faults the fault proxy sits in front
+// of E and the engines run with --test-hooks, and every Core, Lifecycle and
+// Faults case runs (the Core and Lifecycle ones again under injected
+// faults); with core every Core case. It prints one line per rule, writes
+// the report (NVML inventory and certificate stamped) and shuts the
+// topology down (S-4: every process must exit 0). Exit status: 0 when the
+// certificate was issued and the shutdown was clean, 1 otherwise.
 package main
 
 import (
@@ -39,11 +39,12 @@ func main() {
 	level := flag.String("level", "faults", "faults (the Faults-level cases, fault proxy) or core (every Core case)")
 	reportDir := flag.String("report-dir", "out/gpu-check/faults", "where the report goes")
 	work := flag.String("work", "", "work directory for the engines (default: a temp dir)")
+	preset := flag.String("preset", "base", "every engine's encoder preset")
 	flag.Parse()
-	os.Exit(run(*bin, *device, *backend, *topology, *level, *reportDir, *work))
+	os.Exit(run(*bin, *device, *backend, *topology, *level, *reportDir, *work, *preset))
 }
 
-func run(bin, device, backend, topology, level, reportDir, work string) int {
+func run(bin, device, backend, topology, level, reportDir, work, preset string) int {
 	start := launch.StartEPD
 	switch topology {
 	case "E+PD":
@@ -53,11 +54,10 @@ func run(bin, device, backend, topology, level, reportDir, work string) int {
 		fmt.Fprintf(os.Stderr, "topocheck: -topology %q (want E+PD or E+P+D)\n", topology)
 		return 2
 	}
-	opts := launch.Options{Binary: bin, Preset: "base", Backend: backend, Device: device, Level: level, ProducerQuotaBytes: 256 << 20}
-	filter := ""
+	opts := launch.Options{Binary: bin, Preset: preset, Backend: backend, Device: device, Level: level, ProducerQuotaBytes: 256 << 20}
 	switch level {
 	case "faults":
-		opts.FaultProxy, opts.TestHooks, filter = true, true, "level:faults"
+		opts.FaultProxy, opts.TestHooks = true, true
 	case "core":
 	default:
 		fmt.Fprintf(os.Stderr, "topocheck: -level %q (want faults or core)\n", level)
@@ -87,7 +87,7 @@ func run(bin, device, backend, topology, level, reportDir, work string) int {
 		}
 		fmt.Printf("gpu: %s\n", inv.Summary())
 	}
-	res, err := check.Run(ctx, topo.Target(), check.Options{LabelFilter: filter, ReportDir: reportDir, Out: os.Stdout, GPU: gpus})
+	res, err := check.Run(ctx, topo.Target(), check.Options{ReportDir: reportDir, Out: os.Stdout, GPU: gpus, Certify: true})
 	shutErr := topo.Shutdown(ctx, time.Minute)
 	code := 0
 	if err != nil {
@@ -103,6 +103,10 @@ func run(bin, device, backend, topology, level, reportDir, work string) int {
 		fmt.Fprintln(os.Stderr, "topocheck: S-4 shutdown:", shutErr)
 		code = 1
 	}
-	fmt.Printf("topocheck: %s over %s on %s, level %s: verdict %s; shutdown %v\n", topology, backend, device, level, res.Verdict, shutErr)
+	if res.Certificate == nil || !res.Certificate.Issued {
+		fmt.Fprintf(os.Stderr, "topocheck: no certificate for level %s\n", level)
+		code = 1
+	}
+	fmt.Printf("topocheck: %s over %s on %s, level %s: verdict %s; certificate issued %v; shutdown %v\n", topology, backend, device, level, res.Verdict, code == 0, shutErr)
 	return code
 }
