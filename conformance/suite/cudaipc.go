@@ -28,6 +28,13 @@ func S3CUDAIPCConsumerDrainsAfterUncertainTransfer(ctx context.Context, t TB, tg
 	if !f.profile.Destructive {
 		NotVerifiable(t, "the profile does not allow destructive cases (destructive: false), so a consumer's shutdown is unchecked")
 	}
+	// A destructive case runs against an instance started for it (CONTRACT
+	// "Outcomes of a check"): an earlier one (S-1) may have shut this
+	// consumer down.
+	if err := f.restart.Restart(ctx, target.RoleConsumer); err != nil {
+		HarnessError(t, "restart the consumer for S-3: %v", err)
+	}
+	f = needFaults(ctx, t, tg)
 	if caps := f.encoderCaps("consumer", f.cons); !slices.Contains(caps.GetBackends(), BackendCUDAIPC) {
 		t.Errorf("GetModelInfo(consumer).encoder.backends = %v; the profile declares cuda_ipc, want it advertised (N-1)", caps.GetBackends())
 	}
