@@ -47,7 +47,8 @@ device N; Health then carries a "gpu" check with the NVML inventory.
 need a GPU: without one the engine refuses to start and says why.
 
 SIGTERM or SIGINT drains exactly like an accepted Shutdown (CONTRACT S-1, S-2);
-the process exits 0 after a clean drain and 4 otherwise (S-4).
+the process exits 0 after a clean drain (S-4), 3 for a bad flag or
+configuration, and 4 otherwise.
 
 Operating it:
   Logs are JSON lines on stderr (log/slog). Every request that ends with a
@@ -101,6 +102,9 @@ Operating it:
 				lis.Close()
 				if mlis != nil {
 					mlis.Close()
+				}
+				if errors.Is(err, server.ErrConfig) {
+					return exitError{ExitUsage, err.Error()}
 				}
 				return exitError{ExitEngine, err.Error()}
 			}

@@ -61,6 +61,9 @@ Exit codes: 0 passed; 1 a checker failed; 3 bad flags.`,
 			if from == to {
 				r := sim.RunExecutorSeed(from, m)
 				fmt.Fprintf(out, "SEED=%d\n%s\n", r.Seed, r.Settings)
+				if mutation != "" {
+					fmt.Fprintf(out, "mutation=%s (a seed with max_batch=1 or no cancellation cannot show a batch mutation; explore a range)\n", mutation)
+				}
 				if r.Err != nil {
 					fmt.Fprintf(out, "FAILED after %d steps: %v\nreplay: %s\n", r.Steps, r.Err, r.ReplayCommand(mutation))
 					return exitError{ExitFailed, ""}

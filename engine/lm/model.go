@@ -2,6 +2,7 @@ package lm
 
 import (
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -66,8 +67,12 @@ const (
 	EncoderDecoder
 )
 
+// ErrUnknownArchitecture: ArchitectureByName of a name it does not know.
+var ErrUnknownArchitecture = errors.New("lm: unknown model architecture")
+
 // ArchitectureByName maps "decoder-only" and "encoder-decoder" (the
-// --model-architecture flag's values) to an Architecture.
+// --model-architecture flag's values) to an Architecture. Errors:
+// ErrUnknownArchitecture.
 func ArchitectureByName(name string) (Architecture, error) {
 	switch name {
 	case "", "decoder-only":
@@ -75,7 +80,7 @@ func ArchitectureByName(name string) (Architecture, error) {
 	case "encoder-decoder":
 		return EncoderDecoder, nil
 	}
-	return 0, fmt.Errorf("%w: model architecture %q (want decoder-only or encoder-decoder)", ErrInvalidInput, name)
+	return 0, fmt.Errorf("%w: %q (want decoder-only or encoder-decoder)", ErrUnknownArchitecture, name)
 }
 
 func (a Architecture) String() string {

@@ -81,7 +81,7 @@ func TestEncoderDecoderReadsTheImageThroughCrossAttention(t *testing.T) {
 	if again := generate(t, enc, req(a)); again.text != ea.text {
 		t.Errorf("encoder-decoder is not deterministic: %q then %q", ea.text, again.text)
 	}
-	if _, err := ArchitectureByName("transformer"); !errors.Is(err, ErrInvalidInput) {
+	if _, err := ArchitectureByName("transformer"); !errors.Is(err, ErrUnknownArchitecture) {
 		t.Errorf("ArchitectureByName(transformer) = %v", err)
 	}
 }

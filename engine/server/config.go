@@ -197,13 +197,13 @@ func (c *Config) fill() error {
 		c.MaxBatchRequests = 8
 	}
 	if c.MaxBatchRequests < 1 || c.MaxBatchRequests > 1024 {
-		return fmt.Errorf("server: --max-batch-requests %d (want 1..1024)", c.MaxBatchRequests)
+		return fmt.Errorf("server: --max-batch-requests %d (want 1..1024; 0 takes the default, 8)", c.MaxBatchRequests)
 	}
 	if c.TensorParallel == 0 {
 		c.TensorParallel = 1
 	}
 	if c.TensorParallel < 1 || c.TensorParallel > 8 {
-		return fmt.Errorf("server: --tp %d (want 1..8)", c.TensorParallel)
+		return fmt.Errorf("server: --tp %d (want 1..8; 0 takes the default, 1)", c.TensorParallel)
 	}
 	arch, err := lm.ArchitectureByName(c.ModelArchitecture)
 	if err != nil {

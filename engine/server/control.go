@@ -269,8 +269,8 @@ func (s *control) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.Sh
 	}
 	if st == handoff.ShutdownAccepted {
 		timeout := e.cfg.DrainTimeout
-		if ms := req.GetDrainTimeoutMs(); ms > 0 {
-			timeout = time.Duration(ms) * time.Millisecond
+		if req.DrainTimeoutMs != nil { // present, 0 included: 0 cancels running requests at once
+			timeout = time.Duration(req.GetDrainTimeoutMs()) * time.Millisecond
 		}
 		e.log.Info("S-1 shutdown accepted", "drain_timeout_ms", timeout.Milliseconds())
 		select {

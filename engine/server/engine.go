@@ -56,12 +56,17 @@ type Engine struct {
 	forceStop   func()             // closes every stream (set by NewServer); drain's last resort
 }
 
+// ErrConfig wraps every error of a Config New refuses (an unknown role,
+// preset, backend or mode, a flag out of range): bad usage, not a failure
+// of the engine (`baton serve` exits 3 for it).
+var ErrConfig = errors.New("server: bad configuration")
+
 // New starts an engine instance: a fresh random instance id, the encoder
 // weights, the model and, for the encoder role, its directory and HMAC key in
 // the shared directory.
 func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	if err := cfg.fill(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

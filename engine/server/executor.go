@@ -135,17 +135,16 @@ func (d *execDriver) encode(ctx context.Context, requestID string, hooks request
 }
 
 // adopt gives a consumer's received output (PD, P) to the executor as a
-// storage of its own, already PUBLISHED, and consumes it: the first context
-// step. The images' data become the storage; release drops it (poisoned).
-func (d *execDriver) adopt(requestID string, received []lm.Image) (*execRequest, error) {
+// storage of its own, already PUBLISHED, holds baton.context_delay_ms with
+// it unconsumed (a cancellation there drops it: C-3), and consumes it: the
+// first context step. The images' data become the storage; release drops it
+// (poisoned). Errors: ctx.Err() when cancelled during the hold.
+func (d *execDriver) adopt(ctx context.Context, requestID string, hooks requestHooks, received []lm.Image) (*execRequest, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	r := d.newRequest(requestID, requestHooks{}, nil)
+	r := d.newRequest(requestID, hooks, nil)
 	v, err := d.core.SubmitPublished(r.key, len(received))
-	if err == nil {
-		_, err = d.core.Consume(r.key)
-	}
 	if err != nil {
+		d.mu.Unlock()
 		return nil, fmt.Errorf("server: executor: %w", err)
 	}
 	pk := &pack{}
@@ -154,6 +153,22 @@ func (d *execDriver) adopt(requestID string, received []lm.Image) (*execRequest,
 	}
 	d.packs[v.Batch] = pk
 	d.requests[r.key] = r
+	d.mu.Unlock()
+	if r.contextHold > 0 {
+		timer := time.NewTimer(r.contextHold)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			r.end()
+			return nil, ctx.Err()
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.core.Consume(r.key); err != nil {
+		return nil, fmt.Errorf("server: executor: %w", err)
+	}
 	r.view = pk.items
 	d.checkLocked()
 	return r, nil
@@ -167,6 +182,9 @@ func (r *execRequest) await(ctx context.Context) ([]encoder.Embedding, error) {
 	case ev = <-r.events:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // cancelled as the output arrived: never consumed, the caller's end drops it (C-3)
 	}
 	if ev.err != nil {
 		return nil, ev.err
@@ -347,9 +365,9 @@ func (d *execDriver) abandonIdleLocked() {
 	}
 }
 
-// start runs the encoder steps: inline in sync mode, each on a goroutine
-// of its own in async mode. done (sync mode) is the cancellation of the
-// request whose goroutine runs the step.
+// start runs the encoder steps: in sync mode inline, on the goroutine of
+// the request whose call scheduled them (done is its cancellation); in
+// async mode each on a goroutine of its own.
 func (d *execDriver) start(jobs []*batchJob, done ...<-chan struct{}) {
 	for _, job := range jobs {
 		d.steps.Add(1)
@@ -367,10 +385,15 @@ func (d *execDriver) start(jobs []*batchJob, done ...<-chan struct{}) {
 // runStep is one encoder step: the batch's hold (baton.encoder_delay_ms,
 // ended early once no member waits), the encoder over every member's inputs
 // (cancelled members included, so offsets stay put: C-2), packing into one
-// storage, then the completion, which may start the next batch.
+// storage, then the completion, which may schedule the next batch. In sync
+// mode a step never keeps the goroutine of a request that stopped waiting:
+// if the scheduling request is cancelled during the hold, the rest of the
+// step moves to a goroutine of its own; and the batches the completion
+// schedules run on a goroutine of their own, not on the request's, whose
+// output is ready (one request never waits behind other requests' steps).
 func (d *execDriver) runStep(job *batchJob) {
-	defer d.steps.Done()
 	if job.hold > 0 {
+		until := time.Now().Add(job.hold)
 		timer := time.NewTimer(job.hold)
 		select {
 		case <-timer.C:
@@ -378,8 +401,13 @@ func (d *execDriver) runStep(job *batchJob) {
 			timer.Stop()
 		case <-job.done:
 			timer.Stop()
+			// The scheduling request gave up: the others hold on elsewhere.
+			job.hold, job.done = time.Until(until), nil
+			go d.runStep(job)
+			return
 		}
 	}
+	defer d.steps.Done()
 	var actions []executor.Action
 	var err error
 	var embeddings []encoder.Embedding
@@ -405,6 +433,17 @@ func (d *execDriver) runStep(job *batchJob) {
 	jobs = append(jobs, d.applyLocked(d.core.Schedule())...)
 	d.checkLocked()
 	d.mu.Unlock()
+	if d.sync && len(jobs) > 0 {
+		// The next batches run on a goroutine of their own, not on a
+		// ready request's; counted now, so a drain waits for them.
+		d.steps.Add(len(jobs))
+		go func() {
+			for _, job := range jobs {
+				d.runStep(job)
+			}
+		}()
+		return
+	}
 	d.start(jobs)
 }
 

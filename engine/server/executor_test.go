@@ -81,3 +81,87 @@ func TestExecutorBatchesAndCancelsC2(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncModeNeverHoldsARequestBehindOthers: in sync mode a request whose
+// output is ready returns without waiting for the batches scheduled after
+// its own (here a later publish held 20 s), and a cancelled one returns at
+// once and leaves nothing behind (the trial's findings 1 and 2).
+func TestSyncModeNeverHoldsARequestBehindOthers(t *testing.T) {
+	srv, eng := startEngine(t, Config{Role: RoleEncoder, CacheDir: t.TempDir(), TestHooks: true, ExecutorMode: ExecutorSync, ExecutorInvariants: true})
+	obs := srv.Engine.Observables
+	ctx := context.Background()
+	publish := func(ctx context.Context, holdMs int) <-chan *target.GenerateResult {
+		out := make(chan *target.GenerateResult, 1)
+		go func() {
+			res, err := eng.Generate(ctx, withExtra(t, publishReq(t), map[string]any{HookEncoderDelayMs: holdMs}))
+			if err != nil {
+				res = &target.GenerateResult{}
+			}
+			out <- res
+		}()
+		return out
+	}
+	within := func(what string, ch <-chan *target.GenerateResult) *target.GenerateResult {
+		t.Helper()
+		select {
+		case res := <-ch:
+			return res
+		case <-time.After(10 * time.Second): // a bound far under the later request's 20 s hold
+			t.Fatalf("%s did not return while a later batch was held", what)
+			return nil
+		}
+	}
+	a := publish(ctx, 300)
+	waitFor(t, "a's batch", func() bool { return obs()["executor.batches.formed"] == 1 })
+	bCtx, cancelB := context.WithCancel(ctx)
+	b := publish(bCtx, 20_000)
+	waitFor(t, "b queued", func() bool { return obs()["executor.admissions"] == 2 })
+	if res := within("a publish whose output was ready", a); res.EncoderReady() == nil {
+		t.Fatalf("a = %v; want EncoderReady", res.Status)
+	}
+	waitFor(t, "b's batch", func() bool { return obs()["executor.batches.formed"] == 2 })
+	cancelB()
+	if res := within("a publish cancelled during its held step", b); res.EncoderReady() != nil {
+		t.Errorf("the cancelled publish got EncoderReady")
+	}
+	waitFor(t, "nothing left", func() bool {
+		o := obs()
+		return o["encoder.storage.live_batches"] == 0 && o["executor.batches.pending"] == 0 && o["encoder.exports.entries"] <= 1
+	})
+}
+
+// TestContextHoldOnConsumer: baton.context_delay_ms holds a PD request with
+// its received output adopted and unconsumed; cancelled there, the request
+// ends at once and the storage is freed (C-3 on the consumer).
+func TestContextHoldOnConsumer(t *testing.T) {
+	dir := t.TempDir()
+	_, prod := startEngine(t, Config{Role: RoleEncoder, CacheDir: dir})
+	srv, cons := startEngine(t, Config{Role: RolePD, CacheDir: dir, TestHooks: true, ExecutorInvariants: true})
+	ctx := context.Background()
+	res, err := prod.Generate(ctx, publishReq(t))
+	if err != nil || res.EncoderReady() == nil {
+		t.Fatalf("publish: %v %v", res.Status, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan *target.GenerateResult, 1)
+	go func() {
+		req := &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "<image> What?"},
+			Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: res.EncoderReady().GetRef()}}}
+		r, err := cons.Generate(cctx, withExtra(t, req, map[string]any{HookContextDelayMs: 20_000}))
+		if err != nil {
+			r = &target.GenerateResult{}
+		}
+		done <- r
+	}()
+	waitFor(t, "the adopted output", func() bool { return srv.Engine.Observables()["encoder.storage.live_batches"] == 1 })
+	cancel()
+	select {
+	case r := <-done:
+		if len(r.TokenIDs()) > 0 {
+			t.Errorf("a consume cancelled before its first context step emitted tokens")
+		}
+	case <-time.After(10 * time.Second): // far under the 20 s hold
+		t.Fatal("the cancelled consume did not end during its context hold")
+	}
+	waitFor(t, "the storage freed", func() bool { return srv.Engine.Observables()["encoder.storage.live_batches"] == 0 })
+}

@@ -135,7 +135,7 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 		if err != nil {
 			return err
 		}
-		if xr, err = e.exec.adopt(requestID, received); err != nil {
+		if xr, err = e.exec.adopt(ctx, requestID, hooks, received); err != nil {
 			return err
 		}
 		defer xr.end()

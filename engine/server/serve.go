@@ -95,8 +95,10 @@ loop:
 	linger := time.NewTimer(e.cfg.ShutdownLinger)
 	select {
 	case <-linger.C:
-	case err := <-serveErr:
-		return err
+	case <-serveErr:
+		// The listener stopped already: the drain closed every stream to
+		// free requests blocked on clients that never read. The drain's
+		// own result still decides (S-4).
 	}
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()

@@ -17,15 +17,18 @@ import (
 // without it every extra key is ignored.
 const (
 	// HookEncoderDelayMs (number, ms in [0, MaxEncoderDelayMs]) holds the
-	// request's encoder step that long before encoding; a cancellation of
-	// the request ends the hold at once (C-1). On E the hold comes after the
-	// entry's bytes were reserved, so a cancelled hold also shows that the
-	// reservation is given back.
+	// encoder step of the batch the request lands in (the longest hold of
+	// its members) before encoding; a cancelled request leaves at once and
+	// the hold ends when no member waits any more (C-1). On E the hold comes
+	// after the entry's bytes were reserved, so a cancelled hold also shows
+	// that the reservation is given back. Roles that never encode (pd,
+	// prefill, decode) check its type and ignore it.
 	HookEncoderDelayMs = "baton.encoder_delay_ms"
-	// HookEncoderFail (bool) makes the request's encoder step fail (C-6):
-	// the request ends with one terminal error, code INTERNAL, whose message
-	// names rule C-6; everything it reserved is released and the engine
-	// stays READY.
+	// HookEncoderFail (bool) makes the encoder step of the batch the
+	// request lands in fail (C-6): an encoder step fails as a whole, so every
+	// member of that batch ends with one terminal error, code INTERNAL, whose
+	// message names rule C-6; everything they reserved is released and the
+	// engine stays READY. Roles that never encode check its type and ignore it.
 	HookEncoderFail = "baton.encoder_fail"
 	// HookCleanupFail (bool, on a publish to E) marks the published entry so
 	// that its first removal (Abort, expiry, drain) reports a failure after
@@ -38,8 +41,9 @@ const (
 	HookTransferFailExtra = "baton.transfer_fail"
 	// HookContextDelayMs (number, ms in [0, MaxEncoderDelayMs]) holds the
 	// request between the ready event of its encoder output and its first
-	// context step (on E: before the entry is written), the output
-	// PUBLISHED and unconsumed, so a cancellation lands there (C-3).
+	// context step (on E: before the entry is written; on PD and P: with
+	// the received output adopted), the output PUBLISHED and unconsumed, so
+	// a cancellation lands there (C-3).
 	HookContextDelayMs = "baton.context_delay_ms"
 	// HookPreemptAfterTokens (integer in [1, MaxPreemptAfterTokens], on the
 	// aggregated role) preempts the request once that many tokens were
@@ -48,11 +52,13 @@ const (
 	HookPreemptAfterTokens = "baton.preempt_after_tokens"
 	// HookPreemptMode ("pause" or "reset", default "reset") is how the
 	// preempted request comes back: pause-and-resume re-absorbs the tokens
-	// decided so far, a full reset regenerates them.
+	// decided so far, a full reset regenerates them. Without
+	// HookPreemptAfterTokens it is checked and ignored.
 	HookPreemptMode = "baton.preempt_mode"
 	// HookOmitContentHash (bool, on a publish to E) publishes the items
 	// without content hash, as a producer that does not hash would: the
-	// consumer must give each a fresh identity (H-2).
+	// consumer must give each a fresh identity (H-2). Other roles check its
+	// type and ignore it.
 	HookOmitContentHash = "baton.omit_content_hash"
 )
 
