@@ -2,8 +2,8 @@ package lm
 
 import (
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
