@@ -115,6 +115,9 @@ func newIPCStore(dev xfer.IPCDevice) (*ipcStore, error) {
 func (s *ipcStore) backend() string { return BackendCUDAIPC }
 func (s *ipcStore) key() []byte     { return s.hmac }
 
+// keepsTensors: write uploads the bytes at once.
+func (s *ipcStore) keepsTensors() bool { return false }
+
 // write uploads the entry's tensors, item after item, into one device
 // allocation and exports its IPC handle.
 func (s *ipcStore) write(id string, tensors []shareddir.Tensor, _ map[string]string) error {

@@ -447,12 +447,20 @@ func (d *execDriver) runStep(job *batchJob) {
 	d.start(jobs)
 }
 
-// packLocked copies a batch's embeddings into one packed storage.
+// packLocked copies a batch's embeddings into one packed storage; a batch
+// of one item is its own packed storage (no copy: the common single-image
+// request pays nothing for the packing).
 func (d *execDriver) packLocked(b executor.BatchID, embeddings []encoder.Embedding) {
 	pk := d.packs[b]
 	if pk == nil {
 		pk = &pack{}
 		d.packs[b] = pk
+	}
+	if len(embeddings) == 1 {
+		em := embeddings[0]
+		pk.backing = em.Data[:len(em.Data):len(em.Data)]
+		pk.items = []encoder.Embedding{{Rows: em.Rows, Cols: em.Cols, Data: pk.backing}}
+		return
 	}
 	n := 0
 	for _, em := range embeddings {

@@ -78,15 +78,24 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	}
 	items := make([]handoff.ItemMeta, len(images))
 	tensors := make([]shareddir.Tensor, len(images))
+	// A store that copies out as it writes (file, device upload) reads the
+	// packed storage directly; the view is released after the write.
+	view := !e.store.keepsTensors()
 	for i, emb := range embeddings {
 		hash := images[i].hash
 		if hooks.omitHash {
 			hash = "" // test hook: a producer that does not hash (H-2)
 		}
 		items[i] = handoff.ItemMeta{ContentHash: hash, Rows: uint32(emb.Rows), Cols: uint32(emb.Cols)}
-		tensors[i] = shareddir.F32Tensor(tensorName(i), emb.Rows, emb.Cols, emb.Data) // copies out of the packed storage
+		if view {
+			tensors[i] = shareddir.F32TensorView(tensorName(i), emb.Rows, emb.Cols, emb.Data) // the write copies out
+		} else {
+			tensors[i] = shareddir.F32Tensor(tensorName(i), emb.Rows, emb.Cols, emb.Data) // the entry's own bytes
+		}
 	}
-	xr.release() // the tensors hold their own copy: the batch's storage may go
+	if !view {
+		xr.release() // the tensors hold their own copy: the batch's storage may go
+	}
 	e.mu.Lock()
 	ttl := e.table.TTL(int64(req.GetEncoder().GetPublish().GetTtlMs()))
 	e.mu.Unlock()
@@ -99,6 +108,7 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	if err := e.store.write(id, tensors, meta); err != nil {
 		return fmt.Errorf("server: write entry: %w", err)
 	}
+	xr.release() // idempotent: a no-op when the tensors were copies
 	e.mu.Lock()
 	err = e.table.CommitPublish(id, nowMs+ttl)
 	e.mu.Unlock()

@@ -15,6 +15,10 @@ type entryStore interface {
 	key() []byte
 	// write makes an entry durable and visible under its id.
 	write(id string, tensors []shareddir.Tensor, meta map[string]string) error
+	// keepsTensors reports whether write keeps the tensors' bytes as the
+	// entry's memory (then they must be the entry's own); otherwise write
+	// copies them out before it returns (a file, a device upload).
+	keepsTensors() bool
 	// remove takes an entry's storage; won is false when it was already gone
 	// (a consumer claimed it first).
 	remove(id string) (won bool, err error)
@@ -37,6 +41,7 @@ func (s sharedDirStore) write(id string, tensors []shareddir.Tensor, meta map[st
 	_, err := s.dir.Write(id, tensors, meta)
 	return err
 }
+func (s sharedDirStore) keepsTensors() bool             { return false }
 func (s sharedDirStore) remove(id string) (bool, error) { return s.dir.Remove(id) }
 func (s sharedDirStore) exists(id string) (bool, error) { return s.dir.Exists(id) }
 func (s sharedDirStore) collect(nowMs int64) error {

@@ -39,6 +39,9 @@ func newMemoryStore(agent xfer.Agent) (*memoryStore, error) {
 func (s *memoryStore) backend() string { return BackendTCP }
 func (s *memoryStore) key() []byte     { return s.hmac }
 
+// keepsTensors: the tensors' bytes are registered as the WRITE's source.
+func (s *memoryStore) keepsTensors() bool { return true }
+
 func (s *memoryStore) write(id string, tensors []shareddir.Tensor, _ map[string]string) error {
 	regions := make([][]byte, len(tensors))
 	for i, t := range tensors {

@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"sort"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // The safetensors format, as written and accepted here:
@@ -83,6 +84,22 @@ func F32Tensor(name string, rows, cols int, data []float32) Tensor {
 	}
 	return Tensor{Name: name, DType: "F32", Shape: []int{rows, cols}, Data: b}
 }
+
+// F32TensorView is F32Tensor without the copy where the host is
+// little-endian: Data is data's own memory seen as bytes, valid only while
+// data is and changing with it (a writer that copies out at once, such as a
+// file write or a device upload, saves 4*len(data) bytes of copying). On a
+// big-endian host it is F32Tensor.
+func F32TensorView(name string, rows, cols int, data []float32) Tensor {
+	if !littleEndian || len(data) == 0 {
+		return F32Tensor(name, rows, cols, data)
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), 4*len(data))
+	return Tensor{Name: name, DType: "F32", Shape: []int{rows, cols}, Data: b}
+}
+
+// littleEndian reports the host's byte order.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // Float32s returns the tensor's elements as float32 (little-endian, row-major,
 // product(Shape) values). Errors: ErrBadSafetensors if DType is not "F32" or

@@ -302,3 +302,20 @@ func FuzzDecodeSafetensors(f *testing.F) {
 		}
 	})
 }
+
+// TestF32TensorViewMatchesCopy: the view has the copy's bytes, and on this
+// (little-endian) host it aliases the float32s.
+func TestF32TensorViewMatchesCopy(t *testing.T) {
+	data := []float32{1, -2.5, float32(math.Inf(1)), 3e-38}
+	view, copied := F32TensorView("x", 2, 2, data), F32Tensor("x", 2, 2, data)
+	if !bytes.Equal(view.Data, copied.Data) || view.DType != "F32" || len(view.Shape) != 2 {
+		t.Fatalf("view %v, copy %v", view, copied)
+	}
+	data[0] = 7
+	if littleEndian && bytes.Equal(view.Data, copied.Data) {
+		t.Errorf("the view does not follow its float32s")
+	}
+	if empty := F32TensorView("e", 0, 0, nil); len(empty.Data) != 0 {
+		t.Errorf("empty view = %v", empty)
+	}
+}
