@@ -110,9 +110,13 @@ func (w *World) call(c *client, stage clientStage, class msgClass, ev event) {
 	c.rpc++
 	c.stage = stage
 	ev.h, ev.a = int32(c.idx), c.rpc
+	w.histCall(c.idx, c.rpc, stageOps[stage], ev.s)
 	w.send(class, ev)
 	w.after(w.set.ClientTimeoutMs, event{kind: evClientDeadline, h: int32(c.idx), a: c.rpc})
 }
+
+// stageOps is the history operation each calling stage makes.
+var stageOps = [...]OpKind{stagePublishing: OpPublish, stageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageDone: 0}
 
 func (w *World) finish(c *client, outcome string) {
 	c.stage, c.done, c.outcome = stageDone, true, outcome
@@ -169,6 +173,7 @@ func (w *World) clientCancel(ev event) {
 }
 
 func (w *World) readyArrive(ev event) {
+	w.histReturn(ev.h, ev.a, OpPublish, resOK, ev.s)
 	c := w.clients[ev.h]
 	if !w.current(c, ev) {
 		return
@@ -177,6 +182,7 @@ func (w *World) readyArrive(ev event) {
 }
 
 func (w *World) publishFailArrive(ev event) {
+	w.histReturn(ev.h, ev.a, OpPublish, ev.b, "")
 	c := w.clients[ev.h]
 	if !w.current(c, ev) {
 		return
@@ -186,6 +192,7 @@ func (w *World) publishFailArrive(ev event) {
 
 // consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
 func (w *World) consumeReplyArrive(ev event) {
+	w.histReturn(ev.h, ev.a, OpConsume, ev.b, ev.s)
 	c := w.clients[ev.h]
 	if ev.b == resOK {
 		// Counted even if the client stopped waiting: the PD served it. A
@@ -202,6 +209,7 @@ func (w *World) consumeReplyArrive(ev event) {
 }
 
 func (w *World) releaseReplyArrive(ev event) {
+	w.histReturn(ev.h, ev.a, OpRelease, ev.b, "")
 	c := w.clients[ev.h]
 	if !w.current(c, ev) {
 		return
@@ -263,8 +271,10 @@ func (w *World) consume(c *client, pd int, stage clientStage) {
 	if stage == stageConsuming {
 		switch c.plan.race {
 		case raceConsume:
+			w.histCall(c.idx, 0, OpConsume, c.entry)
 			w.send(msgRequest, event{kind: evConsumeArrive, h: int32(c.idx), c: int32((pd + 1) % w.set.Consumers), s: c.entry})
 		case raceRelease:
+			w.histCall(c.idx, 0, OpRelease, c.entry)
 			w.send(msgRelease, event{kind: evReleaseArrive, h: int32(c.idx), s: c.entry})
 		}
 	}

@@ -170,6 +170,15 @@ func (w *World) releaseArrive(ev event) {
 		return
 	}
 	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
+	if rec, ok := w.ledger.entries[ev.s]; ok && w.now >= rec.expiresMs {
+		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now
+		// (as engine/server's abortEncoderCache does). Found by the history
+		// check: the driver answered ABORTED for an entry a consumer had
+		// already rejected as expired.
+		for _, id := range w.prod.table.Expire(w.now) {
+			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+		}
+	}
 	w.producerRelease(ev.s, int(ev.h), ev.a)
 }
 
@@ -304,6 +313,7 @@ func (w *World) shutdown(ev event) {
 	}
 	w.notef("shutdown %v", st)
 	if !was {
+		w.hist.drainMs = w.now
 		w.after(0, event{kind: evDrainTick})
 	}
 }
