@@ -28,6 +28,8 @@ var stepCheckers = []checker{
 	{"SU-1", checkNoUseAfterRelease},
 	{"Q-1", checkReceiveBuffers},
 	{"Q-3", checkSources},
+	{"Q-5", checkNoLockAcrossCalls},
+	{"X-1", checkCleanupFailures},
 	{"Q-4", checkHealth},
 }
 

@@ -40,6 +40,20 @@ type consumerNode struct {
 	quarantineSeen int
 	// healthSig is the signature checkHealth last checked fully.
 	healthSig healthSig
+	// lateAdmissions lists (arrival, admission) ticks of consumes that were
+	// not admitted in the step they arrived (only a lock held across a
+	// transfer call delays one; Q-5).
+	lateAdmissions [][2]int64
+}
+
+// transferInFlight reports whether a TransferEncoderCache call of c is outstanding.
+func (c *consumerNode) transferInFlight() bool {
+	for _, r := range c.recvs {
+		if r.buf >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func newConsumerNode(w *World, idx int) *consumerNode {
@@ -73,6 +87,17 @@ func (w *World) consumeArrive(ev event) {
 		w.notef("SU-2 %s expired", short(ev.s))
 		w.send(msgReply, reply)
 		return
+	}
+	if w.opts.Mutant == MutantLockAcrossTransfer && c.transferInFlight() {
+		if ev.b == 0 {
+			ev.b = w.now + 1 // arrival tick + 1
+		}
+		w.notef("PD%d lock held across a transfer: consume waits", c.idx)
+		w.after(1, ev)
+		return
+	}
+	if ev.b != 0 {
+		c.lateAdmissions = append(c.lateAdmissions, [2]int64{ev.b - 1, w.now})
 	}
 	if err := c.health.Admit(); err != nil {
 		reply.b = resOf(err)
