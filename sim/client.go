@@ -67,6 +67,11 @@ type client struct {
 	replayed     bool
 	done         bool
 	outcome      string
+	// manual clients (Driver) make one call and stop at its answer:
+	// answered, lastRes and lastEntry hold it; nothing follows by itself.
+	manual, answered bool
+	lastRes          int64
+	lastEntry        string
 }
 
 func newClient(w *World, idx int) *client {
@@ -220,6 +225,11 @@ func (w *World) releaseReplyArrive(ev event) {
 // answer moves a client on after its current call ended with res.
 func (w *World) answer(c *client, res int64, entry string) {
 	w.notef("client %d got %s", c.idx, resNames[res])
+	if c.manual {
+		c.answered, c.lastRes, c.lastEntry = true, res, entry
+		c.stage, c.done, c.outcome = stageDone, true, resNames[res]
+		return
+	}
 	switch c.stage {
 	case stagePublishing:
 		if res != resOK {

@@ -249,13 +249,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 
 // newWorld builds the scenario's world: no client, no fault, fixed delays.
 func (sc *Scenario) newWorld(args map[string]string, num func(string, int64) (int64, error)) error {
-	s := Settings{
-		Backend: BackendTransfer, Consumers: 1, PayloadBytesMax: 1024, ProducerQuotaBytes: 1 << 20,
-		ConsumerQuotaBytes: 1 << 20, BuffersPerConsumer: 2, DefaultTTLMs: 60000, MaxTTLMs: 600000,
-		SafetyTicks: 1 << 40, LivenessBudgetTicks: 1, NetDelayMinMs: 5, NetDelayMaxMs: 5, LongDelayMaxMs: 0,
-		EncodeMsMax: 1, WriteMsMax: 1, ConsumerTimeoutMs: 500, ProducerTimeoutMs: 500, ClientTimeoutMs: 10000,
-		CollectPeriodMs: 1000, FireProbability: 0,
-	}
+	s := quietSettings()
 	if v, ok := args["backend"]; ok {
 		s.Backend = v
 	}
@@ -294,13 +288,8 @@ func (sc *Scenario) newWorld(args map[string]string, num func(string, int64) (in
 	if err != nil {
 		return err
 	}
-	w := newWorld(uint64(seed), s, Options{Mutant: m})
+	w := newQuietWorld(uint64(seed), s, Options{Mutant: m})
 	w.tracing = true // notes are what a script prints
-	w.prod = newProducerNode(w)
-	for i := 0; i < s.Consumers; i++ {
-		w.cons = append(w.cons, newConsumerNode(w, i))
-	}
-	w.schedule(s.CollectPeriodMs, event{kind: evCollect})
 	sc.w = w
 	return nil
 }

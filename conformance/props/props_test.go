@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"flag"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,17 +15,21 @@ import (
 	"github.com/baton-dev/baton/conformance/props"
 	"github.com/baton-dev/baton/conformance/target"
 	"github.com/baton-dev/baton/conformance/target/inprocess"
+	"github.com/baton-dev/baton/conformance/target/simtarget"
 	"github.com/baton-dev/baton/engine/server"
+	"github.com/baton-dev/baton/sim"
 	"pgregory.net/rapid"
 )
 
-// rapidDefaults sets rapid's checks, steps and seed for one test unless the
-// command line set them (-rapid.checks, -rapid.steps, -rapid.seed), and
-// logs the seed, so a randomized run can be repeated.
-func rapidDefaults(t *testing.T, checks, steps int) {
+// rapidDefaults sets rapid's checks (raceChecks under the race detector,
+// which makes the engine's encoder about six times slower), steps and seed
+// for one test unless the command line set them (-rapid.checks,
+// -rapid.steps, -rapid.seed), and logs the seed, so a randomized run can
+// be repeated.
+func rapidDefaults(t *testing.T, checks, raceChecks, steps int) {
 	t.Helper()
 	if raceEnabled {
-		checks = max(1, checks/6)
+		checks = raceChecks
 	}
 	givenOnce.Do(func() { flag.Visit(func(f *flag.Flag) { given[f.Name] = true }) })
 	restore := map[string]string{}
@@ -69,7 +74,7 @@ func startEPD(t testing.TB, hooks server.Hooks) (*target.Static, func() error) {
 // reference engine (E+PD over the shared directory, tiny preset) shared by
 // every check: hundreds of checks in a few seconds.
 func TestHandoffInProcess(t *testing.T) {
-	rapidDefaults(t, 300, 15)
+	rapidDefaults(t, 300, 50, 15)
 	tg, stop := startEPD(t, server.Hooks{})
 	defer func() {
 		if err := stop(); err != nil {
@@ -82,7 +87,7 @@ func TestHandoffInProcess(t *testing.T) {
 // TestHandoffWithShutdownInProcess adds the shutdown action: every check
 // gets a fresh in-process engine and drains it at the end (S-1, S-2, S-4).
 func TestHandoffWithShutdownInProcess(t *testing.T) {
-	rapidDefaults(t, 30, 15)
+	rapidDefaults(t, 30, 5, 15)
 	dir := t.TempDir()
 	n := 0
 	mk := func() (target.Target, func() error, error) {
@@ -141,4 +146,62 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// simMaker gives every check a fresh simulator target (so shutdown may be
+// drawn) on backend, seeded from the check's own draw.
+func simMaker(t *testing.T, backend string, m sim.Mutant) props.Maker {
+	seed := uint64(0)
+	return func() (target.Target, func() error, error) {
+		seed++
+		// With a mutant the simulator's own checkers are off: the property must find it.
+		tg, err := simtarget.New(simtarget.Options{Seed: seed, Driver: sim.DriverConfig{Backend: backend, Mutant: m, Unchecked: m != sim.MutantNone}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return tg, func() error {
+			if msg := tg.CheckHistory(); msg != "" {
+				return fmt.Errorf("history check: %s", msg)
+			}
+			return nil
+		}, nil
+	}
+}
+
+// TestHandoffSimTarget runs the handoff property, shutdown included,
+// against the simulator behind the Target interface (conformance/target/
+// simtarget): thousands of checks, each on a fresh world, over both
+// backends; each check's client-visible history must also be
+// linearizable (porcupine).
+func TestHandoffSimTarget(t *testing.T) {
+	for _, backend := range []string{sim.BackendSharedDir, sim.BackendTransfer} {
+		t.Run(backend, func(t *testing.T) {
+			rapidDefaults(t, 2000, 1000, 20)
+			rapid.Check(t, props.Handoff(simMaker(t, backend, sim.MutantNone), props.Config{Shutdown: backend == sim.BackendSharedDir}))
+		})
+	}
+}
+
+// TestPropertyKillsSimMutants: the property, through the simulator target,
+// kills the simulator's driver mutants it can reach from the wire.
+func TestPropertyKillsSimMutants(t *testing.T) {
+	for _, tc := range []struct {
+		mutant  sim.Mutant
+		backend string
+	}{
+		{sim.MutantReadWithoutClaim, sim.BackendSharedDir},
+	} {
+		t.Run(string(tc.mutant), func(t *testing.T) {
+			rep := props.Run(props.Handoff(simMaker(t, tc.backend, tc.mutant), props.Config{Shutdown: true}), props.RunOptions{
+				Name: t.Name(), Checks: 1000, Steps: 20, ShrinkTime: 3 * time.Second, NoFailFile: true,
+			})
+			if rep.Passed {
+				t.Fatalf("sim mutant %s (%s) survived 1000 checks (seed %d)", tc.mutant, sim.Mutants[tc.mutant], rep.Seed)
+			}
+			if !strings.Contains(rep.Output, sim.Mutants[tc.mutant]) && !strings.Contains(rep.Output, "SU-2") {
+				t.Errorf("killed, but the failure names neither %s nor SU-2:\n%s", sim.Mutants[tc.mutant], rep.Output)
+			}
+			t.Logf("killed after %v, shrunk to %d actions:\n%s", rep.Elapsed, rep.Actions, lastLines(rep.Output, 8))
+		})
+	}
 }
