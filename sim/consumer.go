@@ -38,8 +38,11 @@ type consumerNode struct {
 	bufs     []buffer
 	// quarantineSeen is the most quarantined buffers the core reported in this incarnation (Q-1: never shrinks).
 	quarantineSeen int
-	// healthSig is the signature checkHealth last checked fully.
+	// healthSig is the signature checkHealth last checked fully; cheapSig
+	// the one it last checked cheaply; name is "PD<idx>".
 	healthSig healthSig
+	cheapSig  cheapCheck
+	name      string
 	// lateAdmissions lists (arrival, admission) ticks of consumes that were
 	// not admitted in the step they arrived (only a lock held across a
 	// transfer call delays one; Q-5).
@@ -57,7 +60,7 @@ func (c *consumerNode) transferInFlight() bool {
 }
 
 func newConsumerNode(w *World, idx int) *consumerNode {
-	c := &consumerNode{idx: idx, inc: 1}
+	c := &consumerNode{idx: idx, inc: 1, name: fmt.Sprintf("PD%d", idx)}
 	c.boot(w)
 	return c
 }

@@ -250,11 +250,134 @@ const historyTimeout = 10 * time.Second
 // (SU-1..SU-3 as clients see them). It returns "" when they are, else a
 // description of the first entry whose operations are not.
 func CheckHistory(ops []HistoryOp) string {
+	rest := sequentialRest(ops)
+	if len(rest) == 0 {
+		return ""
+	}
 	model := historyModel.ToModel()
-	if porcupine.CheckOperationsTimeout(model, porcupineOps(ops), historyTimeout) != porcupine.Illegal {
+	if porcupine.CheckOperationsTimeout(model, porcupineOps(rest), historyTimeout) != porcupine.Illegal {
 		return "" // Ok, or Unknown: timed out without a verdict (not seen with runs of this size)
 	}
-	return describeIllegal(ops)
+	return describeIllegal(rest)
+}
+
+// sequentialRest is CheckHistory's fast path: for an entry none of whose
+// operations overlap in time (the common case: one client, answers that
+// came back), linearizability is a replay of its operations in call order
+// through the model; for one whose operations overlap, a small search
+// (searchLinearizable). It returns the operations of the entries found not
+// linearizable, for porcupine to decide and describe: porcupine has the
+// last word on every failure.
+func sequentialRest(ops []HistoryOp) []HistoryOp {
+	order := make([]int, len(ops))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		x, y := &ops[order[a]], &ops[order[b]]
+		if x.Entry != y.Entry {
+			return x.Entry < y.Entry
+		}
+		return x.Call < y.Call
+	})
+	var rest []HistoryOp
+	var states, next []any
+	for lo := 0; lo < len(order); {
+		hi := lo + 1
+		for hi < len(order) && ops[order[hi]].Entry == ops[order[lo]].Entry {
+			hi++
+		}
+		ok := true
+		states = append(states[:0], esUnpublished)
+		lastReturn := int64(math.MinInt64) // the latest return among the entry's earlier operations
+		for _, i := range order[lo:hi] {
+			op := &ops[i]
+			if lastReturn >= op.Call {
+				ok = false // overlapping (closed intervals)
+				break
+			}
+			lastReturn = max(lastReturn, op.Return)
+			next = next[:0]
+			for _, st := range states {
+				for _, n := range historyModel.Step(st, *op, nil) {
+					if !containsState(next, n) {
+						next = append(next, n)
+					}
+				}
+			}
+			if len(next) == 0 {
+				ok = false
+				break
+			}
+			states, next = next, states
+		}
+		if !ok {
+			part := make([]HistoryOp, 0, hi-lo)
+			for _, i := range order[lo:hi] {
+				part = append(part, ops[i])
+			}
+			if !searchLinearizable(part) {
+				rest = append(rest, part...)
+			}
+		}
+		lo = hi
+	}
+	return rest
+}
+
+// searchLinearizable decides one entry's operations (at most 30; more go
+// to porcupine) by depth-first search over linearization orders (Wing and
+// Gong): the next operation is one whose call precedes every remaining
+// operation's return; visited (done-set, state) pairs are not searched
+// twice.
+func searchLinearizable(part []HistoryOp) bool {
+	n := len(part)
+	if n > 30 {
+		return false
+	}
+	type key struct {
+		done  uint32
+		state entryState
+	}
+	seen := map[key]bool{}
+	var dfs func(done uint32, s entryState) bool
+	dfs = func(done uint32, s entryState) bool {
+		if done == 1<<n-1 {
+			return true
+		}
+		k := key{done, s}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		minRet := int64(math.MaxInt64)
+		for i := 0; i < n; i++ {
+			if done&(1<<i) == 0 {
+				minRet = min(minRet, part[i].Return)
+			}
+		}
+		for i := 0; i < n; i++ {
+			if done&(1<<i) != 0 || part[i].Call > minRet {
+				continue
+			}
+			for _, next := range historyModel.Step(s, part[i], nil) {
+				if dfs(done|1<<i, next.(entryState)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return dfs(0, esUnpublished)
+}
+
+func containsState(states []any, s any) bool {
+	for _, x := range states {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // describeIllegal names the first entry whose operations are not

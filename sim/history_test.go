@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // TestHistoryCatchesMutant: under the read-without-claim mutant (SU-1) some
@@ -73,4 +75,39 @@ func TestHistoryModel(t *testing.T) {
 			t.Errorf("%s: linearizable = %v, want %v (%s)", tc.name, got, tc.ok, CheckHistory(tc.ops))
 		}
 	}
+}
+
+// TestHistoryFastPathAgrees: the fast paths (sequential replay, the small
+// search) and porcupine alone give the same verdict on the histories of
+// many seeds, with and without a mutant (so on linearizable and
+// non-linearizable ones), and on each entry's operations separately.
+func TestHistoryFastPathAgrees(t *testing.T) {
+	bad := 0
+	for seed := uint64(1); seed <= 400; seed++ {
+		for _, m := range []Mutant{MutantNone, MutantReadWithoutClaim} {
+			ops := RunSeed(seed, Options{Mutant: m, KeepHistory: true, HistoryOnly: true}).History
+			fast := CheckHistory(ops) == ""
+			slow := porcupine.CheckOperations(historyModel.ToModel(), porcupineOps(ops))
+			if fast != slow {
+				t.Fatalf("seed %d mutant %q: fast path says linearizable=%v, porcupine %v", seed, m, fast, slow)
+			}
+			if !slow {
+				bad++
+			}
+			model := historyModel.ToModel()
+			for _, part := range model.Partition(porcupineOps(ops)) {
+				var h []HistoryOp
+				for _, op := range part {
+					h = append(h, op.Input.(HistoryOp))
+				}
+				if got, want := searchLinearizable(h), porcupine.CheckOperations(model, part); got != want && len(h) <= 30 {
+					t.Fatalf("seed %d mutant %q entry %s: search says %v, porcupine %v", seed, m, short(h[0].Entry), got, want)
+				}
+			}
+		}
+	}
+	if bad == 0 {
+		t.Fatal("no non-linearizable history among the seeds: the comparison showed nothing")
+	}
+	t.Logf("%d non-linearizable histories agreed on", bad)
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -208,7 +207,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		if i < 0 || j < 0 {
 			return fmt.Errorf("need pending %s and %s events", args["kind"], args["with"])
 		}
-		tick := sc.w.q.items[j].tick
+		tick := sc.w.q.at(j).tick
 		ev := sc.removeAt(i)
 		from := ev.tick
 		sc.w.schedule(tick, ev)
@@ -219,7 +218,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return fmt.Errorf("advance needs ms=N (N >= 0)")
 		}
 		until := sc.w.now + ms
-		for len(sc.w.q.items) > 0 && sc.w.q.items[0].tick <= until {
+		for sc.w.q.len() > 0 && sc.w.q.at(0).tick <= until {
 			sc.step(b)
 		}
 		sc.w.now = until
@@ -318,8 +317,8 @@ func (sc *Scenario) step(b *strings.Builder) (event, bool) {
 
 // quiet reports whether only periodic events (the collector) are pending.
 func (sc *Scenario) quiet() bool {
-	for _, ev := range sc.w.q.items {
-		if ev.kind != evCollect {
+	for i := 0; i < sc.w.q.len(); i++ {
+		if sc.w.q.at(i).kind != evCollect {
 			return false
 		}
 	}
@@ -329,11 +328,12 @@ func (sc *Scenario) quiet() bool {
 // earliest returns the queue index of the earliest pending event of kind k, or -1.
 func (sc *Scenario) earliest(k eventKind) int {
 	best := -1
-	for i, ev := range sc.w.q.items {
+	for i := 0; i < sc.w.q.len(); i++ {
+		ev := sc.w.q.at(i)
 		if ev.kind != k {
 			continue
 		}
-		if best < 0 || ev.tick < sc.w.q.items[best].tick || (ev.tick == sc.w.q.items[best].tick && ev.seq < sc.w.q.items[best].seq) {
+		if b := sc.w.q.at(max(best, 0)); best < 0 || ev.tick < b.tick || (ev.tick == b.tick && ev.seq < b.seq) {
 			best = i
 		}
 	}
@@ -342,11 +342,7 @@ func (sc *Scenario) earliest(k eventKind) int {
 
 // removeAt takes item i out of the queue and restores the heap order.
 func (sc *Scenario) removeAt(i int) event {
-	q := &sc.w.q
-	ev := q.items[i]
-	q.items = append(q.items[:i], q.items[i+1:]...)
-	sort.Slice(q.items, func(a, b int) bool { return q.less(a, b) }) // a sorted slice is a heap
-	return ev
+	return sc.w.q.removeAt(i)
 }
 
 // dropKind removes every pending event of kind k.

@@ -131,6 +131,8 @@ type World struct {
 
 	// prodHealthSig is the signature checkHealth last checked fully for E.
 	prodHealthSig healthSig
+	// prodCheapSig is the signature checkHealth last checked cheaply for E.
+	prodCheapSig cheapCheck
 	// cleanupFailuresSeen is the removal failures checkCleanupFailures last checked.
 	cleanupFailuresSeen int
 
