@@ -176,7 +176,7 @@ func simMaker(t *testing.T, backend string, m sim.Mutant) props.Maker {
 func TestHandoffSimTarget(t *testing.T) {
 	for _, backend := range []string{sim.BackendSharedDir, sim.BackendTransfer} {
 		t.Run(backend, func(t *testing.T) {
-			rapidDefaults(t, 2000, 1000, 20)
+			rapidDefaults(t, 2000, 500, 20)
 			rapid.Check(t, props.Handoff(simMaker(t, backend, sim.MutantNone), props.Config{Shutdown: backend == sim.BackendSharedDir}))
 		})
 	}
