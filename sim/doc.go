@@ -42,4 +42,11 @@
 //
 // Mutants: Mutant names a broken decision injected through a hook in this
 // package's driver (never in the core); tests assert the checkers catch each.
+//
+// Two hand-driven uses of the same world: Scenario runs the datadriven
+// lifecycle scripts of testdata/scenarios (publish, claim, deliver,
+// drop-reply, align, crash, cancel, stabilize, expect; scenario_test.go,
+// -rewrite regenerates them), and Driver answers one client call at a time
+// for conformance/target/simtarget, the simulator behind the Target
+// interface that conformance/props runs its property against.
 package sim
