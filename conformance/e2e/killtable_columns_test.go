@@ -21,11 +21,12 @@ import (
 const killColumnChecks = 100
 
 // propsMustKill lists the conformance mutants the handoff property must
-// kill; the rest are outside what it draws (tcp faults, test hooks, media,
-// baselines) and are reported, not asserted.
+// kill (S-1 with the shutdown action, on a fresh engine per check); the
+// rest are outside what it draws (tcp faults, test hooks, media,
+// baselines, TTLs) and are reported, not asserted.
 var propsMustKill = map[string]bool{
 	"su1-read-without-claim": true, "su3-release-always-aborted": true, "su4-malformed-consumes": true,
-	"su5-unsigned-references": true, "su6-entry-id-from-content": true,
+	"su5-unsigned-references": true, "su6-entry-id-from-content": true, "s1-shutdown-ignores-id": true,
 }
 
 // TestMutantKillTableColumns prints the props and sim columns of the kill
@@ -51,13 +52,26 @@ func TestMutantKillTableColumns(t *testing.T) {
 			if m.Topology != mutants.TopologyTCPFaults {
 				var hooks server.Hooks
 				m.Apply(&hooks)
-				tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), Hooks: hooks})
-				if err != nil {
-					t.Fatal(err)
+				var rep props.Report
+				if m.Rule == "S-1" {
+					// Shutdown is destructive: a fresh engine per check.
+					dir, n := t.TempDir(), 0
+					mk := func() (target.Target, func() error, error) {
+						n++
+						tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: fmt.Sprintf("%s/%d", dir, n), Hooks: hooks})
+						return tg, func() error { _ = stop(); return nil }, err
+					}
+					rep = props.Run(props.Handoff(mk, props.Config{Shutdown: true}), props.RunOptions{
+						Name: t.Name(), Checks: killColumnChecks / 4, Steps: 15, ShrinkTime: 3 * time.Second, NoFailFile: true})
+				} else {
+					tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), Hooks: hooks})
+					if err != nil {
+						t.Fatal(err)
+					}
+					rep = props.Run(props.Handoff(props.Shared(tg), props.Config{}), props.RunOptions{
+						Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: 3 * time.Second, NoFailFile: true})
+					_ = stop() // a mutant may not drain cleanly; not what is judged here
 				}
-				rep := props.Run(props.Handoff(props.Shared(tg), props.Config{}), props.RunOptions{
-					Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: 3 * time.Second, NoFailFile: true})
-				_ = stop() // a mutant may not drain cleanly; not what is judged here
 				propsCol = killCell(rep)
 				if !rep.Passed {
 					t.Logf("props killed %s (seed %d):\n%s", m.Name, rep.Seed, lastLines(rep.Output, 8))
