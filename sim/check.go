@@ -29,6 +29,8 @@ var stepCheckers = []checker{
 	{"Q-1", checkReceiveBuffers},
 	{"Q-3", checkSources},
 	{"Q-5", checkNoLockAcrossCalls},
+	{"C-2", checkNoRevival},
+	{"C-3", checkUndeliveredReleased},
 	{"X-1", checkCleanupFailures},
 	{"Q-4", checkHealth},
 }

@@ -39,6 +39,14 @@ const (
 	// started the removals of its unconsumed entries, before they finish
 	// (breaks S-2).
 	MutantShutdownBeforeCleanup Mutant = "shutdown-before-cleanup"
+	// MutantLateCompletionRevives: an encoder step that completes after its
+	// publish was cancelled publishes the entry anyway and answers the
+	// stream nobody listens to (breaks C-2).
+	MutantLateCompletionRevives Mutant = "late-completion-revives"
+	// MutantKeepOutputAfterCancel: a published entry whose EncoderReady
+	// never reached its client is kept (until its TTL or the drain) instead
+	// of released (breaks C-3; C-7 on the stream).
+	MutantKeepOutputAfterCancel Mutant = "keep-output-after-cancel"
 )
 
 // Mutants maps each mutant to the rule it breaks.
@@ -49,6 +57,8 @@ var Mutants = map[Mutant]string{
 	MutantLockAcrossTransfer:           "Q-5",
 	MutantCleanupFailureSwallowed:      "X-1",
 	MutantShutdownBeforeCleanup:        "S-2",
+	MutantLateCompletionRevives:        "C-2",
+	MutantKeepOutputAfterCancel:        "C-3",
 }
 
 // ParseMutant returns the mutant named s ("" or "none" is MutantNone).

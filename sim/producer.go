@@ -133,7 +133,7 @@ func (w *World) encodeDone(ev event) {
 	case w.faults.buggify(SiteEncoderFail):
 		abandon(resInternal, "C-6 encoder failed")
 		return
-	case cl.streamCancelled(ev.a):
+	case cl.streamCancelled(ev.a) && w.opts.Mutant != MutantLateCompletionRevives:
 		abandon(0, "C-1 cancelled before publication")
 		return
 	case p.health.Draining():
@@ -154,7 +154,19 @@ func (w *World) encodeDone(ev event) {
 	}
 	rec.published = true
 	rec.expiresMs = w.now + ttl
-	if cl.streamCancelled(ev.a) || w.faults.buggify(SiteSendFails) {
+	if cl.streamCancelled(ev.a) {
+		rec.cancelledBeforeReady = true // C-2: the late completion of a cancelled publish
+		w.ledger.cancelled = append(w.ledger.cancelled, rec)
+	}
+	if (cl.streamCancelled(ev.a) && w.opts.Mutant != MutantLateCompletionRevives) || w.faults.buggify(SiteSendFails) {
+		rec.readyUndelivered = true
+		if !rec.cancelledBeforeReady {
+			w.ledger.cancelled = append(w.ledger.cancelled, rec)
+		}
+		if w.opts.Mutant == MutantKeepOutputAfterCancel {
+			w.notef("EncoderReady send failed; %s kept", short(id))
+			return
+		}
 		w.notef("C-7 EncoderReady send failed; releasing %s", short(id))
 		w.producerRelease(id, -1, 0)
 		return
