@@ -11,6 +11,8 @@ import (
 
 	"github.com/baton-dev/baton/conformance/props"
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/conformance/target/simtarget"
+	"github.com/baton-dev/baton/sim"
 	"github.com/spf13/cobra"
 )
 
@@ -24,6 +26,8 @@ type fuzzFlags struct {
 	noFailFile bool
 	shrinkTime time.Duration
 	verbose    bool
+	sim        bool
+	mutant     string
 }
 
 // fuzzPropertyName names the property's fail files:
@@ -50,6 +54,12 @@ testdata/rapid/` + fuzzPropertyName + `/ in the working directory; every fail
 file kept there is replayed before new checks. The last line is PASSED (N
 checks, T) or the command that reproduces the failure.
 
+With --sim instead of --config the property runs against the simulator
+behind the Target interface (conformance/target/simtarget): a fresh
+fault-free world per check, shutdown drawn too, thousands of checks a
+second; --mutant injects one of the simulator's driver mutants (its own
+checkers then stay off, so the property alone must find it).
+
 Exit codes: 0 passed; 1 a check failed; 3 bad flags or configuration.
 
 ` + target.EnvHelp(),
@@ -68,6 +78,8 @@ Exit codes: 0 passed; 1 a check failed; 3 bad flags or configuration.
 	fl.BoolVar(&f.noFailFile, "no-failfile", false, "write no fail file on failure")
 	fl.DurationVar(&f.shrinkTime, "shrink-time", 30*time.Second, "bound on shrinking a failure")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print rapid's log as it runs")
+	fl.BoolVar(&f.sim, "sim", false, "run against the simulator target instead of --config")
+	fl.StringVar(&f.mutant, "mutant", "", "with --sim: inject a simulator driver mutant: "+mutantNames())
 	return cmd
 }
 
@@ -78,6 +90,12 @@ var rapidSeedRE = regexp.MustCompile(`-rapid\.seed=(\d+)`)
 func runFuzzCommand(out io.Writer, f fuzzFlags) error {
 	if f.checks < 1 || f.steps < 1 {
 		return exitError{ExitUsage, "--checks and --steps must be at least 1"}
+	}
+	if f.sim {
+		return runFuzzSim(out, f)
+	}
+	if f.mutant != "" {
+		return exitError{ExitUsage, "--mutant needs --sim"}
 	}
 	cfg, err := target.LoadConfig(f.configPath)
 	if err != nil {
@@ -141,4 +159,62 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// runFuzzSim is `baton fuzz --sim`: the property against a fresh
+// simulator target per check (shared-directory backend, shutdown drawn).
+func runFuzzSim(out io.Writer, f fuzzFlags) error {
+	if f.configPath != "" {
+		return exitError{ExitUsage, "--sim and --config exclude each other"}
+	}
+	m, err := sim.ParseMutant(f.mutant)
+	if err != nil {
+		return exitError{ExitUsage, err.Error()}
+	}
+	opts := props.RunOptions{
+		Name: fuzzPropertyName + "-sim", Checks: f.checks, Steps: f.steps, Seed: f.seed,
+		FailFile: f.failFile, NoFailFile: f.noFailFile, ShrinkTime: f.shrinkTime,
+	}
+	if f.verbose {
+		opts.Out = out
+	}
+	if opts.Seed == 0 {
+		opts.Seed = drawSeed()
+	}
+	fmt.Fprintf(out, "SEED=%d\ntarget=simulator\nchecks=%d\nsteps=%d\n", opts.Seed, f.checks, f.steps)
+	if m != sim.MutantNone {
+		fmt.Fprintf(out, "MUTANT=%s\n", m)
+	}
+	world := uint64(0)
+	mk := func() (target.Target, func() error, error) {
+		world++
+		tg, err := simtarget.New(simtarget.Options{Seed: world, Driver: sim.DriverConfig{Backend: sim.BackendSharedDir, Mutant: m, Unchecked: m != sim.MutantNone}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return tg, func() error {
+			if msg := tg.CheckHistory(); msg != "" {
+				return fmt.Errorf("history check: %s", msg)
+			}
+			return nil
+		}, nil
+	}
+	rep := props.Run(props.Handoff(mk, props.Config{Shutdown: true}), opts)
+	if rep.Passed {
+		fmt.Fprintf(out, "PASSED (%d checks, %v)\n", f.checks, rep.Elapsed.Round(time.Millisecond))
+		return nil
+	}
+	if !f.verbose {
+		fmt.Fprint(out, rep.Output)
+	}
+	repro := "baton fuzz --sim"
+	if m != sim.MutantNone {
+		repro += " --mutant " + string(m)
+	}
+	if rep.FailFile != "" {
+		repro += " --failfile " + shellQuote(rep.FailFile)
+	} else {
+		repro += fmt.Sprintf(" --checks %d --seed %d", f.checks, rep.Seed)
+	}
+	return exitError{ExitFailed, fmt.Sprintf("FAILED (shrunk to %d actions, %v); reproduce with: %s", rep.Actions, rep.Elapsed.Round(time.Millisecond), repro)}
 }

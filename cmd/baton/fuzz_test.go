@@ -68,3 +68,21 @@ func TestFuzzKillsMutant(t *testing.T) {
 	}
 	t.Log(ex.msg)
 }
+
+// TestFuzzSim: `baton fuzz --sim` passes on the correct driver and, with
+// the read-without-claim driver mutant, exits 1 with the reproduce command.
+func TestFuzzSim(t *testing.T) {
+	var out bytes.Buffer
+	if err := runFuzzCommand(&out, fuzzFlags{sim: true, checks: 200, steps: 15, noFailFile: true}); err != nil {
+		t.Fatalf("baton fuzz --sim = %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "PASSED (200 checks") {
+		t.Errorf("output:\n%s\nwant PASSED (200 checks, ...)", out.String())
+	}
+	out.Reset()
+	err := runFuzzCommand(&out, fuzzFlags{sim: true, mutant: "read-without-claim", checks: 200, steps: 15, noFailFile: true, shrinkTime: 2e9})
+	var ex exitError
+	if !errors.As(err, &ex) || ex.code != ExitFailed || !strings.Contains(ex.msg, "baton fuzz --sim --mutant read-without-claim") {
+		t.Fatalf("baton fuzz --sim --mutant read-without-claim = %v; want exit 1 with the reproduce command\n%s", err, out.String())
+	}
+}

@@ -130,12 +130,15 @@ func Run(prop func(*rapid.T), opts RunOptions) Report {
 var initOnce sync.Once
 
 // initTesting makes rapid usable in a plain binary: it calls testing.Short,
-// which panics before testing.Init (ARCHITECTURE.md "Conformance for any
-// implementation").
+// which panics before testing.Init and a flag.Parse (ARCHITECTURE.md
+// "Conformance for any implementation").
 func initTesting() {
 	initOnce.Do(func() {
 		if flag.Lookup("test.short") == nil {
 			testing.Init()
+		}
+		if !flag.Parsed() {
+			_ = flag.CommandLine.Parse(nil) // testing.Short panics before a Parse
 		}
 	})
 }
