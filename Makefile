@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench
+.PHONY: all build demo test sim unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios
 
 all: build
 
@@ -40,7 +40,19 @@ sim: build
 	$(BIN) sim --seeds 1..10000 --jobs 2 --progress lines
 	$(BIN) sim executor --seeds 1..10000
 
-## mutants: print the kill table (mutant x case of its rule).
+## props: the rapid handoff property against the in-process reference engine (hundreds of
+## checks) and the simulator target (thousands), and the mutants it must kill. Fail files
+## under conformance/props/testdata/rapid/ are replayed first.
+props:
+	$(GO) test -count=1 -timeout 10m -v -run 'TestHandoff|TestPropertyKills' ./conformance/props/
+
+## scenarios: the datadriven lifecycle scripts under sim/testdata/scenarios
+## (REWRITE=1 regenerates their expected output).
+scenarios:
+	$(GO) test -count=1 -run 'TestScenarios' ./sim/ $(if $(REWRITE),-rewrite,)
+
+## mutants: print the kill table: mutant x case of its rule (TestMutantKillTable), then the
+## props and sim columns (TestMutantKillTableColumns).
 mutants:
 	$(GO) test -count=1 -timeout 20m -run 'TestMutantKillTable' -v ./conformance/e2e/
 

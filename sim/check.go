@@ -3,7 +3,7 @@ package sim
 // checkStep runs every per-step checker (one per check_*.go file) after a
 // step; the first failure ends the run.
 func (w *World) checkStep() {
-	if w.fail != nil {
+	if w.fail != nil || w.opts.HistoryOnly {
 		return
 	}
 	for _, c := range stepCheckers {
@@ -28,16 +28,30 @@ var stepCheckers = []checker{
 	{"SU-1", checkNoUseAfterRelease},
 	{"Q-1", checkReceiveBuffers},
 	{"Q-3", checkSources},
+	{"Q-5", checkNoLockAcrossCalls},
+	{"C-2", checkNoRevival},
+	{"C-3", checkUndeliveredReleased},
+	{"X-1", checkCleanupFailures},
 	{"Q-4", checkHealth},
 }
 
 // checkEnd runs the end-of-run checks once the world converged.
 func (w *World) checkEnd() {
+	if w.opts.HistoryOnly {
+		if msg := checkHistory(w); msg != "" {
+			w.failf(Correctness, "history", "%s", msg)
+		}
+		return
+	}
 	if msg := checkDrained(w); msg != "" {
 		w.failf(Correctness, "S-4", "%s", msg)
 		return
 	}
 	if msg := checkHandoffsEnded(w); msg != "" {
 		w.failf(Liveness, "liveness", "%s", msg)
+		return
+	}
+	if msg := checkHistory(w); msg != "" {
+		w.failf(Correctness, "history", "%s", msg)
 	}
 }

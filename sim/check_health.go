@@ -16,7 +16,7 @@ import (
 func checkHealth(w *World) string {
 	pc := w.prod.table.Counters()
 	sig := healthSig{0, int(pc.Quarantined), w.ledger.removeFailures, w.prod.health.Draining()}
-	if msg := healthAgrees("E", w.prod.health, pc.Quarantined > 0, w.prodCleanupFailed(), &w.prodHealthSig, sig); msg != "" {
+	if msg := healthAgrees("E", w.prod.health, pc.Quarantined > 0, w.prodCleanupFailed(), &w.prodHealthSig, &w.prodCheapSig, sig); msg != "" {
 		return msg
 	}
 	for _, c := range w.cons {
@@ -25,7 +25,7 @@ func checkHealth(w *World) string {
 		}
 		n, _ := c.receives.Quarantine()
 		sig := healthSig{c.inc, n, 0, c.health.Draining()}
-		if msg := healthAgrees(fmt.Sprintf("PD%d", c.idx), c.health, n > 0, false, &c.healthSig, sig); msg != "" {
+		if msg := healthAgrees(c.name, c.health, n > 0, false, &c.healthSig, &c.cheapSig, sig); msg != "" {
 			return msg
 		}
 	}
@@ -39,11 +39,25 @@ type healthSig struct {
 	draining              bool
 }
 
+// cheapCheck is the signature of a node's last cheap health check.
+type cheapCheck struct {
+	sig  healthSig
+	done bool
+}
+
 func (w *World) prodCleanupFailed() bool { return w.ledger.removeFailures > 0 }
 
-func healthAgrees(node string, h *handoff.Health, quarantined, cleanupFailed bool, last *healthSig, sig healthSig) string {
+// healthAgrees checks one node. last is the signature of the last full
+// check, cheap that of the last cheap one: a Health changes only when the
+// driver fails or drains it, which changes the signature, so an unchanged
+// one needs no new look.
+func healthAgrees(node string, h *handoff.Health, quarantined, cleanupFailed bool, last *healthSig, cheap *cheapCheck, sig healthSig) string {
 	bad := quarantined || cleanupFailed
 	if !bad {
+		if cheap.done && cheap.sig == sig {
+			return ""
+		}
+		cheap.sig, cheap.done = sig, true
 		// Health is NOT_READY exactly when it holds a failure (health.go);
 		// Failure() is the allocation-free way to ask on the hot path.
 		if h.Failure() != "" {

@@ -67,6 +67,11 @@ type client struct {
 	replayed     bool
 	done         bool
 	outcome      string
+	// manual clients (Driver) make one call and stop at its answer:
+	// answered, lastRes and lastEntry hold it; nothing follows by itself.
+	manual, answered bool
+	lastRes          int64
+	lastEntry        string
 }
 
 func newClient(w *World, idx int) *client {
@@ -110,9 +115,13 @@ func (w *World) call(c *client, stage clientStage, class msgClass, ev event) {
 	c.rpc++
 	c.stage = stage
 	ev.h, ev.a = int32(c.idx), c.rpc
+	w.histCall(c.idx, c.rpc, stageOps[stage], ev.s)
 	w.send(class, ev)
 	w.after(w.set.ClientTimeoutMs, event{kind: evClientDeadline, h: int32(c.idx), a: c.rpc})
 }
+
+// stageOps is the history operation each calling stage makes.
+var stageOps = [...]OpKind{stagePublishing: OpPublish, stageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageDone: 0}
 
 func (w *World) finish(c *client, outcome string) {
 	c.stage, c.done, c.outcome = stageDone, true, outcome
@@ -169,6 +178,7 @@ func (w *World) clientCancel(ev event) {
 }
 
 func (w *World) readyArrive(ev event) {
+	w.histReturn(ev.h, ev.a, OpPublish, resOK, ev.s)
 	c := w.clients[ev.h]
 	if !w.current(c, ev) {
 		return
@@ -177,6 +187,7 @@ func (w *World) readyArrive(ev event) {
 }
 
 func (w *World) publishFailArrive(ev event) {
+	w.histReturn(ev.h, ev.a, OpPublish, ev.b, "")
 	c := w.clients[ev.h]
 	if !w.current(c, ev) {
 		return
@@ -186,6 +197,7 @@ func (w *World) publishFailArrive(ev event) {
 
 // consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
 func (w *World) consumeReplyArrive(ev event) {
+	w.histReturn(ev.h, ev.a, OpConsume, ev.b, ev.s)
 	c := w.clients[ev.h]
 	if ev.b == resOK {
 		// Counted even if the client stopped waiting: the PD served it. A
@@ -202,6 +214,7 @@ func (w *World) consumeReplyArrive(ev event) {
 }
 
 func (w *World) releaseReplyArrive(ev event) {
+	w.histReturn(ev.h, ev.a, OpRelease, ev.b, "")
 	c := w.clients[ev.h]
 	if !w.current(c, ev) {
 		return
@@ -212,6 +225,11 @@ func (w *World) releaseReplyArrive(ev event) {
 // answer moves a client on after its current call ended with res.
 func (w *World) answer(c *client, res int64, entry string) {
 	w.notef("client %d got %s", c.idx, resNames[res])
+	if c.manual {
+		c.answered, c.lastRes, c.lastEntry = true, res, entry
+		c.stage, c.done, c.outcome = stageDone, true, resNames[res]
+		return
+	}
 	switch c.stage {
 	case stagePublishing:
 		if res != resOK {
@@ -263,8 +281,10 @@ func (w *World) consume(c *client, pd int, stage clientStage) {
 	if stage == stageConsuming {
 		switch c.plan.race {
 		case raceConsume:
+			w.histCall(c.idx, 0, OpConsume, c.entry)
 			w.send(msgRequest, event{kind: evConsumeArrive, h: int32(c.idx), c: int32((pd + 1) % w.set.Consumers), s: c.entry})
 		case raceRelease:
+			w.histCall(c.idx, 0, OpRelease, c.entry)
 			w.send(msgRelease, event{kind: evReleaseArrive, h: int32(c.idx), s: c.entry})
 		}
 	}

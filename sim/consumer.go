@@ -38,12 +38,29 @@ type consumerNode struct {
 	bufs     []buffer
 	// quarantineSeen is the most quarantined buffers the core reported in this incarnation (Q-1: never shrinks).
 	quarantineSeen int
-	// healthSig is the signature checkHealth last checked fully.
+	// healthSig is the signature checkHealth last checked fully; cheapSig
+	// the one it last checked cheaply; name is "PD<idx>".
 	healthSig healthSig
+	cheapSig  cheapCheck
+	name      string
+	// lateAdmissions lists (arrival, admission) ticks of consumes that were
+	// not admitted in the step they arrived (only a lock held across a
+	// transfer call delays one; Q-5).
+	lateAdmissions [][2]int64
+}
+
+// transferInFlight reports whether a TransferEncoderCache call of c is outstanding.
+func (c *consumerNode) transferInFlight() bool {
+	for _, r := range c.recvs {
+		if r.buf >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func newConsumerNode(w *World, idx int) *consumerNode {
-	c := &consumerNode{idx: idx, inc: 1}
+	c := &consumerNode{idx: idx, inc: 1, name: fmt.Sprintf("PD%d", idx)}
 	c.boot(w)
 	return c
 }
@@ -73,6 +90,17 @@ func (w *World) consumeArrive(ev event) {
 		w.notef("SU-2 %s expired", short(ev.s))
 		w.send(msgReply, reply)
 		return
+	}
+	if w.opts.Mutant == MutantLockAcrossTransfer && c.transferInFlight() {
+		if ev.b == 0 {
+			ev.b = w.now + 1 // arrival tick + 1
+		}
+		w.notef("PD%d lock held across a transfer: consume waits", c.idx)
+		w.after(1, ev)
+		return
+	}
+	if ev.b != 0 {
+		c.lateAdmissions = append(c.lateAdmissions, [2]int64{ev.b - 1, w.now})
 	}
 	if err := c.health.Admit(); err != nil {
 		reply.b = resOf(err)

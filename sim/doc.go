@@ -30,7 +30,11 @@
 // (faults healed): every handoff must end consumed exactly once, released,
 // expired, quarantined or cancelled, then every node drains within the tick
 // budget. Checkers (one per check_*.go file) run after every step; the
-// core's CheckInvariants too.
+// core's CheckInvariants too. At the end, check_history.go checks the
+// client-visible publish, consume and release operations (call and return
+// ticks, unknown outcomes allowed) for linearizability per reference with
+// porcupine (history.go); a failing history can be written as porcupine's
+// HTML visualization (WriteHistory).
 //
 // Verdicts and exit codes: Passed (0), Correctness (1), Liveness (2),
 // Crash (3: a panic inside the world). Every run can write a JSONL trace whose
@@ -38,4 +42,11 @@
 //
 // Mutants: Mutant names a broken decision injected through a hook in this
 // package's driver (never in the core); tests assert the checkers catch each.
+//
+// Two hand-driven uses of the same world: Scenario runs the datadriven
+// lifecycle scripts of testdata/scenarios (publish, claim, deliver,
+// drop-reply, align, crash, cancel, stabilize, expect; scenario_test.go,
+// -rewrite regenerates them), and Driver answers one client call at a time
+// for conformance/target/simtarget, the simulator behind the Target
+// interface that conformance/props runs its property against.
 package sim

@@ -26,6 +26,12 @@ type entryRecord struct {
 	// a client; aborted counts the ABORTED answers given.
 	okCalls [][2]int64
 	aborted int
+	// cancelledBeforeReady: the publish's stream was cancelled before its
+	// encoder step completed, yet the entry was published (only a broken
+	// driver does that, C-2); readyUndelivered: its EncoderReady was never
+	// delivered (a cancelled stream or a failed send), so nobody holds its
+	// reference (C-3, C-7).
+	cancelledBeforeReady, readyUndelivered bool
 }
 
 // terminal reports whether the entry has ended (CONTRACT section 2).
@@ -40,6 +46,9 @@ type ledger struct {
 	all     []*entryRecord
 	// removeFailures counts removals that failed with an I/O error.
 	removeFailures int
+	// cancelled lists the entries whose publish was cancelled or whose
+	// EncoderReady was never delivered, for the C-2 and C-3 checks.
+	cancelled []*entryRecord
 }
 
 func newLedger() *ledger { return &ledger{entries: map[string]*entryRecord{}} }

@@ -27,6 +27,26 @@ const (
 	// source after a failure past the claim instead of quarantining it, while
 	// the WRITE may still read it (breaks Q-3).
 	MutantProducerFreesSourceOnFailure Mutant = "producer-frees-source-on-failure"
+	// MutantLockAcrossTransfer: the consumer holds its lock across the
+	// TransferEncoderCache call, so a consume that arrives while a transfer
+	// is in flight waits for it instead of being admitted (breaks Q-5).
+	MutantLockAcrossTransfer Mutant = "lock-across-transfer"
+	// MutantCleanupFailureSwallowed: a removal that fails with an I/O error
+	// is logged and forgotten: Health stays READY and new handoffs are
+	// admitted (breaks X-1).
+	MutantCleanupFailureSwallowed Mutant = "cleanup-failure-swallowed"
+	// MutantShutdownBeforeCleanup: the producer's drain exits once it has
+	// started the removals of its unconsumed entries, before they finish
+	// (breaks S-2).
+	MutantShutdownBeforeCleanup Mutant = "shutdown-before-cleanup"
+	// MutantLateCompletionRevives: an encoder step that completes after its
+	// publish was cancelled publishes the entry anyway and answers the
+	// stream nobody listens to (breaks C-2).
+	MutantLateCompletionRevives Mutant = "late-completion-revives"
+	// MutantKeepOutputAfterCancel: a published entry whose EncoderReady
+	// never reached its client is kept (until its TTL or the drain) instead
+	// of released (breaks C-3; C-7 on the stream).
+	MutantKeepOutputAfterCancel Mutant = "keep-output-after-cancel"
 )
 
 // Mutants maps each mutant to the rule it breaks.
@@ -34,6 +54,11 @@ var Mutants = map[Mutant]string{
 	MutantConsumerFreesOnTransferError: "Q-1",
 	MutantReadWithoutClaim:             "SU-1",
 	MutantProducerFreesSourceOnFailure: "Q-3",
+	MutantLockAcrossTransfer:           "Q-5",
+	MutantCleanupFailureSwallowed:      "X-1",
+	MutantShutdownBeforeCleanup:        "S-2",
+	MutantLateCompletionRevives:        "C-2",
+	MutantKeepOutputAfterCancel:        "C-3",
 }
 
 // ParseMutant returns the mutant named s ("" or "none" is MutantNone).

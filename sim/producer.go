@@ -133,7 +133,7 @@ func (w *World) encodeDone(ev event) {
 	case w.faults.buggify(SiteEncoderFail):
 		abandon(resInternal, "C-6 encoder failed")
 		return
-	case cl.streamCancelled(ev.a):
+	case cl.streamCancelled(ev.a) && w.opts.Mutant != MutantLateCompletionRevives:
 		abandon(0, "C-1 cancelled before publication")
 		return
 	case p.health.Draining():
@@ -154,7 +154,19 @@ func (w *World) encodeDone(ev event) {
 	}
 	rec.published = true
 	rec.expiresMs = w.now + ttl
-	if cl.streamCancelled(ev.a) || w.faults.buggify(SiteSendFails) {
+	if cl.streamCancelled(ev.a) {
+		rec.cancelledBeforeReady = true // C-2: the late completion of a cancelled publish
+		w.ledger.cancelled = append(w.ledger.cancelled, rec)
+	}
+	if (cl.streamCancelled(ev.a) && w.opts.Mutant != MutantLateCompletionRevives) || w.faults.buggify(SiteSendFails) {
+		rec.readyUndelivered = true
+		if !rec.cancelledBeforeReady {
+			w.ledger.cancelled = append(w.ledger.cancelled, rec)
+		}
+		if w.opts.Mutant == MutantKeepOutputAfterCancel {
+			w.notef("EncoderReady send failed; %s kept", short(id))
+			return
+		}
 		w.notef("C-7 EncoderReady send failed; releasing %s", short(id))
 		w.producerRelease(id, -1, 0)
 		return
@@ -170,6 +182,15 @@ func (w *World) releaseArrive(ev event) {
 		return
 	}
 	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
+	if rec, ok := w.ledger.entries[ev.s]; ok && w.now >= rec.expiresMs {
+		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now
+		// (as engine/server's abortEncoderCache does). Found by the history
+		// check: the driver answered ABORTED for an entry a consumer had
+		// already rejected as expired.
+		for _, id := range w.prod.table.Expire(w.now) {
+			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+		}
+	}
 	w.producerRelease(ev.s, int(ev.h), ev.a)
 }
 
@@ -214,7 +235,9 @@ func (w *World) removeDone(ev event) {
 	}
 	if w.faults.buggify(SiteRemoveError) {
 		p.table.RemovalFailed(id)
-		p.health.Fail(handoff.CheckCleanup, fmt.Sprintf("X-1 remove entry %s: I/O error", short(id)))
+		if w.opts.Mutant != MutantCleanupFailureSwallowed {
+			p.health.Fail(handoff.CheckCleanup, fmt.Sprintf("X-1 remove entry %s: I/O error", short(id)))
+		}
 		rec.removeFailed = true
 		w.ledger.removeFailures++
 		w.notef("X-1 removal of %s failed", short(id))
@@ -304,6 +327,7 @@ func (w *World) shutdown(ev event) {
 	}
 	w.notef("shutdown %v", st)
 	if !was {
+		w.hist.drainMs = w.now
 		w.after(0, event{kind: evDrainTick})
 	}
 }
@@ -319,7 +343,11 @@ func (w *World) drainTick(ev event) {
 	for _, id := range p.table.Drain() {
 		w.startRemoval(id, handoff.CauseDrain, -1, 0)
 	}
-	if p.table.Entries() > 0 || p.cleanups > 0 || p.publishing > 0 {
+	busy := p.table.Entries() > 0 || p.cleanups > 0 || p.publishing > 0
+	if w.opts.Mutant == MutantShutdownBeforeCleanup {
+		busy = len(p.table.Published()) > 0 || p.publishing > 0 // the removals it started are left running
+	}
+	if busy {
 		w.after(10, event{kind: evDrainTick})
 		return
 	}
@@ -330,6 +358,9 @@ func (w *World) drainTick(ev event) {
 // directory; only files whose removal failed (X-1, reported) may remain for
 // the close to take.
 func (w *World) stopProducer() {
+	if msg := checkStopped(w); msg != "" {
+		w.failf(Correctness, "S-2", "%s", msg)
+	}
 	for _, path := range w.sortedFiles() {
 		f := w.files[path]
 		if path != publishedPath(f.entry) {

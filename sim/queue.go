@@ -68,14 +68,18 @@ type event struct {
 
 // queue is a binary min-heap of events ordered by (tick, seq): equal ticks
 // run in the order they were scheduled, so the order is a function of the
-// seed alone.
+// seed alone. The events live in a slab and the heap holds their slab
+// indices, so sifting moves int32s, never the events' pointers (no write
+// barriers on the hot path); freed slots are reused.
 type queue struct {
-	items []event
-	seq   uint64
+	heap []int32
+	slab []event
+	free []int32
+	seq  uint64
 }
 
 func (q *queue) less(i, j int) bool {
-	a, b := &q.items[i], &q.items[j]
+	a, b := &q.slab[q.heap[i]], &q.slab[q.heap[j]]
 	if a.tick != b.tick {
 		return a.tick < b.tick
 	}
@@ -86,30 +90,32 @@ func (q *queue) less(i, j int) bool {
 func (q *queue) push(ev event) {
 	q.seq++
 	ev.seq = q.seq
-	q.items = append(q.items, ev)
-	i := len(q.items) - 1
+	var slot int32
+	if n := len(q.free); n > 0 {
+		slot = q.free[n-1]
+		q.free = q.free[:n-1]
+		q.slab[slot] = ev
+	} else {
+		slot = int32(len(q.slab))
+		q.slab = append(q.slab, ev)
+	}
+	q.heap = append(q.heap, slot)
+	q.up(len(q.heap) - 1)
+}
+
+func (q *queue) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
 		if !q.less(i, p) {
 			break
 		}
-		q.items[i], q.items[p] = q.items[p], q.items[i]
+		q.heap[i], q.heap[p] = q.heap[p], q.heap[i]
 		i = p
 	}
 }
 
-// pop removes and returns the earliest event; ok is false when empty.
-func (q *queue) pop() (ev event, ok bool) {
-	n := len(q.items)
-	if n == 0 {
-		return event{}, false
-	}
-	ev = q.items[0]
-	q.items[0] = q.items[n-1]
-	q.items[n-1] = event{}
-	q.items = q.items[:n-1]
-	n--
-	i := 0
+func (q *queue) down(i int) {
+	n := len(q.heap)
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
 		if l < n && q.less(l, m) {
@@ -119,13 +125,40 @@ func (q *queue) pop() (ev event, ok bool) {
 			m = r
 		}
 		if m == i {
-			break
+			return
 		}
-		q.items[i], q.items[m] = q.items[m], q.items[i]
+		q.heap[i], q.heap[m] = q.heap[m], q.heap[i]
 		i = m
 	}
-	return ev, true
 }
 
+// pop removes and returns the earliest event; ok is false when empty.
+func (q *queue) pop() (ev event, ok bool) {
+	if len(q.heap) == 0 {
+		return event{}, false
+	}
+	return q.removeAt(0), true
+}
+
+// removeAt removes the event at heap position i (0 is the earliest).
+func (q *queue) removeAt(i int) event {
+	slot := q.heap[i]
+	ev := q.slab[slot]
+	q.slab[slot] = event{} // drop the string reference
+	q.free = append(q.free, slot)
+	last := len(q.heap) - 1
+	q.heap[i] = q.heap[last]
+	q.heap = q.heap[:last]
+	if i < last {
+		q.down(i)
+		q.up(i)
+	}
+	return ev
+}
+
+// at returns the event at heap position i (0 is the earliest; the rest
+// are in no particular order).
+func (q *queue) at(i int) *event { return &q.slab[q.heap[i]] }
+
 // len is the number of scheduled events.
-func (q *queue) len() int { return len(q.items) }
+func (q *queue) len() int { return len(q.heap) }

@@ -49,6 +49,11 @@ type Options struct {
 	Trace io.Writer
 	// Verbose, when set, receives one status line per step.
 	Verbose io.Writer
+	// KeepHistory keeps the client-visible operations in Result.History.
+	KeepHistory bool
+	// HistoryOnly turns every other checker off, so the history check alone
+	// must catch what is wrong (the test that it catches a mutant).
+	HistoryOnly bool
 }
 
 // Result is the outcome of one run.
@@ -67,6 +72,8 @@ type Result struct {
 	Events int64
 	// Fired counts the faults that fired, by site.
 	Fired map[Site]int
+	// History is the client-visible operations (Options.KeepHistory only).
+	History []HistoryOp
 }
 
 // ReplayCommand is the command that re-runs r.
@@ -116,6 +123,7 @@ type World struct {
 	cons    []*consumerNode
 	clients []*client
 	ledger  *ledger
+	hist    *history
 	files   map[string]fileInfo // the shared directory: path -> file
 	sources map[string]sourceState
 	writes  []*write // every WRITE posted, by number-1
@@ -123,6 +131,10 @@ type World struct {
 
 	// prodHealthSig is the signature checkHealth last checked fully for E.
 	prodHealthSig healthSig
+	// prodCheapSig is the signature checkHealth last checked cheaply for E.
+	prodCheapSig cheapCheck
+	// cleanupFailuresSeen is the removal failures checkCleanupFailures last checked.
+	cleanupFailuresSeen int
 
 	fail    *failure
 	tracing bool
@@ -144,6 +156,9 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 			res.Verdict = Crash
 			res.Failure = fmt.Sprintf("panic at tick %d step %d: %v\n%s", w.now, w.steps, p, debug.Stack())
 			res.Ticks, res.Events, res.Fired = w.now, w.steps, w.faults.fired
+			if opts.KeepHistory {
+				res.History = w.History()
+			}
 			w.trace.verdict(res)
 		}
 	}()
@@ -153,6 +168,9 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 	res.Ticks, res.Events, res.Fired = w.now, w.steps, w.faults.fired
 	if w.fail != nil {
 		res.Verdict, res.Rule, res.Failure = w.fail.verdict, w.fail.rule, w.fail.msg
+	}
+	if opts.KeepHistory {
+		res.History = w.History()
 	}
 	w.trace.verdict(res)
 	return res
@@ -167,7 +185,7 @@ func newWorld(seed uint64, s Settings, opts Options) *World {
 		workRNG: newRNG(seed, subWorkload), idRNG: newRNG(seed, subIDs), netRNG: newRNG(seed, subNetwork),
 		diskRNG: newRNG(seed, subDisk), procRNG: newRNG(seed, subProcess),
 		files: map[string]fileInfo{}, sources: map[string]sourceState{},
-		ledger: newLedger(),
+		ledger: newLedger(), hist: newHistory(),
 	}
 	w.faults = newFaults(newRNG(seed, subFaults), s)
 	w.tracing = opts.Trace != nil || opts.Verbose != nil
@@ -248,6 +266,9 @@ func (w *World) send(class msgClass, ev event) {
 	}
 	if dup {
 		w.after(d+between(w.netRNG, 0, w.set.NetDelayMaxMs), ev)
+		if class == msgRelease {
+			w.histDuplicate(ev)
+		}
 	}
 }
 

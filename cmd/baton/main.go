@@ -19,7 +19,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCommand(), checkCommand(), demoCommand(), reportCommand(), simCommand(), versionCommand())
+	root.AddCommand(serveCommand(), checkCommand(), demoCommand(), reportCommand(), simCommand(), fuzzCommand(), versionCommand())
 	if err := root.Execute(); err != nil {
 		var ex exitError
 		if asExit(err, &ex) {

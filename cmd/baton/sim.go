@@ -49,7 +49,10 @@ Without --seed or --seeds a random seed is drawn (and printed).
 core), to check that the checkers catch it: ` + mutantNames() + `.
 
 Exit codes: 0 passed; 1 correctness failure (a safety checker: SU-1, SU-3,
-Q-1, Q-3, Q-4, X-1, S-1, S-4, core invariants); 2 liveness failure (no
+Q-1, Q-3, Q-4, X-1, S-1, S-4, core invariants; or the end-of-run history
+check: the client-visible publish/consume/release operations must be
+linearizable per reference, porcupine, whose HTML visualization goes to
+--trace-dir as seed-N.history.html); 2 liveness failure (no
 convergence within the tick budget after faults healed); 3 bad flags (as
 every baton command); 5 crash (a panic in the world). For a range, the worst: crash, then correctness,
 then liveness.`,
@@ -144,6 +147,7 @@ func simOne(out io.Writer, seed uint64, s sim.Settings, m sim.Mutant, f simFlags
 		} else {
 			fmt.Fprintf(out, "trace: %s (replay: baton sim replay %s)\n", path, path)
 		}
+		writeHistoryHTML(out, f.traceDir, r, "")
 	}
 	fmt.Fprintf(out, "replay: %s\n", r.ReplayCommand())
 	return exitError{simExit(r.Verdict), ""}
@@ -175,6 +179,7 @@ func simRange(cmd *cobra.Command, out io.Writer, from, to uint64, m sim.Mutant, 
 			} else {
 				fmt.Fprintf(out, "  trace: %s\n", path)
 			}
+			writeHistoryHTML(out, f.traceDir, r, "  ")
 		}
 		worst = worseVerdict(worst, r.Verdict)
 	}
@@ -183,6 +188,19 @@ func simRange(cmd *cobra.Command, out io.Writer, from, to uint64, m sim.Mutant, 
 	}
 	fmt.Fprintln(out, "PASSED")
 	return nil
+}
+
+// writeHistoryHTML writes porcupine's visualization of r's history to dir
+// when the history check is what failed.
+func writeHistoryHTML(out io.Writer, dir string, r sim.Result, indent string) {
+	if r.Rule != "history" {
+		return
+	}
+	if path, err := sim.WriteHistory(dir, r, sim.Options{}); err != nil {
+		fmt.Fprintf(out, "%shistory: %v\n", indent, err)
+	} else if path != "" {
+		fmt.Fprintf(out, "%shistory: %s (porcupine's visualization)\n", indent, path)
+	}
 }
 
 // worseVerdict orders crash > correctness > liveness > passed.

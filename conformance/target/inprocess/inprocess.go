@@ -30,6 +30,9 @@ type Options struct {
 	ProducerQuotaBytes int64
 	// Log receives the engines' logs (nil discards).
 	Log *slog.Logger
+	// OnListen, when set, is told each role's listening address
+	// (host:port), so a test can write a target profile for it.
+	OnListen func(role target.Role, address string)
 }
 
 // StartEPD starts E, PD and the baseline and returns the Target and a stop
@@ -78,6 +81,9 @@ func StartEPD(opts Options) (*target.Static, func() error, error) {
 			return nil, nil, err
 		}
 		engines[r.as] = eng
+		if opts.OnListen != nil {
+			opts.OnListen(r.as, lis.Addr().String())
+		}
 		stops = append(stops, func() error {
 			cancel()
 			err := <-done

@@ -1,0 +1,124 @@
+package props
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/baton-dev/baton/conformance/target"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// maxTokens bounds every generation, to keep checks fast.
+const maxTokens = 8
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 || strings.ToLower(s) != s {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+func equalIDs(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func containsCode(cs []codes.Code, c codes.Code) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func codeNames(cs []codes.Code) string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = codeName(c)
+	}
+	return strings.Join(names, " or ")
+}
+
+// codeName is the code's name as the gRPC spec writes it ("INVALID_ARGUMENT").
+func codeName(c codes.Code) string {
+	if c == codes.OK {
+		return "OK"
+	}
+	var b strings.Builder
+	for i, r := range c.String() {
+		if r >= 'A' && r <= 'Z' && i > 0 {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
+
+func statusString(err error) string {
+	if err == nil {
+		return "OK"
+	}
+	st := status.Convert(err)
+	return fmt.Sprintf("code %s (%q)", codeName(st.Code()), st.Message())
+}
+
+// describe renders a Generate result as the suite does: code, tokens, events.
+func describe(res *target.GenerateResult) string {
+	s := "code " + codeName(res.Code())
+	if n := len(res.TokenIDs()); n > 0 {
+		s += fmt.Sprintf(", %d tokens", n)
+	}
+	if res.EncoderReady() != nil {
+		s += ", EncoderReady"
+	}
+	if e := res.EngineError(); e != nil {
+		s += fmt.Sprintf(", EngineError %s %q", e.GetCode(), e.GetMessage())
+	}
+	if msg := res.Status.Message(); msg != "" {
+		s += fmt.Sprintf(" (%q)", truncate(msg, 120))
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// refLabel names a reference by the first hex digits of its opaque state's tail.
+func refLabel(ref *pb.EncoderCacheRef) string {
+	st := ref.GetOpaqueState()
+	if len(st) == 0 {
+		return "<empty>"
+	}
+	tail := st[max(0, len(st)-8):]
+	return hex.EncodeToString(tail)[:min(8, 2*len(tail))] + ".." + fmt.Sprintf("(%d bytes)", len(st))
+}
+
+func consumeCall(ref *pb.EncoderCacheRef, note string) string {
+	if note != "" {
+		return fmt.Sprintf("Consume(ref=%s, %s)", refLabel(ref), note)
+	}
+	return fmt.Sprintf("Consume(ref=%s)", refLabel(ref))
+}
+
+func abortCall(ref *pb.EncoderCacheRef, note string) string {
+	if note != "" {
+		return fmt.Sprintf("Abort(encoder_cache=%s, %s)", refLabel(ref), note)
+	}
+	return fmt.Sprintf("Abort(encoder_cache=%s)", refLabel(ref))
+}

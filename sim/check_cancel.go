@@ -1,0 +1,31 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// checkNoRevival: C-2. A publish cancelled while its encoder step was
+// pending ends with nothing published: a late completion must not revive
+// it (the driver abandons the reservation, C-1).
+func checkNoRevival(w *World) string {
+	for _, rec := range w.ledger.cancelled {
+		if rec.cancelledBeforeReady && rec.published && !rec.readyUndelivered {
+			return fmt.Sprintf("entry %s of client %d was published after its publish was cancelled (a late encoder completion revived it)", short(rec.id), rec.h)
+		}
+	}
+	return ""
+}
+
+// checkUndeliveredReleased: C-3 (and C-7). A published entry whose
+// EncoderReady never reached its client has no holder; the producer
+// releases it in the same step, so it is never Published after that step.
+func checkUndeliveredReleased(w *World) string {
+	for _, rec := range w.ledger.cancelled {
+		if rec.readyUndelivered && w.prod.table.State(rec.id) == handoff.EntryPublished {
+			return fmt.Sprintf("entry %s of client %d is still published though its EncoderReady never reached the client (release it: C-3, C-7)", short(rec.id), rec.h)
+		}
+	}
+	return ""
+}
