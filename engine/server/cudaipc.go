@@ -15,7 +15,6 @@ import (
 	"github.com/baton-dev/baton/engine/xfer"
 	"github.com/baton-dev/baton/gpu/cuda"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -400,37 +399,13 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: off, Length: lengths[i], DeviceId: uint32(dev.Ordinal()), MemoryKind: string(xfer.MemoryCUDA)})
 		off += lengths[i]
 	}
-	e.mu.Lock()
-	_ = e.receives.Registered(receiveID)
-	_ = e.receives.Requested(receiveID)
-	hold := e.cfg.Hooks.HoldLockAcrossTransfer
-	if !hold {
-		e.mu.Unlock()
-	}
-	callCtx := context.WithoutCancel(ctx) // C-4
-	if ctx.Err() == nil && e.cfg.Hooks.ReleaseOnCancel {
-		callCtx = ctx
-	}
-	callCtx, cancel := context.WithTimeout(callCtx, e.cfg.TransferTimeout)
-	defer cancel()
-	if forwardFailHook {
-		callCtx = metadata.AppendToOutgoingContext(callCtx, HookTransferFail, "1")
-	}
-	callCtx = OutgoingTraceContext(callCtx)
-	var trailer metadata.MD
-	resp, err := client.TransferEncoderCache(callCtx, req, grpc.Trailer(&trailer))
-	if hold {
-		e.mu.Unlock()
-	}
-	if e.cfg.Hooks.ReleaseOnCancel && ctx.Err() != nil {
+	call := e.callTransfer(ctx, client, receiveID, req, forwardFailHook)
+	resp, err := call.resp, call.err
+	if call.abandoned {
 		e.endIPCReceive(receiveID, dst, false) // the C-4 mutant: frees without knowing the outcome
 		return nil, ctx.Err()
 	}
-	definite := definiteRejection
-	if e.cfg.Hooks.ConsumerTransferDefinite != nil {
-		definite = e.cfg.Hooks.ConsumerTransferDefinite
-	}
-	if err != nil && definite(err, trailer) {
+	if call.definite {
 		e.endIPCReceive(receiveID, dst, false)
 		return nil, fmt.Errorf("%w: Q-2 the producer rejected the transfer before writing: %s", handoff.ErrSpentReference, status.Convert(err).Message())
 	}

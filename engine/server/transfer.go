@@ -227,6 +227,56 @@ func producerAddress(ep *pb.KvEndpoint) (string, error) {
 	return net.JoinHostPort(ip.String(), strconv.Itoa(int(ep.GetPort()))), nil
 }
 
+// callTransfer asks the producer for one transfer: it marks the receive
+// registered and requested, then calls TransferEncoderCache with no lock
+// held (Q-5; the Q-5 mutant holds it) on a context of its own that the
+// client's cancellation does not end, bounded by Config.TransferTimeout
+// (C-4: the consumer waits for the outcome). definite reports a failure
+// that is a definite pre-write rejection (Q-2: INVALID_ARGUMENT with the
+// before-write trailer); abandoned, that the C-4 mutant gave up on the
+// client's cancellation without knowing the outcome. The tcp and cuda_ipc
+// receives share it.
+func (e *Engine) callTransfer(ctx context.Context, client pb.ControlClient, receiveID string, req *pb.TransferEncoderCacheRequest, forwardFailHook bool) transferCall {
+	e.mu.Lock()
+	_ = e.receives.Registered(receiveID)
+	_ = e.receives.Requested(receiveID)
+	hold := e.cfg.Hooks.HoldLockAcrossTransfer
+	if !hold {
+		e.mu.Unlock()
+	}
+	callCtx := context.WithoutCancel(ctx)
+	if ctx.Err() == nil && e.cfg.Hooks.ReleaseOnCancel {
+		callCtx = ctx
+	}
+	callCtx, cancel := context.WithTimeout(callCtx, e.cfg.TransferTimeout)
+	defer cancel()
+	if forwardFailHook {
+		callCtx = metadata.AppendToOutgoingContext(callCtx, HookTransferFail, "1")
+	}
+	callCtx = OutgoingTraceContext(callCtx)
+	var trailer metadata.MD
+	resp, err := client.TransferEncoderCache(callCtx, req, grpc.Trailer(&trailer))
+	if hold {
+		e.mu.Unlock()
+	}
+	if e.cfg.Hooks.ReleaseOnCancel && ctx.Err() != nil {
+		return transferCall{resp: resp, err: err, abandoned: true}
+	}
+	decide := definiteRejection
+	if e.cfg.Hooks.ConsumerTransferDefinite != nil {
+		decide = e.cfg.Hooks.ConsumerTransferDefinite
+	}
+	return transferCall{resp: resp, err: err, definite: err != nil && decide(err, trailer)}
+}
+
+// transferCall is the outcome of callTransfer.
+type transferCall struct {
+	resp      *pb.TransferEncoderCacheResponse
+	err       error
+	definite  bool // a definite pre-write rejection
+	abandoned bool // the C-4 mutant gave up on the client's cancellation
+}
+
 // transferReceive receives a tcp entry: register buffers, ask the producer
 // to WRITE into them without holding a lock, then release on success
 // or definite rejection and quarantine on anything else. A
@@ -266,41 +316,16 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	for _, d := range reg.Descriptors {
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: d.Address, Length: d.Length, DeviceId: d.DeviceID, MemoryKind: string(d.MemoryKind), RemoteKey: d.RemoteKey})
 	}
-	e.mu.Lock()
-	_ = e.receives.Registered(receiveID)
-	_ = e.receives.Requested(receiveID)
-	hold := e.cfg.Hooks.HoldLockAcrossTransfer
-	if !hold {
-		e.mu.Unlock()
-	}
-	// C-4: the call does not end when the client cancels; it has its own deadline.
-	callCtx := context.WithoutCancel(ctx)
-	if ctx.Err() == nil && e.cfg.Hooks.ReleaseOnCancel {
-		callCtx = ctx
-	}
-	callCtx, cancel := context.WithTimeout(callCtx, e.cfg.TransferTimeout)
-	defer cancel()
-	if forwardFailHook {
-		callCtx = metadata.AppendToOutgoingContext(callCtx, HookTransferFail, "1")
-	}
-	callCtx = OutgoingTraceContext(callCtx)
-	var trailer metadata.MD
-	resp, err := client.TransferEncoderCache(callCtx, req, grpc.Trailer(&trailer))
-	if hold {
-		e.mu.Unlock()
-	}
-	if e.cfg.Hooks.ReleaseOnCancel && ctx.Err() != nil {
+	call := e.callTransfer(ctx, client, receiveID, req, forwardFailHook)
+	resp, err := call.resp, call.err
+	if call.abandoned {
 		e.endReceive(receiveID, reg, false) // the C-4 mutant: frees without knowing the outcome
 		return nil, ctx.Err()
-	}
-	definite := definiteRejection
-	if e.cfg.Hooks.ConsumerTransferDefinite != nil {
-		definite = e.cfg.Hooks.ConsumerTransferDefinite
 	}
 	switch {
 	case err == nil && resp.GetBytesWritten() == uint64(ref.PayloadBytes()):
 		e.endReceive(receiveID, reg, true)
-	case err != nil && definite(err, trailer):
+	case call.definite:
 		e.endReceive(receiveID, reg, false)
 		st := status.Convert(err)
 		return nil, fmt.Errorf("%w: Q-2 the producer rejected the transfer before writing: %s", handoff.ErrSpentReference, st.Message())
