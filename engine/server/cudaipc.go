@@ -251,14 +251,8 @@ func (s *ipcStore) close() error {
 // is the bytes lent.
 func (e *Engine) lendIPC(ctx context.Context, store *ipcStore, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, error) {
 	ref, err := e.checkIPCTransfer(req)
-	if err != nil {
-		return nil, beforeWrite(ctx, err)
-	}
-	e.mu.Lock()
-	err = e.table.ClaimForTransfer(ref.EntryID)
-	e.mu.Unlock()
-	if err != nil {
-		return nil, beforeWrite(ctx, err)
+	if err := e.claimForTransfer(ctx, ref, err); err != nil {
+		return nil, err
 	}
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
 	entry, ok := store.take(ref.EntryID)

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +24,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// heldPublish starts a publish on eng whose encoder step is held holdMs
+// and returns its result (an empty one when the call itself failed).
+func heldPublish(t *testing.T, ctx context.Context, eng *target.GRPCEngine, holdMs int) <-chan *target.GenerateResult {
+	req := withExtra(t, publishReq(t), map[string]any{HookEncoderDelayMs: holdMs})
+	out := make(chan *target.GenerateResult, 1)
+	go func() {
+		res, err := eng.Generate(ctx, req)
+		if err != nil {
+			res = &target.GenerateResult{}
+		}
+		out <- res
+	}()
+	return out
+}
+
 // TestExecutorBatchesAndCancelsC2 runs the C-2 scenario in process, in both
 // executor modes and with two tensor-parallel ranks, with the core's
 // invariants checked after every decision: an occupying publish holds the
@@ -35,15 +52,7 @@ func TestExecutorBatchesAndCancelsC2(t *testing.T) {
 				ExecutorMode: mode, TensorParallel: 2, ExecutorInvariants: true})
 			obs := srv.Engine.Observables
 			start := func(ctx context.Context, holdMs int) <-chan *target.GenerateResult {
-				out := make(chan *target.GenerateResult, 1)
-				go func() {
-					res, err := eng.Generate(ctx, withExtra(t, publishReq(t), map[string]any{HookEncoderDelayMs: holdMs}))
-					if err != nil {
-						res = &target.GenerateResult{}
-					}
-					out <- res
-				}()
-				return out
+				return heldPublish(t, ctx, eng, holdMs)
 			}
 			ctx := context.Background()
 			occupier := start(ctx, 400)
@@ -91,15 +100,7 @@ func TestSyncModeNeverHoldsARequestBehindOthers(t *testing.T) {
 	obs := srv.Engine.Observables
 	ctx := context.Background()
 	publish := func(ctx context.Context, holdMs int) <-chan *target.GenerateResult {
-		out := make(chan *target.GenerateResult, 1)
-		go func() {
-			res, err := eng.Generate(ctx, withExtra(t, publishReq(t), map[string]any{HookEncoderDelayMs: holdMs}))
-			if err != nil {
-				res = &target.GenerateResult{}
-			}
-			out <- res
-		}()
-		return out
+		return heldPublish(t, ctx, eng, holdMs)
 	}
 	within := func(what string, ch <-chan *target.GenerateResult) *target.GenerateResult {
 		t.Helper()
@@ -164,4 +165,26 @@ func TestContextHoldOnConsumer(t *testing.T) {
 		t.Fatal("the cancelled consume did not end during its context hold")
 	}
 	waitFor(t, "the storage freed", func() bool { return srv.Engine.Observables()["encoder.storage.live_batches"] == 0 })
+}
+
+// TestBadExecutorConfig: each bad executor setting is refused at start with
+// ErrConfig (baton serve exits 3), naming the flag.
+func TestBadExecutorConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		flag string
+	}{
+		{Config{Role: RoleAggregated, ExecutorMode: "eager"}, "--executor-mode"},
+		{Config{Role: RoleAggregated, TensorParallel: 9}, "--tp"},
+		{Config{Role: RoleAggregated, TensorParallel: -1}, "--tp"},
+		{Config{Role: RoleAggregated, MaxBatchRequests: -1}, "--max-batch-requests"},
+		{Config{Role: RoleAggregated, MaxBatchRequests: 1025}, "--max-batch-requests"},
+		{Config{Role: RoleAggregated, ModelArchitecture: "transformer"}, "--model-architecture"},
+		{Config{Role: RolePrefill, ModelArchitecture: "encoder-decoder"}, "--model-architecture"},
+	} {
+		_, err := New(tc.cfg, nil)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("New(%+v) = %v; want ErrConfig naming %s", tc.cfg, err, tc.flag)
+		}
+	}
 }

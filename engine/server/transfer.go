@@ -29,6 +29,24 @@ const (
 
 // ---- producer side ----
 
+// claimForTransfer takes a checked reference's entry out of the table
+// (SU-1) for a transfer. checkErr is the reference check's error; it and
+// any refusal of the claim are definite pre-write rejections: returned as
+// INVALID_ARGUMENT with the before-write trailer. The tcp and
+// cuda_ipc producers share it.
+func (e *Engine) claimForTransfer(ctx context.Context, ref handoff.Reference, checkErr error) error {
+	if checkErr != nil {
+		return beforeWrite(ctx, checkErr)
+	}
+	e.mu.Lock()
+	err := e.table.ClaimForTransfer(ref.EntryID)
+	e.mu.Unlock()
+	if err != nil {
+		return beforeWrite(ctx, err)
+	}
+	return nil
+}
+
 // transferEncoderCache serves TransferEncoderCache on the producer: every
 // rejection up to the claim is INVALID_ARGUMENT with the before-write trailer
 // the entry leaves the table BEFORE the WRITE is posted, and a failure
@@ -42,14 +60,8 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 		return nil, fmt.Errorf("%w: N-1 this engine does not serve TransferEncoderCache (role %s, backend %s)", handoff.ErrWrongRole, e.cfg.Role, e.cfg.Backend)
 	}
 	ref, remote, peer, err := e.checkTransfer(req)
-	if err != nil {
-		return nil, beforeWrite(ctx, err)
-	}
-	e.mu.Lock()
-	err = e.table.ClaimForTransfer(ref.EntryID)
-	e.mu.Unlock()
-	if err != nil {
-		return nil, beforeWrite(ctx, err)
+	if err := e.claimForTransfer(ctx, ref, err); err != nil {
+		return nil, err
 	}
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
 	entry, ok := store.take(ref.EntryID)
