@@ -143,6 +143,7 @@ func TestMutantKillTable(t *testing.T) {
 					t.Errorf("mutant %s (%s: %s) survived the %s cases", m.Name, m.Rule, m.Breaks, m.Rule)
 				}
 				table = append(table, fmt.Sprintf("%-28s %-5s %-8s %6.1fs  failed cases: %s", m.Name, m.Rule, verdict, time.Since(start).Seconds(), failed))
+				suiteColumn[m.Name] = killVerdict{killed: killed, cell: fmt.Sprintf("%s %.1fs", verdict, time.Since(start).Seconds())}
 				return
 			}
 			// A Lifecycle mutant runs only the cases of its rule, at the
@@ -169,6 +170,7 @@ func TestMutantKillTable(t *testing.T) {
 				t.Errorf("mutant %s (%s: %s) survived: exit %d, failed rules %v", m.Name, m.Rule, m.Breaks, code, failed)
 			}
 			table = append(table, fmt.Sprintf("%-28s %-5s %-8s %6.1fs  failed rules: %s", m.Name, m.Rule, verdict, time.Since(start).Seconds(), strings.Join(failed, " ")))
+			suiteColumn[m.Name] = killVerdict{killed: verdict == "KILLED", cell: fmt.Sprintf("%s %.1fs", verdict, time.Since(start).Seconds())}
 		})
 	}
 	t.Logf("kill table (mutant, rule it breaks, verdict of the case named after that rule, time, every failed rule):\n%s", strings.Join(table, "\n"))

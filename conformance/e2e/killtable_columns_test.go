@@ -1,140 +1,209 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/baton-dev/baton/conformance/launch"
 	"github.com/baton-dev/baton/conformance/mutants"
 	"github.com/baton-dev/baton/conformance/props"
 	"github.com/baton-dev/baton/conformance/target"
 	"github.com/baton-dev/baton/conformance/target/inprocess"
-	"github.com/baton-dev/baton/conformance/target/simtarget"
 	"github.com/baton-dev/baton/engine/server"
 	"github.com/baton-dev/baton/sim"
 )
 
 // killColumnChecks is the props column's budget per mutant (checks of the
-// handoff property against the in-process engine with the mutant's hooks).
+// handoff property against the mutant's topology).
 const killColumnChecks = 100
 
-// propsMustKill lists the conformance mutants the handoff property must
-// kill (S-1 with the shutdown action, on a fresh engine per check); the
-// rest are outside what it draws (tcp faults, test hooks, media,
-// baselines, TTLs) and are reported, not asserted.
-var propsMustKill = map[string]bool{
-	"su1-read-without-claim": true, "su3-release-always-aborted": true, "su4-malformed-consumes": true,
-	"su5-unsigned-references": true, "su6-entry-id-from-content": true, "s1-shutdown-ignores-id": true,
+// maxShrunkActions is the longest shrunk counterexample the props column
+// accepts (issue #3: "shrunk counterexample <= 10 actions").
+const maxShrunkActions = 10
+
+// simColumnSeeds is the sim column's budget per mutant.
+const simColumnSeeds = 2000
+
+// killVerdict is one cell of the kill table.
+type killVerdict struct {
+	killed bool
+	cell   string
 }
 
-// TestMutantKillTableColumns prints the props and sim columns of the kill
-// table (TestMutantKillTable prints the suite's): for every conformance
-// mutant, whether the handoff property kills it in-process, in what time
-// and with how short a shrunk sequence; whether the simulator's driver
-// mutant of the same rule is killed by the simulator (first failing seed)
-// and by the property through the simulator target; and one row per
-// driver mutant with no conformance counterpart.
+// suiteColumn is filled by TestMutantKillTable (the suite's column) when it
+// runs before TestMutantKillTableColumns in the same `go test` (make mutants).
+var suiteColumn = map[string]killVerdict{}
+
+// TestMutantKillTableColumns prints the kill table, mutant x {suite, props,
+// sim}, and fails unless every column kills every mutant:
+//   - suite: the cases of the mutant's rule against real engine processes
+//     (TestMutantKillTable, run first by `make mutants`);
+//   - props: the one handoff property (conformance/props) against the
+//     topology the mutant lives in (propsTopology): killed within
+//     killColumnChecks checks, with a shrunk counterexample of at most
+//     maxShrunkActions actions;
+//   - sim: the same broken decision in the simulator (Mutant.Sim), found by
+//     the simulator's own checkers within simColumnSeeds seeds.
+//
+// Every simulator mutant must be the counterpart of a conformance mutant,
+// so that no row has a column it cannot be killed in.
 func TestMutantKillTableColumns(t *testing.T) {
-	simOf := map[string]sim.Mutant{}
-	for m, rule := range sim.Mutants {
-		simOf[rule] = m
+	type row struct {
+		name, rule          string
+		suite, props, simul killVerdict
+		propsTime           time.Duration
 	}
-	var rows []string
-	row := func(name, rule, propsCol, simCol string) {
-		rows = append(rows, fmt.Sprintf("%-38s %-5s %-40s %s", name, rule, propsCol, simCol))
-	}
-	seen := map[sim.Mutant]bool{}
+	var rows []row
+	counterpart := map[string]bool{}
 	for _, m := range mutants.All() {
 		t.Run(m.Name, func(t *testing.T) {
-			propsCol := "n/a (tcp + fault proxy: not in-process)"
-			if m.Topology != mutants.TopologyTCPFaults {
-				var hooks server.Hooks
-				m.Apply(&hooks)
-				var rep props.Report
-				if m.Rule == "S-1" {
-					// Shutdown is destructive: a fresh engine per check.
-					dir, n := t.TempDir(), 0
-					mk := func() (target.Target, func() error, error) {
-						n++
-						tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: fmt.Sprintf("%s/%d", dir, n), Hooks: hooks})
-						return tg, func() error { _ = stop(); return nil }, err
-					}
-					rep = props.Run(props.Handoff(mk, props.Config{Shutdown: true}), props.RunOptions{
-						Name: t.Name(), Checks: killColumnChecks / 4, Steps: 15, ShrinkTime: 3 * time.Second, NoFailFile: true})
-				} else {
-					tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), Hooks: hooks})
-					if err != nil {
-						t.Fatal(err)
-					}
-					rep = props.Run(props.Handoff(props.Shared(tg), props.Config{}), props.RunOptions{
-						Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: 3 * time.Second, NoFailFile: true})
-					_ = stop() // a mutant may not drain cleanly; not what is judged here
-				}
-				propsCol = killCell(rep)
-				if !rep.Passed {
-					t.Logf("props killed %s (seed %d):\n%s", m.Name, rep.Seed, lastLines(rep.Output, 8))
-				}
-				if rep.Passed && propsMustKill[m.Name] {
-					t.Errorf("mutant %s (%s) survived %d checks of the handoff property (seed %d)", m.Name, m.Rule, killColumnChecks, rep.Seed)
+			r := row{name: m.Name, rule: m.Rule, suite: killVerdict{cell: "not run"}}
+			if v, ok := suiteColumn[m.Name]; ok {
+				r.suite = v
+				if !v.killed {
+					t.Errorf("mutant %s (%s) survived the suite", m.Name, m.Rule)
 				}
 			}
-			simCol := "no driver mutant of this rule"
-			if sm, ok := simOf[m.Rule]; ok {
-				seen[sm] = true
-				simCol = simKillCell(t, sm)
+			rep := propsColumn(t, m)
+			r.props, r.propsTime = propsCell(rep), rep.Elapsed
+			switch {
+			case rep.Passed:
+				t.Errorf("mutant %s (%s: %s) survived %d checks of the handoff property (seed %d)", m.Name, m.Rule, m.Breaks, killColumnChecks, rep.Seed)
+			case rep.Actions > maxShrunkActions:
+				t.Errorf("mutant %s: the shrunk counterexample has %d actions; want <= %d (seed %d):\n%s", m.Name, rep.Actions, maxShrunkActions, rep.Seed, lastLines(rep.Output, 20))
+			default:
+				t.Logf("props killed %s in %.1fs (seed %d, %d actions):\n%s", m.Name, rep.Elapsed.Seconds(), rep.Seed, rep.Actions, lastLines(rep.Output, 12))
 			}
-			row(m.Name, m.Rule, propsCol, simCol)
+			counterpart[m.Sim] = true
+			r.simul = simColumn(t, m.Sim, m.Rule)
+			if !r.simul.killed {
+				t.Errorf("mutant %s (%s): sim column: %s", m.Name, m.Rule, r.simul.cell)
+			}
+			rows = append(rows, r)
 		})
 	}
 	for _, sm := range sortedSimMutants() {
-		if seen[sm] {
-			continue
+		if !counterpart[string(sm)] {
+			t.Errorf("simulator mutant %s (%s) is no conformance mutant's counterpart (Mutant.Sim): its row would have no suite or props column", sm, sim.Mutants[sm])
 		}
-		propsCol := "n/a (no wire-visible symptom without faults)"
-		if sm == sim.MutantReadWithoutClaim {
-			propsCol = killCell(propsOnSim(sm))
-		}
-		row("sim:"+string(sm), sim.Mutants[sm], propsCol, simKillCell(t, sm))
 	}
-	t.Logf("kill table, props and sim columns (suite column: TestMutantKillTable):\n%-38s %-5s %-40s %s\n%s",
-		"mutant", "rule", "props (killed in, shrunk length)", "sim (first failing seed, time)", strings.Join(rows, "\n"))
+	for name := range sim.ExecutorMutations() {
+		if !counterpart["executor:"+name] {
+			t.Errorf("executor-world mutation %s is no conformance mutant's counterpart (Mutant.Sim)", name)
+		}
+	}
+	var lines []string
+	var times []time.Duration
+	for _, r := range rows {
+		lines = append(lines, fmt.Sprintf("%-38s %-5s %-14s %-26s %s", r.name, r.rule, r.suite.cell, r.props.cell, r.simul.cell))
+		if r.props.killed {
+			times = append(times, r.propsTime)
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	median := "n/a"
+	if len(times) > 0 {
+		median = fmt.Sprintf("%.2fs", times[len(times)/2].Seconds())
+	}
+	t.Logf("kill table (suite: cases of the rule on real processes; props: the handoff property; sim: the simulator's counterpart):\n%-38s %-5s %-14s %-26s %s\n%s\nprops time to kill, median over %d mutants: %s (issue #3 target: < 2 s)",
+		"mutant", "rule", "suite", "props (time, shrunk len)", "sim (first failing seed)", strings.Join(lines, "\n"), len(times), median)
 }
 
-// killCell renders one props verdict.
-func killCell(rep props.Report) string {
+// propsColumn runs the handoff property against the topology m lives in.
+func propsColumn(t *testing.T, m mutants.Mutant) props.Report {
+	t.Helper()
+	mk, cfg, cleanup := propsTopology(t, m)
+	defer cleanup()
+	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: 5 * time.Second, NoFailFile: true}
+	if cfg.Shutdown {
+		opts.Checks = killColumnChecks / 4
+	}
+	return props.Run(props.Handoff(mk, cfg), opts)
+}
+
+// propsTopology returns the targets the property runs against for m:
+//   - TopologyTCPFaults: E+PD processes on tcp with the fault proxy and test
+//     hooks (the target injects transfer faults and restarts instances);
+//   - LevelLifecycle: the in-process engines with test hooks;
+//   - otherwise the in-process engines over the shared directory; for S-1,
+//     whose action is destructive, a fresh topology per check.
+func propsTopology(t *testing.T, m mutants.Mutant) (props.Maker, props.Config, func()) {
+	t.Helper()
+	var hooks server.Hooks
+	m.Apply(&hooks)
+	switch {
+	case m.Topology == mutants.TopologyTCPFaults:
+		topo, err := launch.StartEPD(context.Background(), launch.Options{Binary: batonBinary, Preset: "tiny", WorkDir: t.TempDir(),
+			Backend: "tcp", FaultProxy: true, TestHooks: true, Mutant: m.Name, ProducerQuotaBytes: 32 << 20})
+		if err != nil {
+			t.Fatalf("start topology: %v", err)
+		}
+		return props.Shared(topo.Target()), props.Config{}, func() { _ = topo.Shutdown(context.Background(), 30*time.Second) }
+	case m.Rule == "S-1":
+		dir, n := t.TempDir(), 0
+		mk := func() (target.Target, func() error, error) {
+			n++
+			tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: fmt.Sprintf("%s/%d", dir, n), Hooks: hooks})
+			return tg, func() error { _ = stop(); return nil }, err
+		}
+		return mk, props.Config{Shutdown: true}, func() {}
+	default:
+		tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), Hooks: hooks, TestHooks: m.Level == mutants.LevelLifecycle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return props.Shared(tg), props.Config{}, func() { _ = stop() } // a mutant may not drain cleanly; not what is judged here
+	}
+}
+
+// propsCell renders one props verdict.
+func propsCell(rep props.Report) killVerdict {
 	if rep.Passed {
-		return fmt.Sprintf("SURVIVED %d checks", killColumnChecks)
+		return killVerdict{cell: fmt.Sprintf("SURVIVED %d checks", killColumnChecks)}
 	}
-	return fmt.Sprintf("KILLED %.1fs, %d actions", rep.Elapsed.Seconds(), rep.Actions)
+	return killVerdict{killed: true, cell: fmt.Sprintf("KILLED %.1fs, %d actions", rep.Elapsed.Seconds(), rep.Actions)}
 }
 
-// simKillCell runs seeds 1..2000 with sm until one fails with its rule.
-func simKillCell(t *testing.T, sm sim.Mutant) string {
+// simColumn runs the simulator's counterpart name of a mutant of rule
+// until a seed fails with that rule.
+func simColumn(t *testing.T, name, rule string) killVerdict {
 	t.Helper()
 	start := time.Now()
-	for seed := uint64(1); seed <= 2000; seed++ {
-		if r := sim.RunSeed(seed, sim.Options{Mutant: sm}); r.Verdict != sim.Passed {
-			if r.Rule != sim.Mutants[sm] {
-				return fmt.Sprintf("KILLED seed %d by %s (not %s)", seed, r.Rule, sim.Mutants[sm])
+	if name == "" {
+		return killVerdict{cell: "no simulator counterpart (Mutant.Sim)"}
+	}
+	if mutation, ok := strings.CutPrefix(name, "executor:"); ok {
+		mut, ok := sim.ExecutorMutations()[mutation]
+		if !ok {
+			return killVerdict{cell: "unknown executor mutation " + mutation}
+		}
+		for seed := uint64(1); seed <= simColumnSeeds; seed++ {
+			if r := sim.RunExecutorSeed(seed, mut); r.Err != nil {
+				return killVerdict{killed: true, cell: fmt.Sprintf("KILLED seed %d, %.2fs (executor world)", seed, time.Since(start).Seconds())}
 			}
-			return fmt.Sprintf("KILLED seed %d, %.2fs (%s)", seed, time.Since(start).Seconds(), sm)
+		}
+		return killVerdict{cell: fmt.Sprintf("SURVIVED seeds 1..%d (executor world)", simColumnSeeds)}
+	}
+	sm, err := sim.ParseMutant(name)
+	if err != nil {
+		return killVerdict{cell: err.Error()}
+	}
+	if sim.Mutants[sm] != rule {
+		return killVerdict{cell: fmt.Sprintf("simulator mutant %s breaks %s, not %s", sm, sim.Mutants[sm], rule)}
+	}
+	for seed := uint64(1); seed <= simColumnSeeds; seed++ {
+		if r := sim.RunSeed(seed, sim.Options{Mutant: sm}); r.Verdict != sim.Passed {
+			if r.Rule != rule {
+				return killVerdict{cell: fmt.Sprintf("seed %d failed %s, not %s", seed, r.Rule, rule)}
+			}
+			return killVerdict{killed: true, cell: fmt.Sprintf("KILLED seed %d, %.2fs", seed, time.Since(start).Seconds())}
 		}
 	}
-	t.Errorf("driver mutant %s survived seeds 1..2000", sm)
-	return "SURVIVED seeds 1..2000"
-}
-
-// propsOnSim runs the property through the simulator target with driver
-// mutant sm and the simulator's own checkers off.
-func propsOnSim(sm sim.Mutant) props.Report {
-	seed := uint64(0)
-	return props.Run(props.Handoff(func() (target.Target, func() error, error) {
-		seed++
-		tg, err := simtarget.New(simtarget.Options{Seed: seed, Driver: sim.DriverConfig{Backend: sim.BackendSharedDir, Mutant: sm, Unchecked: true}})
-		return tg, func() error { return nil }, err
-	}, props.Config{}), props.RunOptions{Name: "sim-" + string(sm), Checks: 1000, Steps: 20, ShrinkTime: 3 * time.Second, NoFailFile: true})
+	return killVerdict{cell: fmt.Sprintf("SURVIVED seeds 1..%d", simColumnSeeds)}
 }
 
 func sortedSimMutants() []sim.Mutant {

@@ -39,6 +39,12 @@ type Mutant struct {
 	// Core suite over the shared directory) or TopologyTCPFaults (tcp
 	// backend with the fault proxy, the Faults level).
 	Topology string
+	// Sim names the same broken decision in the simulator, whose nodes
+	// drive the same lifecycle core: a sim.Mutant of the handoff world
+	// ("read-without-claim") or "executor:" and a mutation of the executor
+	// world ("executor:c3-view-kept-after-end"). The kill table's sim
+	// column runs it; "" means the simulator cannot express it yet.
+	Sim string
 	// Level is the conformance level whose cases kill it: "" or LevelCore,
 	// or LevelLifecycle (the kill table then starts the engines with
 	// --test-hooks and claims the Lifecycle level, whose cases need the
@@ -60,7 +66,7 @@ const (
 
 var all = []Mutant{
 	{Name: "su1-read-without-claim", Rule: "SU-1", Breaks: "the consumer reads an entry without claiming it by rename, so it can be consumed twice",
-		Apply: func(h *server.Hooks) { h.Claim = readWithoutClaim }},
+		Sim: "read-without-claim", Apply: func(h *server.Hooks) { h.Claim = readWithoutClaim }},
 	{Name: "su3-release-always-aborted", Rule: "SU-3", Breaks: "Abort(encoder_cache) answers ABORTED every time",
 		Apply: func(h *server.Hooks) {
 			h.ReleaseAnswer = func(pb.AbortStatus) pb.AbortStatus { return pb.AbortStatus_ABORT_STATUS_ABORTED }
@@ -86,7 +92,7 @@ var all = []Mutant{
 				return hl.DecideShutdown(id, id)
 			}
 		}},
-	{Name: "q1-release-on-any-error", Rule: "Q-1", Topology: TopologyTCPFaults, Breaks: "the consumer releases its buffers on any transfer error, even an uncertain one",
+	{Name: "q1-release-on-any-error", Rule: "Q-1", Topology: TopologyTCPFaults, Breaks: "the consumer releases its buffers on any transfer error, even an uncertain one", Sim: "consumer-frees-on-transfer-error",
 		Apply: func(h *server.Hooks) {
 			h.ConsumerTransferDefinite = func(error, metadata.MD) bool { return true }
 		}},
@@ -100,7 +106,7 @@ var all = []Mutant{
 				return status.Error(codes.InvalidArgument, "entry not available")
 			}
 		}},
-	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call",
+	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call", Sim: "lock-across-transfer",
 		Apply: func(h *server.Hooks) { h.HoldLockAcrossTransfer = true }},
 	{Name: "c4-free-on-cancel", Rule: "C-4", Topology: TopologyTCPFaults, Breaks: "a consumer cancelled mid-transfer frees its buffers without waiting for the outcome",
 		Apply: func(h *server.Hooks) { h.ReleaseOnCancel = true }},
@@ -132,11 +138,11 @@ var all = []Mutant{
 				return hex.EncodeToString(sum[:])
 			}
 		}},
-	{Name: "c2-scatter-shifts-siblings", Rule: "C-2", Level: LevelLifecycle, Breaks: "a batch's completion advances the item offset only past members still pending, so a cancelled member's slice goes to its next sibling",
+	{Name: "c2-scatter-shifts-siblings", Rule: "C-2", Level: LevelLifecycle, Sim: "executor:c2-scatter-shifts-siblings", Breaks: "a batch's completion advances the item offset only past members still pending, so a cancelled member's slice goes to its next sibling",
 		Apply: func(h *server.Hooks) { h.ExecutorMutation.ScatterLiveOnly = true }},
-	{Name: "c3-view-kept-after-end", Rule: "C-3", Level: LevelLifecycle, Breaks: "a request that ends before its first context step keeps its view, so the batch's storage is never freed",
+	{Name: "c3-view-kept-after-end", Rule: "C-3", Level: LevelLifecycle, Sim: "executor:c3-view-kept-after-end", Breaks: "a request that ends before its first context step keeps its view, so the batch's storage is never freed",
 		Apply: func(h *server.Hooks) { h.ExecutorMutation.KeepViewOnEnd = true }},
-	{Name: "c3-release-every-step", Rule: "C-3", Level: LevelLifecycle, Breaks: "release is not idempotent: a decode loop releasing every step drops a view reference each time and frees the storage under its siblings",
+	{Name: "c3-release-every-step", Rule: "C-3", Level: LevelLifecycle, Sim: "executor:c3-release-every-step", Breaks: "release is not idempotent: a decode loop releasing every step drops a view reference each time and frees the storage under its siblings",
 		Apply: func(h *server.Hooks) { h.ExecutorMutation.ReleaseEveryCall = true }},
 	{Name: "r1-context-computed-twice", Rule: "R-1", Level: LevelLifecycle, Breaks: "the first context step computes the cross-attention KV twice per admission",
 		Apply: func(h *server.Hooks) { h.ContextTwice = true }},

@@ -116,13 +116,31 @@ func Handoff(mk Maker, cfg Config) func(*rapid.T) {
 		if cfg.Shutdown {
 			actions["shutdown"] = m.shutdown
 		}
+		for _, set := range actionSets {
+			for name, a := range set(m) {
+				if _, dup := actions[name]; dup {
+					panic("props: action " + name + " registered twice")
+				}
+				actions[name] = a
+			}
+		}
 		t.Repeat(actions)
 		m.finish(t)
 	}
 }
 
+// actionSets add actions to the handoff property beyond the core ones, each
+// from its own file (an init appends to it). A set looks at the machine's
+// target (its Profile, the interfaces it implements) and returns only the
+// actions that target can run, so the one property adapts to what each
+// target offers: fault injection, test hooks, a baseline engine.
+var actionSets []func(mc *machine) map[string]func(*rapid.T)
+
 // machine runs one check: the target's engines and the model.
 type machine struct {
+	// tg is the check's target (action sets look for the interfaces it
+	// implements: target.FaultInjector, target.Restarter).
+	tg         target.Target
 	cfg        Config
 	profile    target.Profile
 	prod, cons target.Engine
@@ -139,7 +157,7 @@ func newMachine(t *rapid.T, tg target.Target, cfg Config) *machine {
 	if !ok1 || !ok2 {
 		t.Fatalf("target %q lacks a producer or a consumer endpoint; the handoff property needs E+PD", tg.Profile().Name)
 	}
-	return &machine{cfg: cfg, profile: tg.Profile(), prod: prod, cons: cons, m: newModel()}
+	return &machine{tg: tg, cfg: cfg, profile: tg.Profile(), prod: prod, cons: cons, m: newModel()}
 }
 
 // ctx is one call's context.

@@ -28,6 +28,9 @@ type Options struct {
 	// ProducerQuotaBytes is the producer's L-5 bound (default 16 MiB, so the
 	// L-5 case reaches it in a few dozen tiny publishes).
 	ProducerQuotaBytes int64
+	// TestHooks starts every engine with the baton.* test hooks honoured
+	// (CONTRACT section 4) and the profile claims the Lifecycle level.
+	TestHooks bool
 	// Log receives the engines' logs (nil discards).
 	Log *slog.Logger
 	// OnListen, when set, is told each role's listening address
@@ -61,7 +64,7 @@ func StartEPD(opts Options) (*target.Static, func() error, error) {
 			stopAll()
 			return nil, nil, fmt.Errorf("inprocess: %w", err)
 		}
-		cfg := server.Config{Role: r.role, Preset: opts.Preset, CacheDir: opts.CacheDir, Hooks: opts.Hooks, ShutdownLinger: time.Millisecond, ProducerQuotaBytes: opts.ProducerQuotaBytes}
+		cfg := server.Config{Role: r.role, Preset: opts.Preset, CacheDir: opts.CacheDir, Hooks: opts.Hooks, ShutdownLinger: time.Millisecond, ProducerQuotaBytes: opts.ProducerQuotaBytes, TestHooks: opts.TestHooks}
 		if r.role == server.RoleAggregated {
 			cfg.CacheDir = ""
 		}
@@ -94,6 +97,9 @@ func StartEPD(opts Options) (*target.Static, func() error, error) {
 	profile := target.Profile{
 		Name: "baton reference engine (in-process E+PD)", Topologies: []string{"E+PD"}, Backends: []string{server.BackendSharedDir},
 		Level: "core", Observables: true, Destructive: false, ProducerQuotaBytes: opts.ProducerQuotaBytes, ReferenceFormat: "baton-json-v1", CaseTimeout: time.Minute,
+	}
+	if opts.TestHooks {
+		profile.Level, profile.TestHooks = "lifecycle", true
 	}
 	return target.NewStatic(profile, engines), stopAll, nil
 }
