@@ -189,13 +189,18 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
 	must(c.receives.Registered(r.key))
 	must(c.receives.Requested(r.key))
 	w.notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
-	w.send(msgRequest, event{kind: evTransferArrive, c: int32(c.idx), a: r.num, s: r.entry})
+	if !w.directRequest(r) {
+		w.send(msgRequest, event{kind: evTransferArrive, c: int32(c.idx), a: r.num, s: r.entry})
+	}
 	w.after(w.set.ConsumerTimeoutMs, event{kind: evTransferTimeout, c: int32(c.idx), a: r.num, b: c.inc})
 }
 
 // transferReply: the producer's answer. A receive already ended (duplicate
 // or late reply, or a past incarnation's) is ignored.
 func (w *World) transferReply(ev event) {
+	if w.directReply(&ev) {
+		return
+	}
 	c := w.cons[ev.c]
 	rq := w.xreqs[ev.a-1]
 	r, ok := c.recvs[ev.a]

@@ -99,7 +99,7 @@ type Answer struct {
 var answerCodes = map[int64]handoff.Code{
 	resOK: handoff.CodeOK, resSpent: handoff.CodeInvalidArgument, resUnavailable: handoff.CodeUnavailable,
 	resExhausted: handoff.CodeResourceExhausted, resInternal: handoff.CodeInternal, resAborted: handoff.CodeOK,
-	resAlreadyFinished: handoff.CodeOK, resBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled,
+	resAlreadyFinished: handoff.CodeOK, resBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled, resInvalidPlain: handoff.CodeInvalidArgument,
 }
 
 // ErrDriver wraps a checker's failure or a call that was never answered:

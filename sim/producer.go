@@ -59,11 +59,14 @@ const (
 	resAlreadyFinished
 	resBeforeWrite
 	resCancelled
+	// resInvalidPlain is INVALID_ARGUMENT without the before-write trailer
+	// (a directed fault's answer): uncertain for the consumer.
+	resInvalidPlain
 )
 
 var resNames = map[int64]string{resOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", resUnavailable: "UNAVAILABLE",
 	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", resAborted: "ABORTED", resAlreadyFinished: "ALREADY_FINISHED",
-	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED"}
+	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED", resInvalidPlain: "INVALID_ARGUMENT"}
 
 // resOf maps a core rejection to a reply code through handoff.Classify.
 func resOf(err error) int64 {
@@ -391,6 +394,7 @@ func (w *World) stopProducer() {
 func (w *World) transferArrive(ev event) {
 	p := w.prod
 	rq := w.xreqs[ev.a-1]
+	w.directArrive(ev.a)
 	reply := event{kind: evTransferReply, c: int32(rq.c), a: ev.a, b: resBeforeWrite}
 	if p.stopped {
 		reply.b = resUnavailable // connection refused: no trailer, so uncertain for the consumer

@@ -128,6 +128,8 @@ type World struct {
 	sources map[string]sourceState
 	writes  []*write // every WRITE posted, by number-1
 	xreqs   []xreq   // every transfer request, by receive number-1
+	// dir is the Driver's directed transfer faults (nil in seeded runs).
+	dir *directed
 
 	// prodHealthSig is the signature checkHealth last checked fully for E.
 	prodHealthSig healthSig

@@ -87,7 +87,7 @@ func (l *LiveTarget) TransferCalls(ctx context.Context, method string, n int) ([
 	for i, r := range recs {
 		code := ""
 		if r.UpstreamDone {
-			code = codeName(r.UpstreamCode.String())
+			code = target.CodeName(r.UpstreamCode)
 		}
 		out[i] = target.TransferCall{Method: r.Method, Fault: target.TransferFault(r.Step.Fault.String()), UpstreamReached: r.UpstreamReached, UpstreamCode: code}
 	}
@@ -100,23 +100,6 @@ func (l *LiveTarget) TransferArrived(ctx context.Context, method string, n int) 
 		return fmt.Errorf("launch: this topology runs no fault proxy")
 	}
 	return l.topo.proxy.WaitArrived(ctx, method, n)
-}
-
-// codeName turns grpc-go's code String ("InvalidArgument") into the
-// contract's spelling ("INVALID_ARGUMENT").
-func codeName(s string) string {
-	out := make([]byte, 0, len(s)+4)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'A' && c <= 'Z' && i > 0 {
-			out = append(out, '_')
-		}
-		if c >= 'a' && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		out = append(out, c)
-	}
-	return string(out)
 }
 
 // Restart implements target.Restarter: it shuts the role's instance down

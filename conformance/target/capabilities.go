@@ -3,6 +3,8 @@ package target
 import (
 	"context"
 	"time"
+
+	"google.golang.org/grpc/codes"
 )
 
 // TransferFault is one fault the harness's fault proxy can put on a control
@@ -65,3 +67,21 @@ type Restarter interface {
 
 // MethodTransferEncoderCache is the full gRPC method name of the transfer call.
 const MethodTransferEncoderCache = "/openengine.v1.Control/TransferEncoderCache"
+
+// CodeName spells a gRPC code as the contract and TransferCall.UpstreamCode
+// do: grpc-go's "InvalidArgument" is "INVALID_ARGUMENT".
+func CodeName(c codes.Code) string {
+	s := c.String()
+	out := make([]byte, 0, len(s)+4)
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if ch >= 'A' && ch <= 'Z' && i > 0 && s[i-1] >= 'a' && s[i-1] <= 'z' {
+			out = append(out, '_')
+		}
+		if ch >= 'a' && ch <= 'z' {
+			ch -= 'a' - 'A'
+		}
+		out = append(out, ch)
+	}
+	return string(out)
+}

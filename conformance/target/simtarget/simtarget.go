@@ -48,6 +48,11 @@ type Options struct {
 	Seed uint64
 	// Driver configures the world (backend, buffers, quota, TTL, a driver mutant).
 	Driver sim.DriverConfig
+	// Faults makes the target a target.FaultInjector and target.Restarter
+	// (Profile.FaultProxy): transfer faults are the world's directed faults
+	// (sim.DirectedFault) and a consumer restart is a simulated crash and
+	// reboot. Needs the transfer backend (the default).
+	Faults bool
 }
 
 // Target is the simulator behind the Target interface.
@@ -59,6 +64,8 @@ type Target struct {
 	profile  target.Profile
 	engines  map[target.Role]target.Engine
 	maxToken uint32
+	// changed is closed and replaced after every call (TransferCalls waits on it).
+	changed chan struct{}
 }
 
 // New returns a target over a fresh world. Errors: bad driver settings.
@@ -72,10 +79,17 @@ func New(opts Options) (*Target, error) {
 	key := sha256.Sum256(append([]byte("baton simtarget key\x00"), seed[:]...))
 	cons := sha256.Sum256(append([]byte("baton simtarget consumer\x00"), seed[:]...))
 	h := hex.EncodeToString(cons[:16])
-	t := &Target{d: d, key: key[:], consID: h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]}
+	t := &Target{d: d, key: key[:], consID: h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], changed: make(chan struct{})}
 	t.profile = target.Profile{
 		Name: "baton simulator (sim.Driver, E+PD)", Level: "core", Topologies: []string{target.TopologyEPD}, Backends: []string{Backend},
 		Observables: true, ReferenceFormat: target.ReferenceFormatBatonJSONv1, CaseTimeout: time.Minute,
+	}
+	if opts.Faults {
+		if opts.Driver.Backend != "" && opts.Driver.Backend != sim.BackendTransfer {
+			return nil, fmt.Errorf("simtarget: Faults needs the transfer backend, not %q", opts.Driver.Backend)
+		}
+		t.profile.Name = "baton simulator (sim.Driver, E+PD, directed transfer faults)"
+		t.profile.FaultProxy = true
 	}
 	t.engines = map[target.Role]target.Engine{target.RoleProducer: &engine{t: t, producer: true}, target.RoleConsumer: &engine{t: t}}
 	return t, nil
@@ -130,6 +144,7 @@ func (e *engine) Generate(ctx context.Context, req *pb.GenerateRequest) (*target
 	t := e.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.notify()
 	if e.producer {
 		return t.publish(req), nil
 	}

@@ -1,0 +1,111 @@
+package simtarget
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/sim"
+	"google.golang.org/grpc/codes"
+)
+
+// directedFaults maps the harness's transfer faults onto the world's.
+var directedFaults = map[target.TransferFault]sim.DirectedFault{
+	target.FaultNone:            sim.DirectedNone,
+	target.FaultDropRequest:     sim.DirectedDropRequest,
+	target.FaultDropReply:       sim.DirectedDropReply,
+	target.FaultDelay:           sim.DirectedDelay,
+	target.FaultCutConnection:   sim.DirectedCut,
+	target.FaultUnavailable:     sim.DirectedUnavailable,
+	target.FaultInvalidArgument: sim.DirectedInvalidArgument,
+}
+
+// notify wakes TransferCalls and TransferArrived waiters (t.mu held).
+func (t *Target) notify() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// SetTransferFaults implements target.FaultInjector: the next transfer
+// calls of the world get faults in order, then none; delay is virtual time
+// (ms). Errors: a target made without Options.Faults, another method, an
+// unknown fault.
+func (t *Target) SetTransferFaults(method string, delay time.Duration, faults ...target.TransferFault) error {
+	if !t.profile.FaultProxy {
+		return fmt.Errorf("simtarget: made without Options.Faults")
+	}
+	if method != target.MethodTransferEncoderCache {
+		return fmt.Errorf("simtarget: faults only on %s, not %s", target.MethodTransferEncoderCache, method)
+	}
+	plan := make([]sim.DirectedFault, len(faults))
+	for i, f := range faults {
+		d, ok := directedFaults[f]
+		if !ok {
+			return fmt.Errorf("simtarget: unknown transfer fault %q", f)
+		}
+		plan[i] = d
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.d.SetTransferFaults(delay.Milliseconds(), plan...)
+	return nil
+}
+
+var faultNames = func() map[sim.DirectedFault]target.TransferFault {
+	m := map[sim.DirectedFault]target.TransferFault{}
+	for k, v := range directedFaults {
+		m[v] = k
+	}
+	return m
+}()
+
+// TransferCalls implements target.FaultInjector: it waits until n transfer
+// calls were seen since SetTransferFaults (or ctx ends) and returns them.
+func (t *Target) TransferCalls(ctx context.Context, method string, n int) ([]target.TransferCall, error) {
+	for {
+		t.mu.Lock()
+		calls, changed := t.d.TransferCalls(), t.changed
+		t.mu.Unlock()
+		if len(calls) >= n {
+			out := make([]target.TransferCall, len(calls))
+			for i, c := range calls {
+				code := ""
+				if c.Answered {
+					code = target.CodeName(codes.Code(c.Code))
+				}
+				out[i] = target.TransferCall{Method: method, Fault: faultNames[c.Fault], UpstreamReached: c.Reached, UpstreamCode: code}
+			}
+			return out, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("simtarget: %d of %d transfer calls seen: %w", len(calls), n, ctx.Err())
+		}
+	}
+}
+
+// TransferArrived implements target.FaultInjector. The world answers each
+// call before the next starts, so a call that arrived is also done.
+func (t *Target) TransferArrived(ctx context.Context, method string, n int) error {
+	_, err := t.TransferCalls(ctx, method, n)
+	return err
+}
+
+// Restart implements target.Restarter for the consumer: a simulated crash
+// and reboot (new instance id, quarantine gone, orphans recovered). The
+// producer cannot be restarted (its table is the world's).
+func (t *Target) Restart(ctx context.Context, role target.Role) error {
+	if role != target.RoleConsumer {
+		return fmt.Errorf("simtarget: cannot restart role %s", role)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.notify()
+	if err := t.d.RestartConsumer(0); err != nil {
+		return err
+	}
+	t.consID = t.consID[:len(t.consID)-4] + fmt.Sprintf("%04x", t.d.ConsumerIncarnation(0)&0xffff)
+	return nil
+}
