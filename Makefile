@@ -89,6 +89,7 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkTransferControlOverhead -benchtime 100x ./engine/server/
 	$(GO) test -run '^$$' -bench BenchmarkTransferLatencyBase -benchtime 50x ./engine/server/
 	$(GO) test -count=1 -run 'TestCoreSuiteBase' -v ./conformance/e2e/ -args -e2e.bench
+	$(GO) test -run '^$$' -bench BenchmarkSimulator -benchtime 2s ./sim/
 
 clean:
 	rm -rf bin out
