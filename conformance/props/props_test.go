@@ -149,13 +149,15 @@ func lastLines(s string, n int) string {
 }
 
 // simMaker gives every check a fresh simulator target (so shutdown may be
-// drawn) on backend, seeded from the check's own draw.
-func simMaker(t *testing.T, backend string, m sim.Mutant) props.Maker {
+// drawn) on backend, seeded from the check's own draw; with faults the
+// target injects directed transfer faults and restarts its consumer
+// (target.FaultInjector, target.Restarter), so the fault actions run too.
+func simMaker(t *testing.T, backend string, m sim.Mutant, faults bool) props.Maker {
 	seed := uint64(0)
 	return func() (target.Target, func() error, error) {
 		seed++
 		// With a mutant the simulator's own checkers are off: the property must find it.
-		tg, err := simtarget.New(simtarget.Options{Seed: seed, Driver: sim.DriverConfig{Backend: backend, Mutant: m, Unchecked: m != sim.MutantNone}})
+		tg, err := simtarget.New(simtarget.Options{Seed: seed, Faults: faults, Driver: sim.DriverConfig{Backend: backend, Mutant: m, Unchecked: m != sim.MutantNone}})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -171,13 +173,17 @@ func simMaker(t *testing.T, backend string, m sim.Mutant) props.Maker {
 // TestHandoffSimTarget runs the handoff property, shutdown included,
 // against the simulator behind the Target interface (conformance/target/
 // simtarget): thousands of checks, each on a fresh world, over both
-// backends; each check's client-visible history must also be
-// linearizable (porcupine).
+// backends, and on the transfer backend once more with directed transfer
+// faults (the property's fault actions); each check's client-visible
+// history must also be linearizable (porcupine).
 func TestHandoffSimTarget(t *testing.T) {
-	for _, backend := range []string{sim.BackendSharedDir, sim.BackendTransfer} {
-		t.Run(backend, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, backend string
+		faults        bool
+	}{{sim.BackendSharedDir, sim.BackendSharedDir, false}, {sim.BackendTransfer, sim.BackendTransfer, false}, {"transfer+faults", sim.BackendTransfer, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			rapidDefaults(t, 2000, 500, 20)
-			rapid.Check(t, props.Handoff(simMaker(t, backend, sim.MutantNone), props.Config{Shutdown: backend == sim.BackendSharedDir}))
+			rapid.Check(t, props.Handoff(simMaker(t, tc.backend, sim.MutantNone, tc.faults), props.Config{Shutdown: tc.backend == sim.BackendSharedDir}))
 		})
 	}
 }
@@ -188,11 +194,12 @@ func TestPropertyKillsSimMutants(t *testing.T) {
 	for _, tc := range []struct {
 		mutant  sim.Mutant
 		backend string
+		faults  bool
 	}{
-		{sim.MutantReadWithoutClaim, sim.BackendSharedDir},
+		{sim.MutantReadWithoutClaim, sim.BackendSharedDir, false},
 	} {
 		t.Run(string(tc.mutant), func(t *testing.T) {
-			rep := props.Run(props.Handoff(simMaker(t, tc.backend, tc.mutant), props.Config{Shutdown: true}), props.RunOptions{
+			rep := props.Run(props.Handoff(simMaker(t, tc.backend, tc.mutant, tc.faults), props.Config{Shutdown: !tc.faults}), props.RunOptions{
 				Name: t.Name(), Checks: 1000, Steps: 20, ShrinkTime: 3 * time.Second, NoFailFile: true,
 			})
 			if rep.Passed {
