@@ -128,6 +128,17 @@ type World struct {
 	sources map[string]sourceState
 	writes  []*write // every WRITE posted, by number-1
 	xreqs   []xreq   // every transfer request, by receive number-1
+	// recvEnds lists how each transfer receive ended; upstream the
+	// producer's TransferEncoderCache answers as they left it (before any
+	// network fault), by receive number; probeAnswers the answers that
+	// reached clients for their probe calls (check_answers.go).
+	recvEnds     []recvEnd
+	upstream     []upstreamAnswer
+	probeAnswers []probeAnswer
+	// judged counts the entries of each log above (and the ledger's) the
+	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
+	judged          judgedLogs
+	nextExpiryCheck int64
 
 	// prodHealthSig is the signature checkHealth last checked fully for E.
 	prodHealthSig healthSig
@@ -247,6 +258,13 @@ func (w *World) send(class msgClass, ev event) {
 			return
 		}
 	case msgReply:
+		if ev.kind == evTransferReply {
+			w.upstream = append(w.upstream, upstreamAnswer{recv: ev.a, res: ev.b})
+			if w.faults.buggify(SitePlainInvalid) {
+				ev.b = resPlainInvalid
+				w.notef("reply replaced by a plain INVALID_ARGUMENT")
+			}
+		}
 		if w.faults.buggify(SiteLostReply) {
 			w.notef("reply %s lost", ev.kind)
 			return
@@ -376,6 +394,8 @@ func (w *World) dispatch(ev event) bool {
 		w.heal()
 	case evEndCheck:
 		return w.endCheck()
+	case evProducerConsume:
+		w.producerConsume(ev)
 	default:
 		panic(fmt.Sprintf("sim: unknown event kind %d", ev.kind))
 	}
