@@ -11,6 +11,23 @@ import (
 // conformance harness, they see the answer a call got and what really
 // happened to the storage, never which driver made the decision.
 
+// checkAnswers runs the answer checks, in this order (one step checker:
+// each costs a length comparison when nothing new was logged).
+func checkAnswers(w *World) (string, string) {
+	if msg := checkFreshEntryIDs(w); msg != "" {
+		return "SU-6", msg
+	}
+	for _, c := range [...]func(*World) (string, string){checkReferenceTakes, checkUnpublished, checkReceiveEnds, checkTransferAnswers, checkProbeAnswers} {
+		if rule, msg := c(w); msg != "" {
+			return rule, msg
+		}
+	}
+	if msg := checkExpiryCollected(w); msg != "" {
+		return "X-2", msg
+	}
+	return "", ""
+}
+
 // judgedLogs counts the entries of each log the answer checks have judged.
 type judgedLogs struct {
 	takes, recvEnds, upstream, unpublished, probes int

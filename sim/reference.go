@@ -120,11 +120,10 @@ func (w *World) consumerCheckRef(c *consumerNode, rec *entryRecord, f refForm, h
 	if backend == BackendTransfer {
 		return nil
 	}
-	verify := w.verifyTag
 	if w.opts.Mutant == MutantUnsignedReferences {
-		verify = func(*entryRecord, refForm) error { return nil }
+		return nil // the SU-5 mutant: no tag check
 	}
-	if err := verify(rec, f); err != nil {
+	if err := w.verifyTag(rec, f); err != nil {
 		if w.opts.Mutant == MutantRejectedReferenceClaims {
 			w.claimAndDiscard(c, rec, h, rpc, f)
 		}
