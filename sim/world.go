@@ -18,7 +18,7 @@ type Verdict int
 const (
 	// Passed: no checker failed and every handoff ended and every node drained in the budget.
 	Passed Verdict = 0
-	// Correctness: a safety checker failed (SU-1, SU-3, Q-1, Q-3, Q-4, X-1, S-1, S-4, core invariants).
+	// Correctness: a safety checker failed (SU-1..SU-6, Q-1..Q-5, C-2..C-4, C-6, X-1, X-2, S-1, S-2, S-4, L-1, L-4, N-1, core invariants).
 	Correctness Verdict = 1
 	// Liveness: after faults healed, a handoff did not end or a node did not drain within the budget.
 	Liveness Verdict = 2
