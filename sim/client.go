@@ -25,7 +25,44 @@ type plan struct {
 	replay       bool
 	releases     int // Abort calls after consuming (0, 1 or 2: release twice)
 	race         raceKind
+	// probe is a call the harness makes with the live reference before
+	// consuming it, one the contract says is rejected and changes nothing.
+	probe probeKind
+	// content names the media published (one of contentKinds): two
+	// clients with the same content publish the same media (SU-6).
+	content int
 }
+
+// probeKind is an altered call a client makes with its live reference
+// (CONTRACT SU-5, L-1, N-1, L-4), as the conformance harness does.
+type probeKind uint8
+
+const (
+	probeNone probeKind = iota
+	// probeForged consumes with a reference whose tag the producer never made (SU-5).
+	probeForged
+	// probeOversize consumes with the reference padded past 64 KiB (L-1).
+	probeOversize
+	// probeRelabelled consumes with the reference relabelled to an unlisted backend (N-1).
+	probeRelabelled
+	// probeWrongRole sends the consume to E, a producer (L-4).
+	probeWrongRole
+)
+
+// probeRules is the rule each probe checks and the answer the contract
+// gives it (0: any answer but OK).
+var probeRules = [...]struct {
+	rule string
+	want int64
+}{probeForged: {"SU-5", 0}, probeOversize: {"L-1", resTooLarge}, probeRelabelled: {"N-1", resBackend}, probeWrongRole: {"L-4", resWrongRole}}
+
+// probeForms is the reference form each probe presents.
+var probeForms = [...]refForm{probeForged: formForged, probeOversize: formOversize, probeRelabelled: formRelabelled, probeWrongRole: formIssued}
+
+var probeNames = [...]string{probeForged: "forged reference", probeOversize: "oversize reference", probeRelabelled: "relabelled reference", probeWrongRole: "consume sent to E"}
+
+// contentKinds is the number of distinct media clients publish.
+const contentKinds = 6
 
 // raceKind is a fire-and-forget call a client sends alongside its consume,
 // so claims and releases race (SU-1 holds "whatever the interleaving of
@@ -49,6 +86,7 @@ const (
 	stageConsuming
 	stageReplaying
 	stageReleasing
+	stageProbing
 	stageDone
 )
 
@@ -65,8 +103,12 @@ type client struct {
 	entry        string
 	releasesLeft int
 	replayed     bool
-	done         bool
-	outcome      string
+	// callPD is the consumer of the current consume call; probeRPC the
+	// number of the probe call.
+	callPD   int
+	probeRPC int64
+	done     bool
+	outcome  string
 	// manual clients (Driver) make one call and stop at its answer:
 	// answered, lastRes and lastEntry hold it; nothing follows by itself.
 	manual, answered bool
@@ -104,6 +146,17 @@ func newClient(w *World, idx int) *client {
 	case x < 0.45:
 		p.releases = 1
 	}
+	p.content = r.IntN(contentKinds)
+	switch x := r.Float64(); {
+	case x < 0.02:
+		p.probe = probeForged
+	case x < 0.04:
+		p.probe = probeOversize
+	case x < 0.06:
+		p.probe = probeRelabelled
+	case x < 0.08:
+		p.probe = probeWrongRole
+	}
 	return &client{idx: idx, plan: p}
 }
 
@@ -121,7 +174,7 @@ func (w *World) call(c *client, stage clientStage, class msgClass, ev event) {
 }
 
 // stageOps is the history operation each calling stage makes.
-var stageOps = [...]OpKind{stagePublishing: OpPublish, stageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageDone: 0}
+var stageOps = [...]OpKind{stagePublishing: OpPublish, stageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageProbing: OpConsume, stageDone: 0}
 
 func (w *World) finish(c *client, outcome string) {
 	c.stage, c.done, c.outcome = stageDone, true, outcome
@@ -170,6 +223,7 @@ func (w *World) clientCancel(ev event) {
 		c.rpc++ // answers to the cancelled call are stale now
 		w.finish(c, "cancelled while publishing")
 	case stageConsuming, stageReplaying:
+		w.consumerCancelled(w.cons[c.callPD], int32(c.idx), c.rpc)
 		c.rpc++
 		w.notef("client %d cancelled its consume", c.idx)
 		c.releasesLeft = max(c.releasesLeft, 1)
@@ -199,6 +253,9 @@ func (w *World) publishFailArrive(ev event) {
 func (w *World) consumeReplyArrive(ev event) {
 	w.histReturn(ev.h, ev.a, OpConsume, ev.b, ev.s)
 	c := w.clients[ev.h]
+	if c.plan.probe != probeNone && ev.a == c.probeRPC && ev.a != 0 {
+		w.probeAnswers = append(w.probeAnswers, probeAnswer{h: ev.h, probe: c.plan.probe, entry: ev.s, res: ev.b})
+	}
 	if ev.b == resOK {
 		// Counted even if the client stopped waiting: the PD served it. A
 		// duplicated reply is the same answer, counted once.
@@ -238,16 +295,15 @@ func (w *World) answer(c *client, res int64, entry string) {
 		}
 		c.entry = entry
 		c.releasesLeft = c.plan.releases
-		if c.plan.cancel == cancelAfterReady {
-			c.releasesLeft = max(c.releasesLeft, 1)
-			c.stage = stageIdle
-			w.next(c)
+		if c.plan.probe != probeNone {
+			w.probe(c)
 			return
 		}
-		if c.plan.consume {
-			w.consume(c, c.plan.consumer, stageConsuming)
-			return
-		}
+		w.afterPublish(c)
+		return
+	case stageProbing:
+		w.afterPublish(c)
+		return
 	case stageConsuming:
 		if res != resOK {
 			c.releasesLeft = max(c.releasesLeft, 1) // hygiene: release what may still be live
@@ -259,6 +315,37 @@ func (w *World) answer(c *client, res int64, entry string) {
 	}
 	c.stage = stageIdle
 	w.next(c)
+}
+
+// afterPublish is what a client does with its new reference: release it
+// at once (cancelled), consume it, or go on to its releases.
+func (w *World) afterPublish(c *client) {
+	if c.plan.cancel == cancelAfterReady {
+		c.releasesLeft = max(c.releasesLeft, 1)
+		c.stage = stageIdle
+		w.next(c)
+		return
+	}
+	if c.plan.consume {
+		w.consume(c, c.plan.consumer, stageConsuming)
+		return
+	}
+	c.stage = stageIdle
+	w.next(c)
+}
+
+// probe makes the client's probe call with its live reference: an altered
+// reference to its consumer, or the consume to E (history: a probe op).
+func (w *World) probe(c *client) {
+	ev := event{kind: evConsumeArrive, c: int32(c.plan.consumer), s: c.entry, f: uint8(probeForms[c.plan.probe])}
+	if c.plan.probe == probeWrongRole {
+		ev.kind = evProducerConsume
+	}
+	c.callPD = c.plan.consumer
+	w.call(c, stageProbing, msgRequest, ev)
+	c.probeRPC = c.rpc
+	w.hist.ops[len(w.hist.ops)-1].Probe = true
+	w.notef("client %d probes with a %s", c.idx, probeNames[c.plan.probe])
 }
 
 // next picks the client's next call, or finishes it.
@@ -277,6 +364,7 @@ func (w *World) next(c *client) {
 // consume sends the reference to consumer pd (and, per plan, a racing
 // call nobody waits for: call number 0); the late-cancel fault may cancel it.
 func (w *World) consume(c *client, pd int, stage clientStage) {
+	c.callPD = pd
 	w.call(c, stage, msgRequest, event{kind: evConsumeArrive, c: int32(pd), s: c.entry})
 	if stage == stageConsuming {
 		switch c.plan.race {

@@ -24,6 +24,7 @@ type recv struct {
 	entry string
 	key   string
 	buf   int // -1 for the shared-directory backend
+	form  refForm
 }
 
 // consumerNode is a PD consumer: the core's ConsumerReceives and Health,
@@ -85,6 +86,13 @@ func (w *World) consumeArrive(ev event) {
 		return // connection refused; the client's deadline ends its call
 	}
 	rec := w.ledger.get(ev.s)
+	if err := w.consumerCheckRef(c, rec, refForm(ev.f), ev.h, ev.a); err != nil {
+		reply.b = resOf(err)
+		w.ledger.rejectCall(callKey{ev.h, ev.a}, reply.b)
+		w.notef("%v", err)
+		w.send(msgReply, reply)
+		return
+	}
 	if w.now >= rec.expiresMs {
 		reply.b = resSpent
 		w.notef("SU-2 %s expired", short(ev.s))
@@ -110,14 +118,14 @@ func (w *World) consumeArrive(ev event) {
 	}
 	num := int64(len(w.xreqs) + 1)
 	key := fmt.Sprintf("r%d/%s", num, ev.s)
-	w.xreqs = append(w.xreqs, xreq{h: int(ev.h), c: c.idx, inc: c.inc, buf: -1, entry: ev.s, key: key})
+	w.xreqs = append(w.xreqs, xreq{h: int(ev.h), rpc: ev.a, c: c.idx, inc: c.inc, buf: -1, entry: ev.s, key: key, form: refForm(ev.f)})
 	if err := c.receives.Preflight(key, rec.payloadBytes); err != nil {
 		reply.b = resOf(err)
 		w.notef("preflight: %v", err)
 		w.send(msgReply, reply)
 		return
 	}
-	r := &recv{num: num, h: int(ev.h), rpc: ev.a, entry: ev.s, key: key, buf: -1}
+	r := &recv{num: num, h: int(ev.h), rpc: ev.a, entry: ev.s, key: key, buf: -1, form: refForm(ev.f)}
 	c.recvs[num] = r
 	if w.set.Backend == BackendSharedDir {
 		w.claimShared(c, r, reply)
@@ -146,8 +154,7 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply event) {
 		w.send(msgReply, reply)
 		return
 	}
-	rec := w.ledger.get(r.entry)
-	rec.consumptions = append(rec.consumptions, r.key)
+	w.took(w.ledger.get(r.entry), r.key, int32(r.h), r.rpc, r.form)
 	w.notef("claimed %s as %s", short(r.entry), r.key)
 	w.after(between(w.diskRNG, 0, 3), event{kind: evClaimRead, c: int32(c.idx), a: r.num, b: c.inc})
 }
@@ -208,19 +215,56 @@ func (w *World) transferReply(ev event) {
 		w.notef("reply %s for %s ignored: receive already ended", resNames[ev.b], rq.key)
 		return
 	}
-	switch ev.b {
-	case resOK:
+	// only INVALID_ARGUMENT with the before-write trailer is definite;
+	// the Q-2 mutant takes a plain INVALID_ARGUMENT for one too.
+	definite := ev.b == resBeforeWrite || (ev.b == resPlainInvalid && w.opts.Mutant == MutantPlainInvalidArgumentDefinite)
+	switch {
+	case ev.b == resOK:
 		b := &c.bufs[r.buf]
 		if b.content != r.entry || b.owner != r.num {
 			w.failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, short(b.content), b.owner)
 		}
 		must(c.receives.Succeeded(r.key))
-		w.endReceive(c, r, resOK)
-	case resBeforeWrite:
-		must(c.receives.Rejected(r.key)) // a definite pre-write rejection
-		w.endReceive(c, r, resSpent)
+		w.endReceive(c, r, resOK, ev.b)
+	case definite:
+		must(c.receives.Rejected(r.key))
+		w.endReceive(c, r, resSpent, ev.b)
 	default:
-		w.uncertain(c, r, "producer answered "+resNames[ev.b])
+		w.uncertain(c, r, "producer answered "+resNames[ev.b], ev.b)
+	}
+}
+
+// Causes of a receive's end that are no answer of the producer.
+const (
+	causeDeadline  int64 = -1 // the consumer's own deadline passed
+	causeCancelled int64 = -2 // the client cancelled (C-4)
+)
+
+// recvEnd is how a transfer receive ended: the producer's answer (or
+// cause) it ended on and whether its buffers were freed.
+type recvEnd struct {
+	key   string
+	cause int64
+	freed bool
+}
+
+// consumerCancelled: the client of call (h, rpc) cancelled it (the stream's
+// RST reaches the consumer at once). A transfer in flight keeps its
+// buffers until its outcome is known (C-4); the C-4 mutant ends it now.
+func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
+	if !c.up {
+		return
+	}
+	for _, r := range c.recvs {
+		if int32(r.h) != h || r.rpc != rpc || r.buf < 0 {
+			continue
+		}
+		if w.opts.Mutant == MutantFreeOnCancel {
+			must(c.receives.Rejected(r.key))
+			w.endReceive(c, r, resCancelled, causeCancelled)
+			return
+		}
+		return // the receive waits for the transfer's outcome (C-4)
 	}
 }
 
@@ -231,18 +275,21 @@ func (w *World) transferTimeout(ev event) {
 	if !c.up || c.inc != ev.b || !ok {
 		return
 	}
-	w.uncertain(c, r, "deadline passed")
+	w.uncertain(c, r, "deadline passed", causeDeadline)
 }
 
 // uncertain ends a receive whose outcome is unknown: Uncertain, keep the
 // buffer quarantined for the life of the process, health NOT_READY (Q-1,
-// The mutant releases and frees it instead.
-func (w *World) uncertain(c *consumerNode, r *recv, why string) {
-	if w.opts.Mutant == MutantConsumerFreesOnTransferError {
+// The Q-1 mutant releases and frees it instead when the outcome is
+// uncertain by a deadline or a failure of the call (a plain INVALID_ARGUMENT
+// is the Q-2 decision, transferReply's).
+func (w *World) uncertain(c *consumerNode, r *recv, why string, cause int64) {
+	if w.opts.Mutant == MutantConsumerFreesOnTransferError && cause != resPlainInvalid {
 		must(c.receives.Rejected(r.key))
-		w.endReceive(c, r, resUnavailable)
+		w.endReceive(c, r, resUnavailable, cause)
 		return
 	}
+	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause})
 	must(c.receives.Uncertain(r.key))
 	c.bufs[r.buf].quarantined = true
 	c.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-1 receive %s quarantined: %s", r.key, why))
@@ -252,7 +299,9 @@ func (w *World) uncertain(c *consumerNode, r *recv, why string) {
 }
 
 // endReceive frees a receive's buffer (its outcome is known) and answers the client.
-func (w *World) endReceive(c *consumerNode, r *recv, res int64) {
+// cause is the producer's answer (or causeDeadline, causeCancelled) it ended on.
+func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
+	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause, freed: true})
 	c.bufs[r.buf].owner = 0
 	delete(c.recvs, r.num)
 	w.notef("%s ended %s; buffer %d freed", r.key, resNames[res], r.buf)

@@ -19,18 +19,31 @@
 // WRITE -> TransferDone | TransferFailed; Preflight -> Registered ->
 // Requested -> Succeeded | Rejected | Uncertain.
 //
+// A client holds the reference its publish returned (its form: sealed);
+// a few clients first probe with an altered copy, as the conformance
+// harness does: a forged tag (SU-5), padded past 64 KiB (L-1), relabelled
+// to an unlisted backend (N-1), or the consume sent to E (L-4). The nodes
+// check a presented reference in the contract's precedence, as
+// engine/server does (handoff.Reference.Verify for any tag that is not the
+// sealed one).
+//
 // Faults are BUGGIFY-style: each Site is enabled for a run with probability
 // 0.25 and then fires at each hit with probability 0.25. They stay within what
 // the contract must survive (lost, delayed, duplicated messages; a reply lost
 // after its request took effect; slow or failing WRITEs; encoder failure;
 // ENOSPC; vanishing files; slow or failing removals; consumer crash and
-// restart; late cancellation; Shutdown at a random time).
+// restart; late cancellation; Shutdown at a random time; a transfer reply
+// replaced by a plain INVALID_ARGUMENT without the before-write trailer).
 //
 // A run has two phases: safety (faults on, clients start) and liveness
 // (faults healed): every handoff must end consumed exactly once, released,
 // expired, quarantined or cancelled, then every node drains within the tick
 // budget. Checkers (one per check_*.go file) run after every step; the
-// core's CheckInvariants too. At the end, check_history.go checks the
+// core's CheckInvariants too; the answer checks (check_answers.go) judge
+// each logged decision once: what a rejected or unsealed reference took
+// (SU-4, SU-5), how a receive ended (Q-1, Q-2, C-4), the producer's answer
+// after its claim, what an unpublished publish still holds (C-6),
+// probe answers, fresh entry ids (SU-6) and expiry collection. At the end, check_history.go checks the
 // client-visible publish, consume and release operations (call and return
 // ticks, unknown outcomes allowed) for linearizability per reference with
 // porcupine (history.go); a failing history can be written as porcupine's

@@ -99,7 +99,9 @@ type Answer struct {
 var answerCodes = map[int64]handoff.Code{
 	resOK: handoff.CodeOK, resSpent: handoff.CodeInvalidArgument, resUnavailable: handoff.CodeUnavailable,
 	resExhausted: handoff.CodeResourceExhausted, resInternal: handoff.CodeInternal, resAborted: handoff.CodeOK,
-	resAlreadyFinished: handoff.CodeOK, resBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled, resInvalidPlain: handoff.CodeInvalidArgument,
+	resAlreadyFinished: handoff.CodeOK, resBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled,
+	resTooLarge: handoff.CodeInvalidArgument, resMalformed: handoff.CodeInvalidArgument, resForeign: handoff.CodeInvalidArgument,
+	resBackend: handoff.CodeFailedPrecondition, resWrongRole: handoff.CodeFailedPrecondition, resPlainInvalid: handoff.CodeInvalidArgument,
 }
 
 // ErrDriver wraps a checker's failure or a call that was never answered:
@@ -212,7 +214,7 @@ func (d *Driver) ConsumerHealth(pd int) *handoff.Health { return d.w.cons[pd].he
 // S-1 rejection; ErrDriver when the drain breaks a rule or never ends.
 func (d *Driver) ShutdownProducer(expected string) (handoff.ShutdownStatus, error) {
 	w := d.w
-	st, err := w.prod.health.DecideShutdown(expected, w.prod.instanceID)
+	st, err := w.decideShutdown(expected)
 	if err != nil || st != handoff.ShutdownAccepted {
 		return st, err
 	}

@@ -112,7 +112,7 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	case DirectedUnavailable:
 		reply.b = resUnavailable
 	case DirectedInvalidArgument:
-		reply.b = resInvalidPlain
+		reply.b = resPlainInvalid
 	default:
 		return false
 	}

@@ -45,13 +45,17 @@ const (
 	SiteShutdown Site = "process.producer-shutdown"
 	// SiteSendFails fails the send of EncoderReady after publication (C-7).
 	SiteSendFails Site = "publish.send-fails"
+	// SitePlainInvalid replaces a TransferEncoderCache reply with a plain
+	// INVALID_ARGUMENT without the before-write trailer (a proxy's answer;
+	// the request may have taken effect: Q-2 says it is uncertain).
+	SitePlainInvalid Site = "net.plain-invalid-argument"
 )
 
 // AllSites lists every fault site, sorted.
 var AllSites = func() []Site {
 	s := []Site{SiteNetDelay, SiteNetDrop, SiteLostReply, SiteDupReply, SiteSlowWrite, SiteWriteError,
 		SiteEncoderFail, SiteEncoderLate, SiteENOSPC, SiteSlowRemove, SiteVanish, SiteRemoveError,
-		SiteConsumerCrash, SiteLateCancel, SiteDupRelease, SiteShutdown, SiteSendFails}
+		SiteConsumerCrash, SiteLateCancel, SiteDupRelease, SiteShutdown, SiteSendFails, SitePlainInvalid}
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s
 }()

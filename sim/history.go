@@ -45,6 +45,10 @@ type HistoryOp struct {
 	// without a client call: its TTL passed (X-2), the producer began its
 	// drain (S-2), or its file vanished (a fault).
 	MayLapse bool `json:"may_lapse,omitempty"`
+	// Probe: a consume with an altered reference, or one sent to E: the
+	// contract rejects it (SU-4, SU-5, L-1, N-1, L-4), and it changes
+	// nothing, whatever its answer; it is never answered OK.
+	Probe bool `json:"probe,omitempty"`
 }
 
 // opKey identifies an operation in flight: client, call number (0 for a
@@ -164,6 +168,12 @@ var historyModel = porcupine.NondeterministicModel{
 			pre = append(pre, esGone)
 		}
 		for _, s := range pre {
+			if op.Probe {
+				if op.Result != resOK && s != esUnpublished {
+					add(s)
+				}
+				continue
+			}
 			switch op.Kind {
 			case OpPublish:
 				if s == esUnpublished && op.Result == resOK {
@@ -218,6 +228,9 @@ var historyModel = porcupine.NondeterministicModel{
 		who := fmt.Sprintf("client %d", op.Client)
 		if op.Race {
 			who += " (race)"
+		}
+		if op.Probe {
+			who += " (probe)"
 		}
 		s := fmt.Sprintf("%s: %s(%s) -> %s", who, op.Kind, short(op.Entry), res)
 		if op.MayLapse {

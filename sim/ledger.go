@@ -32,6 +32,8 @@ type entryRecord struct {
 	// delivered (a cancelled stream or a failed send), so nobody holds its
 	// reference (C-3, C-7).
 	cancelledBeforeReady, readyUndelivered bool
+	// sealedTag caches the real tag of the entry's sealed reference (reference.go).
+	sealedTag string
 }
 
 // terminal reports whether the entry has ended (CONTRACT section 2).
@@ -49,12 +51,42 @@ type ledger struct {
 	// cancelled lists the entries whose publish was cancelled or whose
 	// EncoderReady was never delivered, for the C-2 and C-3 checks.
 	cancelled []*entryRecord
+
+	// ---- what the answer checks judge once each (check_answers.go) ----
+
+	// reused lists (earlier, later) entries reserved under one id (SU-6).
+	reused [][2]*entryRecord
+	// unpublished lists the publishes that ended before publication, with
+	// the rule under which they did (C-6 encoder failure, C-1, S-2, L-5).
+	unpublished []unpublished
+	// takes lists every consumption with the call and reference form that
+	// made it; rejected maps the calls answered a rejection of their
+	// reference (L-4, L-1, SU-4, N-1, SU-5) to that answer.
+	takes    []take
+	rejected map[callKey]int64
+}
+
+// unpublished is a publish that ended with nothing published.
+type unpublished struct {
+	rec       *entryRecord
+	rule, why string
+}
+
+// rejectCall records that call was answered res, a rejection of its reference.
+func (l *ledger) rejectCall(call callKey, res int64) {
+	if l.rejected == nil {
+		l.rejected = map[callKey]int64{}
+	}
+	l.rejected[call] = res
 }
 
 func newLedger() *ledger { return &ledger{entries: map[string]*entryRecord{}} }
 
 func (l *ledger) add(id string, h int, payloadBytes int64) *entryRecord {
 	e := &entryRecord{id: id, h: h, payloadBytes: payloadBytes}
+	if old, ok := l.entries[id]; ok {
+		l.reused = append(l.reused, [2]*entryRecord{old, e})
+	}
 	l.entries[id] = e
 	l.all = append(l.all, e)
 	return e
@@ -113,11 +145,17 @@ const (
 // xreq is one TransferEncoderCache request: what the consumer registered.
 type xreq struct {
 	h     int
+	rpc   int64
 	c     int
 	inc   int64
 	buf   int
 	entry string
 	key   string
+	form  refForm
+	// claimed: the producer took the entry out of its table for this
+	// request (ClaimForTransfer); from then on it is never answered
+	// INVALID_ARGUMENT.
+	claimed bool
 }
 
 // write is one WRITE the producer posted into a consumer's buffer.

@@ -47,6 +47,54 @@ const (
 	// never reached its client is kept (until its TTL or the drain) instead
 	// of released (breaks C-3; C-7 on the stream).
 	MutantKeepOutputAfterCancel Mutant = "keep-output-after-cancel"
+
+	// ---- handoff-lifecycle counterparts (references, answers, collection) ----
+
+	// MutantReleaseAlwaysAborted: Abort(encoder_cache) answers ABORTED every
+	// time, also for an entry already consumed, released or expired (breaks SU-3).
+	MutantReleaseAlwaysAborted Mutant = "release-always-aborted"
+	// MutantRejectedReferenceClaims: a reference the consumer rejects (its tag
+	// does not verify) still claims the entry it names and throws it away, so
+	// the valid reference it imitates is spent (breaks SU-4).
+	MutantRejectedReferenceClaims Mutant = "rejected-reference-claims"
+	// MutantUnsignedReferences: the shared-directory consumer does not verify
+	// a reference's tag, so a forged reference consumes the entry it names
+	// (breaks SU-5).
+	MutantUnsignedReferences Mutant = "unsigned-references"
+	// MutantEntryIDFromContent: the producer derives entry ids from the
+	// published content, so a second publish of the same media reuses the id
+	// of the first entry (breaks SU-6).
+	MutantEntryIDFromContent Mutant = "entry-id-from-content"
+	// MutantShutdownIgnoresID: Shutdown accepts any non-empty
+	// expected_instance_id (breaks S-1).
+	MutantShutdownIgnoresID Mutant = "shutdown-ignores-id"
+	// MutantPlainInvalidArgumentDefinite: the consumer treats INVALID_ARGUMENT
+	// without the before-write trailer as a definite rejection and frees its
+	// buffers (breaks Q-2).
+	MutantPlainInvalidArgumentDefinite Mutant = "plain-invalid-argument-definite"
+	// MutantInvalidArgumentAfterRemoval: the producer answers INVALID_ARGUMENT
+	// (no trailer) for a transfer that failed after the entry left its table
+	// (breaks Q-3).
+	MutantInvalidArgumentAfterRemoval Mutant = "invalid-argument-after-removal"
+	// MutantFreeOnCancel: a consumer whose client cancels during a transfer
+	// frees its buffers at once instead of waiting for the outcome (breaks C-4).
+	MutantFreeOnCancel Mutant = "free-on-cancel"
+	// MutantEncoderFailureKeepsReservation: a publish whose encoder step fails
+	// is answered INTERNAL but keeps its reserved bytes and table entry (no
+	// AbandonPublish; breaks C-6).
+	MutantEncoderFailureKeepsReservation Mutant = "encoder-failure-keeps-reservation"
+	// MutantNoExpiryCollection: the producer's collector never expires entries
+	// past their TTL (breaks X-2).
+	MutantNoExpiryCollection Mutant = "no-expiry-collection"
+	// MutantNoReferenceLimit: the consumer puts no size limit on a
+	// reference's opaque state (breaks L-1).
+	MutantNoReferenceLimit Mutant = "no-reference-limit"
+	// MutantRoleUnchecked: the producer serves a consume sent to it instead
+	// of rejecting it with FAILED_PRECONDITION (breaks L-4).
+	MutantRoleUnchecked Mutant = "role-unchecked"
+	// MutantAnyBackend: the consumer accepts references for any backend
+	// (breaks N-1).
+	MutantAnyBackend Mutant = "any-backend"
 )
 
 // Mutants maps each mutant to the rule it breaks.
@@ -59,6 +107,21 @@ var Mutants = map[Mutant]string{
 	MutantShutdownBeforeCleanup:        "S-2",
 	MutantLateCompletionRevives:        "C-2",
 	MutantKeepOutputAfterCancel:        "C-3",
+
+	// ---- handoff-lifecycle counterparts ----
+	MutantReleaseAlwaysAborted:           "SU-3",
+	MutantRejectedReferenceClaims:        "SU-4",
+	MutantUnsignedReferences:             "SU-5",
+	MutantEntryIDFromContent:             "SU-6",
+	MutantShutdownIgnoresID:              "S-1",
+	MutantPlainInvalidArgumentDefinite:   "Q-2",
+	MutantInvalidArgumentAfterRemoval:    "Q-3",
+	MutantFreeOnCancel:                   "C-4",
+	MutantEncoderFailureKeepsReservation: "C-6",
+	MutantNoExpiryCollection:             "X-2",
+	MutantNoReferenceLimit:               "L-1",
+	MutantRoleUnchecked:                  "L-4",
+	MutantAnyBackend:                     "N-1",
 }
 
 // ParseMutant returns the mutant named s ("" or "none" is MutantNone).

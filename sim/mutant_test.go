@@ -47,3 +47,25 @@ func TestMutantsKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestMutantsFailOnlyTheirRule: every seed a mutant fails (of the first
+// 300) fails with a correctness verdict of the rule the mutant breaks, so
+// that whichever seed finds it first names the right rule.
+func TestMutantsFailOnlyTheirRule(t *testing.T) {
+	for m, rule := range Mutants {
+		t.Run(string(m), func(t *testing.T) {
+			failed := 0
+			for seed := uint64(1); seed <= 300; seed++ {
+				r := RunSeed(seed, Options{Mutant: m})
+				if r.Verdict == Passed {
+					continue
+				}
+				failed++
+				if r.Verdict != Correctness || r.Rule != rule {
+					t.Errorf("seed %d: %v %q, want a CORRECTNESS FAILURE of %s: %s", seed, r.Verdict, r.Rule, rule, r.Failure)
+				}
+			}
+			t.Logf("%d of 300 seeds failed %s", failed, rule)
+		})
+	}
+}

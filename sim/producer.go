@@ -12,8 +12,11 @@ import (
 // store (shared-directory files or registered source buffers).
 type producerNode struct {
 	instanceID string
-	table      *handoff.ProducerTable
-	health     *handoff.Health
+	// key is the instance's HMAC key for reference tags (SU-5), as kept in
+	// the shared directory's 0600 key file.
+	key    []byte
+	table  *handoff.ProducerTable
+	health *handoff.Health
 	// publishing counts publishes between Reserve and CommitPublish/AbandonPublish.
 	publishing int
 	// cleanups counts removals between the table's decision and RemovalDone.
@@ -29,6 +32,7 @@ func newProducerNode(w *World) *producerNode {
 		}),
 		health: handoff.NewHealth(),
 	}
+	p.key = []byte("baton-sim reference key\x00" + p.instanceID)
 	p.health.Started()
 	return p
 }
@@ -59,20 +63,41 @@ const (
 	resAlreadyFinished
 	resBeforeWrite
 	resCancelled
-	// resInvalidPlain is INVALID_ARGUMENT without the before-write trailer
-	// (a directed fault's answer): uncertain for the consumer.
-	resInvalidPlain
+	// Rejections of a presented reference (CONTRACT precedence L-4, L-1,
+	// SU-4, N-1, SU-5): the gRPC code and the rule its message names.
+	resTooLarge     // INVALID_ARGUMENT, L-1
+	resMalformed    // INVALID_ARGUMENT, SU-4 (H-3)
+	resForeign      // INVALID_ARGUMENT, SU-5
+	resBackend      // FAILED_PRECONDITION, N-1
+	resWrongRole    // FAILED_PRECONDITION, L-4
+	resPlainInvalid // INVALID_ARGUMENT without the before-write trailer (Q-2: uncertain)
 )
 
 var resNames = map[int64]string{resOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", resUnavailable: "UNAVAILABLE",
 	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", resAborted: "ABORTED", resAlreadyFinished: "ALREADY_FINISHED",
-	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED", resInvalidPlain: "INVALID_ARGUMENT"}
+	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED",
+	resTooLarge: "INVALID_ARGUMENT(L-1)", resMalformed: "INVALID_ARGUMENT(SU-4)", resForeign: "INVALID_ARGUMENT(SU-5)",
+	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", resPlainInvalid: "INVALID_ARGUMENT(no trailer)"}
 
 // resOf maps a core rejection to a reply code through handoff.Classify.
 func resOf(err error) int64 {
-	switch _, code := handoff.Classify(err); code {
+	rule, code := handoff.Classify(err)
+	switch code {
 	case handoff.CodeInvalidArgument:
+		switch rule {
+		case "L-1":
+			return resTooLarge
+		case "SU-4", "H-3":
+			return resMalformed
+		case "SU-5":
+			return resForeign
+		}
 		return resSpent
+	case handoff.CodeFailedPrecondition:
+		if rule == "N-1" {
+			return resBackend
+		}
+		return resWrongRole
 	case handoff.CodeResourceExhausted:
 		return resExhausted
 	case handoff.CodeUnavailable:
@@ -99,6 +124,9 @@ func (w *World) publishArrive(ev event) {
 	}
 	cl := w.clients[ev.h]
 	id := w.newEntryID()
+	if w.opts.Mutant == MutantEntryIDFromContent {
+		id = contentEntryID(cl.plan.content)
+	}
 	if err := p.table.Reserve(id, cl.plan.payloadBytes); err != nil {
 		reply.b = resOf(err)
 		w.notef("reserve: %v", err)
@@ -124,26 +152,31 @@ func (w *World) encodeDone(ev event) {
 	rec := w.ledger.get(id)
 	cl := w.clients[ev.h]
 	p.publishing--
-	abandon := func(res int64, why string) {
-		p.table.AbandonPublish(id)
-		rec.abandoned = true
-		w.notef("abandoned %s: %s", short(id), why)
+	abandon := func(res int64, rule, why string) {
+		w.ledger.unpublished = append(w.ledger.unpublished, unpublished{rec: rec, rule: rule, why: why})
+		if rule == "C-6" && w.opts.Mutant == MutantEncoderFailureKeepsReservation {
+			w.notef("encoder failed; %s keeps its reservation", short(id))
+		} else {
+			p.table.AbandonPublish(id)
+			rec.abandoned = true
+			w.notef("abandoned %s: %s", short(id), why)
+		}
 		if res != 0 {
 			w.send(msgReply, event{kind: evPublishFailArrive, h: ev.h, a: ev.a, b: res})
 		}
 	}
 	switch {
 	case w.faults.buggify(SiteEncoderFail):
-		abandon(resInternal, "C-6 encoder failed")
+		abandon(resInternal, "C-6", "encoder failed")
 		return
 	case cl.streamCancelled(ev.a) && w.opts.Mutant != MutantLateCompletionRevives:
-		abandon(0, "C-1 cancelled before publication")
+		abandon(0, "C-1", "cancelled before publication")
 		return
 	case p.health.Draining():
-		abandon(resUnavailable, "S-2 draining")
+		abandon(resUnavailable, "S-2", "draining")
 		return
 	case w.faults.buggify(SiteENOSPC):
-		abandon(resInternal, "ENOSPC writing the entry")
+		abandon(resInternal, "L-5", "ENOSPC writing the entry")
 		return
 	}
 	if w.set.Backend == BackendSharedDir {
@@ -205,9 +238,22 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 	default:
 		w.notef("release %s: ALREADY_FINISHED", short(id))
 		if h >= 0 {
-			w.send(msgReply, event{kind: evReleaseReplyArrive, h: int32(h), a: rpc, b: resAlreadyFinished})
+			w.releaseReply(int32(h), rpc, id, resAlreadyFinished)
 		}
 	}
+}
+
+// releaseReply answers an Abort(encoder_cache) call with the status the
+// producer decided (the SU-3 mutant turns every ALREADY_FINISHED into
+// ABORTED); the ledger counts the ABORTED answers given.
+func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
+	if res == resAlreadyFinished && w.opts.Mutant == MutantReleaseAlwaysAborted {
+		res = resAborted
+	}
+	if res == resAborted {
+		w.ledger.get(id).aborted++
+	}
+	w.send(msgReply, event{kind: evReleaseReplyArrive, h: h, a: rpc, b: res})
 }
 
 // startRemoval removes the storage of an entry the table moved to Removing;
@@ -233,7 +279,11 @@ func (w *World) removeDone(ev event) {
 	p.cleanups--
 	reply := func(res int64) {
 		if cause == handoff.CauseRelease && ev.h >= 0 {
-			w.send(msgReply, event{kind: evReleaseReplyArrive, h: ev.h, a: ev.a, b: res})
+			if res == resUnavailable {
+				w.send(msgReply, event{kind: evReleaseReplyArrive, h: ev.h, a: ev.a, b: res})
+				return
+			}
+			w.releaseReply(ev.h, ev.a, id, res)
 		}
 	}
 	if w.faults.buggify(SiteRemoveError) {
@@ -264,7 +314,6 @@ func (w *World) removeDone(ev event) {
 	w.notef("removal of %s won=%v -> %v", short(id), won, out)
 	switch out {
 	case handoff.ReleaseAborted:
-		rec.aborted++
 		reply(resAborted)
 	default:
 		reply(resAlreadyFinished)
@@ -301,8 +350,10 @@ func (w *World) collect(ev event) {
 		}
 	}
 	w.observeClaims()
-	for _, id := range p.table.Expire(w.now) {
-		w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+	if w.opts.Mutant != MutantNoExpiryCollection {
+		for _, id := range p.table.Expire(w.now) {
+			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+		}
 	}
 	w.after(w.set.CollectPeriodMs, event{kind: evCollect})
 }
@@ -315,15 +366,15 @@ func (w *World) shutdown(ev event) {
 		return
 	}
 	if ev.a == 1 {
-		if _, err := p.health.DecideShutdown("", p.instanceID); err == nil {
+		if _, err := w.decideShutdown(""); err == nil {
 			w.failf(Correctness, "S-1", "Shutdown with an empty expected_instance_id was accepted")
 		}
-		if _, err := p.health.DecideShutdown(w.newInstanceID(), p.instanceID); err == nil {
+		if _, err := w.decideShutdown(w.newInstanceID()); err == nil {
 			w.failf(Correctness, "S-1", "Shutdown naming another instance was accepted")
 		}
 	}
 	was := p.health.Draining()
-	st, err := p.health.DecideShutdown(p.instanceID, p.instanceID)
+	st, err := w.decideShutdown(p.instanceID)
 	if err != nil || (was && st != handoff.ShutdownAlreadyShuttingDown) || (!was && st != handoff.ShutdownAccepted) {
 		w.failf(Correctness, "S-1", "Shutdown(own id) after draining=%v = %v, %v", was, st, err)
 		return
@@ -333,6 +384,16 @@ func (w *World) shutdown(ev event) {
 		w.hist.drainMs = w.now
 		w.after(0, event{kind: evDrainTick})
 	}
+}
+
+// decideShutdown is E's S-1 decision for Shutdown(expected); the S-1
+// mutant accepts any non-empty id as its own.
+func (w *World) decideShutdown(expected string) (handoff.ShutdownStatus, error) {
+	p := w.prod
+	if expected != "" && w.opts.Mutant == MutantShutdownIgnoresID {
+		expected = p.instanceID
+	}
+	return p.health.DecideShutdown(expected, p.instanceID)
 }
 
 // drainTick: release every unconsumed entry (S-2); stop once nothing is
@@ -393,7 +454,7 @@ func (w *World) stopProducer() {
 // BEFORE the WRITE is posted.
 func (w *World) transferArrive(ev event) {
 	p := w.prod
-	rq := w.xreqs[ev.a-1]
+	rq := &w.xreqs[ev.a-1]
 	w.directArrive(ev.a)
 	reply := event{kind: evTransferReply, c: int32(rq.c), a: ev.a, b: resBeforeWrite}
 	if p.stopped {
@@ -402,6 +463,11 @@ func (w *World) transferArrive(ev event) {
 		return
 	}
 	rec := w.ledger.get(rq.entry)
+	if err := w.producerCheckRef(rec, rq.form); err != nil {
+		w.notef("%v: before-write", err)
+		w.send(msgReply, reply)
+		return
+	}
 	if w.now >= rec.expiresMs {
 		for _, id := range p.table.Expire(w.now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
@@ -416,6 +482,7 @@ func (w *World) transferArrive(ev event) {
 		return
 	}
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
+	rq.claimed = true
 	if w.sources[rq.entry] != sourceLive {
 		panic(fmt.Sprintf("sim: transfer source of %s is %d", rq.entry, w.sources[rq.entry]))
 	}
@@ -452,8 +519,8 @@ func (w *World) writeLand(ev event) {
 		b := &c.bufs[wr.buf]
 		w.checkLanding(wr, b)
 		b.content = wr.entry
-		rec := w.ledger.get(wr.entry)
-		rec.consumptions = append(rec.consumptions, w.xreqs[wr.recv-1].key)
+		rq := &w.xreqs[wr.recv-1]
+		w.took(w.ledger.get(wr.entry), rq.key, int32(rq.h), rq.rpc, rq.form)
 		w.notef("WRITE #%d of %s landed in PD%d buffer %d", wr.num, short(wr.entry), wr.c, wr.buf)
 	}
 	w.after(1, event{kind: evWriteComplete, a: wr.num})
@@ -469,8 +536,7 @@ func (w *World) writeComplete(ev event) {
 	wr.producerDone = true
 	reply := event{kind: evTransferReply, c: int32(wr.c), a: wr.recv}
 	if wr.fails {
-		w.failTransfer(wr, "WRITE failed")
-		reply.b = resUnavailable
+		reply.b = w.failTransfer(wr, "WRITE failed")
 	} else {
 		if err := w.prod.table.TransferDone(wr.entry); err != nil {
 			panic(err)
@@ -490,13 +556,16 @@ func (w *World) writeDeadline(ev event) {
 		return
 	}
 	wr.producerDone = true
-	w.failTransfer(wr, "deadline passed")
-	w.send(msgReply, event{kind: evTransferReply, c: int32(wr.c), a: wr.recv, b: resUnavailable})
+	res := w.failTransfer(wr, "deadline passed")
+	w.send(msgReply, event{kind: evTransferReply, c: int32(wr.c), a: wr.recv, b: res})
 }
 
 // failTransfer is engine/server's failTransfer: TransferFailed, quarantine
-// the source, health NOT_READY. The mutant frees the source.
-func (w *World) failTransfer(wr *write, why string) {
+// the source, health NOT_READY; it returns the answer,
+// UNAVAILABLE (never INVALID_ARGUMENT: the WRITE may have landed). The Q-3
+// mutant frees the source; the invalid-argument-after-removal mutant
+// answers a plain INVALID_ARGUMENT.
+func (w *World) failTransfer(wr *write, why string) int64 {
 	if err := w.prod.table.TransferFailed(wr.entry); err != nil {
 		panic(err)
 	}
@@ -508,6 +577,45 @@ func (w *World) failTransfer(wr *write, why string) {
 	}
 	w.prod.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", short(wr.entry), why))
 	w.notef("Q-3 transfer of %s failed (%s); source quarantined", short(wr.entry), why)
+	if w.opts.Mutant == MutantInvalidArgumentAfterRemoval {
+		return resPlainInvalid
+	}
+	return resUnavailable
+}
+
+// producerConsume: a consume sent to E, which does not serve it: L-4
+// decides first, FAILED_PRECONDITION. The L-4 mutant serves it from its
+// own store (a read of its own file, or a local copy of the source) and
+// answers OK.
+func (w *World) producerConsume(ev event) {
+	p := w.prod
+	if p.stopped {
+		return // no process: the client's deadline ends the call
+	}
+	reply := event{kind: evConsumeReplyArrive, h: ev.h, c: -1, a: ev.a, s: ev.s}
+	if w.opts.Mutant != MutantRoleUnchecked {
+		reply.b = resOf(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole))
+		w.ledger.rejectCall(callKey{ev.h, ev.a}, reply.b)
+		w.send(msgReply, reply)
+		return
+	}
+	rec := w.ledger.get(ev.s)
+	reply.b = resSpent
+	key := fmt.Sprintf("E/%d/%d", ev.h, ev.a)
+	if w.set.Backend == BackendSharedDir {
+		if _, ok := w.files[publishedPath(rec.id)]; ok {
+			delete(w.files, publishedPath(rec.id))
+			w.took(rec, key, ev.h, ev.a, refForm(ev.f))
+			reply.b = resOK
+		}
+	} else if w.now < rec.expiresMs && p.table.ClaimForTransfer(rec.id) == nil {
+		must(p.table.TransferDone(rec.id))
+		w.sources[rec.id] = sourceFreed
+		w.took(rec, key, ev.h, ev.a, refForm(ev.f))
+		reply.b = resOK
+	}
+	w.notef("E served a consume of %s: %s", short(rec.id), resNames[reply.b])
+	w.send(msgReply, reply)
 }
 
 // short abbreviates an id for notes.

@@ -32,6 +32,7 @@ const (
 	evDrainTick
 	evHeal
 	evEndCheck
+	evProducerConsume
 	numEventKinds
 )
 
@@ -44,7 +45,7 @@ var eventNames = [numEventKinds]string{
 	evTransferArrive: "transfer-arrive", evWriteLand: "write-land", evWriteComplete: "write-complete",
 	evWriteDeadline: "write-deadline", evTransferReply: "transfer-reply", evTransferTimeout: "transfer-timeout",
 	evCollect: "collect", evChaos: "chaos", evCrash: "crash", evRestart: "restart", evShutdown: "shutdown",
-	evDrainTick: "drain-tick", evHeal: "heal", evEndCheck: "end-check",
+	evDrainTick: "drain-tick", evHeal: "heal", evEndCheck: "end-check", evProducerConsume: "producer-consume",
 }
 
 func (k eventKind) String() string {
@@ -56,11 +57,13 @@ func (k eventKind) String() string {
 
 // event is one scheduled step. h is a handoff (client) index, c a consumer
 // index, a and b kind-specific numbers (an RPC number, a receive number, a
-// write number, an incarnation), s a kind-specific string (an entry id).
+// write number, an incarnation), s a kind-specific string (an entry id),
+// f the form of a presented reference (refForm; consumes only).
 type event struct {
 	tick int64
 	seq  uint64
 	kind eventKind
+	f    uint8
 	h, c int32
 	a, b int64
 	s    string

@@ -52,6 +52,10 @@ func (t *traceWriter) step(n int64, ev event, note string) {
 		b = strconv.AppendInt(b, ev.a, 10)
 		b = append(b, `,"b":`...)
 		b = strconv.AppendInt(b, ev.b, 10)
+		if ev.f != 0 {
+			b = append(b, `,"f":`...)
+			b = strconv.AppendInt(b, int64(ev.f), 10)
+		}
 		if ev.s != "" {
 			b = append(b, `,"s":`...)
 			b = strconv.AppendQuote(b, ev.s)

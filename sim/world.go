@@ -18,7 +18,7 @@ type Verdict int
 const (
 	// Passed: no checker failed and every handoff ended and every node drained in the budget.
 	Passed Verdict = 0
-	// Correctness: a safety checker failed (SU-1, SU-3, Q-1, Q-3, Q-4, X-1, S-1, S-4, core invariants).
+	// Correctness: a safety checker failed (SU-1..SU-6, Q-1..Q-5, C-2..C-4, C-6, X-1, X-2, S-1, S-2, S-4, L-1, L-4, N-1, core invariants).
 	Correctness Verdict = 1
 	// Liveness: after faults healed, a handoff did not end or a node did not drain within the budget.
 	Liveness Verdict = 2
@@ -130,6 +130,17 @@ type World struct {
 	xreqs   []xreq   // every transfer request, by receive number-1
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
 	dir *directed
+	// recvEnds lists how each transfer receive ended; upstream the
+	// producer's TransferEncoderCache answers as they left it (before any
+	// network fault), by receive number; probeAnswers the answers that
+	// reached clients for their probe calls (check_answers.go).
+	recvEnds     []recvEnd
+	upstream     []upstreamAnswer
+	probeAnswers []probeAnswer
+	// judged counts the entries of each log above (and the ledger's) the
+	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
+	judged          judgedLogs
+	nextExpiryCheck int64
 
 	// prodHealthSig is the signature checkHealth last checked fully for E.
 	prodHealthSig healthSig
@@ -249,6 +260,13 @@ func (w *World) send(class msgClass, ev event) {
 			return
 		}
 	case msgReply:
+		if ev.kind == evTransferReply {
+			w.upstream = append(w.upstream, upstreamAnswer{recv: ev.a, res: ev.b})
+			if w.faults.buggify(SitePlainInvalid) {
+				ev.b = resPlainInvalid
+				w.notef("reply replaced by a plain INVALID_ARGUMENT")
+			}
+		}
 		if w.faults.buggify(SiteLostReply) {
 			w.notef("reply %s lost", ev.kind)
 			return
@@ -378,6 +396,8 @@ func (w *World) dispatch(ev event) bool {
 		w.heal()
 	case evEndCheck:
 		return w.endCheck()
+	case evProducerConsume:
+		w.producerConsume(ev)
 	default:
 		panic(fmt.Sprintf("sim: unknown event kind %d", ev.kind))
 	}

@@ -67,23 +67,23 @@ const (
 var all = []Mutant{
 	{Name: "su1-read-without-claim", Rule: "SU-1", Breaks: "the consumer reads an entry without claiming it by rename, so it can be consumed twice",
 		Sim: "read-without-claim", Apply: func(h *server.Hooks) { h.Claim = readWithoutClaim }},
-	{Name: "su3-release-always-aborted", Rule: "SU-3", Breaks: "Abort(encoder_cache) answers ABORTED every time",
+	{Name: "su3-release-always-aborted", Rule: "SU-3", Sim: "release-always-aborted", Breaks: "Abort(encoder_cache) answers ABORTED every time",
 		Apply: func(h *server.Hooks) {
 			h.ReleaseAnswer = func(pb.AbortStatus) pb.AbortStatus { return pb.AbortStatus_ABORT_STATUS_ABORTED }
 		}},
-	{Name: "su4-malformed-consumes", Rule: "SU-4", Breaks: "a rejected reference still claims the entry it names",
+	{Name: "su4-malformed-consumes", Rule: "SU-4", Sim: "rejected-reference-claims", Breaks: "a rejected reference still claims the entry it names",
 		Apply: func(h *server.Hooks) { h.OnRejectedReference = server.ClaimAndDiscard }},
-	{Name: "su5-unsigned-references", Rule: "SU-5", Breaks: "the consumer does not verify a reference's tag, so forged references address any entry",
+	{Name: "su5-unsigned-references", Rule: "SU-5", Sim: "unsigned-references", Breaks: "the consumer does not verify a reference's tag, so forged references address any entry",
 		Apply: func(h *server.Hooks) { h.VerifyReference = func(handoff.Reference, []byte) error { return nil } }},
-	{Name: "l1-no-reference-limit", Rule: "L-1", Breaks: "opaque_state has no size limit",
+	{Name: "l1-no-reference-limit", Rule: "L-1", Sim: "no-reference-limit", Breaks: "opaque_state has no size limit",
 		Apply: func(h *server.Hooks) { h.MaxReferenceBytes = 1 << 30 }},
 	{Name: "l3-video-as-image", Rule: "L-3", Breaks: "video and audio items are treated as images",
 		Apply: func(h *server.Hooks) { h.CheckModality = func(pb.Modality) error { return nil } }},
-	{Name: "l4-role-unchecked", Rule: "L-4", Breaks: "requests for another role are served",
+	{Name: "l4-role-unchecked", Rule: "L-4", Sim: "role-unchecked", Breaks: "requests for another role are served",
 		Apply: func(h *server.Hooks) { h.CheckRole = func(server.Role, *pb.GenerateRequest) error { return nil } }},
-	{Name: "n1-any-backend", Rule: "N-1", Breaks: "the consumer accepts references for any backend",
+	{Name: "n1-any-backend", Rule: "N-1", Sim: "any-backend", Breaks: "the consumer accepts references for any backend",
 		Apply: func(h *server.Hooks) { h.AcceptBackend = func(string) bool { return true } }},
-	{Name: "s1-shutdown-ignores-id", Rule: "S-1", Breaks: "Shutdown accepts any non-empty expected_instance_id",
+	{Name: "s1-shutdown-ignores-id", Rule: "S-1", Sim: "shutdown-ignores-id", Breaks: "Shutdown accepts any non-empty expected_instance_id",
 		Apply: func(h *server.Hooks) {
 			h.DecideShutdown = func(hl *handoff.Health, expected, id string) (handoff.ShutdownStatus, error) {
 				if expected == "" {
@@ -96,11 +96,11 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) {
 			h.ConsumerTransferDefinite = func(error, metadata.MD) bool { return true }
 		}},
-	{Name: "q2-plain-invalid-argument-is-definite", Rule: "Q-2", Topology: TopologyTCPFaults, Breaks: "the consumer treats INVALID_ARGUMENT without the before-write trailer as a definite rejection",
+	{Name: "q2-plain-invalid-argument-is-definite", Rule: "Q-2", Topology: TopologyTCPFaults, Sim: "plain-invalid-argument-definite", Breaks: "the consumer treats INVALID_ARGUMENT without the before-write trailer as a definite rejection",
 		Apply: func(h *server.Hooks) {
 			h.ConsumerTransferDefinite = func(err error, _ metadata.MD) bool { return status.Code(err) == codes.InvalidArgument }
 		}},
-	{Name: "q3-invalid-argument-after-removal", Rule: "Q-3", Topology: TopologyTCPFaults, Breaks: "the producer answers INVALID_ARGUMENT for a WRITE that failed after the entry left its table",
+	{Name: "q3-invalid-argument-after-removal", Rule: "Q-3", Topology: TopologyTCPFaults, Sim: "invalid-argument-after-removal", Breaks: "the producer answers INVALID_ARGUMENT for a WRITE that failed after the entry left its table",
 		Apply: func(h *server.Hooks) {
 			h.ProducerTransferFailure = func(err error) error {
 				return status.Error(codes.InvalidArgument, "entry not available")
@@ -108,7 +108,7 @@ var all = []Mutant{
 		}},
 	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call", Sim: "lock-across-transfer",
 		Apply: func(h *server.Hooks) { h.HoldLockAcrossTransfer = true }},
-	{Name: "c4-free-on-cancel", Rule: "C-4", Topology: TopologyTCPFaults, Breaks: "a consumer cancelled mid-transfer frees its buffers without waiting for the outcome",
+	{Name: "c4-free-on-cancel", Rule: "C-4", Topology: TopologyTCPFaults, Sim: "free-on-cancel", Breaks: "a consumer cancelled mid-transfer frees its buffers without waiting for the outcome",
 		Apply: func(h *server.Hooks) { h.ReleaseOnCancel = true }},
 	{Name: "b2-text-keyed-cache", Rule: "B-2", Breaks: "the prefix cache is keyed by token ids only, so two images with one prompt share an answer",
 		Apply: func(h *server.Hooks) {
@@ -123,11 +123,11 @@ var all = []Mutant{
 				return hash
 			}
 		}},
-	{Name: "c6-encoder-failure-keeps-reservation", Rule: "C-6", Level: LevelLifecycle, Breaks: "a publish whose encoder step fails keeps its reserved bytes and table entry (no AbandonPublish)",
+	{Name: "c6-encoder-failure-keeps-reservation", Rule: "C-6", Level: LevelLifecycle, Sim: "encoder-failure-keeps-reservation", Breaks: "a publish whose encoder step fails keeps its reserved bytes and table entry (no AbandonPublish)",
 		Apply: func(h *server.Hooks) { h.KeepReservationOnEncoderFailure = true }},
-	{Name: "su6-entry-id-from-content", Rule: "SU-6", Level: LevelLifecycle, Breaks: "entry ids derive from the items' content hashes, so a second publish of the same media collides with the first entry",
+	{Name: "su6-entry-id-from-content", Rule: "SU-6", Level: LevelLifecycle, Sim: "entry-id-from-content", Breaks: "entry ids derive from the items' content hashes, so a second publish of the same media collides with the first entry",
 		Apply: func(h *server.Hooks) { h.EntryID = entryIDFromContent }},
-	{Name: "x2-no-expiry-collection", Rule: "X-2", Level: LevelLifecycle, Breaks: "the producer's collector never expires entries past their TTL",
+	{Name: "x2-no-expiry-collection", Rule: "X-2", Level: LevelLifecycle, Sim: "no-expiry-collection", Breaks: "the producer's collector never expires entries past their TTL",
 		Apply: func(h *server.Hooks) { h.NoExpiryCollection = true }},
 	{Name: "h1-premultiplied-hash", Rule: "H-1", Level: LevelLifecycle, Breaks: "the content hash is taken over premultiplied RGBA64 pixels, so alpha changes colours and alpha-0 pixels collide",
 		Apply: func(h *server.Hooks) { h.ContentHash = premultipliedHash }},

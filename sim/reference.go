@@ -1,0 +1,190 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// refForm is how a presented reference differs from the one its producer
+// sealed into EncoderReady. A client holds the sealed reference; the probes
+// of its plan present altered copies, as the conformance harness does
+// (CONTRACT SU-4, SU-5, L-1, N-1). The world carries the form, not the
+// bytes: the reference's fields and tag follow from the entry's ledger
+// record, and every node decides on them as engine/server does.
+type refForm uint8
+
+const (
+	// formIssued is the sealed reference, unchanged.
+	formIssued refForm = iota
+	// formForged names the same entry with a tag the producer never computed (SU-5).
+	formForged
+	// formOversize is the sealed reference padded with spaces past
+	// handoff.MaxOpaqueStateBytes (L-1); otherwise valid.
+	formOversize
+	// formRelabelled is the sealed reference with a backend no consumer
+	// lists (N-1); its tag covers the old backend.
+	formRelabelled
+)
+
+var refFormNames = [...]string{formIssued: "issued", formForged: "forged", formOversize: "oversize", formRelabelled: "relabelled"}
+
+func (f refForm) String() string { return refFormNames[f] }
+
+// unlistedBackend is the backend of a relabelled reference: no node lists it.
+const unlistedBackend = "baton-sim-unlisted"
+
+// sealedRefBytes is the size of a sealed one-item reference's opaque state
+// (about 200 bytes; the exact number does not matter under the L-1 bound).
+const sealedRefBytes = 200
+
+// refItems are the items every simulated reference carries (one image; the
+// shape is symbolic, the tag covers it).
+var refItems = []handoff.ItemMeta{{Rows: 1, Cols: 1}}
+
+// opaqueBytes is the length of the presented opaque state.
+func (f refForm) opaqueBytes() int {
+	if f == formOversize {
+		return handoff.MaxOpaqueStateBytes + 1
+	}
+	return sealedRefBytes
+}
+
+// backend is the backend field the presented reference carries.
+func (w *World) refBackend(f refForm) string {
+	if f == formRelabelled {
+		return unlistedBackend
+	}
+	return w.set.Backend
+}
+
+// presented is the decoded reference a node sees for entry rec in form f.
+// Its tag is only computed for a form whose tag is not the sealed one's
+// (a sealed reference verifies: engine/handoff's Seal/Verify pair), so the
+// common path costs no HMAC.
+func (w *World) presented(rec *entryRecord, f refForm) handoff.Reference {
+	ref := handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.prod.instanceID, EntryID: rec.id, ExpiresUnixMs: rec.expiresMs, Items: refItems}
+	switch f {
+	case formForged:
+		sum := sha256.Sum256([]byte("baton-sim forged tag\x00" + rec.id))
+		ref.Tag = hex.EncodeToString(sum[:])
+	case formRelabelled:
+		ref.Tag = w.sealedTag(rec)
+	}
+	return ref
+}
+
+// sealedTag is the tag the producer sealed into rec's reference: the real
+// handoff.Reference.Seal under the producer's key, decoded back with
+// handoff.ParseReference (only for a relabelled probe; cached).
+func (w *World) sealedTag(rec *entryRecord) string {
+	if rec.sealedTag == "" {
+		sealed := handoff.Reference{Backend: w.set.Backend, ProducerInstanceID: w.prod.instanceID, EntryID: rec.id, ExpiresUnixMs: rec.expiresMs, Items: refItems}
+		ref, err := handoff.ParseReference(sealed.Backend, sealed.ProducerInstanceID, sealed.Seal(w.prod.key), 0)
+		if err != nil {
+			panic(fmt.Sprintf("sim: a sealed reference does not parse: %v", err))
+		}
+		rec.sealedTag = ref.Tag
+	}
+	return rec.sealedTag
+}
+
+// verifyTag is the SU-5 tag check (handoff.Reference.Verify under the
+// producer's key) of rec's reference in form f.
+func (w *World) verifyTag(rec *entryRecord, f refForm) error {
+	if f == formIssued || f == formOversize {
+		return nil // the sealed fields and tag: Verify accepts what Seal made
+	}
+	return w.presented(rec, f).Verify(w.prod.key)
+}
+
+// consumerCheckRef is engine/server's parseReference on a consumer: L-1
+// (size), SU-4 (malformed: every form parses), N-1 (backend), then SU-5
+// (the tag, shared directory only: over a transfer backend the producer
+// verifies its own tag). A tag that does not verify runs the
+// rejected-reference hook (the SU-4 mutant claims the entry anyway).
+func (w *World) consumerCheckRef(c *consumerNode, rec *entryRecord, f refForm, h int32, rpc int64) error {
+	limit := handoff.MaxOpaqueStateBytes
+	if w.opts.Mutant == MutantNoReferenceLimit {
+		limit = 1 << 30
+	}
+	if n := f.opaqueBytes(); n > limit {
+		return fmt.Errorf("%w: L-1 opaque_state is %d bytes, limit %d", handoff.ErrTooLarge, n, limit)
+	}
+	backend := w.refBackend(f)
+	if backend != w.set.Backend && w.opts.Mutant != MutantAnyBackend {
+		return fmt.Errorf("%w: N-1 backend %q, %s accepts [%s]", handoff.ErrBackendNotAccepted, backend, c.name, w.set.Backend)
+	}
+	if backend == BackendTransfer {
+		return nil
+	}
+	if w.opts.Mutant == MutantUnsignedReferences {
+		return nil // the SU-5 mutant: no tag check
+	}
+	if err := w.verifyTag(rec, f); err != nil {
+		if w.opts.Mutant == MutantRejectedReferenceClaims {
+			w.claimAndDiscard(c, rec, h, rpc, f)
+		}
+		return err
+	}
+	return nil
+}
+
+// claimAndDiscard is the SU-4 mutant's rejected-reference hook: it claims
+// the named entry by rename and throws it away.
+func (w *World) claimAndDiscard(c *consumerNode, rec *entryRecord, h int32, rpc int64, f refForm) {
+	if w.set.Backend != BackendSharedDir {
+		return
+	}
+	to := claimedPath(c.idx, c.inc, rec.id)
+	if w.rename(publishedPath(rec.id), to) {
+		delete(w.files, to)
+		w.took(rec, fmt.Sprintf("discard/%d/%d", h, rpc), h, rpc, f)
+		w.notef("claimed and discarded %s for a rejected reference", short(rec.id))
+	}
+}
+
+// producerCheckRef is engine/server's checkTransfer up to the claim:
+// L-1 (the contract's bound), the backend (SU-4 for another backend sent
+// to TransferEncoderCache), then the SU-5 tag. Each is a definite
+// pre-write rejection.
+func (w *World) producerCheckRef(rec *entryRecord, f refForm) error {
+	if n := f.opaqueBytes(); n > handoff.MaxOpaqueStateBytes {
+		return fmt.Errorf("%w: L-1 opaque_state is %d bytes", handoff.ErrTooLarge, n)
+	}
+	if b := w.refBackend(f); b != BackendTransfer {
+		return fmt.Errorf("%w: SU-4 reference for backend %q sent to TransferEncoderCache", handoff.ErrMalformedReference, b)
+	}
+	return w.verifyTag(rec, f)
+}
+
+// took records that a call's presented reference got rec's data (a won
+// rename, a read, a landed WRITE): the ground truth the SU-1, SU-4 and SU-5
+// checks judge.
+func (w *World) took(rec *entryRecord, key string, h int32, rpc int64, f refForm) {
+	rec.consumptions = append(rec.consumptions, key)
+	w.ledger.takes = append(w.ledger.takes, take{rec: rec, key: key, call: callKey{h, rpc}, form: f})
+}
+
+// take is one consumption as the reference checks see it.
+type take struct {
+	rec  *entryRecord
+	key  string
+	call callKey
+	form refForm
+}
+
+// callKey is a client call: client index and call number (0: a racing call).
+type callKey struct {
+	h   int32
+	rpc int64
+}
+
+// contentEntryID is the SU-6 mutant's entry id: 32 hex digits of SHA-256
+// over the published content (a valid id, the same for the same media).
+func contentEntryID(content int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("baton-sim content %d", content)))
+	return hex.EncodeToString(sum[:16])
+}
