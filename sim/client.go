@@ -25,6 +25,8 @@ type plan struct {
 	replay       bool
 	releases     int // Abort calls after consuming (0, 1 or 2: release twice)
 	race         raceKind
+	// media is what the publish carries and the consumes ask (media.go; its own stream).
+	media mediaPlan
 }
 
 // raceKind is a fire-and-forget call a client sends alongside its consume,
@@ -104,6 +106,7 @@ func newClient(w *World, idx int) *client {
 	case x < 0.45:
 		p.releases = 1
 	}
+	p.media = w.drawMedia()
 	return &client{idx: idx, plan: p}
 }
 

@@ -100,6 +100,7 @@ var answerCodes = map[int64]handoff.Code{
 	resOK: handoff.CodeOK, resSpent: handoff.CodeInvalidArgument, resUnavailable: handoff.CodeUnavailable,
 	resExhausted: handoff.CodeResourceExhausted, resInternal: handoff.CodeInternal, resAborted: handoff.CodeOK,
 	resAlreadyFinished: handoff.CodeOK, resBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled,
+	resUnimplemented: handoff.CodeUnimplemented,
 }
 
 // ErrDriver wraps a checker's failure or a call that was never answered:

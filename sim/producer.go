@@ -59,11 +59,12 @@ const (
 	resAlreadyFinished
 	resBeforeWrite
 	resCancelled
+	resUnimplemented
 )
 
 var resNames = map[int64]string{resOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", resUnavailable: "UNAVAILABLE",
 	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", resAborted: "ABORTED", resAlreadyFinished: "ALREADY_FINISHED",
-	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED"}
+	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED", resUnimplemented: "UNIMPLEMENTED"}
 
 // resOf maps a core rejection to a reply code through handoff.Classify.
 func resOf(err error) int64 {
@@ -95,6 +96,12 @@ func (w *World) publishArrive(ev event) {
 		return
 	}
 	cl := w.clients[ev.h]
+	if why := w.modalityError(&cl.plan.media); why != "" {
+		reply.b = resUnimplemented // L-3: before execution, nothing reserved
+		w.notef("%s", why)
+		w.send(msgReply, reply)
+		return
+	}
 	id := w.newEntryID()
 	if err := p.table.Reserve(id, cl.plan.payloadBytes); err != nil {
 		reply.b = resOf(err)
@@ -148,6 +155,7 @@ func (w *World) encodeDone(ev event) {
 	} else {
 		w.sources[id] = sourceLive
 	}
+	w.publishMedia(id, &cl.plan.media)
 	ttl := p.table.TTL(cl.plan.ttlMs)
 	if err := p.table.CommitPublish(id, w.now+ttl); err != nil {
 		panic(err)

@@ -1,0 +1,39 @@
+package sim
+
+import "fmt"
+
+// checkUUIDAnswers: H-5. A MediaItem.uuid is an id, never a substitute for
+// the content hash: two consumes with one prompt whose items differ only in
+// images sent with the same uuid (content hashes present) get their own
+// answers (checked once per new answer).
+func checkUUIDAnswers(w *World) string {
+	m := &w.media
+	for ; m.uuidAnswersSeen < len(m.answers); m.uuidAnswersSeen++ {
+		b := wrongAnswer(w, m.uuidAnswersSeen)
+		if b == nil || b.donor == nil || !differOnlyUnderOneUUID(b.items, b.hashes, b.donor) {
+			continue
+		}
+		return fmt.Sprintf("%s; the images that differ were sent with one uuid, which is an id, not their identity", b)
+	}
+	return ""
+}
+
+// differOnlyUnderOneUUID reports whether items and d's have one length and
+// every position whose pixels differ holds hashed items with the same uuid.
+func differOnlyUnderOneUUID(items []mediaItem, hashes []string, d *publishedMedia) bool {
+	if len(items) != len(d.items) {
+		return false
+	}
+	differ := false
+	for k, it := range items {
+		o := d.items[k]
+		if mediaPool[it.img].pixels == mediaPool[o.img].pixels {
+			continue
+		}
+		if it.uuid == 0 || it.uuid != o.uuid || hashes[k] == "" || d.hashes[k] == "" {
+			return false
+		}
+		differ = true
+	}
+	return differ
+}
