@@ -18,6 +18,9 @@ func checkContentHash(w *World) string {
 			}
 			first, ok := m.byHash[h]
 			if !ok {
+				if m.byHash == nil {
+					m.byHash = map[string]itemRef{}
+				}
 				m.byHash[h] = itemRef{pm, i}
 				continue
 			}

@@ -5,17 +5,29 @@ import "fmt"
 // checkMissingHashAnswers: H-2. An item published without content hash
 // gets a fresh identity at the consumer, which disables prefix-cache reuse
 // for it: a consume whose items all lack a hash never gets the answer of
-// another such consume with the same prompt (checked once per new answer).
+// another such consume with the same prompt. Run at the end (the wrong
+// answers checkAnswers left to it).
 func checkMissingHashAnswers(w *World) string {
-	m := &w.media
-	for ; m.missingHashSeen < len(m.answers); m.missingHashSeen++ {
-		b := wrongAnswer(w, m.missingHashSeen)
-		if b == nil || b.donor == nil || !allUnhashed(b.hashes) || !allUnhashed(b.donor.hashes) {
-			continue
+	for i := range w.media.answers {
+		if b := wrongAnswer(w, i); b != nil && b.missingHashSituation() {
+			return fmt.Sprintf("%s; neither carries a content hash, so each must get a fresh identity and its own answer (a missing hash keyed by placeholder tokens alone?)", b)
 		}
-		return fmt.Sprintf("%s; neither carries a content hash, so each must get a fresh identity and its own answer (a missing hash keyed by placeholder tokens alone?)", b)
 	}
 	return ""
+}
+
+// missingHashSituation reports whether neither b's items nor those of one
+// of its donors carry a content hash.
+func (b *badAnswer) missingHashSituation() bool {
+	if !allUnhashed(b.hashes) {
+		return false
+	}
+	for _, d := range b.donors {
+		if allUnhashed(d.hashes) {
+			return true
+		}
+	}
+	return false
 }
 
 func allUnhashed(hashes []string) bool {

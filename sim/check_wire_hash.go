@@ -14,12 +14,12 @@ func checkWireHash(w *World) string {
 			if pm.hashes[i] == "" {
 				continue
 			}
-			px := mediaPool[it.img].pixels
-			first, ok := m.byPixels[px]
-			if !ok {
-				m.byPixels[px] = itemRef{pm, i}
+			seen := &m.byPixels[mediaPool[it.img].pixelClass]
+			if *seen == 0 {
+				*seen = int32(1 + 2*m.wireHashSeen + i)
 				continue
 			}
+			first := itemRef{m.published[(*seen-1)/2], int(*seen-1) % 2}
 			if h := first.pm.hashes[first.i]; h != pm.hashes[i] {
 				return fmt.Sprintf("pixel-equal items hash differently: %s has %s, %s has %s (the hash must be of the decoded pixels, not the wire bytes)",
 					itemRef{pm, i}, short(pm.hashes[i]), first, short(h))

@@ -32,6 +32,8 @@ type entryRecord struct {
 	// delivered (a cancelled stream or a failed send), so nobody holds its
 	// reference (C-3, C-7).
 	cancelledBeforeReady, readyUndelivered bool
+	// media is the entry's items as published (media.go; nil without media).
+	media *publishedMedia
 }
 
 // terminal reports whether the entry has ended (CONTRACT section 2).

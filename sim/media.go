@@ -8,6 +8,7 @@ import (
 	"image"
 	"image/color"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 
 	"github.com/baton-dev/baton/engine/lm"
@@ -79,8 +80,10 @@ type mediaImage struct {
 	name string
 	img  image.Image // *image.NRGBA or *image.NRGBA64
 	// pixels is the image's size and non-premultiplied 16-bit RGBA pixels
-	// (image.NRGBA64 order): equal exactly when the decoded pixels are.
-	pixels string
+	// (image.NRGBA64 order): equal exactly when the decoded pixels are;
+	// pixelClass the index of the first pool image with these pixels.
+	pixels     string
+	pixelClass int
 	// digest stands in for the encoder output of the decoded pixels.
 	digest uint64
 	hashes [hashFunctions][len(mediaEncodings)]string
@@ -89,6 +92,7 @@ type mediaImage struct {
 // mediaPool is the fixed pool every seed draws items from.
 var mediaPool = buildMediaPool()
 
+// buildMediaPool makes the pool's images and everything derived from them.
 func buildMediaPool() []mediaImage {
 	base := [4]color.NRGBA{{255, 0, 0, 255}, {0, 0, 255, 255}, {10, 20, 30, 255}, {40, 50, 60, 255}}
 	nrgba := func(px [4]color.NRGBA) image.Image {
@@ -117,9 +121,19 @@ func buildMediaPool() []mediaImage {
 		{name: "hidden-orange-2", img: nrgba(with(1, color.NRGBA{201, 100, 50, 0}))},
 		{name: "hidden-black", img: nrgba(with(1, color.NRGBA{0, 0, 0, 0}))},
 	}
+	if len(pool) > maxPoolImages {
+		panic("sim: media pool over maxPoolImages")
+	}
 	for i := range pool {
 		m := &pool[i]
 		m.pixels = nrgba64Pixels(m.img)
+		m.pixelClass = i
+		for j := range i {
+			if pool[j].pixels == m.pixels {
+				m.pixelClass = pool[j].pixelClass
+				break
+			}
+		}
 		m.digest = fnv64(m.pixels)
 		for e, enc := range mediaEncodings {
 			m.hashes[hashContract][e] = lm.ContentHash(mediaPreset, m.img)
@@ -240,18 +254,18 @@ func (p *mediaPlan) list() []mediaItem { return p.items[:p.n] }
 // content hashes (6%, whose items carry no uuid); a shared uuid on an item
 // (6%); a video or audio item (1%).
 func (w *World) drawMedia() mediaPlan {
-	r := w.media.rng
-	p := mediaPlan{n: 1, prompt: uint8(r.IntN(len(mediaPrompts))), omitHash: chance(r, 0.06)}
-	if chance(r, 0.2) {
+	m := &w.media
+	p := mediaPlan{n: 1, prompt: m.intN(len(mediaPrompts)), omitHash: m.chance(0.15)}
+	if m.chance(0.2) {
 		p.n = 2
 	}
 	for i := range p.list() {
-		it := mediaItem{img: uint8(r.IntN(len(mediaPool))), enc: uint8(r.IntN(len(mediaEncodings)))}
-		if !p.omitHash && chance(r, 0.06) {
-			it.uuid = uint8(1 + r.IntN(len(mediaUUIDs)-1))
+		it := mediaItem{img: m.intN(len(mediaPool)), enc: m.intN(len(mediaEncodings))}
+		if !p.omitHash && m.chance(0.2) {
+			it.uuid = 1 + m.intN(len(mediaUUIDs)-1)
 		}
-		if chance(r, 0.01) {
-			it.modality = uint8(1 + r.IntN(2))
+		if m.chance(0.01) {
+			it.modality = 1 + m.intN(2)
 		}
 		p.items[i] = it
 	}
@@ -264,37 +278,45 @@ type publishedMedia struct {
 	entry  string
 	items  []mediaItem
 	hashes []string
+	buf    [2]string // hashes' backing array
 }
 
 // mediaAnswer is one successful consume's answer, with what it was asked.
 type mediaAnswer struct {
-	entry    string
-	consumer int
-	prompt   uint8
+	pm       *publishedMedia // what was consumed
 	answer   uint64
+	consumer int32
+	inc      int32 // the consumer's incarnation
+	prompt   uint8
 }
 
-// prefixCache is one consumer incarnation's prefix cache: key -> answer.
-type prefixCache struct {
-	inc     int64
-	answers map[string]uint64
+// cacheKey is a prefix-cache key of one consumer incarnation: the
+// consumers' caches share one map (a new incarnation starts cold).
+type cacheKey struct {
+	consumer, inc int32
+	key           string
 }
 
 // mediaWorld is the media state of one world: the stream, what was
 // published and answered (the checkers' input), the consumers' caches, and
 // the checkers' progress.
 type mediaWorld struct {
-	rng       *rand.Rand
-	entries   map[string]*publishedMedia
+	pcg       rand.PCG          // the media stream (a value: no allocation per run)
 	published []*publishedMedia // in publication order
+	arena     []publishedMedia  // where published ones are allocated, a chunk at a time
 	answers   []mediaAnswer     // in answer order
-	caches    []prefixCache     // by consumer index
+	cache     map[cacheKey]uint64
 
-	// Checker state: how far each checker got, and what it saw.
-	modalitySeen, wireHashSeen, contentHashSeen  int
-	missingHashSeen, uuidAnswersSeen, answerSeen int
-	byPixels, byHash                             map[string]itemRef
+	// Checker state: how far each checker got, and what it saw (the first
+	// published item of each pixel class, and of each content hash).
+	modalitySeen, wireHashSeen, contentHashSeen, answerSeen int
+	byPixels                                                [maxPoolImages]int32 // 1 + index into published * 2 + item
+
+	byHash map[string]itemRef
 }
+
+// maxPoolImages bounds len(mediaPool).
+const maxPoolImages = 16
 
 // itemRef is one published item: item i of an entry's media.
 type itemRef struct {
@@ -307,7 +329,22 @@ func (r itemRef) String() string {
 }
 
 func newMediaWorld(seed uint64) mediaWorld {
-	return mediaWorld{rng: newRNG(seed, subMedia), entries: map[string]*publishedMedia{}, byPixels: map[string]itemRef{}, byHash: map[string]itemRef{}}
+	return mediaWorld{pcg: *rand.NewPCG(seed, uint64(subMedia))}
+}
+
+// intN draws from [0, n) (n <= 256) from the media stream.
+func (m *mediaWorld) intN(n int) uint8 { return uint8(m.pcg.Uint64() % uint64(n)) }
+
+// chance reports true with probability p, from the media stream.
+func (m *mediaWorld) chance(p float64) bool { return float64(m.pcg.Uint64()>>11)/(1<<53) < p }
+
+// newPublished allocates one publishedMedia from the arena.
+func (m *mediaWorld) newPublished(chunk int) *publishedMedia {
+	if len(m.arena) == cap(m.arena) {
+		m.arena = make([]publishedMedia, 0, max(chunk, 8))
+	}
+	m.arena = m.arena[:len(m.arena)+1]
+	return &m.arena[len(m.arena)-1]
 }
 
 // modalityError is the L-3 decision on a publish's items: "" when every
@@ -328,7 +365,7 @@ func (w *World) modalityError(p *mediaPlan) string {
 // them, with the content hash it computes for each (none when the publish
 // omits them). The H-1 mutant hashes premultiplied pixels, the H-4 mutant
 // the wire bytes.
-func (w *World) publishMedia(id string, p *mediaPlan) {
+func (w *World) publishMedia(rec *entryRecord, p *mediaPlan) {
 	if p.n == 0 {
 		return
 	}
@@ -339,13 +376,18 @@ func (w *World) publishMedia(id string, p *mediaPlan) {
 	case MutantWireBytesHash:
 		fn = hashWireBytes
 	}
-	pm := &publishedMedia{entry: id, items: p.list(), hashes: make([]string, p.n)}
+	pm := w.media.newPublished(w.set.Handoffs)
+	pm.entry, pm.items = rec.id, p.list()
+	pm.hashes = pm.buf[:p.n]
 	if !p.omitHash {
 		for i, it := range pm.items {
 			pm.hashes[i] = mediaPool[it.img].hashes[fn][it.enc]
 		}
 	}
-	w.media.entries[id] = pm
+	if w.media.published == nil {
+		w.media.published = make([]*publishedMedia, 0, w.set.Handoffs)
+	}
+	rec.media = pm
 	w.media.published = append(w.media.published, pm)
 }
 
@@ -354,35 +396,36 @@ func (w *World) publishMedia(id string, p *mediaPlan) {
 // one identity per item, the prefix-cache key; a hit answers from the
 // cache, a miss from the received items' content.
 func (w *World) consumeMedia(c *consumerNode, r *recv) {
-	pm := w.media.entries[r.entry]
+	pm := w.ledger.get(r.entry).media
 	if pm == nil {
 		return
 	}
 	prompt := w.clients[r.h].plan.media.prompt
-	ids := make([]uint32, 0, len(pm.items)+4)
+	var idBuf [8]uint32
+	var identityBuf [2]string
+	ids := idBuf[:0]
 	for range pm.items {
 		ids = append(ids, lm.ImageID)
 	}
 	ids = append(ids, mediaPrompts[prompt]...)
-	identities := make([]string, len(pm.items))
+	identities := identityBuf[:len(pm.items)]
 	for i, it := range pm.items {
 		identities[i] = w.imageIdentity(it, pm.hashes[i])
 	}
-	key := w.prefixKey(ids, identities)
-	for len(w.media.caches) <= c.idx {
-		w.media.caches = append(w.media.caches, prefixCache{})
+	key := cacheKey{consumer: int32(c.idx), inc: int32(c.inc), key: w.prefixKey(ids, identities)}
+	if w.media.cache == nil {
+		w.media.cache = make(map[cacheKey]uint64, w.set.Handoffs)
+		w.media.answers = make([]mediaAnswer, 0, w.set.Handoffs)
 	}
-	pc := &w.media.caches[c.idx]
-	if pc.answers == nil || pc.inc != c.inc {
-		*pc = prefixCache{inc: c.inc, answers: map[string]uint64{}} // a new incarnation starts cold
-	}
-	ans, hit := pc.answers[key]
+	ans, hit := w.media.cache[key]
 	if !hit {
 		ans = answerOf(prompt, pm.items)
-		pc.answers[key] = ans
+		w.media.cache[key] = ans
 	}
-	w.media.answers = append(w.media.answers, mediaAnswer{entry: r.entry, consumer: c.idx, prompt: prompt, answer: ans})
-	w.notef("PD%d answered %s (prefix cache hit %v)", c.idx, short(r.entry), hit)
+	w.media.answers = append(w.media.answers, mediaAnswer{pm: pm, consumer: int32(c.idx), inc: int32(c.inc), prompt: prompt, answer: ans})
+	if w.tracing {
+		w.notef("PD%d answered %s (prefix cache hit %v)", c.idx, short(r.entry), hit)
+	}
 }
 
 // imageIdentity is the identity the consumer keys an item by: its content
@@ -396,8 +439,8 @@ func (w *World) imageIdentity(it mediaItem, hash string) string {
 		return hash
 	}
 	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], w.media.rng.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], w.media.rng.Uint64())
+	binary.LittleEndian.PutUint64(b[:8], w.media.pcg.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], w.media.pcg.Uint64())
 	return lm.FreshIdentityPrefix + hex.EncodeToString(b[:])
 }
 
@@ -407,7 +450,7 @@ func (w *World) imageIdentity(it mediaItem, hash string) string {
 func (w *World) prefixKey(ids []uint32, identities []string) string {
 	switch w.opts.Mutant {
 	case MutantTextKeyedCache:
-		return fmt.Sprint(ids)
+		return tokenKey(ids)
 	case MutantMissingHashKeyedByTokens:
 		kept := identities[:0:0]
 		for _, id := range identities {
@@ -418,6 +461,20 @@ func (w *World) prefixKey(ids []uint32, identities []string) string {
 		identities = kept
 	}
 	return lm.DefaultPrefixKey(ids, identities)
+}
+
+// tokenKey is the B-2 mutant's key: the token ids alone, as decimal text
+// (the engine's mutant's fmt.Sprint(ids), without making ids escape).
+func tokenKey(ids []uint32) string {
+	var stack [64]byte
+	b := append(stack[:0], '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendUint(b, uint64(id), 10)
+	}
+	return string(append(b, ']'))
 }
 
 // answerOf is the answer to prompt over items' decoded content: the
@@ -441,16 +498,25 @@ func describeItems(items []mediaItem) string {
 
 // mediaCheckers are the media model's per-step checkers, after the
 // lifecycle ones: L-3 at admission, the content hashes at publication
-// (H-4, H-1), then the answers, the situations of H-2 and H-5 before the
-// general B-2 (each answer that is not its content's is reported once, by
-// the first checker whose situation it is).
+// (H-4, H-1), then the answers (B-2).
 var mediaCheckers = []checker{
 	{"L-3", checkModality},
 	{"H-4", checkWireHash},
 	{"H-1", checkContentHash},
-	{"H-2", checkMissingHashAnswers},
-	{"H-5", checkUUIDAnswers},
 	{"B-2", checkAnswers},
 }
 
-func init() { stepCheckers = append(stepCheckers, mediaCheckers...) }
+// mediaEndCheckers judge, once the run converged, the wrong answers B-2
+// left to them: reuse only among items without content hash (H-2) or only
+// among images sent with one uuid (H-5). They wait for the end because the
+// narrower diagnosis needs the whole run: a cache that also reuses answers
+// across distinct hashed images is B-2's failure, found when it shows.
+var mediaEndCheckers = []checker{
+	{"H-2", checkMissingHashAnswers},
+	{"H-5", checkUUIDAnswers},
+}
+
+func init() {
+	stepCheckers = append(stepCheckers, mediaCheckers...)
+	endCheckers = append(endCheckers, mediaEndCheckers...)
+}

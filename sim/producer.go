@@ -155,7 +155,7 @@ func (w *World) encodeDone(ev event) {
 	} else {
 		w.sources[id] = sourceLive
 	}
-	w.publishMedia(id, &cl.plan.media)
+	w.publishMedia(rec, &cl.plan.media)
 	ttl := p.table.TTL(cl.plan.ttlMs)
 	if err := p.table.CommitPublish(id, w.now+ttl); err != nil {
 		panic(err)
