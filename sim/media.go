@@ -306,6 +306,7 @@ type mediaWorld struct {
 	arena     []publishedMedia  // where published ones are allocated, a chunk at a time
 	answers   []mediaAnswer     // in answer order
 	cache     map[cacheKey]uint64
+	hits      int // answers the prefix caches gave
 
 	// Checker state: how far each checker got, and what it saw (the first
 	// published item of each pixel class, and of each content hash).
@@ -418,7 +419,9 @@ func (w *World) consumeMedia(c *consumerNode, r *recv) {
 		w.media.answers = make([]mediaAnswer, 0, w.set.Handoffs)
 	}
 	ans, hit := w.media.cache[key]
-	if !hit {
+	if hit {
+		w.media.hits++
+	} else {
 		ans = answerOf(prompt, pm.items)
 		w.media.cache[key] = ans
 	}
