@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // checkContentHash: H-1. The content hash is over the non-premultiplied
 // 16-bit pixels, so items whose decoded pixels differ (an alpha variant, a
@@ -16,15 +19,12 @@ func checkContentHash(w *World) string {
 			if h == "" {
 				continue
 			}
-			first, ok := m.byHash[h]
-			if !ok {
-				if m.byHash == nil {
-					m.byHash = map[string]itemRef{}
-				}
-				m.byHash[h] = itemRef{pm, i}
+			k := slices.IndexFunc(m.byHash, func(r itemRef) bool { return r.pm.hashes[r.i] == h })
+			if k < 0 {
+				m.byHash = append(m.byHash, itemRef{pm, i})
 				continue
 			}
-			if mediaPool[first.pm.items[first.i].img].pixels != mediaPool[it.img].pixels {
+			if first := m.byHash[k]; mediaPool[first.pm.items[first.i].img].pixels != mediaPool[it.img].pixels {
 				return fmt.Sprintf("items with different non-premultiplied pixels share the content hash %s: %s and %s", short(h), itemRef{pm, i}, first)
 			}
 		}

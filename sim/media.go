@@ -308,12 +308,12 @@ type mediaWorld struct {
 	cache     map[cacheKey]uint64
 	hits      int // answers the prefix caches gave
 
-	// Checker state: how far each checker got, and what it saw (the first
-	// published item of each pixel class, and of each content hash).
+	// Checker state: how far each checker got, and what it saw: the first
+	// published item of each pixel class (1 + 2*index into published +
+	// item; 0: none yet) and of each distinct content hash.
 	modalitySeen, wireHashSeen, contentHashSeen, answerSeen int
-	byPixels                                                [maxPoolImages]int32 // 1 + index into published * 2 + item
-
-	byHash map[string]itemRef
+	byPixels                                                [maxPoolImages]int32
+	byHash                                                  []itemRef
 }
 
 // maxPoolImages bounds len(mediaPool).
