@@ -63,5 +63,16 @@ func (w *World) checkEnd() {
 	}
 	if msg := checkHistory(w); msg != "" {
 		w.failf(Correctness, "history", "%s", msg)
+		return
+	}
+	for _, c := range endCheckers {
+		if msg := c.check(w); msg != "" {
+			w.failf(Correctness, c.rule, "%s", msg)
+			return
+		}
 	}
 }
+
+// endCheckers run once at the end of a converged run, after the history
+// check, in this order (appended by the files that define them).
+var endCheckers []checker

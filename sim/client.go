@@ -31,6 +31,8 @@ type plan struct {
 	// content names the media published (one of contentKinds): two
 	// clients with the same content publish the same media (SU-6).
 	content int
+	// media is what the publish carries and the consumes ask (media.go; its own stream).
+	media mediaPlan
 }
 
 // probeKind is an altered call a client makes with its live reference
@@ -157,6 +159,7 @@ func newClient(w *World, idx int) *client {
 	case x < 0.08:
 		p.probe = probeWrongRole
 	}
+	p.media = w.drawMedia()
 	return &client{idx: idx, plan: p}
 }
 

@@ -168,6 +168,7 @@ func (w *World) claimRead(ev event) {
 	r := c.recvs[ev.a]
 	delete(w.files, claimedPath(c.idx, c.inc, r.entry))
 	must(c.receives.Succeeded(r.key))
+	w.consumeMedia(c, r)
 	delete(c.recvs, r.num)
 	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: ev.c, a: r.rpc, s: r.entry, b: resOK})
 }
@@ -225,6 +226,7 @@ func (w *World) transferReply(ev event) {
 			w.failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, short(b.content), b.owner)
 		}
 		must(c.receives.Succeeded(r.key))
+		w.consumeMedia(c, r)
 		w.endReceive(c, r, resOK, ev.b)
 	case definite:
 		must(c.receives.Rejected(r.key))

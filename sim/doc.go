@@ -49,6 +49,15 @@
 // porcupine (history.go); a failing history can be written as porcupine's
 // HTML visualization (WriteHistory).
 //
+// Media (media.go): each publish carries items from a small fixed pool of
+// tiny images (pixel-equal twins in other encodings or bit depths, alpha
+// and alpha-0 variants, shared uuids, omitted hashes, rare video or audio);
+// the producer hashes them with the engine's lm.ContentHash, the consumer
+// answers from a prefix cache keyed by lm.DefaultPrefixKey, and the answer
+// is a stand-in function of the pixels and the prompt. Checkers: L-3 at
+// admission, H-4 and H-1 at publication, B-2 per answer, H-2 and H-5 at the
+// end of a converged run.
+//
 // Verdicts and exit codes: Passed (0), Correctness (1), Liveness (2),
 // Crash (3: a panic inside the world). Every run can write a JSONL trace whose
 // first line holds the seed and the settings; Replay re-runs it.

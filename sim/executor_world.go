@@ -87,19 +87,38 @@ func (r ExecutorResult) ReplayCommand(mutation string) string {
 	return cmd
 }
 
-// ExecutorMutations are the executor core's deliberately broken decisions,
-// by the name `baton sim executor --mutation` takes.
-func ExecutorMutations() map[string]executor.Mutation {
-	return map[string]executor.Mutation{
-		"c2-scatter-shifts-siblings": {ScatterLiveOnly: true},
-		"c3-view-kept-after-end":     {KeepViewOnEnd: true},
-		"c3-release-every-step":      {ReleaseEveryCall: true},
+// ExecutorMutation is one deliberately broken decision of the executor
+// world: in the core (Core, engine/executor's Mutation) or in the world's
+// driver, which stands for engine/server/executor.go and inference.go
+// (the decisions the engine's hooks ContextTwice and
+// RecomputeWithoutEncoder replace). The zero value is the correct world.
+type ExecutorMutation struct {
+	// Core breaks a decision of the executor core.
+	Core executor.Mutation
+	// ContextTwice: the first context step computes the request's context
+	// (the cross-attention KV) twice per admission (breaks R-1).
+	ContextTwice bool
+	// RecomputeWithoutEncoder: a preempted request is not re-admitted (no
+	// Preempt, no encoder step) but recomputes its context from the view it
+	// had, whose storage may have been freed since (breaks R-2).
+	RecomputeWithoutEncoder bool
+}
+
+// ExecutorMutations are the executor world's deliberately broken
+// decisions, by the name `baton sim executor --mutation` takes.
+func ExecutorMutations() map[string]ExecutorMutation {
+	return map[string]ExecutorMutation{
+		"c2-scatter-shifts-siblings": {Core: executor.Mutation{ScatterLiveOnly: true}},
+		"c3-view-kept-after-end":     {Core: executor.Mutation{KeepViewOnEnd: true}},
+		"c3-release-every-step":      {Core: executor.Mutation{ReleaseEveryCall: true}},
+		"r1-context-computed-twice":  {ContextTwice: true},
+		"r2-recompute-skips-encoder": {RecomputeWithoutEncoder: true},
 	}
 }
 
 // RunExecutorSeed runs seed twice (with and without cancellations) with
-// mutation m in the core and checks both.
-func RunExecutorSeed(seed uint64, m executor.Mutation) ExecutorResult {
+// mutation m and checks both.
+func RunExecutorSeed(seed uint64, m ExecutorMutation) ExecutorResult {
 	s := DrawExecutorSettings(seed)
 	res := ExecutorResult{Seed: seed, Settings: s}
 	with := runExecutorWorld(seed, s, m, true)
@@ -128,7 +147,7 @@ func RunExecutorSeed(seed uint64, m executor.Mutation) ExecutorResult {
 
 // ExploreExecutor runs seeds [from, to] and returns the failing results, in
 // seed order, and the number run.
-func ExploreExecutor(from, to uint64, m executor.Mutation) (failures []ExecutorResult, ran int) {
+func ExploreExecutor(from, to uint64, m ExecutorMutation) (failures []ExecutorResult, ran int) {
 	for seed := from; seed <= to; seed++ {
 		ran++
 		if r := RunExecutorSeed(seed, m); r.Err != nil {
@@ -145,9 +164,10 @@ func ExploreExecutor(from, to uint64, m executor.Mutation) (failures []ExecutorR
 type simRequest struct {
 	id        string
 	items     int
-	input     uint64 // seeds its encoder output
-	arrivesAt int    // step of its Submit
-	context   uint64 // computed by its first context step
+	input     uint64        // seeds its encoder output
+	arrivesAt int           // step of its Submit
+	context   uint64        // computed by its first context step
+	lastView  executor.View // the view its last context step consumed
 	hasCtx    bool
 	decided   []uint64
 	emitted   int
@@ -164,6 +184,7 @@ type simRun struct {
 type executorWorld struct {
 	s        ExecutorSettings
 	cancel   bool
+	mut      ExecutorMutation // the world driver's broken decision, if any
 	ranks    *executor.Ranks
 	work     *rand.Rand // workload: arrivals, inputs
 	order    *rand.Rand // interleaving: which enabled action runs
@@ -173,18 +194,19 @@ type executorWorld struct {
 	pending  []executor.BatchID
 	members  map[executor.BatchID][]executor.Member
 	storages map[executor.BatchID][]uint64
-	views    map[string]executor.View // a request's view after Ready
+	freed    map[executor.BatchID][]uint64 // freed storages, poisoned: what a read after the free sees
+	views    map[string]executor.View      // a request's view after Ready
 	tokens   map[string][]uint64
 	step     int
 }
 
-func runExecutorWorld(seed uint64, s ExecutorSettings, m executor.Mutation, cancellations bool) (out simRun) {
+func runExecutorWorld(seed uint64, s ExecutorSettings, m ExecutorMutation, cancellations bool) (out simRun) {
 	w := &executorWorld{
-		s: s, cancel: cancellations,
-		ranks: executor.NewRanks(s.Ranks, executor.Config{MaxBatchRequests: s.MaxBatchRequests, MaxPendingBatches: s.MaxPendingBatches, Mutation: m}),
+		s: s, cancel: cancellations, mut: m,
+		ranks: executor.NewRanks(s.Ranks, executor.Config{MaxBatchRequests: s.MaxBatchRequests, MaxPendingBatches: s.MaxPendingBatches, Mutation: m.Core}),
 		work:  newRNG(seed, subWorkload), order: newRNG(seed, subNetwork), faults: newRNG(seed, subFaults),
 		byID: map[string]*simRequest{}, members: map[executor.BatchID][]executor.Member{}, storages: map[executor.BatchID][]uint64{},
-		views: map[string]executor.View{}, tokens: map[string][]uint64{},
+		freed: map[executor.BatchID][]uint64{}, views: map[string]executor.View{}, tokens: map[string][]uint64{},
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -285,6 +307,7 @@ func (w *executorWorld) carry(actions []executor.Action) {
 			for i := range st {
 				st[i] = poison
 			}
+			w.freed[a.Batch] = st
 			delete(w.storages, a.Batch)
 		}
 	}
@@ -327,21 +350,59 @@ func (w *executorWorld) context(r *simRequest) error {
 	if !ok {
 		return fmt.Errorf("C-3 the storage of batch %d is gone under %s's live view", v.Batch, r.id)
 	}
-	words := st[v.FirstItem*encoderOutputWidth : (v.FirstItem+v.Items)*encoderOutputWidth]
-	ctx := uint64(v.Items)
-	for _, x := range words {
-		ctx = mix64(ctx ^ x)
-	}
+	r.lastView = v
+	ctx := contextOf(st, v)
 	if err := w.ranks.ContextComputed(r.id); err != nil {
 		return err
 	}
+	if w.mut.ContextTwice {
+		// The R-1 mutant: the cross-attention KV is computed a second time
+		// in this admission (engine hook ContextTwice).
+		ctx = contextOf(st, v)
+		if err := w.ranks.ContextComputed(r.id); err != nil {
+			return err
+		}
+	}
 	w.carry(w.ranks.Release(r.id))
 	delete(w.views, r.id)
+	return w.contextDone(r, ctx)
+}
+
+// contextDone ends a context step that computed ctx: a recompute must give
+// the context the request had (R-2: token-identical output).
+func (w *executorWorld) contextDone(r *simRequest, ctx uint64) error {
 	if r.hasCtx && ctx != r.context {
 		return fmt.Errorf("R-2 %s recomputed context %x, before %x", r.id, ctx, r.context)
 	}
 	r.context, r.hasCtx, r.state = ctx, true, "generating"
 	return nil
+}
+
+// contextOf is the stand-in context computation over view v of storage st.
+func contextOf(st []uint64, v executor.View) uint64 {
+	words := st[v.FirstItem*encoderOutputWidth : (v.FirstItem+v.Items)*encoderOutputWidth]
+	ctx := uint64(v.Items)
+	for _, x := range words {
+		ctx = mix64(ctx ^ x)
+	}
+	return ctx
+}
+
+// recomputeFromLastView is the R-2 mutant's preemption (engine hook
+// RecomputeWithoutEncoder): no Preempt, no encoder step; the context is
+// recomputed from the view the request had, reading its storage whether or
+// not it was freed since, and recorded with the core again.
+func (w *executorWorld) recomputeFromLastView(r *simRequest) error {
+	v := r.lastView
+	st, ok := w.storages[v.Batch]
+	if !ok {
+		st = w.freed[v.Batch] // freed and poisoned: what the engine reads from a freed pack
+	}
+	ctx := contextOf(st, v)
+	if err := w.contextDone(r, ctx); err != nil {
+		return err
+	}
+	return w.ranks.ContextComputed(r.id)
 }
 
 // decode is one decode step: a token from the context and the tokens so
@@ -350,6 +411,9 @@ func (w *executorWorld) context(r *simRequest) error {
 func (w *executorWorld) decode(r *simRequest, safety bool) error {
 	w.carry(w.ranks.Release(r.id))
 	if safety && chance(w.faults, w.s.PreemptRate) {
+		if w.mut.RecomputeWithoutEncoder {
+			return w.recomputeFromLastView(r)
+		}
 		acts, err := w.ranks.Preempt(r.id, executor.PreemptMode(1+w.faults.IntN(2)))
 		if err != nil {
 			return err
@@ -388,6 +452,9 @@ func (w *executorWorld) endCheck() error {
 	}
 	if len(open) > 0 {
 		return fmt.Errorf("liveness: requests still open after the liveness phase: %s", strings.Join(open, " "))
+	}
+	if c := w.ranks.Counters(); c.ContextsComputed > c.Admissions {
+		return fmt.Errorf("R-1 the core counted %d context computations for %d admissions (at most one per admission)", c.ContextsComputed, c.Admissions)
 	}
 	if n, p, q := w.ranks.LiveStorages(), w.ranks.PendingBatches(), w.ranks.Queued(); n+p+q != 0 {
 		return fmt.Errorf("C-3/S-4 after every request ended: %d live storages, %d pending batches, %d queued", n, p, q)

@@ -34,6 +34,8 @@ type entryRecord struct {
 	cancelledBeforeReady, readyUndelivered bool
 	// sealedTag caches the real tag of the entry's sealed reference (reference.go).
 	sealedTag string
+	// media is the entry's items as published (media.go; nil without media).
+	media *publishedMedia
 }
 
 // terminal reports whether the entry has ended (CONTRACT section 2).

@@ -97,6 +97,30 @@ const (
 	MutantAnyBackend Mutant = "any-backend"
 )
 
+// Mutants of the media model (media.go): the producer's content hash, the
+// consumer's identities and prefix-cache key, the L-3 modality check.
+const (
+	// MutantPremultipliedHash: the producer hashes premultiplied 16-bit
+	// pixels, so colours under alpha 0 collide (breaks H-1).
+	MutantPremultipliedHash Mutant = "premultiplied-hash"
+	// MutantWireBytesHash: the producer hashes the wire bytes, so pixel-equal
+	// items in other encodings hash differently (breaks H-4).
+	MutantWireBytesHash Mutant = "wire-bytes-hash"
+	// MutantUUIDIdentity: the consumer keys an item that has a
+	// MediaItem.uuid by the uuid instead of its content hash (breaks H-5).
+	MutantUUIDIdentity Mutant = "uuid-identity"
+	// MutantMissingHashKeyedByTokens: the consumer leaves the fresh
+	// identities of items without content hash out of the prefix-cache key,
+	// so they are keyed by their placeholder tokens alone (breaks H-2).
+	MutantMissingHashKeyedByTokens Mutant = "missing-hash-keyed-by-tokens"
+	// MutantTextKeyedCache: the consumer's prefix cache is keyed by the
+	// token ids only, so two images with one prompt share an answer (breaks B-2).
+	MutantTextKeyedCache Mutant = "text-keyed-cache"
+	// MutantVideoAsImage: the producer treats video and audio items as
+	// images and publishes them (breaks L-3).
+	MutantVideoAsImage Mutant = "video-as-image"
+)
+
 // Mutants maps each mutant to the rule it breaks.
 var Mutants = map[Mutant]string{
 	MutantConsumerFreesOnTransferError: "Q-1",
@@ -122,6 +146,13 @@ var Mutants = map[Mutant]string{
 	MutantNoReferenceLimit:               "L-1",
 	MutantRoleUnchecked:                  "L-4",
 	MutantAnyBackend:                     "N-1",
+	// media model
+	MutantPremultipliedHash:        "H-1",
+	MutantWireBytesHash:            "H-4",
+	MutantUUIDIdentity:             "H-5",
+	MutantMissingHashKeyedByTokens: "H-2",
+	MutantTextKeyedCache:           "B-2",
+	MutantVideoAsImage:             "L-3",
 }
 
 // ParseMutant returns the mutant named s ("" or "none" is MutantNone).

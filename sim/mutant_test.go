@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -48,9 +49,16 @@ func TestMutantsKilled(t *testing.T) {
 	}
 }
 
+// alsoBreaks lists the rules a mutant breaks besides its own, where one
+// observation is both: a prefix cache keyed by token ids alone (B-2) also
+// drops the fresh identity of an item without hash (H-2) and the identity
+// of images sent under one uuid (H-5), so a run whose only collisions are
+// of that kind is rightly diagnosed as those.
+var alsoBreaks = map[Mutant][]string{MutantTextKeyedCache: {"H-2", "H-5"}}
+
 // TestMutantsFailOnlyTheirRule: every seed a mutant fails (of the first
-// 300) fails with a correctness verdict of the rule the mutant breaks, so
-// that whichever seed finds it first names the right rule.
+// 300) fails with a correctness verdict of the rule the mutant breaks (or
+// one of alsoBreaks), so that the seed that finds it names a rule it breaks.
 func TestMutantsFailOnlyTheirRule(t *testing.T) {
 	for m, rule := range Mutants {
 		t.Run(string(m), func(t *testing.T) {
@@ -61,7 +69,7 @@ func TestMutantsFailOnlyTheirRule(t *testing.T) {
 					continue
 				}
 				failed++
-				if r.Verdict != Correctness || r.Rule != rule {
+				if r.Verdict != Correctness || (r.Rule != rule && !slices.Contains(alsoBreaks[m], r.Rule)) {
 					t.Errorf("seed %d: %v %q, want a CORRECTNESS FAILURE of %s: %s", seed, r.Verdict, r.Rule, rule, r.Failure)
 				}
 			}

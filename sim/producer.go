@@ -71,13 +71,14 @@ const (
 	resBackend      // FAILED_PRECONDITION, N-1
 	resWrongRole    // FAILED_PRECONDITION, L-4
 	resPlainInvalid // INVALID_ARGUMENT without the before-write trailer (Q-2: uncertain)
+	resUnimplemented
 )
 
 var resNames = map[int64]string{resOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", resUnavailable: "UNAVAILABLE",
 	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", resAborted: "ABORTED", resAlreadyFinished: "ALREADY_FINISHED",
 	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED",
 	resTooLarge: "INVALID_ARGUMENT(L-1)", resMalformed: "INVALID_ARGUMENT(SU-4)", resForeign: "INVALID_ARGUMENT(SU-5)",
-	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", resPlainInvalid: "INVALID_ARGUMENT(no trailer)"}
+	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", resPlainInvalid: "INVALID_ARGUMENT(no trailer)", resUnimplemented: "UNIMPLEMENTED"}
 
 // resOf maps a core rejection to a reply code through handoff.Classify.
 func resOf(err error) int64 {
@@ -123,6 +124,12 @@ func (w *World) publishArrive(ev event) {
 		return
 	}
 	cl := w.clients[ev.h]
+	if why := w.modalityError(&cl.plan.media); why != "" {
+		reply.b = resUnimplemented // L-3: before execution, nothing reserved
+		w.notef("%s", why)
+		w.send(msgReply, reply)
+		return
+	}
 	id := w.newEntryID()
 	if w.opts.Mutant == MutantEntryIDFromContent {
 		id = contentEntryID(cl.plan.content)
@@ -184,6 +191,7 @@ func (w *World) encodeDone(ev event) {
 	} else {
 		w.sources[id] = sourceLive
 	}
+	w.publishMedia(rec, &cl.plan.media)
 	ttl := p.table.TTL(cl.plan.ttlMs)
 	if err := p.table.CommitPublish(id, w.now+ttl); err != nil {
 		panic(err)

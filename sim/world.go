@@ -148,6 +148,8 @@ type World struct {
 	prodCheapSig cheapCheck
 	// cleanupFailuresSeen is the removal failures checkCleanupFailures last checked.
 	cleanupFailuresSeen int
+	// media is the media model: items, content hashes, prefix caches, answers (media.go).
+	media mediaWorld
 
 	fail    *failure
 	tracing bool
@@ -198,7 +200,7 @@ func newWorld(seed uint64, s Settings, opts Options) *World {
 		workRNG: newRNG(seed, subWorkload), idRNG: newRNG(seed, subIDs), netRNG: newRNG(seed, subNetwork),
 		diskRNG: newRNG(seed, subDisk), procRNG: newRNG(seed, subProcess),
 		files: map[string]fileInfo{}, sources: map[string]sourceState{},
-		ledger: newLedger(), hist: newHistory(),
+		ledger: newLedger(), hist: newHistory(), media: newMediaWorld(seed),
 	}
 	w.faults = newFaults(newRNG(seed, subFaults), s)
 	w.tracing = opts.Trace != nil || opts.Verbose != nil

@@ -49,10 +49,11 @@ Without --seed or --seeds a random seed is drawn (and printed).
 core), to check that the checkers catch it: ` + mutantNames() + `.
 
 Exit codes: 0 passed; 1 correctness failure (a safety checker: SU-1, SU-3,
-Q-1, Q-3, Q-4, X-1, S-1, S-4, core invariants; or the end-of-run history
-check: the client-visible publish/consume/release operations must be
-linearizable per reference, porcupine, whose HTML visualization goes to
---trace-dir as seed-N.history.html); 2 liveness failure (no
+Q-1, Q-3, Q-4, X-1, S-1, S-4, core invariants, and the media model's L-3,
+H-4, H-1, B-2; or the end-of-run history check: the client-visible
+publish/consume/release operations must be linearizable per reference,
+porcupine, whose HTML visualization goes to --trace-dir as
+seed-N.history.html; then the end-of-run H-2 and H-5 answer checks); 2 liveness failure (no
 convergence within the tick budget after faults healed); 3 bad flags (as
 every baton command); 5 crash (a panic in the world). For a range, the worst: crash, then correctness,
 then liveness.`,

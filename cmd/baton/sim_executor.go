@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/sim"
 	"github.com/spf13/cobra"
 )
@@ -32,13 +31,13 @@ cancellations (C-2).
   baton sim executor --seed N           one seed: SEED=, settings, PASSED or the failure
   baton sim executor --seeds A..B       a range; prints each failing seed's replay command
 
---mutation breaks one core decision (` + strings.Join(executorMutationNames(), ", ") + `)
+--mutation breaks one decision of the core or of the world's driver (` + strings.Join(executorMutationNames(), ", ") + `)
 to show the checkers find it.
 
 Exit codes: 0 passed; 1 a checker failed; 3 bad flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var m executor.Mutation
+			var m sim.ExecutorMutation
 			if mutation != "" {
 				var ok bool
 				if m, ok = sim.ExecutorMutations()[mutation]; !ok {
@@ -84,7 +83,7 @@ Exit codes: 0 passed; 1 a checker failed; 3 bad flags.`,
 	}
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "run one seed")
 	cmd.Flags().StringVar(&seeds, "seeds", "", "run a range of seeds, A..B (inclusive)")
-	cmd.Flags().StringVar(&mutation, "mutation", "", "break one decision of the executor core")
+	cmd.Flags().StringVar(&mutation, "mutation", "", "break one decision of the executor core or of the world's driver")
 	return cmd
 }
 

@@ -77,7 +77,7 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.VerifyReference = func(handoff.Reference, []byte) error { return nil } }},
 	{Name: "l1-no-reference-limit", Rule: "L-1", Sim: "no-reference-limit", Breaks: "opaque_state has no size limit",
 		Apply: func(h *server.Hooks) { h.MaxReferenceBytes = 1 << 30 }},
-	{Name: "l3-video-as-image", Rule: "L-3", Breaks: "video and audio items are treated as images",
+	{Name: "l3-video-as-image", Rule: "L-3", Sim: "video-as-image", Breaks: "video and audio items are treated as images",
 		Apply: func(h *server.Hooks) { h.CheckModality = func(pb.Modality) error { return nil } }},
 	{Name: "l4-role-unchecked", Rule: "L-4", Sim: "role-unchecked", Breaks: "requests for another role are served",
 		Apply: func(h *server.Hooks) { h.CheckRole = func(server.Role, *pb.GenerateRequest) error { return nil } }},
@@ -110,11 +110,11 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.HoldLockAcrossTransfer = true }},
 	{Name: "c4-free-on-cancel", Rule: "C-4", Topology: TopologyTCPFaults, Sim: "free-on-cancel", Breaks: "a consumer cancelled mid-transfer frees its buffers without waiting for the outcome",
 		Apply: func(h *server.Hooks) { h.ReleaseOnCancel = true }},
-	{Name: "b2-text-keyed-cache", Rule: "B-2", Breaks: "the prefix cache is keyed by token ids only, so two images with one prompt share an answer",
+	{Name: "b2-text-keyed-cache", Rule: "B-2", Sim: "text-keyed-cache", Breaks: "the prefix cache is keyed by token ids only, so two images with one prompt share an answer",
 		Apply: func(h *server.Hooks) {
 			h.PrefixKey = func(ids []uint32, _ []string) string { return fmt.Sprint(ids) }
 		}},
-	{Name: "h5-uuid-identity", Rule: "H-5", Breaks: "MediaItem.uuid stands in for the content hash",
+	{Name: "h5-uuid-identity", Rule: "H-5", Sim: "uuid-identity", Breaks: "MediaItem.uuid stands in for the content hash",
 		Apply: func(h *server.Hooks) {
 			h.ImageIdentity = func(uuid, hash string) string {
 				if uuid != "" {
@@ -129,9 +129,9 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.EntryID = entryIDFromContent }},
 	{Name: "x2-no-expiry-collection", Rule: "X-2", Level: LevelLifecycle, Sim: "no-expiry-collection", Breaks: "the producer's collector never expires entries past their TTL",
 		Apply: func(h *server.Hooks) { h.NoExpiryCollection = true }},
-	{Name: "h1-premultiplied-hash", Rule: "H-1", Level: LevelLifecycle, Breaks: "the content hash is taken over premultiplied RGBA64 pixels, so alpha changes colours and alpha-0 pixels collide",
+	{Name: "h1-premultiplied-hash", Rule: "H-1", Level: LevelLifecycle, Sim: "premultiplied-hash", Breaks: "the content hash is taken over premultiplied RGBA64 pixels, so alpha changes colours and alpha-0 pixels collide",
 		Apply: func(h *server.Hooks) { h.ContentHash = premultipliedHash }},
-	{Name: "h4-wire-bytes-hash", Rule: "H-4", Level: LevelLifecycle, Breaks: "the content hash is taken over the wire bytes, so pixel-equal media in different encodings hash differently",
+	{Name: "h4-wire-bytes-hash", Rule: "H-4", Level: LevelLifecycle, Sim: "wire-bytes-hash", Breaks: "the content hash is taken over the wire bytes, so pixel-equal media in different encodings hash differently",
 		Apply: func(h *server.Hooks) {
 			h.ContentHash = func(_ string, wire []byte, _ image.Image) string {
 				sum := sha256.Sum256(wire)
@@ -144,11 +144,11 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.ExecutorMutation.KeepViewOnEnd = true }},
 	{Name: "c3-release-every-step", Rule: "C-3", Level: LevelLifecycle, Sim: "executor:c3-release-every-step", Breaks: "release is not idempotent: a decode loop releasing every step drops a view reference each time and frees the storage under its siblings",
 		Apply: func(h *server.Hooks) { h.ExecutorMutation.ReleaseEveryCall = true }},
-	{Name: "r1-context-computed-twice", Rule: "R-1", Level: LevelLifecycle, Breaks: "the first context step computes the cross-attention KV twice per admission",
+	{Name: "r1-context-computed-twice", Rule: "R-1", Level: LevelLifecycle, Sim: "executor:r1-context-computed-twice", Breaks: "the first context step computes the cross-attention KV twice per admission",
 		Apply: func(h *server.Hooks) { h.ContextTwice = true }},
-	{Name: "r2-recompute-skips-encoder", Rule: "R-2", Level: LevelLifecycle, Breaks: "a preempted request recomputes from the view it had, whose storage was freed, instead of running the encoder again",
+	{Name: "r2-recompute-skips-encoder", Rule: "R-2", Level: LevelLifecycle, Sim: "executor:r2-recompute-skips-encoder", Breaks: "a preempted request recomputes from the view it had, whose storage was freed, instead of running the encoder again",
 		Apply: func(h *server.Hooks) { h.RecomputeWithoutEncoder = true }},
-	{Name: "h2-missing-hash-keyed-by-tokens", Rule: "H-2", Level: LevelLifecycle, Breaks: "an item without content hash is keyed in the prefix cache by its placeholder tokens alone (its fresh identity is left out of the key)",
+	{Name: "h2-missing-hash-keyed-by-tokens", Rule: "H-2", Level: LevelLifecycle, Sim: "missing-hash-keyed-by-tokens", Breaks: "an item without content hash is keyed in the prefix cache by its placeholder tokens alone (its fresh identity is left out of the key)",
 		Apply: func(h *server.Hooks) { h.PrefixKey = keyWithoutFreshIdentities }},
 }
 

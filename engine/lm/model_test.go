@@ -349,3 +349,26 @@ func TestConcurrentGenerate(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultPrefixKeyGolden pins the prefix-cache key's pre-image (domain
+// tag, uvarint-counted little-endian token ids, uvarint-length-prefixed
+// identities): keys computed before and after a rewrite are equal.
+func TestDefaultPrefixKeyGolden(t *testing.T) {
+	long := make([]uint32, 300) // over the stack buffer
+	for i := range long {
+		long[i] = uint32(i * 7919)
+	}
+	for _, c := range []struct {
+		ids        []uint32
+		identities []string
+		want       string
+	}{
+		{nil, nil, "da041634908532e756e44f4be0abd88efa9e5608a4496c311dea15c2ab99d394"},
+		{[]uint32{1, 201, 202, 70000}, []string{strings.Repeat("ab", 32), FreshIdentityPrefix + strings.Repeat("cd", 16)}, "59a836612910f92a787481b7071d1bc664698687848fc1dfe92c010f16d410ac"},
+		{long, []string{strings.Repeat("x", 200)}, "932d9b4c1996b2f729ee4908e9fd473a7b804803d1093dda5cae515e9f5920f6"},
+	} {
+		if got := DefaultPrefixKey(c.ids, c.identities); got != c.want {
+			t.Errorf("DefaultPrefixKey(%d ids, %d identities) = %s, want %s", len(c.ids), len(c.identities), got, c.want)
+		}
+	}
+}

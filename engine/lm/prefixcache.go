@@ -13,20 +13,21 @@ import (
 // identity (content hash, or fresh identity for a missing hash; H-2), each
 // length-prefixed so no two inputs share an encoding.
 func DefaultPrefixKey(tokenIDs []uint32, imageIdentities []string) string {
-	h := sha256.New()
-	var buf [binary.MaxVarintLen64]byte
-	writeLen := func(n int) { h.Write(buf[:binary.PutUvarint(buf[:], uint64(n))]) }
-	h.Write([]byte("baton-lm-prefix-v1\x00"))
-	writeLen(len(tokenIDs))
+	// The pre-image is built in one buffer (on the stack for the usual
+	// prompt) and hashed at once: no allocation but the key itself.
+	var stack [512]byte
+	buf := append(stack[:0], "baton-lm-prefix-v1\x00"...)
+	buf = binary.AppendUvarint(buf, uint64(len(tokenIDs)))
 	for _, id := range tokenIDs {
-		h.Write(binary.LittleEndian.AppendUint32(buf[:0], id))
+		buf = binary.LittleEndian.AppendUint32(buf, id)
 	}
-	writeLen(len(imageIdentities))
+	buf = binary.AppendUvarint(buf, uint64(len(imageIdentities)))
 	for _, s := range imageIdentities {
-		writeLen(len(s))
-		h.Write([]byte(s))
+		buf = binary.AppendUvarint(buf, uint64(len(s)))
+		buf = append(buf, s...)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(buf)
+	return hex.EncodeToString(sum[:])
 }
 
 // PrefixCacheStats returns the prefix cache's lookup counts since New: hits
