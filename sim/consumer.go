@@ -30,6 +30,8 @@ type recv struct {
 // consumerNode is a PD consumer: the core's ConsumerReceives and Health,
 // driven as engine/server/consumer.go and transfer.go drive them.
 type consumerNode struct {
+	// checked is what checkCore last checked of the receives.
+	checked  checkedCore
 	idx      int
 	inc      int64
 	up       bool

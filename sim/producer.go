@@ -12,6 +12,8 @@ import (
 // store (shared-directory files or registered source buffers).
 type producerNode struct {
 	instanceID string
+	// checked is what checkCore last checked of the table.
+	checked checkedCore
 	// key is the instance's HMAC key for reference tags (SU-5), as kept in
 	// the shared directory's 0600 key file.
 	key    []byte

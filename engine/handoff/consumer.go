@@ -48,7 +48,14 @@ type ConsumerReceives struct {
 	quarantineBytes   int64
 	succeeded         uint64
 	rejected          uint64
+	// version counts the calls of mutating methods (Version).
+	version uint64
 }
+
+// Version counts the calls of the mutating methods (Preflight, Registered,
+// Requested, Succeeded, Rejected, Uncertain): while it is unchanged the
+// table is (ProducerTable.Version).
+func (c *ConsumerReceives) Version() uint64 { return c.version }
 
 // NewConsumerReceives returns an empty table.
 func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
@@ -59,6 +66,7 @@ func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
 // this consumer quarantined buffers earlier), ErrQuotaExceeded (L-5),
 // ErrBadRequest for a duplicate id.
 func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
+	c.version++
 	if c.quarantineBuffers > 0 {
 		return rejectf(ErrQuarantined, "Q-4 %d buffers (%d bytes) quarantined; no new handoffs until restart", c.quarantineBuffers, c.quarantineBytes)
 	}
@@ -74,6 +82,7 @@ func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 }
 
 func (c *ConsumerReceives) advance(id string, from, to ReceiveState) error {
+	c.version++
 	r, ok := c.receives[id]
 	if !ok || r.state != from {
 		return fmt.Errorf("handoff: receive %s cannot go to %d from its state", id, to)
@@ -105,6 +114,7 @@ func (c *ConsumerReceives) Rejected(id string) error { return c.finish(id, Recei
 func (c *ConsumerReceives) Uncertain(id string) error { return c.finish(id, ReceiveUncertain) }
 
 func (c *ConsumerReceives) finish(id string, to ReceiveState) error {
+	c.version++
 	r, ok := c.receives[id]
 	if !ok {
 		return fmt.Errorf("handoff: receive %s is not in flight", id)

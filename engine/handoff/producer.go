@@ -115,7 +115,17 @@ type ProducerTable struct {
 	transfers map[string]*producerEntry // removed from entries BEFORE the WRITE is posted (Q-3)
 	heldBytes int64
 	counters  ProducerCounters
+	// version counts the calls of mutating methods (Version).
+	version uint64
 }
+
+// Version counts the calls of the table's mutating methods (Reserve,
+// CommitPublish, AbandonPublish, Release, RemovalDone, RemovalFailed,
+// ObserveGone, Expire, Drain, ClaimForTransfer, TransferDone,
+// TransferFailed): while it is unchanged the table is, so a caller that
+// checks invariants after every step (the simulator) may skip an unchanged
+// table.
+func (t *ProducerTable) Version() uint64 { return t.version }
 
 // NewProducerTable returns an empty table.
 func NewProducerTable(cfg ProducerConfig) *ProducerTable {
@@ -126,6 +136,7 @@ func NewProducerTable(cfg ProducerConfig) *ProducerTable {
 // is written. Errors: ErrQuotaExceeded (L-5, nothing reserved), ErrBadRequest
 // for an invalid or duplicate id.
 func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
+	t.version++
 	if !ValidEntryID(id) {
 		return rejectf(ErrBadRequest, "entry id %q is not 32 lowercase hex digits", id)
 	}
@@ -161,6 +172,7 @@ func (t *ProducerTable) TTL(requestedMs int64) int64 {
 
 // CommitPublish makes a Reserved entry Published, expiring at expiresMs.
 func (t *ProducerTable) CommitPublish(id string, expiresMs int64) error {
+	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryReserved {
 		return fmt.Errorf("handoff: commit of %s which is not reserved", id)
@@ -175,6 +187,7 @@ func (t *ProducerTable) CommitPublish(id string, expiresMs int64) error {
 // (write failed, request cancelled before publication: C-1, C-6). It returns
 // its bytes to the quota.
 func (t *ProducerTable) AbandonPublish(id string) {
+	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryReserved {
 		return
@@ -189,6 +202,7 @@ func (t *ProducerTable) AbandonPublish(id string) {
 // this table) is ReleaseAlreadyFinished. An entry already being removed by
 // expiry or drain is also ReleaseAlreadyFinished: this call did not release it.
 func (t *ProducerTable) Release(id string) ReleaseOutcome {
+	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
 		return ReleaseAlreadyFinished
@@ -203,6 +217,7 @@ func (t *ProducerTable) Release(id string) ReleaseOutcome {
 // already gone (a consumer claimed it first: CONSUMED). It returns the answer
 // for a release: ReleaseAborted when the release won, ReleaseAlreadyFinished otherwise.
 func (t *ProducerTable) RemovalDone(id string, won bool) ReleaseOutcome {
+	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryRemoving {
 		return ReleaseAlreadyFinished
@@ -228,6 +243,7 @@ func (t *ProducerTable) RemovalDone(id string, won bool) ReleaseOutcome {
 // error (X-1). The entry leaves the table (its bytes are no longer counted as
 // published) and the caller must mark the cleanup failure on its Health.
 func (t *ProducerTable) RemovalFailed(id string) {
+	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryRemoving {
 		return
@@ -239,6 +255,7 @@ func (t *ProducerTable) RemovalFailed(id string) {
 // ObserveGone reports that the storage of entry id was found missing while it
 // was Published: a consumer claimed it (shared-directory backend), so it is CONSUMED.
 func (t *ProducerTable) ObserveGone(id string) {
+	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
 		return
@@ -251,6 +268,7 @@ func (t *ProducerTable) ObserveGone(id string) {
 // Removing and returns their ids, sorted. The caller removes each and calls
 // RemovalDone (CONTRACT X-2).
 func (t *ProducerTable) Expire(nowMs int64) []string {
+	t.version++
 	var ids []string
 	for _, e := range t.entries {
 		if e.state == EntryPublished && e.expiresMs <= nowMs {
@@ -266,6 +284,7 @@ func (t *ProducerTable) Expire(nowMs int64) []string {
 // Drain moves every Published entry to Removing for shutdown (CONTRACT S-2) and
 // returns their ids, sorted.
 func (t *ProducerTable) Drain() []string {
+	t.version++
 	var ids []string
 	for _, e := range t.entries {
 		if e.state == EntryPublished {
@@ -333,6 +352,7 @@ func (t *ProducerTable) drop(e *producerEntry) {
 // released, expired, being removed or transferred); the caller answers
 // INVALID_ARGUMENT with the trailer `baton-transfer-rejected: before-write`.
 func (t *ProducerTable) ClaimForTransfer(id string) error {
+	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
 		return rejectf(ErrSpentReference, "SU-2 entry %s is not published (consumed, released, expired or in transfer)", id)
@@ -346,6 +366,7 @@ func (t *ProducerTable) ClaimForTransfer(id string) error {
 // TransferDone ends a transfer whose WRITE completed: the entry is CONSUMED
 // and its source buffers may be freed.
 func (t *ProducerTable) TransferDone(id string) error {
+	t.version++
 	e, ok := t.transfers[id]
 	if !ok {
 		return fmt.Errorf("handoff: transfer %s is not in flight", id)
@@ -361,6 +382,7 @@ func (t *ProducerTable) TransferDone(id string) error {
 // the life of the process, never freed (Q-3), and the caller's answer must
 // never be INVALID_ARGUMENT. The caller marks Health NOT_READY (Q-4).
 func (t *ProducerTable) TransferFailed(id string) error {
+	t.version++
 	e, ok := t.transfers[id]
 	if !ok {
 		return fmt.Errorf("handoff: transfer %s is not in flight", id)

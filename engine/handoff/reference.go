@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -31,22 +30,34 @@ const (
 	ReferenceVersion = 1
 )
 
-var (
-	entryIDPattern    = regexp.MustCompile(`^[0-9a-f]{32}$`)
-	instanceIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	hashPattern       = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
+// lowerHex reports whether s is n lowercase hex digits. (A loop, not a
+// regexp: the simulator checks ids on every step.)
+func lowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidEntryID reports whether id is 32 lowercase hex digits: 128 random bits (CONTRACT SU-5).
-func ValidEntryID(id string) bool { return entryIDPattern.MatchString(id) }
+func ValidEntryID(id string) bool { return lowerHex(id, 32) }
 
-// ValidInstanceID reports whether id is a lowercase UUID string, the form of
-// every baton instance id (GetServerInfo.instance_id).
-func ValidInstanceID(id string) bool { return instanceIDPattern.MatchString(id) }
+// ValidInstanceID reports whether id is a lowercase UUID string
+// (8-4-4-4-12 lowercase hex digits), the form of every baton instance id
+// (GetServerInfo.instance_id).
+func ValidInstanceID(id string) bool {
+	return len(id) == 36 && id[8] == '-' && id[13] == '-' && id[18] == '-' && id[23] == '-' &&
+		lowerHex(id[0:8], 8) && lowerHex(id[9:13], 4) && lowerHex(id[14:18], 4) && lowerHex(id[19:23], 4) && lowerHex(id[24:], 12)
+}
 
 // ValidContentHash reports whether h is 64 lowercase hex digits, the form of a
 // content hash (CONTRACT H-1, H-3).
-func ValidContentHash(h string) bool { return hashPattern.MatchString(h) }
+func ValidContentHash(h string) bool { return lowerHex(h, 64) }
 
 // ItemMeta describes one encoded item inside a reference: its content hash
 // (64 lowercase hex, CONTRACT H-1) and the shape of its embedding tensor,
@@ -174,7 +185,7 @@ func ParseReference(backend, producerInstanceID string, opaque []byte, maxBytes 
 	if len(w.Items) == 0 || len(w.Items) > MaxReferenceItems {
 		return Reference{}, rejectf(ErrMalformedReference, "SU-4 reference has %d items, want 1..%d", len(w.Items), MaxReferenceItems)
 	}
-	if !hashPattern.MatchString(*w.Tag) {
+	if !ValidContentHash(*w.Tag) {
 		return Reference{}, rejectf(ErrMalformedReference, "SU-4 tag is not 64 lowercase hex digits")
 	}
 	if !ValidEntryID(*w.EntryID) {
