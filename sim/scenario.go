@@ -26,6 +26,7 @@ import (
 //	release h=N                 client h releases its entry (Abort)
 //	cancel h=N                  client h cancels its current call
 //	crash pd=N / restart pd=N   a consumer process dies / comes back
+//	partition pd=N ms=MS        cut PD pd's link to E for MS ms (every message between them is lost)
 //	deliver [until=KIND] [n=N]  step the next event (n of them, or until one of KIND ran)
 //	drop-reply kind=KIND        drop the earliest pending KIND event: a reply lost after its request took effect
 //	align kind=KIND with=KIND2  move the earliest KIND event to the tick of the earliest KIND2 one (the same step)
@@ -240,6 +241,8 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		}
 	case "expect":
 		sc.describe(b)
+	case "partition":
+		return sc.partition(b, args, num, consumer) // scenario_partition.go
 	default:
 		return fmt.Errorf("unknown command %q", cmd)
 	}
