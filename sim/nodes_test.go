@@ -246,3 +246,25 @@ func TestNodeSettingsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerCrashAfterClaimLeavesOrphan: a consumer that crashes after
+// its claim rename but before reading leaves the claimed file as an orphan
+// that its next incarnation's recovery removes (consumer.go restart), and
+// the run passes (the entry counts as consumed: SU-1 holds).
+func TestConsumerCrashAfterClaimLeavesOrphan(t *testing.T) {
+	for seed := uint64(1); seed <= 2000; seed++ {
+		s := DrawSettings(seed)
+		if s.Backend != BackendSharedDir || !hasSite(s, SiteConsumerCrash) {
+			continue
+		}
+		var tr bytes.Buffer
+		r := Run(seed, s, Options{Trace: &tr})
+		if r.Verdict != Passed {
+			t.Fatalf("seed %d: %v %s", seed, r.Verdict, r.Failure)
+		}
+		if strings.Contains(tr.String(), `orphan PD`) {
+			return
+		}
+	}
+	t.Fatal("no consumer crashed between its claim and its read in seeds 1..2000")
+}
