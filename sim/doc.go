@@ -29,8 +29,10 @@
 // Drawn from a stream of their own (nodes_settings.go), so a seed's other
 // draws stay as they were: a network partition that cuts a consumer off
 // from E for a window (partition.go), a slow fsync on the shared-directory
-// publish path and a producer crash in it, before the fsync, with a
-// restart under a new instance id (fsync.go), and the E+P+D topology for
+// publish path (fsync.go), a producer crash at a random time or in such a
+// write before its fsync, with a restart under a new instance id and
+// recovery of what the dead instance left (producer_crash.go), and the
+// E+P+D topology for
 // one seed in four: the consumers are P nodes whose consume answer is
 // PrefillReady with a KV session, and the client then decodes on a D node
 // that never touches the encoder cache (prefill_decode.go; checkers

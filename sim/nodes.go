@@ -19,8 +19,12 @@ type nodeWorld struct {
 	// cutUntil is, per consumer, the tick its link to E heals (partition.go).
 	cutUntil []int64
 
-	// prodRestarts counts producer crashes (fsync.go); lost lists the
-	// entries of crashed instances with their consumptions at the crash.
+	// prodDown: E's process crashed and is not restarted yet (until
+	// prodUpAt); prodRestarts counts restarts; lost lists the entries of
+	// crashed instances with their consumptions at the restart
+	// (producer_crash.go).
+	prodDown     bool
+	prodUpAt     int64
 	prodRestarts int
 	lost         []lostEntry
 
@@ -46,6 +50,8 @@ type nodeWorld struct {
 const (
 	evPartitionTick eventKind = 128 + iota
 	evProducerCrash
+	evProducerChaos
+	evProducerRestart
 	evDecodeArrive
 	evKVFetchArrive
 	evKVFetchReply
@@ -62,6 +68,7 @@ const evNodeFirst = evPartitionTick
 
 var nodeEventNames = [...]string{
 	evPartitionTick - evNodeFirst: "partition-tick", evProducerCrash - evNodeFirst: "producer-crash",
+	evProducerChaos - evNodeFirst: "producer-chaos", evProducerRestart - evNodeFirst: "producer-restart",
 	evDecodeArrive - evNodeFirst: "decode-arrive", evKVFetchArrive - evNodeFirst: "kv-fetch-arrive",
 	evKVFetchReply - evNodeFirst: "kv-fetch-reply", evDecodeFetchDeadline - evNodeFirst: "decode-fetch-deadline",
 	evDecodeReplyArrive - evNodeFirst: "decode-reply-arrive", evKVAbortArrive - evNodeFirst: "kv-abort-arrive",
@@ -91,6 +98,9 @@ func (w *World) startNodes() {
 			w.schedule(between(w.nodes.rng, 1, max(1, w.set.PartitionPeriodMs)), event{kind: evPartitionTick, c: int32(i)})
 		}
 	}
+	if w.faults.enabled[SiteProducerCrash] {
+		w.schedule(between(w.nodes.rng, 100, 800), event{kind: evProducerChaos})
+	}
 	if w.set.eppd() {
 		w.startEPPD()
 	}
@@ -103,6 +113,10 @@ func (w *World) dispatchNode(ev event) bool {
 		w.partitionTick(ev)
 	case evProducerCrash:
 		w.producerCrash(ev)
+	case evProducerChaos:
+		w.producerChaos(ev)
+	case evProducerRestart:
+		w.producerRestart(ev)
 	case evDecodeArrive, evKVFetchReply, evDecodeFetchDeadline:
 		w.onDecoder(ev)
 	case evKVFetchArrive:
@@ -130,7 +144,7 @@ func (w *World) sendHook(ev *event) bool {
 // arrivalHook runs before an event's handler; true means it was consumed
 // here (a message lost to a partition, a stale event of a crashed producer).
 func (w *World) arrivalHook(ev event) bool {
-	if w.nodes.prodRestarts > 0 && w.staleProducerEvent(ev) {
+	if (w.nodes.prodDown || w.nodes.prodRestarts > 0) && w.staleProducerEvent(ev) {
 		return true
 	}
 	return w.nodes.cutUntil != nil && w.partitionDropsArrival(ev)

@@ -27,10 +27,11 @@ const (
 	// NodeSettings.FsyncMsMax, so cancellation (C-7), drain (S-2) and
 	// expiry (X-2) race it; the entry is committed only after the rename.
 	SiteSlowFsync Site = "disk.slow-fsync"
-	// SiteProducerCrash crashes E in the middle of a slow shared-directory
-	// write, before its fsync: the temp file is lost or left as an orphan
-	// (fsync.go says how far the crash is modelled).
-	SiteProducerCrash Site = "process.producer-crash-in-write"
+	// SiteProducerCrash crashes E's process at a random time, or in the
+	// middle of a slow shared-directory write before its fsync (the temp
+	// file is lost or left as an orphan); it restarts with a new instance
+	// id after NodeSettings.ProducerDownMsMax at most (producer_crash.go).
+	SiteProducerCrash Site = "process.producer-crash"
 	// SiteDecodeNoPrep: a client sends its decode request to D without the
 	// decode preparation (L-2: INVALID_ARGUMENT before execution).
 	SiteDecodeNoPrep Site = "client.decode-without-preparation"
@@ -77,10 +78,12 @@ type NodeSettings struct {
 	PartitionPeriodMs int64 `json:"partition_period_ms"`
 	// FsyncMsMax bounds a slow fsync of the shared-directory write.
 	FsyncMsMax int64 `json:"fsync_ms_max"`
+	// ProducerDownMsMax bounds how long a crashed E stays down before its restart.
+	ProducerDownMsMax int64 `json:"producer_down_ms_max"`
 }
 
 // nodeSettingKeys are NodeSettings' JSON keys in field order (Settings.Lines).
-var nodeSettingKeys = []string{"topology", "decoders", "kv_session_ttl_ms", "decode_timeout_ms", "partition_ms_max", "partition_period_ms", "fsync_ms_max"}
+var nodeSettingKeys = []string{"topology", "decoders", "kv_session_ttl_ms", "decode_timeout_ms", "partition_ms_max", "partition_period_ms", "fsync_ms_max", "producer_down_ms_max"}
 
 // drawNodeSettings draws s.NodeSettings and the node sites from the nodes
 // stream only, and adds the enabled sites to s.Faults (kept sorted).
@@ -97,13 +100,14 @@ func drawNodeSettings(seed uint64, s *Settings) {
 	n.PartitionMsMax = between(r, 50, 1500)
 	n.PartitionPeriodMs = between(r, 100, 600)
 	n.FsyncMsMax = between(r, 20, 2000)
+	n.ProducerDownMsMax = between(r, 1, 500)
 	for _, site := range nodeSites {
 		if chance(r, EnableProbability) {
 			s.Faults = append(s.Faults, site)
 		}
 	}
 	sort.Slice(s.Faults, func(i, j int) bool { return s.Faults[i] < s.Faults[j] })
-	s.LivenessBudgetTicks += n.KVSessionTTLMs + n.DecodeTimeoutMs + n.PartitionMsMax + n.FsyncMsMax
+	s.LivenessBudgetTicks += n.KVSessionTTLMs + n.DecodeTimeoutMs + n.PartitionMsMax + n.FsyncMsMax + n.ProducerDownMsMax
 }
 
 // validate lists what is wrong with n (Settings.Validate).
@@ -118,7 +122,7 @@ func (n NodeSettings) validate() []string {
 	default:
 		bad = append(bad, fmt.Sprintf("topology %q", n.Topology))
 	}
-	if n.PartitionMsMax < 0 || n.PartitionPeriodMs < 0 || n.FsyncMsMax < 0 {
+	if n.PartitionMsMax < 0 || n.PartitionPeriodMs < 0 || n.FsyncMsMax < 0 || n.ProducerDownMsMax < 0 {
 		bad = append(bad, "partition and fsync times must not be negative")
 	}
 	return bad

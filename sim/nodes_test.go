@@ -29,7 +29,8 @@ func runWorld(t *testing.T, seed uint64) *World {
 // WRITEs; producer crashes restart E and lose the dead instance's entries.
 func TestNodeFaultsFireAndAreSurvived(t *testing.T) {
 	fired := map[Site]int{}
-	var eppd, decoded, expired, released, drained, refusedPrep, refusedReplay, restarts, lost int
+	var eppd, decoded, expired, released, drained, refusedPrep, refusedReplay, lost int
+	restarts := map[string]int{}
 	for seed := uint64(1); seed <= 800; seed++ {
 		w := runWorld(t, seed)
 		for s, n := range w.faults.fired {
@@ -65,7 +66,7 @@ func TestNodeFaultsFireAndAreSurvived(t *testing.T) {
 				refusedReplay++
 			}
 		}
-		restarts += w.nodes.prodRestarts
+		restarts[w.set.Backend] += w.nodes.prodRestarts
 		lost += len(w.nodes.lost)
 	}
 	for _, s := range nodeSites {
@@ -77,10 +78,10 @@ func TestNodeFaultsFireAndAreSurvived(t *testing.T) {
 		t.Errorf("E+P+D: %d runs, %d decoded, %d expired, %d released, %d drained sessions; %d refused preparations, %d refused replays: want each > 0",
 			eppd, decoded, expired, released, drained, refusedPrep, refusedReplay)
 	}
-	if restarts == 0 || lost == 0 {
-		t.Errorf("producer restarts %d, entries lost with a crash %d: want both > 0", restarts, lost)
+	if restarts[BackendSharedDir] == 0 || restarts[BackendTransfer] == 0 || lost == 0 {
+		t.Errorf("producer restarts %v, entries lost with a crash %d: want restarts on both backends and lost entries", restarts, lost)
 	}
-	t.Logf("fired %v; E+P+D runs %d: decoded %d, expired %d, released %d, drained %d; refused %d + %d replays; producer restarts %d (lost %d entries)",
+	t.Logf("fired %v; E+P+D runs %d: decoded %d, expired %d, released %d, drained %d; refused %d + %d replays; producer restarts %v (lost %d entries)",
 		fired, eppd, decoded, expired, released, drained, refusedPrep, refusedReplay, restarts, lost)
 }
 
@@ -267,4 +268,36 @@ func TestConsumerCrashAfterClaimLeavesOrphan(t *testing.T) {
 		}
 	}
 	t.Fatal("no consumer crashed between its claim and its read in seeds 1..2000")
+}
+
+// TestProducerCrashInWrite: a crash in the middle of a slow shared-directory
+// write, before its fsync, loses the temp file or leaves it as an orphan
+// that the restarted instance's recovery removes; the run passes.
+func TestProducerCrashInWrite(t *testing.T) {
+	seen := map[string]bool{}
+	for seed := uint64(1); seed <= 3000 && len(seen) < 2; seed++ {
+		s := DrawSettings(seed)
+		if s.Backend != BackendSharedDir || !hasSite(s, SiteProducerCrash) || !hasSite(s, SiteSlowFsync) {
+			continue
+		}
+		var tr bytes.Buffer
+		r := Run(seed, s, Options{Trace: &tr})
+		if r.Verdict != Passed {
+			t.Fatalf("seed %d: %v %s", seed, r.Verdict, r.Failure)
+		}
+		for _, l := range strings.Split(tr.String(), "\n") {
+			if !strings.Contains(l, `"producer-crash"`) {
+				continue
+			}
+			if strings.Contains(l, "lost") {
+				seen["lost"] = true
+			}
+			if strings.Contains(l, "left as an orphan") && strings.Contains(tr.String(), "recovery removed E/.tmp-") {
+				seen["orphan"] = true
+			}
+		}
+	}
+	if !seen["lost"] || !seen["orphan"] {
+		t.Errorf("crashes in a write seen: %v, want a lost temp file and a recovered orphan", seen)
+	}
 }
