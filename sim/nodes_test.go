@@ -182,6 +182,14 @@ func TestNodeCheckersCatch(t *testing.T) {
 			t.Errorf("checkKVSessions = %q", msg)
 		}
 	})
+	t.Run("released after it was attached", func(t *testing.T) {
+		w := mk()
+		s := &kvSession{num: 1, id: strings.Repeat("f", 32), state: kvFetched, served: 1, aborted: 1, pinc: 1}
+		w.nodes.touched = append(w.nodes.touched, s)
+		if msg := checkKVSessions(w); !strings.Contains(msg, "answered ABORTED") {
+			t.Errorf("checkKVSessions = %q", msg)
+		}
+	})
 	t.Run("leaked at the end", func(t *testing.T) {
 		w := mk()
 		w.nodes.sessions = append(w.nodes.sessions, &kvSession{num: 1, id: strings.Repeat("b", 32), state: kvLive, pinc: w.cons[0].inc})
@@ -299,5 +307,54 @@ func TestProducerCrashInWrite(t *testing.T) {
 	}
 	if !seen["lost"] || !seen["orphan"] {
 		t.Errorf("crashes in a write seen: %v, want a lost temp file and a recovered orphan", seen)
+	}
+}
+
+// TestSlowFsyncRaces: over seeds 1..3000, a slow shared-directory write is
+// raced by each of the client's cancellation (the entry is then released
+// after its commit, C-7), the producer's drain (which waits for it, S-2)
+// and its own TTL (it is committed already expired, X-2), and every such
+// run passes.
+func TestSlowFsyncRaces(t *testing.T) {
+	cancelled, draining, expired := 0, 0, 0
+	for seed := uint64(1); seed <= 3000; seed++ {
+		s := DrawSettings(seed)
+		if !hasSite(s, SiteSlowFsync) || s.Backend != BackendSharedDir {
+			continue
+		}
+		w := newWorld(seed, s, Options{})
+		w.start()
+		for w.fail == nil {
+			ev, ok := w.q.pop()
+			if !ok {
+				t.Fatalf("seed %d: queue ran empty", seed)
+			}
+			w.now = ev.tick
+			w.steps++
+			if ev.kind == evEncodeDone && ev.c == encodeResumed && !w.nodes.prodDown && w.prod.table.State(ev.s) != 0 {
+				c := w.clients[ev.h]
+				if c.streamCancelled(ev.a) {
+					cancelled++
+				}
+				if w.prod.health.Draining() {
+					draining++
+				}
+				if ev.b+w.prod.table.TTL(c.plan.ttlMs) <= w.now {
+					expired++
+				}
+			}
+			done := w.dispatch(ev)
+			w.checkStep()
+			if done && w.fail == nil {
+				w.checkEnd()
+				break
+			}
+		}
+		if w.fail != nil {
+			t.Fatalf("seed %d: %s", seed, w.fail.msg)
+		}
+	}
+	if cancelled == 0 || draining == 0 || expired == 0 {
+		t.Errorf("slow writes raced by a cancel %d, a drain %d, their TTL %d times: want each > 0", cancelled, draining, expired)
 	}
 }

@@ -59,9 +59,11 @@ type kvSession struct {
 	entry string
 	state kvState
 	// served counts the fetches P answered ABORTED (at most 1);
-	// decodedBy lists the D nodes that decoded from it (at most 1).
+	// decodedBy lists the D nodes that decoded from it (at most 1);
+	// aborted counts the ABORTED answers to a client's Abort(kv_session).
 	served    int
 	decodedBy []int
+	aborted   int
 }
 
 // live reports whether P still holds s: live, and P's process is the one
@@ -386,6 +388,7 @@ func (w *World) kvAbortArrive(ev event) {
 	res := resAlreadyFinished
 	if s != nil && s.p == int(ev.c) && s.live(w) {
 		s.state = kvReleased
+		s.aborted++
 		w.nodes.touched = append(w.nodes.touched, s)
 		res = resAborted
 	}
