@@ -44,6 +44,8 @@ type nodeWorld struct {
 	decided []*decodeReq
 	// n2 is the first N-2 violation seen ("" when none).
 	n2 string
+	// scripted: a scenario sends each decode itself (no client policy).
+	scripted bool
 }
 
 // Event kinds of the nodes (queue.go's String and World.dispatch hand them here).

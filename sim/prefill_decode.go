@@ -186,6 +186,9 @@ func (w *World) decodeAnswer(c *client, res int64) bool {
 		}
 		cd := &clientDecode{session: s, prep: decodePrep{sessionID: s.id, hashes: []string{contentHash(s.entry)}}}
 		w.nodes.decodes[c.idx] = cd
+		if w.nodes.scripted {
+			break // a scenario sends the decode itself (`decode`)
+		}
 		if chance(w.nodes.rng, 0.1) {
 			w.kvAbort(c, cd) // cancelled after PrefillReady: release the session
 			return true
@@ -197,18 +200,19 @@ func (w *World) decodeAnswer(c *client, res int64) bool {
 		case w.faults.buggify(SiteDecodeBadHash):
 			kind = prepBadHash
 		}
-		w.decode(c, cd, kind)
+		w.decode(c, cd, kind, -1)
 		return true
 	case stageDecoding:
 		cd := w.nodes.decodes[c.idx]
 		switch {
+		case w.nodes.scripted:
 		case res == resDecodeRefused && cd.last.kind != prepOK && !cd.retried:
 			cd.retried = true // refused before execution: send it properly
-			w.decode(c, cd, prepOK)
+			w.decode(c, cd, prepOK, -1)
 			return true
 		case res == resOK && !cd.replayed && w.faults.buggify(SiteDecodeReplay):
 			cd.replayed = true // the same session again: at most one attach
-			w.decode(c, cd, prepOK)
+			w.decode(c, cd, prepOK, -1)
 			return true
 		}
 	case stageKVAborting:
@@ -220,9 +224,12 @@ func (w *World) decodeAnswer(c *client, res int64) bool {
 	return true
 }
 
-// decode sends a decode request for cd's session to a D node.
-func (w *World) decode(c *client, cd *clientDecode, kind prepKind) {
-	d := w.nodes.rng.IntN(len(w.nodes.decoders))
+// decode sends a decode request for cd's session to D node d (-1: one
+// drawn at random).
+func (w *World) decode(c *client, cd *clientDecode, kind prepKind, d int) {
+	if d < 0 {
+		d = w.nodes.rng.IntN(len(w.nodes.decoders))
+	}
 	r := &decodeReq{num: len(w.nodes.reqs) + 1, h: c.idx, d: d, session: cd.session, sessionID: cd.session.id, kind: kind}
 	switch kind {
 	case prepOK:
