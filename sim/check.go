@@ -57,6 +57,10 @@ func (w *World) checkEnd() {
 		w.failf(Correctness, "S-4", "%s", msg)
 		return
 	}
+	if msg := checkKVSessionsEnd(w); msg != "" {
+		w.failf(Correctness, "kv-session", "%s", msg)
+		return
+	}
 	if msg := checkHandoffsEnded(w); msg != "" {
 		w.failf(Liveness, "liveness", "%s", msg)
 		return

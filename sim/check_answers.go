@@ -165,12 +165,12 @@ func checkFreshEntryIDs(w *World) string {
 // passed: one collector period after its expiry it is no longer Published.
 // Looked at once per collector period.
 func checkExpiryCollected(w *World) string {
-	if w.now < w.nextExpiryCheck || w.prod.stopped {
-		return ""
+	if w.now < w.nextExpiryCheck || w.prod.stopped || w.nodes.prodDown {
+		return "" // a crashed producer collects nothing; its entries die with it (producer_crash.go)
 	}
 	w.nextExpiryCheck = w.now + w.set.CollectPeriodMs
 	for _, e := range w.ledger.all {
-		if !e.published || w.now <= e.expiresMs+w.set.CollectPeriodMs || e.terminal() {
+		if !e.published || w.now <= max(e.expiresMs, e.committedMs)+w.set.CollectPeriodMs || e.terminal() {
 			continue
 		}
 		if w.ledger.entries[e.id] == e && w.prod.table.State(e.id) == handoff.EntryPublished {

@@ -290,6 +290,9 @@ func (w *World) answer(c *client, res int64, entry string) {
 		c.stage, c.done, c.outcome = stageDone, true, resNames[res]
 		return
 	}
+	if w.set.eppd() && w.decodeAnswer(c, res) {
+		return // E+P+D: PrefillReady, decode, KV session release (prefill_decode.go)
+	}
 	switch c.stage {
 	case stagePublishing:
 		if res != resOK {

@@ -35,6 +35,19 @@
 // restart; late cancellation; Shutdown at a random time; a transfer reply
 // replaced by a plain INVALID_ARGUMENT without the before-write trailer).
 //
+// Drawn from a stream of their own (nodes_settings.go), so a seed's other
+// draws stay as they were: a network partition that cuts a consumer off
+// from E for a window (partition.go), a slow fsync on the shared-directory
+// publish path (fsync.go), a producer crash at a random time or in such a
+// write before its fsync, with a restart under a new instance id and
+// recovery of what the dead instance left (producer_crash.go), and the
+// E+P+D topology for
+// one seed in four: the consumers are P nodes whose consume answer is
+// PrefillReady with a KV session, and the client then decodes on a D node
+// that never touches the encoder cache (prefill_decode.go; checkers
+// check_kv_sessions.go, check_decode_preparation.go,
+// check_no_encoder_on_decode.go, check_crash_lost.go).
+//
 // A run has two phases: safety (faults on, clients start) and liveness
 // (faults healed): every handoff must end consumed exactly once, released,
 // expired, quarantined or cancelled, then every node drains within the tick

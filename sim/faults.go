@@ -56,6 +56,7 @@ var AllSites = func() []Site {
 	s := []Site{SiteNetDelay, SiteNetDrop, SiteLostReply, SiteDupReply, SiteSlowWrite, SiteWriteError,
 		SiteEncoderFail, SiteEncoderLate, SiteENOSPC, SiteSlowRemove, SiteVanish, SiteRemoveError,
 		SiteConsumerCrash, SiteLateCancel, SiteDupRelease, SiteShutdown, SiteSendFails, SitePlainInvalid}
+	s = append(s, nodeSites...) // nodes_settings.go
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s
 }()

@@ -12,8 +12,11 @@ type entryRecord struct {
 	h            int
 	payloadBytes int64
 	expiresMs    int64
-	published    bool
-	abandoned    bool
+	// committedMs is the tick of CommitPublish (a slow write commits an
+	// entry whose expiry was computed before it, possibly already past).
+	committedMs int64
+	published   bool
+	abandoned   bool
 	// consumptions lists every receive that really got the entry's data
 	// (a won rename, a read, a WRITE that landed), in order.
 	consumptions []string

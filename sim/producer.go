@@ -160,6 +160,7 @@ func (w *World) encodeDone(ev event) {
 	id := ev.s
 	rec := w.ledger.get(id)
 	cl := w.clients[ev.h]
+	pubMs := w.publishMs(ev) // the clock reading before the write (fsync.go)
 	p.publishing--
 	abandon := func(res int64, rule, why string) {
 		w.ledger.unpublished = append(w.ledger.unpublished, unpublished{rec: rec, rule: rule, why: why})
@@ -173,6 +174,9 @@ func (w *World) encodeDone(ev event) {
 		if res != 0 {
 			w.send(msgReply, event{kind: evPublishFailArrive, h: ev.h, a: ev.a, b: res})
 		}
+	}
+	if w.fsyncWritten(ev) {
+		goto committed // a slow write's fsync returned and it is renamed into place (fsync.go)
 	}
 	switch {
 	case w.faults.buggify(SiteEncoderFail):
@@ -189,17 +193,22 @@ func (w *World) encodeDone(ev event) {
 		return
 	}
 	if w.set.Backend == BackendSharedDir {
+		if w.slowFsync(ev) {
+			return // the fsync returns later (fsync.go)
+		}
 		w.files[publishedPath(id)] = fileInfo{entry: id}
 	} else {
 		w.sources[id] = sourceLive
 	}
+committed:
 	w.publishMedia(rec, &cl.plan.media)
 	ttl := p.table.TTL(cl.plan.ttlMs)
-	if err := p.table.CommitPublish(id, w.now+ttl); err != nil {
+	if err := p.table.CommitPublish(id, pubMs+ttl); err != nil {
 		panic(err)
 	}
 	rec.published = true
-	rec.expiresMs = w.now + ttl
+	rec.expiresMs = pubMs + ttl
+	rec.committedMs = w.now
 	if cl.streamCancelled(ev.a) {
 		rec.cancelledBeforeReady = true // C-2: the late completion of a cancelled publish
 		w.ledger.cancelled = append(w.ledger.cancelled, rec)

@@ -52,6 +52,9 @@ func (k eventKind) String() string {
 	if k > 0 && k < numEventKinds {
 		return eventNames[k]
 	}
+	if n := nodeEventName(k); n != "" {
+		return n
+	}
 	return "event?"
 }
 

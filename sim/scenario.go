@@ -21,11 +21,14 @@ import (
 //	new [backend=transfer|shareddir] [consumers=N] [buffers=N] [seed=N]
 //	    [payload=BYTES] [consumer-quota=BYTES] [ttl=MS] [consumer-timeout=MS]
 //	    [producer-timeout=MS] [client-timeout=MS] [collect=MS] [mutant=NAME]
+//	    [topology=e+pd|e+p+d] [decoders=N] [kv-ttl=MS] [decode-timeout=MS]
 //	publish h=N [ttl=MS]        client h publishes one entry
 //	claim h=N [pd=N]            client h consumes its entry on PD pd (default 0)
 //	release h=N                 client h releases its entry (Abort)
 //	cancel h=N                  client h cancels its current call
 //	crash pd=N / restart pd=N   a consumer process dies / comes back
+//	partition pd=N ms=MS        cut PD pd's link to E for MS ms (every message between them is lost)
+//	decode h=N [d=N] [prep=ok|missing|bad-hash]  E+P+D: client h decodes its KV session on D d
 //	deliver [until=KIND] [n=N]  step the next event (n of them, or until one of KIND ran)
 //	drop-reply kind=KIND        drop the earliest pending KIND event: a reply lost after its request took effect
 //	align kind=KIND with=KIND2  move the earliest KIND event to the tick of the earliest KIND2 one (the same step)
@@ -240,6 +243,10 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		}
 	case "expect":
 		sc.describe(b)
+	case "partition":
+		return sc.partition(b, args, num, consumer) // scenario_nodes.go
+	case "decode":
+		return sc.decode(b, args, num, clientArg) // scenario_nodes.go
 	default:
 		return fmt.Errorf("unknown command %q", cmd)
 	}
@@ -276,6 +283,9 @@ func (sc *Scenario) newWorld(args map[string]string, num func(string, int64) (in
 		}
 		*f.dst = int(v)
 	}
+	if err := scenarioNodeArgs(&s, args, num); err != nil {
+		return err // topology, decoders, kv-ttl (scenario_nodes.go)
+	}
 	if err := s.Validate(); err != nil {
 		return err
 	}
@@ -289,6 +299,8 @@ func (sc *Scenario) newWorld(args map[string]string, num func(string, int64) (in
 	}
 	w := newQuietWorld(uint64(seed), s, Options{Mutant: m})
 	w.tracing = true // notes are what a script prints
+	w.startNodes()
+	w.scriptNodes()
 	sc.w = w
 	return nil
 }
@@ -358,7 +370,7 @@ func kindByName(name string) (eventKind, bool) {
 			return k, true
 		}
 	}
-	return 0, false
+	return nodeKindByName(name) // scenario_nodes.go
 }
 
 // describe prints the state a script checks: the producer's table and
@@ -425,6 +437,7 @@ func (sc *Scenario) describe(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "entry of client %d: %s; %s\n", rec.h, strings.Join(facts, ", "), table)
 	}
+	sc.describeNodes(b) // E+P+D: KV sessions (scenario_nodes.go)
 }
 
 func healthName(st handoff.HealthState, h *handoff.Health) string {

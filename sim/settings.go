@@ -57,6 +57,8 @@ type Settings struct {
 	FireProbability float64 `json:"fire_probability"`
 	// Faults are the enabled sites (each enabled with probability 0.25), sorted.
 	Faults []Site `json:"faults"`
+	// NodeSettings: partition, slow fsync, E+P+D (nodes_settings.go).
+	NodeSettings
 }
 
 // EnableProbability is the probability that a fault site is enabled in a run (BUGGIFY).
@@ -91,11 +93,15 @@ func DrawSettings(seed uint64) Settings {
 	s.CollectPeriodMs = between(r, 20, 400)
 	s.FireProbability = 0.25
 	for _, site := range AllSites {
+		if isNodeSite(site) {
+			continue // drawn by drawNodeSettings from its own stream
+		}
 		if chance(r, EnableProbability) {
 			s.Faults = append(s.Faults, site)
 		}
 	}
 	s.LivenessBudgetTicks = s.MaxTTLMs + s.LongDelayMaxMs*4 + s.ClientTimeoutMs*4 + s.ConsumerTimeoutMs + s.ProducerTimeoutMs + 10*s.CollectPeriodMs + 5000
+	drawNodeSettings(seed, &s)
 	return s
 }
 
@@ -124,6 +130,7 @@ func (s Settings) Validate() error {
 	if s.FireProbability < 0 || s.FireProbability > 1 {
 		bad = append(bad, fmt.Sprintf("fire probability %v", s.FireProbability))
 	}
+	bad = append(bad, s.NodeSettings.validate()...)
 	known := map[Site]bool{}
 	for _, site := range AllSites {
 		known[site] = true
@@ -150,6 +157,7 @@ func (s Settings) Lines() []string {
 		"buffers_per_consumer", "default_ttl_ms", "max_ttl_ms", "safety_ticks", "liveness_budget_ticks", "net_delay_min_ms",
 		"net_delay_max_ms", "long_delay_max_ms", "encode_ms_max", "write_ms_max", "consumer_timeout_ms", "producer_timeout_ms",
 		"client_timeout_ms", "collect_period_ms", "fire_probability", "faults"}
+	order = append(order, nodeSettingKeys...)
 	out := make([]string, 0, len(order))
 	for _, k := range order {
 		out = append(out, k+"="+string(m[k]))

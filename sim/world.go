@@ -141,6 +141,8 @@ type World struct {
 	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
 	judged          judgedLogs
 	nextExpiryCheck int64
+	// nodes: partitions, slow fsync, producer crash, P and D (nodes.go).
+	nodes nodeWorld
 
 	// prodHealthSig is the signature checkHealth last checked fully for E.
 	prodHealthSig healthSig
@@ -205,6 +207,7 @@ func newWorld(seed uint64, s Settings, opts Options) *World {
 	w.faults = newFaults(newRNG(seed, subFaults), s)
 	w.tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
+	w.initNodes()
 	return w
 }
 
@@ -229,6 +232,7 @@ func (w *World) start() {
 		w.schedule(between(w.procRNG, 1, w.set.SafetyTicks), event{kind: evShutdown, a: 1})
 	}
 	w.schedule(w.set.SafetyTicks, event{kind: evHeal})
+	w.startNodes()
 }
 
 // schedule puts ev on the queue at tick.
@@ -255,6 +259,9 @@ const (
 // send delivers ev over the simulated network: a delay drawn from the
 // network stream, and (in the safety phase) the faults of its class.
 func (w *World) send(class msgClass, ev event) {
+	if w.nodes.hookSend && w.sendHook(&ev) {
+		return
+	}
 	switch class {
 	case msgRequest, msgRelease:
 		if w.faults.buggify(SiteNetDrop) {
@@ -343,6 +350,12 @@ func (w *World) loop() {
 
 // dispatch runs ev's handler; it returns true when the run is complete.
 func (w *World) dispatch(ev event) bool {
+	if ev.kind >= evNodeFirst {
+		return w.dispatchNode(ev)
+	}
+	if w.nodes.hookArrival && w.arrivalHook(ev) {
+		return false
+	}
 	switch ev.kind {
 	case evClientStart:
 		w.clientStart(ev)
@@ -437,6 +450,7 @@ func (w *World) endCheck() bool {
 		for _, c := range w.cons {
 			c.health.StartDrain()
 		}
+		w.drainNodes()
 		w.after(100, event{kind: evEndCheck})
 		return false
 	}
@@ -455,6 +469,10 @@ func (w *World) endCheck() bool {
 			w.after(100, event{kind: evEndCheck})
 			return false
 		}
+	}
+	if w.nodesBusy() {
+		w.after(100, event{kind: evEndCheck})
+		return false
 	}
 	w.notef("converged")
 	return true

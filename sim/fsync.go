@@ -1,0 +1,67 @@
+package sim
+
+// Slow fsync and the producer crash on the shared-directory publish path.
+//
+// The producer writes an entry as engine/cache/shareddir/write.go does: a
+// temp file (.tmp-<entry>), fsync, rename to the entry's name, directory
+// fsync; the table commits the entry (CommitPublish) only after the rename,
+// with the expiry computed before the write (engine/server/producer.go
+// takes nowMs first). SiteSlowFsync makes that write take up to
+// NodeSettings.FsyncMsMax: the encoder step's completion (encodeDone) is
+// split in two, the checks and the temp file first, then, once the fsync
+// returned, the rename and the commit (the second encodeDone, marked
+// encodeResumed). Meanwhile the client may cancel its stream (the entry is
+// released after the commit, C-7), the producer may begin its drain (which
+// waits for the publish, S-2), the entry's TTL may pass (it is committed
+// already expired and collected, X-2).
+//
+// SiteProducerCrash may crash E during such a write, before the fsync: the
+// unsynced temp file is lost or left behind as an orphan (producer_crash.go).
+
+// encodeResumed marks (in field c) the second encodeDone of a slow write:
+// the fsync returned; field b holds the tick the write began.
+const encodeResumed int32 = 1
+
+// tmpPath is where the producer writes entry id before its rename.
+func tmpPath(id string) string { return "E/.tmp-" + id }
+
+// publishMs is the tick the publish took its clock reading: before the
+// write (the first encodeDone, or the start of a slow write).
+func (w *World) publishMs(ev event) int64 {
+	if ev.c == encodeResumed {
+		return ev.b
+	}
+	return w.now
+}
+
+// slowFsync starts a slow write of ev's entry when SiteSlowFsync fires: the
+// temp file exists, the publish stays in flight (p.publishing), and the
+// fsync's return is the resumed encodeDone. It reports whether it did.
+func (w *World) slowFsync(ev event) bool {
+	if ev.c == encodeResumed || !w.faults.buggify(SiteSlowFsync) {
+		return false
+	}
+	id := ev.s
+	d := between(w.nodes.rng, 1, max(1, w.set.FsyncMsMax))
+	w.files[tmpPath(id)] = fileInfo{entry: id}
+	w.prod.publishing++
+	w.notef("slow write of %s: temp file written, fsync takes %d ms", short(id), d)
+	w.after(d, event{kind: evEncodeDone, h: ev.h, a: ev.a, s: id, c: encodeResumed, b: w.now})
+	if w.faults.buggify(SiteProducerCrash) {
+		w.after(between(w.nodes.rng, 0, d-1), event{kind: evProducerCrash, s: id}) // before the fsync returns
+	}
+	return true
+}
+
+// fsyncWritten, at the resumed encodeDone of a slow write: the fsync
+// returned; rename the temp file into place (and fsync the directory).
+// It reports whether ev was such a resumption (encodeDone then commits).
+func (w *World) fsyncWritten(ev event) bool {
+	if ev.c != encodeResumed {
+		return false
+	}
+	delete(w.files, tmpPath(ev.s))
+	w.files[publishedPath(ev.s)] = fileInfo{entry: ev.s}
+	w.notef("slow write of %s: fsync returned, renamed into place", short(ev.s))
+	return true
+}

@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"strings"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// Producer crash and restart (issue #3 item 1: "Processes: crash, restart
+// with orphan recovery"; "crash losing unsynced data").
+//
+// SiteProducerCrash kills E's process at a random time of the safety phase
+// (a chaos tick every few hundred ms) or in the middle of a slow
+// shared-directory write, before its fsync (fsync.go). What the process
+// held goes with it:
+//
+//   - unsynced data: each temp file of a write in progress is lost, or left
+//     behind as an orphan;
+//   - its table, health, reservations (never published: abandoned), the
+//     registered memory of its transfer sources, and the WRITEs it posted:
+//     they fail (the queue pair is torn down), so nothing lands after the
+//     crash and the consumers' outcomes are uncertain (Q-1);
+//   - every queued event of the process (encoder steps, writes, removals,
+//     drain ticks) is dropped; while it is down, requests to E are lost
+//     (the clients' and consumers' deadlines end them), its collector and
+//     a pending Shutdown wait for the restart.
+//
+// After a drawn down time (NodeSettings.ProducerDownMsMax) a supervisor
+// restarts it with a new instance id, a fresh table and health. Its
+// recovery removes what the dead instance left in the shared directory (the
+// dead instance's directory: its entries and orphaned temp files, the
+// shareddir CollectOrphans step for the old instance), so from then on a
+// reference to the old instance is refused (SU-2 on the shared directory, a
+// before-write rejection on the transfer backend), never served: every entry
+// of the old instance that had not ended by then is gone (ledger:
+// vanished), and check_crash_lost.go checks that no receive gets one later.
+// A consumer may still claim an entry by rename while E is down: its file is
+// durable and intact, so that is a consumption like any other (SU-1 holds).
+//
+// The reference engine leaves a crashed instance's directory in place (no
+// sweep of dead instances exists in engine/cache/shareddir): the sweep here
+// is the model's supervisor, not a copy of an engine decision.
+
+// lostEntry is an entry of a crashed producer instance and the number of
+// receives that had got its data at the restart (check_crash_lost.go).
+type lostEntry struct {
+	rec          *entryRecord
+	consumptions int
+}
+
+// producerChaos is E's crash fault tick in the safety phase.
+func (w *World) producerChaos(ev event) {
+	if w.faults.healed {
+		return
+	}
+	if !w.nodes.prodDown && !w.prod.stopped && w.faults.buggify(SiteProducerCrash) {
+		w.producerCrash(event{kind: evProducerCrash})
+	}
+	w.after(between(w.nodes.rng, 100, 800), event{kind: evProducerChaos})
+}
+
+// producerCrash kills E's process; ev.s names the slow write it interrupts
+// ("" for a crash at a random time).
+func (w *World) producerCrash(ev event) {
+	p := w.prod
+	if w.nodes.prodDown || p.stopped {
+		return
+	}
+	if id := ev.s; id != "" {
+		if _, writing := w.files[tmpPath(id)]; !writing || p.table.State(id) != handoff.EntryReserved {
+			return // the write finished first, or this process is not the one that wrote
+		}
+	}
+	w.notef("producer %s crashed", short(p.instanceID))
+	for _, path := range w.sortedFiles() {
+		if !strings.HasPrefix(path, "E/.tmp-") {
+			continue
+		}
+		if w.nodes.rng.IntN(2) == 0 {
+			delete(w.files, path)
+			w.notef("unsynced %s lost", path)
+		} else {
+			w.notef("unsynced %s left as an orphan", path)
+		}
+	}
+	for _, rec := range w.ledger.all {
+		if !rec.terminal() && !rec.published {
+			rec.abandoned = true // reserved, never visible
+		}
+	}
+	for _, wr := range w.writes {
+		if wr.pending() {
+			wr.failed, wr.fails, wr.producerDone = true, true, true
+			w.notef("WRITE #%d of %s failed with the process", wr.num, short(wr.entry))
+		}
+		wr.producerDone = true
+	}
+	for id, st := range w.sources {
+		if st == sourceLive || st == sourceQuarantined {
+			w.sources[id] = sourceFreed // the process's registered memory is gone; no WRITE reads it now
+		}
+	}
+	w.nodes.prodDown = true
+	w.nodes.hookArrival = true
+	w.nodes.prodUpAt = w.now + between(w.nodes.rng, 1, max(1, w.set.ProducerDownMsMax))
+	w.schedule(w.nodes.prodUpAt, event{kind: evProducerRestart})
+}
+
+// producerRestart boots E's next instance and recovers the shared directory.
+func (w *World) producerRestart(ev event) {
+	if !w.nodes.prodDown {
+		return
+	}
+	old := w.prod.instanceID
+	for _, path := range w.sortedFiles() {
+		if strings.HasPrefix(path, "E/") {
+			delete(w.files, path)
+			w.notef("recovery removed %s of the dead instance", path)
+		}
+	}
+	for _, rec := range w.ledger.all {
+		switch {
+		case !rec.published:
+		case !rec.terminal():
+			rec.vanished = true // gone with its instance: no client call ended it
+			w.nodes.lost = append(w.nodes.lost, lostEntry{rec: rec, consumptions: len(rec.consumptions)})
+		default:
+			// Its answers may still be on the wire, and the old instance's
+			// drain is forgotten with it (the history lets it lapse).
+			rec.vanished = true
+		}
+	}
+	w.prod = newProducerNode(w)
+	w.nodes.prodDown = false
+	w.nodes.prodRestarts++
+	// The new instance has no cleanup failure and no health history.
+	w.ledger.removeFailures, w.cleanupFailuresSeen = 0, 0
+	w.prodHealthSig, w.prodCheapSig = healthSig{}, cheapCheck{}
+	w.notef("producer %s restarted as %s", short(old), short(w.prod.instanceID))
+}
+
+// staleProducerEvent handles an event for E while it is down or one of a
+// crashed process: requests are lost, E's own periodic work (collector,
+// Shutdown) waits for the restart, the dead process's queued work is
+// dropped. It reports whether it consumed ev.
+func (w *World) staleProducerEvent(ev event) bool {
+	if w.nodes.prodDown {
+		switch ev.kind {
+		case evPublishArrive, evReleaseArrive, evTransferArrive:
+			w.notef("%s: producer down, connection refused", ev.kind)
+			return true
+		case evCollect, evShutdown:
+			w.schedule(w.nodes.prodUpAt, ev) // after the restart, which is due then
+			return true
+		case evEncodeDone, evRemoveDone, evDrainTick, evWriteComplete, evWriteDeadline:
+			w.notef("%s of a crashed producer process dropped", ev.kind)
+			return true
+		}
+	}
+	stale := false
+	switch ev.kind {
+	case evEncodeDone:
+		stale = w.prod.table.State(ev.s) != handoff.EntryReserved
+	case evRemoveDone:
+		stale = w.prod.table.State(ev.s) != handoff.EntryRemoving
+	case evDrainTick:
+		stale = !w.prod.health.Draining()
+	case evWriteLand:
+		stale = w.writes[ev.a-1].failed // failed with the crashed process
+	}
+	if stale {
+		w.notef("%s of a crashed producer process dropped", ev.kind)
+	}
+	return stale
+}
