@@ -205,6 +205,12 @@ func newWorld(seed uint64, s Settings, opts Options) *World {
 		ledger: newLedger(), hist: newHistory(), media: newMediaWorld(seed),
 	}
 	w.faults = newFaults(newRNG(seed, subFaults), s)
+	// Sized for a run's usual peak (about two events and four operations
+	// per handoff in flight), so a run does not grow them step by step.
+	w.q.slab = make([]event, 0, 16+2*s.Handoffs)
+	w.q.heap = make([]int32, 0, 16+2*s.Handoffs)
+	w.hist.ops = make([]HistoryOp, 0, 4*s.Handoffs)
+	w.clients = make([]*client, 0, s.Handoffs)
 	w.tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
 	w.initNodes()
