@@ -108,7 +108,7 @@ func codeName(s string) string {
 	out := make([]byte, 0, len(s)+4)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= 'A' && c <= 'Z' && i > 0 {
+		if c >= 'A' && c <= 'Z' && i > 0 && s[i-1] >= 'a' && s[i-1] <= 'z' { // "OK" stays "OK"
 			out = append(out, '_')
 		}
 		if c >= 'a' && c <= 'z' {
