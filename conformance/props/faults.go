@@ -11,34 +11,53 @@ import (
 	"github.com/baton-dev/baton/fixtures"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 	"pgregory.net/rapid"
 )
 
-// The Faults-level actions (CONTRACT Q-1..Q-5, C-4): they need a target
+// The Faults-level action (CONTRACT Q-1..Q-5, C-4): it needs a target
 // whose harness runs the fault proxy between consumer and producer
 // (Profile.FaultProxy, target.FaultInjector) and can replace the instances
 // a quarantine poisons (target.Restarter: quarantine is sticky until
 // restart, Q-4), on a backend whose consumer calls TransferEncoderCache.
 func init() { actionSets = append(actionSets, faultActions) }
 
-// heldTransfer is how long the Q-5 and C-4 actions have the fault proxy
+// heldTransfer is how long the Q-5 scenario has the fault proxy
 // hold a transfer's reply: long enough to act while the transfer is stuck,
 // well short of a consumer's transfer deadline (the reference engine's is
 // 3 s under the fault proxy), so the outcome stays certain.
-const heldTransfer = 1200 * time.Millisecond
+const heldTransfer = 800 * time.Millisecond
+
+// cancelHeld is how long the C-4 scenario has the fault proxy hold a
+// transfer's reply; it checks the receive stays in flight over the first
+// three quarters of it (the reply cannot arrive earlier, whatever the
+// load).
+const cancelHeld = 300 * time.Millisecond
 
 // heldMargin: what must not wait for a held transfer must be answered
 // at least this long before the proxy releases the reply.
 const heldMargin = 150 * time.Millisecond
 
-// uncertainFaults are the faults that leave a consumer unable to know a
-// transfer's outcome (Q-1; a plain INVALID_ARGUMENT without the
-// before-write trailer, Q-2), first those that answer at once (rapid
-// shrinks towards the first).
-var uncertainFaults = []target.TransferFault{
-	target.FaultInvalidArgument, target.FaultUnavailable, target.FaultCutConnection,
-	target.FaultDropReply, target.FaultDropRequest, target.FaultDelay,
+// Faults after which a consumer cannot know a transfer's outcome.
+// Those answered at once (UNAVAILABLE without forwarding; a cut connection
+// after the producer completed) are drawn most; those that wait for the
+// consumer's transfer deadline (a lost request or reply, a reply held past
+// it) cost that whole deadline (3 s on the reference engine under the
+// fault proxy), so together they are drawn one time in nine, which keeps
+// checks and rapid's shrinking replays fast. rapid shrinks towards
+// UNAVAILABLE.
+var (
+	fastLostFaults     = []target.TransferFault{target.FaultUnavailable, target.FaultCutConnection}
+	deadlineLostFaults = []target.TransferFault{target.FaultDropReply, target.FaultDropRequest, target.FaultDelay}
+)
+
+// drawLostTransferFault draws a fault for the "lost" scenario.
+func drawLostTransferFault(t *rapid.T) target.TransferFault {
+	if i := rapid.IntRange(0, 8).Draw(t, "fault"); i < 8 {
+		return fastLostFaults[i/4]
+	}
+	return rapid.SampledFrom(deadlineLostFaults).Draw(t, "deadline fault")
 }
 
 // faultMachine is a machine whose target injects transfer faults and
@@ -60,54 +79,77 @@ func faultActions(mc *machine) map[string]func(*rapid.T) {
 		return nil
 	}
 	f := &faultMachine{machine: mc, faults: fi, restart: rs}
-	acts := map[string]func(*rapid.T){
-		"faultedConsume": f.faultedConsume,
-		"stuckConsume":   f.stuckConsume,
+	if err := f.heal(); err != nil {
+		panic("props: harness: " + err.Error()) // rapid fails the check with it
+	}
+	scenarios := map[string]func(*rapid.T){
+		"lost":                     func(t *rapid.T) { f.faultedConsume(t, drawLostTransferFault(t)) },
+		"rejected-without-trailer": func(t *rapid.T) { f.faultedConsume(t, target.FaultInvalidArgument) },
+		"held":                     f.stuckConsume,
 	}
 	if mc.profile.Observables {
-		acts["cancelStuckConsume"] = f.cancelStuckConsume
+		scenarios["cancelled-while-held"] = f.cancelStuckConsume
 	}
 	if mc.profile.TestHooks {
-		acts["failAfterRemoval"] = f.failAfterRemoval
+		scenarios["failed-after-claim"] = f.failAfterRemoval
 	}
-	return acts
+	names := make([]string, 0, len(scenarios))
+	for _, n := range []string{"lost", "rejected-without-trailer", "failed-after-claim", "held", "cancelled-while-held"} {
+		if scenarios[n] != nil {
+			names = append(names, n)
+		}
+	}
+	// One action for every scenario: each costs a restart or a held
+	// transfer (0.3 to 1 s on the reference engine, against milliseconds
+	// for a core action), so they are drawn as one action among the core
+	// ones, which keeps a check, and every replay rapid's shrinking runs,
+	// fast.
+	return map[string]func(*rapid.T){
+		"faultedHandoff": func(t *rapid.T) { scenarios[rapid.SampledFrom(names).Draw(t, "scenario")](t) },
+	}
 }
 
-// faultedConsume consumes a live reference while the fault proxy puts a
-// drawn fault on its transfer: the consume fails without a token, the
-// consumer quarantines its receive buffers (Q-1; Q-2 for an
-// INVALID_ARGUMENT without the before-write trailer), reports NOT_READY
-// and refuses new handoffs with UNAVAILABLE. What the producer saw
-// of the call decides the model's state of the reference: live if the
-// request never reached it, consumed if it answered OK, else unknown. The
-// consumer is restarted afterwards.
-func (f *faultMachine) faultedConsume(t *rapid.T) {
+// faultedConsume consumes a live reference while the fault proxy puts
+// fault on its transfer (a lost request or reply, a cut connection,
+// UNAVAILABLE, a reply held past the consumer's deadline, or an
+// INVALID_ARGUMENT without the before-write trailer): the consume fails
+// without a token, the consumer quarantines its receive buffers (Q-1; Q-2:
+// only INVALID_ARGUMENT with the trailer is a definite rejection), reports
+// NOT_READY and refuses new handoffs with UNAVAILABLE. What the
+// producer saw of the call decides the model's state of the reference:
+// live if the request never reached it, consumed if it answered OK, else
+// unknown. The consumer is restarted afterwards.
+func (f *faultMachine) faultedConsume(t *rapid.T, fault target.TransferFault) {
 	if f.m.down["consumer"] || f.m.down["producer"] {
 		t.SkipNow()
 	}
-	r := f.pick(t, "ref", stateLive)
-	fault := rapid.SampledFrom(uncertainFaults).Draw(t, "fault")
-	f.step(t, "consume %s with its transfer faulted: %s", refLabel(r.ref), fault)
-	defer f.restartRoles(t, target.RoleConsumer)
-	defer f.inject(t, 0)
+	r, how := f.liveRef(t)
+	f.step(t, "consume %s%s with its transfer faulted: %s", f.label(r), how, fault)
+	ok := false
+	defer func() { f.after(t, ok, target.RoleConsumer) }()
 	f.inject(t, f.cfg.CallTimeout, fault) // a delay past any consumer's transfer deadline
 	ctx, cancel := f.ctx()
 	defer cancel()
 	res := f.generate(t, ctx, f.cons, f.consumeRequest(r.ref))
-	call := consumeCall(r.ref, "transfer "+string(fault))
+	call := f.consumeCall(r, "transfer "+string(fault))
 	if res.Code() == codes.OK || len(res.TokenIDs()) > 0 {
-		t.Fatalf("%s = %s; want a failure and no token: the consumer cannot know the transfer's outcome (Q-1, Q-2)", call, describe(res))
+		fatal(t, describe(res), "%s = %s; want a failure and no token: the consumer cannot know the transfer's outcome (Q-1, Q-2)", call, brief(res))
 	}
 	f.decideFromProxy(t, r)
-	f.expectQuarantined(t, "consumer", f.cons, fmt.Sprintf("after %s (Q-1, Q-2: an uncertain outcome quarantines, a plain INVALID_ARGUMENT without the before-write trailer included)", call))
+	why := "(Q-1: an uncertain outcome quarantines the receive buffers)"
+	if fault == target.FaultInvalidArgument {
+		why = "(Q-2: an INVALID_ARGUMENT without the before-write trailer is no definite rejection; the buffers are quarantined)"
+	}
+	f.expectQuarantined(t, "consumer", f.cons, "after "+call+" "+why)
 	// a quarantined consumer refuses new handoffs before any transfer.
 	if live := f.m.in(stateLive); len(live) > 0 {
 		other := f.m.refs[live[0]]
 		res := f.generate(t, ctx, f.cons, f.consumeRequest(other.ref))
 		if res.Code() != codes.Unavailable || len(res.TokenIDs()) > 0 {
-			t.Fatalf("%s on the quarantined consumer = %s; want UNAVAILABLE before any token (Q-4)", consumeCall(other.ref, "after quarantine"), describe(res))
+			fatal(t, describe(res), "%s on the quarantined consumer = %s; want UNAVAILABLE before any token (Q-4)", f.consumeCall(other, "after quarantine"), brief(res))
 		}
 	}
+	ok = true
 }
 
 // decideFromProxy sets r's model state from what the fault proxy saw of
@@ -120,7 +162,7 @@ func (f *faultMachine) decideFromProxy(t *rapid.T, r *refRecord) target.Transfer
 	defer cancel()
 	calls, err := f.faults.TransferCalls(ctx, target.MethodTransferEncoderCache, 1)
 	if err != nil || len(calls) == 0 {
-		t.Fatalf("harness: the fault proxy saw no finished TransferEncoderCache call for %s: %v", refLabel(r.ref), err)
+		fatal(t, fmt.Sprint(err), "harness: the fault proxy saw no finished TransferEncoderCache call for %s", f.label(r))
 	}
 	c := calls[0]
 	switch {
@@ -143,9 +185,10 @@ func (f *faultMachine) stuckConsume(t *rapid.T) {
 	if f.m.down["consumer"] || f.m.down["producer"] {
 		t.SkipNow()
 	}
-	r := f.pick(t, "ref", stateLive)
-	f.step(t, "consume %s with its transfer reply held %v; Health and a text-only request meanwhile", refLabel(r.ref), heldTransfer)
-	defer f.inject(t, 0)
+	r, how := f.liveRef(t)
+	f.step(t, "consume %s%s with its transfer reply held %v; Health and a text-only request meanwhile", f.label(r), how, heldTransfer)
+	ok := false
+	defer func() { f.after(t, ok) }()
 	f.inject(t, heldTransfer, target.FaultDelay)
 	ctx, cancel := f.ctx()
 	defer cancel()
@@ -157,25 +200,28 @@ func (f *faultMachine) stuckConsume(t *rapid.T) {
 	_, err := f.cons.Health(hctx)
 	hcancel()
 	if err != nil {
-		t.Fatalf("Health(consumer) while a transfer's reply is held = %s, %v after the transfer arrived; want an answer before the reply is released (Q-5: no lock held across a transfer)", statusString(err), time.Since(arrived).Round(time.Millisecond))
+		fatal(t, fmt.Sprintf("%s, %v after the transfer arrived", statusString(err), time.Since(arrived).Round(time.Millisecond)),
+			"Health(consumer) while a transfer's reply is held = %s; want an answer before the reply is released (Q-5: no lock held across a transfer)", codeName(status.Code(err)))
 	}
 	tctx, tcancel := context.WithDeadline(ctx, released)
 	text, err := f.cons.Generate(tctx, f.textRequest())
 	tcancel()
 	if err != nil || text.Code() != codes.OK || len(text.TokenIDs()) == 0 {
-		got := statusString(err)
+		got, detail := codeName(status.Code(err)), statusString(err)
 		if err == nil {
-			got = describe(text)
+			got, detail = brief(text), describe(text)
 		}
-		t.Fatalf("Generate(text-only) on the consumer while a transfer's reply is held = %s, %v after the transfer arrived; want tokens before the reply is released (Q-5, N-2)", got, time.Since(arrived).Round(time.Millisecond))
+		fatal(t, fmt.Sprintf("%s, %v after the transfer arrived", detail, time.Since(arrived).Round(time.Millisecond)),
+			"Generate(text-only) on the consumer while a transfer's reply is held = %s; want tokens before the reply is released (Q-5, N-2)", got)
 	}
 	res := <-done
 	done <- res // for the deferred wait
-	call := consumeCall(r.ref, "transfer reply held")
+	call := f.consumeCall(r, "transfer reply held")
 	if res == nil {
 		t.Fatalf("%s: harness error (no stream)", call)
 	}
 	f.expectTokens(t, r, call, res)
+	ok = true
 }
 
 // cancelStuckConsume cancels a consume while the fault proxy holds its
@@ -187,10 +233,11 @@ func (f *faultMachine) cancelStuckConsume(t *rapid.T) {
 	if f.m.down["consumer"] || f.m.down["producer"] {
 		t.SkipNow()
 	}
-	r := f.pick(t, "ref", stateLive)
-	f.step(t, "cancel the consume of %s while its transfer reply is held %v", refLabel(r.ref), heldTransfer)
-	defer f.inject(t, 0)
-	f.inject(t, heldTransfer, target.FaultDelay)
+	r, how := f.liveRef(t)
+	f.step(t, "cancel the consume of %s%s while its transfer reply is held %v", f.label(r), how, cancelHeld)
+	ok := false
+	defer func() { f.after(t, ok) }()
+	f.inject(t, cancelHeld, target.FaultDelay)
 	ctx, cancel := f.ctx()
 	defer cancel()
 	done := f.goConsume(ctx, r)
@@ -199,18 +246,21 @@ func (f *faultMachine) cancelStuckConsume(t *rapid.T) {
 	cancel()
 	res := <-done
 	done <- res
-	call := consumeCall(r.ref, "cancelled while its transfer reply is held")
+	call := f.consumeCall(r, "cancelled while its transfer reply is held")
 	if res != nil && (res.Code() != codes.Canceled || len(res.TokenIDs()) > 0) {
-		t.Fatalf("%s = %s; want CANCELED before any token", call, describe(res))
+		fatal(t, describe(res), "%s = %s; want CANCELED before any token", call, brief(res))
 	}
 	// Until the proxy releases the reply the outcome is unknown: the
-	// receive must stay in flight (C-4). Polled over the first half of the
-	// hold, well before the release.
-	for time.Since(arrived) < heldTransfer/2 {
+	// receive must stay in flight (C-4). Polled over the first three
+	// quarters of the hold, before the release.
+	for time.Since(arrived) < cancelHeld*3/4 {
 		c, _ := f.counters(t, "consumer", f.cons)
+		if time.Since(arrived) >= cancelHeld {
+			break // answered once the reply may have been released: no evidence either way (a slow GetLoad is stuckConsume's Q-5 business)
+		}
 		if n := c[obsInflight]; n < 1 {
-			t.Fatalf("after %s: GetLoad(consumer) %s = %v %v after the transfer arrived, before its outcome was known; want >= 1 (C-4: the buffers are kept until the outcome is known)",
-				call, obsInflight, n, time.Since(arrived).Round(time.Millisecond))
+			fatal(t, fmt.Sprintf("%v after the transfer arrived", time.Since(arrived).Round(time.Millisecond)),
+				"after %s: GetLoad(consumer) %s = %v before the transfer's outcome was known; want >= 1 (C-4: the buffers are kept until the outcome is known)", call, obsInflight, n)
 		}
 		waitPoll()
 	}
@@ -232,6 +282,7 @@ func (f *faultMachine) cancelStuckConsume(t *rapid.T) {
 		}
 		waitPoll()
 	}
+	ok = true
 }
 
 // failAfterRemoval consumes a live reference with the baton.transfer_fail
@@ -245,9 +296,10 @@ func (f *faultMachine) failAfterRemoval(t *rapid.T) {
 	if f.m.down["consumer"] || f.m.down["producer"] {
 		t.SkipNow()
 	}
-	r := f.pick(t, "ref", stateLive)
-	f.step(t, "consume %s with the producer's WRITE failing after the claim (baton.transfer_fail)", refLabel(r.ref))
-	defer f.restartRoles(t, target.RoleConsumer, target.RoleProducer)
+	r, how := f.liveRef(t)
+	f.step(t, "consume %s%s with the producer's WRITE failing after the claim (baton.transfer_fail)", f.label(r), how)
+	ok := false
+	defer func() { f.after(t, ok, target.RoleConsumer, target.RoleProducer) }()
 	f.inject(t, 0) // a fresh record of the calls
 	req := f.consumeRequest(r.ref)
 	var err error
@@ -257,9 +309,9 @@ func (f *faultMachine) failAfterRemoval(t *rapid.T) {
 	ctx, cancel := f.ctx()
 	defer cancel()
 	res := f.generate(t, ctx, f.cons, req)
-	call := consumeCall(r.ref, "WRITE failing after the claim")
+	call := f.consumeCall(r, "WRITE failing after the claim")
 	if res.Code() == codes.OK || len(res.TokenIDs()) > 0 {
-		t.Fatalf("%s = %s; want a failure and no token (Q-3)", call, describe(res))
+		fatal(t, describe(res), "%s = %s; want a failure and no token (Q-3)", call, brief(res))
 	}
 	rec := f.decideFromProxy(t, r)
 	if rec.UpstreamCode == "INVALID_ARGUMENT" || rec.UpstreamCode == "OK" {
@@ -267,9 +319,66 @@ func (f *faultMachine) failAfterRemoval(t *rapid.T) {
 	}
 	f.expectQuarantined(t, "producer", f.prod, "after "+call+" (Q-3: a source whose WRITE failed past the claim is quarantined, never freed)")
 	f.expectQuarantined(t, "consumer", f.cons, "after "+call+" (Q-1, Q-2: an error without the before-write trailer is uncertain)")
+	ok = true
 }
 
 // --- helpers --------------------------------------------------------------------
+
+// fatal logs detail (ids, messages, timings: what differs from one run of
+// the same draws to the next) and fails the check with msg, which must
+// not: rapid shrinks a failure only while a replay fails with the very
+// same message.
+func fatal(t *rapid.T, detail, format string, args ...any) {
+	t.Helper()
+	if detail != "" {
+		t.Logf("detail: %s", detail)
+	}
+	t.Fatalf(format, args...)
+}
+
+// brief is a Generate result as a failure message shows it: the code and
+// the number of tokens (describe, with the engine's message, is logged).
+func brief(res *target.GenerateResult) string {
+	s := "code " + codeName(res.Code())
+	if n := len(res.TokenIDs()); n > 0 {
+		s += fmt.Sprintf(", %d tokens", n)
+	}
+	return s
+}
+
+// label names r by its place in the model and its image, the same in
+// every replay of the same draws (a reference's bytes are random).
+func (f *faultMachine) label(r *refRecord) string {
+	for i, x := range f.m.refs {
+		if x == r {
+			return fmt.Sprintf("reference #%d (%s)", i+1, f.cfg.Images[r.image].Name)
+		}
+	}
+	return "a reference (" + f.cfg.Images[r.image].Name + ")"
+}
+
+// consumeCall names a consume of r for failure messages.
+func (f *faultMachine) consumeCall(r *refRecord, note string) string {
+	return fmt.Sprintf("Consume(%s, %s)", f.label(r), note)
+}
+
+// liveRef returns the live reference a fault action hands off: one the
+// model holds, or (always when it holds none; rapid shrinks towards it) a
+// fresh publish of a drawn image, so that a counterexample needs no
+// publish action before the fault. The string says which, for the step.
+func (f *faultMachine) liveRef(t *rapid.T) (*refRecord, string) {
+	t.Helper()
+	live := f.m.in(stateLive)
+	if len(live) > 0 && (len(live) >= f.cfg.MaxLive || rapid.Bool().Draw(t, "reuse a live reference")) {
+		return f.m.refs[rapid.SampledFrom(live).Draw(t, "ref")], ""
+	}
+	img := rapid.IntRange(0, len(f.cfg.Images)-1).Draw(t, "image")
+	ctx, cancel := f.ctx()
+	defer cancel()
+	call := fmt.Sprintf("Publish(image=%s)", f.cfg.Images[img].Name)
+	f.expectPublished(t, call, f.generate(t, ctx, f.prod, f.publishRequest(img)), img)
+	return f.m.refs[len(f.m.refs)-1], " (just published from " + f.cfg.Images[img].Name + ")"
+}
 
 // inject sets the fault proxy's plan for the next transfer calls (none
 // after them) and starts a fresh record of the calls.
@@ -302,7 +411,7 @@ func (f *faultMachine) arrived(t *rapid.T, ctx context.Context, cancel context.C
 	t.Helper()
 	if err := f.faults.TransferArrived(ctx, target.MethodTransferEncoderCache, 1); err != nil {
 		cancel()
-		t.Fatalf("the consumer's TransferEncoderCache call never reached the fault proxy: %v", err)
+		fatal(t, fmt.Sprint(err), "the consumer's TransferEncoderCache call never reached the fault proxy")
 	}
 	return time.Now()
 }
@@ -313,7 +422,7 @@ func (f *faultMachine) expectTokens(t *rapid.T, r *refRecord, call string, res *
 	t.Helper()
 	ids := res.TokenIDs()
 	if res.Code() != codes.OK || len(ids) == 0 {
-		t.Fatalf("%s = %s; want tokens (a live reference, SU-1; the held reply arrives within the consumer's deadline)", call, describe(res))
+		fatal(t, describe(res), "%s = %s; want tokens (a live reference, SU-1; the held reply arrives within the consumer's deadline)", call, brief(res))
 	}
 	r.state, r.unobserved = stateConsumed, false
 	if want, ok := f.m.answers[r.image]; ok && !equalIDs(ids, want) {
@@ -339,29 +448,65 @@ func (f *faultMachine) expectQuarantined(t *rapid.T, role string, e target.Engin
 		}
 	}
 	if err != nil || resp.GetState() != pb.HealthState_HEALTH_STATE_NOT_READY || !cacheCheck {
-		t.Fatalf("Health(%s) %s = %s %s [%s]; want NOT_READY with check encoder_cache NOT_READY (Q-4)", role, why, resp.GetState(), statusString(err), strings.Join(checks, "; "))
+		fatal(t, statusString(err), "Health(%s) %s = %s [%s]; want NOT_READY with check encoder_cache NOT_READY (Q-4)", role, why, resp.GetState(), strings.Join(checks, "; "))
 	}
 	if c, ok := f.counters(t, role, e); ok && c[obsQuarantineBuffers] < 1 {
 		t.Fatalf("GetLoad(%s) %s = %v %s; want >= 1", role, obsQuarantineBuffers, c[obsQuarantineBuffers], why)
 	}
 }
 
+// after ends a fault action: it clears the fault plan and restarts the
+// roles the action poisoned (quarantine is sticky until restart, Q-4).
+// After a failure it restarts instead whichever role is not READY, so the
+// next check (rapid's shrinking replays it on the same target) starts
+// from healthy instances.
+func (f *faultMachine) after(t *rapid.T, ok bool, poisoned ...target.Role) {
+	f.inject(t, 0)
+	var err error
+	if ok {
+		err = f.restartRoles(poisoned...)
+	} else {
+		err = f.heal()
+	}
+	if err != nil {
+		t.Errorf("harness: %v", err)
+	}
+}
+
+// heal restarts every role that is not READY. A check that failed may
+// have left one quarantined, and a quarantined role stays so until
+// restart; faultActions runs it as every check begins, so that no
+// check (a replay, while rapid shrinks) inherits an earlier one's poison.
+func (f *faultMachine) heal() error {
+	var sick []target.Role
+	for _, role := range []target.Role{target.RoleConsumer, target.RoleProducer} {
+		if f.m.down[string(role)] {
+			continue
+		}
+		ctx, cancel := f.ctx()
+		resp, err := f.engine(string(role)).Health(ctx)
+		cancel()
+		if err != nil || resp.GetState() != pb.HealthState_HEALTH_STATE_READY {
+			sick = append(sick, role)
+		}
+	}
+	return f.restartRoles(sick...)
+}
+
 // restartRoles replaces the instances of roles (quarantine is sticky until
 // restart, Q-4) and brings the machine up to date: a new consumer has
 // nothing in flight; a new producer has an empty table, so the old one's
-// references leave the model. It runs deferred, also after a failure.
-func (f *faultMachine) restartRoles(t *rapid.T, roles ...target.Role) {
+// references leave the model.
+func (f *faultMachine) restartRoles(roles ...target.Role) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, role := range roles {
 		if err := f.restart.Restart(ctx, role); err != nil {
-			t.Errorf("harness: restart %s: %v", role, err)
-			return
+			return fmt.Errorf("restart %s: %w", role, err)
 		}
 		e, ok := f.tg.Engine(role)
 		if !ok {
-			t.Errorf("harness: no %s after its restart", role)
-			return
+			return fmt.Errorf("no %s after its restart", role)
 		}
 		switch role {
 		case target.RoleConsumer:
@@ -371,11 +516,16 @@ func (f *faultMachine) restartRoles(t *rapid.T, roles ...target.Role) {
 			f.prod = e
 			f.m.refs, f.m.orphans = nil, 0
 			f.entries0, f.inherited = 0, 0
-			if c, ok := f.counters(t, "producer", e); ok {
-				f.entries0 = int(c[obsEntries])
+			if f.profile.Observables {
+				info, err := e.GetLoad(ctx)
+				if err != nil {
+					return fmt.Errorf("GetLoad(producer) after its restart: %w", err)
+				}
+				f.entries0 = int(info.GetAttributes().GetFields()[obsEntries].GetNumberValue())
 			}
 		}
 	}
+	return nil
 }
 
 // textRequest is a text-only request for the consumer (N-2).
