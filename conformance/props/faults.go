@@ -27,7 +27,7 @@ func init() { actionSets = append(actionSets, faultActions) }
 // hold a transfer's reply: long enough to act while the transfer is stuck,
 // well short of a consumer's transfer deadline (the reference engine's is
 // 3 s under the fault proxy), so the outcome stays certain.
-const heldTransfer = 800 * time.Millisecond
+const heldTransfer = 400 * time.Millisecond
 
 // cancelHeld is how long the C-4 scenario has the fault proxy hold a
 // transfer's reply; it checks the receive stays in flight over the first
@@ -37,16 +37,16 @@ const cancelHeld = 300 * time.Millisecond
 
 // heldMargin: what must not wait for a held transfer must be answered
 // at least this long before the proxy releases the reply.
-const heldMargin = 150 * time.Millisecond
+const heldMargin = 100 * time.Millisecond
 
 // Faults after which a consumer cannot know a transfer's outcome.
 // Those answered at once (UNAVAILABLE without forwarding; a cut connection
 // after the producer completed) are drawn most; those that wait for the
 // consumer's transfer deadline (a lost request or reply, a reply held past
 // it) cost that whole deadline (3 s on the reference engine under the
-// fault proxy), so together they are drawn one time in nine, which keeps
-// checks and rapid's shrinking replays fast. rapid shrinks towards
-// UNAVAILABLE.
+// fault proxy), so together they are drawn one time in eighteen: one in
+// a replay costs rapid's shrinking (5 s in the kill table) most of its
+// time. rapid shrinks towards UNAVAILABLE.
 var (
 	fastLostFaults     = []target.TransferFault{target.FaultUnavailable, target.FaultCutConnection}
 	deadlineLostFaults = []target.TransferFault{target.FaultDropReply, target.FaultDropRequest, target.FaultDelay}
@@ -54,8 +54,8 @@ var (
 
 // drawLostTransferFault draws a fault for the "lost" scenario.
 func drawLostTransferFault(t *rapid.T) target.TransferFault {
-	if i := rapid.IntRange(0, 8).Draw(t, "fault"); i < 8 {
-		return fastLostFaults[i/4]
+	if i := rapid.IntRange(0, 17).Draw(t, "fault"); i < 17 {
+		return fastLostFaults[i%2]
 	}
 	return rapid.SampledFrom(deadlineLostFaults).Draw(t, "deadline fault")
 }
@@ -124,7 +124,7 @@ func (f *faultMachine) faultedConsume(t *rapid.T, fault target.TransferFault) {
 		t.SkipNow()
 	}
 	r, how := f.liveRef(t)
-	f.step(t, "consume %s%s with its transfer faulted: %s", f.label(r), how, fault)
+	f.step(t, "consume %s%s with its transfer faulted: %s", f.stepLabel(r), how, fault)
 	ok := false
 	defer func() { f.after(t, ok, target.RoleConsumer) }()
 	f.inject(t, f.cfg.CallTimeout, fault) // a delay past any consumer's transfer deadline
@@ -186,7 +186,7 @@ func (f *faultMachine) stuckConsume(t *rapid.T) {
 		t.SkipNow()
 	}
 	r, how := f.liveRef(t)
-	f.step(t, "consume %s%s with its transfer reply held %v; Health and a text-only request meanwhile", f.label(r), how, heldTransfer)
+	f.step(t, "consume %s%s with its transfer reply held %v; Health and a text-only request meanwhile", f.stepLabel(r), how, heldTransfer)
 	ok := false
 	defer func() { f.after(t, ok) }()
 	f.inject(t, heldTransfer, target.FaultDelay)
@@ -234,7 +234,7 @@ func (f *faultMachine) cancelStuckConsume(t *rapid.T) {
 		t.SkipNow()
 	}
 	r, how := f.liveRef(t)
-	f.step(t, "cancel the consume of %s%s while its transfer reply is held %v", f.label(r), how, cancelHeld)
+	f.step(t, "cancel the consume of %s%s while its transfer reply is held %v", f.stepLabel(r), how, cancelHeld)
 	ok := false
 	defer func() { f.after(t, ok) }()
 	f.inject(t, cancelHeld, target.FaultDelay)
@@ -297,7 +297,7 @@ func (f *faultMachine) failAfterRemoval(t *rapid.T) {
 		t.SkipNow()
 	}
 	r, how := f.liveRef(t)
-	f.step(t, "consume %s%s with the producer's WRITE failing after the claim (baton.transfer_fail)", f.label(r), how)
+	f.step(t, "consume %s%s with the producer's WRITE failing after the claim (baton.transfer_fail)", f.stepLabel(r), how)
 	ok := false
 	defer func() { f.after(t, ok, target.RoleConsumer, target.RoleProducer) }()
 	f.inject(t, 0) // a fresh record of the calls
@@ -346,15 +346,22 @@ func brief(res *target.GenerateResult) string {
 	return s
 }
 
-// label names r by its place in the model and its image, the same in
-// every replay of the same draws (a reference's bytes are random).
+// label names r for failure messages by its image alone: the same in
+// every replay of the same draws, whereas a reference's bytes are random
+// and its place in the model moves with the outcome of a race (a publish
+// cancelled in flight may or may not add one). stepLabel adds the place,
+// for the step log.
 func (f *faultMachine) label(r *refRecord) string {
+	return "a reference to " + f.cfg.Images[r.image].Name
+}
+
+func (f *faultMachine) stepLabel(r *refRecord) string {
 	for i, x := range f.m.refs {
 		if x == r {
-			return fmt.Sprintf("reference #%d (%s)", i+1, f.cfg.Images[r.image].Name)
+			return fmt.Sprintf("reference #%d (%s, %s)", i+1, f.cfg.Images[r.image].Name, refLabel(r.ref))
 		}
 	}
-	return "a reference (" + f.cfg.Images[r.image].Name + ")"
+	return f.label(r)
 }
 
 // consumeCall names a consume of r for failure messages.
@@ -377,7 +384,7 @@ func (f *faultMachine) liveRef(t *rapid.T) (*refRecord, string) {
 	defer cancel()
 	call := fmt.Sprintf("Publish(image=%s)", f.cfg.Images[img].Name)
 	f.expectPublished(t, call, f.generate(t, ctx, f.prod, f.publishRequest(img)), img)
-	return f.m.refs[len(f.m.refs)-1], " (just published from " + f.cfg.Images[img].Name + ")"
+	return f.m.refs[len(f.m.refs)-1], " (just published)"
 }
 
 // inject sets the fault proxy's plan for the next transfer calls (none
