@@ -33,7 +33,7 @@ const heldTransfer = 400 * time.Millisecond
 // transfer's reply; it checks the receive stays in flight over the first
 // three quarters of it (the reply cannot arrive earlier, whatever the
 // load).
-const cancelHeld = 300 * time.Millisecond
+const cancelHeld = 200 * time.Millisecond
 
 // heldMargin: what must not wait for a held transfer must be answered
 // at least this long before the proxy releases the reply.
@@ -66,6 +66,7 @@ type faultMachine struct {
 	*machine
 	faults  target.FaultInjector
 	restart target.Restarter
+	ran     bool // a fault scenario ran in this check
 }
 
 // faultActions returns the Faults-level actions mc's target can run: none
@@ -99,13 +100,19 @@ func faultActions(mc *machine) map[string]func(*rapid.T) {
 			names = append(names, n)
 		}
 	}
-	// One action for every scenario: each costs a restart or a held
-	// transfer (0.3 to 1 s on the reference engine, against milliseconds
-	// for a core action), so they are drawn as one action among the core
-	// ones, which keeps a check, and every replay rapid's shrinking runs,
-	// fast.
+	// One action for every scenario, run at most once a check: each costs
+	// a restart or a held transfer (tens to hundreds of milliseconds on the
+	// reference engine, against milliseconds for a core action), and
+	// rapid's shrinking replays a failing check hundreds of times within
+	// its budget (5 s in the kill table), so a replay must stay cheap.
 	return map[string]func(*rapid.T){
-		"faultedHandoff": func(t *rapid.T) { scenarios[rapid.SampledFrom(names).Draw(t, "scenario")](t) },
+		"faultedHandoff": func(t *rapid.T) {
+			if f.ran {
+				t.SkipNow()
+			}
+			f.ran = true
+			scenarios[rapid.SampledFrom(names).Draw(t, "scenario")](t)
+		},
 	}
 }
 
@@ -158,7 +165,14 @@ func (f *faultMachine) faultedConsume(t *rapid.T, fault target.TransferFault) {
 // consumed; anything else: unknown.
 func (f *faultMachine) decideFromProxy(t *rapid.T, r *refRecord) target.TransferCall {
 	t.Helper()
-	ctx, cancel := f.ctx()
+	now, stop := context.WithCancel(context.Background())
+	stop()
+	if f.faults.TransferArrived(now, target.MethodTransferEncoderCache, 1) != nil {
+		t.Fatalf("the consume of %s ended without a TransferEncoderCache call reaching the fault proxy; want the consumer to ask the producer", f.label(r))
+	}
+	// The call arrived; it is done once the consumer's own deadline (a
+	// dropped request or reply) or the producer's answer ended it.
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.SettleTimeout)
 	defer cancel()
 	calls, err := f.faults.TransferCalls(ctx, target.MethodTransferEncoderCache, 1)
 	if err != nil || len(calls) == 0 {
@@ -194,7 +208,7 @@ func (f *faultMachine) stuckConsume(t *rapid.T) {
 	defer cancel()
 	done := f.goConsume(ctx, r)
 	defer func() { <-done }() // never leave the consume running into the next action
-	arrived := f.arrived(t, ctx, cancel)
+	arrived := f.arrived(t, ctx, cancel, done)
 	released := arrived.Add(heldTransfer - heldMargin)
 	hctx, hcancel := context.WithDeadline(ctx, released)
 	_, err := f.cons.Health(hctx)
@@ -242,7 +256,7 @@ func (f *faultMachine) cancelStuckConsume(t *rapid.T) {
 	defer cancel()
 	done := f.goConsume(ctx, r)
 	defer func() { <-done }()
-	arrived := f.arrived(t, ctx, cancel)
+	arrived := f.arrived(t, ctx, cancel, done)
 	cancel()
 	res := <-done
 	done <- res
@@ -413,14 +427,36 @@ func (f *faultMachine) goConsume(ctx context.Context, r *refRecord) chan *target
 }
 
 // arrived waits until the consumer's transfer call reached the fault proxy
-// and returns when; on failure it cancels the consume and fails the check.
-func (f *faultMachine) arrived(t *rapid.T, ctx context.Context, cancel context.CancelFunc) time.Time {
+// and returns when. If the consume ends first (it was refused before any
+// transfer), or the call never arrives, it cancels the consume and fails
+// the check; done gets the consume's result back.
+func (f *faultMachine) arrived(t *rapid.T, ctx context.Context, cancel context.CancelFunc, done chan *target.GenerateResult) time.Time {
 	t.Helper()
-	if err := f.faults.TransferArrived(ctx, target.MethodTransferEncoderCache, 1); err != nil {
+	actx, acancel := context.WithCancel(ctx)
+	defer acancel()
+	arrived := make(chan error, 1)
+	go func() { arrived <- f.faults.TransferArrived(actx, target.MethodTransferEncoderCache, 1) }()
+	select {
+	case err := <-arrived:
+		if err != nil {
+			cancel()
+			fatal(t, fmt.Sprint(err), "the consumer's TransferEncoderCache call never reached the fault proxy")
+		}
+		return time.Now()
+	case res := <-done:
+		done <- res
+		acancel()
+		if err := <-arrived; err == nil {
+			return time.Now() // it arrived, and the consume ended at once after (the check that follows judges it)
+		}
 		cancel()
-		fatal(t, fmt.Sprint(err), "the consumer's TransferEncoderCache call never reached the fault proxy")
+		got, detail := "no stream", "harness error"
+		if res != nil {
+			got, detail = brief(res), describe(res)
+		}
+		fatal(t, detail, "the consume ended (%s) before its TransferEncoderCache call reached the fault proxy; want it to wait for its transfer", got)
 	}
-	return time.Now()
+	panic("unreachable")
 }
 
 // expectTokens checks that a consume of live r got tokens (SU-1), the
