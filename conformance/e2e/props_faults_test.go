@@ -12,7 +12,7 @@ import (
 // propsFaultsChecks is how many checks of the handoff property
 // TestHandoffTCPFaults runs: each may restart an instance a fault
 // quarantined, so a few dozen.
-const propsFaultsChecks = 40
+const propsFaultsChecks = 60
 
 // TestHandoffTCPFaults runs the handoff property, its Faults-level actions
 // included (faulted, held, cancelled and failing transfers: Q-1..Q-5,
