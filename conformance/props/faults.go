@@ -69,9 +69,11 @@ type faultMachine struct {
 	ran     bool // a fault scenario ran in this check
 }
 
-// faultActions returns the Faults-level actions mc's target can run: none
-// without the fault proxy, a restarter or a transfer backend; the C-4
-// action needs observables, the Q-3 action test hooks.
+// faultActions returns the Faults-level action, faultedHandoff, with the
+// scenarios mc's target can run: nothing without the fault proxy, a
+// restarter or a transfer backend; cancelled-while-held (C-4) needs
+// observables, failed-after-claim test hooks. It first restarts any
+// role an earlier, failed check left not READY (heal).
 func faultActions(mc *machine) map[string]func(*rapid.T) {
 	fi, ok1 := mc.tg.(target.FaultInjector)
 	rs, ok2 := mc.tg.(target.Restarter)
