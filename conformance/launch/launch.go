@@ -87,8 +87,9 @@ type Topology struct {
 	opts            Options
 	proxy           *faultproxy.Proxy
 	starts          int
-	topology        string     // target.TopologyEPPD for StartEPPD; "" is E+PD
-	mu              sync.Mutex // guards the processes' replacement by Restart
+	topology        string          // target.TopologyEPPD for StartEPPD; "" is E+PD
+	mu              sync.Mutex      // guards the processes' replacement by Restart
+	retired         []chan struct{} // closed once an instance Restart replaced has exited
 }
 
 // StartEPD starts E, PD and an aggregated baseline as three processes.
@@ -345,6 +346,7 @@ func (t *Topology) Shutdown(ctx context.Context, timeout time.Duration) error {
 		}
 		_ = p.engine.Close()
 	}
+	t.waitRetired()
 	if t.proxy != nil {
 		t.proxy.Close()
 	}
@@ -368,6 +370,7 @@ func (t *Topology) Kill() {
 			_ = p.engine.Close()
 		}
 	}
+	t.waitRetired()
 }
 
 // Leftovers lists every file or directory under dir (not dir itself).

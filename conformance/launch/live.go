@@ -127,15 +127,15 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 	t.mu.Unlock()
 	if old != nil {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, _ = old.engine.Shutdown(cctx, &pb.ShutdownRequest{ExpectedInstanceId: old.instance, DrainTimeoutMs: proto32(2000)})
+		_, err := old.engine.Shutdown(cctx, &pb.ShutdownRequest{ExpectedInstanceId: old.instance, DrainTimeoutMs: proto32(2000)})
 		cancel()
-		select {
-		case <-old.exited:
-		case <-time.After(15 * time.Second):
-			_ = old.cmd.Process.Kill()
-			<-old.exited
+		if err != nil {
+			_ = old.cmd.Process.Kill() // it did not accept Shutdown: no drain to wait for
 		}
-		_ = old.engine.Close()
+		// A draining instance answers no new handoff (S-2) and lingers
+		// a moment for repeated Shutdowns: the new one starts meanwhile,
+		// and Shutdown and Kill wait for the old one's exit.
+		t.retire(old)
 	}
 	p, err := t.start(ctx, name)
 	if err != nil {
@@ -155,6 +155,36 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 }
 
 func proto32(v uint32) *uint32 { return &v }
+
+// retire waits in the background (at most 15 s, then kills it) for the
+// exit of an instance Restart replaced; Shutdown and Kill wait for it.
+func (t *Topology) retire(p *Process) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-p.exited:
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		_ = p.engine.Close()
+	}()
+	t.mu.Lock()
+	t.retired = append(t.retired, done)
+	t.mu.Unlock()
+}
+
+// waitRetired waits until every instance Restart replaced has exited.
+func (t *Topology) waitRetired() {
+	t.mu.Lock()
+	retired := t.retired
+	t.retired = nil
+	t.mu.Unlock()
+	for _, done := range retired {
+		<-done
+	}
+}
 
 // WithProfile returns the live target declaring p instead (the demo adds the
 // implementation metadata).

@@ -150,6 +150,8 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.RecomputeWithoutEncoder = true }},
 	{Name: "h2-missing-hash-keyed-by-tokens", Rule: "H-2", Level: LevelLifecycle, Sim: "missing-hash-keyed-by-tokens", Breaks: "an item without content hash is keyed in the prefix cache by its placeholder tokens alone (its fresh identity is left out of the key)",
 		Apply: func(h *server.Hooks) { h.PrefixKey = keyWithoutFreshIdentities }},
+	{Name: "q3-free-source-on-failure", Rule: "Q-3", Topology: TopologyTCPFaults, Sim: "producer-frees-source-on-failure", Breaks: "the producer frees a transfer's source after a failure past the claim instead of quarantining it, while the WRITE may still read it",
+		Apply: func(h *server.Hooks) { h.FreeSourceOnTransferFailure = true }},
 }
 
 // keyWithoutFreshIdentities is the prefix-cache key with every fresh

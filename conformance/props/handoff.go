@@ -103,6 +103,7 @@ func Handoff(mk Maker, cfg Config) func(*rapid.T) {
 			}
 		}()
 		m.begin(t)
+		defer m.releaseLeftovers()
 		actions := map[string]func(*rapid.T){
 			"":             m.check,
 			"publish":      m.publish,
@@ -149,6 +150,8 @@ type machine struct {
 	// began; inherited of them may still leave (an earlier check's
 	// cancelled publishes), and lingering is how many this check leaves.
 	entries0, inherited, lingering int
+	// released: finish released every reference of the check.
+	released bool
 }
 
 func newMachine(t *rapid.T, tg target.Target, cfg Config) *machine {
@@ -169,6 +172,23 @@ func (mc *machine) ctx() (context.Context, context.CancelFunc) {
 func (mc *machine) begin(t *rapid.T) {
 	if c, ok := mc.counters(t, "producer", mc.prod); ok {
 		mc.entries0 = int(c[obsEntries])
+	}
+}
+
+// releaseLeftovers releases, without judging the answers, the references
+// a failed check left live: rapid replays a failing check many times while
+// it shrinks, and on a shared target their entries would otherwise fill
+// the producer's quota (L-5) and change the failure.
+func (mc *machine) releaseLeftovers() {
+	if mc.released || mc.m.down["producer"] {
+		return
+	}
+	for _, r := range mc.m.refs {
+		if r.state == stateLive || r.state == stateUnknown {
+			ctx, cancel := mc.ctx()
+			_, _ = mc.prod.Abort(ctx, abortRequest(r.ref))
+			cancel()
+		}
 	}
 }
 

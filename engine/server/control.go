@@ -100,8 +100,9 @@ func (e *Engine) Observables() map[string]float64 {
 	defer e.mu.Unlock()
 	qBuffers, qBytes := e.receives.Quarantine()
 	// The producer's quarantined sources count too.
-	qBuffers += int(e.table.Counters().Quarantined)
-	qBytes += e.table.Counters().QuarantinedBytes
+	srcBuffers, srcBytes := e.sourceQuarantine()
+	qBuffers += srcBuffers
+	qBytes += srcBytes
 	out := map[string]float64{
 		"encoder.exports.entries":    float64(e.table.Entries()),
 		"encoder.exports.bytes":      float64(e.table.HeldBytes()),
@@ -119,6 +120,18 @@ func (e *Engine) Observables() map[string]float64 {
 		out[k] = v
 	}
 	return out
+}
+
+// sourceQuarantine returns the producer's quarantined transfer sources
+// and their bytes: those its store keeps, where the store quarantines
+// sources itself (tcp, cuda_ipc), so the observable shows what is kept,
+// not what the table decided; else the table's count. Called with e.mu held.
+func (e *Engine) sourceQuarantine() (int, int64) {
+	if s, ok := e.store.(interface{ quarantinedSources() (int, int64) }); ok {
+		return s.quarantinedSources()
+	}
+	c := e.table.Counters()
+	return int(c.Quarantined), c.QuarantinedBytes
 }
 
 // GetLoad reports the observables in LoadInfo.attributes.

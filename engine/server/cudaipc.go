@@ -181,6 +181,18 @@ func (s *ipcStore) quarantine(m *ipcEntry) {
 	s.mu.Unlock()
 }
 
+// quarantinedSources returns how many sources the store keeps quarantined
+// and their bytes.
+func (s *ipcStore) quarantinedSources() (int, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, m := range s.jailed {
+		n += int64(m.buf.Bytes())
+	}
+	return len(s.jailed), n
+}
+
 func (s *ipcStore) remove(id string) (bool, error) {
 	m, ok := s.take(id)
 	if !ok {

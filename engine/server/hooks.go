@@ -42,6 +42,13 @@ type Hooks struct {
 	// ProducerTransferFailure replaces the error the producer answers for a
 	// transfer that failed after the entry left the table.
 	ProducerTransferFailure func(err error) error
+	// FreeSourceOnTransferFailure frees a tcp transfer's source buffers
+	// when the transfer fails after the entry left the table, instead of
+	// quarantining them while the WRITE may still read them (the Q-3 source
+	// mutant; sim: producer-frees-source-on-failure). The producer's
+	// encoder.quarantine.* observables count the sources its store keeps,
+	// so they show it.
+	FreeSourceOnTransferFailure bool
 	// HoldLockAcrossTransfer holds the engine's lock across the consumer's
 	// TransferEncoderCache call (the Q-5 mutant).
 	HoldLockAcrossTransfer bool

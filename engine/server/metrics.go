@@ -193,6 +193,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	entries, held := e.table.Entries(), e.table.HeldBytes()
 	inflight := e.receives.Inflight()
 	qBuffers, qBytes := e.receives.Quarantine()
+	srcBuffers, srcBytes := e.sourceQuarantine()
 	pending, running := e.cleanups, e.runningN
 	state, _ := e.health.State()
 	e.mu.Unlock()
@@ -208,8 +209,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descEntries, float64(entries))
 	gauge(descBytes, float64(held))
 	gauge(descInflight, float64(inflight))
-	gauge(descQBuffers, float64(uint64(qBuffers)+counters.Quarantined))
-	gauge(descQBytes, float64(qBytes+counters.QuarantinedBytes))
+	gauge(descQBuffers, float64(qBuffers+srcBuffers))
+	gauge(descQBytes, float64(qBytes+srcBytes))
 	gauge(descPending, float64(pending))
 	gauge(descRunning, float64(running))
 	gauge(descHealth, float64(state))

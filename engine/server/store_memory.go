@@ -79,6 +79,20 @@ func (s *memoryStore) quarantine(m *memoryEntry) {
 	s.mu.Unlock()
 }
 
+// quarantinedSources returns how many taken entries' sources the store
+// keeps quarantined and their bytes.
+func (s *memoryStore) quarantinedSources() (int, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, m := range s.jailed {
+		for _, t := range m.tensors {
+			n += int64(len(t.Data))
+		}
+	}
+	return len(s.jailed), n
+}
+
 func (s *memoryStore) remove(id string) (bool, error) {
 	m, ok := s.take(id)
 	if !ok {

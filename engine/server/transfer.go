@@ -175,7 +175,14 @@ func (e *Engine) failTransfer(id string, entry *memoryEntry, cause error) error 
 	e.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %v", short(id), cause))
 	e.mu.Unlock()
 	if entry != nil {
-		e.store.(*memoryStore).quarantine(entry)
+		store := e.store.(*memoryStore)
+		if e.cfg.Hooks.FreeSourceOnTransferFailure {
+			if err := store.free(entry); err != nil { // the Q-3 source mutant
+				e.failCleanup("deregister source of "+id, err)
+			}
+		} else {
+			store.quarantine(entry)
+		}
 	}
 	e.log.Error("Q-3 transfer failed after removal; source quarantined", "entry", id, "err", cause)
 	err := status.Errorf(codes.Unavailable, "Q-3 transfer of entry %s failed after it left the table; its source is quarantined: %v", short(id), cause)
