@@ -1,0 +1,57 @@
+package props_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-dev/baton/conformance/mutants"
+	"github.com/baton-dev/baton/conformance/props"
+	"github.com/baton-dev/baton/conformance/target/inprocess"
+	"github.com/baton-dev/baton/engine/server"
+)
+
+// killedBy runs the handoff property against the in-process engines with
+// mutant name applied and returns the report; it fails the test unless the
+// property failed naming rule, with a shrunk counterexample of at most 10
+// actions (issue #3).
+func killedBy(t *testing.T, name, rule string, testHooks bool) props.Report {
+	t.Helper()
+	m, err := mutants.ByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hooks server.Hooks
+	m.Apply(&hooks)
+	tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), Hooks: hooks, TestHooks: testHooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	rep := props.Run(props.Handoff(props.Shared(tg), props.Config{}), props.RunOptions{
+		Name: t.Name(), Checks: 100, Steps: 15, ShrinkTime: 5 * time.Second, NoFailFile: true,
+	})
+	switch {
+	case rep.Passed:
+		t.Fatalf("mutant %s (%s) survived 100 checks (seed %d)", name, rule, rep.Seed)
+	case !strings.Contains(rep.Output, rule):
+		t.Errorf("mutant %s killed, but the failure does not name %s:\n%s", name, rule, lastLines(rep.Output, 20))
+	case rep.Actions > 10:
+		t.Errorf("mutant %s: shrunk to %d actions; want <= 10:\n%s", name, rep.Actions, lastLines(rep.Output, 20))
+	}
+	t.Logf("%s killed in %.1fs, %d actions (seed %d):\n%s", name, rep.Elapsed.Seconds(), rep.Actions, rep.Seed, lastLines(rep.Output, 12))
+	return rep
+}
+
+// TestBadInputKillsMutants: the badInput action kills the engines that
+// skip L-1, L-3, L-4 or N-1.
+func TestBadInputKillsMutants(t *testing.T) {
+	for _, tc := range []struct{ mutant, rule string }{
+		{"l1-no-reference-limit", "L-1"},
+		{"l3-video-as-image", "L-3"},
+		{"l4-role-unchecked", "L-4"},
+		{"n1-any-backend", "N-1"},
+	} {
+		t.Run(tc.mutant, func(t *testing.T) { killedBy(t, tc.mutant, tc.rule, false) })
+	}
+}
