@@ -1,7 +1,6 @@
 package props_test
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -42,7 +41,6 @@ func killedBy(t *testing.T, name, rule string, testHooks bool) props.Report {
 	case rep.Actions > 10:
 		t.Errorf("mutant %s: shrunk to %d actions; want <= 10:\n%s", name, rep.Actions, lastLines(rep.Output, 20))
 	}
-	_ = os.WriteFile("/tmp/rep-"+name+".log", []byte(rep.Output), 0o644)
 	found := ""
 	if i := strings.Index(rep.Output, "[rapid] failed after "); i >= 0 {
 		found = strings.SplitN(rep.Output[i:], ":", 2)[0]
