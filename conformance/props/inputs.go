@@ -17,20 +17,26 @@ import (
 // Input limits of CONTRACT L-1 (WIRE.md).
 const maxReferenceBytes = 64 << 10
 
-// inputKind is one way the badInput action sends a request the contract
-// rejects before execution.
+// inputKind is one request the contract rejects before execution; run
+// sends it (around r, a reference of the model, where it needs one).
 type inputKind struct {
 	name string
-	run  func(mc *machine, t *rapid.T)
+	run  func(mc *machine, t *rapid.T, r *refRecord)
 }
 
 func init() { actionSets = append(actionSets, inputActions) }
 
-// inputActions registers badInput with the kinds the target can be asked:
-// L-3 and L-4 everywhere (Core, the wire alone), L-1 with a valid
-// reference padded past the limit where the profile declares the
-// baton-json-v1 format (random bytes are SU-4 too, the malformed action's),
-// N-1 where the profile declares the backends its consumer accepts.
+// inputActions registers badInput, which sends, around one reference of
+// the model (or one it publishes), every request the target can be asked
+// to reject: a video or audio item (L-3) and a request to the wrong role
+// (L-4) everywhere (Core, the wire alone), a valid reference padded past
+// the limit where the profile declares the baton-json-v1 format (L-1;
+// random bytes are SU-4 too, the malformed action's), a reference for a
+// backend the consumer does not accept where the profile declares its
+// backends (N-1). Each must be rejected with the contract's code before
+// any token, and the reference stays as the model has it: a live one may
+// then be consumed. One action for all of them, each cheap, so that any
+// of their mutants is found early in a check, where shrinking is short.
 func inputActions(mc *machine) map[string]func(*rapid.T) {
 	kinds := []inputKind{{"video-or-audio", (*machine).videoOrAudio}, {"wrong-role", (*machine).wrongRole}}
 	if mc.profile.ReferenceFormat == target.ReferenceFormatBatonJSONv1 {
@@ -43,8 +49,23 @@ func inputActions(mc *machine) map[string]func(*rapid.T) {
 		if mc.m.down["producer"] || mc.m.down["consumer"] {
 			t.SkipNow() // S-2 decides every answer now
 		}
-		k := rapid.SampledFrom(kinds).Draw(t, "input")
-		k.run(mc, t)
+		r := mc.refIn(t, stateLive, stateConsumed, stateReleased)
+		mc.step(t, "bad inputs around %s (%s)", refLabel(r.ref), r.state)
+		for _, k := range kinds {
+			k.run(mc, t, r)
+		}
+		if r.state != stateLive || !rapid.Bool().Draw(t, "then consume it") {
+			return
+		}
+		if mc.profile.ReferenceFormat != target.ReferenceFormatBatonJSONv1 || !rapid.Bool().Draw(t, "padded to 65536 bytes") {
+			mc.consumeRef(t, r, "the original, which no rejected request may have consumed (L-1, L-4, N-1)")
+			return
+		}
+		exact := *r
+		exact.ref = proto.Clone(r.ref).(*pb.EncoderCacheRef)
+		exact.ref.OpaqueState = padReference(t, r.ref.GetOpaqueState(), maxReferenceBytes)
+		mc.consumeRef(t, &exact, "padded to exactly 65536 bytes, within the L-1 bound")
+		r.state, r.unobserved = exact.state, exact.unobserved
 	}}
 }
 
@@ -120,14 +141,6 @@ func (mc *machine) label(r *refRecord) string {
 	return fmt.Sprintf("a %s reference to %s", r.state, mc.cfg.Images[r.image].Name)
 }
 
-// thenConsumeOriginal may consume r after its rejected variants: a live
-// reference still works (nothing was consumed or released by the rejection).
-func (mc *machine) thenConsumeOriginal(t *rapid.T, r *refRecord, rule string) {
-	if r.state == stateLive && rapid.Bool().Draw(t, "then consume the original") {
-		mc.consumeRef(t, r, "the original, which the rejected request must not have consumed ("+rule+")")
-	}
-}
-
 // padReference returns opaque (a baton-json-v1 JSON object) padded with
 // spaces after its opening brace to exactly n bytes: the same reference,
 // legal JSON.
@@ -142,14 +155,11 @@ func padReference(t *rapid.T, opaque []byte, n int) []byte {
 	return append(out, opaque[brace+1:]...)
 }
 
-// oversizeReference presents a valid reference padded to 65,537 bytes:
-// INVALID_ARGUMENT before any token on the consumer and on Abort, whatever
-// the reference's state (L-1 decides before SU-4 and SU-2), and nothing is
-// consumed or released; padded to exactly 65,536 bytes a live reference
-// still consumes (the bound is inclusive).
-func (mc *machine) oversizeReference(t *rapid.T) {
-	r := mc.refIn(t, stateLive, stateConsumed, stateReleased)
-	mc.step(t, "oversize (65537-byte) copy of %s (%s)", refLabel(r.ref), r.state)
+// oversizeReference presents r padded to 65,537 bytes: INVALID_ARGUMENT
+// before any token on the consumer and on Abort, whatever r's state (L-1
+// decides before SU-4 and SU-2), and nothing is consumed or released.
+func (mc *machine) oversizeReference(t *rapid.T, r *refRecord) {
+	t.Logf("[props] input: a copy padded to 65537 bytes")
 	over := proto.Clone(r.ref).(*pb.EncoderCacheRef)
 	over.OpaqueState = padReference(t, r.ref.GetOpaqueState(), maxReferenceBytes+1)
 	ctx, cancel := mc.ctx()
@@ -159,15 +169,6 @@ func (mc *machine) oversizeReference(t *rapid.T) {
 	if _, err := mc.prod.Abort(ctx, abortRequest(over)); status.Code(err) != codes.InvalidArgument {
 		failf(t, statusString(err), "Abort(%s padded to 65537 bytes) = %s; want INVALID_ARGUMENT, releasing nothing (L-1, SU-4)", mc.label(r), codeName(status.Code(err)))
 	}
-	if r.state != stateLive || !rapid.Bool().Draw(t, "then consume it padded to 65536 bytes") {
-		mc.thenConsumeOriginal(t, r, "L-1")
-		return
-	}
-	exact := *r
-	exact.ref = proto.Clone(r.ref).(*pb.EncoderCacheRef)
-	exact.ref.OpaqueState = padReference(t, r.ref.GetOpaqueState(), maxReferenceBytes)
-	mc.consumeRef(t, &exact, "padded to exactly 65536 bytes, within the L-1 bound")
-	r.state, r.unobserved = exact.state, exact.unobserved
 }
 
 // l3Media are video and audio payloads: minimal containers, and an image's
@@ -185,7 +186,7 @@ func l3Media(img fixtures.Image) []*pb.MediaItem {
 // (and, with a baseline, asks the baseline about it): UNIMPLEMENTED before
 // any token or EncoderReady, and nothing published (L-3; the producer's
 // entries stay within the model's range, checked after the action).
-func (mc *machine) videoOrAudio(t *rapid.T) {
+func (mc *machine) videoOrAudio(t *rapid.T, _ *refRecord) {
 	img := rapid.IntRange(0, len(mc.cfg.Images)-1).Draw(t, "image")
 	items := l3Media(mc.cfg.Images[img])
 	i := rapid.IntRange(0, len(items)-1).Draw(t, "item")
@@ -199,7 +200,7 @@ func (mc *machine) videoOrAudio(t *rapid.T) {
 	} else {
 		req.Media = []*pb.MediaItem{item}
 	}
-	mc.step(t, "publish %s", what)
+	t.Logf("[props] input: publish %s", what)
 	ctx, cancel := mc.ctx()
 	defer cancel()
 	mc.expectRejectedBefore(t, mc.prod, "Publish("+what+")", mc.generate(t, ctx, mc.prod, req), codes.Unimplemented, "L-3: video and audio are rejected before execution")
@@ -215,7 +216,7 @@ func (mc *machine) videoOrAudio(t *rapid.T) {
 // FAILED_PRECONDITION before any token or EncoderReady (L-4, which decides
 // before every other rule), and the reference is neither consumed nor
 // released.
-func (mc *machine) wrongRole(t *rapid.T) {
+func (mc *machine) wrongRole(t *rapid.T, r *refRecord) {
 	type wrong struct {
 		what string
 		role target.Role
@@ -237,24 +238,19 @@ func (mc *machine) wrongRole(t *rapid.T) {
 			wrong{"publish sent to the baseline", target.RoleBaseline, func(_ *refRecord, img int) *pb.GenerateRequest { return mc.publishRequest(img) }, false})
 	}
 	c := rapid.SampledFrom(cases).Draw(t, "wrong")
-	var r *refRecord
 	img := rapid.IntRange(0, len(mc.cfg.Images)-1).Draw(t, "image")
 	call := fmt.Sprintf("%s (image=%s)", c.what, mc.cfg.Images[img].Name)
 	switch {
-	case c.role == target.RoleProducer && !c.ref:
-		call = c.what
 	case c.ref:
-		r = mc.refIn(t, stateLive, stateConsumed, stateReleased)
 		call = fmt.Sprintf("%s (%s)", c.what, mc.label(r))
+	case c.role == target.RoleProducer:
+		call = c.what
 	}
-	mc.step(t, "%s", call)
+	t.Logf("[props] input: %s", call)
 	e, _ := mc.tg.Engine(c.role)
 	ctx, cancel := mc.ctx()
 	defer cancel()
 	mc.expectRejectedBefore(t, e, call, mc.generate(t, ctx, e, c.req(r, img)), codes.FailedPrecondition, "L-4: a request sent to the wrong role")
-	if r != nil {
-		mc.thenConsumeOriginal(t, r, "L-4")
-	}
 }
 
 // unacceptedBackend re-labels a reference with a backend the consumer
@@ -262,8 +258,7 @@ func (mc *machine) wrongRole(t *rapid.T) {
 // FAILED_PRECONDITION before any token, whatever the reference's state
 // (N-1 decides after SU-4, before SU-2), and the original is neither
 // consumed nor released.
-func (mc *machine) unacceptedBackend(t *rapid.T) {
-	r := mc.refIn(t, stateLive, stateConsumed, stateReleased, stateUnknown)
+func (mc *machine) unacceptedBackend(t *rapid.T, r *refRecord) {
 	ctx, cancel := mc.ctx()
 	defer cancel()
 	accepted := slices.Clone(mc.profile.Backends)
@@ -274,12 +269,11 @@ func (mc *machine) unacceptedBackend(t *rapid.T) {
 	for slices.Contains(accepted, unlisted) {
 		unlisted += "-x"
 	}
-	mc.step(t, "copy of %s (%s) labelled backend %q", refLabel(r.ref), r.state, unlisted)
+	t.Logf("[props] input: a copy labelled backend %q", unlisted)
 	bad := proto.Clone(r.ref).(*pb.EncoderCacheRef)
 	bad.Backend = unlisted
 	mc.expectRejectedBefore(t, mc.cons, fmt.Sprintf("Consume(%s labelled backend %q; the consumer accepts %v)", mc.label(r), unlisted, accepted),
 		mc.generate(t, ctx, mc.cons, mc.consumeRequest(bad)), codes.FailedPrecondition, "N-1: a backend the consumer does not accept")
-	mc.thenConsumeOriginal(t, r, "N-1")
 }
 
 // textPrompt is a prompt without image marker (fixtures "text-hello").
