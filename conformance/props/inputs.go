@@ -18,7 +18,8 @@ import (
 const maxReferenceBytes = 64 << 10
 
 // inputKind is one request the contract rejects before execution; run
-// sends it (around r, a reference of the model, where it needs one).
+// sends it (around r, a reference of the model, for the kinds that need
+// one; nil for the others).
 type inputKind struct {
 	name string
 	run  func(mc *machine, t *rapid.T, r *refRecord)
@@ -26,32 +27,40 @@ type inputKind struct {
 
 func init() { actionSets = append(actionSets, inputActions) }
 
-// inputActions registers badInput, which sends, around one reference of
-// the model (or one it publishes), every request the target can be asked
-// to reject: a video or audio item (L-3) and a request to the wrong role
-// (L-4) everywhere (Core, the wire alone), a valid reference padded past
-// the limit where the profile declares the baton-json-v1 format (L-1;
-// random bytes are SU-4 too, the malformed action's), a reference for a
-// backend the consumer does not accept where the profile declares its
-// backends (N-1). Each must be rejected with the contract's code before
-// any token, and the reference stays as the model has it: a live one may
-// then be consumed. One action for all of them, each cheap, so that any
-// of their mutants is found early in a check, where shrinking is short.
+// inputActions registers badInput, which sends every request the target
+// can be asked to reject: a video or audio item (L-3) and a request to the
+// wrong role (L-4) everywhere (Core, the wire alone); then, around one
+// reference of the model (or one it publishes), the same reference to the
+// wrong role (L-4), padded past the limit where the profile declares the
+// baton-json-v1 format (L-1; random bytes are SU-4 too, the malformed
+// action's), and for a backend the consumer does not accept where the
+// profile declares its backends (N-1). Each must be rejected with the
+// contract's code before any token, and the reference stays as the model
+// has it: a live one may then be consumed. One action for all of them,
+// each cheap, so that any of their mutants is found at the first badInput
+// of a check, and the requests that need no reference go first, so a
+// replay that fails there runs no encoder (shrinking replays it often).
 func inputActions(mc *machine) map[string]func(*rapid.T) {
-	kinds := []inputKind{{"video-or-audio", (*machine).videoOrAudio}, {"wrong-role", (*machine).wrongRole}}
+	before := []inputKind{{"video-or-audio", (*machine).videoOrAudio}, {"wrong-role", (*machine).wrongRole}}
+	around := []inputKind{{"wrong-role", (*machine).wrongRole}}
 	if mc.profile.ReferenceFormat == target.ReferenceFormatBatonJSONv1 {
-		kinds = append(kinds, inputKind{"oversize-reference", (*machine).oversizeReference})
+		around = append(around, inputKind{"oversize-reference", (*machine).oversizeReference})
 	}
 	if len(mc.profile.Backends) > 0 {
-		kinds = append(kinds, inputKind{"unaccepted-backend", (*machine).unacceptedBackend})
+		around = append(around, inputKind{"unaccepted-backend", (*machine).unacceptedBackend})
 	}
+	states := []refState{stateLive, stateConsumed, stateReleased}
 	return map[string]func(*rapid.T){"badInput": func(t *rapid.T) {
-		if mc.m.down["producer"] || mc.m.down["consumer"] {
-			t.SkipNow() // S-2 decides every answer now
+		if mc.m.down["producer"] || mc.m.down["consumer"] || (len(mc.m.in(states...)) == 0 && mc.m.count(stateLive) >= mc.cfg.MaxLive) {
+			t.SkipNow() // S-2 decides every answer now; or no reference to pick and the table is full
 		}
-		r := mc.refIn(t, stateLive, stateConsumed, stateReleased)
-		mc.step(t, "bad inputs around %s (%s)", refLabel(r.ref), r.state)
-		for _, k := range kinds {
+		mc.step(t, "bad inputs")
+		for _, k := range before {
+			k.run(mc, t, nil)
+		}
+		r := mc.refIn(t, states...)
+		t.Logf("[props] around %s (%s)", refLabel(r.ref), r.state)
+		for _, k := range around {
 			k.run(mc, t, r)
 		}
 		if r.state != stateLive || !rapid.Bool().Draw(t, "then consume it") {
@@ -210,47 +219,53 @@ func (mc *machine) videoOrAudio(t *rapid.T, _ *refRecord) {
 	}
 }
 
-// wrongRole sends a request to a role that does not serve it (a reference
-// to the producer, a publish or media prompt to the consumer, a text-only
-// prompt to the producer; with a baseline, a reference or a publish to it):
-// FAILED_PRECONDITION before any token or EncoderReady (L-4, which decides
-// before every other rule), and the reference is neither consumed nor
-// released.
+// wrongRole sends a request to a role that does not serve it: without r,
+// a text-only prompt to the producer, a publish or a prompt with media to
+// the consumer (or, with a baseline, a publish to it); with r, r as a
+// consume to the producer (or the baseline). FAILED_PRECONDITION before
+// any token or EncoderReady (L-4, which decides before every other rule),
+// and r is neither consumed nor released.
 func (mc *machine) wrongRole(t *rapid.T, r *refRecord) {
 	type wrong struct {
 		what string
 		role target.Role
-		req  func(r *refRecord, img int) *pb.GenerateRequest
-		ref  bool // carries a reference (else media or text)
+		req  func(img int) *pb.GenerateRequest
 	}
-	withMedia := func(img int) []*pb.MediaItem { return mc.publishRequest(img).Media }
-	cases := []wrong{
-		{"consume sent to the producer", target.RoleProducer, func(r *refRecord, _ int) *pb.GenerateRequest { return mc.consumeRequest(r.ref) }, true},
-		{"publish sent to the consumer", target.RoleConsumer, func(_ *refRecord, img int) *pb.GenerateRequest { return mc.publishRequest(img) }, false},
-		{"prompt with media, no encoder options, sent to the consumer", target.RoleConsumer, func(_ *refRecord, img int) *pb.GenerateRequest {
-			return mc.baselineRequest(mc.cfg.Prompt, withMedia(img)...)
-		}, false},
-		{"text-only prompt sent to the producer", target.RoleProducer, func(*refRecord, int) *pb.GenerateRequest { return mc.baselineRequest(textPrompt) }, false},
-	}
-	if _, ok := mc.tg.Engine(target.RoleBaseline); ok {
-		cases = append(cases,
-			wrong{"consume sent to the baseline", target.RoleBaseline, func(r *refRecord, _ int) *pb.GenerateRequest { return mc.consumeRequest(r.ref) }, true},
-			wrong{"publish sent to the baseline", target.RoleBaseline, func(_ *refRecord, img int) *pb.GenerateRequest { return mc.publishRequest(img) }, false})
+	var cases []wrong
+	_, hasBase := mc.tg.Engine(target.RoleBaseline)
+	if r == nil {
+		cases = []wrong{
+			{"text-only prompt sent to the producer", target.RoleProducer, func(int) *pb.GenerateRequest { return mc.baselineRequest(textPrompt) }},
+			{"publish sent to the consumer", target.RoleConsumer, mc.publishRequest},
+			{"prompt with media, no encoder options, sent to the consumer", target.RoleConsumer, func(img int) *pb.GenerateRequest {
+				return mc.baselineRequest(mc.cfg.Prompt, mc.publishRequest(img).Media...)
+			}},
+		}
+		if hasBase {
+			cases = append(cases, wrong{"publish sent to the baseline", target.RoleBaseline, mc.publishRequest})
+		}
+	} else {
+		consume := func(int) *pb.GenerateRequest { return mc.consumeRequest(r.ref) }
+		cases = []wrong{{"consume sent to the producer", target.RoleProducer, consume}}
+		if hasBase {
+			cases = append(cases, wrong{"consume sent to the baseline", target.RoleBaseline, consume})
+		}
 	}
 	c := rapid.SampledFrom(cases).Draw(t, "wrong")
-	img := rapid.IntRange(0, len(mc.cfg.Images)-1).Draw(t, "image")
-	call := fmt.Sprintf("%s (image=%s)", c.what, mc.cfg.Images[img].Name)
+	img := 0
+	call := c.what
 	switch {
-	case c.ref:
+	case r != nil:
 		call = fmt.Sprintf("%s (%s)", c.what, mc.label(r))
-	case c.role == target.RoleProducer:
-		call = c.what
+	case c.role != target.RoleProducer:
+		img = rapid.IntRange(0, len(mc.cfg.Images)-1).Draw(t, "image")
+		call = fmt.Sprintf("%s (image=%s)", c.what, mc.cfg.Images[img].Name)
 	}
 	t.Logf("[props] input: %s", call)
 	e, _ := mc.tg.Engine(c.role)
 	ctx, cancel := mc.ctx()
 	defer cancel()
-	mc.expectRejectedBefore(t, e, call, mc.generate(t, ctx, e, c.req(r, img)), codes.FailedPrecondition, "L-4: a request sent to the wrong role")
+	mc.expectRejectedBefore(t, e, call, mc.generate(t, ctx, e, c.req(img)), codes.FailedPrecondition, "L-4: a request sent to the wrong role")
 }
 
 // unacceptedBackend re-labels a reference with a backend the consumer
