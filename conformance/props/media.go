@@ -29,15 +29,15 @@ type mediaKind struct {
 	run  func(mc *machine, t *rapid.T, base target.Engine)
 }
 
-// mediaActions registers the media checks the target claims, two actions
-// of two checks each (each check is a few encoder runs, so more actions
-// would slow every check): mediaHash, where the profile claims the
-// Lifecycle level, which holds H-1 and H-4: the content hash over decoded
-// non-premultiplied pixels (alphaVariants, H-1) or equal hashes for
-// pixel-equal encodings (pixelEqualEncodings, H-4); mediaTwoImages, where
-// the target has a baseline engine (B-1): answers equal to the baseline's
-// for two images in a row (twoImages, B-2) or for two images sharing one
-// MediaItem.uuid (sharedUUID, H-5).
+// mediaActions registers the media checks the target claims, in two
+// actions (each check is a few encoder runs, so more actions would slow
+// every check): mediaHash, where the profile claims the Lifecycle level,
+// which holds H-1 and H-4: the content hash over decoded non-premultiplied
+// pixels (alphaVariants, H-1) or equal hashes for pixel-equal encodings
+// (pixelEqualEncodings, H-4); mediaTwoImages, where the target has a
+// baseline engine (B-1): answers equal to the baseline's for two images
+// with one prompt, usually sharing one MediaItem.uuid (twoImages, B-2,
+// H-5).
 func mediaActions(mc *machine) map[string]func(*rapid.T) {
 	base, hasBase := mc.tg.Engine(target.RoleBaseline)
 	levels, _ := mc.profile.ClaimedLevels()
@@ -46,7 +46,7 @@ func mediaActions(mc *machine) map[string]func(*rapid.T) {
 		groups["mediaHash"] = []mediaKind{{"pixel-equal encodings", (*machine).pixelEqualEncodings}, {"alpha variants", (*machine).alphaVariants}}
 	}
 	if hasBase {
-		groups["mediaTwoImages"] = []mediaKind{{"two images in a row", (*machine).twoImages}, {"two images with one uuid", (*machine).sharedUUID}}
+		groups["mediaTwoImages"] = []mediaKind{{"two images, one prompt", (*machine).twoImages}}
 	}
 	actions := map[string]func(*rapid.T){}
 	for name, kinds := range groups {
@@ -447,45 +447,40 @@ func drawPair(t *rapid.T) (genImage, genImage) {
 	return a, b
 }
 
-// twoImages publishes two different images and consumes them in a row
-// with one fresh prompt, then asks the baseline about the second: its
-// E+PD answer equals the baseline's (B-1), so a prefix cache that reuses
-// the first image's answer for the second shows (B-2).
+// twoImages asks the baseline about two different images with one fresh
+// prompt, the second first, then publishes both and consumes them in a
+// row, the first first; usually every item carries one MediaItem.uuid.
+// The producer's hashes differ, and each E+PD answer equals the
+// baseline's for its image (B-1). The crossed order shows a prefix cache
+// that reuses one image's answer for another, on the consumer or the
+// baseline (B-2), and a baseline that keys the images by their shared
+// uuid (H-5: a uuid is an id, never a substitute for the content hash).
 func (mc *machine) twoImages(t *rapid.T, base target.Engine) {
 	a, b := drawPair(t)
-	mc.step(t, "consume %s, then %s, with one prompt; ask the baseline about the second", a.name, b.name)
-	const rule = "B-2: different images with one prompt get their own answers"
-	prompt := mc.freshPrompt()
-	l := &mediaRefs{mc: mc}
-	defer l.releaseIfFailed(t)
-	refA, hashA := l.publish(t, a.role, pngItem(a, ""))
-	refB, hashB := l.publish(t, b.role, pngItem(b, ""))
-	if hashA == hashB {
-		failf(t, hashA, "Publish(%s) and Publish(%s) = one content hash; want different hashes for different pixels (H-1; %s)", a.role, b.role, rule)
+	uuid := newRequestID("props-uuid")
+	if rapid.IntRange(0, 3).Draw(t, "without uuid") == 3 {
+		uuid = ""
 	}
-	l.consume(t, a.role, prompt, refA)
-	got := l.consume(t, b.role, prompt, refB)
-	mc.expectBaselineAnswer(t, b, got, mc.baseline(t, base, b.role, prompt, pngItem(b, "")), "consumed after the first with one prompt", rule)
-}
-
-// sharedUUID asks the baseline about two different images sent with one
-// MediaItem.uuid and one fresh prompt, then publishes the second with that
-// uuid and consumes it: the producer's hash is the image's own and the
-// E+PD answer equals the baseline's (B-1), so a baseline that keys the
-// second image by the uuid and reuses the first's answer shows (H-5: a
-// uuid is an id, never a substitute for the content hash).
-func (mc *machine) sharedUUID(t *rapid.T, base target.Engine) {
-	a, b := drawPair(t)
-	mc.step(t, "ask the baseline about %s, then %s, with one prompt and one MediaItem.uuid; consume the second", a.name, b.name)
-	const rule = "H-5: a MediaItem.uuid is never a substitute for the content hash; B-2: different images with one prompt get their own answers"
-	prompt, uuid := mc.freshPrompt(), newRequestID("props-uuid")
-	mc.baseline(t, base, a.role+" with the shared uuid", prompt, pngItem(a, uuid))
-	want := mc.baseline(t, base, b.role+" with the shared uuid", prompt, pngItem(b, uuid))
+	const rule = "B-2: different images with one prompt get their own answers; H-5: a MediaItem.uuid is never a substitute for the content hash"
+	with := ""
+	if uuid != "" {
+		with = " with the shared uuid"
+	}
+	mc.step(t, "ask the baseline about %s, then %s, with one prompt%s; consume them the other way round", b.name, a.name, with)
+	prompt := mc.freshPrompt()
+	wantB := mc.baseline(t, base, b.role+with, prompt, pngItem(b, uuid))
+	wantA := mc.baseline(t, base, a.role+with, prompt, pngItem(a, uuid))
 	l := &mediaRefs{mc: mc}
 	defer l.releaseIfFailed(t)
-	ref, _ := l.publish(t, b.role+" with the shared uuid", pngItem(b, uuid))
-	got := l.consume(t, b.role+" with the shared uuid", prompt, ref)
-	mc.expectBaselineAnswer(t, b, got, want, "sent to the baseline after the first with one uuid", rule)
+	refA, hashA := l.publish(t, a.role+with, pngItem(a, uuid))
+	gotA := l.consume(t, a.role+with, prompt, refA)
+	mc.expectBaselineAnswer(t, a, gotA, wantA, "consumed first; the baseline was asked about it second"+with, rule)
+	refB, hashB := l.publish(t, b.role+with, pngItem(b, uuid))
+	if hashA == hashB {
+		failf(t, hashA, "Publish(%s) and Publish(%s)%s = one content hash; want each image's own (H-1; %s)", a.role, b.role, with, rule)
+	}
+	gotB := l.consume(t, b.role+with, prompt, refB)
+	mc.expectBaselineAnswer(t, b, gotB, wantB, "consumed after the first with one prompt"+with, rule)
 }
 
 // pngItem is g as a PNG media item carrying uuid ("" for none).
