@@ -111,24 +111,10 @@ var ErrDriver = fmt.Errorf("sim: driver")
 
 // run starts c's call with start and steps until it is answered.
 func (d *Driver) run(c *client, start func()) (int64, string, error) {
-	w := d.w
 	c.manual, c.answered = true, false
 	start()
-	for i := 0; !c.answered; i++ {
-		if w.fail != nil {
-			return 0, "", fmt.Errorf("%w: %s", ErrDriver, w.fail.msg)
-		}
-		ev, ok := w.q.pop()
-		if !ok || i == d.maxSteps {
-			return 0, "", fmt.Errorf("%w: call of client %d never answered", ErrDriver, c.idx)
-		}
-		w.now = ev.tick
-		w.steps++
-		w.dispatch(ev)
-		w.checkStep()
-	}
-	if w.fail != nil {
-		return 0, "", fmt.Errorf("%w: %s", ErrDriver, w.fail.msg)
+	if err := d.stepWhile(func() bool { return !c.answered }); err != nil {
+		return 0, "", fmt.Errorf("call of client %d: %w", c.idx, err)
 	}
 	return c.lastRes, c.lastEntry, nil
 }
@@ -221,18 +207,8 @@ func (d *Driver) ShutdownProducer(expected string) (handoff.ShutdownStatus, erro
 	}
 	w.hist.drainMs = w.now
 	w.after(0, event{kind: evDrainTick})
-	for i := 0; !w.prod.stopped; i++ {
-		ev, ok := w.q.pop()
-		if !ok || i == d.maxSteps {
-			return st, fmt.Errorf("%w: the producer's drain never ended", ErrDriver)
-		}
-		w.now = ev.tick
-		w.steps++
-		w.dispatch(ev)
-		w.checkStep()
-	}
-	if w.fail != nil {
-		return st, fmt.Errorf("%w: %s", ErrDriver, w.fail.msg)
+	if err := d.stepWhile(func() bool { return !w.prod.stopped }); err != nil {
+		return st, fmt.Errorf("the producer's drain: %w", err)
 	}
 	return st, nil
 }

@@ -54,6 +54,10 @@ type directed struct {
 	// reply already held once.
 	byRecv map[int64]int
 	held   map[int64]bool
+	// park: a delayed reply is parked instead of rescheduled (HoldDelays),
+	// until ReleaseHeld; parked holds it meanwhile.
+	park   bool
+	parked *event
 }
 
 // SetTransferFaults makes the next transfer calls get faults in order, then
@@ -153,6 +157,12 @@ func (w *World) directReply(ev *event) bool {
 	case DirectedDelay:
 		if !dir.held[ev.a] {
 			dir.held[ev.a] = true
+			if dir.park {
+				w.notef("directed fault: reply %s for receive %d parked", resNames[ev.b], ev.a)
+				held := *ev
+				dir.parked = &held
+				return true
+			}
 			w.notef("directed fault: reply %s for receive %d held %d ms", resNames[ev.b], ev.a, dir.delayMs)
 			w.after(dir.delayMs, *ev)
 			return true
@@ -161,4 +171,99 @@ func (w *World) directReply(ev *event) bool {
 		ev.b = resUnavailable
 	}
 	return false
+}
+
+// HoldDelays makes a DirectedDelay park its reply (instead of delivering
+// it delayMs of virtual time later) until ReleaseHeld: an adapter whose
+// caller holds a reply in real time (simtarget) steps the world with
+// StartConsume, answers other calls while the reply is parked, and
+// releases it when the caller's hold ends.
+func (d *Driver) HoldDelays() {
+	if d.w.dir != nil {
+		d.w.dir.park = true
+	}
+}
+
+// Held reports whether a transfer reply is parked.
+func (d *Driver) Held() bool { return d.w.dir != nil && d.w.dir.parked != nil }
+
+// Pending is a consume started by StartConsume whose answer is not in yet.
+type Pending struct{ c *client }
+
+// StartConsume consumes entry on consumer pd and steps until the call is
+// answered or its transfer reply is parked (then p is not nil and Finish,
+// after ReleaseHeld, or Cancel ends it). Errors: ErrDriver.
+func (d *Driver) StartConsume(entry string, pd int) (a Answer, p *Pending, err error) {
+	if _, ok := d.w.ledger.entries[entry]; !ok {
+		return Answer{Code: handoff.CodeInvalidArgument}, nil, nil
+	}
+	c := d.newClient(0, 0, entry)
+	c.manual, c.answered = true, false
+	d.w.consume(c, pd, stageConsuming)
+	if err := d.stepWhile(func() bool { return !c.answered && !d.Held() }); err != nil {
+		return Answer{}, nil, err
+	}
+	if !c.answered {
+		return Answer{}, &Pending{c: c}, nil
+	}
+	return Answer{Code: answerCodes[c.lastRes]}, nil, nil
+}
+
+// ReleaseHeld delivers the parked reply heldMs of virtual time from now
+// (the hold's length, so a hold past the consumer's deadline ends in its
+// timeout first, Q-1) and steps until the receive it answers has ended
+// (the consumer knows the outcome). Errors: ErrDriver.
+func (d *Driver) ReleaseHeld(heldMs int64) error {
+	dir := d.w.dir
+	if dir == nil || dir.parked == nil {
+		return nil
+	}
+	ev := *dir.parked
+	dir.parked = nil
+	d.w.after(heldMs, ev)
+	c := d.w.cons[ev.c]
+	return d.stepWhile(func() bool { _, open := c.recvs[ev.a]; return open })
+}
+
+// Finish steps a pending consume until it is answered (after ReleaseHeld).
+// Errors: ErrDriver.
+func (d *Driver) Finish(p *Pending) (Answer, error) {
+	if err := d.stepWhile(func() bool { return !p.c.answered }); err != nil {
+		return Answer{}, err
+	}
+	return Answer{Code: answerCodes[p.c.lastRes]}, nil
+}
+
+// Cancel cancels a pending consume as its client does (C-4): the consumer
+// hears the cancel, the call is answered CANCELLED at once and its later
+// reply is stale; the receive itself waits for the transfer's outcome.
+func (d *Driver) Cancel(p *Pending, pd int) {
+	c := p.c
+	d.w.consumerCancelled(d.w.cons[pd], int32(c.idx), c.rpc)
+	c.rpc++
+	c.answered, c.lastRes = true, resCancelled
+	d.w.checkStep()
+}
+
+// stepWhile steps the world while more() holds, with every checker after
+// every step. Errors: ErrDriver (a checker fired, or the world stalled).
+func (d *Driver) stepWhile(more func() bool) error {
+	w := d.w
+	for i := 0; more(); i++ {
+		if w.fail != nil {
+			return fmt.Errorf("%w: %s", ErrDriver, w.fail.msg)
+		}
+		ev, ok := w.q.pop()
+		if !ok || i == d.maxSteps {
+			return fmt.Errorf("%w: the world stalled", ErrDriver)
+		}
+		w.now = ev.tick
+		w.steps++
+		w.dispatch(ev)
+		w.checkStep()
+	}
+	if w.fail != nil {
+		return fmt.Errorf("%w: %s", ErrDriver, w.fail.msg)
+	}
+	return nil
 }

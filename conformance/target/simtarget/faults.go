@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/sim"
 	"google.golang.org/grpc/codes"
 )
@@ -49,7 +50,47 @@ func (t *Target) SetTransferFaults(method string, delay time.Duration, faults ..
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.d.SetTransferFaults(delay.Milliseconds(), plan...)
+	t.d.HoldDelays()
+	t.hold = delay
 	return nil
+}
+
+// consumeEntry consumes entry on the world's consumer. A reply held by a
+// FaultDelay is held in real time, as the fault proxy holds it: the world
+// parks it, t.mu is released so other calls are answered meanwhile,
+// and when the hold ends the reply is delivered that long later in
+// virtual time (after the consumer's 500 ms deadline if the hold is
+// longer); a caller that gives up first is answered CANCELLED while the
+// receive waits for the outcome (C-4). Called and returns with t.mu held.
+func (t *Target) consumeEntry(ctx context.Context, entry string) (sim.Answer, error) {
+	a, p, err := t.d.StartConsume(entry, 0)
+	if err != nil || p == nil {
+		return a, err
+	}
+	released := make(chan error, 1)
+	time.AfterFunc(t.hold, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		defer t.notify()
+		released <- t.d.ReleaseHeld(t.hold.Milliseconds())
+	})
+	t.notify()
+	t.mu.Unlock()
+	select {
+	case err := <-released:
+		t.mu.Lock()
+		if err != nil {
+			return sim.Answer{}, err
+		}
+		return t.d.Finish(p)
+	case <-ctx.Done():
+		t.mu.Lock()
+		if !t.d.Held() {
+			return t.d.Finish(p) // the hold ended first
+		}
+		t.d.Cancel(p, 0)
+		return sim.Answer{Code: handoff.CodeCancelled}, nil
+	}
 }
 
 var faultNames = func() map[sim.DirectedFault]target.TransferFault {

@@ -31,7 +31,7 @@ func TestDirectedTransferFaults(t *testing.T) {
 		{target.FaultNone, 0, codes.OK, true, "OK", true},
 		{target.FaultDropRequest, 0, codes.Unavailable, false, "", false},
 		{target.FaultDropReply, 0, codes.Unavailable, true, "OK", true},
-		{target.FaultDelay, 10 * time.Second, codes.Unavailable, true, "OK", true},
+		{target.FaultDelay, 700 * time.Millisecond, codes.Unavailable, true, "OK", true},
 		{target.FaultDelay, 50 * time.Millisecond, codes.OK, true, "OK", true},
 		{target.FaultCutConnection, 0, codes.Unavailable, true, "OK", true},
 		{target.FaultUnavailable, 0, codes.Unavailable, false, "", false},

@@ -66,6 +66,8 @@ type Target struct {
 	maxToken uint32
 	// changed is closed and replaced after every call (TransferCalls waits on it).
 	changed chan struct{}
+	// hold is the real-time hold of a FaultDelay (SetTransferFaults).
+	hold time.Duration
 }
 
 // New returns a target over a fresh world. Errors: bad driver settings.
@@ -148,7 +150,7 @@ func (e *engine) Generate(ctx context.Context, req *pb.GenerateRequest) (*target
 	if e.producer {
 		return t.publish(req), nil
 	}
-	return t.consume(req), nil
+	return t.consume(ctx, req), nil
 }
 
 func (t *Target) publish(req *pb.GenerateRequest) *target.GenerateResult {
@@ -204,7 +206,14 @@ func (t *Target) parse(wire *pb.EncoderCacheRef) (handoff.Reference, *status.Sta
 	return ref, nil
 }
 
-func (t *Target) consume(req *pb.GenerateRequest) *target.GenerateResult {
+// consume answers a Generate on PD: a text-only request (no encoder
+// options) is answered from its prompt and never touches the world (N-2);
+// a consume of a reference runs through the world (consumeEntry). Called
+// and returns with t.mu held.
+func (t *Target) consume(ctx context.Context, req *pb.GenerateRequest) *target.GenerateResult {
+	if req.GetEncoder() == nil && req.GetPrompt() != "" {
+		return t.answer(req, nil)
+	}
 	wire := req.GetEncoder().GetConsume()
 	if wire == nil {
 		return failed(status.New(codes.FailedPrecondition, "L-4 the consumer serves encoder.consume only"))
@@ -213,19 +222,25 @@ func (t *Target) consume(req *pb.GenerateRequest) *target.GenerateResult {
 	if st != nil {
 		return failed(st)
 	}
-	a, err := t.d.Consume(ref.EntryID, 0)
+	a, err := t.consumeEntry(ctx, ref.EntryID)
 	if err != nil {
 		return failed(driverError(err))
 	}
 	if a.Code != handoff.CodeOK {
 		return failed(statusOf(a.Code, "consume refused by the simulated consumer"))
 	}
+	return t.answer(req, ref.Items)
+}
+
+// answer is the stand-in generation: up to 16 tokens (max_tokens) derived
+// from the items' content hashes and the prompt.
+func (t *Target) answer(req *pb.GenerateRequest, items []handoff.ItemMeta) *target.GenerateResult {
 	n := req.GetStopping().GetMaxTokens()
 	if n == 0 || n > 16 {
 		n = 16
 	}
 	seed := sha256.New()
-	for _, it := range ref.Items {
+	for _, it := range items {
 		seed.Write([]byte(it.ContentHash))
 	}
 	seed.Write([]byte(req.GetPrompt()))
