@@ -360,7 +360,6 @@ func (mc *machine) releaseTwice(t *rapid.T) {
 	mc.releaseRef(t, r, "second of two")
 }
 
-
 // releaseRef aborts r and checks the answer against r's state.
 func (mc *machine) releaseRef(t *rapid.T, r *refRecord, note string) {
 	t.Helper()
