@@ -58,12 +58,14 @@ type directed struct {
 	// until ReleaseHeld; parked holds it meanwhile.
 	park   bool
 	parked *event
+	// deadline is each receive's own transfer deadline (virtual ms).
+	deadline map[int64]int64
 }
 
 // SetTransferFaults makes the next transfer calls get faults in order, then
 // none, and forgets the calls seen so far. delayMs applies to DirectedDelay.
 func (d *Driver) SetTransferFaults(delayMs int64, faults ...DirectedFault) {
-	d.w.dir = &directed{plan: append([]DirectedFault(nil), faults...), delayMs: delayMs, byRecv: map[int64]int{}, held: map[int64]bool{}}
+	d.w.dir = &directed{plan: append([]DirectedFault(nil), faults...), delayMs: delayMs, byRecv: map[int64]int{}, held: map[int64]bool{}, deadline: map[int64]int64{}}
 }
 
 // TransferCalls returns the transfer calls seen since SetTransferFaults.
@@ -108,6 +110,7 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	}
 	dir.byRecv[r.num] = len(dir.calls)
 	dir.calls = append(dir.calls, DirectedCall{Fault: f})
+	dir.deadline[r.num] = w.now + w.set.ConsumerTimeoutMs
 	reply := event{kind: evTransferReply, c: int32(w.xreqs[r.num-1].c), a: r.num}
 	switch f {
 	case DirectedDropRequest:
@@ -187,8 +190,35 @@ func (d *Driver) HoldDelays() {
 // Held reports whether a transfer reply is parked.
 func (d *Driver) Held() bool { return d.w.dir != nil && d.w.dir.parked != nil }
 
+// HeldDeadlineIn is the virtual time (ms) from now until the consumer's
+// own deadline on the receive whose reply is parked (0 once passed, -1
+// when nothing is parked).
+func (d *Driver) HeldDeadlineIn() int64 {
+	dir := d.w.dir
+	if dir == nil || dir.parked == nil {
+		return -1
+	}
+	return max(0, dir.deadline[dir.parked.a]-d.w.now)
+}
+
+// Advance steps every event due within ms of virtual time (the parked
+// reply stays parked) and moves the clock ms on: the consumer's deadline
+// may pass during a hold. Errors: ErrDriver.
+func (d *Driver) Advance(ms int64) error {
+	w := d.w
+	until := w.now + ms
+	if err := d.stepWhile(func() bool { return w.q.len() > 0 && w.q.at(0).tick <= until }); err != nil {
+		return err
+	}
+	w.now = until
+	return nil
+}
+
 // Pending is a consume started by StartConsume whose answer is not in yet.
 type Pending struct{ c *client }
+
+// Answered reports whether the pending consume's call has been answered.
+func (p *Pending) Answered() bool { return p.c.answered }
 
 // StartConsume consumes entry on consumer pd and steps until the call is
 // answered or its transfer reply is parked (then p is not nil and Finish,

@@ -180,9 +180,10 @@ func TestHandoffSimTarget(t *testing.T) {
 	for _, tc := range []struct {
 		name, backend string
 		faults        bool
-	}{{sim.BackendSharedDir, sim.BackendSharedDir, false}, {sim.BackendTransfer, sim.BackendTransfer, false}, {"transfer+faults", sim.BackendTransfer, true}} {
+		checks        int // the fault scenarios hold transfer replies in real time (hundreds of ms)
+	}{{sim.BackendSharedDir, sim.BackendSharedDir, false, 2000}, {sim.BackendTransfer, sim.BackendTransfer, false, 2000}, {"transfer+faults", sim.BackendTransfer, true, 300}} {
 		t.Run(tc.name, func(t *testing.T) {
-			rapidDefaults(t, 2000, 500, 20)
+			rapidDefaults(t, tc.checks, tc.checks/4, 20)
 			rapid.Check(t, props.Handoff(simMaker(t, tc.backend, sim.MutantNone, tc.faults), props.Config{Shutdown: tc.backend == sim.BackendSharedDir}))
 		})
 	}
@@ -197,6 +198,7 @@ func TestPropertyKillsSimMutants(t *testing.T) {
 		faults  bool
 	}{
 		{sim.MutantReadWithoutClaim, sim.BackendSharedDir, false},
+		{sim.MutantConsumerFreesOnTransferError, sim.BackendTransfer, true},
 	} {
 		t.Run(string(tc.mutant), func(t *testing.T) {
 			rep := props.Run(props.Handoff(simMaker(t, tc.backend, tc.mutant, tc.faults), props.Config{Shutdown: !tc.faults}), props.RunOptions{

@@ -67,13 +67,37 @@ func (t *Target) consumeEntry(ctx context.Context, entry string) (sim.Answer, er
 	if err != nil || p == nil {
 		return a, err
 	}
-	released := make(chan error, 1)
-	time.AfterFunc(t.hold, func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		defer t.notify()
-		released <- t.d.ReleaseHeld(t.hold.Milliseconds())
-	})
+	hold := t.hold
+	released := make(chan error, 2) // the deadline's and the release's; read once
+	release := func(after time.Duration) func() {
+		return func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			defer t.notify()
+			released <- t.d.ReleaseHeld(after.Milliseconds())
+		}
+	}
+	// The consumer's own deadline may come first: the world's clock runs
+	// with the hold, so the receive times out while the reply is
+	// still held, and the rest of the hold runs after it.
+	if until := time.Duration(t.d.HeldDeadlineIn()) * time.Millisecond; until < hold {
+		time.AfterFunc(until, func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			defer t.notify()
+			if err := t.d.Advance(until.Milliseconds()); err != nil {
+				released <- err
+				return
+			}
+			time.AfterFunc(hold-until, release(hold-until))
+			if !p.Answered() {
+				return
+			}
+			released <- nil
+		})
+	} else {
+		time.AfterFunc(hold, release(hold))
+	}
 	t.notify()
 	t.mu.Unlock()
 	select {
@@ -85,8 +109,8 @@ func (t *Target) consumeEntry(ctx context.Context, entry string) (sim.Answer, er
 		return t.d.Finish(p)
 	case <-ctx.Done():
 		t.mu.Lock()
-		if !t.d.Held() {
-			return t.d.Finish(p) // the hold ended first
+		if !t.d.Held() || p.Answered() {
+			return t.d.Finish(p) // the hold or the consumer's deadline ended it first
 		}
 		t.d.Cancel(p, 0)
 		return sim.Answer{Code: handoff.CodeCancelled}, nil

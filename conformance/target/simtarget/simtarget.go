@@ -207,11 +207,11 @@ func (t *Target) parse(wire *pb.EncoderCacheRef) (handoff.Reference, *status.Sta
 }
 
 // consume answers a Generate on PD: a text-only request (no encoder
-// options) is answered from its prompt and never touches the world (N-2);
+// options, no media) is answered from its prompt and never touches the world (N-2);
 // a consume of a reference runs through the world (consumeEntry). Called
 // and returns with t.mu held.
 func (t *Target) consume(ctx context.Context, req *pb.GenerateRequest) *target.GenerateResult {
-	if req.GetEncoder() == nil && req.GetPrompt() != "" {
+	if req.GetEncoder() == nil && len(req.GetMedia()) == 0 && req.GetPrompt() != "" {
 		return t.answer(req, nil)
 	}
 	wire := req.GetEncoder().GetConsume()
