@@ -51,8 +51,9 @@ props:
 scenarios:
 	$(GO) test -count=1 -run 'TestScenarios' ./sim/ $(if $(REWRITE),-rewrite,)
 
-## mutants: print the kill table: mutant x case of its rule (TestMutantKillTable), then the
-## props and sim columns (TestMutantKillTableColumns).
+## mutants: the kill table, mutant x {suite, props, sim}: the suite's cases of the rule
+## (TestMutantKillTable), then the handoff property and the simulator's counterpart, and the
+## three columns side by side (TestMutantKillTableColumns); every cell must be KILLED.
 mutants:
 	$(GO) test -count=1 -timeout 20m -run 'TestMutantKillTable' -v ./conformance/e2e/
 
