@@ -57,8 +57,11 @@ type Report struct {
 	Output string
 	// FailFile is the fail file rapid wrote or replayed ("" when passed).
 	FailFile string
-	// Elapsed is the run's wall time.
+	// Elapsed is the run's wall time, shrinking included.
 	Elapsed time.Duration
+	// Found is the wall time until the first check failed (the time to
+	// kill a mutant), before rapid shrinks it; 0 when passed.
+	Found time.Duration
 	// Actions is the length of the shrunk failing sequence (the actions
 	// that ran in rapid's final replay); 0 when passed.
 	Actions int
@@ -106,13 +109,22 @@ func Run(prop func(*rapid.T), opts RunOptions) Report {
 	}
 	tb := &runTB{name: opts.Name, out: opts.Out}
 	start := time.Now()
+	var found time.Duration
+	check := func(t *rapid.T) {
+		defer func() {
+			if t.Failed() && found == 0 {
+				found = time.Since(start) // the first failing check, before any shrinking
+			}
+		}()
+		prop(t)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		rapid.Check(tb, prop)
+		rapid.Check(tb, check)
 	}()
 	<-done
-	rep := Report{Passed: !tb.Failed(), Seed: opts.Seed, Output: tb.log.String(), Elapsed: time.Since(start)}
+	rep := Report{Passed: !tb.Failed(), Seed: opts.Seed, Output: tb.log.String(), Elapsed: time.Since(start), Found: found}
 	if i := strings.Index(rep.Output, "-rapid.failfile=\""); i >= 0 {
 		rest := rep.Output[i+len("-rapid.failfile=\""):]
 		if j := strings.IndexByte(rest, '"'); j >= 0 {
