@@ -181,7 +181,9 @@ var stageOps = [...]OpKind{stagePublishing: OpPublish, stageConsuming: OpConsume
 
 func (w *World) finish(c *client, outcome string) {
 	c.stage, c.done, c.outcome = stageDone, true, outcome
-	w.notef("client %d done: %s", c.idx, outcome)
+	if w.tracing {
+		w.notef("client %d done: %s", c.idx, outcome)
+	}
 }
 
 // clientStart publishes.
@@ -196,7 +198,9 @@ func (w *World) clientStart(ev event) {
 // current reports whether ev answers the client's outstanding call.
 func (w *World) current(c *client, ev event) bool {
 	if c.done || ev.a != c.rpc || c.stage == stageIdle {
-		w.notef("stale answer for client %d ignored", c.idx)
+		if w.tracing {
+			w.notef("stale answer for client %d ignored", c.idx)
+		}
 		return false
 	}
 	return true
@@ -208,7 +212,9 @@ func (w *World) clientDeadline(ev event) {
 	if c.done || ev.a != c.rpc || c.stage == stageIdle {
 		return
 	}
-	w.notef("client %d call %d deadline", c.idx, ev.a)
+	if w.tracing {
+		w.notef("client %d call %d deadline", c.idx, ev.a)
+	}
 	w.answer(c, resUnavailable, "")
 }
 
@@ -228,7 +234,9 @@ func (w *World) clientCancel(ev event) {
 	case stageConsuming, stageReplaying:
 		w.consumerCancelled(w.cons[c.callPD], int32(c.idx), c.rpc)
 		c.rpc++
-		w.notef("client %d cancelled its consume", c.idx)
+		if w.tracing {
+			w.notef("client %d cancelled its consume", c.idx)
+		}
 		c.releasesLeft = max(c.releasesLeft, 1)
 		w.next(c)
 	}
@@ -284,7 +292,9 @@ func (w *World) releaseReplyArrive(ev event) {
 
 // answer moves a client on after its current call ended with res.
 func (w *World) answer(c *client, res int64, entry string) {
-	w.notef("client %d got %s", c.idx, resNames[res])
+	if w.tracing {
+		w.notef("client %d got %s", c.idx, resNames[res])
+	}
 	if c.manual {
 		c.answered, c.lastRes, c.lastEntry = true, res, entry
 		c.stage, c.done, c.outcome = stageDone, true, resNames[res]
@@ -351,7 +361,9 @@ func (w *World) probe(c *client) {
 	w.call(c, stageProbing, msgRequest, ev)
 	c.probeRPC = c.rpc
 	w.hist.ops[len(w.hist.ops)-1].Probe = true
-	w.notef("client %d probes with a %s", c.idx, probeNames[c.plan.probe])
+	if w.tracing {
+		w.notef("client %d probes with a %s", c.idx, probeNames[c.plan.probe])
+	}
 }
 
 // next picks the client's next call, or finishes it.

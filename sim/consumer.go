@@ -91,13 +91,17 @@ func (w *World) consumeArrive(ev event) {
 	if err := w.consumerCheckRef(c, rec, refForm(ev.f), ev.h, ev.a); err != nil {
 		reply.b = resOf(err)
 		w.ledger.rejectCall(callKey{ev.h, ev.a}, reply.b)
-		w.notef("%v", err)
+		if w.tracing {
+			w.notef("%v", err)
+		}
 		w.send(msgReply, reply)
 		return
 	}
 	if w.now >= rec.expiresMs {
 		reply.b = resSpent
-		w.notef("SU-2 %s expired", short(ev.s))
+		if w.tracing {
+			w.notef("SU-2 %s expired", short(ev.s))
+		}
 		w.send(msgReply, reply)
 		return
 	}
@@ -105,7 +109,9 @@ func (w *World) consumeArrive(ev event) {
 		if ev.b == 0 {
 			ev.b = w.now + 1 // arrival tick + 1
 		}
-		w.notef("PD%d lock held across a transfer: consume waits", c.idx)
+		if w.tracing {
+			w.notef("PD%d lock held across a transfer: consume waits", c.idx)
+		}
 		w.after(1, ev)
 		return
 	}
@@ -114,7 +120,9 @@ func (w *World) consumeArrive(ev event) {
 	}
 	if err := c.health.Admit(); err != nil {
 		reply.b = resOf(err)
-		w.notef("admit: %v", err)
+		if w.tracing {
+			w.notef("admit: %v", err)
+		}
 		w.send(msgReply, reply)
 		return
 	}
@@ -123,7 +131,9 @@ func (w *World) consumeArrive(ev event) {
 	w.xreqs = append(w.xreqs, xreq{h: int(ev.h), rpc: ev.a, c: c.idx, inc: c.inc, buf: -1, entry: ev.s, key: key, form: refForm(ev.f)})
 	if err := c.receives.Preflight(key, rec.payloadBytes); err != nil {
 		reply.b = resOf(err)
-		w.notef("preflight: %v", err)
+		if w.tracing {
+			w.notef("preflight: %v", err)
+		}
 		w.send(msgReply, reply)
 		return
 	}
@@ -152,12 +162,16 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply event) {
 		must(c.receives.Rejected(r.key))
 		delete(c.recvs, r.num)
 		reply.b = resSpent
-		w.notef("SU-2 %s already consumed, released or expired", short(r.entry))
+		if w.tracing {
+			w.notef("SU-2 %s already consumed, released or expired", short(r.entry))
+		}
 		w.send(msgReply, reply)
 		return
 	}
 	w.took(w.ledger.get(r.entry), r.key, int32(r.h), r.rpc, r.form)
-	w.notef("claimed %s as %s", short(r.entry), r.key)
+	if w.tracing {
+		w.notef("claimed %s as %s", short(r.entry), r.key)
+	}
 	w.after(between(w.diskRNG, 0, 3), event{kind: evClaimRead, c: int32(c.idx), a: r.num, b: c.inc})
 }
 
@@ -189,7 +203,9 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
 		must(c.receives.Rejected(r.key))
 		delete(c.recvs, r.num)
 		reply.b = resExhausted
-		w.notef("L-5 no free receive buffer")
+		if w.tracing {
+			w.notef("L-5 no free receive buffer")
+		}
 		w.send(msgReply, reply)
 		return
 	}
@@ -198,7 +214,9 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
 	w.xreqs[r.num-1].buf = buf
 	must(c.receives.Registered(r.key))
 	must(c.receives.Requested(r.key))
-	w.notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
+	if w.tracing {
+		w.notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
+	}
 	if !w.directRequest(r) {
 		w.send(msgRequest, event{kind: evTransferArrive, c: int32(c.idx), a: r.num, s: r.entry})
 	}
@@ -215,7 +233,9 @@ func (w *World) transferReply(ev event) {
 	rq := w.xreqs[ev.a-1]
 	r, ok := c.recvs[ev.a]
 	if !c.up || c.inc != rq.inc || !ok {
-		w.notef("reply %s for %s ignored: receive already ended", resNames[ev.b], rq.key)
+		if w.tracing {
+			w.notef("reply %s for %s ignored: receive already ended", resNames[ev.b], rq.key)
+		}
 		return
 	}
 	// only INVALID_ARGUMENT with the before-write trailer is definite;
@@ -298,7 +318,9 @@ func (w *World) uncertain(c *consumerNode, r *recv, why string, cause int64) {
 	c.bufs[r.buf].quarantined = true
 	c.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-1 receive %s quarantined: %s", r.key, why))
 	delete(c.recvs, r.num)
-	w.notef("Q-1 %s uncertain (%s): buffer %d quarantined", r.key, why, r.buf)
+	if w.tracing {
+		w.notef("Q-1 %s uncertain (%s): buffer %d quarantined", r.key, why, r.buf)
+	}
 	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: int32(c.idx), a: r.rpc, s: r.entry, b: resUnavailable})
 }
 
@@ -308,7 +330,9 @@ func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
 	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause, freed: true})
 	c.bufs[r.buf].owner = 0
 	delete(c.recvs, r.num)
-	w.notef("%s ended %s; buffer %d freed", r.key, resNames[res], r.buf)
+	if w.tracing {
+		w.notef("%s ended %s; buffer %d freed", r.key, resNames[res], r.buf)
+	}
 	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: int32(c.idx), a: r.rpc, s: r.entry, b: res})
 }
 
@@ -332,7 +356,9 @@ func (w *World) crash(ev event) {
 		return
 	}
 	c.up = false
-	w.notef("PD%d incarnation %d crashed with %d receives in flight", c.idx, c.inc, len(c.recvs))
+	if w.tracing {
+		w.notef("PD%d incarnation %d crashed with %d receives in flight", c.idx, c.inc, len(c.recvs))
+	}
 	w.after(between(w.procRNG, 10, 300), event{kind: evRestart, c: ev.c, a: c.inc})
 }
 
@@ -349,12 +375,16 @@ func (w *World) restart(ev event) {
 		var id string
 		if n, _ := fmt.Sscanf(path, "PD%d.%d/%s", &pc, &pinc, &id); n == 3 && pc == c.idx {
 			delete(w.files, path)
-			w.notef("orphan %s removed", path)
+			if w.tracing {
+				w.notef("orphan %s removed", path)
+			}
 		}
 	}
 	c.inc++
 	c.boot(w)
-	w.notef("PD%d restarted as incarnation %d", c.idx, c.inc)
+	if w.tracing {
+		w.notef("PD%d restarted as incarnation %d", c.idx, c.inc)
+	}
 }
 
 // must panics on an error the driver's own ordering rules out (a Crash verdict).

@@ -114,7 +114,9 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	reply := event{kind: evTransferReply, c: int32(w.xreqs[r.num-1].c), a: r.num}
 	switch f {
 	case DirectedDropRequest:
-		w.notef("directed fault: transfer request of %s dropped", r.key)
+		if w.tracing {
+			w.notef("directed fault: transfer request of %s dropped", r.key)
+		}
 		return true
 	case DirectedUnavailable:
 		reply.b = resUnavailable
@@ -123,7 +125,9 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	default:
 		return false
 	}
-	w.notef("directed fault: transfer request of %s answered %s without reaching E", r.key, resNames[reply.b])
+	if w.tracing {
+		w.notef("directed fault: transfer request of %s answered %s without reaching E", r.key, resNames[reply.b])
+	}
 	w.after(1, reply)
 	return true
 }
@@ -155,18 +159,24 @@ func (w *World) directReply(ev *event) bool {
 	}
 	switch call.Fault {
 	case DirectedDropReply:
-		w.notef("directed fault: reply %s for receive %d lost", resNames[ev.b], ev.a)
+		if w.tracing {
+			w.notef("directed fault: reply %s for receive %d lost", resNames[ev.b], ev.a)
+		}
 		return true
 	case DirectedDelay:
 		if !dir.held[ev.a] {
 			dir.held[ev.a] = true
 			if dir.park {
-				w.notef("directed fault: reply %s for receive %d parked", resNames[ev.b], ev.a)
+				if w.tracing {
+					w.notef("directed fault: reply %s for receive %d parked", resNames[ev.b], ev.a)
+				}
 				held := *ev
 				dir.parked = &held
 				return true
 			}
-			w.notef("directed fault: reply %s for receive %d held %d ms", resNames[ev.b], ev.a, dir.delayMs)
+			if w.tracing {
+				w.notef("directed fault: reply %s for receive %d held %d ms", resNames[ev.b], ev.a, dir.delayMs)
+			}
 			w.after(dir.delayMs, *ev)
 			return true
 		}

@@ -45,7 +45,9 @@ func (w *World) slowFsync(ev event) bool {
 	d := between(w.nodes.rng, 1, max(1, w.set.FsyncMsMax))
 	w.files[tmpPath(id)] = fileInfo{entry: id}
 	w.prod.publishing++
-	w.notef("slow write of %s: temp file written, fsync takes %d ms", short(id), d)
+	if w.tracing {
+		w.notef("slow write of %s: temp file written, fsync takes %d ms", short(id), d)
+	}
 	w.after(d, event{kind: evEncodeDone, h: ev.h, a: ev.a, s: id, c: encodeResumed, b: w.now})
 	if w.faults.buggify(SiteProducerCrash) {
 		w.after(between(w.nodes.rng, 0, d-1), event{kind: evProducerCrash, s: id}) // before the fsync returns
@@ -62,6 +64,8 @@ func (w *World) fsyncWritten(ev event) bool {
 	}
 	delete(w.files, tmpPath(ev.s))
 	w.files[publishedPath(ev.s)] = fileInfo{entry: ev.s}
-	w.notef("slow write of %s: fsync returned, renamed into place", short(ev.s))
+	if w.tracing {
+		w.notef("slow write of %s: fsync returned, renamed into place", short(ev.s))
+	}
 	return true
 }

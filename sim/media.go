@@ -427,7 +427,9 @@ func (w *World) consumeMedia(c *consumerNode, r *recv) {
 	}
 	w.media.answers = append(w.media.answers, mediaAnswer{pm: pm, consumer: int32(c.idx), inc: int32(c.inc), prompt: prompt, answer: ans})
 	if w.tracing {
-		w.notef("PD%d answered %s (prefix cache hit %v)", c.idx, short(r.entry), hit)
+		if w.tracing {
+			w.notef("PD%d answered %s (prefix cache hit %v)", c.idx, short(r.entry), hit)
+		}
 	}
 }
 

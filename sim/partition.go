@@ -24,7 +24,9 @@ func (w *World) Partition(c int, ms int64) {
 	}
 	w.nodes.cutUntil[c] = max(w.nodes.cutUntil[c], w.now+ms)
 	w.nodes.hookSend, w.nodes.hookArrival = true, true
-	w.notef("partition: PD%d cut off from E until t=%d", c, w.nodes.cutUntil[c])
+	if w.tracing {
+		w.notef("partition: PD%d cut off from E until t=%d", c, w.nodes.cutUntil[c])
+	}
 }
 
 // partitionTick is a consumer's partition fault tick in the safety phase.
@@ -47,7 +49,9 @@ func (w *World) partitionDropsSend(ev *event) bool {
 	switch ev.kind {
 	case evTransferArrive, evTransferReply:
 		if w.partitioned(ev.c) {
-			w.notef("partition: %s between PD%d and E lost", ev.kind, ev.c)
+			if w.tracing {
+				w.notef("partition: %s between PD%d and E lost", ev.kind, ev.c)
+			}
 			return true
 		}
 	}
@@ -61,14 +65,18 @@ func (w *World) partitionDropsArrival(ev event) bool {
 	switch ev.kind {
 	case evTransferArrive, evTransferReply:
 		if w.partitioned(ev.c) {
-			w.notef("partition: %s between PD%d and E lost on the wire", ev.kind, ev.c)
+			if w.tracing {
+				w.notef("partition: %s between PD%d and E lost on the wire", ev.kind, ev.c)
+			}
 			return true
 		}
 	case evWriteLand:
 		wr := w.writes[ev.a-1]
 		if w.partitioned(int32(wr.c)) && !wr.landed && !wr.failed {
 			wr.failed, wr.fails = true, true
-			w.notef("partition: WRITE #%d of %s into PD%d failed: link cut", wr.num, short(wr.entry), wr.c)
+			if w.tracing {
+				w.notef("partition: WRITE #%d of %s into PD%d failed: link cut", wr.num, short(wr.entry), wr.c)
+			}
 			w.after(1, event{kind: evWriteComplete, a: wr.num})
 			return true
 		}

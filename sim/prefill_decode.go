@@ -167,7 +167,9 @@ func (w *World) prefillReady(ev *event) {
 	w.nodes.prefills[[2]int64{int64(ev.h), ev.a}] = s
 	w.nodes.touched = append(w.nodes.touched, s)
 	w.after(w.set.KVSessionTTLMs, event{kind: evKVExpire, c: ev.c, a: int64(s.num)})
-	w.notef("P%d: PrefillReady for %s with KV session %s", ev.c, short(ev.s), short(s.id))
+	if w.tracing {
+		w.notef("P%d: PrefillReady for %s with KV session %s", ev.c, short(ev.s), short(s.id))
+	}
 }
 
 // decodeAnswer moves an E+P+D client on (client.answer's hook): after its
@@ -291,7 +293,9 @@ func (w *World) decodeArrive(ev event) {
 			r.res = resOf(err)
 		}
 		w.nodes.decided = append(w.nodes.decided, r)
-		w.notef("D%d refused decode %d: %v", d.idx, r.num, err)
+		if w.tracing {
+			w.notef("D%d refused decode %d: %v", d.idx, r.num, err)
+		}
 		w.send(msgReply, event{kind: evDecodeReplyArrive, h: int32(r.h), a: r.rpc, b: r.res})
 	}
 	if err := w.checkDecodeRequest(r); err != nil {
@@ -310,7 +314,9 @@ func (w *World) decodeArrive(ev event) {
 	d.attached[r.sessionID] = true
 	r.ran = true
 	w.nodes.decided = append(w.nodes.decided, r)
-	w.notef("D%d attached to KV session %s: fetch and release on P%d", d.idx, short(r.sessionID), r.session.p)
+	if w.tracing {
+		w.notef("D%d attached to KV session %s: fetch and release on P%d", d.idx, short(r.sessionID), r.session.p)
+	}
 	w.send(msgRequest, event{kind: evKVFetchArrive, c: int32(r.session.p), a: int64(r.num)})
 	w.after(w.set.DecodeTimeoutMs, event{kind: evDecodeFetchDeadline, c: ev.c, a: int64(r.num)})
 }
@@ -349,7 +355,9 @@ func (w *World) kvFetchArrive(ev event) {
 		w.nodes.touched = append(w.nodes.touched, s)
 		res = resAborted
 	}
-	w.notef("P%d: fetch and release of KV session %s: %s", ev.c, short(r.sessionID), resNames[res])
+	if w.tracing {
+		w.notef("P%d: fetch and release of KV session %s: %s", ev.c, short(r.sessionID), resNames[res])
+	}
 	w.send(msgReply, event{kind: evKVFetchReply, c: int32(r.d), a: ev.a, b: res})
 }
 
@@ -357,7 +365,9 @@ func (w *World) kvFetchArrive(ev event) {
 func (w *World) kvFetchReply(ev event) {
 	r := w.nodes.reqs[ev.a-1]
 	if r.done {
-		w.notef("fetch reply for decode %d ignored: already answered", r.num)
+		if w.tracing {
+			w.notef("fetch reply for decode %d ignored: already answered", r.num)
+		}
 		return
 	}
 	r.done = true
@@ -365,10 +375,14 @@ func (w *World) kvFetchReply(ev event) {
 		r.res = resOK
 		r.session.decodedBy = append(r.session.decodedBy, r.d)
 		w.nodes.touched = append(w.nodes.touched, r.session)
-		w.notef("D%d decodes from KV session %s", r.d, short(r.sessionID))
+		if w.tracing {
+			w.notef("D%d decodes from KV session %s", r.d, short(r.sessionID))
+		}
 	} else {
 		r.res = resDecodeRefused
-		w.notef("D%d: KV session %s not found (already decoded, released or expired)", r.d, short(r.sessionID))
+		if w.tracing {
+			w.notef("D%d: KV session %s not found (already decoded, released or expired)", r.d, short(r.sessionID))
+		}
 	}
 	w.send(msgReply, event{kind: evDecodeReplyArrive, h: int32(r.h), a: r.rpc, b: r.res})
 }
@@ -381,7 +395,9 @@ func (w *World) decodeFetchDeadline(ev event) {
 		return
 	}
 	r.done, r.res = true, resUnavailable
-	w.notef("D%d: fetch of KV session %s timed out", r.d, short(r.sessionID))
+	if w.tracing {
+		w.notef("D%d: fetch of KV session %s timed out", r.d, short(r.sessionID))
+	}
 	w.send(msgReply, event{kind: evDecodeReplyArrive, h: int32(r.h), a: r.rpc, b: resUnavailable})
 }
 
@@ -399,7 +415,9 @@ func (w *World) kvAbortArrive(ev event) {
 		w.nodes.touched = append(w.nodes.touched, s)
 		res = resAborted
 	}
-	w.notef("P%d: Abort(kv_session %s): %s", ev.c, short(ev.s), resNames[res])
+	if w.tracing {
+		w.notef("P%d: Abort(kv_session %s): %s", ev.c, short(ev.s), resNames[res])
+	}
 	w.send(msgReply, event{kind: evKVAbortReplyArrive, h: ev.h, a: ev.a, b: res})
 }
 
@@ -409,7 +427,9 @@ func (w *World) kvExpire(ev event) {
 	if s.live(w) {
 		s.state = kvExpired
 		w.nodes.touched = append(w.nodes.touched, s)
-		w.notef("P%d: KV session %s expired unfetched", s.p, short(s.id))
+		if w.tracing {
+			w.notef("P%d: KV session %s expired unfetched", s.p, short(s.id))
+		}
 	}
 }
 

@@ -121,14 +121,18 @@ func (w *World) publishArrive(ev event) {
 	}
 	if err := p.health.Admit(); err != nil {
 		reply.b = resOf(err)
-		w.notef("admit: %v", err)
+		if w.tracing {
+			w.notef("admit: %v", err)
+		}
 		w.send(msgReply, reply)
 		return
 	}
 	cl := w.clients[ev.h]
 	if why := w.modalityError(&cl.plan.media); why != "" {
 		reply.b = resUnimplemented // L-3: before execution, nothing reserved
-		w.notef("%s", why)
+		if w.tracing {
+			w.notef("%s", why)
+		}
 		w.send(msgReply, reply)
 		return
 	}
@@ -138,7 +142,9 @@ func (w *World) publishArrive(ev event) {
 	}
 	if err := p.table.Reserve(id, cl.plan.payloadBytes); err != nil {
 		reply.b = resOf(err)
-		w.notef("reserve: %v", err)
+		if w.tracing {
+			w.notef("reserve: %v", err)
+		}
 		w.send(msgReply, reply)
 		return
 	}
@@ -148,7 +154,9 @@ func (w *World) publishArrive(ev event) {
 	if w.faults.buggify(SiteEncoderLate) {
 		d += between(w.workRNG, 1, w.set.LongDelayMaxMs)
 	}
-	w.notef("reserved %s (%d bytes)", short(id), cl.plan.payloadBytes)
+	if w.tracing {
+		w.notef("reserved %s (%d bytes)", short(id), cl.plan.payloadBytes)
+	}
 	w.after(d, event{kind: evEncodeDone, h: ev.h, a: ev.a, s: id})
 }
 
@@ -165,11 +173,15 @@ func (w *World) encodeDone(ev event) {
 	abandon := func(res int64, rule, why string) {
 		w.ledger.unpublished = append(w.ledger.unpublished, unpublished{rec: rec, rule: rule, why: why})
 		if rule == "C-6" && w.opts.Mutant == MutantEncoderFailureKeepsReservation {
-			w.notef("encoder failed; %s keeps its reservation", short(id))
+			if w.tracing {
+				w.notef("encoder failed; %s keeps its reservation", short(id))
+			}
 		} else {
 			p.table.AbandonPublish(id)
 			rec.abandoned = true
-			w.notef("abandoned %s: %s", short(id), why)
+			if w.tracing {
+				w.notef("abandoned %s: %s", short(id), why)
+			}
 		}
 		if res != 0 {
 			w.send(msgReply, event{kind: evPublishFailArrive, h: ev.h, a: ev.a, b: res})
@@ -219,14 +231,20 @@ committed:
 			w.ledger.cancelled = append(w.ledger.cancelled, rec)
 		}
 		if w.opts.Mutant == MutantKeepOutputAfterCancel {
-			w.notef("EncoderReady send failed; %s kept", short(id))
+			if w.tracing {
+				w.notef("EncoderReady send failed; %s kept", short(id))
+			}
 			return
 		}
-		w.notef("C-7 EncoderReady send failed; releasing %s", short(id))
+		if w.tracing {
+			w.notef("C-7 EncoderReady send failed; releasing %s", short(id))
+		}
 		w.producerRelease(id, -1, 0)
 		return
 	}
-	w.notef("published %s ttl %d", short(id), ttl)
+	if w.tracing {
+		w.notef("published %s ttl %d", short(id), ttl)
+	}
 	w.send(msgReply, event{kind: evReadyArrive, h: ev.h, a: ev.a, s: id, b: rec.expiresMs})
 }
 
@@ -255,7 +273,9 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 	case handoff.ReleaseRemove:
 		w.startRemoval(id, handoff.CauseRelease, h, rpc)
 	default:
-		w.notef("release %s: ALREADY_FINISHED", short(id))
+		if w.tracing {
+			w.notef("release %s: ALREADY_FINISHED", short(id))
+		}
 		if h >= 0 {
 			w.releaseReply(int32(h), rpc, id, resAlreadyFinished)
 		}
@@ -312,7 +332,9 @@ func (w *World) removeDone(ev event) {
 		}
 		rec.removeFailed = true
 		w.ledger.removeFailures++
-		w.notef("X-1 removal of %s failed", short(id))
+		if w.tracing {
+			w.notef("X-1 removal of %s failed", short(id))
+		}
 		reply(resUnavailable)
 		return
 	}
@@ -330,7 +352,9 @@ func (w *World) removeDone(ev event) {
 		rec.removedCause = causeNames[cause]
 	}
 	out := p.table.RemovalDone(id, won)
-	w.notef("removal of %s won=%v -> %v", short(id), won, out)
+	if w.tracing {
+		w.notef("removal of %s won=%v -> %v", short(id), won, out)
+	}
 	switch out {
 	case handoff.ReleaseAborted:
 		reply(resAborted)
@@ -347,7 +371,9 @@ func (w *World) observeClaims() {
 	for _, id := range w.prod.table.Published() {
 		if _, ok := w.files[publishedPath(id)]; !ok {
 			w.prod.table.ObserveGone(id)
-			w.notef("observed %s gone", short(id))
+			if w.tracing {
+				w.notef("observed %s gone", short(id))
+			}
 		}
 	}
 }
@@ -364,7 +390,9 @@ func (w *World) collect(ev event) {
 			if w.faults.buggify(SiteVanish) {
 				delete(w.files, publishedPath(id))
 				w.ledger.get(id).vanished = true
-				w.notef("X-2 file of %s vanished", short(id))
+				if w.tracing {
+					w.notef("X-2 file of %s vanished", short(id))
+				}
 			}
 		}
 	}
@@ -398,7 +426,9 @@ func (w *World) shutdown(ev event) {
 		w.failf(Correctness, "S-1", "Shutdown(own id) after draining=%v = %v, %v", was, st, err)
 		return
 	}
-	w.notef("shutdown %v", st)
+	if w.tracing {
+		w.notef("shutdown %v", st)
+	}
 	if !was {
 		w.hist.drainMs = w.now
 		w.after(0, event{kind: evDrainTick})
@@ -463,7 +493,9 @@ func (w *World) stopProducer() {
 		}
 	}
 	w.prod.stopped = true
-	w.notef("producer stopped")
+	if w.tracing {
+		w.notef("producer stopped")
+	}
 }
 
 // ---- transfer backend, producer side (engine/server/transfer.go) ----
@@ -483,7 +515,9 @@ func (w *World) transferArrive(ev event) {
 	}
 	rec := w.ledger.get(rq.entry)
 	if err := w.producerCheckRef(rec, rq.form); err != nil {
-		w.notef("%v: before-write", err)
+		if w.tracing {
+			w.notef("%v: before-write", err)
+		}
 		w.send(msgReply, reply)
 		return
 	}
@@ -491,12 +525,16 @@ func (w *World) transferArrive(ev event) {
 		for _, id := range p.table.Expire(w.now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
-		w.notef("SU-2 %s expired: before-write", short(rq.entry))
+		if w.tracing {
+			w.notef("SU-2 %s expired: before-write", short(rq.entry))
+		}
 		w.send(msgReply, reply)
 		return
 	}
 	if err := p.table.ClaimForTransfer(rq.entry); err != nil {
-		w.notef("claim: %v: before-write", err)
+		if w.tracing {
+			w.notef("claim: %v: before-write", err)
+		}
 		w.send(msgReply, reply)
 		return
 	}
@@ -515,7 +553,9 @@ func (w *World) transferArrive(ev event) {
 	if w.faults.buggify(SiteSlowWrite) {
 		d += between(w.netRNG, 1, w.set.LongDelayMaxMs)
 	}
-	w.notef("WRITE #%d of %s posted, lands in %d", wr.num, short(rq.entry), d)
+	if w.tracing {
+		w.notef("WRITE #%d of %s posted, lands in %d", wr.num, short(rq.entry), d)
+	}
 	w.after(d, event{kind: evWriteLand, a: wr.num})
 	w.after(w.set.ProducerTimeoutMs, event{kind: evWriteDeadline, a: wr.num})
 }
@@ -528,11 +568,15 @@ func (w *World) writeLand(ev event) {
 	switch {
 	case wr.fails && !wr.landsAnyway:
 		wr.failed = true
-		w.notef("WRITE #%d failed before landing", wr.num)
+		if w.tracing {
+			w.notef("WRITE #%d failed before landing", wr.num)
+		}
 	case !c.up || c.inc != wr.inc:
 		wr.failed = true
 		wr.fails = true
-		w.notef("WRITE #%d failed: PD%d incarnation %d is gone", wr.num, wr.c, wr.inc)
+		if w.tracing {
+			w.notef("WRITE #%d failed: PD%d incarnation %d is gone", wr.num, wr.c, wr.inc)
+		}
 	default:
 		wr.landed = true
 		b := &c.bufs[wr.buf]
@@ -540,7 +584,9 @@ func (w *World) writeLand(ev event) {
 		b.content = wr.entry
 		rq := &w.xreqs[wr.recv-1]
 		w.took(w.ledger.get(wr.entry), rq.key, int32(rq.h), rq.rpc, rq.form)
-		w.notef("WRITE #%d of %s landed in PD%d buffer %d", wr.num, short(wr.entry), wr.c, wr.buf)
+		if w.tracing {
+			w.notef("WRITE #%d of %s landed in PD%d buffer %d", wr.num, short(wr.entry), wr.c, wr.buf)
+		}
 	}
 	w.after(1, event{kind: evWriteComplete, a: wr.num})
 }
@@ -562,7 +608,9 @@ func (w *World) writeComplete(ev event) {
 		}
 		w.sources[wr.entry] = sourceFreed
 		reply.b = resOK
-		w.notef("transfer of %s done", short(wr.entry))
+		if w.tracing {
+			w.notef("transfer of %s done", short(wr.entry))
+		}
 	}
 	w.send(msgReply, reply)
 }
@@ -595,7 +643,9 @@ func (w *World) failTransfer(wr *write, why string) int64 {
 		w.sources[wr.entry] = sourceQuarantined
 	}
 	w.prod.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", short(wr.entry), why))
-	w.notef("Q-3 transfer of %s failed (%s); source quarantined", short(wr.entry), why)
+	if w.tracing {
+		w.notef("Q-3 transfer of %s failed (%s); source quarantined", short(wr.entry), why)
+	}
 	if w.opts.Mutant == MutantInvalidArgumentAfterRemoval {
 		return resPlainInvalid
 	}
@@ -633,7 +683,9 @@ func (w *World) producerConsume(ev event) {
 		w.took(rec, key, ev.h, ev.a, refForm(ev.f))
 		reply.b = resOK
 	}
-	w.notef("E served a consume of %s: %s", short(rec.id), resNames[reply.b])
+	if w.tracing {
+		w.notef("E served a consume of %s: %s", short(rec.id), resNames[reply.b])
+	}
 	w.send(msgReply, reply)
 }
 

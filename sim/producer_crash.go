@@ -71,16 +71,22 @@ func (w *World) producerCrash(ev event) {
 			return // the write finished first, or this process is not the one that wrote
 		}
 	}
-	w.notef("producer %s crashed", short(p.instanceID))
+	if w.tracing {
+		w.notef("producer %s crashed", short(p.instanceID))
+	}
 	for _, path := range w.sortedFiles() {
 		if !strings.HasPrefix(path, "E/.tmp-") {
 			continue
 		}
 		if w.nodes.rng.IntN(2) == 0 {
 			delete(w.files, path)
-			w.notef("unsynced %s lost", path)
+			if w.tracing {
+				w.notef("unsynced %s lost", path)
+			}
 		} else {
-			w.notef("unsynced %s left as an orphan", path)
+			if w.tracing {
+				w.notef("unsynced %s left as an orphan", path)
+			}
 		}
 	}
 	for _, rec := range w.ledger.all {
@@ -91,7 +97,9 @@ func (w *World) producerCrash(ev event) {
 	for _, wr := range w.writes {
 		if wr.pending() {
 			wr.failed, wr.fails, wr.producerDone = true, true, true
-			w.notef("WRITE #%d of %s failed with the process", wr.num, short(wr.entry))
+			if w.tracing {
+				w.notef("WRITE #%d of %s failed with the process", wr.num, short(wr.entry))
+			}
 		}
 		wr.producerDone = true
 	}
@@ -115,7 +123,9 @@ func (w *World) producerRestart(ev event) {
 	for _, path := range w.sortedFiles() {
 		if strings.HasPrefix(path, "E/") {
 			delete(w.files, path)
-			w.notef("recovery removed %s of the dead instance", path)
+			if w.tracing {
+				w.notef("recovery removed %s of the dead instance", path)
+			}
 		}
 	}
 	for _, rec := range w.ledger.all {
@@ -136,7 +146,9 @@ func (w *World) producerRestart(ev event) {
 	// The new instance has no cleanup failure and no health history.
 	w.ledger.removeFailures, w.cleanupFailuresSeen = 0, 0
 	w.prodHealthSig, w.prodCheapSig = healthSig{}, cheapCheck{}
-	w.notef("producer %s restarted as %s", short(old), short(w.prod.instanceID))
+	if w.tracing {
+		w.notef("producer %s restarted as %s", short(old), short(w.prod.instanceID))
+	}
 }
 
 // staleProducerEvent handles an event for E while it is down or one of a
@@ -147,13 +159,17 @@ func (w *World) staleProducerEvent(ev event) bool {
 	if w.nodes.prodDown {
 		switch ev.kind {
 		case evPublishArrive, evReleaseArrive, evTransferArrive:
-			w.notef("%s: producer down, connection refused", ev.kind)
+			if w.tracing {
+				w.notef("%s: producer down, connection refused", ev.kind)
+			}
 			return true
 		case evCollect, evShutdown:
 			w.schedule(w.nodes.prodUpAt, ev) // after the restart, which is due then
 			return true
 		case evEncodeDone, evRemoveDone, evDrainTick, evWriteComplete, evWriteDeadline:
-			w.notef("%s of a crashed producer process dropped", ev.kind)
+			if w.tracing {
+				w.notef("%s of a crashed producer process dropped", ev.kind)
+			}
 			return true
 		}
 	}
@@ -169,7 +185,9 @@ func (w *World) staleProducerEvent(ev event) bool {
 		stale = w.writes[ev.a-1].failed // failed with the crashed process
 	}
 	if stale {
-		w.notef("%s of a crashed producer process dropped", ev.kind)
+		if w.tracing {
+			w.notef("%s of a crashed producer process dropped", ev.kind)
+		}
 	}
 	return stale
 }

@@ -142,7 +142,9 @@ func (w *World) claimAndDiscard(c *consumerNode, rec *entryRecord, h int32, rpc 
 	if w.rename(publishedPath(rec.id), to) {
 		delete(w.files, to)
 		w.took(rec, fmt.Sprintf("discard/%d/%d", h, rpc), h, rpc, f)
-		w.notef("claimed and discarded %s for a rejected reference", short(rec.id))
+		if w.tracing {
+			w.notef("claimed and discarded %s for a rejected reference", short(rec.id))
+		}
 	}
 }
 

@@ -271,7 +271,9 @@ func (w *World) send(class msgClass, ev event) {
 	switch class {
 	case msgRequest, msgRelease:
 		if w.faults.buggify(SiteNetDrop) {
-			w.notef("dropped %s", ev.kind)
+			if w.tracing {
+				w.notef("dropped %s", ev.kind)
+			}
 			return
 		}
 	case msgReply:
@@ -279,11 +281,15 @@ func (w *World) send(class msgClass, ev event) {
 			w.upstream = append(w.upstream, upstreamAnswer{recv: ev.a, res: ev.b})
 			if w.faults.buggify(SitePlainInvalid) {
 				ev.b = resPlainInvalid
-				w.notef("reply replaced by a plain INVALID_ARGUMENT")
+				if w.tracing {
+					w.notef("reply replaced by a plain INVALID_ARGUMENT")
+				}
 			}
 		}
 		if w.faults.buggify(SiteLostReply) {
-			w.notef("reply %s lost", ev.kind)
+			if w.tracing {
+				w.notef("reply %s lost", ev.kind)
+			}
 			return
 		}
 	}
@@ -434,7 +440,9 @@ func (w *World) heal() {
 			w.after(1, event{kind: evRestart, c: int32(i), a: c.inc})
 		}
 	}
-	w.notef("faults healed; liveness phase")
+	if w.tracing {
+		w.notef("faults healed; liveness phase")
+	}
 	w.after(100, event{kind: evEndCheck})
 }
 
@@ -449,7 +457,9 @@ func (w *World) endCheck() bool {
 			}
 		}
 		w.phase = phaseShutdown
-		w.notef("every client done; shutting every node down")
+		if w.tracing {
+			w.notef("every client done; shutting every node down")
+		}
 		if !w.prod.health.Draining() {
 			w.after(0, event{kind: evShutdown})
 		}
@@ -480,7 +490,9 @@ func (w *World) endCheck() bool {
 		w.after(100, event{kind: evEndCheck})
 		return false
 	}
-	w.notef("converged")
+	if w.tracing {
+		w.notef("converged")
+	}
 	return true
 }
 
