@@ -43,6 +43,10 @@ type Config struct {
 	// SettleTimeout bounds the wait for observables at the end of a check
 	// (default 5 s).
 	SettleTimeout time.Duration
+	// CollectWithin bounds how long an unconsumed entry may stay in the
+	// producer's table past its TTL (X-2, the lifecycle actions; default
+	// 1.5 s: the reference engine's collector runs every 200 ms).
+	CollectWithin time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -68,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SettleTimeout == 0 {
 		c.SettleTimeout = 5 * time.Second
+	}
+	if c.CollectWithin == 0 {
+		c.CollectWithin = 1500 * time.Millisecond
 	}
 	return c
 }
