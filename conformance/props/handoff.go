@@ -45,7 +45,7 @@ type Config struct {
 	SettleTimeout time.Duration
 	// CollectWithin bounds how long an unconsumed entry may stay in the
 	// producer's table past its TTL (X-2, the lifecycle actions; default
-	// 1.5 s: the reference engine's collector runs every 200 ms).
+	// 1 s: the reference engine's collector runs every 200 ms).
 	CollectWithin time.Duration
 }
 
@@ -74,7 +74,7 @@ func (c Config) withDefaults() Config {
 		c.SettleTimeout = 5 * time.Second
 	}
 	if c.CollectWithin == 0 {
-		c.CollectWithin = 1500 * time.Millisecond
+		c.CollectWithin = time.Second
 	}
 	return c
 }

@@ -51,10 +51,11 @@ const (
 const (
 	// occupyHoldMs keeps the encoder busy while the batch under test gathers.
 	occupyHoldMs = 150
-	// memberHoldMs holds the batch under test; a cancellation sent within
-	// memberHoldMs/2 of seeing the batch formed certainly lands while its
+	// memberHoldMs holds the batch under test; a cancellation sent more
+	// than cancelMarginMs before the hold's end certainly lands while its
 	// step is pending.
-	memberHoldMs = 400
+	memberHoldMs   = 400
+	cancelMarginMs = 150
 	// readyHoldMs holds a publish between its output's ready event and the
 	// entry's write; the action cancels it there as soon as it shows.
 	readyHoldMs = 3000
@@ -198,11 +199,20 @@ func (lc *lifecycle) quiesce(t *rapid.T) {
 	mc.m.uncertainConsumes = 0
 }
 
-// settleAtMost polls e until every key is at most its value in want, or
-// SettleTimeout passes; it returns the last values and whether they settled.
+// promptWithin bounds how long a counter may lag behind once e runs no
+// request: what a request gives back it gives back before it ends.
+const promptWithin = 500 * time.Millisecond
+
+// settleAtMost waits (bounded by SettleTimeout) until e runs no request,
+// then polls it until every key is at most its value in want, or
+// promptWithin passes; it returns the last values and whether they settled.
 func (lc *lifecycle) settleAtMost(t *rapid.T, role string, e target.Engine, want map[string]float64, keys ...string) (map[string]float64, bool) {
 	t.Helper()
-	deadline := time.Now().Add(lc.mc.cfg.SettleTimeout)
+	idle := time.Now().Add(lc.mc.cfg.SettleTimeout)
+	for lc.mustLoad(t, role, e)["running"] > 0 && time.Now().Before(idle) {
+		waitPoll()
+	}
+	deadline := time.Now().Add(promptWithin)
 	for {
 		got := lc.mustLoad(t, role, e, keys...)
 		ok := true
@@ -341,25 +351,37 @@ func (c *heldCall) wait(t *rapid.T, call string) *target.GenerateResult {
 	return res
 }
 
-// inOneBatch starts occupy, held occupyHoldMs so the encoder is busy, then
-// reqs while it is, and waits until e reports the batch of reqs formed
+// inOneBatch starts occupy, held occupyHoldMs so the encoder is busy, then,
+// once its batch formed, reqs while it is, and waits until e reports the batch of reqs formed
 // behind occupy's. together is true when that batch holds exactly reqs
-// (executor.batches.formed +2, executor.batches.requests +1+len(reqs)).
-func (lc *lifecycle) inOneBatch(t *rapid.T, role string, e target.Engine, occupy *pb.GenerateRequest, reqs ...*pb.GenerateRequest) (calls []*heldCall, together bool, formedAt time.Time) {
+// (executor.batches.formed +2, executor.batches.requests +1+len(reqs));
+// notBefore is a time the batch certainly formed after (the occupier's
+// hold from its sending, or the sending of the last GetLoad that showed
+// it not formed yet).
+func (lc *lifecycle) inOneBatch(t *rapid.T, role string, e target.Engine, occupy *pb.GenerateRequest, reqs ...*pb.GenerateRequest) (calls []*heldCall, together bool, notBefore time.Time) {
 	t.Helper()
 	before := lc.load(t, role, e, obsBatchesFormed, obsBatchedReqs)
+	notBefore = time.Now().Add(occupyHoldMs * time.Millisecond)
 	calls = append(calls, lc.start(t, role, e, withHooks(occupy, map[string]any{hookEncoderDelayMs: occupyHoldMs})))
+	deadline := time.Now().Add(lc.mc.cfg.SettleTimeout)
+	// The occupier's batch first, alone, so reqs queue behind it.
+	for lc.mustLoad(t, role, e, obsBatchesFormed)[obsBatchesFormed] < before[obsBatchesFormed]+1 && !calls[0].finished.Load() && time.Now().Before(deadline) {
+		waitPoll()
+	}
 	for _, req := range reqs {
 		calls = append(calls, lc.start(t, role, e, req))
 	}
-	deadline := time.Now().Add(lc.mc.cfg.SettleTimeout)
 	for {
+		sent := time.Now()
 		c := lc.mustLoad(t, role, e, obsBatchesFormed, obsBatchedReqs)
 		if c[obsBatchesFormed] >= before[obsBatchesFormed]+2 {
-			return calls, c[obsBatchesFormed] == before[obsBatchesFormed]+2 && c[obsBatchedReqs] == before[obsBatchedReqs]+1+float64(len(reqs)), time.Now()
+			return calls, c[obsBatchesFormed] == before[obsBatchesFormed]+2 && c[obsBatchedReqs] == before[obsBatchedReqs]+1+float64(len(reqs)), notBefore
+		}
+		if sent.After(notBefore) {
+			notBefore = sent
 		}
 		if time.Now().After(deadline) {
-			return calls, false, time.Now()
+			return calls, false, notBefore
 		}
 		waitPoll()
 	}
@@ -390,7 +412,7 @@ func (lc *lifecycle) encoderFail(t *rapid.T) {
 		t.Fatalf("%s = %s; want one terminal error and no EncoderReady or token (C-6)", call, describe(res))
 	}
 	if got, ok := lc.settleAtMost(t, "producer", mc.prod, before, keys...); !ok {
-		t.Fatalf("%s failed, yet GetLoad(producer) %s within %v; want everything it reserved given back (C-6)", call, diff(before, got, keys...), mc.cfg.SettleTimeout)
+		t.Fatalf("%s failed, yet GetLoad(producer) %s %v after it ended; want everything it reserved given back (C-6)", call, diff(before, got, keys...), promptWithin)
 	}
 }
 
@@ -464,10 +486,11 @@ func (lc *lifecycle) cancelInBatch(t *rapid.T) {
 	for i, img := range imgs {
 		reqs[i] = withHooks(mc.publishRequest(img), map[string]any{hookEncoderDelayMs: memberHoldMs})
 	}
-	calls, together, formedAt := lc.inOneBatch(t, "producer", mc.prod, mc.publishRequest(occ), reqs...)
+	calls, together, notBefore := lc.inOneBatch(t, "producer", mc.prod, mc.publishRequest(occ), reqs...)
 	calls[1+victim].cancel()
-	// Certain only when the cancellation was sent well inside the step's hold.
-	certain := together && time.Since(formedAt) < memberHoldMs*time.Millisecond/2
+	// Certain only when the cancellation was sent well inside the step's
+	// hold, which began when the batch formed.
+	certain := together && time.Since(notBefore) < (memberHoldMs-cancelMarginMs)*time.Millisecond
 	res := make([]*target.GenerateResult, len(calls))
 	for i, c := range calls {
 		res[i] = c.wait(t, "publish in one batch")
@@ -508,8 +531,8 @@ func (lc *lifecycle) cancelInBatch(t *rapid.T) {
 			fmt.Sprintf("%s, batched with the cancelled %s", mc.cfg.Images[r.image].Name, names[victim]))
 	}
 	if got, ok := lc.settleAtMost(t, "producer", mc.prod, before, obsLiveBatches); !ok {
-		t.Fatalf("after the batch of %v (one cancelled) ended: GetLoad(producer) %s within %v; want the batch's storage freed once its last view is gone (C-3)",
-			names, diff(before, got, obsLiveBatches), mc.cfg.SettleTimeout)
+		t.Fatalf("after the batch of %v (one cancelled) ended: GetLoad(producer) %s %v later; want the batch's storage freed once its last view is gone (C-3)",
+			names, diff(before, got, obsLiveBatches), promptWithin)
 	}
 }
 
@@ -545,8 +568,8 @@ func (lc *lifecycle) cancelBeforeContext(t *rapid.T) {
 	}
 	lc.quiesce(t)
 	if got, ok := lc.settleAtMost(t, "producer", mc.prod, before, keys...); !ok {
-		t.Fatalf("%s: GetLoad(producer) %s within %v; want the unconsumed output released and its storage freed (C-3; C-7: nobody can consume it)",
-			call, diff(before, got, keys...), mc.cfg.SettleTimeout)
+		t.Fatalf("%s: GetLoad(producer) %s %v after it ended; want the unconsumed output released and its storage freed (C-3; C-7: nobody can consume it)",
+			call, diff(before, got, keys...), promptWithin)
 	}
 }
 
@@ -670,7 +693,7 @@ func (lc *lifecycle) baselineBatch(t *rapid.T) {
 		}
 	}
 	if got, ok := lc.settleAtMost(t, "baseline", lc.base, before, obsLiveBatches); !ok {
-		t.Fatalf("after a batch of two baseline requests ended: GetLoad(baseline) %s within %v; want its storage freed (C-3)", diff(before, got, obsLiveBatches), mc.cfg.SettleTimeout)
+		t.Fatalf("after a batch of two baseline requests ended: GetLoad(baseline) %s %v later; want its storage freed (C-3)", diff(before, got, obsLiveBatches), promptWithin)
 	}
 }
 
