@@ -110,6 +110,7 @@ func Handoff(mk Maker, cfg Config) func(*rapid.T) {
 			}
 		}()
 		m.begin(t)
+		defer m.releaseOnFailure(t)
 		actions := map[string]func(*rapid.T){
 			"":             m.check,
 			"publish":      m.publish,
@@ -176,6 +177,20 @@ func (mc *machine) ctx() (context.Context, context.CancelFunc) {
 func (mc *machine) begin(t *rapid.T) {
 	if c, ok := mc.counters(t, "producer", mc.prod); ok {
 		mc.entries0 = int(c[obsEntries])
+	}
+}
+
+// releaseOnFailure releases, unchecked, every reference of a check that
+// failed (finish did not run), so failing checks, and each replay while
+// shrinking, do not fill a shared producer's quota (L-5) for the next.
+func (mc *machine) releaseOnFailure(t *rapid.T) {
+	if !t.Failed() || mc.m.down["producer"] {
+		return
+	}
+	ctx, cancel := mc.ctx()
+	defer cancel()
+	for _, r := range mc.m.refs {
+		_, _ = mc.prod.Abort(ctx, abortRequest(r.ref))
 	}
 }
 

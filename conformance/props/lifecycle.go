@@ -3,6 +3,8 @@ package props
 import (
 	"context"
 	"fmt"
+	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,20 +52,20 @@ const (
 // Holds of the lifecycle actions, ms: short, so a check stays fast.
 const (
 	// occupyHoldMs keeps the encoder busy while the batch under test gathers.
-	occupyHoldMs = 150
+	occupyHoldMs = 100
 	// memberHoldMs holds the batch under test; a cancellation sent more
 	// than cancelMarginMs before the hold's end certainly lands while its
 	// step is pending.
-	memberHoldMs   = 400
-	cancelMarginMs = 150
+	memberHoldMs   = 300
+	cancelMarginMs = 120
 	// readyHoldMs holds a publish between its output's ready event and the
 	// entry's write; the action cancels it there as soon as it shows.
 	readyHoldMs = 3000
 	// siblingHoldMs holds a baseline request before its first context step
 	// while its batch sibling decodes.
-	siblingHoldMs = 300
+	siblingHoldMs = 200
 	// expireTTLMs is the TTL of the expire action's publish.
-	expireTTLMs = 200
+	expireTTLMs = 100
 	// r2Tokens is the length of the preempt action's answers (EOS ignored,
 	// so the preemption always lands).
 	r2Tokens = 12
@@ -73,42 +75,71 @@ const (
 type lifecycle struct {
 	mc   *machine
 	base target.Engine // the aggregated baseline (B-1), nil without one
-	// r2Answers holds, per image, the uninterrupted answer of the preempt
-	// action's request (r2Tokens tokens, EOS ignored).
-	r2Answers map[int]*target.GenerateResult
 	// poisoned: a cleanup failed on the producer (X-1, sticky until restart).
 	poisoned bool
 }
 
 // lifecycleActions returns the lifecycle actions a target with test hooks
-// and observables can run; the baseline's only with a baseline engine, the
-// X-1 and S-2 ones only with a fresh target per check (Config.Shutdown).
+// and observables can run: two actions that each draw one of their
+// scenarios, "lifecycle" the quick ones and "lifecycleHeld" those that hold
+// an encoder step or wait for the collector (the baseline's only with a
+// baseline engine), so the slow scenarios stay a small share of a check and
+// of its replays while shrinking; and, only with a fresh target per check
+// (Config.Shutdown), the X-1 and S-2 ones.
 func lifecycleActions(mc *machine) map[string]func(*rapid.T) {
 	if !mc.profile.TestHooks || !mc.profile.Observables {
 		return nil
 	}
-	lc := &lifecycle{mc: mc, r2Answers: map[int]*target.GenerateResult{}}
+	lc := &lifecycle{mc: mc}
 	if base, ok := mc.tg.Engine(target.RoleBaseline); ok {
 		lc.base = base
 	}
-	acts := map[string]func(*rapid.T){
-		"encoderFail":         lc.encoderFail,
+	quick := map[string]func(*rapid.T){
+		"encoderFail":    lc.encoderFail,
+		"consumeCounted": lc.consumeCounted,
+		"hashless":       lc.hashless,
+	}
+	held := map[string]func(*rapid.T){
 		"expire":              lc.expire,
 		"cancelInBatch":       lc.cancelInBatch,
 		"cancelBeforeContext": lc.cancelBeforeContext,
-		"consumeCounted":      lc.consumeCounted,
-		"hashless":            lc.hashless,
 	}
 	if lc.base != nil {
-		acts["preempt"] = lc.preempt
-		acts["baselineBatch"] = lc.baselineBatch
+		quick["preempt"] = lc.preempt
+		held["baselineBatch"] = lc.baselineBatch
+	}
+	acts := map[string]func(*rapid.T){
+		"lifecycle":     drawScenario(quick),
+		"lifecycleHeld": drawScenario(held),
 	}
 	if mc.cfg.Shutdown {
 		acts["cleanupFail"] = lc.cleanupFail
-		acts["consumeAfterDrain"] = lc.consumeAfterDrain
+		acts["drainReleases"] = lc.drainReleases
 	}
 	return acts
 }
+
+// drawScenario returns an action that draws one of scenarios and runs it.
+func drawScenario(scenarios map[string]func(*rapid.T)) func(*rapid.T) {
+	names := make([]string, 0, len(scenarios))
+	for n := range scenarios {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return func(t *rapid.T) { scenarios[rapid.SampledFrom(names).Draw(t, "scenario")](t) }
+}
+
+// baselineAnswers caches, per baseline engine, its answer for each image
+// (Config.Images index, the consume's prompt and stopping): the baseline
+// is deterministic, and asking it again in every check would make each
+// check, and each replay while shrinking, slower.
+// r2Answers holds, the same way, the uninterrupted answer of the preempt
+// scenario's request (r2Tokens tokens, EOS ignored).
+var (
+	baselineMu      sync.Mutex
+	baselineAnswers = map[target.Engine]map[int][]uint32{}
+	r2Answers       = map[target.Engine]map[int]*target.GenerateResult{}
+)
 
 // --- helpers --------------------------------------------------------------------
 
@@ -226,7 +257,10 @@ func (lc *lifecycle) settleAtMost(t *rapid.T, role string, e target.Engine, want
 	}
 }
 
-// diff renders the keys whose values in got exceed want.
+// diff renders the keys whose values in got exceed want, as increases:
+// a failure's message must be the same in every replay of a shrinking
+// check (rapid compares them), and a shared target's absolute counters
+// move from one check to the next.
 func diff(want, got map[string]float64, keys ...string) string {
 	s := ""
 	for _, k := range keys {
@@ -234,10 +268,32 @@ func diff(want, got map[string]float64, keys ...string) string {
 			if s != "" {
 				s += ", "
 			}
-			s += fmt.Sprintf("%s %v (was %v)", k, got[k], want[k])
+			s += fmt.Sprintf("%s +%v", k, got[k]-want[k])
 		}
 	}
 	return s
+}
+
+// brief renders a Generate result as describe does, without its status
+// message, which may name ids that change in every replay (see diff).
+func brief(res *target.GenerateResult) string {
+	s := "code " + codeName(res.Code())
+	if n := len(res.TokenIDs()); n > 0 {
+		s += fmt.Sprintf(", %d tokens", n)
+	}
+	if res.EncoderReady() != nil {
+		s += ", EncoderReady"
+	}
+	if e := res.EngineError(); e != nil {
+		s += ", EngineError " + e.GetCode().String()
+	}
+	return s
+}
+
+// refCall names a call on r by its image, not its opaque state (random in
+// every replay: see diff).
+func (lc *lifecycle) refCall(what string, r *refRecord, note string) string {
+	return fmt.Sprintf("%s(reference to %s, %s)", what, lc.mc.cfg.Images[r.image].Name, note)
 }
 
 // baselineRequest is the consume's question asked of the baseline with img
@@ -266,14 +322,28 @@ func (lc *lifecycle) expected(t *rapid.T, img int) (ids []uint32, from string, o
 	if lc.base == nil {
 		return nil, "", false
 	}
+	from = "the baseline's answer for " + mc.cfg.Images[img].Name
+	baselineMu.Lock()
+	ids, ok = baselineAnswers[lc.base][img]
+	baselineMu.Unlock()
+	if ok {
+		mc.m.answers[img] = ids
+		return ids, from, true
+	}
 	ctx, cancel := mc.ctx()
 	defer cancel()
 	res := mc.generate(t, ctx, lc.base, lc.baselineRequest(img))
 	if res.Code() != codes.OK || len(res.TokenIDs()) == 0 {
-		t.Fatalf("Baseline(image=%s) = %s; want tokens (B-1)", mc.cfg.Images[img].Name, describe(res))
+		t.Fatalf("Baseline(image=%s) = %s; want tokens (B-1)", mc.cfg.Images[img].Name, brief(res))
 	}
 	mc.m.answers[img] = res.TokenIDs()
-	return res.TokenIDs(), "the baseline's answer for " + mc.cfg.Images[img].Name, true
+	baselineMu.Lock()
+	if baselineAnswers[lc.base] == nil {
+		baselineAnswers[lc.base] = map[int][]uint32{}
+	}
+	baselineAnswers[lc.base][img] = res.TokenIDs()
+	baselineMu.Unlock()
+	return res.TokenIDs(), from, true
 }
 
 // consumeChecked consumes the live reference r: tokens (SU-1), the answer
@@ -288,9 +358,9 @@ func (lc *lifecycle) consumeChecked(t *rapid.T, r *refRecord, rule, note string)
 	ctx, cancel := mc.ctx()
 	defer cancel()
 	res := mc.generate(t, ctx, mc.cons, mc.consumeRequest(r.ref))
-	call := consumeCall(r.ref, note)
+	call := lc.refCall("Consume", r, note)
 	if res.Code() != codes.OK || len(res.TokenIDs()) == 0 {
-		t.Fatalf("%s = %s; want tokens (a live reference, SU-1)", call, describe(res))
+		t.Fatalf("%s = %s; want tokens (a live reference, SU-1)", call, brief(res))
 	}
 	r.state, r.unobserved = stateConsumed, true
 	ids := res.TokenIDs()
@@ -305,8 +375,15 @@ func (lc *lifecycle) consumeChecked(t *rapid.T, r *refRecord, rule, note string)
 	}
 }
 
-// addRef records a reference the producer published for img.
-func (lc *lifecycle) addRef(ready *pb.EncoderReady, img int) *refRecord {
+// expectHashless checks the answer to a publish with
+// baton.omit_content_hash (OK, one EncoderReady of one item, no token) and
+// records its reference for img.
+func (lc *lifecycle) expectHashless(t *rapid.T, call string, res *target.GenerateResult, img int) *refRecord {
+	t.Helper()
+	ready := res.EncoderReady()
+	if res.Code() != codes.OK || ready == nil || len(ready.GetItems()) != 1 || len(res.TokenIDs()) > 0 {
+		t.Fatalf("%s = %s; want OK with one EncoderReady of one item and no tokens", call, brief(res))
+	}
 	r := &refRecord{ref: ready.GetRef(), image: img, state: stateLive}
 	lc.mc.m.refs = append(lc.mc.m.refs, r)
 	return r
@@ -409,7 +486,7 @@ func (lc *lifecycle) encoderFail(t *rapid.T) {
 	res := mc.generate(t, ctx, mc.prod, withHooks(mc.publishRequest(img), map[string]any{hookEncoderFail: true}))
 	call := fmt.Sprintf("Publish(image=%s, %s)", mc.cfg.Images[img].Name, hookEncoderFail)
 	if res.Code() == codes.OK || res.EncoderReady() != nil || len(res.TokenIDs()) > 0 {
-		t.Fatalf("%s = %s; want one terminal error and no EncoderReady or token (C-6)", call, describe(res))
+		t.Fatalf("%s = %s; want one terminal error and no EncoderReady or token (C-6)", call, brief(res))
 	}
 	if got, ok := lc.settleAtMost(t, "producer", mc.prod, before, keys...); !ok {
 		t.Fatalf("%s failed, yet GetLoad(producer) %s %v after it ended; want everything it reserved given back (C-6)", call, diff(before, got, keys...), promptWithin)
@@ -445,8 +522,8 @@ func (lc *lifecycle) expire(t *rapid.T) {
 			break
 		}
 		if time.Since(published) > bound {
-			t.Fatalf("%s: GetLoad(producer) %s = %v %v after publication, no Abort sent; want the expired entry collected (back to %v) within %v of its TTL (X-2)",
-				call, obsEntries, got[obsEntries], time.Since(published).Round(time.Millisecond), before[obsEntries], mc.cfg.CollectWithin)
+			t.Fatalf("%s: GetLoad(producer) %s still +%v %v past the TTL, no Abort sent; want the expired entry collected (X-2)",
+				call, obsEntries, got[obsEntries]-before[obsEntries], mc.cfg.CollectWithin)
 		}
 		waitPoll()
 	}
@@ -482,9 +559,13 @@ func (lc *lifecycle) cancelInBatch(t *rapid.T) {
 	}
 	lc.quiesce(t)
 	before := lc.mustLoad(t, "producer", mc.prod, keys...)
+	// The members publish without content hash: the consumer then gives
+	// each item a fresh identity (H-2), so its answer comes from the
+	// embeddings the batch scattered, never from a prefix cache keyed by
+	// the image's hash.
 	reqs := make([]*pb.GenerateRequest, n)
 	for i, img := range imgs {
-		reqs[i] = withHooks(mc.publishRequest(img), map[string]any{hookEncoderDelayMs: memberHoldMs})
+		reqs[i] = withHooks(mc.publishRequest(img), map[string]any{hookEncoderDelayMs: memberHoldMs, hookOmitContentHash: true})
 	}
 	calls, together, notBefore := lc.inOneBatch(t, "producer", mc.prod, mc.publishRequest(occ), reqs...)
 	calls[1+victim].cancel()
@@ -499,11 +580,11 @@ func (lc *lifecycle) cancelInBatch(t *rapid.T) {
 	vcall := fmt.Sprintf("Publish(image=%s) cancelled while its batch with %v was pending", names[victim], names)
 	switch {
 	case res[1+victim].Code() == codes.OK && !certain:
-		mc.expectPublished(t, vcall, res[1+victim], imgs[victim]) // the cancellation came too late
+		lc.expectHashless(t, vcall, res[1+victim], imgs[victim]) // the cancellation came too late
 	case res[1+victim].EncoderReady() != nil:
-		t.Fatalf("%s = %s; want no EncoderReady (C-2: a late completion must not revive it)", vcall, describe(res[1+victim]))
+		t.Fatalf("%s = %s; want no EncoderReady (C-2: a late completion must not revive it)", vcall, brief(res[1+victim]))
 	case res[1+victim].Code() != codes.Canceled && res[1+victim].Code() != codes.DeadlineExceeded:
-		t.Fatalf("%s = %s; want CANCELED (C-2)", vcall, describe(res[1+victim]))
+		t.Fatalf("%s = %s; want CANCELED (C-2)", vcall, brief(res[1+victim]))
 	case !certain:
 		mc.m.orphans++ // it may have been answered as the cancellation arrived
 	}
@@ -513,8 +594,7 @@ func (lc *lifecycle) cancelInBatch(t *rapid.T) {
 			continue
 		}
 		call := fmt.Sprintf("Publish(image=%s), batched with the cancelled %s", names[i], names[victim])
-		mc.expectPublished(t, call, res[1+i], imgs[i])
-		siblings = append(siblings, mc.m.refs[len(mc.m.refs)-1])
+		siblings = append(siblings, lc.expectHashless(t, call, res[1+i], imgs[i]))
 	}
 	lc.quiesce(t)
 	if certain {
@@ -522,8 +602,8 @@ func (lc *lifecycle) cancelInBatch(t *rapid.T) {
 		// occupier and the siblings, nothing for the cancelled one.
 		want := map[string]float64{obsEntries: before[obsEntries] + float64(1+len(siblings))}
 		if got := lc.mustLoad(t, "producer", mc.prod, obsEntries); got[obsEntries] > want[obsEntries] {
-			t.Fatalf("%s: GetLoad(producer) %s = %v once every publish ended; want at most %v, the occupier and the %d siblings (C-2: a late completion must not revive the cancelled publish)",
-				vcall, obsEntries, got[obsEntries], want[obsEntries], len(siblings))
+			t.Fatalf("%s: GetLoad(producer) %s +%v once every publish ended; want at most +%d, the occupier and the %d siblings (C-2: a late completion must not revive the cancelled publish)",
+				vcall, obsEntries, got[obsEntries]-before[obsEntries], 1+len(siblings), len(siblings))
 		}
 	}
 	for _, r := range siblings {
@@ -564,7 +644,7 @@ func (lc *lifecycle) cancelBeforeContext(t *rapid.T) {
 	c.cancel()
 	res := c.wait(t, call)
 	if res.Code() != codes.Canceled || res.EncoderReady() != nil {
-		t.Fatalf("%s = %s; want CANCELED without EncoderReady (C-3, C-7)", call, describe(res))
+		t.Fatalf("%s = %s; want CANCELED without EncoderReady (C-3, C-7)", call, brief(res))
 	}
 	lc.quiesce(t)
 	if got, ok := lc.settleAtMost(t, "producer", mc.prod, before, keys...); !ok {
@@ -607,10 +687,7 @@ func (lc *lifecycle) hashless(t *rapid.T) {
 	res := mc.generate(t, ctx, mc.prod, withHooks(mc.publishRequest(img), map[string]any{hookOmitContentHash: true}))
 	call := fmt.Sprintf("Publish(image=%s, %s)", mc.cfg.Images[img].Name, hookOmitContentHash)
 	ready := res.EncoderReady()
-	if res.Code() != codes.OK || ready == nil || len(ready.GetItems()) != 1 {
-		t.Fatalf("%s = %s; want OK with one EncoderReady of one item", call, describe(res))
-	}
-	r := lc.addRef(ready, img)
+	r := lc.expectHashless(t, call, res, img)
 	note := "without content hash"
 	if h := ready.GetItems()[0].GetContentHash(); h != "" {
 		note = "content hash published despite " + hookOmitContentHash
@@ -637,20 +714,27 @@ func (lc *lifecycle) preempt(t *rapid.T) {
 	}
 	ctx, cancel := mc.ctx()
 	defer cancel()
-	uninterrupted, ok := lc.r2Answers[img]
+	baselineMu.Lock()
+	uninterrupted, ok := r2Answers[lc.base][img]
+	baselineMu.Unlock()
 	if !ok {
 		uninterrupted = mc.generate(t, ctx, lc.base, request())
 		if uninterrupted.Code() != codes.OK || len(uninterrupted.TokenIDs()) != r2Tokens {
-			t.Fatalf("Baseline(image=%s, %d tokens, EOS ignored) = %s; want %d tokens", mc.cfg.Images[img].Name, r2Tokens, describe(uninterrupted), r2Tokens)
+			t.Fatalf("Baseline(image=%s, %d tokens, EOS ignored) = %s; want %d tokens", mc.cfg.Images[img].Name, r2Tokens, brief(uninterrupted), r2Tokens)
 		}
-		lc.r2Answers[img] = uninterrupted
+		baselineMu.Lock()
+		if r2Answers[lc.base] == nil {
+			r2Answers[lc.base] = map[int]*target.GenerateResult{}
+		}
+		r2Answers[lc.base][img] = uninterrupted
+		baselineMu.Unlock()
 	}
 	want, wantUsage := uninterrupted.TokenIDs(), uninterrupted.Usage()
 	before := lc.mustLoad(t, "baseline", lc.base, keys...)
 	res := mc.generate(t, ctx, lc.base, withHooks(request(), map[string]any{hookPreemptAfterTokens: after, hookPreemptMode: mode}))
 	call := fmt.Sprintf("Baseline(image=%s) preempted after %d tokens (%s)", mc.cfg.Images[img].Name, after, mode)
 	if res.Code() != codes.OK || !equalIDs(res.TokenIDs(), want) {
-		t.Fatalf("%s = %s, tokens %v; want the uninterrupted answer %v (R-2)", call, describe(res), res.TokenIDs(), want)
+		t.Fatalf("%s = %s, tokens %v; want the uninterrupted answer %v (R-2)", call, brief(res), res.TokenIDs(), want)
 	}
 	if !proto.Equal(res.Usage(), wantUsage) {
 		t.Fatalf("%s: usage %v; want the uninterrupted run's %v (R-2)", call, res.Usage(), wantUsage)
@@ -689,7 +773,7 @@ func (lc *lifecycle) baselineBatch(t *rapid.T) {
 		res := calls[i].wait(t, call)
 		want, from, _ := lc.expected(t, img)
 		if res.Code() != codes.OK || !equalIDs(res.TokenIDs(), want) {
-			t.Fatalf("%s = %s, tokens %v; want %v, %s (C-3: the batch's storage stays until its last view is gone)", call, describe(res), res.TokenIDs(), want, from)
+			t.Fatalf("%s = %s, tokens %v; want %v, %s (C-3: the batch's storage stays until its last view is gone)", call, brief(res), res.TokenIDs(), want, from)
 		}
 	}
 	if got, ok := lc.settleAtMost(t, "baseline", lc.base, before, obsLiveBatches); !ok {
@@ -726,33 +810,47 @@ func (lc *lifecycle) cleanupFail(t *rapid.T) {
 		reason = reason || (c.GetState() != pb.HealthState_HEALTH_STATE_READY && c.GetMessage() != "")
 	}
 	if health.GetState() != pb.HealthState_HEALTH_STATE_NOT_READY || !reason {
-		t.Fatalf("Health(producer) after a failed cleanup = %s with checks %v; want NOT_READY with a reason (X-1: a failed cleanup is never swallowed)", health.GetState(), health.GetChecks())
+		t.Fatalf("Health(producer) after a failed cleanup = %s (a failing check with a reason: %v); want NOT_READY with a reason (X-1: a failed cleanup is never swallowed)", health.GetState(), reason)
 	}
 	next := mc.generate(t, ctx, mc.prod, mc.publishRequest(img))
 	if next.Code() != codes.Unavailable || next.Status.Message() == "" || next.EncoderReady() != nil {
-		t.Fatalf("Publish(image=%s) after a failed cleanup = %s; want UNAVAILABLE with a reason (X-1)", mc.cfg.Images[img].Name, describe(next))
+		t.Fatalf("Publish(image=%s) after a failed cleanup = %s; want UNAVAILABLE with a reason (X-1)", mc.cfg.Images[img].Name, brief(next))
 	}
 	lc.poisoned = true
 	mc.m.down["producer"] = true // refuses every Generate until restart
 }
 
-// consumeAfterDrain waits until the producer that accepted Shutdown has
-// drained (it stopped answering) and consumes one of the check's
-// references: whatever its state was, it is spent now (S-2: unconsumed
-// outputs are released and every pending cleanup completes before exit),
-// so INVALID_ARGUMENT (or UNAVAILABLE) before any token.
-func (lc *lifecycle) consumeAfterDrain(t *rapid.T) {
+// drainReleases publishes an image, shuts the producer down with its own
+// instance id (ACCEPTED, S-1), waits until the drain ended (the producer
+// stopped answering) and consumes every reference of the check: whatever
+// its state was, it is spent now (S-2: unconsumed outputs are released and
+// every pending cleanup completes before exit), so INVALID_ARGUMENT (or,
+// for a transfer backend, UNAVAILABLE) before any token.
+func (lc *lifecycle) drainReleases(t *rapid.T) {
 	mc := lc.mc
-	if !mc.m.down["producer"] || lc.poisoned || mc.m.down["consumer"] {
+	if mc.m.down["producer"] || mc.m.down["consumer"] || mc.m.count(stateLive) >= mc.cfg.MaxLive {
 		t.SkipNow()
 	}
-	r := mc.pick(t, "ref", stateLive, stateUnknown, stateConsumed, stateReleased)
-	mc.step(t, "consume %s (%s) once the producer drained", refLabel(r.ref), r.state)
+	img := rapid.IntRange(0, len(mc.cfg.Images)-1).Draw(t, "image")
+	mc.step(t, "publish %s, shut the producer down, consume every reference once it drained", mc.cfg.Images[img].Name)
+	ctx, cancel := mc.ctx()
+	defer cancel()
+	res := mc.generate(t, ctx, mc.prod, mc.publishRequest(img))
+	mc.expectPublished(t, fmt.Sprintf("Publish(image=%s)", mc.cfg.Images[img].Name), res, img)
+	info, err := mc.prod.GetServerInfo(ctx)
+	if err != nil || info.GetInstanceId() == "" {
+		t.Fatalf("GetServerInfo(producer) = %s; want an instance_id", statusString(err))
+	}
+	resp, err := mc.prod.Shutdown(ctx, &pb.ShutdownRequest{ExpectedInstanceId: info.GetInstanceId()})
+	if err != nil || resp.GetStatus() != pb.ShutdownStatus_SHUTDOWN_STATUS_ACCEPTED {
+		t.Fatalf("Shutdown(producer, its own id) = %v, %s; want ACCEPTED (S-1)", resp.GetStatus(), statusString(err))
+	}
+	mc.m.down["producer"] = true
 	deadline := time.Now().Add(mc.cfg.SettleTimeout)
 	for {
-		ctx, cancel := mc.ctx()
-		_, err := mc.prod.Health(ctx)
-		cancel()
+		hctx, hcancel := mc.ctx()
+		_, err := mc.prod.Health(hctx)
+		hcancel()
 		if err != nil {
 			break // the drain ended and the producer stopped serving
 		}
@@ -761,14 +859,22 @@ func (lc *lifecycle) consumeAfterDrain(t *rapid.T) {
 		}
 		waitPoll()
 	}
-	ctx, cancel := mc.ctx()
-	defer cancel()
-	res := mc.generate(t, ctx, mc.cons, mc.consumeRequest(r.ref))
-	call := consumeCall(r.ref, "after its producer drained")
-	if (res.Code() != codes.InvalidArgument && res.Code() != codes.Unavailable) || len(res.TokenIDs()) > 0 {
-		t.Fatalf("%s = %s; want INVALID_ARGUMENT (or UNAVAILABLE) before any token (S-2: the drain released every unconsumed output before exit)", call, describe(res))
-	}
-	if !r.state.spent() {
-		r.state = stateReleased
+	for _, r := range mc.m.refs {
+		res := mc.generate(t, ctx, mc.cons, mc.consumeRequest(r.ref))
+		call := lc.refCall("Consume", r, r.state.String()+" before its producer drained")
+		want := "INVALID_ARGUMENT (or UNAVAILABLE: a transfer backend asks the producer, which is gone)"
+		ok := res.Code() == codes.InvalidArgument || res.Code() == codes.Unavailable
+		if r.ref.GetBackend() == "shared_dir" {
+			// The consumer claims shared-directory entries itself: the
+			// drain must have removed the entry, a definite rejection.
+			want, ok = "INVALID_ARGUMENT", res.Code() == codes.InvalidArgument
+		}
+		if !ok || len(res.TokenIDs()) > 0 {
+			t.Fatalf("%s = %s; want %s before any token (S-2: the drain released every unconsumed output and finished its cleanup before exit)", call, brief(res), want)
+		}
+		if !r.state.spent() {
+			r.state = stateReleased
+		}
+		r.unobserved = false
 	}
 }

@@ -17,7 +17,7 @@ import (
 // baseline), against one in-process reference engine with test hooks
 // shared by every check.
 func TestHandoffLifecycleInProcess(t *testing.T) {
-	rapidDefaults(t, 30, 5, 15)
+	rapidDefaults(t, 60, 10, 15)
 	tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), TestHooks: true})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestHandoffLifecycleInProcess(t *testing.T) {
 // with test hooks. A drain after a cleanup failure may report it (X-1 is
 // sticky); any other drain error fails the check.
 func TestHandoffLifecycleFreshInProcess(t *testing.T) {
-	rapidDefaults(t, 15, 3, 15)
+	rapidDefaults(t, 30, 5, 15)
 	dir := t.TempDir()
 	n := 0
 	mk := func() (target.Target, func() error, error) {
