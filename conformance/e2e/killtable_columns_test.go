@@ -153,11 +153,17 @@ func propsTopology(t *testing.T, m mutants.Mutant) (props.Maker, props.Config, f
 		}
 		return mk, props.Config{Shutdown: true}, func() {}
 	default:
-		tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), Hooks: hooks, TestHooks: m.Level == mutants.LevelLifecycle})
+		opts, cfg := inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), Hooks: hooks}, props.Config{}
+		if m.Level == mutants.LevelLifecycle {
+			// A fast collector, so the X-2 action's wait (and each of its
+			// replays while shrinking) is short.
+			opts.TestHooks, opts.CollectInterval, cfg.CollectWithin = true, 20*time.Millisecond, 300*time.Millisecond
+		}
+		tg, stop, err := inprocess.StartEPD(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return props.Shared(tg), props.Config{}, func() { _ = stop() } // a mutant may not drain cleanly; not what is judged here
+		return props.Shared(tg), cfg, func() { _ = stop() } // a mutant may not drain cleanly; not what is judged here
 	}
 }
 

@@ -90,6 +90,11 @@ func lifecycleActions(mc *machine) map[string]func(*rapid.T) {
 	if !mc.profile.TestHooks || !mc.profile.Observables {
 		return nil
 	}
+	if _, faults := mc.tg.(target.FaultInjector); faults {
+		// A fault-injecting target's checks belong to its own fault
+		// actions: the held scenarios would only slow them down.
+		return nil
+	}
 	lc := &lifecycle{mc: mc}
 	if base, ok := mc.tg.Engine(target.RoleBaseline); ok {
 		lc.base = base
