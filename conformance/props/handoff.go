@@ -126,6 +126,11 @@ func Handoff(mk Maker, cfg Config) func(*rapid.T) {
 		}
 		for _, set := range actionSets {
 			for name, a := range set(m) {
+				if name == "" { // an invariant of the set, checked after every action too
+					check := actions[""]
+					actions[""] = func(t *rapid.T) { check(t); a(t) }
+					continue
+				}
 				if _, dup := actions[name]; dup {
 					panic("props: action " + name + " registered twice")
 				}
@@ -138,7 +143,8 @@ func Handoff(mk Maker, cfg Config) func(*rapid.T) {
 }
 
 // actionSets add actions to the handoff property beyond the core ones, each
-// from its own file (an init appends to it). A set looks at the machine's
+// from its own file (an init appends to it); an action named "" is an
+// invariant, checked after every action with the core ones. A set looks at the machine's
 // target (its Profile, the interfaces it implements) and returns only the
 // actions that target can run, so the one property adapts to what each
 // target offers: fault injection, test hooks, a baseline engine.

@@ -114,6 +114,7 @@ func lifecycleActions(mc *machine) map[string]func(*rapid.T) {
 		held["baselineBatch"] = lc.baselineBatch
 	}
 	acts := map[string]func(*rapid.T){
+		"":              lc.contextsInvariant,
 		"lifecycle":     drawScenario(quick),
 		"lifecycleHeld": drawScenario(held),
 	}
@@ -122,6 +123,34 @@ func lifecycleActions(mc *machine) map[string]func(*rapid.T) {
 		acts["drainReleases"] = lc.drainReleases
 	}
 	return acts
+}
+
+// contextsInvariant: on every engine that decodes and counts them, the
+// context computations from encoder outputs never outnumber the
+// admissions (R-1: exactly once per admission; an admission that ends
+// before its first context step computes none).
+func (lc *lifecycle) contextsInvariant(t *rapid.T) {
+	mc := lc.mc
+	for _, e := range []struct {
+		role string
+		e    target.Engine
+	}{{"consumer", mc.cons}, {"baseline", lc.base}} {
+		if e.e == nil || mc.m.down[e.role] {
+			continue
+		}
+		ctx, cancel := mc.ctx()
+		info, err := e.e.GetLoad(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("GetLoad(%s) = %s; want the observables the profile declares", e.role, statusString(err))
+		}
+		f := info.GetAttributes().GetFields()
+		adm, ok1 := f[obsAdmissions]
+		computed, ok2 := f[obsContexts]
+		if ok1 && ok2 && computed.GetNumberValue() > adm.GetNumberValue() {
+			t.Fatalf("GetLoad(%s) %s exceeds %s; want at most one context computation per admission (R-1)", e.role, obsContexts, obsAdmissions)
+		}
+	}
 }
 
 // drawScenario returns an action that draws one of scenarios and runs it.
