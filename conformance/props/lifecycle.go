@@ -625,6 +625,19 @@ func (lc *lifecycle) cancelInBatch(t *rapid.T) {
 	for i, c := range calls {
 		res[i] = c.wait(t, "publish in one batch")
 	}
+	defer func() {
+		// A failure below leaves the batch's other entries out of the
+		// model: release them too, so replays do not fill the quota (L-5).
+		if t.Failed() {
+			ctx, cancel := mc.ctx()
+			defer cancel()
+			for _, r := range res {
+				if ready := r.EncoderReady(); ready != nil {
+					_, _ = mc.prod.Abort(ctx, abortRequest(ready.GetRef()))
+				}
+			}
+		}
+	}()
 	mc.expectPublished(t, fmt.Sprintf("Publish(image=%s) occupying the encoder", mc.cfg.Images[occ].Name), res[0], occ)
 	vcall := fmt.Sprintf("Publish(image=%s) cancelled while its batch with %v was pending", names[victim], names)
 	switch {
