@@ -135,7 +135,9 @@ func TestMutantKillTable(t *testing.T) {
 	for _, m := range mutants.All() {
 		t.Run(m.Name, func(t *testing.T) {
 			start := time.Now()
-			if m.Topology == mutants.TopologyTCPFaults {
+			// X-1 poisons the producer until restart: its case needs a
+			// target that restarts it (a live one, as for the Faults level).
+			if m.Topology == mutants.TopologyTCPFaults || (m.Level == mutants.LevelLifecycle && m.Rule == "X-1") {
 				killed, failed := killFaultsMutant(t, m)
 				verdict := "KILLED"
 				if !killed {
@@ -184,12 +186,19 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// killFaultsMutant starts E+PD on tcp with the fault proxy and the mutant,
-// runs the cases of the mutant's rule, and reports whether one failed.
+// killFaultsMutant starts E+PD with test hooks and the mutant (on tcp with
+// the fault proxy for TopologyTCPFaults), runs the cases of the mutant's
+// rule against the live target (which restarts instances), and reports
+// whether one failed.
 func killFaultsMutant(t *testing.T, m mutants.Mutant) (bool, string) {
 	t.Helper()
-	topo, err := launch.StartEPD(context.Background(), launch.Options{Binary: batonBinary, Preset: "tiny", WorkDir: t.TempDir(),
-		Backend: "tcp", FaultProxy: true, TestHooks: true, Mutant: m.Name, ProducerQuotaBytes: 32 << 20})
+	opts := launch.Options{Binary: batonBinary, Preset: "tiny", WorkDir: t.TempDir(), TestHooks: true, Mutant: m.Name, ProducerQuotaBytes: 32 << 20}
+	if m.Topology == mutants.TopologyTCPFaults {
+		opts.Backend, opts.FaultProxy = "tcp", true
+	} else {
+		opts.Level = m.Level
+	}
+	topo, err := launch.StartEPD(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("start topology: %v", err)
 	}

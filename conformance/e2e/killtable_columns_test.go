@@ -132,7 +132,8 @@ func propsColumn(t *testing.T, m mutants.Mutant) props.Report {
 //     hooks (the target injects transfer faults and restarts instances);
 //   - LevelLifecycle: the in-process engines with test hooks;
 //   - otherwise the in-process engines over the shared directory; for S-1,
-//     whose action is destructive, a fresh topology per check.
+//     S-2 and X-1, whose actions are destructive or sticky, a fresh
+//     topology per check.
 func propsTopology(t *testing.T, m mutants.Mutant) (props.Maker, props.Config, func()) {
 	t.Helper()
 	var hooks server.Hooks
@@ -145,20 +146,26 @@ func propsTopology(t *testing.T, m mutants.Mutant) (props.Maker, props.Config, f
 			t.Fatalf("start topology: %v", err)
 		}
 		return props.Shared(topo.Target()), props.Config{}, func() { _ = topo.Shutdown(context.Background(), 30*time.Second) }
-	case m.Rule == "S-1":
+	case m.Rule == "S-1" || m.Rule == "S-2" || m.Rule == "X-1": // destructive or sticky (X-1 until restart)
 		dir, n := t.TempDir(), 0
 		mk := func() (target.Target, func() error, error) {
 			n++
-			tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: fmt.Sprintf("%s/%d", dir, n), Hooks: hooks})
+			tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: fmt.Sprintf("%s/%d", dir, n), Hooks: hooks, TestHooks: m.Level == mutants.LevelLifecycle})
 			return tg, func() error { _ = stop(); return nil }, err
 		}
 		return mk, props.Config{Shutdown: true}, func() {}
 	default:
-		tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), Hooks: hooks, TestHooks: m.Level == mutants.LevelLifecycle})
+		opts, cfg := inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), Hooks: hooks}, props.Config{}
+		if m.Level == mutants.LevelLifecycle {
+			// A fast collector, so the X-2 action's wait (and each of its
+			// replays while shrinking) is short.
+			opts.TestHooks, opts.CollectInterval, cfg.CollectWithin = true, 20*time.Millisecond, 300*time.Millisecond
+		}
+		tg, stop, err := inprocess.StartEPD(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return props.Shared(tg), props.Config{}, func() { _ = stop() } // a mutant may not drain cleanly; not what is judged here
+		return props.Shared(tg), cfg, func() { _ = stop() } // a mutant may not drain cleanly; not what is judged here
 	}
 }
 

@@ -152,6 +152,14 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.PrefixKey = keyWithoutFreshIdentities }},
 	{Name: "q3-free-source-on-failure", Rule: "Q-3", Topology: TopologyTCPFaults, Sim: "producer-frees-source-on-failure", Breaks: "the producer frees a transfer's source after a failure past the claim instead of quarantining it, while the WRITE may still read it",
 		Apply: func(h *server.Hooks) { h.FreeSourceOnTransferFailure = true }},
+	{Name: "x1-cleanup-failure-swallowed", Rule: "X-1", Level: LevelLifecycle, Sim: "cleanup-failure-swallowed", Breaks: "a removal that fails is logged and forgotten: Health stays READY and new handoffs are admitted",
+		Apply: func(h *server.Hooks) { h.SwallowCleanupFailure = true }},
+	{Name: "s2-shutdown-before-cleanup", Rule: "S-2", Level: LevelLifecycle, Sim: "shutdown-before-cleanup", Breaks: "the producer's drain returns before the removals of its unconsumed entries finish, so they stay consumable",
+		Apply: func(h *server.Hooks) { h.DrainBeforeCleanup = true }},
+	{Name: "c2-late-completion-revives", Rule: "C-2", Level: LevelLifecycle, Sim: "late-completion-revives", Breaks: "an encoder step that completes after its publish was cancelled publishes the entry anyway, for a client that never gets it",
+		Apply: func(h *server.Hooks) { h.ReviveLateCompletion = true }},
+	{Name: "c3-keep-output-after-cancel", Rule: "C-3", Level: LevelLifecycle, Sim: "keep-output-after-cancel", Breaks: "a publish cancelled once its output is ready writes the entry and keeps it although its EncoderReady never reached the client",
+		Apply: func(h *server.Hooks) { h.KeepOutputAfterCancel = true }},
 }
 
 // keyWithoutFreshIdentities is the prefix-cache key with every fresh

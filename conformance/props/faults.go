@@ -352,16 +352,6 @@ func fatal(t *rapid.T, detail, format string, args ...any) {
 	t.Fatalf(format, args...)
 }
 
-// brief is a Generate result as a failure message shows it: the code and
-// the number of tokens (describe, with the engine's message, is logged).
-func brief(res *target.GenerateResult) string {
-	s := "code " + codeName(res.Code())
-	if n := len(res.TokenIDs()); n > 0 {
-		s += fmt.Sprintf(", %d tokens", n)
-	}
-	return s
-}
-
 // label names r for failure messages by its image alone: the same in
 // every replay of the same draws, whereas a reference's bytes are random
 // and its place in the model moves with the outcome of a race (a publish

@@ -75,8 +75,26 @@ func statusString(err error) string {
 }
 
 // describe renders a Generate result as the suite does: code, tokens, events.
+// brief renders a Generate result for a failure message: its code, its
+// token count and events, never the status message, whose ids change on
+// every replay (rapid shrinks only while replays fail with one message).
+func brief(res *target.GenerateResult) string {
+	s := "code " + codeName(res.Code())
+	if n := len(res.TokenIDs()); n > 0 {
+		s += fmt.Sprintf(", %d tokens", n)
+	}
+	if res.EncoderReady() != nil {
+		s += ", EncoderReady"
+	}
+	if e := res.EngineError(); e != nil {
+		s += fmt.Sprintf(", EngineError %s", e.GetCode())
+	}
+	return s
+}
+
+// describe is brief with the engine's messages, for logs.
 func describe(res *target.GenerateResult) string {
-	s := describeStable(res)
+	s := brief(res)
 	if e := res.EngineError(); e != nil {
 		s += fmt.Sprintf(" %q", e.GetMessage())
 	}

@@ -43,6 +43,10 @@ type Config struct {
 	// SettleTimeout bounds the wait for observables at the end of a check
 	// (default 5 s).
 	SettleTimeout time.Duration
+	// CollectWithin bounds how long an unconsumed entry may stay in the
+	// producer's table past its TTL (X-2, the lifecycle actions; default
+	// 1 s: the reference engine's collector runs every 200 ms).
+	CollectWithin time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -68,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SettleTimeout == 0 {
 		c.SettleTimeout = 5 * time.Second
+	}
+	if c.CollectWithin == 0 {
+		c.CollectWithin = time.Second
 	}
 	return c
 }
@@ -119,6 +126,11 @@ func Handoff(mk Maker, cfg Config) func(*rapid.T) {
 		}
 		for _, set := range actionSets {
 			for name, a := range set(m) {
+				if name == "" { // an invariant of the set, checked after every action too
+					check := actions[""]
+					actions[""] = func(t *rapid.T) { check(t); a(t) }
+					continue
+				}
 				if _, dup := actions[name]; dup {
 					panic("props: action " + name + " registered twice")
 				}
@@ -131,7 +143,8 @@ func Handoff(mk Maker, cfg Config) func(*rapid.T) {
 }
 
 // actionSets add actions to the handoff property beyond the core ones, each
-// from its own file (an init appends to it). A set looks at the machine's
+// from its own file (an init appends to it); an action named "" is an
+// invariant, checked after every action with the core ones. A set looks at the machine's
 // target (its Profile, the interfaces it implements) and returns only the
 // actions that target can run, so the one property adapts to what each
 // target offers: fault injection, test hooks, a baseline engine.

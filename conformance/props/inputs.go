@@ -111,7 +111,7 @@ func (mc *machine) expectRejectedBefore(t *rapid.T, e target.Engine, call string
 			_, _ = mc.prod.Abort(ctx, abortRequest(ref))
 			cancel()
 		}
-		failf(t, describe(res), "%s = %s; want %s before any token or EncoderReady (%s)", call, describeStable(res), codeName(code), rule)
+		failf(t, describe(res), "%s = %s; want %s before any token or EncoderReady (%s)", call, brief(res), codeName(code), rule)
 	}
 }
 
@@ -126,21 +126,6 @@ func failf(t *rapid.T, detail, format string, args ...any) {
 		t.Logf("[props] detail: %s", detail)
 	}
 	t.Fatalf(format, args...)
-}
-
-// describeStable is describe without the status message (code, tokens, events).
-func describeStable(res *target.GenerateResult) string {
-	s := "code " + codeName(res.Code())
-	if n := len(res.TokenIDs()); n > 0 {
-		s += fmt.Sprintf(", %d tokens", n)
-	}
-	if res.EncoderReady() != nil {
-		s += ", EncoderReady"
-	}
-	if e := res.EngineError(); e != nil {
-		s += fmt.Sprintf(", EngineError %s", e.GetCode())
-	}
-	return s
 }
 
 // label names r by its state and image, which stay the same on every

@@ -10,7 +10,6 @@ import (
 	"github.com/baton-dev/baton/conformance/props"
 	"github.com/baton-dev/baton/conformance/target/inprocess"
 	"github.com/baton-dev/baton/engine/server"
-	"pgregory.net/rapid"
 )
 
 // killedBy runs the handoff property against the in-process engines with
@@ -82,21 +81,4 @@ func TestMediaKillsMutants(t *testing.T) {
 	} {
 		t.Run(tc.mutant, func(t *testing.T) { killedBy(t, tc.mutant, tc.rule, tc.lifecycle) })
 	}
-}
-
-// TestHandoffLifecycleInProcess runs the handoff property against the
-// in-process engines with test hooks, whose profile claims the Lifecycle
-// level: the actions of its rules (the H-1 and H-4 media checks) run too.
-func TestHandoffLifecycleInProcess(t *testing.T) {
-	rapidDefaults(t, 60, 10, 15)
-	tg, stop, err := inprocess.StartEPD(inprocess.Options{Preset: "tiny", CacheDir: t.TempDir(), TestHooks: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := stop(); err != nil {
-			t.Errorf("drain: %v (S-2, S-4)", err)
-		}
-	}()
-	rapid.Check(t, props.Handoff(props.Shared(tg), props.Config{}))
 }

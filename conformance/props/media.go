@@ -280,7 +280,7 @@ func (l *mediaRefs) publish(t *rapid.T, what string, item *pb.MediaItem) (*pb.En
 		l.refs = append(l.refs, ref)
 	}
 	if res.Code() != codes.OK || ready == nil || len(ready.GetItems()) != 1 {
-		failf(t, describe(res), "Publish(%s) = %s; want OK with one EncoderReady of one item", what, describeStable(res))
+		failf(t, describe(res), "Publish(%s) = %s; want OK with one EncoderReady of one item", what, brief(res))
 	}
 	h := ready.GetItems()[0].GetContentHash()
 	if !isHexSHA256(h) {
@@ -319,7 +319,7 @@ func (l *mediaRefs) consume(t *rapid.T, what, prompt string, ref *pb.EncoderCach
 	defer cancel()
 	res := mc.generate(t, ctx, mc.cons, req)
 	if res.Code() != codes.OK || len(res.TokenIDs()) == 0 {
-		failf(t, describe(res), "Consume(the live reference to %s) = %s; want tokens (SU-1)", what, describeStable(res))
+		failf(t, describe(res), "Consume(the live reference to %s) = %s; want tokens (SU-1)", what, brief(res))
 	}
 	l.abort(t, what+", consumed", ref, pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED)
 	return res
@@ -332,7 +332,7 @@ func (mc *machine) baseline(t *rapid.T, base target.Engine, what, prompt string,
 	defer cancel()
 	res := mc.generate(t, ctx, base, mc.baselineRequest(prompt, item))
 	if res.Code() != codes.OK || len(res.TokenIDs()) == 0 {
-		failf(t, describe(res), "Baseline(%s) = %s; want tokens", what, describeStable(res))
+		failf(t, describe(res), "Baseline(%s) = %s; want tokens", what, brief(res))
 	}
 	return res
 }

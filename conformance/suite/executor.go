@@ -164,17 +164,31 @@ func C2LateCompletionKeepsSiblingSlices(ctx context.Context, t TB, tg target.Tar
 	held := func(img fixtures.Image) *pb.GenerateRequest {
 		return withExtra(h.publishRequest(nil, imageItem(img)), map[string]any{HookEncoderDelayMs: memberHoldMs})
 	}
+	entries0, countsEntries := h.attribute(h.prod, ObservableExportsEntries)
 	runs := h.inOneBatch("producer", h.prod, h.publishRequest(nil, imageItem(occupier)), []string{a.Name, b.Name, c.Name}, held(a), held(b), held(c))
 	runs[2].cancel() // b, while the batch's encoder step is pending
 	results := make([]*target.GenerateResult, len(runs))
+	published := 0
 	for i, r := range runs {
 		results[i] = <-r.done
 		if ready := results[i].EncoderReady(); ready != nil && results[i].Status != nil {
 			h.track(ready.GetRef())
+			published++
 		}
 	}
 	if ready := results[2].EncoderReady(); ready != nil {
 		t.Errorf("C-2 Publish(image=%s) cancelled while its batch was pending = %s; want no EncoderReady (a late completion must not revive it)", b.Name, describe(results[2]))
+	}
+	if countsEntries {
+		// Once every publish of the batch ended, the table holds what the
+		// clients got and nothing for the cancelled one.
+		for deadline := time.Now().Add(settleTimeout); h.running(h.prod) > 0 && time.Now().Before(deadline); {
+			h.waitMs(pollInterval.Milliseconds(), "for every publish of the batch to end")
+		}
+		if got, _ := h.attribute(h.prod, ObservableExportsEntries); got > entries0+float64(published) {
+			t.Errorf("C-2 GetLoad(producer) %s = %g once the batch with the cancelled %s ended; want at most %g, the %d entries its clients got (a late completion must not revive the cancelled publish)",
+				ObservableExportsEntries, got, b.Name, entries0+float64(published), published)
+		}
 	}
 	for i, want := range map[int]*target.GenerateResult{1: baseA, 3: baseC} {
 		ready := results[i].EncoderReady()
@@ -221,6 +235,34 @@ func C3CancelBeforeContextStepFreesStorage(ctx context.Context, t TB, tg target.
 	}
 	h.expectSettled("C-3", "baseline", h.base, before, "after a request cancelled with its output published and unconsumed", ObservableStorageLiveBatches)
 	h.expectReady("baseline", h.base)
+}
+
+// C3CancelledPublishLeavesNoEntry holds a publish between its encoder output's ready event and the entry's write (baton.context_delay_ms), cancels it there, and sees the producer's exports and batch storage back to their values before: the unconsumed output is released, never written and kept (C-3; C-7 on the stream).
+func C3CancelledPublishLeavesNoEntry(ctx context.Context, t TB, tg target.Target) {
+	h := needEPD(ctx, t, tg)
+	h.needHooks(HookContextDelayMs)
+	h.needObservables("what a cancelled publish leaves")
+	defer h.cleanup()
+	img := fixture(t, "video-001.png")
+	before := h.mustCounters("producer", h.prod)
+	req := withExtra(h.publishRequest(nil, imageItem(img)), map[string]any{HookContextDelayMs: heldEncoderMs})
+	cancel, done := h.startHeld(h.prod, req)
+	deadline := time.Now().Add(settleTimeout)
+	for h.mustCounters("producer", h.prod)[ObservableStorageLiveBatches] <= before[ObservableStorageLiveBatches] {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			NotVerifiable(t, fmt.Sprintf("the producer never showed the held output's storage in %s (does it honour %s?)", ObservableStorageLiveBatches, HookContextDelayMs))
+		}
+		h.waitMs(pollInterval.Milliseconds(), "for the output to be ready")
+	}
+	cancel()
+	if res := <-done; res.Status != nil && res.EncoderReady() != nil {
+		h.track(res.EncoderReady().GetRef())
+		t.Errorf("C-3 Publish(image=%s) cancelled once its output was ready = %s; want no EncoderReady", img.Name, describe(res))
+	}
+	h.expectSettled("C-3", "producer", h.prod, before, "after a publish cancelled with its output ready and unconsumed", ObservableExportsEntries, ObservableExportsBytes, ObservableStorageLiveBatches)
+	h.expectReady("producer", h.prod)
 }
 
 // C3SiblingSliceOutlivesOtherReleases puts two baseline requests in one batch; one decodes (releasing after every step) while the other is held before its first context step: the held one still gets its own baseline answer and the storage goes once both ended (C-3, idempotent release).

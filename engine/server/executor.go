@@ -82,6 +82,9 @@ type execRequest struct {
 	ended        bool
 	admission    int
 	preemptCount int
+
+	// keepAfterReady: the C-3 mutant ignores the cancellation once the output is ready.
+	keepAfterReady bool
 }
 
 type execEvent struct {
@@ -105,7 +108,7 @@ func (d *execDriver) newRequest(requestID string, hooks requestHooks, images []i
 	return &execRequest{
 		d: d, key: requestID + "#" + strconv.FormatUint(d.seq, 10), images: images,
 		hold: hooks.encoderDelay, fail: hooks.encoderFail, contextHold: hooks.contextDelay,
-		events: make(chan execEvent, 1), admission: 1,
+		events: make(chan execEvent, 1), admission: 1, keepAfterReady: hooks.keepAfterReady,
 	}
 }
 
@@ -182,6 +185,9 @@ func (r *execRequest) await(ctx context.Context) ([]encoder.Embedding, error) {
 	case ev = <-r.events:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if r.keepAfterReady {
+		ctx = context.WithoutCancel(ctx) // the C-3 mutant: a ready output is kept whatever the client does
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // cancelled as the output arrived: never consumed, the caller's end drops it (C-3)

@@ -81,4 +81,23 @@ type Hooks struct {
 	// it had, whose storage was freed, instead of running the encoder again
 	// (the R-2 mutant).
 	RecomputeWithoutEncoder bool
+	// SwallowCleanupFailure logs a failed cleanup (a removal or
+	// deregistration that errors) and forgets it: Health stays READY and new
+	// handoffs are admitted (the X-1 mutant).
+	SwallowCleanupFailure bool
+	// DrainBeforeCleanup ends the producer's drain once it has marked its
+	// unconsumed entries for removal, before removing them, and skips the
+	// store's close that would remove them as a backstop: the process exits
+	// with the removals still to do (the S-2 mutant).
+	DrainBeforeCleanup bool
+	// ReviveLateCompletion ignores the cancellation of a publish whose
+	// encoder step is pending: the step's late completion is written,
+	// committed and answered on the stream nobody listens to, and the
+	// entry is kept whatever that send says (the C-2 mutant).
+	ReviveLateCompletion bool
+	// KeepOutputAfterCancel ignores the cancellation of a publish once its
+	// encoder output is ready (published, not yet consumed): the entry is
+	// written, and kept when its EncoderReady cannot reach the cancelled
+	// client instead of released (the C-3 mutant; C-7 on the stream).
+	KeepOutputAfterCancel bool
 }

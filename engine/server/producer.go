@@ -67,13 +67,19 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	for i, im := range images {
 		imgs[i] = im.img
 	}
-	xr, embeddings, err := e.exec.encode(ctx, req.GetRequestId(), hooks, imgs)
+	encodeCtx := ctx
+	if e.cfg.Hooks.ReviveLateCompletion {
+		encodeCtx = context.WithoutCancel(ctx) // the C-2 mutant: the cancellation is not looked at
+	}
+	hooks.keepAfterReady = e.cfg.Hooks.KeepOutputAfterCancel
+	ignoreCancel := e.cfg.Hooks.ReviveLateCompletion || e.cfg.Hooks.KeepOutputAfterCancel
+	xr, embeddings, err := e.exec.encode(encodeCtx, req.GetRequestId(), hooks, imgs)
 	if err != nil {
 		keep = e.cfg.Hooks.KeepReservationOnEncoderFailure && errors.Is(err, errEncoderFailed)
 		return err // C-1 (cancelled during the held step), C-3 (cancelled while published, unconsumed) or C-6 (failed step)
 	}
 	defer xr.end() // drops the view if the entry was never written (C-3)
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && !ignoreCancel {
 		return err // C-1: cancelled before publication, nothing published
 	}
 	items := make([]handoff.ItemMeta, len(images))
@@ -135,6 +141,11 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	}
 	e.log.InfoContext(ctx, "published", "entry", id, "items", len(items), "payload_bytes", payload, "ttl_ms", ttl)
 	if err := send(&pb.GenerateResponse{RequestId: req.GetRequestId(), Event: &pb.GenerateResponse_EncoderReady{EncoderReady: ready}, Usage: &pb.Usage{}}); err != nil {
+		if ignoreCancel {
+			// The C-2 and C-3 mutants: the entry is kept for a client that never got it.
+			e.log.Warn("EncoderReady send failed; entry kept", "entry", id, "err", err)
+			return err
+		}
 		// C-7: nobody can consume what the client never got.
 		if _, rerr := e.release(id); rerr != nil {
 			e.log.Error("C-7 release after failed send", "entry", id, "err", rerr)
@@ -241,6 +252,12 @@ func (e *Engine) drainProducer() error {
 	ids := e.table.Drain()
 	e.cleanups += len(ids)
 	e.mu.Unlock()
+	if e.cfg.Hooks.DrainBeforeCleanup {
+		// The S-2 mutant: the removals are left to run after the drain
+		// returned, and the process exits first.
+		e.log.Warn("drain returns before its removals", "pending", len(ids))
+		return nil
+	}
 	var first error
 	for _, id := range ids {
 		if _, err := e.finishRemoval(id); err != nil && first == nil {

@@ -80,6 +80,10 @@ type requestHooks struct {
 	contextDelay time.Duration
 	preemptAfter uint32
 	preemptMode  executor.PreemptMode
+	// keepAfterReady is no test hook: the C-3 mutant
+	// (Hooks.KeepOutputAfterCancel) sets it on a publish, whose
+	// cancellation is then ignored once its output is ready.
+	keepAfterReady bool
 }
 
 // hooksOf reads the test hooks of req. With Config.TestHooks off it returns

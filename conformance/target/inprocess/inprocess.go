@@ -31,6 +31,9 @@ type Options struct {
 	// TestHooks starts every engine with the baton.* test hooks honoured
 	// (CONTRACT section 4) and the profile claims the Lifecycle level.
 	TestHooks bool
+	// CollectInterval is how often the producer's collector runs (X-2;
+	// 0 keeps the engine's 200 ms).
+	CollectInterval time.Duration
 	// Log receives the engines' logs (nil discards).
 	Log *slog.Logger
 	// OnListen, when set, is told each role's listening address
@@ -64,7 +67,7 @@ func StartEPD(opts Options) (*target.Static, func() error, error) {
 			stopAll()
 			return nil, nil, fmt.Errorf("inprocess: %w", err)
 		}
-		cfg := server.Config{Role: r.role, Preset: opts.Preset, CacheDir: opts.CacheDir, Hooks: opts.Hooks, ShutdownLinger: time.Millisecond, ProducerQuotaBytes: opts.ProducerQuotaBytes, TestHooks: opts.TestHooks}
+		cfg := server.Config{Role: r.role, Preset: opts.Preset, CacheDir: opts.CacheDir, Hooks: opts.Hooks, ShutdownLinger: time.Millisecond, ProducerQuotaBytes: opts.ProducerQuotaBytes, TestHooks: opts.TestHooks, CollectInterval: opts.CollectInterval}
 		if r.role == server.RoleAggregated {
 			cfg.CacheDir = ""
 		}
