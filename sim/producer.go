@@ -272,6 +272,13 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 	switch w.prod.table.Release(id) {
 	case handoff.ReleaseRemove:
 		w.startRemoval(id, handoff.CauseRelease, h, rpc)
+	case handoff.ReleaseCleanupFailed:
+		if w.tracing {
+			w.notef("release %s: UNAVAILABLE (X-1 its removal failed)", short(id))
+		}
+		if h >= 0 {
+			w.send(msgReply, event{kind: evReleaseReplyArrive, h: int32(h), a: rpc, b: resUnavailable})
+		}
 	default:
 		if w.tracing {
 			w.notef("release %s: ALREADY_FINISHED", short(id))

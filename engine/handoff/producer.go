@@ -68,6 +68,13 @@ const (
 	ReleaseAborted
 	// ReleaseAlreadyFinished: the entry was already consumed, released or expired (ALREADY_FINISHED).
 	ReleaseAlreadyFinished
+	// ReleaseCleanupFailed: an earlier removal of the entry failed
+	// (RemovalFailed), so its storage may still be there and claimable:
+	// the release is answered with the X-1 failure (UNAVAILABLE), never
+	// ALREADY_FINISHED, which would tell the client the entry is spent
+	// while a consumer can still claim it (SU-2, SU-3). Found by the
+	// simulator (seed 192999).
+	ReleaseCleanupFailed
 )
 
 // ProducerConfig bounds the producer's table.
@@ -117,6 +124,8 @@ type ProducerTable struct {
 	counters  ProducerCounters
 	// version counts the calls of mutating methods (Version).
 	version uint64
+	// failedRemovals are the entries whose removal failed (RemovalFailed).
+	failedRemovals map[string]struct{}
 }
 
 // Version counts the calls of the table's mutating methods (Reserve,
@@ -205,6 +214,9 @@ func (t *ProducerTable) Release(id string) ReleaseOutcome {
 	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
+		if _, failed := t.failedRemovals[id]; failed {
+			return ReleaseCleanupFailed
+		}
 		return ReleaseAlreadyFinished
 	}
 	e.state = EntryRemoving
@@ -250,6 +262,10 @@ func (t *ProducerTable) RemovalFailed(id string) {
 	}
 	t.drop(e)
 	t.counters.Released++
+	if t.failedRemovals == nil {
+		t.failedRemovals = map[string]struct{}{}
+	}
+	t.failedRemovals[id] = struct{}{}
 }
 
 // ObserveGone reports that the storage of entry id was found missing while it

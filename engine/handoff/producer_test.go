@@ -71,6 +71,29 @@ func TestProducerRelease(t *testing.T) {
 	}
 }
 
+// TestReleaseAfterFailedRemoval: once the removal of an entry failed,
+// its storage may still be there for a consumer to claim, so every later
+// release answers ReleaseCleanupFailed (UNAVAILABLE), never
+// ALREADY_FINISHED: the client must not be told the reference is spent.
+// Found by the simulator (seed 192999).
+func TestReleaseAfterFailedRemoval(t *testing.T) {
+	tb := NewProducerTable(ProducerConfig{QuotaBytes: 1000})
+	e := published(t, tb, 1, 100, 50)
+	if got := tb.Release(e); got != ReleaseRemove {
+		t.Fatalf("Release = %v, want ReleaseRemove", got)
+	}
+	tb.RemovalFailed(e)
+	mustInvariants(t, tb)
+	for i := 0; i < 2; i++ {
+		if got := tb.Release(e); got != ReleaseCleanupFailed {
+			t.Errorf("release %d after the failed removal = %v, want ReleaseCleanupFailed (X-1, not ALREADY_FINISHED)", i+2, got)
+		}
+	}
+	if other := published(t, tb, 2, 100, 50); tb.Release(id(99)) != ReleaseAlreadyFinished || tb.Release(other) != ReleaseRemove {
+		t.Error("an unrelated or unknown entry's release changed")
+	}
+}
+
 // TestProducerQuota covers L-5: past the bound a publish fails with
 // RESOURCE_EXHAUSTED and reserves nothing; released bytes come back.
 func TestProducerQuota(t *testing.T) {

@@ -160,6 +160,10 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 func (e *Engine) release(id string) (handoff.ReleaseOutcome, error) {
 	e.mu.Lock()
 	decision := e.table.Release(id)
+	if decision == handoff.ReleaseCleanupFailed {
+		e.mu.Unlock()
+		return 0, fmt.Errorf("%w: X-1 the removal of entry %s failed earlier; its storage may still be there", handoff.ErrCleanupFailed, id)
+	}
 	if decision != handoff.ReleaseRemove {
 		e.mu.Unlock()
 		return decision, nil
