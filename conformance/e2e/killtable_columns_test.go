@@ -120,7 +120,7 @@ func propsColumn(t *testing.T, m mutants.Mutant) props.Report {
 	t.Helper()
 	mk, cfg, cleanup := propsTopology(t, m)
 	defer cleanup()
-	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: 5 * time.Second, NoFailFile: true}
+	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: 15 * time.Second, NoFailFile: true} // a Lifecycle replay holds encoder steps (hundreds of ms): 5 s shrinks only a few times
 	if cfg.Shutdown {
 		opts.Checks = killColumnChecks / 4
 	}

@@ -2,10 +2,7 @@ package props
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"image"
 	"image/color"
@@ -15,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/fixtures"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -204,33 +202,6 @@ const contentHashTag = "baton.encoder.v1/content-hash\x00"
 // presetKey is the ServerInfo.extra key naming the producer's preprocessing preset.
 const presetKey = "baton.preset"
 
-// contentHash is CONTRACT H-1's hash of m under preset: SHA-256 over the
-// domain tag, uint32 big-endian len(preset) and preset, uint32 big-endian
-// width and height, then per row, per pixel, R, G, B, A as big-endian
-// uint16 of the non-premultiplied 16-bit pixel (image.NRGBA64 order; an
-// 8-bit value v is v*0x101, its colour kept at alpha 0).
-func contentHash(preset string, m *image.NRGBA) string {
-	h := sha256.New()
-	b := m.Bounds()
-	hdr := []byte(contentHashTag)
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(preset)))
-	hdr = append(hdr, preset...)
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dx()))
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dy()))
-	h.Write(hdr)
-	px := make([]byte, 8)
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			c := m.NRGBAAt(x, y)
-			for i, v := range []uint8{c.R, c.G, c.B, c.A} {
-				binary.BigEndian.PutUint16(px[2*i:], uint16(v)*0x101)
-			}
-			h.Write(px)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // preset returns the preprocessing preset the producer declares in
 // ServerInfo.extra (H-1's pre-image includes it); "" when it declares none.
 func (mc *machine) preset(t *rapid.T) string {
@@ -376,7 +347,7 @@ func (mc *machine) pixelEqualEncodings(t *rapid.T, _ target.Engine) {
 		failf(t, hashA+" vs "+hashB, "Publish(%s) and Publish(%s) = different content hashes; want equal: pixel-equal media hash equal (H-4), the hash is over decoded pixels, not wire bytes (H-1)", whatA, whatB)
 	}
 	if preset := mc.preset(t); preset != "" {
-		if want := contentHash(preset, g.img); hashA != want {
+		if want := fixtures.ContentHash(preset, g.img); hashA != want {
 			failf(t, hashA+", want "+want, "Publish(%s) = a content hash other than SHA-256 of the domain tag, preset %q, width, height and the non-premultiplied 16-bit pixels (H-1)", whatA, preset)
 		}
 	}
@@ -422,7 +393,7 @@ func (mc *machine) alphaVariants(t *rapid.T, _ target.Engine) {
 	defer l.releaseIfFailed(t)
 	preset := mc.preset(t)
 	expectH1 := func(g genImage, hash string) {
-		if want := contentHash(preset, g.img); preset != "" && hash != want {
+		if want := fixtures.ContentHash(preset, g.img); preset != "" && hash != want {
 			failf(t, hash+", want "+want, "Publish(%s of an image with alpha) = a content hash other than SHA-256 of the domain tag, preset %q, width, height and the non-premultiplied 16-bit pixels (H-1)", g.role, preset)
 		}
 	}

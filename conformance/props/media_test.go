@@ -9,6 +9,8 @@ import (
 	_ "image/png"
 	"strings"
 	"testing"
+
+	"github.com/baton-dev/baton/fixtures"
 )
 
 // TestContentHashMatchesProjectVectors checks contentHash against the
@@ -33,8 +35,8 @@ func TestContentHashMatchesProjectVectors(t *testing.T) {
 		for i, c := range v.px {
 			m.SetNRGBA(i%v.w, i/v.w, c)
 		}
-		if got := contentHash(v.preset, m); got != v.want {
-			t.Errorf("contentHash(%q, %s) = %s; want %s", v.preset, v.name, got, v.want)
+		if got := fixtures.ContentHash(v.preset, m); got != v.want {
+			t.Errorf("fixtures.ContentHash(%q, %s) = %s; want %s", v.preset, v.name, got, v.want)
 		}
 	}
 }
@@ -74,7 +76,7 @@ func TestEncodingsArePixelEqual(t *testing.T) {
 				got := image.NewNRGBA64(m.Bounds())
 				for y := m.Bounds().Min.Y; y < m.Bounds().Max.Y; y++ {
 					for x := m.Bounds().Min.X; x < m.Bounds().Max.X; x++ {
-						got.SetNRGBA64(x, y, nrgba64Of(m.At(x, y)))
+						got.SetNRGBA64(x, y, fixtures.NRGBA64Of(m.At(x, y)))
 					}
 				}
 				if !bytes.Equal(got.Pix, want.Pix) || got.Bounds() != want.Bounds() {
@@ -82,18 +84,5 @@ func TestEncodingsArePixelEqual(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// nrgba64Of converts one decoded colour as H-1 does: non-premultiplied
-// colours exactly, others through color.NRGBA64Model.
-func nrgba64Of(c color.Color) color.NRGBA64 {
-	switch c := c.(type) {
-	case color.NRGBA:
-		return color.NRGBA64{R: uint16(c.R) * 0x101, G: uint16(c.G) * 0x101, B: uint16(c.B) * 0x101, A: uint16(c.A) * 0x101}
-	case color.NRGBA64:
-		return c
-	default:
-		return color.NRGBA64Model.Convert(c).(color.NRGBA64)
 	}
 }

@@ -2,13 +2,9 @@ package suite
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"image"
-	"image/color"
 	"image/gif"
 	"image/jpeg"
 	"image/png"
@@ -32,7 +28,6 @@ import (
 // color.NRGBA64Model (premultiplied RGBA() divided by alpha).
 
 // contentHashTag starts every content-hash pre-image (CONTRACT H-1).
-const contentHashTag = "baton.encoder.v1/content-hash\x00"
 
 // errUndecodable is wrapped when the suite's decoders cannot decode a fixture.
 var errUndecodable = errors.New("suite: cannot decode the image")
@@ -59,44 +54,4 @@ func decodeImage(data []byte) (image.Image, error) {
 		return nil, fmt.Errorf("%w: %v", errUndecodable, err)
 	}
 	return img, nil
-}
-
-// contentHashOf returns the H-1 content hash (64 lowercase hex digits) of
-// img under the preprocessing preset called preset.
-func contentHashOf(preset string, img image.Image) string {
-	h := sha256.New()
-	b := img.Bounds()
-	var hdr []byte
-	hdr = append(hdr, contentHashTag...)
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(preset)))
-	hdr = append(hdr, preset...)
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dx()))
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dy()))
-	h.Write(hdr)
-	row := make([]byte, 8*max(b.Dx(), 0))
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for i, x := 0, b.Min.X; x < b.Max.X; i, x = i+1, x+1 {
-			c := nrgba64Of(img.At(x, y))
-			o := row[8*i:]
-			binary.BigEndian.PutUint16(o[0:], c.R)
-			binary.BigEndian.PutUint16(o[2:], c.G)
-			binary.BigEndian.PutUint16(o[4:], c.B)
-			binary.BigEndian.PutUint16(o[6:], c.A)
-		}
-		h.Write(row)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// nrgba64Of converts one colour as H-1 says: non-premultiplied colours
-// exactly, others through color.NRGBA64Model.
-func nrgba64Of(c color.Color) color.NRGBA64 {
-	switch c := c.(type) {
-	case color.NRGBA:
-		return color.NRGBA64{R: uint16(c.R) * 0x101, G: uint16(c.G) * 0x101, B: uint16(c.B) * 0x101, A: uint16(c.A) * 0x101}
-	case color.NRGBA64:
-		return c
-	default:
-		return color.NRGBA64Model.Convert(c).(color.NRGBA64)
-	}
 }

@@ -39,8 +39,8 @@ func TestContentHashMatchesProjectVectors(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got := contentHashOf(v.Preset, decoded); got != v.Sha256 {
-			t.Errorf("contentHashOf(%q, %s) = %s; want %s", v.Preset, name, got, v.Sha256)
+		if got := fixtures.ContentHash(v.Preset, decoded); got != v.Sha256 {
+			t.Errorf("fixtures.ContentHash(%q, %s) = %s; want %s", v.Preset, name, got, v.Sha256)
 		}
 		checked++
 	}

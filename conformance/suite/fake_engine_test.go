@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/fixtures"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	_ "golang.org/x/image/webp"
 	"google.golang.org/grpc/codes"
@@ -353,7 +354,7 @@ func (w *fakeWorld) decode(m *pb.MediaItem) (string, *rejection) {
 		sum := sha256.Sum256(data)
 		return hex.EncodeToString(sum[:]), nil
 	}
-	return contentHashOf(fakePreset, img), nil
+	return fixtures.ContentHash(fakePreset, img), nil
 }
 
 // answer is the toy model: maxTokens ids drawn from a hash of the prompt

@@ -367,7 +367,7 @@ func H1ContentHashFromDecodedPixels(ctx context.Context, t TB, tg target.Target)
 		if err != nil {
 			HarnessError(t, "fixture %s: %v", name, err)
 		}
-		want := contentHashOf(preset, decoded)
+		want := fixtures.ContentHash(preset, decoded)
 		ready := h.publish(img)
 		if got := ready.GetItems()[0].GetContentHash(); got != want {
 			t.Errorf("H-1 Publish(image=%s) = content hash %s; want %s (SHA-256 of the domain tag, preset %q, %dx%d and the NRGBA64 pixels)", name, got, want, preset, decoded.Bounds().Dx(), decoded.Bounds().Dy())
