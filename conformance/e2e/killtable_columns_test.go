@@ -120,7 +120,13 @@ func propsColumn(t *testing.T, m mutants.Mutant) props.Report {
 	t.Helper()
 	mk, cfg, cleanup := propsTopology(t, m)
 	defer cleanup()
-	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: 15 * time.Second, NoFailFile: true} // a Lifecycle replay holds encoder steps (hundreds of ms): 5 s shrinks only a few times
+	// rapid's shrinking is bounded by time: a Lifecycle replay holds encoder
+	// steps (hundreds of ms), so it gets longer to reach the short sequence.
+	shrink := 15 * time.Second
+	if m.Level == mutants.LevelLifecycle {
+		shrink = 30 * time.Second
+	}
+	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: shrink, NoFailFile: true}
 	if cfg.Shutdown {
 		opts.Checks = killColumnChecks / 4
 	}
