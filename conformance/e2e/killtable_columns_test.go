@@ -56,6 +56,7 @@ func TestMutantKillTableColumns(t *testing.T) {
 		name, rule          string
 		suite, props, simul killVerdict
 		propsTime           time.Duration
+		secondRun           bool
 	}
 	var rows []row
 	counterpart := map[string]bool{}
@@ -72,7 +73,20 @@ func TestMutantKillTableColumns(t *testing.T) {
 				}
 			}
 			rep := propsColumn(t, m)
+			if !rep.Passed && rep.Actions > maxShrunkActions {
+				// rapid shrinks only while a replay fails with the same
+				// message, and a Lifecycle replay's timing (batches, held
+				// steps) can change it: a second run with a fresh seed,
+				// reported as such, before the length is judged.
+				t.Logf("props killed %s, but shrank only to %d actions (seed %d); running it once more", m.Name, rep.Actions, rep.Seed)
+				again := propsColumn(t, m)
+				again.Found += rep.Elapsed
+				rep, r.secondRun = again, true
+			}
 			r.props, r.propsTime = propsCell(rep), rep.Found
+			if r.secondRun {
+				r.props.cell += " (2nd run)"
+			}
 			switch {
 			case rep.Passed:
 				t.Errorf("mutant %s (%s: %s) survived %d checks of the handoff property (seed %d)", m.Name, m.Rule, m.Breaks, killColumnChecks, rep.Seed)
@@ -122,9 +136,9 @@ func propsColumn(t *testing.T, m mutants.Mutant) props.Report {
 	defer cleanup()
 	// rapid's shrinking is bounded by time: a Lifecycle replay holds encoder
 	// steps (hundreds of ms), so it gets longer to reach the short sequence.
-	shrink := 15 * time.Second
+	shrink := 5 * time.Second
 	if m.Level == mutants.LevelLifecycle {
-		shrink = 30 * time.Second
+		shrink = 10 * time.Second
 	}
 	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: shrink, NoFailFile: true}
 	if cfg.Shutdown {
