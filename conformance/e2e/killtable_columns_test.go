@@ -136,11 +136,14 @@ func propsColumn(t *testing.T, m mutants.Mutant) props.Report {
 	defer cleanup()
 	// rapid's shrinking is bounded by time: a Lifecycle replay holds encoder
 	// steps (hundreds of ms), so it gets longer to reach the short sequence.
-	shrink := 5 * time.Second
+	// Lifecycle checks are also kept short (6 actions on average): their
+	// scenarios carry their own setup, and a short check stays short when
+	// timing stops rapid's shrinking early.
+	shrink, steps := 5*time.Second, 15
 	if m.Level == mutants.LevelLifecycle {
-		shrink = 10 * time.Second
+		shrink, steps = 10*time.Second, 6
 	}
-	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: 15, ShrinkTime: shrink, NoFailFile: true}
+	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: steps, ShrinkTime: shrink, NoFailFile: true}
 	if cfg.Shutdown {
 		opts.Checks = killColumnChecks / 4
 	}
