@@ -136,12 +136,12 @@ func propsColumn(t *testing.T, m mutants.Mutant) props.Report {
 	defer cleanup()
 	// rapid's shrinking is bounded by time: a Lifecycle replay holds encoder
 	// steps (hundreds of ms), so it gets longer to reach the short sequence.
-	// Lifecycle checks are also kept short (6 actions on average): their
-	// scenarios carry their own setup, and a short check stays short when
-	// timing stops rapid's shrinking early.
-	shrink, steps := 5*time.Second, 15
+	// Checks are kept short (6 actions on average): every scenario carries
+	// its own setup, and a short check stays short when a replay's timing
+	// on a shared engine stops rapid's shrinking early.
+	shrink, steps := 5*time.Second, 6
 	if m.Level == mutants.LevelLifecycle {
-		shrink, steps = 10*time.Second, 6
+		shrink = 10 * time.Second
 	}
 	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: steps, ShrinkTime: shrink, NoFailFile: true}
 	if cfg.Shutdown {
