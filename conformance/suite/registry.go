@@ -176,6 +176,9 @@ func Cases() []Case {
 			levels[r] = lvl
 		}
 	}
+	for _, f := range FeatureRules() {
+		levels[f.Rule] = LevelCore // checked at every level when declared
+	}
 	for i := range cs {
 		cs[i].Level = levels[cs[i].Rule]
 		if slices.Contains(cs[i].Labels, LabelNeedsFaultProxy) {
@@ -209,9 +212,36 @@ func RulesByLevel() map[Level][]string {
 			"SU-6", "S-2", "S-4",
 		},
 		LevelFaults: {
-			"Q-1", "Q-2", "Q-3", "Q-4", "Q-5", "C-4", "S-3",
+			"Q-1", "Q-2", "Q-3", "Q-4", "Q-5", "Q-6", "C-4", "S-3",
+			"SE-3", "SE-4", "SE-5",
 		},
 	}
+}
+
+// FeatureRule is a rule checked at every level, but only when the profile
+// declares the feature it is about (CONTRACT section 5: "SE-1 and SE-2 are
+// checked at every level when the profile declares tls or authorization").
+type FeatureRule struct {
+	// Rule is the CONTRACT rule ID ("SE-1").
+	Rule string
+	// Feature is the profile feature that makes the rule apply ("tls",
+	// "authorization").
+	Feature string
+}
+
+// Features a profile may declare that bring feature rules in.
+const (
+	// FeatureTLS: every listener serves TLS (SE-1).
+	FeatureTLS = "tls"
+	// FeatureAuthorization: operator calls are authorized (SE-2).
+	FeatureAuthorization = "authorization"
+)
+
+// FeatureRules lists the feature rules in CONTRACT order. Their cases carry
+// LevelCore (so they run at every claimed level) and a needs:<feature>
+// label. It returns a fresh slice on every call.
+func FeatureRules() []FeatureRule {
+	return []FeatureRule{{Rule: "SE-1", Feature: FeatureTLS}, {Rule: "SE-2", Feature: FeatureAuthorization}}
 }
 
 // CasesForRule returns the registered cases of rule (e.g. "SU-2"), in

@@ -96,7 +96,7 @@ func TestRulesByLevelMatchesContract(t *testing.T) {
 	want := map[Level]string{
 		LevelCore:      "SU-1 SU-2 SU-3 SU-4 SU-5 L-1 L-2 L-3 L-4 L-5 L-6 N-1 N-2 S-1 B-1 B-2 H-3 H-5",
 		LevelLifecycle: "C-1 C-2 C-3 C-5 C-6 C-7 R-1 R-2 H-1 H-2 H-4 X-1 X-2 SU-6 S-2 S-4",
-		LevelFaults:    "Q-1 Q-2 Q-3 Q-4 Q-5 C-4 S-3",
+		LevelFaults:    "Q-1 Q-2 Q-3 Q-4 Q-5 Q-6 C-4 S-3 SE-3 SE-4 SE-5",
 	}
 	got := RulesByLevel()
 	if len(got) != len(want) {

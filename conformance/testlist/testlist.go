@@ -68,6 +68,10 @@ type Rule struct {
 	// Section is the GitHub anchor of the contract section holding the
 	// rule ("single-use-su").
 	Section string `yaml:"section"`
+	// Feature, for a feature rule (suite.FeatureRules), is the profile
+	// feature that makes it apply ("tls"); its Level is then the lowest
+	// level it is checked at ("core": every level). "" for a level rule.
+	Feature string `yaml:"feature,omitempty"`
 	// Since is the baton version that introduced the rule into the list.
 	Since string `yaml:"since"`
 	// Cases are the registered cases of the rule, in registry order; empty
@@ -111,11 +115,13 @@ func Build(contract []byte) (List, error) {
 	if err != nil {
 		return List{}, err
 	}
-	return BuildFrom(reqs, suite.RulesByLevel(), suite.Cases())
+	return BuildFrom(reqs, suite.RulesByLevel(), suite.FeatureRules(), suite.Cases())
 }
 
-// BuildFrom is Build over parsed requirements, a level table and cases.
-func BuildFrom(reqs []Requirement, rulesByLevel map[suite.Level][]string, cases []suite.Case) (List, error) {
+// BuildFrom is Build over parsed requirements, a level table, the feature
+// rules (listed after the level table's, at level core with their feature)
+// and cases.
+func BuildFrom(reqs []Requirement, rulesByLevel map[suite.Level][]string, features []suite.FeatureRule, cases []suite.Case) (List, error) {
 	byRule := map[string]Requirement{}
 	for _, r := range reqs {
 		byRule[r.Rule] = r
@@ -139,6 +145,25 @@ func BuildFrom(reqs []Requirement, rulesByLevel map[suite.Level][]string, cases 
 			}
 			l.Rules = append(l.Rules, r)
 		}
+	}
+	for _, f := range features {
+		if inLevel[f.Rule] {
+			problems = append(problems, fmt.Sprintf("feature rule %s is also in the level table", f.Rule))
+			continue
+		}
+		inLevel[f.Rule] = true
+		req, ok := byRule[f.Rule]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("feature rule %s is not in CONTRACT.md", f.Rule))
+			continue
+		}
+		r := Rule{Rule: f.Rule, Level: string(suite.LevelCore), Feature: f.Feature, Requirement: req.Sentence, Section: req.Section, Since: SinceVersion, Cases: []Case{}}
+		for _, c := range cases {
+			if c.Rule == f.Rule {
+				r.Cases = append(r.Cases, Case{Name: c.Name, Labels: CaseLabels(c), Since: SinceVersion})
+			}
+		}
+		l.Rules = append(l.Rules, r)
 	}
 	for lvl := range rulesByLevel {
 		if lvl != suite.LevelCore && lvl != suite.LevelLifecycle && lvl != suite.LevelFaults {

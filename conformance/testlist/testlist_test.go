@@ -117,6 +117,11 @@ func TestCommittedListMatchesRegistry(t *testing.T) {
 			}
 		}
 	}
+	for _, f := range suite.FeatureRules() {
+		if r, ok := l.Rule(f.Rule); !ok || r.Feature != f.Feature || r.Level != string(suite.LevelCore) {
+			t.Errorf("feature rule %s (%s) listed as %+v, %v", f.Rule, f.Feature, r, ok)
+		}
+	}
 }
 
 func TestFirstSentence(t *testing.T) {
@@ -192,11 +197,21 @@ func TestBuildFromDisagreements(t *testing.T) {
 		{"unknown level", map[suite.Level][]string{suite.LevelCore: {"SU-1", "SU-2"}, "extra": {"SU-1"}}, nil, `unknown level "extra"`},
 	}
 	for _, tt := range tests {
-		if _, err := testlist.BuildFrom(reqs, tt.levels, tt.cases); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := testlist.BuildFrom(reqs, tt.levels, nil, tt.cases); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: BuildFrom = %v; want an error containing %q", tt.name, err, tt.want)
 		}
 	}
-	l, err := testlist.BuildFrom(reqs, map[suite.Level][]string{suite.LevelCore: {"SU-1", "SU-2"}}, []suite.Case{{Rule: "SU-1", Name: "SU-1 x", Level: suite.LevelCore, Labels: []string{"topology:E+PD"}}})
+	if _, err := testlist.BuildFrom(reqs, map[suite.Level][]string{suite.LevelCore: {"SU-1", "SU-2"}}, []suite.FeatureRule{{Rule: "SU-2", Feature: "tls"}}, nil); err == nil || !strings.Contains(err.Error(), "feature rule SU-2 is also in the level table") {
+		t.Errorf("a feature rule also in the level table: BuildFrom = %v", err)
+	}
+	if _, err := testlist.BuildFrom(reqs, map[suite.Level][]string{suite.LevelCore: {"SU-1", "SU-2"}}, []suite.FeatureRule{{Rule: "SE-9", Feature: "tls"}}, nil); err == nil || !strings.Contains(err.Error(), "feature rule SE-9 is not in CONTRACT.md") {
+		t.Errorf("a feature rule missing from the contract: BuildFrom = %v", err)
+	}
+	fl, err := testlist.BuildFrom(reqs, map[suite.Level][]string{suite.LevelCore: {"SU-1"}}, []suite.FeatureRule{{Rule: "SU-2", Feature: "tls"}}, nil)
+	if err != nil || len(fl.Rules) != 2 || fl.Rules[1].Feature != "tls" || fl.Rules[1].Level != "core" {
+		t.Errorf("a feature rule: BuildFrom = %+v, %v; want it listed last at level core with its feature", fl, err)
+	}
+	l, err := testlist.BuildFrom(reqs, map[suite.Level][]string{suite.LevelCore: {"SU-1", "SU-2"}}, nil, []suite.Case{{Rule: "SU-1", Name: "SU-1 x", Level: suite.LevelCore, Labels: []string{"topology:E+PD"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +237,7 @@ func TestFilter(t *testing.T) {
 		{filter: "SU-2", rules: []string{"SU-2"}, minCases: 3},
 		{filter: "SU-2 || L-6", rules: []string{"SU-2", "L-6"}, minCases: 4},
 		{filter: "C-1", rules: []string{"C-1"}}, // a rule without cases still shows
-		{filter: "level:faults && !under-faults", rules: []string{"C-5", "Q-1", "Q-2", "Q-3", "Q-4", "Q-5", "C-4", "S-3"}},
+		{filter: "level:faults && !under-faults", rules: []string{"C-5", "Q-1", "Q-2", "Q-3", "Q-4", "Q-5", "Q-6", "C-4", "S-3", "SE-3", "SE-4", "SE-5"}},
 		{filter: "level:core &&", wantError: true},
 	}
 	for _, tt := range tests {
