@@ -21,8 +21,8 @@ const (
 	formIssued refForm = iota
 	// formForged names the same entry with a tag the producer never computed (SU-5).
 	formForged
-	// formOversize is the sealed reference padded with spaces past
-	// handoff.MaxOpaqueStateBytes (L-1); otherwise valid.
+	// formOversize is the sealed reference with bytes appended past
+	// handoff.MaxOpaqueStateBytes (L-1, decided before the bytes are read).
 	formOversize
 	// formRelabelled is the sealed reference with a backend no consumer
 	// lists (N-1); its tag covers the old backend.
@@ -82,7 +82,7 @@ func (w *World) presented(rec *entryRecord, f refForm) handoff.Reference {
 func (w *World) sealedTag(rec *entryRecord) string {
 	if rec.sealedTag == "" {
 		sealed := handoff.Reference{Backend: w.set.Backend, ProducerInstanceID: w.prod.instanceID, EntryID: rec.id, ExpiresUnixMs: rec.expiresMs, Items: refItems}
-		ref, err := handoff.ParseReference(sealed.Backend, sealed.ProducerInstanceID, sealed.Seal(w.prod.key), 0)
+		ref, err := handoff.ParseReference(sealed.Backend, sealed.ProducerInstanceID, sealed.Endpoint, sealed.Seal(w.prod.key), 0)
 		if err != nil {
 			panic(fmt.Sprintf("sim: a sealed reference does not parse: %v", err))
 		}

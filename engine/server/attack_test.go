@@ -60,7 +60,7 @@ func TestAttackRegressions(t *testing.T) {
 		if code != codes.OK {
 			t.Fatal(code)
 		}
-		parsed, err := handoff.ParseReference(ref.GetBackend(), ref.GetProducerInstanceId(), ref.GetOpaqueState(), 0)
+		parsed, err := handoff.ParseReference(ref.GetBackend(), ref.GetProducerInstanceId(), endpointOf(ref.GetProducerEndpoint()), ref.GetOpaqueState(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

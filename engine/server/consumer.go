@@ -20,13 +20,14 @@ type ClaimedItem struct {
 }
 
 // parseReference applies, in the contract's precedence, L-1 (size), SU-4
-// (malformed), H-3 (hash format), N-1 (backend) and SU-5 (tag, instance) to a
+// (malformed, including non-canonical bytes), H-3 (hash format), N-1
+// (backend) and SU-5 (ids; the tag over every byte, on shared_dir) to a
 // reference and returns it verified.
 func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, error) {
 	if wire == nil {
 		return handoff.Reference{}, fmt.Errorf("%w: SU-4 encoder.consume has no reference", handoff.ErrMalformedReference)
 	}
-	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), wire.GetOpaqueState(), e.cfg.Hooks.MaxReferenceBytes)
+	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), e.cfg.Hooks.MaxReferenceBytes)
 	if err != nil {
 		return handoff.Reference{}, err
 	}
@@ -39,7 +40,11 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, er
 	}
 	if ref.Backend == BackendTCP || ref.Backend == BackendCUDAIPC {
 		// The producer verifies its own tag when asked to transfer (SU-5);
-		// a consumer holds no key for the tcp backend.
+		// a consumer holds no key for the tcp backend, but refuses ids that
+		// could name anything outside a producer's cache itself.
+		if err := ref.CheckIDs(); err != nil {
+			return handoff.Reference{}, err
+		}
 		return ref, nil
 	}
 	key, err := e.producerKey(ref.ProducerInstanceID)

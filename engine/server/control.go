@@ -220,7 +220,7 @@ func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef) (pb.AbortStatus, er
 	if e.cfg.Role != RoleEncoder {
 		return 0, fmt.Errorf("%w: L-4 only the producer releases encoder outputs", handoff.ErrWrongRole)
 	}
-	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), wire.GetOpaqueState(), 0)
+	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), 0)
 	if err != nil {
 		return 0, err
 	}

@@ -291,7 +291,7 @@ func (e *Engine) lendIPC(ctx context.Context, store *ipcStore, req *pb.TransferE
 // the item's length, and the consumer agent (an xfer.IPCPeer).
 func (e *Engine) checkIPCTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Reference, error) {
 	wire := req.GetRef()
-	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), wire.GetOpaqueState(), 0)
+	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), 0)
 	if err != nil {
 		return ref, err
 	}

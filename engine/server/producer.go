@@ -127,12 +127,13 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 		e.failRemoval[id] = true
 		e.mu.Unlock()
 	}
-	ref := handoff.Reference{Backend: e.store.backend(), ProducerInstanceID: e.instanceID, EntryID: id, ExpiresUnixMs: nowMs + ttl, Items: items}
+	endpoint := e.controlEndpoint()
+	ref := handoff.Reference{Backend: e.store.backend(), ProducerInstanceID: e.instanceID, Endpoint: endpointOf(endpoint), EntryID: id, ExpiresUnixMs: nowMs + ttl, Items: items}
 	ready := &pb.EncoderReady{
 		Ref: &pb.EncoderCacheRef{
 			Backend:            e.store.backend(),
 			ProducerInstanceId: e.instanceID,
-			ProducerEndpoint:   e.controlEndpoint(),
+			ProducerEndpoint:   endpoint, // the tag covers it (SU-5)
 			OpaqueState:        ref.Seal(e.store.key()),
 		},
 	}
@@ -275,6 +276,12 @@ func (e *Engine) drainProducer() error {
 		}
 	}
 	return first
+}
+
+// endpointOf is a wire producer_endpoint as the reference tag covers it
+// (an absent one is the zero Endpoint, as proto3 reads it).
+func endpointOf(ep *pb.KvEndpoint) handoff.Endpoint {
+	return handoff.Endpoint{Host: ep.GetHost(), Port: ep.GetPort(), Protocol: ep.GetProtocol()}
 }
 
 func (e *Engine) controlEndpoint() *pb.KvEndpoint {

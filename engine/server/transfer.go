@@ -89,7 +89,7 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 // checkTransfer validates everything that can be checked before the claim.
 func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Reference, []xfer.Descriptor, string, error) {
 	wire := req.GetRef()
-	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), wire.GetOpaqueState(), 0)
+	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), 0)
 	if err != nil {
 		return ref, nil, "", err
 	}

@@ -192,7 +192,7 @@ func (t *Target) publish(req *pb.GenerateRequest) *target.GenerateResult {
 // parse decodes and verifies a wire reference in the contract's order:
 // L-1, SU-4, H-3 (ParseReference), N-1 (backend), SU-5 (Verify).
 func (t *Target) parse(wire *pb.EncoderCacheRef) (handoff.Reference, *status.Status) {
-	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), wire.GetOpaqueState(), 0)
+	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), handoff.Endpoint{Host: wire.GetProducerEndpoint().GetHost(), Port: wire.GetProducerEndpoint().GetPort(), Protocol: wire.GetProducerEndpoint().GetProtocol()}, wire.GetOpaqueState(), 0)
 	if err == nil && ref.Backend != Backend {
 		err = fmt.Errorf("%w: N-1 backend %.40q", handoff.ErrBackendNotAccepted, ref.Backend)
 	}
