@@ -123,7 +123,11 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: open shared directory: %w", err)
 		}
-		e.store = sharedDirStore{dir: dir}
+		store := sharedDirStore{dir: dir, log: e.log}
+		// Crashed producers' directories go now (and later every
+		// shareddir.SweepIntervalMs from the collector).
+		store.sweep(e.now().UnixMilli())
+		e.store = store
 	}
 	e.health.Started()
 	return e, nil

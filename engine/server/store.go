@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
@@ -33,7 +34,10 @@ type entryStore interface {
 
 // sharedDirStore is the shared-directory backend: safetensors files that
 // consumers claim by atomic rename.
-type sharedDirStore struct{ dir *shareddir.Dir }
+type sharedDirStore struct {
+	dir *shareddir.Dir
+	log *slog.Logger // sweep failures: another instance's, not this one's cleanup (no X-1)
+}
 
 func (s sharedDirStore) backend() string { return BackendSharedDir }
 func (s sharedDirStore) key() []byte     { return s.dir.Key() }
@@ -46,6 +50,18 @@ func (s sharedDirStore) remove(id string) (bool, error) { return s.dir.Remove(id
 func (s sharedDirStore) exists(id string) (bool, error) { return s.dir.Exists(id) }
 func (s sharedDirStore) collect(nowMs int64) error {
 	_, err := s.dir.CollectOrphans(time.Minute.Milliseconds(), nowMs)
+	s.sweep(nowMs)
 	return err
+}
+
+// sweep removes dead producers' instance directories (throttled inside
+// shareddir). Failures there concern another instance and never change
+// this one's Health; they are logged.
+func (s sharedDirStore) sweep(nowMs int64) {
+	if n, err := s.dir.SweepDeadInstances(nowMs); err != nil {
+		s.log.Warn("removing dead producer instance directories", "removed", n, "err", err)
+	} else if n > 0 {
+		s.log.Info("removed dead producer instance directories", "removed", n)
+	}
 }
 func (s sharedDirStore) close() error { return s.dir.Close(true) }

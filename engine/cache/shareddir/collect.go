@@ -60,12 +60,14 @@ func (d *Dir) CollectOrphans(olderThanMs int64, nowMs int64) (removed int, err e
 // Close ends the producer instance. With removeAll (shutdown, S-4) it
 // releases every entry still present (as Remove does, so a consumer racing
 // the shutdown either wins its claim or gets ErrGone), deletes every other
-// file of the instance directory (temp and claimed files, hmac.key) and the
-// directory itself, leaving nothing of this instance under root. The driver
-// should release entries through Remove first to learn each outcome; Close is
-// the backstop. Without removeAll it only marks the Dir closed (files stay).
-// Later calls of Write, Remove, Exists, List and CollectOrphans return
-// fs.ErrClosed; a second Close returns nil.
+// file of the instance directory (temp and claimed files, hmac.key, then
+// the lock file last) and the directory itself, leaving nothing of this
+// instance under root. The driver should release entries through Remove
+// first to learn each outcome; Close is the backstop. Without removeAll
+// the files stay. Either way the instance lock is released last, so from
+// then on another producer's SweepDeadInstances may remove what is left.
+// Later calls of Write, Remove, Exists, List, CollectOrphans and
+// SweepDeadInstances return fs.ErrClosed; a second Close returns nil.
 //
 // Errors: ErrCleanup joining every failure; a missing instance
 // directory is not an error.
@@ -77,14 +79,21 @@ func (d *Dir) Close(removeAll bool) error {
 	}
 	d.closed = true
 	d.mu.Unlock()
-	if !removeAll {
-		return nil
+	var err error
+	if removeAll {
+		err = d.removeAllFiles()
 	}
-	return d.removeAllFiles()
+	if d.lock != nil {
+		if lerr := d.lock.Close(); lerr != nil {
+			err = errors.Join(err, fmt.Errorf("%w: release the instance lock: %w", ErrCleanup, lerr))
+		}
+	}
+	return err
 }
 
-// removeAllFiles releases the entries, deletes every file and the instance
-// directory. Every failure is returned, wrapped in ErrCleanup.
+// removeAllFiles releases the entries, deletes every file (the lock file
+// last) and the instance directory. Every failure is returned, wrapped in
+// ErrCleanup.
 func (d *Dir) removeAllFiles() error {
 	var errs []error
 	ids, err := d.list()
@@ -99,19 +108,41 @@ func (d *Dir) removeAllFiles() error {
 			errs = append(errs, err)
 		}
 	}
-	des, err := d.fsys.ReadDir(d.dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		errs = append(errs, fmt.Errorf("%w: S-4 list %s: %w", ErrCleanup, d.dir, err))
-	}
-	for _, de := range des {
-		if err := removeFile(d.fsys, filepath.Join(d.dir, de.Name())); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, removeDirFiles(d.fsys, d.dir)...)
 	if err := removeFile(d.fsys, d.dir); err != nil {
 		errs = append(errs, err)
 	} else if err := d.fsys.SyncDir(d.root); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("%w: S-4 fsync root %s: %w", ErrCleanup, d.root, err))
 	}
 	return errors.Join(errs...)
+}
+
+// removeDirFiles deletes every entry of dir, the lock file last (so an
+// interrupted removal leaves a lock for the next sweeper to take). Files
+// that vanish concurrently are fine; every other failure wraps ErrCleanup.
+func removeDirFiles(fsys FS, dir string) []error {
+	des, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return []error{fmt.Errorf("%w: list %s: %w", ErrCleanup, dir, err)}
+	}
+	var errs []error
+	hasLock := false
+	for _, de := range des {
+		if de.Name() == lockFileName {
+			hasLock = true
+			continue
+		}
+		if err := removeFile(fsys, filepath.Join(dir, de.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if hasLock && len(errs) == 0 {
+		if err := removeFile(fsys, filepath.Join(dir, lockFileName)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"sync"
 )
 
@@ -20,24 +21,36 @@ type Dir struct {
 	fsys       FS
 	root       string
 	instanceID string
-	dir        string // <root>/<instanceID>
-	key        []byte // keyBytes random bytes, also in <dir>/hmac.key
+	dir        string   // <root>/<instanceID>
+	key        []byte   // keyBytes random bytes, also in <dir>/hmac.key
+	lock       FileLock // the flock on <dir>/lock, held until Close
+
+	sweepMu     sync.Mutex // serializes SweepDeadInstances
+	lastSweepMs int64
+	sweptOnce   bool
 
 	mu     sync.Mutex // guards rand and closed
 	rand   io.Reader
 	closed bool
 }
 
-// OpenProducer creates the instance directory of a new producer instance and
-// its HMAC key, and returns the producer's Dir.
+// OpenProducer creates the instance directory of a new producer instance,
+// takes its lock and writes its HMAC key, and returns the producer's Dir.
 //
-// It creates root if needed and sets it to mode 0700, creates
-// <root>/<instanceID>/ (0700, which must not exist yet: instance ids are
-// fresh UUIDs), and writes 32 bytes read from rand to <root>/<instanceID>/hmac.key
-// (0600) through a temp file, fsync and rename, so a consumer never reads a
-// partial key. rand is also the source of temp-file suffixes; it is guarded by
-// the Dir's mutex, so a non-concurrent reader is fine. Pass crypto/rand.Reader
-// in the engine.
+// If root does not exist it is created (parents as needed) and set to mode
+// 0700; an existing root is used as it is and its mode is never changed (an
+// operator's `chmod 1777` stays), but it must be a directory, not a
+// symlink. Then, in this order: <root>/<instanceID>/ is created (0700,
+// which must not exist yet: instance ids are fresh UUIDs); the instance
+// lock is created as .tmp-lock-<16 hex> (0600), locked (FS.TryLock,
+// flock LOCK_EX|LOCK_NB) and renamed to <root>/<instanceID>/lock, so the
+// lock file is never visible unlocked while its producer lives; 32 bytes
+// read from rand are written to <root>/<instanceID>/hmac.key (0600)
+// through a temp file, fsync and rename, so a consumer never reads a
+// partial key. The lock is held until Close. rand is also the source of
+// temp-file suffixes; it is guarded by the Dir's mutex, so a
+// non-concurrent reader is fine. Pass crypto/rand.Reader in the engine.
+// Call SweepDeadInstances next to remove crashed producers' directories.
 //
 // Errors: ErrBadName if instanceID is not a lowercase UUID (nothing touched);
 // an error wrapping fs.ErrExist if the instance directory already exists;
@@ -51,31 +64,79 @@ func OpenProducer(fsys FS, root, instanceID string, rand io.Reader) (*Dir, error
 	if fsys == nil || rand == nil || root == "" {
 		return nil, errors.New("shareddir: OpenProducer needs a file system, a root and a randomness source")
 	}
-	if err := fsys.MkdirAll(root, dirPerm); err != nil {
-		return nil, fmt.Errorf("shareddir: create root %s: %w", root, err)
-	}
-	if err := requireDir(fsys, root); err != nil {
+	if err := ensureRoot(fsys, root); err != nil {
 		return nil, err
-	}
-	if err := fsys.Chmod(root, dirPerm); err != nil {
-		return nil, fmt.Errorf("shareddir: chmod root %s 0700: %w", root, err)
 	}
 	dir := instanceDir(root, instanceID)
 	if err := fsys.Mkdir(dir, dirPerm); err != nil {
 		return nil, fmt.Errorf("shareddir: create producer instance dir %s: %w", dir, err)
 	}
 	d := &Dir{fsys: fsys, root: root, instanceID: instanceID, dir: dir, rand: rand}
-	if err := d.initKey(); err != nil {
-		return nil, errors.Join(err, d.removeAllFiles())
+	if err := d.initLockAndKey(); err != nil {
+		err = errors.Join(err, d.removeAllFiles())
+		if d.lock != nil {
+			err = errors.Join(err, d.lock.Close())
+		}
+		return nil, err
 	}
 	return d, nil
 }
 
-// initKey sets the instance dir to 0700 and writes a fresh key.
-func (d *Dir) initKey() error {
+// ensureRoot creates root (0700) if it does not exist, and otherwise only
+// checks that it is a directory: a directory baton did not create keeps
+// its mode.
+func ensureRoot(fsys FS, root string) error {
+	_, err := fsys.Lstat(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		if parent := filepath.Dir(root); parent != root {
+			if err := fsys.MkdirAll(parent, dirPerm); err != nil {
+				return fmt.Errorf("shareddir: create the parent of root %s: %w", root, err)
+			}
+		}
+		switch err := fsys.Mkdir(root, dirPerm); {
+		case err == nil:
+			// Ours: exactly 0700 whatever the umask.
+			if err := fsys.Chmod(root, dirPerm); err != nil {
+				return fmt.Errorf("shareddir: chmod root %s 0700: %w", root, err)
+			}
+		case errors.Is(err, fs.ErrExist):
+			// Someone else made it meanwhile: not ours to chmod.
+		default:
+			return fmt.Errorf("shareddir: create root %s: %w", root, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("shareddir: stat root %s: %w", root, err)
+	}
+	return requireDir(fsys, root)
+}
+
+// initLockAndKey sets the instance dir to 0700, takes the instance lock and
+// writes a fresh key.
+func (d *Dir) initLockAndKey() error {
 	if err := d.fsys.Chmod(d.dir, dirPerm); err != nil {
 		return fmt.Errorf("shareddir: chmod %s 0700: %w", d.dir, err)
 	}
+	suffix, err := randHex(d.rand, randSuffixHex/2)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(d.dir, tmpPrefix+lockTmpInfix+"-"+suffix)
+	lock, err := d.fsys.TryLock(tmp, true, filePerm)
+	if err != nil {
+		return fmt.Errorf("shareddir: create the instance lock: %w", err)
+	}
+	d.lock = lock
+	if err := d.fsys.Chmod(tmp, filePerm); err != nil {
+		return fmt.Errorf("shareddir: chmod %s 0600: %w", tmp, err)
+	}
+	if err := d.fsys.Rename(tmp, filepath.Join(d.dir, lockFileName)); err != nil {
+		return fmt.Errorf("shareddir: rename the instance lock into place: %w", err)
+	}
+	return d.initKey()
+}
+
+// initKey writes a fresh key.
+func (d *Dir) initKey() error {
 	key := make([]byte, keyBytes)
 	if _, err := io.ReadFull(d.rand, key); err != nil {
 		return fmt.Errorf("shareddir: read HMAC key randomness: %w", err)

@@ -14,55 +14,81 @@ import (
 	"time"
 )
 
+// TestOpenProducerLayoutAndPermissions: baton's own directories are 0700
+// and its files 0600 whatever the umask; a root baton creates is 0700, and
+// an existing root keeps its mode (`chmod 1777 d` stays drwxrwxrwt).
 func TestOpenProducerLayoutAndPermissions(t *testing.T) {
 	for _, umask := range []int{0o022, 0o000, 0o277} {
-		t.Run("umask "+fs.FileMode(umask).String(), func(t *testing.T) {
-			old := syscall.Umask(umask)
-			defer syscall.Umask(old)
-			parent := t.TempDir()
-			root := filepath.Join(parent, "cache")
-			if err := os.Mkdir(root, 0o755); err != nil { // a pre-existing, too-open root
-				t.Fatal(err)
-			}
-			d, err := OpenProducer(OSFS{}, root, testInstanceID, rand.Reader)
-			if err != nil {
-				t.Fatalf("OpenProducer = %v", err)
-			}
-			id := newEntryID(t)
-			n, err := d.Write(id, tinyOutput(4, 8, 0), map[string]string{"k": "v"})
-			if err != nil {
-				t.Fatalf("Write = %v", err)
-			}
-			syscall.Umask(old)
-			inst := filepath.Join(root, testInstanceID)
-			for _, c := range []struct {
-				path string
-				want fs.FileMode
-			}{
-				{root, fs.ModeDir | 0o700},
-				{inst, fs.ModeDir | 0o700},
-				{filepath.Join(inst, "hmac.key"), 0o600},
-				{filepath.Join(inst, id+".safetensors"), 0o600},
-			} {
-				info, err := os.Lstat(c.path)
+		for _, pre := range []struct {
+			name string
+			mode fs.FileMode // 0: root absent, created by OpenProducer
+			want fs.FileMode
+		}{
+			{"root absent", 0, fs.ModeDir | 0o700},
+			{"root 0755", 0o755, fs.ModeDir | 0o755},
+			{"root 1777", fs.ModeSticky | 0o777, fs.ModeDir | fs.ModeSticky | 0o777},
+		} {
+			t.Run("umask "+fs.FileMode(umask).String()+" "+pre.name, func(t *testing.T) {
+				parent := t.TempDir()
+				root := filepath.Join(parent, "cache")
+				if pre.mode != 0 {
+					if err := os.Mkdir(root, 0o700); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chmod(root, pre.mode); err != nil {
+						t.Fatal(err)
+					}
+				}
+				old := syscall.Umask(umask)
+				defer syscall.Umask(old)
+				d, err := OpenProducer(OSFS{}, root, testInstanceID, rand.Reader)
 				if err != nil {
-					t.Fatalf("Lstat(%s) = %v", c.path, err)
+					t.Fatalf("OpenProducer = %v", err)
 				}
-				if info.Mode() != c.want {
-					t.Errorf("mode of %s = %v, want %v", c.path, info.Mode(), c.want)
+				defer d.Close(true)
+				id := newEntryID(t)
+				n, err := d.Write(id, tinyOutput(4, 8, 0), map[string]string{"k": "v"})
+				if err != nil {
+					t.Fatalf("Write = %v", err)
 				}
-				if c.want == 0o600 && strings.HasSuffix(c.path, ".safetensors") && info.Size() != n {
-					t.Errorf("Write returned %d bytes, file has %d", n, info.Size())
+				syscall.Umask(old)
+				inst := filepath.Join(root, testInstanceID)
+				for _, c := range []struct {
+					path string
+					want fs.FileMode
+				}{
+					{root, pre.want},
+					{inst, fs.ModeDir | 0o700},
+					{filepath.Join(inst, "hmac.key"), 0o600},
+					{filepath.Join(inst, "lock"), 0o600},
+					{filepath.Join(inst, id+".safetensors"), 0o600},
+				} {
+					info, err := os.Lstat(c.path)
+					if err != nil {
+						t.Fatalf("Lstat(%s) = %v", c.path, err)
+					}
+					if info.Mode() != c.want {
+						t.Errorf("mode of %s = %v, want %v", c.path, info.Mode(), c.want)
+					}
+					if c.want == 0o600 && strings.HasSuffix(c.path, ".safetensors") && info.Size() != n {
+						t.Errorf("Write returned %d bytes, file has %d", n, info.Size())
+					}
 				}
-			}
-			key, err := os.ReadFile(filepath.Join(inst, "hmac.key"))
-			if err != nil || len(key) != 32 || !bytes.Equal(key, d.Key()) {
-				t.Fatalf("hmac.key = %x, %v; want the 32 bytes of Key() %x", key, err, d.Key())
-			}
-			if got := dirNames(t, inst); !reflect.DeepEqual(got, []string{id + ".safetensors", "hmac.key"}) {
-				t.Errorf("instance dir holds %q, want the entry and hmac.key only", got)
-			}
-		})
+				key, err := os.ReadFile(filepath.Join(inst, "hmac.key"))
+				if err != nil || len(key) != 32 || !bytes.Equal(key, d.Key()) {
+					t.Fatalf("hmac.key = %x, %v; want the 32 bytes of Key() %x", key, err, d.Key())
+				}
+				if got := dirNames(t, inst); !reflect.DeepEqual(got, []string{id + ".safetensors", "hmac.key", "lock"}) {
+					t.Errorf("instance dir holds %q, want the entry, hmac.key and lock only", got)
+				}
+				if err := d.Close(true); err != nil {
+					t.Fatal(err)
+				}
+				if info, err := os.Lstat(root); err != nil || info.Mode() != pre.want {
+					t.Errorf("after Close root is %v, %v; want %v", info.Mode(), err, pre.want)
+				}
+			})
+		}
 	}
 }
 
@@ -202,8 +228,8 @@ func TestWriteClaimRoundTrip(t *testing.T) {
 	if ok, err := d.Exists(id); ok || err != nil {
 		t.Errorf("SU-1 Exists after Claim = %v, %v; want false (the producer learns of the claim)", ok, err)
 	}
-	if names := dirNames(t, d.Path()); !reflect.DeepEqual(names, []string{"hmac.key"}) {
-		t.Errorf("after Claim the instance dir holds %q, want only hmac.key", names)
+	if names := dirNames(t, d.Path()); !reflect.DeepEqual(names, instanceBaseFiles) {
+		t.Errorf("after Claim the instance dir holds %q, want only hmac.key and lock", names)
 	}
 }
 
@@ -246,8 +272,8 @@ func TestSingleUseSequences(t *testing.T) {
 					}
 				}
 			}
-			if names := dirNames(t, d.Path()); !reflect.DeepEqual(names, []string{"hmac.key"}) {
-				t.Errorf("instance dir holds %q, want only hmac.key", names)
+			if names := dirNames(t, d.Path()); !reflect.DeepEqual(names, instanceBaseFiles) {
+				t.Errorf("instance dir holds %q, want only hmac.key and lock", names)
 			}
 		})
 	}
@@ -336,8 +362,8 @@ func TestClaimCorruptEntry(t *testing.T) {
 			if !errors.Is(err, ErrBadSafetensors) || errors.Is(err, ErrCleanup) {
 				t.Fatalf("Claim(corrupt) = %d tensors, %v; want ErrBadSafetensors alone", len(ts), err)
 			}
-			if names := dirNames(t, d.Path()); !reflect.DeepEqual(names, []string{"hmac.key"}) {
-				t.Errorf("after claiming a corrupt entry the instance dir holds %q, want only hmac.key", names)
+			if names := dirNames(t, d.Path()); !reflect.DeepEqual(names, instanceBaseFiles) {
+				t.Errorf("after claiming a corrupt entry the instance dir holds %q, want only hmac.key and lock", names)
 			}
 			if _, _, err := Claim(OSFS{}, root, testInstanceID, id, rand.Reader, 1<<20); !errors.Is(err, ErrGone) {
 				t.Errorf("SU-2 Claim after a corrupt claim = %v, want ErrGone", err)
@@ -393,8 +419,8 @@ func TestWriteFailureLeavesNothing(t *testing.T) {
 			if _, err := d.Write(id, tinyOutput(2, 2, 0), nil); !errors.Is(err, errInjected) || errors.Is(err, ErrCleanup) {
 				t.Fatalf("L-5 Write = %v, want the injected error alone", err)
 			}
-			if names := dirNames(t, d.Path()); !reflect.DeepEqual(names, []string{"hmac.key"}) {
-				t.Errorf("L-5 after a failed Write the instance dir holds %q, want only hmac.key", names)
+			if names := dirNames(t, d.Path()); !reflect.DeepEqual(names, instanceBaseFiles) {
+				t.Errorf("L-5 after a failed Write the instance dir holds %q, want only hmac.key and lock", names)
 			}
 		})
 	}
@@ -425,8 +451,8 @@ func TestWriteRejects(t *testing.T) {
 	if _, err := d.Write(id, tinyOutput(1, 1, 1), nil); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("SU-6 Write(existing id) = %v, want fs.ErrExist", err)
 	}
-	if names := dirNames(t, d.Path()); len(names) != 2 {
-		t.Errorf("instance dir holds %q, want the entry and hmac.key", names)
+	if names := dirNames(t, d.Path()); len(names) != 3 {
+		t.Errorf("instance dir holds %q, want the entry, hmac.key and lock", names)
 	}
 }
 

@@ -14,16 +14,26 @@
 //
 // # Layout
 //
-//	<root>/                                   0700, shared by all producers of the host
+//	<root>/                                   shared by all producers of the host; 0700 if baton creates it, else its mode is kept
 //	<root>/<producerInstanceID>/              0700, one per producer instance (lowercase UUID)
+//	    lock                                  0600, empty; flock(2)-held by the producer for its life
 //	    hmac.key                              0600, 32 random bytes (the reference HMAC key)
 //	    <entryID>.safetensors                 0600, a published entry (entryID: 32 lowercase hex)
 //	    .tmp-<entryID>-<16 hex>               an entry being written (never claimable)
 //	    .tmp-key-<16 hex>                     the key being written at OpenProducer
+//	    .tmp-lock-<16 hex>                    the lock being created at OpenProducer (locked, then renamed to lock)
 //	    .claimed-<entryID>-<16 hex>           an entry claimed by a consumer or released by the producer
 //
 // Every id is validated before any path is formed from it (ErrBadName, SU-5),
 // so no input can name a file outside its producer's instance directory.
+//
+// # Dead producers
+//
+// A producer holds the flock of its lock file for its whole life, so the
+// lock is free exactly when the process is gone. Dir.SweepDeadInstances
+// (at start and periodically) removes every other instance directory whose
+// lock it can take, and lock-less ones older than DeadInstanceGraceMs;
+// never one whose lock is held (docs/implementing.md section 4.3).
 //
 // # Single use
 //

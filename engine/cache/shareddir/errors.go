@@ -46,4 +46,9 @@ var (
 	// server marks Health NOT_READY with the reason and answers later
 	// Generate requests UNAVAILABLE.
 	ErrCleanup = errors.New("shareddir: cleanup failed")
+
+	// ErrLocked: FS.TryLock found the lock held by another descriptor: the
+	// producer instance that owns it is alive, so its directory is never
+	// touched (SweepDeadInstances).
+	ErrLocked = errors.New("shareddir: lock held by a live owner")
 )

@@ -39,6 +39,22 @@ type FS interface {
 	// SyncDir makes the directory's entries (creations, renames) durable:
 	// fsync(2) of the directory.
 	SyncDir(name string) error
+	// TryLock takes an exclusive, non-blocking lock on the file name:
+	// flock(2) with LOCK_EX|LOCK_NB on a descriptor of its own, held until
+	// the returned FileLock is closed (or the process ends, which is how a
+	// dead producer's lock becomes free). With create, the file is created
+	// exclusively (O_CREAT|O_EXCL, perm before umask); without, an existing
+	// regular file is opened read-only without following a symbolic link
+	// and without blocking. Errors: an error wrapping ErrLocked when another
+	// descriptor holds the lock (its owner is alive); the file system's
+	// error otherwise (fs.ErrNotExist, permission, not a regular file).
+	TryLock(name string, create bool, perm fs.FileMode) (FileLock, error)
+}
+
+// FileLock is a lock taken by FS.TryLock. Close releases it and closes its
+// descriptor; the file stays.
+type FileLock interface {
+	Close() error
 }
 
 // File is an open file of an FS: reads for a consumer's claimed entry,
@@ -90,6 +106,11 @@ func (OSFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 
 // Chmod is os.Chmod.
 func (OSFS) Chmod(name string, mode fs.FileMode) error { return os.Chmod(name, mode) }
+
+// TryLock opens (or creates) name and flocks it (see FS.TryLock).
+func (OSFS) TryLock(name string, create bool, perm fs.FileMode) (FileLock, error) {
+	return tryLock(name, create, perm)
+}
 
 // SyncDir opens the directory read-only and fsyncs it.
 func (OSFS) SyncDir(name string) error {

@@ -119,6 +119,13 @@ func (h *hookFS) SyncDir(p string) error {
 	return h.inner.SyncDir(p)
 }
 
+func (h *hookFS) TryLock(p string, create bool, perm fs.FileMode) (FileLock, error) {
+	if err := h.before("TryLock", p); err != nil {
+		return nil, err
+	}
+	return h.inner.TryLock(p, create, perm)
+}
+
 // hookFile passes Write and Sync of an open file through the hook too.
 type hookFile struct {
 	File
@@ -231,3 +238,7 @@ func dirNames(t testing.TB, dir string) []string {
 	}
 	return names
 }
+
+// instanceBaseFiles is what an instance directory holds with no entry and
+// no temp or claimed file: the key and the instance lock.
+var instanceBaseFiles = []string{"hmac.key", "lock"}

@@ -11,10 +11,12 @@ import (
 // File names inside a producer instance directory (see the package doc).
 const (
 	keyFileName    = "hmac.key"
+	lockFileName   = "lock"
 	entrySuffix    = ".safetensors"
 	tmpPrefix      = ".tmp-"
 	claimedPrefix  = ".claimed-"
 	keyTmpInfix    = "key"
+	lockTmpInfix   = "lock"
 	randSuffixHex  = 16 // hex digits of the random suffix of temp and claimed names (64 bits)
 	entryIDHex     = 32 // hex digits of an entry id (128 bits, SU-5)
 	keyBytes       = 32 // bytes of the per-instance HMAC key
@@ -98,7 +100,7 @@ func entryIDFromName(name string) (string, bool) {
 }
 
 // isOrphanCandidate reports whether name is a temp or claimed file this
-// package creates: .tmp-<entryID|key>-<16 hex> or .claimed-<entryID>-<16 hex>.
+// package creates: .tmp-<entryID|key|lock>-<16 hex> or .claimed-<entryID>-<16 hex>.
 func isOrphanCandidate(name string) bool {
 	var rest string
 	var ok bool
@@ -112,5 +114,5 @@ func isOrphanCandidate(name string) bool {
 	if !ok || len(suffix) != randSuffixHex || !allLowerHex(suffix) {
 		return false
 	}
-	return ValidateEntryID(id) == nil || keyAllowed && id == keyTmpInfix
+	return ValidateEntryID(id) == nil || keyAllowed && (id == keyTmpInfix || id == lockTmpInfix)
 }

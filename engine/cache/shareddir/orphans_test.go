@@ -84,7 +84,7 @@ func TestCollectOrphansToleratesVanishing(t *testing.T) {
 	if err != nil || removed != 1 {
 		t.Fatalf("X-2 CollectOrphans with vanishing files = %d, %v; want 1, nil", removed, err)
 	}
-	if got := dirNames(t, d.Path()); !reflect.DeepEqual(got, []string{"hmac.key"}) {
+	if got := dirNames(t, d.Path()); !reflect.DeepEqual(got, instanceBaseFiles) {
 		t.Errorf("after collection the dir holds %q", got)
 	}
 
@@ -174,7 +174,7 @@ func TestCollectOrphansConcurrentClaims(t *testing.T) {
 		t.Fatalf("SU-1 claims racing the collector failed: %q", failures)
 	}
 	t.Logf("collector deleted %d claimed files under the consumers' feet", collected)
-	if got := dirNames(t, d.Path()); !reflect.DeepEqual(got, []string{"hmac.key"}) {
+	if got := dirNames(t, d.Path()); !reflect.DeepEqual(got, instanceBaseFiles) {
 		t.Errorf("after claims and collection the dir holds %q", got)
 	}
 }
