@@ -92,7 +92,10 @@ func (w *World) sealedTag(rec *entryRecord) string {
 }
 
 // verifyTag is the SU-5 tag check (handoff.Reference.Verify under the
-// producer's key) of rec's reference in form f.
+// producer's key) of rec's reference in form f. An oversize form only
+// gets here past a missing L-1 bound (the no-reference-limit mutant),
+// whose reader, like a JSON decoder, skips the appended whitespace: what
+// is left is the sealed reference.
 func (w *World) verifyTag(rec *entryRecord, f refForm) error {
 	if f == formIssued || f == formOversize {
 		return nil // the sealed fields and tag: Verify accepts what Seal made

@@ -5,6 +5,7 @@
 package mutants
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -75,8 +76,21 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.OnRejectedReference = server.ClaimAndDiscard }},
 	{Name: "su5-unsigned-references", Rule: "SU-5", Sim: "unsigned-references", Breaks: "the consumer does not verify a reference's tag, so forged references address any entry",
 		Apply: func(h *server.Hooks) { h.VerifyReference = func(handoff.Reference, []byte) error { return nil } }},
-	{Name: "l1-no-reference-limit", Rule: "L-1", Sim: "no-reference-limit", Breaks: "opaque_state has no size limit",
-		Apply: func(h *server.Hooks) { h.MaxReferenceBytes = 1 << 30 }},
+	// With a tag over every byte, an oversize opaque state is also SU-4 (the
+	// same code), so a consumer without the bound is only seen when it then
+	// reads the reference leniently, as a JSON decoder does: this one skips
+	// the whitespace around an oversize opaque state instead of refusing it
+	// by its length (under the bound it reads the bytes as they are).
+	{Name: "l1-no-reference-limit", Rule: "L-1", Sim: "no-reference-limit", Breaks: "opaque_state has no size limit: an oversize one is read as JSON, surrounding whitespace skipped",
+		Apply: func(h *server.Hooks) {
+			h.MaxReferenceBytes = 1 << 30
+			h.ReadReference = func(b []byte) []byte {
+				if len(b) > handoff.MaxOpaqueStateBytes {
+					return bytes.TrimSpace(b)
+				}
+				return b
+			}
+		}},
 	{Name: "l3-video-as-image", Rule: "L-3", Sim: "video-as-image", Breaks: "video and audio items are treated as images",
 		Apply: func(h *server.Hooks) { h.CheckModality = func(pb.Modality) error { return nil } }},
 	{Name: "l4-role-unchecked", Rule: "L-4", Sim: "role-unchecked", Breaks: "requests for another role are served",

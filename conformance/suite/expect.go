@@ -102,11 +102,12 @@ func callName(verb, arg, note string) string {
 }
 
 // refLabel is a short name of a reference for messages: the first 4 hex
-// digits of its baton-json-v1 id, else of the SHA-256 of its opaque state,
+// digits of its baton-json-v1 id (read loosely, so an altered copy keeps
+// its original's label), else of the SHA-256 of its opaque state,
 // followed by "..".
 func refLabel(ref *pb.EncoderCacheRef) string {
 	op := ref.GetOpaqueState()
-	if id, err := refID(op); err == nil && hexPrefix.MatchString(id) {
+	if id, ok := refIDLoose(op); ok && hexPrefix.MatchString(id) {
 		return id[:4] + ".."
 	}
 	if len(op) == 0 {

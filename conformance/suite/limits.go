@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 
 // Limits and validation cases (CONTRACT L-1..L-6).
 
-// L1OversizeReferenceRejected presents 65,537-byte references (random bytes and, format declared, a valid reference padded with JSON whitespace): INVALID_ARGUMENT before any token; padded to exactly 65,536 bytes it still consumes (L-1).
+// L1OversizeReferenceRejected presents 65,537-byte references (random bytes, and the valid reference extended with spaces to that size): INVALID_ARGUMENT before any token, on the consumer and from Abort; the valid reference still consumes afterwards (L-1, any reference format: a tamper-evident reference has no legal padded form).
 func L1OversizeReferenceRejected(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
 	defer h.cleanup()
@@ -24,22 +25,15 @@ func L1OversizeReferenceRejected(ctx context.Context, t TB, tg target.Target) {
 	random := withOpaque(ref, pseudoBytes("L-1 oversize reference", maxReferenceBytes+1))
 	h.consumeRejected(prompt, random, "opaque_state 65537 random bytes", codes.InvalidArgument)
 	h.expectAbortCode(h.prod, random, "opaque_state 65537 random bytes", codes.InvalidArgument)
-	if !h.formatDeclared() {
-		h.consumeOK(prompt, ref, "the valid reference after the oversize one")
-		h.needFormat("an oversize reference that is otherwise valid (random bytes are also SU-4 malformed)")
+	op := ref.GetOpaqueState()
+	if len(op) > maxReferenceBytes {
+		t.Fatalf("Publish = reference %s with a %d-byte opaque_state; want at most %d (L-1)", refLabel(ref), len(op), maxReferenceBytes)
 	}
-
-	over, err := padRef(ref.GetOpaqueState(), maxReferenceBytes+1)
-	if err != nil {
-		t.Fatalf("Publish = reference %s: %v; the profile declares reference_format %q", refLabel(ref), err, FormatBatonJSONv1)
-	}
-	h.consumeRejected(prompt, withOpaque(ref, over), "valid reference padded with spaces to 65537 bytes", codes.InvalidArgument)
+	extended := withOpaque(ref, append(append([]byte(nil), op...), bytes.Repeat([]byte{' '}, maxReferenceBytes+1-len(op))...))
+	h.consumeRejected(prompt, extended, "the valid reference extended with spaces to 65537 bytes", codes.InvalidArgument)
+	h.expectAbortCode(h.prod, extended, "the valid reference extended with spaces to 65537 bytes", codes.InvalidArgument)
 	h.expectReady("consumer", h.cons)
-	exact, err := padRef(ref.GetOpaqueState(), maxReferenceBytes)
-	if err != nil {
-		HarnessError(t, "padRef: %v", err)
-	}
-	h.consumeOK(prompt, withOpaque(ref, exact), "the same reference padded to exactly 65536 bytes (legal)")
+	h.consumeOK(prompt, ref, "the valid reference after the oversize ones (nothing consumed or released)")
 }
 
 // L1OversizeDecodePreparationRejected sends D a decode preparation of 2 MiB + 1 bytes: INVALID_ARGUMENT before any token; the session still decodes with its own preparation (L-1, E+P+D).

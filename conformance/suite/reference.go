@@ -5,19 +5,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 // FormatBatonJSONv1 is the reference format a profile may declare in
-// Profile.ReferenceFormat: opaque_state is the JSON object
+// Profile.ReferenceFormat (docs/implementing.md section 4.2): opaque_state
+// is exactly the bytes
 //
-//	{"v":1,"id":"<32 hex>","exp":<unix ms>,"items":[{"hash":"<64 hex>","rows":N,"cols":M}],"tag":"<64 hex>"}
+//	{"v":1,"id":"<id>","exp":<unix ms>,"items":[{"hash":"<hash>","rows":N,"cols":M},...],"tag":"<64 hex>"}
 //
-// where tag is an HMAC over the backend, producer_instance_id, id, exp and
-// items, so any edit makes the reference forged; an item's embeddings are
-// float32 [rows, cols]. Cases that corrupt a field (SU-5, H-3, the L-1
-// padding check) need it declared, and are `not verifiable` otherwise.
+// in this key order, without whitespace or escapes, where tag is an HMAC
+// under the producer's key over the backend, producer_instance_id,
+// producer_endpoint and every byte before `,"tag":"`, so any edit makes
+// the reference forged (SU-5) and any other spelling malformed (SU-4); an
+// item's embeddings are float32 [rows, cols]. Cases that edit one field
+// (SU-5 confinement, H-3) need it declared, and are `not verifiable`
+// otherwise. This codec is the harness's own, written from the document,
+// not from an engine.
 const FormatBatonJSONv1 = "baton-json-v1"
 
 // Size limits of CONTRACT L-1 (WIRE.md).
@@ -32,157 +38,203 @@ const (
 )
 
 // errRefFormat is wrapped by every error of the reference-format helpers:
-// the opaque state is not a baton-json-v1 object.
-var errRefFormat = errors.New("opaque_state is not a baton-json-v1 object")
+// the opaque state is not a baton-json-v1 reference.
+var errRefFormat = errors.New("opaque_state is not a baton-json-v1 reference")
 
 // entryIDPattern is the form of a baton-json-v1 id: 32 lowercase hex
 // digits, 128 random bits (CONTRACT SU-5).
 var entryIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
-// parseRef decodes a baton-json-v1 opaque state into a generic object,
-// keeping numbers exact (json.Number). Errors wrap errRefFormat.
-func parseRef(opaque []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(opaque))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("%w: %v", errRefFormat, err)
-	}
+// The baton-json-v1 grammar as regular expressions: strings are printable
+// ASCII without '"' and '\', numbers canonical decimals.
+const (
+	refStr  = `[\x20\x21\x23-\x5b\x5d-\x7e]*`
+	refUint = `(?:0|[1-9][0-9]*)`
+	refItem = `\{"hash":"` + refStr + `","rows":` + refUint + `,"cols":` + refUint + `\}`
+)
+
+var (
+	refPattern = regexp.MustCompile(`^\{"v":1,"id":"(` + refStr + `)","exp":(-?` + refUint + `),"items":\[(` + refItem + `(?:,` + refItem + `)*)\],"tag":"([0-9a-f]{64})"\}$`)
+	refItemRe  = regexp.MustCompile(`\{"hash":"(` + refStr + `)","rows":(` + refUint + `),"cols":(` + refUint + `)\}`)
+)
+
+// jsonRef is a decoded baton-json-v1 opaque state.
+type jsonRef struct {
+	ID    string
+	Exp   int64
+	Items []jsonRefItem
+	Tag   string
+}
+
+// jsonRefItem is one item: content hash and float32 tensor shape.
+type jsonRefItem struct {
+	Hash       string
+	Rows, Cols uint32
+}
+
+// decodeRef reads opaque as baton-json-v1, byte for byte. Errors wrap
+// errRefFormat.
+func decodeRef(opaque []byte) (jsonRef, error) {
+	m := refPattern.FindSubmatch(opaque)
 	if m == nil {
-		return nil, fmt.Errorf("%w: null", errRefFormat)
+		return jsonRef{}, fmt.Errorf("%w: %.80q does not match the format's bytes", errRefFormat, opaque)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: trailing data", errRefFormat)
+	exp, err := strconv.ParseInt(string(m[2]), 10, 64)
+	if err != nil || string(m[2]) == "-0" {
+		return jsonRef{}, fmt.Errorf("%w: exp %.30s", errRefFormat, m[2])
 	}
-	return m, nil
+	r := jsonRef{ID: string(m[1]), Exp: exp, Tag: string(m[4])}
+	for _, im := range refItemRe.FindAllSubmatch(m[3], -1) {
+		rows, err1 := strconv.ParseUint(string(im[2]), 10, 32)
+		cols, err2 := strconv.ParseUint(string(im[3]), 10, 32)
+		if err := errors.Join(err1, err2); err != nil {
+			return jsonRef{}, fmt.Errorf("%w: item %d shape: %v", errRefFormat, len(r.Items), err)
+		}
+		r.Items = append(r.Items, jsonRefItem{Hash: string(im[1]), Rows: uint32(rows), Cols: uint32(cols)})
+	}
+	return r, nil
 }
 
-// marshalRef encodes a generic object compactly. Key order is not
-// significant in JSON (encoding/json sorts map keys).
-func marshalRef(m map[string]any) []byte {
-	out, err := json.Marshal(m)
-	if err != nil {
-		panic(fmt.Sprintf("suite: marshal reference: %v", err)) // generic JSON values always marshal
+// refField is one top-level field of an opaque state being re-encoded:
+// its key and raw JSON value.
+type refField struct{ key, raw string }
+
+// fields returns r's fields in the format's order, values canonical.
+func (r jsonRef) fields() []refField {
+	items := make([]string, len(r.Items))
+	for i, it := range r.Items {
+		items[i] = `{"hash":"` + it.Hash + `","rows":` + strconv.FormatUint(uint64(it.Rows), 10) + `,"cols":` + strconv.FormatUint(uint64(it.Cols), 10) + `}`
 	}
-	return out
+	return []refField{
+		{"v", "1"},
+		{"id", `"` + r.ID + `"`},
+		{"exp", strconv.FormatInt(r.Exp, 10)},
+		{"items", "[" + strings.Join(items, ",") + "]"},
+		{"tag", `"` + r.Tag + `"`},
+	}
 }
 
-// refID returns the "id" string of a baton-json-v1 opaque state.
+// encodeFields writes fields as a compact JSON object in their order.
+func encodeFields(fs []refField) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + f.key + `":` + f.raw)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// rawJSON is value as compact JSON without HTML escaping.
+func rawJSON(value any) (string, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(value); err != nil {
+		return "", fmt.Errorf("suite: encode %T: %w", value, err)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// refID returns the id of a baton-json-v1 opaque state.
 func refID(opaque []byte) (string, error) {
-	m, err := parseRef(opaque)
-	if err != nil {
-		return "", err
-	}
-	id, ok := m["id"].(string)
-	if !ok {
-		return "", fmt.Errorf("%w: id is %T, want a string", errRefFormat, m["id"])
-	}
-	return id, nil
+	r, err := decodeRef(opaque)
+	return r.ID, err
 }
 
-// refItems returns the "items" array of a baton-json-v1 opaque state.
-func refItems(m map[string]any) ([]any, error) {
-	items, ok := m["items"].([]any)
+// refIDLoose returns the string after the first `"id":"` of opaque, up to
+// the next '"', whether or not the rest is the format: a label for messages
+// about altered references (refLabel), never a decision.
+func refIDLoose(opaque []byte) (string, bool) {
+	_, rest, ok := bytes.Cut(opaque, []byte(`"id":"`))
 	if !ok {
-		return nil, fmt.Errorf("%w: items is %T, want an array", errRefFormat, m["items"])
+		return "", false
 	}
-	return items, nil
+	id, _, ok := bytes.Cut(rest, []byte(`"`))
+	return string(id), ok
 }
 
 // refPayloadBytes returns the embedding bytes a baton-json-v1 reference
 // describes: the sum over items of rows*cols*4 (float32).
 func refPayloadBytes(opaque []byte) (int64, error) {
-	m, err := parseRef(opaque)
-	if err != nil {
-		return 0, err
-	}
-	items, err := refItems(m)
+	r, err := decodeRef(opaque)
 	if err != nil {
 		return 0, err
 	}
 	var total int64
-	for i, it := range items {
-		obj, ok := it.(map[string]any)
-		if !ok {
-			return 0, fmt.Errorf("%w: item %d is %T, want an object", errRefFormat, i, it)
-		}
-		rows, err1 := jsonInt(obj["rows"])
-		cols, err2 := jsonInt(obj["cols"])
-		if err := errors.Join(err1, err2); err != nil {
-			return 0, fmt.Errorf("%w: item %d: %v", errRefFormat, i, err)
-		}
-		total += rows * cols * 4
+	for _, it := range r.Items {
+		total += int64(it.Rows) * int64(it.Cols) * 4
 	}
 	return total, nil
 }
 
-func jsonInt(v any) (int64, error) {
-	n, ok := v.(json.Number)
-	if !ok {
-		return 0, fmt.Errorf("%v is %T, want a number", v, v)
-	}
-	return n.Int64()
-}
-
 // refWith returns opaque with the top-level field key set to value (any
-// JSON-encodable value); the other fields are kept.
+// JSON-encodable value), the other fields and the tag kept, in the
+// format's order. A string value the format can hold (another entry's id,
+// a path) gives a well-formed reference the tag no longer covers (SU-5);
+// another type gives a malformed one (SU-4).
 func refWith(opaque []byte, key string, value any) ([]byte, error) {
-	m, err := parseRef(opaque)
+	r, err := decodeRef(opaque)
 	if err != nil {
 		return nil, err
 	}
-	m[key] = value
-	return marshalRef(m), nil
+	raw, err := rawJSON(value)
+	if err != nil {
+		return nil, err
+	}
+	fs := r.fields()
+	for i := range fs {
+		if fs[i].key == key {
+			fs[i].raw = raw
+			return encodeFields(fs), nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no field %q", errRefFormat, key)
 }
 
-// refWithout returns opaque with the top-level field key removed.
+// refWithout returns opaque with the top-level field key removed (SU-4).
 func refWithout(opaque []byte, key string) ([]byte, error) {
-	m, err := parseRef(opaque)
+	r, err := decodeRef(opaque)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := m[key]; !ok {
-		return nil, fmt.Errorf("%w: no field %q", errRefFormat, key)
+	fs := r.fields()
+	for i := range fs {
+		if fs[i].key == key {
+			return encodeFields(append(fs[:i], fs[i+1:]...)), nil
+		}
 	}
-	delete(m, key)
-	return marshalRef(m), nil
+	return nil, fmt.Errorf("%w: no field %q", errRefFormat, key)
 }
 
-// refWithItemHash returns opaque with items[i].hash set to hash (H-3).
+// refWithItemHash returns opaque with items[i].hash set to hash and every
+// other byte kept: a malformed hash that the grammar still holds reaches
+// H-3 (which the contract's order puts before SU-5's tag check).
 func refWithItemHash(opaque []byte, i int, hash string) ([]byte, error) {
-	m, err := parseRef(opaque)
+	r, err := decodeRef(opaque)
 	if err != nil {
 		return nil, err
 	}
-	items, err := refItems(m)
-	if err != nil {
-		return nil, err
+	if i < 0 || i >= len(r.Items) {
+		return nil, fmt.Errorf("%w: no item %d (%d items)", errRefFormat, i, len(r.Items))
 	}
-	if i < 0 || i >= len(items) {
-		return nil, fmt.Errorf("%w: no item %d (%d items)", errRefFormat, i, len(items))
-	}
-	obj, ok := items[i].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: item %d is %T, want an object", errRefFormat, i, items[i])
-	}
-	obj["hash"] = hash
-	return marshalRef(m), nil
+	r.Items[i].Hash = hash
+	return encodeFields(r.fields()), nil
 }
 
 // refWithTagAltered returns opaque with one hex digit of its tag changed
 // (still 64 lowercase hex digits): a well-formed imitation whose tag no
-// longer verifies (SU-4, SU-5).
+// longer verifies (SU-5).
 func refWithTagAltered(opaque []byte) ([]byte, error) {
-	m, err := parseRef(opaque)
+	r, err := decodeRef(opaque)
 	if err != nil {
 		return nil, err
 	}
-	tag, ok := m["tag"].(string)
-	if !ok || tag == "" {
-		return nil, fmt.Errorf("%w: tag is %T %v, want a non-empty string", errRefFormat, m["tag"], m["tag"])
-	}
-	m["tag"] = flipHexDigit(tag, len(tag)/2)
-	return marshalRef(m), nil
+	r.Tag = flipHexDigit(r.Tag, len(r.Tag)/2)
+	return encodeFields(r.fields()), nil
 }
 
 // flipHexDigit returns s with the hex digit at i replaced by a different
@@ -204,38 +256,32 @@ func refNested(opaque []byte, depth int) ([]byte, error) {
 	if depth < 2 {
 		return nil, fmt.Errorf("suite: refNested depth %d, want >= 2", depth)
 	}
-	m, err := parseRef(opaque)
+	r, err := decodeRef(opaque)
 	if err != nil {
 		return nil, err
 	}
-	var v any = m["tag"]
-	for i := 1; i < depth; i++ {
-		v = []any{v}
-	}
-	m["tag"] = v
-	return marshalRef(m), nil
+	fs := r.fields()
+	tag := &fs[len(fs)-1].raw
+	*tag = strings.Repeat("[", depth-1) + *tag + strings.Repeat("]", depth-1)
+	return encodeFields(fs), nil
 }
 
 // padRef returns opaque padded with JSON whitespace after its opening
-// brace to exactly totalBytes bytes: the same reference, legal JSON, and
-// exactly as long as wanted (L-1). It fails when opaque is not a JSON
-// object or is already longer than totalBytes.
+// brace to exactly totalBytes bytes: the same JSON document, but no longer
+// the reference's bytes (SU-4 for baton-json-v1, whose tag covers every
+// byte), and past maxReferenceBytes an L-1 case. It fails when opaque is
+// not a baton-json-v1 reference or is already longer than totalBytes.
 func padRef(opaque []byte, totalBytes int) ([]byte, error) {
-	if _, err := parseRef(opaque); err != nil {
+	if _, err := decodeRef(opaque); err != nil {
 		return nil, err
-	}
-	brace := bytes.IndexByte(opaque, '{')
-	if brace < 0 {
-		return nil, fmt.Errorf("%w: no opening brace", errRefFormat)
 	}
 	if len(opaque) > totalBytes {
 		return nil, fmt.Errorf("suite: reference is %d bytes, cannot pad to %d", len(opaque), totalBytes)
 	}
 	out := make([]byte, 0, totalBytes)
-	out = append(out, opaque[:brace+1]...)
+	out = append(out, '{')
 	out = append(out, bytes.Repeat([]byte{' '}, totalBytes-len(opaque))...)
-	out = append(out, opaque[brace+1:]...)
-	return out, nil
+	return append(out, opaque[1:]...), nil
 }
 
 // jsonDepth returns the deepest nesting of objects and arrays in b,
@@ -277,10 +323,11 @@ type malformedVariant struct {
 // truncated to half, one byte flipped in the middle, a JSON null, a JSON
 // array. With the baton-json-v1 format declared (jsonFormat), also: wrong
 // types for v, id, exp, items and tag, a missing tag, trailing data,
-// nesting one deeper than the limit and 64 deep, and - the imitation that
-// matters most - the valid state with one hex digit of its tag altered.
-// It fails only when jsonFormat is set and valid does not parse as the
-// format (the target broke its own declaration).
+// nesting one deeper than the limit and 64 deep (all SU-4), and - the
+// imitation that matters most - the valid state with one hex digit of its
+// tag altered (well-formed: SU-5). It fails only when jsonFormat is set
+// and valid is not the format's bytes (the target broke its own
+// declaration).
 func malformedOpaques(valid []byte, jsonFormat bool) ([]malformedVariant, error) {
 	flipped := append([]byte(nil), valid...)
 	if len(flipped) > 0 {

@@ -27,7 +27,11 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, er
 	if wire == nil {
 		return handoff.Reference{}, fmt.Errorf("%w: SU-4 encoder.consume has no reference", handoff.ErrMalformedReference)
 	}
-	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), e.cfg.Hooks.MaxReferenceBytes)
+	opaque := wire.GetOpaqueState()
+	if e.cfg.Hooks.ReadReference != nil {
+		opaque = e.cfg.Hooks.ReadReference(opaque)
+	}
+	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), opaque, e.cfg.Hooks.MaxReferenceBytes)
 	if err != nil {
 		return handoff.Reference{}, err
 	}

@@ -20,6 +20,10 @@ type Hooks struct {
 	CheckModality func(m pb.Modality) error
 	// MaxReferenceBytes replaces the L-1 bound on opaque_state (0 = contract's 65,536).
 	MaxReferenceBytes int
+	// ReadReference replaces how the consumer reads opaque_state before
+	// parsing it; the contract's engine takes the bytes as they are (SU-5:
+	// the tag covers every byte).
+	ReadReference func(opaque []byte) []byte
 	// VerifyReference replaces the SU-5 tag check.
 	VerifyReference func(ref handoff.Reference, key []byte) error
 	// OnRejectedReference runs when a reference that named a well-formed entry
