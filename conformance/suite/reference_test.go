@@ -31,10 +31,10 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	return bytes.Equal(ja, jb)
 }
 
-// TestDecodeRefIsByteExact: the codec reads the format's bytes only; every
+// TestReferenceCodecIsByteExact: the codec reads the format's bytes only; every
 // well-formed but non-canonical spelling is refused, and what it reads it
 // writes back identically.
-func TestDecodeRefIsByteExact(t *testing.T) {
+func TestReferenceCodecIsByteExact(t *testing.T) {
 	for _, in := range []string{"", "garbage", "null", "[]", `{"v":1}{}`, `{"v":1`, `"str"`, "\x00\x00",
 		validOpaque + " ", " " + validOpaque, strings.Replace(validOpaque, `"exp":`, `"exp": `, 1),
 		strings.Replace(validOpaque, `"id":"0`, `"id":"\u0030`, 1), strings.Replace(validOpaque, `"rows":8,"cols":16`, `"cols":16,"rows":8`, 1),
@@ -59,10 +59,10 @@ func TestDecodeRefIsByteExact(t *testing.T) {
 	}
 }
 
-// TestDecodeRefReadsTheVectors: the harness's codec, written apart from the
+// TestReferenceCodecReadsTheVectors: the harness's codec, written apart from the
 // engine, reads every documented vector (fixtures/vectors/reference.json)
 // and writes it back byte for byte.
-func TestDecodeRefReadsTheVectors(t *testing.T) {
+func TestReferenceCodecReadsTheVectors(t *testing.T) {
 	raw, err := os.ReadFile("../../fixtures/vectors/reference.json")
 	if err != nil {
 		t.Fatal(err)

@@ -105,16 +105,24 @@ func TestReferenceTamperEvident(t *testing.T) {
 			t.Error("accepted under another producer_endpoint")
 		}
 	})
-	t.Run("every single-byte change", func(t *testing.T) {
+	t.Run("every single-byte flip", func(t *testing.T) {
+		// Each of the 8 bit flips of every byte, and every byte replaced by
+		// one of each class the grammar tells apart (FuzzParseReference
+		// covers the rest): 33 changes a byte, about 0.3 s with -race.
+		classes := []byte(" \"\\,:{}[]0159afgzAF-.\x00\x1f\x7f\x80\xff")
 		for i := range valid {
-			for v := 0; v < 256; v++ {
-				if byte(v) == valid[i] {
+			var vs []byte
+			for bit := 0; bit < 8; bit++ {
+				vs = append(vs, valid[i]^1<<bit)
+			}
+			for _, v := range append(vs, classes...) {
+				if v == valid[i] {
 					continue
 				}
 				op := bytes.Clone(valid)
-				op[i] = byte(v)
+				op[i] = v
 				if accepted("shared_dir", producerID, sampleEndpoint, op, key) {
-					t.Fatalf("accepted with byte %d changed from %q to %q: %s", i, valid[i], byte(v), op)
+					t.Fatalf("accepted with byte %d changed from %q to %q: %s", i, valid[i], v, op)
 				}
 			}
 		}
