@@ -6,12 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
-	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 )
 
@@ -32,8 +32,7 @@ func TestSharedDirLayoutMatchesTheDocs(t *testing.T) {
 		t.Fatalf("the producer changed the mode of a directory it did not create: %v, %v; want drwxrwxrwt", info.Mode(), err)
 	}
 	ctx := context.Background()
-	res, err := producer.Generate(ctx, &pb.GenerateRequest{Media: []*pb.MediaItem{imageItem(t, "video-001.png")},
-		Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}})
+	res, err := producer.Generate(ctx, publishRequest(t, "layout"))
 	if err != nil || res.Code() != codes.OK {
 		t.Fatal(res.Status, err)
 	}
@@ -55,7 +54,7 @@ func TestSharedDirLayoutMatchesTheDocs(t *testing.T) {
 		names = append(names, de.Name())
 	}
 	entry := parsed.EntryID + ".safetensors"
-	if want := []string{entry, "hmac.key", "lock"}; !equalStrings(names, want) {
+	if want := []string{entry, "hmac.key", "lock"}; !slices.Equal(names, want) {
 		t.Errorf("instance directory holds %q, want %q", names, want)
 	}
 	data, err := os.ReadFile(filepath.Join(inst, entry))
@@ -85,7 +84,7 @@ func TestSharedDirLayoutMatchesTheDocs(t *testing.T) {
 	}
 	sort.Strings(gotKeys)
 	sort.Strings(wantKeys)
-	if !equalStrings(gotKeys, wantKeys) {
+	if !slices.Equal(gotKeys, wantKeys) {
 		t.Errorf("entry metadata keys %q, the documented vector has %q", gotKeys, wantKeys)
 	}
 	items, _ := json.Marshal(parsed.Items)
@@ -103,16 +102,4 @@ func TestSharedDirLayoutMatchesTheDocs(t *testing.T) {
 	if got.Code() != codes.OK || len(got.TokenIDs()) == 0 {
 		t.Errorf("a consumer of the same user = %v with %d tokens; want tokens", got.Status, len(got.TokenIDs()))
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
