@@ -120,6 +120,10 @@ type Results struct {
 	// GPU is the GPU inventory of the machine that ran the check (empty
 	// until a GPU backend fills it).
 	GPU []GPUDevice `json:"gpu" yaml:"gpu"`
+	// Engines is what each endpoint said about itself at the probe, by
+	// role (the cross-implementation matrix reads the producer's and the
+	// consumer's engine names from it).
+	Engines []EngineIdentity `json:"engines,omitempty" yaml:"engines,omitempty"`
 }
 
 // Implementation is the vendor's description of the engine under test, as
