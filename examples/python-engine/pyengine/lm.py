@@ -7,9 +7,11 @@ requests look"); a word's id is 3 + crc32(word) mod (VOCAB - 3). Ids 0..2 are re
 Model: a small recurrent net in float64 numpy with fixed seeds. Each prompt position feeds
 h <- tanh(A h + x): a text token's x is its embedding row; an image's rows (float32
 [rows, cols], any shape) are each projected to the hidden size by a matrix fixed per `cols`
-(seed derived from cols), scaled up so images matter. Generation is greedy: the argmax of
-W h over ids >= 3, then h <- tanh(A h + E[token]). Answers depend on the prompt tokens and on
-every embedding value, so two different images under one prompt get different answers.
+(seed derived from cols). Each image also leaves a memory m (the mean of its projected rows
+through tanh, scaled, one per image, added up) that does not fade while tokens are
+generated. Generation is greedy: the argmax of W (h + m) over ids >= 3, then
+h <- tanh(A h + E[token]). Answers depend on the prompt tokens and on every embedding value,
+so two different images under one prompt get different answers.
 
 Prefix cache: the hidden state after the prompt, keyed by the token ids with each image
 position replaced by that item's identity (its content hash, or a fresh random identity when
@@ -30,6 +32,7 @@ IMAGE_MARKER = "<image>"
 IMAGE_TOKEN = 2
 FIRST_WORD = 3
 IMAGE_GAIN = 3.0
+MEMORY_GAIN = 1.5
 
 
 def tokenize(prompt):
@@ -91,37 +94,41 @@ class Model:
         return seq
 
     def prompt_state(self, seq, images, identities, use_cache=True, cache_key_override=None):
-        """Hidden state after the prompt. images[k]: float32 [rows, cols]; identities[k]: str."""
+        """State (h, m) after the prompt (read-only). images[k]: float32 [rows, cols]; identities[k]: str."""
         key = cache_key_override
         if key is None:
             key = tuple(t if kind == "text" else ("image", identities[t]) for kind, t in seq)
         if use_cache:
             with self._lock:
-                h = self._cache.get(key)
-                if h is not None:
+                state = self._cache.get(key)
+                if state is not None:
                     self._cache.move_to_end(key)
                     self.cache_hits += 1
-                    return h.copy()
+                    return state
         h = np.zeros(HIDDEN)
+        m = np.zeros(HIDDEN)
         for kind, t in seq:
             if kind == "text":
                 h = np.tanh(self.A @ h + self.E[t])
             else:
                 emb = np.asarray(images[t], dtype=np.float64)
                 xs = emb @ self._projection(emb.shape[1])
+                m = m + MEMORY_GAIN * np.tanh(np.tanh(xs).mean(axis=0) * 4.0)
                 for x in xs:
                     h = np.tanh(self.A @ h + x)
+        state = (h, m)
         if use_cache:
             with self._lock:
-                self._cache[key] = h.copy()
+                self._cache[key] = state
                 while len(self._cache) > self._cache_entries:
                     self._cache.popitem(last=False)
-        return h
+        return state
 
-    def generate(self, h, max_tokens, stop_ids=()):
-        """Greedy tokens from state h: yields (token id, stopped) one at a time."""
+    def generate(self, state, max_tokens, stop_ids=()):
+        """Greedy tokens from the prompt state (h, m): yields (token id, stopped) one at a time."""
+        h, m = state
         for _ in range(max_tokens):
-            logits = self.W @ h
+            logits = self.W @ (h + m)
             logits[:FIRST_WORD] = -np.inf
             t = int(np.argmax(logits))
             stop = t in stop_ids

@@ -46,8 +46,13 @@ def _lp(b):
     return struct.pack(">I", len(b)) + b
 
 
+BODY_ONLY_MAC = False  # the seeded bug `tag-body-only` (bugs.py) sets it; never otherwise
+
+
 def mac_input(backend, instance_id, endpoint, body):
     """endpoint: (host, port, protocol) or None (absent)."""
+    if BODY_ONLY_MAC:  # seeded bug: the outer fields are not under the tag
+        return _lp(TAG_DOMAIN) + _lp(body)
     host, port, protocol = endpoint if endpoint is not None else ("", 0, "")
     return (_lp(TAG_DOMAIN) + _lp(backend.encode("utf-8")) + _lp(instance_id.encode("utf-8"))
             + _lp(host.encode("utf-8")) + struct.pack(">I", port) + _lp(protocol.encode("utf-8")) + _lp(body))

@@ -11,6 +11,7 @@ any event; failures after the stream was accepted are one terminal EngineError, 
 """
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -92,6 +93,7 @@ class Engine:
             if b not in bugs_mod.BUGS:
                 raise ValueError("unknown --bug %r (have %s)" % (b, ", ".join(sorted(bugs_mod.BUGS))))
         self.log = Log(cfg.role, cfg.log_level)
+        reference.BODY_ONLY_MAC = "tag-body-only" in self.bugs
         self.limits = media.Limits()
         self.preset = cfg.preset
         self.encoder = Encoder(cfg.preset) if self.role in ("encoder", "aggregated") else None
@@ -280,13 +282,11 @@ class Engine:
         try:
             if "no-ref-bound" in self.bugs:
                 ref = _parse_unbounded(msg_ref.opaque_state)
-            elif "hash-parse-internal" in self.bugs:
+            elif "hash-length-internal" in self.bugs:
                 ref = reference.parse(msg_ref.opaque_state, check_hashes=False)
-                try:
-                    for it in ref.items:
-                        bytes.fromhex(it.hash)  # seeded bug: decode first, and let a failure escape
-                except ValueError as e:
-                    raise RuleError(grpc.StatusCode.INTERNAL, "H-3", "content hash: %s" % e)
+                for it in ref.items:
+                    if it.hash and len(it.hash) != 64:  # seeded bug: a fixed-size copy, unchecked
+                        raise RuleError(grpc.StatusCode.INTERNAL, "H-3", "content hash: buffer overrun (%d digits)" % len(it.hash))
                 reference.parse(msg_ref.opaque_state)
             else:
                 ref = reference.parse(msg_ref.opaque_state)
@@ -702,8 +702,11 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
                 self.e._lock.wait(timeout=0.5)
 
 
-def serve(cfg):
-    """Runs one engine until a Shutdown or SIGTERM has drained it. Returns the exit code."""
+def build(cfg):
+    """Creates the engine and its gRPC server, bound (not started). Returns (engine, server).
+
+    Raises ValueError/OSError/RuntimeError for a bad configuration or an address in use.
+    """
     engine = Engine(cfg)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=64),
@@ -716,18 +719,42 @@ def serve(cfg):
     host = cfg.listen.rsplit(":", 1)[0].strip("[]")
     try:
         port = server.add_insecure_port(cfg.listen)
-    except RuntimeError as e:
+    except RuntimeError:
         port = 0
-        err = e
     if not port:
-        engine.log("error", "cannot listen", listen=cfg.listen)
         if engine.store is not None:
             engine.store.close()
-        return 3
+        raise OSError("cannot listen on %s" % cfg.listen)
     engine.endpoint = (host, port, "grpc")
+    return engine, server
+
+
+def start_collector(engine):
+    """The producer's collector: TTL expiry within 250 ms (X-2), consumed entries noticed."""
+    stop = threading.Event()
+
+    def loop():
+        while not stop.wait(0.1):
+            try:
+                engine.store.collect()
+            except Exception as e:  # never let the collector die silently
+                engine.log("error", "collector failed", error=repr(e))
+
+    if engine.store is not None:
+        threading.Thread(target=loop, name="collector", daemon=True).start()
+    return stop
+
+
+def serve(cfg):
+    """Runs one engine until a Shutdown or SIGTERM has drained it. Returns the exit code."""
+    try:
+        engine, server = build(cfg)
+    except OSError as e:
+        sys.stderr.write("baton-py-engine: %s\n" % e)
+        return 3
     server.start()
+    host, port, _ = engine.endpoint
     if cfg.ready_file:
-        import os
         tmp = cfg.ready_file + ".tmp"
         with open(tmp, "w") as f:
             f.write("%s:%d\n" % (host, port))
@@ -740,18 +767,7 @@ def serve(cfg):
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-
-    stop_collector = threading.Event()
-
-    def collector():
-        while not stop_collector.wait(0.1):
-            try:
-                engine.store.collect()
-            except Exception as e:  # never let the collector die silently
-                engine.log("error", "collector failed", error=repr(e))
-
-    if engine.store is not None:
-        threading.Thread(target=collector, name="collector", daemon=True).start()
+    stop_collector = start_collector(engine)
     while not engine.shutdown_requested.wait(0.5):
         pass
     stop_collector.set()

@@ -352,7 +352,7 @@ class ProducerStore:
     def _claim_and_delete(self, entry_id, keep_file=False):
         src = os.path.join(self.dir, entry_id + ".safetensors")
         if keep_file:  # seeded bug: answers as if released; the entry stays claimable
-            return "claimed"
+            return "claimed" if os.path.lexists(src) else "gone"
         dst = os.path.join(self.dir, ".claimed-%s-%s" % (entry_id, _hex16()))
         try:
             os.rename(src, dst)
