@@ -87,16 +87,17 @@ class Role:
         return self.proc.returncode
 
 
-def profile(path, producer, consumer, baseline, quota, name):
+def profile(path, producer, consumer, baseline, quota, name, level="core", test_hooks=False):
     with open(path, "w") as f:
         f.write("\n".join([
             "name: %s" % name,
             "implementation: {vendor: baton project, product: baton-py-engine, version: 0.1.0, contact: examples/python-engine}",
-            "level: core",
+            "level: %s" % level,
             "endpoints: {producer: %s, consumer: %s, baseline: %s}" % (producer, consumer, baseline),
             "topologies: [E+PD]",
             "backends: [shared_dir]",
             "observables: true",
+            "test_hooks: %s" % ("true" if test_hooks else "false"),
             "destructive: true",
             "producer_quota_bytes: %d" % quota,
             "reference_format: baton-json-v1",
@@ -108,19 +109,20 @@ def run_once(args, name, producer="py", consumer="py", bug=None, report_dir=None
     """Starts the roles, runs baton check; returns (exit code, results or None, info)."""
     work = tempfile.mkdtemp(prefix="baton-py-")
     cache = os.path.join(work, "cache")
-    extra = ["--bug", bug] if bug else []
+    extra = (["--bug", bug] if bug else []) + (["--test-hooks"] if args.test_hooks else [])
     roles = []
     info = {"work": work}
     try:
-        e = Role(producer, "encoder", cache, work, extra if producer == "py" else (), args.go_baton, args.engine)
-        pd = Role(consumer, "pd", cache, work, extra if consumer == "py" else (), args.go_baton, args.engine)
+        go_extra = ["--test-hooks"] if args.test_hooks else []
+        e = Role(producer, "encoder", cache, work, extra if producer == "py" else go_extra, args.go_baton, args.engine)
+        pd = Role(consumer, "pd", cache, work, extra if consumer == "py" else go_extra, args.go_baton, args.engine)
         agg = Role("py", "aggregated", cache, work, extra, args.go_baton, args.engine)
         roles = [e, pd, agg]
         for r in roles:
             r.wait_ready()
         info["startup_s"] = {"%s-%s" % (r.impl, r.role): round(r.startup_s, 2) for r in roles}
         prof = os.path.join(work, "profile.yaml")
-        profile(prof, e.addr, pd.addr, agg.addr, QUOTA if producer == "py" else GO_QUOTA, name)
+        profile(prof, e.addr, pd.addr, agg.addr, QUOTA if producer == "py" else GO_QUOTA, name, args.level, args.test_hooks)
         report_dir = report_dir or os.path.join(work, "report")
         info["logs"] = [r.logpath for r in roles]
         cmd = [args.baton, "check", "--config", prof, "--report-dir", report_dir]
@@ -229,9 +231,13 @@ def main():
     c = sub.add_parser("check")
     c.add_argument("--producer", choices=("py", "go"), default="py")
     c.add_argument("--consumer", choices=("py", "go"), default="py")
+    c.add_argument("--level", choices=("core", "lifecycle"), default="core")
+    c.add_argument("--test-hooks", action="store_true", help="start every role with --test-hooks and declare test_hooks")
     b = sub.add_parser("bugs")
     b.add_argument("names", nargs="*", choices=sorted(bugs_mod.BUGS) + [[]], metavar="NAME")
     args = p.parse_args()
+    args.test_hooks = getattr(args, "test_hooks", False)
+    args.level = getattr(args, "level", "core")
     args.go_baton = args.go_baton or args.baton
     if not os.path.exists(args.baton):
         sys.stderr.write("no %s: run make build\n" % args.baton)

@@ -114,7 +114,7 @@ class Engine:
         self.draining = False
         self.live = {}  # id(Live) -> Live
         self.running = 0
-        self.encodes_inflight = 0
+        self.live_storages = 0  # encoder outputs alive in memory (GetLoad encoder.storage.live_batches)
         self.shutdown_requested = threading.Event()
         self.drain_timeout_ms = cfg.drain_timeout_ms
         self._health_version = 0
@@ -321,24 +321,38 @@ class Engine:
             return contenthash.hashlib.sha256(("uuid:" + item.uuid).encode()).hexdigest()
         return contenthash.content_hash(preset, image.width, image.height, image.pixels)
 
-    def _encoder_step(self, images, hooks, context):
-        """Encodes the images: float32 [rows, cols] each (honours encoder_delay_ms / encoder_fail)."""
+    def _storage(self, delta):
         with self._lock:
-            self.encodes_inflight += 1
+            self.live_storages += delta
+
+    def _hold(self, ms, context):
+        """A test-hook hold; returns False when the client went away meanwhile."""
+        end = time.monotonic() + ms / 1000.0
+        while time.monotonic() < end:
+            if context is not None and not context.is_active():
+                return False
+            time.sleep(min(0.01, max(0.0, end - time.monotonic())))
+        return context is None or context.is_active()
+
+    def _encoder_step(self, images, hooks, context):
+        """Encodes the images: float32 [rows, cols] each, or None if the client left during a
+        held step (encoder_delay_ms). Raises RuntimeError for a failed step (encoder_fail).
+        On success the caller owns one live storage (GetLoad encoder.storage.live_batches)
+        and gives it back with self._storage(-1) once the embeddings are dropped."""
+        self._storage(+1)
+        ok = False
         try:
             delay = hooks.get("baton.encoder_delay_ms", 0)
-            if delay:
-                end = time.monotonic() + delay / 1000.0
-                while time.monotonic() < end:
-                    if context is not None and not context.is_active():
-                        return None
-                    time.sleep(min(0.01, max(0.0, end - time.monotonic())))
+            if delay and not self._hold(delay, context):
+                return None
             if hooks.get("baton.encoder_fail"):
                 raise RuntimeError("encoder step failed (test hook baton.encoder_fail)")
-            return [self.encoder.encode(im.pixels) for im in images]
+            out = [self.encoder.encode(im.pixels) for im in images]
+            ok = True
+            return out
         finally:
-            with self._lock:
-                self.encodes_inflight -= 1
+            if not ok:
+                self._storage(-1)
 
     def _run_publish(self, req, images, hooks):
         items = []
@@ -359,9 +373,15 @@ class Engine:
                     return
                 if embeddings is None:  # cancelled while the step was held (C-1)
                     return
-                reserved = False
-                opaque, exp = self.store.publish(items, embeddings, ttl, "shared_dir", self.endpoint, size,
-                                                 fail_first_removal=bool(hooks.get("baton.cleanup_fail")))
+                try:
+                    delay = hooks.get("baton.context_delay_ms", 0)
+                    if delay and not self._hold(delay, context):
+                        return  # cancelled once its output was ready: nothing published (C-3)
+                    reserved = False
+                    opaque, exp = self.store.publish(items, embeddings, ttl, "shared_dir", self.endpoint, size,
+                                                     fail_first_removal=bool(hooks.get("baton.cleanup_fail")))
+                finally:
+                    self._storage(-1)  # the entry file holds the embeddings now, or nothing does
             finally:
                 if reserved:
                     self.store.unreserve(size)
@@ -373,6 +393,9 @@ class Engine:
                     opaque_state=opaque),
                 items=[encoder_pb2.EncodedItem(content_hash=it.hash, embedding_rows=it.rows, modality=common_pb2.MODALITY_IMAGE)
                        for it in items])
+            if context is not None and not context.is_active():
+                self.store.release(entry_id)  # C-7: cancelled before the send
+                return
             try:
                 yield inference_pb2.GenerateResponse(request_id=req.request_id, encoder_ready=ready, usage=common_pb2.Usage())
             except GeneratorExit:
@@ -386,13 +409,20 @@ class Engine:
         identities = [self._identity(im, item, self.preset) for im, item in zip(images, req.media)]
 
         def run(context):
-            embeddings = self._encoder_step(images, hooks, context) if images else []
+            if not images:
+                yield from self._run_generate(req, seq, text_tokens, [], identities, hooks)(context)
+                return
+            embeddings = self._encoder_step(images, hooks, context)
             if embeddings is None:
                 return
-            yield from self._run_generate(req, seq, text_tokens, embeddings, identities, hooks)(context)
+            yield from self._run_generate(req, seq, text_tokens, embeddings, identities, hooks,
+                                          storage=True)(context)
         return run
 
-    def _run_generate(self, req, seq, text_tokens, embeddings, identities, hooks, release=None, on_done=None):
+    def _run_generate(self, req, seq, text_tokens, embeddings, identities, hooks, release=None, on_done=None,
+                      storage=False):
+        """The language side. storage: this request owns a live encoder storage (aggregated),
+        given back at its first context step (prompt_state) or when it ends before it."""
         max_tokens, stop_ids = self._stopping(req)
         use_cache = not (req.kv.HasField("bypass_prefix_cache") and req.kv.bypass_prefix_cache)
         key = None
@@ -405,13 +435,15 @@ class Engine:
             prompt_tokens += sum(int(e.shape[0]) for e in embeddings)  # seeded bug: E's work counted again
 
         def run(context):
+            holds_storage = storage
             try:
                 delay = hooks.get("baton.context_delay_ms", 0)
-                if delay:
-                    end = time.monotonic() + delay / 1000.0
-                    while time.monotonic() < end and (context is None or context.is_active()):
-                        time.sleep(0.01)
+                if delay and not self._hold(delay, context):
+                    return  # cancelled before its first context step (C-3)
                 h = self.model.prompt_state(seq, embeddings, identities, use_cache=use_cache, cache_key_override=key)
+                if holds_storage:
+                    holds_storage = False
+                    self._storage(-1)
                 n = 0
                 reason = common_pb2.FINISH_REASON_LENGTH
                 for tid, stopped in self.model.generate(h, max_tokens, stop_ids):
@@ -431,6 +463,8 @@ class Engine:
                     finished=inference_pb2.GenerationFinished(reason=reason),
                     usage=common_pb2.Usage(prompt_tokens=prompt_tokens, completion_tokens=n, total_tokens=prompt_tokens + n))
             finally:
+                if holds_storage:
+                    self._storage(-1)
                 if release is not None:
                     release()
                 if on_done is not None:
@@ -611,7 +645,7 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             entries, held = e.store.stats()
         with e._lock:
             running = e.running
-            encodes = e.encodes_inflight
+            storages = e.live_storages
         attrs = struct_pb2.Struct()
         attrs.update({
             "encoder.exports.entries": entries,
@@ -620,7 +654,7 @@ class ControlServicer(control_pb2_grpc.ControlServicer):
             "encoder.quarantine.buffers": 0,  # shared_dir: no transfer, nothing is ever quarantined
             "encoder.quarantine.bytes": 0,
             "encoder.cleanup.pending": 0,  # releases run inline; nothing is left pending
-            "encoder.storage.live_batches": encodes,
+            "encoder.storage.live_batches": storages,
         })
         return control_pb2.LoadInfo(instance_id=e.instance_id, timestamp_unix_nanos=time.time_ns(),
                                     running_requests=running, queued_requests=0, attributes=attrs)
