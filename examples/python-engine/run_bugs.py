@@ -13,6 +13,12 @@
       bug declares; prints bug x {declared, failed, verdict} and exits 1 unless every row
       matches (a bug whose run ends with other rules in `error` is reported too).
 
+  run_bugs.py hashes [FILE.png ...]
+      H-1 across implementations: publishes every PNG (default: fixtures/images and Go's
+      image/png testdata when installed) to baton's encoder (preset tiny) and compares the
+      content hash it answers with this engine's decoder and hash over preset "tiny"; exits 1
+      on any difference (both rejecting a file counts as agreement).
+
 Options: --baton PATH (default bin/baton at the repository root), --go-baton PATH (the binary
 started for Go roles; default --baton), --engine PATH (the Python launcher), --report-dir DIR
 (check: default out/python-engine/<producer>-<consumer>), --keep (keep the work directory with
@@ -219,6 +225,54 @@ def cmd_bugs(args):
     return 0 if ok else 1
 
 
+def cmd_hashes(args):
+    import glob
+    sys.path[:0] = [os.path.join(HERE, "build", "gen")]
+    import grpc
+    from openengine.v1 import common_pb2, control_pb2, control_pb2_grpc, encoder_pb2, inference_pb2, inference_pb2_grpc
+    from pyengine import contenthash, png
+    files = args.files or sorted(glob.glob(os.path.join(REPO, "fixtures", "images", "*.png")) +
+                                 glob.glob("/usr/local/go/src/image/png/testdata/*.png") +
+                                 glob.glob("/usr/local/go/src/image/png/testdata/pngsuite/*.png"))
+    work = tempfile.mkdtemp(prefix="baton-py-h1-")
+    e = Role("go", "encoder", os.path.join(work, "cache"), work, (), args.go_baton)
+    same = rejected = 0
+    diffs = []
+    try:
+        ch = grpc.insecure_channel(e.wait_ready())
+        gen, ctl = inference_pb2_grpc.InferenceStub(ch), control_pb2_grpc.ControlStub(ch)
+        for f in files:
+            with open(f, "rb") as fh:
+                data = fh.read()
+            try:
+                w, h, px = png.decode(data, 1 << 24)
+                mine = contenthash.content_hash("tiny", w, h, px)
+            except png.PNGError as err:
+                mine = "rejected (%s)" % err
+            try:
+                ev = list(gen.Generate(inference_pb2.GenerateRequest(
+                    media=[common_pb2.MediaItem(modality=common_pb2.MODALITY_IMAGE, raw_bytes=data)],
+                    encoder=encoder_pb2.EncoderOptions(publish=encoder_pb2.EncoderPublish())), timeout=60))
+                theirs = ev[0].encoder_ready.items[0].content_hash
+                ctl.Abort(control_pb2.AbortRequest(encoder_cache=ev[0].encoder_ready.ref))
+            except grpc.RpcError as err:
+                theirs = "rejected (%s)" % err.code().name
+            if mine == theirs:
+                same += 1
+            elif mine.startswith("rejected") and theirs.startswith("rejected"):
+                rejected += 1
+            else:
+                diffs.append((os.path.basename(f), mine, theirs))
+        ch.close()
+    finally:
+        e.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    for name, mine, theirs in diffs:
+        print("DIFF %-28s this engine: %s\n     %-28s baton:       %s" % (name, mine[:90], "", theirs[:90]))
+    print("%d PNGs: %d equal hashes, %d rejected by both, %d different" % (len(files), same, rejected, len(diffs)))
+    return 1 if diffs else 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--baton", default=os.path.join(REPO, "bin", "baton"))
@@ -235,6 +289,8 @@ def main():
     c.add_argument("--test-hooks", action="store_true", help="start every role with --test-hooks and declare test_hooks")
     b = sub.add_parser("bugs")
     b.add_argument("names", nargs="*", choices=sorted(bugs_mod.BUGS) + [[]], metavar="NAME")
+    h = sub.add_parser("hashes")
+    h.add_argument("files", nargs="*")
     args = p.parse_args()
     args.test_hooks = getattr(args, "test_hooks", False)
     args.level = getattr(args, "level", "core")
@@ -242,7 +298,7 @@ def main():
     if not os.path.exists(args.baton):
         sys.stderr.write("no %s: run make build\n" % args.baton)
         return 3
-    return cmd_check(args) if args.cmd == "check" else cmd_bugs(args)
+    return {"check": cmd_check, "bugs": cmd_bugs, "hashes": cmd_hashes}[args.cmd](args)
 
 
 if __name__ == "__main__":
