@@ -46,20 +46,18 @@ def _lp(b):
     return struct.pack(">I", len(b)) + b
 
 
-BODY_ONLY_MAC = False  # the seeded bug `tag-body-only` (bugs.py) sets it; never otherwise
-
-
-def mac_input(backend, instance_id, endpoint, body):
-    """endpoint: (host, port, protocol) or None (absent)."""
-    if BODY_ONLY_MAC:  # seeded bug: the outer fields are not under the tag
+def mac_input(backend, instance_id, endpoint, body, body_only=False):
+    """endpoint: (host, port, protocol) or None (absent). body_only: the seeded bug
+    `tag-body-only` (bugs.py), never otherwise."""
+    if body_only:  # seeded bug: the outer fields are not under the tag
         return _lp(TAG_DOMAIN) + _lp(body)
     host, port, protocol = endpoint if endpoint is not None else ("", 0, "")
     return (_lp(TAG_DOMAIN) + _lp(backend.encode("utf-8")) + _lp(instance_id.encode("utf-8"))
             + _lp(host.encode("utf-8")) + struct.pack(">I", port) + _lp(protocol.encode("utf-8")) + _lp(body))
 
 
-def compute_tag(key, backend, instance_id, endpoint, body):
-    return hmac.new(key, mac_input(backend, instance_id, endpoint, body), hashlib.sha256).hexdigest()
+def compute_tag(key, backend, instance_id, endpoint, body, body_only=False):
+    return hmac.new(key, mac_input(backend, instance_id, endpoint, body, body_only), hashlib.sha256).hexdigest()
 
 
 def body_bytes(entry_id, exp, items):
@@ -67,10 +65,10 @@ def body_bytes(entry_id, exp, items):
     return ('{"v":1,"id":"%s","exp":%d,"items":[%s]' % (entry_id, exp, ",".join(parts))).encode("ascii")
 
 
-def seal(key, backend, instance_id, endpoint, entry_id, exp, items):
+def seal(key, backend, instance_id, endpoint, entry_id, exp, items, body_only=False):
     """The opaque_state bytes of a new reference."""
     body = body_bytes(entry_id, exp, items)
-    tag = compute_tag(key, backend, instance_id, endpoint, body)
+    tag = compute_tag(key, backend, instance_id, endpoint, body, body_only)
     return body + (',"tag":"%s"}' % tag).encode("ascii")
 
 
@@ -124,9 +122,9 @@ def check_ids(ref, instance_id):
         raise errors.invalid("SU-5", "producer_instance_id is not a lowercase UUID")
 
 
-def verify(ref, key, backend, instance_id, endpoint):
+def verify(ref, key, backend, instance_id, endpoint, body_only=False):
     """SU-5, the tag (constant-time compare)."""
-    want = compute_tag(key, backend, instance_id, endpoint, ref.body)
+    want = compute_tag(key, backend, instance_id, endpoint, ref.body, body_only)
     if not hmac.compare_digest(want, ref.tag):
         raise errors.invalid("SU-5", "the reference's tag does not verify")
 

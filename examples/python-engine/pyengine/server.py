@@ -10,6 +10,7 @@ L-4, L-6, L-1, SU-4, H-3, N-1, SE-3, SU-5, SU-2, L-5) and answered as a non-OK s
 any event; failures after the stream was accepted are one terminal EngineError, then OK.
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -93,16 +94,17 @@ class Engine:
             if b not in bugs_mod.BUGS:
                 raise ValueError("unknown --bug %r (have %s)" % (b, ", ".join(sorted(bugs_mod.BUGS))))
         self.log = Log(cfg.role, cfg.log_level)
-        reference.BODY_ONLY_MAC = "tag-body-only" in self.bugs
         self.limits = media.Limits()
         self.preset = cfg.preset
-        self.encoder = Encoder(cfg.preset) if self.role in ("encoder", "aggregated") else None
+        # The seeded bug `wrong-role-served` lets a consumer publish: it gets an encoder and a store.
+        publishes = self.role == "encoder" or (self.role == "pd" and "wrong-role-served" in self.bugs)
+        self.encoder = Encoder(cfg.preset) if publishes or self.role == "aggregated" else None
         self.model = lm.Model() if self.role in ("pd", "aggregated") else None
         self.store = None
         self.consumer = None
-        if self.role == "encoder":
+        if publishes:
             if not cfg.cache_dir:
-                raise ValueError("--cache-dir is required for --role encoder")
+                raise ValueError("--cache-dir is required for --role %s" % self.role)
             self.store = shareddir.ProducerStore(cfg.cache_dir, self.instance_id, self.preset,
                                                  cfg.producer_quota_bytes, self.log, self.bugs)
         if self.role == "pd":
@@ -117,7 +119,6 @@ class Engine:
         self.live_storages = 0  # encoder outputs alive in memory (GetLoad encoder.storage.live_batches)
         self.shutdown_requested = threading.Event()
         self.drain_timeout_ms = cfg.drain_timeout_ms
-        self._health_version = 0
 
     # --- health ----------------------------------------------------------------------------
 
@@ -318,7 +319,7 @@ class Engine:
 
     def _identity(self, image, item, preset):
         if "uuid-identity" in self.bugs and item.uuid:
-            return contenthash.hashlib.sha256(("uuid:" + item.uuid).encode()).hexdigest()
+            return hashlib.sha256(("uuid:" + item.uuid).encode()).hexdigest()  # seeded bug
         return contenthash.content_hash(preset, image.width, image.height, image.pixels)
 
     def _storage(self, delta):
@@ -496,7 +497,8 @@ class Engine:
         reference.check_ids(ref, msg_ref.producer_instance_id)
         if msg_ref.producer_instance_id != self.instance_id:
             raise errors.invalid("SU-5", "the reference names another producer instance")
-        reference.verify(ref, self.store.key, msg_ref.backend, msg_ref.producer_instance_id, reference.endpoint_of(msg_ref))
+        reference.verify(ref, self.store.key, msg_ref.backend, msg_ref.producer_instance_id, reference.endpoint_of(msg_ref),
+                         body_only="tag-body-only" in self.bugs)
         if shareddir.now_ms() >= ref.exp:
             self.store.release(ref.id, reason="expiry")
             return control_pb2.ABORT_STATUS_ALREADY_FINISHED, "expired"
@@ -525,7 +527,6 @@ class Engine:
             self.draining = True
             if timeout_ms:
                 self.drain_timeout_ms = timeout_ms
-            self._health_version += 1
             self._lock.notify_all()
         self.shutdown_requested.set()
         return True

@@ -297,7 +297,8 @@ class ProducerStore:
                     self._reserved_bytes -= size_bytes
             raise
         self.counts["published"] += 1
-        opaque = reference.seal(self.key, backend, self.instance_id, endpoint, entry_id, exp, items)
+        opaque = reference.seal(self.key, backend, self.instance_id, endpoint, entry_id, exp, items,
+                                body_only="tag-body-only" in self.bugs)
         return opaque, exp
 
     # --- release, expiry, collection -----------------------------------------------------
@@ -454,7 +455,8 @@ class Consumer:
         reference.check_ids(ref, msg_ref.producer_instance_id)
         if "tag-unchecked" not in self.bugs:
             key = self.key_for(msg_ref.producer_instance_id)
-            reference.verify(ref, key, msg_ref.backend, msg_ref.producer_instance_id, reference.endpoint_of(msg_ref))
+            reference.verify(ref, key, msg_ref.backend, msg_ref.producer_instance_id, reference.endpoint_of(msg_ref),
+                             body_only="tag-body-only" in self.bugs)
         if now_ms() >= ref.exp:
             raise errors.invalid("SU-2", "the reference expired")
         path = self.entry_path(ref, msg_ref)
