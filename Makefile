@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios
+.PHONY: all build demo test sim unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios python-engine python-bugs
 
 all: build
 
@@ -107,3 +107,19 @@ gpu-check:
 ## benchmarks, written to out/gpu-bench/gpu-bench.md (needs bin/gpu from gpu-check.sh build).
 gpu-bench:
 	tools/gpu/gpu-bench.sh
+
+PY       ?= /usr/bin/python3
+PYENGINE := examples/python-engine
+
+## python-engine: the Python engine (examples/python-engine, a second implementation of the wire
+## profile): generate its gRPC stubs with Debian's protoc and grpc_python_plugin into
+## examples/python-engine/build/gen, then run its unit tests (strict PNG decoder, reference codec,
+## content hash, shared directory, safetensors entries; a few seconds).
+python-engine:
+	$(PYENGINE)/build.sh
+	cd $(PYENGINE)/tests && $(PY) -m unittest -q
+
+## python-bugs: every seeded bug of the Python engine (examples/python-engine/pyengine/bugs.py)
+## against `baton check`: the rules that fail must be exactly the ones the bug declares (ci-long).
+python-bugs: build python-engine
+	$(PY) $(PYENGINE)/run_bugs.py bugs
