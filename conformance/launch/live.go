@@ -13,7 +13,11 @@ import (
 // check`: besides the engines it injects transfer faults through the
 // topology's fault proxy (target.FaultInjector) and replaces instances a
 // quarantine poisoned (target.Restarter).
-func (t *Topology) Target() *LiveTarget { return &LiveTarget{topo: t, profile: t.Config().Profile} }
+func (t *Topology) Target() *LiveTarget {
+	p := t.Config().Profile
+	p.Restarts = true // Restart replaces instances
+	return &LiveTarget{topo: t, profile: p}
+}
 
 // LiveTarget is a Target over a running Topology.
 type LiveTarget struct {

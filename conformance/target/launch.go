@@ -54,7 +54,8 @@ type Launched struct {
 	closers []func() error
 	proxy   *faultproxy.Proxy
 
-	mu      sync.Mutex // guards roles' fields and retired
+	running bool // LaunchTarget returned: the cases run (starts go to the launch log only)
+	mu      sync.Mutex // guards roles' fields, retired and running
 	roles   map[Role]*managedRole
 	retired []*launchedProcess
 }
@@ -121,6 +122,9 @@ func LaunchTarget(ctx context.Context, cfg Config, opts LaunchOptions) (*Launche
 		}
 	}
 	ok = true
+	l.mu.Lock()
+	l.running = true
+	l.mu.Unlock()
 	return l, nil
 }
 
@@ -386,7 +390,14 @@ func (l *Launched) start(m *managedRole, c LaunchCommand) error {
 	l.mu.Lock()
 	m.proc = p
 	l.mu.Unlock()
-	l.say("launch: %s started (pid %d), log %s", m.role, cmd.Process.Pid, logPath)
+	l.mu.Lock()
+	running := l.running
+	l.mu.Unlock()
+	if running {
+		l.logf("launch: %s started (pid %d), log %s", m.role, cmd.Process.Pid, logPath) // a restart during the run: the launch log only
+	} else {
+		l.say("launch: %s started (pid %d), log %s", m.role, cmd.Process.Pid, logPath)
+	}
 	return nil
 }
 
