@@ -54,7 +54,7 @@ type Launched struct {
 	closers []func() error
 	proxy   *faultproxy.Proxy
 
-	running bool // LaunchTarget returned: the cases run (starts go to the launch log only)
+	running bool       // LaunchTarget returned: the cases run (starts go to the launch log only)
 	mu      sync.Mutex // guards roles' fields, retired and running
 	roles   map[Role]*managedRole
 	retired []*launchedProcess
