@@ -167,7 +167,7 @@ type htmlCase struct {
 
 type htmlContract struct {
 	Rule, Level, ID, Requirement, Href, Section string
-	Text                                       template.HTML
+	Text                                        template.HTML
 }
 
 type htmlView struct {

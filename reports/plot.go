@@ -10,12 +10,12 @@ import (
 
 // Histogram geometry of LatencyHistogramSVG (SVG user units, pixels at 1x).
 const (
-	plotWidth   = 640
-	plotHeight  = 260
-	plotLeft    = 56
-	plotRight   = 16
-	plotTop     = 40
-	plotBottom  = 44
+	plotWidth  = 640
+	plotHeight = 260
+	plotLeft   = 56
+	plotRight  = 16
+	plotTop    = 40
+	plotBottom = 44
 )
 
 // phaseColors are the bar colours of each handoff phase.
