@@ -3,6 +3,7 @@ package target
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -190,4 +191,32 @@ func FuzzExpandLaunch(f *testing.F) {
 			t.Errorf("expand(%q) = %q lost ${ADDR}", s, out)
 		}
 	})
+}
+
+// TestExampleLaunchSectionParses: the commented launch section of
+// fixtures/target.example.yaml, uncommented, is a valid section.
+func TestExampleLaunchSectionParses(t *testing.T) {
+	raw, err := os.ReadFile(exampleProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	i := strings.Index(text, "\n# launch:\n")
+	if i < 0 {
+		t.Fatal("the example profile has no commented launch section")
+	}
+	var b strings.Builder
+	b.WriteString("endpoints: {producer: 127.0.0.1:1, consumer: 127.0.0.1:2, baseline: 127.0.0.1:3}\n")
+	for _, line := range strings.Split(text[i+1:], "\n") {
+		if rest, ok := strings.CutPrefix(line, "# "); ok {
+			b.WriteString(rest + "\n")
+		}
+	}
+	c, err := ParseConfig([]byte(b.String()))
+	if err != nil {
+		t.Fatalf("the example's launch section does not parse: %v\n%s", err, b.String())
+	}
+	if len(c.Launch.Roles) != 3 || c.Launch.Roles[RoleConsumer].Start.Shell == "" || c.Launch.Roles[RoleBaseline].Ready.IsZero() {
+		t.Errorf("launch = %+v", c.Launch)
+	}
 }
