@@ -51,9 +51,10 @@ error, not applicable, not verifiable.
   --list            print the test list (conformance.yaml: rules, levels,
                     requirements, cases, labels), filtered by --label-filter;
                     needs no profile and contacts nothing
-  --dry-run         show what would run against the profile: which cases are
-                    not applicable or not verifiable given what it declares;
-                    contacts nothing
+  --dry-run         show what would run against the profile: what the launch
+                    section would start, which cases are not applicable or
+                    not verifiable given what it declares; contacts and
+                    starts nothing
   --certify         a certification run: refuse (exit 3) unless every rule of
                     the claimed level can be verified with the profile's
                     capabilities; no --label-filter; the results carry a
@@ -65,8 +66,18 @@ error, not applicable, not verifiable.
 --label-filter takes Ginkgo label-filter expressions over the cases' labels:
 rule IDs (SU-2), levels (level:core), topology:E+PD, needs:baseline,
 needs:reference-format, needs:producer-quota, needs:fault-proxy,
-needs:test-hooks, destructive, slow; e.g. 'SU-2 || level:core',
+needs:test-hooks, needs:restart, destructive, slow; e.g. 'SU-2 || level:core',
 'level:core && !slow'. Only cases of the levels the profile claims run.
+
+A profile's launch section tells baton how to start, stop and restart each
+role: baton starts (or, with launch.adopt, adopts) them before the cases,
+restarts what a case takes down or poisons (the cases labelled
+needs:restart, which are not verifiable without it), and stops the roles it
+started at the end (launch.leave_running keeps them). fault_proxy:
+{listen: host:port} (or fault_proxy: true with a launch section) runs the
+harness's fault proxy there for the Faults level; point the producer's
+advertised control address at it. The launched processes' logs go to
+<report-dir>/launch/.
 
 Exit codes: 0 every rule passed or was not applicable; 1 some rule failed;
 2 no failure but some case ended in error or was not verifiable (a refused
