@@ -227,7 +227,7 @@ func absStateDir(dir string) string {
 
 // rapidReproduceRE matches rapid's reproduce line; its groups are the fail
 // file and the seed when rapid names them.
-var rapidReproduceRE = regexp.MustCompile(`To reproduce, specify -run="[^"]*"(?: -rapid\.failfile="([^"]*)")?(?: \(or)?(?: -rapid\.seed=(\d+))?\)?`)
+var rapidReproduceRE = regexp.MustCompile(`To (?:try to )?reproduce, specify -run="[^"]*"(?: -rapid\.failfile="([^"]*)")?(?: \(or)?(?: -rapid\.seed=(\d+))?\)?`)
 
 var initOnce sync.Once
 
