@@ -306,14 +306,16 @@ func (t *Topology) Config() target.Config {
 		},
 		Endpoints: endpoints,
 	}
+	// Target() restarts instances; a `baton check` in another process
+	// reaches these engines through the profile: it adopts them and
+	// restarts them with the same flags at the same address (the profile's
+	// launch section), so the cases that take an instance down (S-1, S-2,
+	// S-4, X-1) can run there too. A fault proxy lives in this process:
+	// only Target() can drive it, so a topology with one gets no launch
+	// section.
+	cfg.Restarts = true
 	if t.proxy == nil {
-		// A `baton check` in another process reaches these engines through
-		// the profile: it adopts them and restarts them with the same flags
-		// at the same address (the profile's launch section), so the cases
-		// that take an instance down (S-1, S-2, S-4, X-1) can run. A fault
-		// proxy lives in this process: only Target() can drive it.
 		cfg.Launch = t.launchSection()
-		cfg.Restarts = true
 	}
 	return cfg
 }
