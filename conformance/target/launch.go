@@ -351,6 +351,13 @@ func (l *Launched) command(ctx context.Context, m *managedRole, c LaunchCommand)
 	return cmd, nil
 }
 
+// procOf is m's process while baton's instance runs (nil: none).
+func (l *Launched) procOf(m *managedRole) *launchedProcess {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return m.proc
+}
+
 // leftRunning reports whether Close leaves m's instance running: it was
 // adopted, or launch.leave_running.
 func (l *Launched) leftRunning(m *managedRole) bool {
@@ -414,9 +421,7 @@ func (l *Launched) waitReady(ctx context.Context, m *managedRole, old string) er
 	defer tick.Stop()
 	last := "no answer yet"
 	for {
-		l.mu.Lock()
-		p := m.proc
-		l.mu.Unlock()
+		p := l.procOf(m)
 		if p != nil {
 			select {
 			case <-p.exited:
@@ -587,9 +592,7 @@ func (l *Launched) stop(ctx context.Context, m *managedRole) error {
 	} else {
 		l.shutdown(ctx, m)
 	}
-	l.mu.Lock()
-	p := m.proc
-	l.mu.Unlock()
+	p := l.procOf(m)
 	if p != nil {
 		select {
 		case <-p.exited:
@@ -667,9 +670,7 @@ func (l *Launched) Close(ctx context.Context) error {
 			continue
 		}
 		m.op.Lock()
-		l.mu.Lock()
-		p := m.proc
-		l.mu.Unlock()
+		p := l.procOf(m)
 		err := l.stop(ctx, m)
 		m.op.Unlock()
 		if err != nil {
