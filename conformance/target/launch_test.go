@@ -48,10 +48,35 @@ func launchFake(t *testing.T, cfg Config) (*Launched, *bytes.Buffer) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l, err := LaunchTarget(ctx, cfg, LaunchOptions{Out: &out})
+	t.Cleanup(func() { shutDownEndpoints(t, cfg) }) // what Close leaves running (adopted roles), or a failed test left
 	if err != nil {
 		t.Fatalf("LaunchTarget = %v\n%s", err, out.String())
 	}
 	return l, &out
+}
+
+// shutDownEndpoints sends Shutdown to whatever instance answers at cfg's
+// endpoints and waits until each stops answering, so no fake engine a
+// test started outlives it.
+func shutDownEndpoints(t *testing.T, cfg Config) {
+	t.Helper()
+	for _, addr := range cfg.Endpoints {
+		e, err := DialEngine(addr, withFastReconnect())
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if info, err := e.GetServerInfo(ctx); err == nil {
+			_, _ = e.Shutdown(ctx, &pb.ShutdownRequest{ExpectedInstanceId: info.GetInstanceId()})
+			for ctx.Err() == nil {
+				if _, err := e.Health(ctx); err != nil {
+					break
+				}
+			}
+		}
+		cancel()
+		e.Close()
+	}
 }
 
 func serverID(t *testing.T, e Engine) string {
