@@ -62,9 +62,11 @@ mutants:
 verify: lint
 	$(GO) test -count=1 -run 'TestGeneratedCodeIsCurrent|TestExtensionFieldNumbers' ./proto/...
 	$(GO) test -count=1 -run 'TestCommittedListIsCurrent|TestCommittedListMatchesRegistry' ./conformance/testlist/
+	$(GO) test -count=1 -run 'TestCopyIsCurrent' ./internal/contract/
 	$(GO) mod tidy -diff
 
-## testlist: regenerate conformance/conformance.yaml from ../shared/spec/CONTRACT.md and the case registry.
+## testlist: regenerate conformance/conformance.yaml from ../shared/spec/CONTRACT.md and the case registry,
+## and the compiled-in copy internal/contract/CONTRACT.md (report.html's rule texts, the bundle's CONTRACT.md).
 testlist:
 	$(GO) run ./conformance/testlist/gen
 

@@ -33,7 +33,8 @@ const defaultCaseTimeout = 60 * time.Second
 // with a function that stops it; it is called once for all non-destructive
 // cases (lazily, at the first one; stopped before the destructive ones) and
 // once more for each destructive case, which gets a fresh target to itself
-// and stops it afterwards. A makeTarget error fails that subtest as a
+// and stops it afterwards (so the case needs no restart: the fresh target
+// counts as one, target.Restarter). A makeTarget error fails that subtest as a
 // harness error. Each case runs under a context bounded by the target
 // profile's CaseTimeout (60 s when unset) and by t's deadline.
 func Run(t *testing.T, makeTarget func() (target.Target, func(), error)) {
@@ -66,7 +67,7 @@ func Run(t *testing.T, makeTarget func() (target.Target, func(), error)) {
 				if err != nil {
 					suite.HarnessError(t, "makeTarget for a destructive case: %v", err)
 				}
-				tg = fresh
+				tg = disposable(fresh)
 			} else {
 				if !started {
 					started = true
@@ -86,6 +87,37 @@ func Run(t *testing.T, makeTarget func() (target.Target, func(), error)) {
 		})
 	}
 }
+
+// disposable makes a fresh target of a destructive case a Restarter, when
+// it is not one already: it is stopped after the case and the next case
+// gets its own, so what the case takes down needs no restart (CONTRACT
+// section 3: destructive cases run "against an instance the harness
+// started for them"). FaultInjector is kept.
+func disposable(tg target.Target) target.Target {
+	if tg == nil {
+		return nil
+	}
+	if _, ok := tg.(target.Restarter); ok {
+		return tg
+	}
+	if fi, ok := tg.(target.FaultInjector); ok {
+		return struct {
+			target.Target
+			target.FaultInjector
+			target.Restarter
+		}{tg, fi, noRestart{}}
+	}
+	return struct {
+		target.Target
+		target.Restarter
+	}{tg, noRestart{}}
+}
+
+// noRestart is the Restarter of a disposable target: nothing to bring back.
+type noRestart struct{}
+
+// Restart implements target.Restarter.
+func (noRestart) Restart(context.Context, target.Role) error { return nil }
 
 // caseContext bounds a case by timeout (defaultCaseTimeout when zero) and
 // by t's deadline, whichever comes first.

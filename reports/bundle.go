@@ -27,7 +27,7 @@ const (
 
 // BundleFiles are the files every bundle holds; SHA256SUMS covers the
 // others and any further file of the directory.
-var BundleFiles = []string{ProductFile, ReadmeFile, ResultsYAMLFile, JUnitXMLFile, ReportHTMLFile, SumsFile}
+var BundleFiles = []string{ProductFile, ReadmeFile, ResultsYAMLFile, JUnitXMLFile, ReportHTMLFile, ContractFile, SumsFile}
 
 // ErrNotCertificationRun: WriteBundle was given results without a
 // Certificate (a run without --certify).
@@ -90,8 +90,9 @@ func ProductOf(res Results) (Product, error) {
 // WriteBundle writes the certification bundle of res into dir (created if
 // missing): PRODUCT.yaml (ProductOf), README.md (how to reproduce: the
 // exact command, baton version, the redacted target profile),
-// results.yaml, junit.xml, report.html, and last SHA256SUMS over every
-// file of dir. res must come from a certification run
+// results.yaml, junit.xml, report.html, CONTRACT.md (the contract the run
+// certified, which report.html's rule links point into), and last
+// SHA256SUMS over every file of dir. res must come from a certification run
 // (ErrNotCertificationRun); a refused certificate is still written, so a
 // submission shows what failed, and VerifyBundle rejects it.
 func WriteBundle(dir string, res Results) error {
@@ -216,6 +217,7 @@ func bundleReadme(res Results, p Product) string {
 	b.WriteString("- `results.yaml`: every case and rule verdict, the run's metadata and the certificate\n")
 	b.WriteString("- `junit.xml`: one testcase per case, rule ID in the name\n")
 	b.WriteString("- `report.html`: the report for people (open it in a browser; it loads nothing from the network)\n")
+	b.WriteString("- `CONTRACT.md`: the contract the run certified; report.html's rule links point into it\n")
 	b.WriteString("- `SHA256SUMS`: `sha256sum -c SHA256SUMS`\n\n")
 	b.WriteString("Check the whole bundle with `baton report verify DIR`.\n")
 	return b.String()

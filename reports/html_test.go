@@ -23,10 +23,12 @@ func TestRenderHTML(t *testing.T) {
 		`<div class="banner outcome-failed" id="verdict-core">`,
 		`<div class="banner outcome-failed" id="verdict">`,
 		`id="rule-core-SU-3" class="outcome-failed"`,
-		`<a class="rule-link" href="CONTRACT.md#single-use-su" title="The SU-3 sentence &lt;b&gt;with markup&lt;/b&gt;.">SU-3</a>`,
-		`href="#contract-SU-3"`,
+		`<a class="rule-link" href="#contract-SU-3">SU-3</a>`,
 		`id="contract-SU-3"`,
 		`href="CONTRACT.md#single-use-su"`,
+		// The rule's own text, from the compiled-in contract, expandable in its row.
+		`<details class="rule-text"><summary>`,
+		`<code>Abort(encoder_cache=ref)</code> on the producer answers <code>ABORTED</code>`,
 		`Abort(ref=3f2a..) second call = ABORTED; want ALREADY_FINISHED`,
 		`baton check --config target.yaml --label-filter &#39;SU-3&#39;`,
 		`publish media=[image/png 1234 B sha256:3f2a9c01]`,
@@ -43,6 +45,9 @@ func TestRenderHTML(t *testing.T) {
 	}
 	if strings.Contains(page, "<b>with markup</b>") {
 		t.Error("report.html does not escape the rule sentence")
+	}
+	if strings.Contains(page, "su.go") {
+		t.Error("report.html shows a harness source location")
 	}
 	// Self-contained: nothing is loaded from anywhere (the SVG namespace is
 	// a name, not a fetch).
@@ -78,6 +83,79 @@ func TestWriteHTML(t *testing.T) {
 	}
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
 		t.Fatalf("report.html not written: %v", err)
+	}
+	// CONTRACT.md beside it, so the rule links resolve.
+	md, err := os.ReadFile(filepath.Join(filepath.Dir(path), reports.ContractFile))
+	if err != nil || !strings.Contains(string(md), "- **SU-3** ") || !strings.Contains(string(md), "### Single use (SU)") {
+		t.Errorf("CONTRACT.md beside report.html: %v", err)
+	}
+}
+
+// TestRenderHTMLGroupsRulesAndListsCases: a Faults run's Core rules
+// checked again under faults are sub-rows of their own rule, the count is
+// of distinct rules, and every case is listed with its outcome and reason,
+// each outcome a filter.
+func TestRenderHTMLGroupsRulesAndListsCases(t *testing.T) {
+	res := faultsRun()
+	raw, err := reports.RenderHTML(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(raw)
+	for _, want := range []string{
+		`id="rule-core-SU-2" class="outcome-passed"`,
+		`id="rule-faults-SU-2" class="outcome-failed rerun"`,
+		`SU-2 <span class="under">under faults</span>`,
+		`id="rule-faults-Q-1" class="outcome-passed"`,
+		`3 rules: 1 passed, 1 failed, 1 not applicable; 1 checked again at a higher level (under faults)`,
+		`<input type="checkbox" class="outcome-filter" value="not applicable" checked>`,
+		`<tr class="outcome-not-applicable" data-outcome="not applicable" data-rule="L-2">`,
+		`not applicable: target does not serve topology E&#43;P&#43;D`,
+		`Consume(ref=1) = OK; want INVALID_ARGUMENT`,
+		`<span class="under">under faults</span></td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %s", want)
+		}
+	}
+	if n := strings.Count(page, `<a class="rule-link"`); n != 3 {
+		t.Errorf("report.html has %d rule rows of their own; want 3 (SU-2, L-2, Q-1)", n)
+	}
+	if strings.Contains(page, "/home/ci/") || strings.Contains(page, ".go:") {
+		t.Errorf("report.html shows harness source paths")
+	}
+}
+
+// faultsRun is a Faults-level run: SU-2 passed at core and failed when
+// checked again under faults, L-2 not applicable, Q-1 passed.
+func faultsRun() reports.Results {
+	cases := []reports.CaseResult{
+		{Rule: "SU-2", Name: "SU-2 replay", Level: "core", Labels: []string{"SU-2", "level:core"}, Outcome: reports.Passed},
+		{Rule: "SU-2", Name: "SU-2 replay [again under injected faults]", Level: "faults", Labels: []string{"SU-2", "level:faults", "under-faults"}, Outcome: reports.Failed,
+			Message: "Consume(ref=1) = OK; want INVALID_ARGUMENT\n/home/ci/baton/conformance/suite/su.go:88 +0x1d\nat /home/ci/baton/conformance/suite/su.go:88"},
+		{Rule: "L-2", Name: "L-2 decode without preparation", Level: "core", Labels: []string{"L-2", "level:core"}, Outcome: reports.NotApplicable, Message: "not applicable: target does not serve topology E+P+D"},
+		{Rule: "Q-1", Name: "Q-1 lost reply", Level: "faults", Labels: []string{"Q-1", "level:faults"}, Outcome: reports.Passed},
+	}
+	res := reports.Summarize(cases, map[string][]string{"core": {"SU-2", "L-2"}, "faults": {"Q-1"}})
+	res.ClaimedLevel = "faults"
+	sections := map[string]string{"SU-2": "single-use-su", "L-2": "limits-and-validation-l", "Q-1": "quarantine-q"}
+	for i, r := range res.Rules {
+		res.Rules[i].Contract = "CONTRACT.md#" + sections[r.Rule]
+	}
+	return res
+}
+
+func TestPublicMessage(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"Consume = OK; want INVALID_ARGUMENT\nat suite/su.go:120", "Consume = OK; want INVALID_ARGUMENT"},
+		{"panic: boom\n/home/ci/baton/conformance/suite/su.go:88 +0x1d\nmore", "panic: boom\nmore"},
+		{"failed at /work/x/conformance/suite/faults.go:12: the consumer hung", "failed at : the consumer hung"},
+		{"engine.go is a file name, not a location", "engine.go is a file name, not a location"},
+		{"", ""},
+	} {
+		if got := reports.PublicMessage(tt.in); got != tt.want {
+			t.Errorf("PublicMessage(%q) = %q; want %q", tt.in, got, tt.want)
+		}
 	}
 }
 
@@ -149,6 +227,59 @@ func TestLatencyHistogramSVGs(t *testing.T) {
 	}
 	if reports.LatencyHistogramSVGs(nil) != nil {
 		t.Error("no series gives plots")
+	}
+}
+
+// TestLatencyHistogramIsLogScale: a 1 ms consume and a 2 s publish land in
+// bins a decade scale apart, with a tick per decade (1, 10, 100, 1000,
+// 10000 ms), instead of everything in the first bar of a linear axis.
+func TestLatencyHistogramIsLogScale(t *testing.T) {
+	svgs := reports.LatencyHistogramSVGs([]reports.LatencySeries{
+		{Topology: "E+PD", Phase: reports.PhaseConsume, SamplesMs: []float64{1.2, 1.5, 3, 0}},
+		{Topology: "E+PD", Phase: reports.PhasePublish, SamplesMs: []float64{2000, 2400}},
+	})
+	if len(svgs) != 1 {
+		t.Fatalf("got %d plots", len(svgs))
+	}
+	var doc svgDoc
+	if err := xml.Unmarshal([]byte(svgs[0]), &doc); err != nil {
+		t.Fatal(err)
+	}
+	bins := map[string]bool{}
+	for _, r := range doc.Rects {
+		if r.Phase != "" {
+			bins[r.Title[:strings.LastIndex(r.Title, ":")]] = true
+		}
+	}
+	for _, want := range []string{"consume 1-1.58 ms", "consume 2.51-3.98 ms", "publish 1585-2512 ms"} {
+		if !bins[want] {
+			t.Errorf("no bar %q; bars %v", want, bins)
+		}
+	}
+	for _, tick := range []string{">1<", ">10<", ">100<", ">1000<", ">10000<"} {
+		if !strings.Contains(string(svgs[0]), tick) {
+			t.Errorf("no decade tick %s", tick)
+		}
+	}
+}
+
+// TestLatencyTimelineSVGs: with start times, one dot per call that can be
+// drawn; without, no timeline.
+func TestLatencyTimelineSVGs(t *testing.T) {
+	series := []reports.LatencySeries{
+		{Topology: "E+PD", Phase: reports.PhasePublish, SamplesMs: []float64{10, 20, -1}, AtMs: []float64{0, 1500, 3000}},
+		{Topology: "E+P+D", Phase: reports.PhaseConsume, SamplesMs: []float64{5}},
+	}
+	svgs := reports.LatencyTimelineSVGs(series)
+	if len(svgs) != 1 || !strings.Contains(string(svgs[0]), `data-topology="E+PD"`) {
+		t.Fatalf("timelines = %d; want one, for E+PD (E+P+D has no times)", len(svgs))
+	}
+	if n := strings.Count(string(svgs[0]), `<circle class="dot"`); n != 2 {
+		t.Errorf("%d dots; want 2 (the negative sample is not drawn)", n)
+	}
+	var doc svgDoc
+	if err := xml.Unmarshal([]byte(svgs[0]), &doc); err != nil {
+		t.Fatalf("timeline is not well-formed XML: %v", err)
 	}
 }
 

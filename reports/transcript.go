@@ -62,6 +62,10 @@ type LatencySeries struct {
 	// SamplesMs are the latencies in milliseconds, in call order (at most
 	// LatencyMaxSamples).
 	SamplesMs []float64 `json:"samples_ms" yaml:"samples_ms"`
+	// AtMs, when recorded, are when each call started, in milliseconds
+	// since the run started (the same length and order as SamplesMs;
+	// report.html plots latency over time from them).
+	AtMs []float64 `json:"at_ms,omitempty" yaml:"at_ms,omitempty"`
 }
 
 // Quantile returns the q-quantile (0 <= q <= 1) of samples by the nearest

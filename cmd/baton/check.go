@@ -51,9 +51,10 @@ error, not applicable, not verifiable.
   --list            print the test list (conformance.yaml: rules, levels,
                     requirements, cases, labels), filtered by --label-filter;
                     needs no profile and contacts nothing
-  --dry-run         show what would run against the profile: which cases are
-                    not applicable or not verifiable given what it declares;
-                    contacts nothing
+  --dry-run         show what would run against the profile: what the launch
+                    section would start, which cases are not applicable or
+                    not verifiable given what it declares; contacts and
+                    starts nothing
   --certify         a certification run: refuse (exit 3) unless every rule of
                     the claimed level can be verified with the profile's
                     capabilities; no --label-filter; the results carry a
@@ -65,8 +66,18 @@ error, not applicable, not verifiable.
 --label-filter takes Ginkgo label-filter expressions over the cases' labels:
 rule IDs (SU-2), levels (level:core), topology:E+PD, needs:baseline,
 needs:reference-format, needs:producer-quota, needs:fault-proxy,
-needs:test-hooks, destructive, slow; e.g. 'SU-2 || level:core',
+needs:test-hooks, needs:restart, destructive, slow; e.g. 'SU-2 || level:core',
 'level:core && !slow'. Only cases of the levels the profile claims run.
+
+A profile's launch section tells baton how to start, stop and restart each
+role: baton starts (or, with launch.adopt, adopts) them before the cases,
+restarts what a case takes down or poisons (the cases labelled
+needs:restart, which are not verifiable without it), and stops the roles it
+started at the end (launch.leave_running keeps them). fault_proxy:
+{listen: host:port} (or fault_proxy: true with a launch section) runs the
+harness's fault proxy there for the Faults level; point the producer's
+advertised control address at it. The launched processes' logs go to
+<report-dir>/launch/.
 
 Exit codes: 0 every rule passed or was not applicable; 1 some rule failed;
 2 no failure but some case ended in error or was not verifiable (a refused
@@ -121,7 +132,11 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 		return exitError{ExitUsage, fmt.Sprintf("label filter %q selects no case of the claimed levels (%s); cases of a higher level run only when the profile claims it",
 			f.labelFilter, strings.Join(plan.Levels, ", "))}
 	}
+	if err := harnessCanRun(cfg); err != nil {
+		return err
+	}
 	if f.dryRun {
+		fmt.Fprint(out, harnessText(cfg, f.reportDir))
 		fmt.Fprint(out, plan.Text())
 		if f.certify {
 			if problems := plan.CertifyProblems(); len(problems) > 0 {
@@ -167,14 +182,105 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 }
 
 // runCheck probes and checks one target, then writes the bundle when
-// bundleDir is set; it returns the exit code.
+// bundleDir is set; it returns the exit code. With a launch section or a
+// fault_proxy address the harness's side runs first (target.LaunchTarget:
+// the roles started or adopted, the fault proxy listening) and is ended
+// after the run (the roles baton started stopped, unless
+// launch.leave_running); a launch that fails is exit 3.
 func runCheck(ctx context.Context, cfg target.Config, opts check.Options, bundleDir string) (int, error) {
-	tg, err := target.Dial(cfg)
+	tg, done, err := harnessTarget(ctx, cfg, opts.ReportDir, opts.Out)
 	if err != nil {
 		return ExitUsage, err
 	}
-	defer tg.Close()
-	return runCheckOn(ctx, tg, opts, bundleDir)
+	code, err := runCheckOn(ctx, tg, opts, bundleDir)
+	if derr := done(); derr != nil {
+		fmt.Fprintf(opts.Out, "launch: %v\n", derr)
+		if code == 0 && err == nil {
+			code = ExitIncomplete // the run passed but baton could not put the roles back as the profile asks
+		}
+	}
+	return code, err
+}
+
+// harnessTarget builds the target of cfg: the dialled endpoints, plus what
+// the profile asks the harness to run (target.LaunchTarget) when it has a
+// launch section or a fault_proxy address. done ends it.
+func harnessTarget(ctx context.Context, cfg target.Config, reportDir string, out io.Writer) (target.Target, func() error, error) {
+	if out == nil {
+		out = io.Discard
+	}
+	if cfg.Launch == nil && cfg.FaultProxyAt == nil {
+		tg, err := target.Dial(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return tg, tg.Close, nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	l, err := target.LaunchTarget(ctx, cfg, target.LaunchOptions{ReportDir: reportDir, Out: out})
+	if err != nil {
+		return nil, nil, err
+	}
+	done := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		defer cancel()
+		return l.Close(cctx)
+	}
+	return l.Target(), done, nil
+}
+
+// harnessCanRun refuses a profile whose fault_proxy: true no harness can
+// honour: without a launch section baton cannot tell the producer where its
+// proxy listens (exit 3, before anything runs, instead of every Faults case
+// ending not verifiable).
+func harnessCanRun(cfg target.Config) error {
+	if cfg.FaultProxy && !cfg.HarnessRunsFaultProxy() {
+		return exitError{ExitUsage, "fault_proxy: true needs a harness that runs the proxy: write fault_proxy: {listen: host:port} " +
+			"(baton check listens there; start the producer with --advertise-control host:port and let the consumer trust that address as a producer, CONTRACT SE-3), " +
+			"or add a launch section (baton picks a port and passes it to the commands as ${FAULT_PROXY}); see docs/implementing.md section 5"}
+	}
+	return nil
+}
+
+// harnessText says, for --dry-run, what the harness would run besides the
+// cases: the launch section's roles and the fault proxy.
+func harnessText(cfg target.Config, reportDir string) string {
+	var b strings.Builder
+	if a := cfg.FaultProxyAt; a != nil {
+		upstream := a.ProducerControl
+		if upstream == "" {
+			upstream = cfg.Endpoints[target.RoleProducer]
+		}
+		fmt.Fprintf(&b, "fault proxy: would listen on %s and forward to the producer's control address %s (the producer must advertise %s)\n", a.Listen, upstream, a.Listen)
+	} else if cfg.FaultProxy && cfg.Launch != nil {
+		b.WriteString("fault proxy: would listen on a free loopback port, passed to the launch commands as ${FAULT_PROXY}\n")
+	}
+	if l := cfg.Launch; l != nil {
+		var roles []string
+		for _, r := range []target.Role{target.RoleProducer, target.RoleConsumer, target.RolePrefill, target.RoleDecode, target.RoleBaseline} {
+			if l.Roles[r] != nil {
+				roles = append(roles, string(r))
+			}
+		}
+		verb := "start"
+		if l.Adopt {
+			verb = "start (or adopt, when already READY)"
+		}
+		work := l.WorkDir
+		if work == "" {
+			work = filepath.Join(reportDir, "launch")
+		}
+		end := "stop them at the end"
+		if l.LeaveRunning {
+			end = "leave them running at the end"
+		}
+		fmt.Fprintf(&b, "launch: would %s %s, restart them after the cases that take them down (needs:restart), and %s; logs under %s\n", verb, strings.Join(roles, ", "), end, work)
+	} else {
+		b.WriteString("launch: none (the profile has no launch section): the cases labelled needs:restart are not verifiable\n")
+	}
+	return b.String()
 }
 
 // runCheckOn probes and checks a target already at hand (the demo's live

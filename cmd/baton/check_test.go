@@ -33,6 +33,22 @@ destructive: true
 producer_quota_bytes: 1048576
 `
 
+// launchProfileFile is a profile with a launch section (adopting) and the
+// fault proxy's address form.
+func launchProfileFile(t *testing.T) string {
+	return profileFile(t, `name: launched
+endpoints: {producer: 127.0.0.1:1, consumer: 127.0.0.1:2}
+topologies: [E+PD]
+destructive: true
+fault_proxy: {listen: 127.0.0.1:7199}
+launch:
+  adopt: true
+  roles:
+    producer: {start: [engine, --role, producer, --listen, "${ADDR}", --advertise-control, "${FAULT_PROXY}"]}
+    consumer: {start: "engine --role consumer --listen ${ADDR}"}
+`)
+}
+
 func TestRunCheckCommandWithoutRunning(t *testing.T) {
 	opaque := profileFile(t, opaqueProfile)
 	tests := []struct {
@@ -46,7 +62,17 @@ func TestRunCheckCommandWithoutRunning(t *testing.T) {
 			outHas: []string{"SU-2 replay of a consumed reference", "Q-1", "S-3 a quarantined cuda_ipc consumer"}},
 		{name: "list with a bad filter", flags: checkFlags{list: true, labelFilter: "SU-2 &&"}, wantCode: ExitUsage, errHas: []string{"label filter"}},
 		{name: "dry run", flags: checkFlags{configPath: opaque, dryRun: true},
-			outHas: []string{"nothing is contacted", "N/V   H-3", "N/A   L-2", "RUN   SU-2"}},
+			outHas: []string{"nothing is contacted", "N/V   H-3", "N/A   L-2", "RUN   SU-2",
+				"launch: none (the profile has no launch section): the cases labelled needs:restart are not verifiable",
+				"N/V   S-1   S-1 Shutdown naming the instance is ACCEPTED, then ALREADY_SHUTTING_DOWN, and new requests get UNAVAILABLE: needs a restart"}},
+		{name: "dry run with a launch section and the fault proxy", flags: checkFlags{configPath: launchProfileFile(t), dryRun: true, reportDir: "out/r"},
+			outHas: []string{"launch: would start (or adopt, when already READY) producer, consumer, restart them after the cases that take them down (needs:restart), and stop them at the end; logs under out/r/launch",
+				"fault proxy: would listen on 127.0.0.1:7199 and forward to the producer's control address 127.0.0.1:1",
+				"RUN   S-1   S-1 Shutdown naming the instance is ACCEPTED"}},
+		{name: "fault proxy no harness runs", flags: checkFlags{configPath: profileFile(t, opaqueProfile+"fault_proxy: true\n"), dryRun: true}, wantCode: ExitUsage,
+			errHas: []string{"fault_proxy: true needs a harness that runs the proxy", "fault_proxy: {listen: host:port}", "--advertise-control"}},
+		{name: "a launch that fails is a setup error", flags: checkFlags{configPath: profileFile(t, opaqueProfile+"launch: {start_timeout: 2s, roles: {producer: {start: \"echo no such engine >&2; exit 3\"}}}\n"), reportDir: t.TempDir()},
+			wantCode: ExitUsage, errHas: []string{"producer exited before it was ready", "no such engine"}},
 		{name: "dry run of a certification", flags: checkFlags{configPath: opaque, dryRun: true, certify: true}, wantCode: ExitUsage,
 			errHas: []string{"--certify would refuse", "H-3 (core)"}},
 		{name: "certify refused before dialing", flags: checkFlags{configPath: opaque, certify: true}, wantCode: ExitUsage,

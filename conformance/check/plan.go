@@ -67,6 +67,8 @@ type Plan struct {
 //     "baton-json-v1";
 //   - needs:producer-quota: not verifiable unless producer_quota_bytes > 0;
 //   - destructive: not verifiable unless destructive: true;
+//   - needs:restart: not verifiable unless the target can restart
+//     instances (Profile.Restarts: a launch section);
 //   - needs:fault-proxy, needs:test-hooks: not verifiable unless
 //     fault_proxy: true, test_hooks: true;
 //   - level lifecycle needs observables and test_hooks, level faults also
@@ -155,6 +157,10 @@ func decide(p target.Profile, has map[target.Role]bool, level string, labels []s
 		case suite.LabelDestructive:
 			if !p.Destructive {
 				return reports.NotVerifiable, "the profile does not allow destructive cases (destructive: false)"
+			}
+		case suite.LabelNeedsRestart:
+			if !p.Restarts {
+				return reports.NotVerifiable, "needs a restart of the instance it takes down or poisons: the profile has no launch section (CONTRACT section 4 \"A restart\")"
 			}
 		case suite.LabelNeedsFaultProxy:
 			if !p.FaultProxy {

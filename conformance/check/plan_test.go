@@ -16,6 +16,7 @@ func fullCore() target.Profile {
 	return target.Profile{
 		Name: "full", Level: "core", Topologies: []string{"E+PD"}, Backends: []string{"shared_dir"},
 		Observables: true, Destructive: true, ProducerQuotaBytes: 32 << 20, ReferenceFormat: suite.FormatBatonJSONv1,
+		Restarts: true, // a launch section: S-1's accepted Shutdown needs a restart
 	}
 }
 
@@ -57,6 +58,7 @@ func TestNewPlanDecidesFromLabels(t *testing.T) {
 		{"no quota", func(p *target.Profile) { p.ProducerQuotaBytes = 0 }, epdRoles, suite.LabelNeedsQuota, reports.NotVerifiable, "producer_quota_bytes"},
 		{"no baseline endpoint", nil, []target.Role{target.RoleProducer, target.RoleConsumer}, suite.LabelNeedsBaseline, reports.NotVerifiable, "baseline"},
 		{"not destructive", func(p *target.Profile) { p.Destructive, p.Level, p.TestHooks = false, "lifecycle", true }, epdRoles, suite.LabelDestructive, reports.NotVerifiable, "destructive: false"},
+		{"no restart", func(p *target.Profile) { p.Restarts, p.Level, p.TestHooks = false, "lifecycle", true }, epdRoles, suite.LabelNeedsRestart, reports.NotVerifiable, "no launch section"},
 		{"no fault proxy", func(p *target.Profile) { p.Level = "faults" }, epdRoles, suite.LabelNeedsFaultProxy, reports.NotVerifiable, "fault_proxy: false"},
 		{"fault proxy declared", func(p *target.Profile) { p.Level, p.FaultProxy, p.TestHooks = "faults", true, true }, epdRoles, suite.LabelNeedsFaultProxy, "", ""},
 		{"no test hooks", func(p *target.Profile) { p.Level, p.FaultProxy = "faults", true }, epdRoles, suite.LabelNeedsTestHooks, reports.NotVerifiable, "test_hooks: false"},
@@ -132,6 +134,8 @@ func TestCertifyProblems(t *testing.T) {
 			want: []string{"H-3 (core): case \"H-3", "not verifiable: needs reference_format", "SU-5 (core)"}},
 		{name: "no baseline", roles: []target.Role{target.RoleProducer, target.RoleConsumer}, want: []string{"B-1 (core)", "B-2 (core)", "H-5 (core)"}},
 		{name: "filtered", roles: epdRoles, filter: "SU-2", want: []string{"drop the label filter \"SU-2\""}},
+		{name: "engines started by hand, no launch section", profile: func(p *target.Profile) { p.Restarts = false }, roles: epdRoles,
+			want: []string{"S-1 (core): case \"S-1 Shutdown naming the instance is ACCEPTED", "no launch section"}},
 		{name: "lifecycle claim without hooks", profile: func(p *target.Profile) { p.Level = "lifecycle" }, roles: epdRoles,
 			want: []string{"level lifecycle needs test_hooks: true", "C-2 (lifecycle): case \"C-2"}},
 	}

@@ -33,6 +33,8 @@ type Recorder struct {
 	mu      sync.Mutex
 	cases   map[string]*caseLog
 	latency map[[2]string][]float64 // (topology, phase) -> ms
+	at      map[[2]string][]float64 // (topology, phase) -> ms since origin, when each call started
+	origin  time.Time               // when the Recorder was made: the run's start
 }
 
 type caseLog struct {
@@ -44,7 +46,7 @@ type caseLog struct {
 // NewRecorder returns a Recorder that files calls under keyOf's case name
 // ("" = not inside a case: not recorded) and reads time from now.
 func NewRecorder(keyOf func() (string, []string), now func() time.Time) *Recorder {
-	return &Recorder{keyOf: keyOf, now: now, cases: map[string]*caseLog{}, latency: map[[2]string][]float64{}}
+	return &Recorder{keyOf: keyOf, now: now, cases: map[string]*caseLog{}, latency: map[[2]string][]float64{}, at: map[[2]string][]float64{}, origin: now()}
 }
 
 // Transcript returns the calls recorded for caseName and how many were
@@ -89,7 +91,7 @@ func (r *Recorder) Latencies() []reports.LatencySeries {
 	})
 	out := make([]reports.LatencySeries, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, reports.LatencySeries{Topology: k[0], Phase: k[1], SamplesMs: slices.Clone(r.latency[k])})
+		out = append(out, reports.LatencySeries{Topology: k[0], Phase: k[1], SamplesMs: slices.Clone(r.latency[k]), AtMs: slices.Clone(r.at[k])})
 	}
 	return out
 }
@@ -126,6 +128,7 @@ func (r *Recorder) record(role target.Role, method, request string, start time.T
 		k := [2]string{topologyOf(labels, role), phase}
 		if len(r.latency[k]) < reports.LatencyMaxSamples {
 			r.latency[k] = append(r.latency[k], latencyMs)
+			r.at[k] = append(r.at[k], float64(start.Sub(r.origin).Microseconds())/1000)
 		}
 	}
 }

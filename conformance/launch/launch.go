@@ -70,6 +70,7 @@ type Process struct {
 	Role     string
 	Address  string
 	LogPath  string
+	args     []string // the `baton serve` arguments it was started with
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	exitErr  error
@@ -205,7 +206,7 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("launch: start %s: %w", role, err)
 	}
-	p := &Process{Role: role, LogPath: logPath, cmd: cmd, exited: make(chan struct{})}
+	p := &Process{Role: role, LogPath: logPath, args: args, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.exitErr = cmd.Wait()
 		logFile.Close()
@@ -289,7 +290,7 @@ func (t *Topology) Config() target.Config {
 	} else {
 		endpoints[target.RoleConsumer] = t.Consumer.Address
 	}
-	return target.Config{
+	cfg := target.Config{
 		Profile: target.Profile{
 			Name:               "baton reference engine (" + topology + ", " + t.opts.Backend + ")",
 			Level:              level,
@@ -305,6 +306,44 @@ func (t *Topology) Config() target.Config {
 		},
 		Endpoints: endpoints,
 	}
+	// Target() restarts instances; a `baton check` in another process
+	// reaches these engines through the profile: it adopts them and
+	// restarts them with the same flags at the same address (the profile's
+	// launch section), so the cases that take an instance down (S-1, S-2,
+	// S-4, X-1) can run there too. A fault proxy lives in this process:
+	// only Target() can drive it, so a topology with one gets no launch
+	// section.
+	cfg.Restarts = true
+	if t.proxy == nil {
+		cfg.Launch = t.launchSection()
+	}
+	return cfg
+}
+
+// launchSection is a launch section that adopts the running processes and
+// restarts each with its own `baton serve` flags at its own address.
+func (t *Topology) launchSection() *target.Launch {
+	l := &target.Launch{Adopt: true, Roles: map[target.Role]*target.LaunchRole{}}
+	for role, p := range map[target.Role]*Process{target.RoleProducer: t.Producer, target.RoleConsumer: t.Consumer,
+		target.RolePrefill: t.Prefill, target.RoleDecode: t.Decode, target.RoleBaseline: t.Baseline} {
+		if p == nil {
+			continue
+		}
+		argv := []string{t.opts.Binary}
+		for i := 0; i < len(p.args); i++ {
+			switch p.args[i] {
+			case "--ready-file":
+				i++ // nothing waits for it
+			case "--listen":
+				argv = append(argv, "--listen", p.Address)
+				i++
+			default:
+				argv = append(argv, p.args[i])
+			}
+		}
+		l.Roles[role] = &target.LaunchRole{Start: target.LaunchCommand{Argv: argv}}
+	}
+	return l
 }
 
 func (t *Topology) quota() int64 {
@@ -324,6 +363,12 @@ func (t *Topology) Shutdown(ctx context.Context, timeout time.Duration) error {
 	for _, p := range t.processes() {
 		select {
 		case <-p.exited:
+			// Gone before this Shutdown: a destructive case ended it, and
+			// a `baton check` that adopted this topology (Config's launch
+			// section) may have started a replacement at its address.
+			if err := shutdownReplacement(ctx, p, timeout); err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		default:
 		}
@@ -358,6 +403,48 @@ func (t *Topology) Shutdown(ctx context.Context, timeout time.Duration) error {
 	return errors.Join(errs...)
 }
 
+// shutdownReplacement shuts down an instance that answers at the address
+// of p, which exited: one another process started there (it is no child
+// of this one, so only its leaving the wire can be checked, not its exit
+// status). It returns an error if one answers and does not leave within
+// timeout.
+func shutdownReplacement(ctx context.Context, p *Process, timeout time.Duration) error {
+	e, err := target.DialEngine(p.Address)
+	if err != nil {
+		return nil
+	}
+	defer e.Close()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	info, err := e.GetServerInfo(cctx)
+	cancel()
+	if err != nil || info.GetInstanceId() == "" || info.GetInstanceId() == p.instance {
+		return nil // nothing there
+	}
+	cctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	_, err = e.Shutdown(cctx, &pb.ShutdownRequest{ExpectedInstanceId: info.GetInstanceId()})
+	cancel()
+	if err != nil && status.Code(err) != codes.Unavailable {
+		return fmt.Errorf("launch: Shutdown the %s that replaced %s at %s: %w", p.Role, p.Role, p.Address, err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := e.Health(cctx)
+		cancel()
+		if status.Code(err) == codes.Unavailable {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("launch: S-4 the %s that replaced %s at %s still answers %v after Shutdown", p.Role, p.Role, p.Address, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // polling a process this one did not start
+		}
+	}
+}
+
 // Kill stops every process without a drain (cleanup after a failed start).
 func (t *Topology) Kill() {
 	if t.proxy != nil {
@@ -369,6 +456,9 @@ func (t *Topology) Kill() {
 		if p.engine != nil {
 			_ = p.engine.Close()
 		}
+	}
+	for _, p := range t.processes() {
+		_ = shutdownReplacement(context.Background(), p, 10*time.Second) // what an adopter started at its address
 	}
 	t.waitRetired()
 }

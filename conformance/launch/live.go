@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/baton-dev/baton/conformance/faultproxy"
 	"github.com/baton-dev/baton/conformance/target"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 )
@@ -14,7 +13,11 @@ import (
 // check`: besides the engines it injects transfer faults through the
 // topology's fault proxy (target.FaultInjector) and replaces instances a
 // quarantine poisoned (target.Restarter).
-func (t *Topology) Target() *LiveTarget { return &LiveTarget{topo: t, profile: t.Config().Profile} }
+func (t *Topology) Target() *LiveTarget {
+	p := t.Config().Profile
+	p.Restarts = true // Restart replaces instances
+	return &LiveTarget{topo: t, profile: p}
+}
 
 // LiveTarget is a Target over a running Topology.
 type LiveTarget struct {
@@ -48,58 +51,19 @@ func (l *LiveTarget) Engine(role target.Role) (target.Engine, bool) {
 	return p.engine, true
 }
 
-var faultKinds = map[target.TransferFault]faultproxy.Fault{
-	target.FaultNone:            faultproxy.FaultNone,
-	target.FaultDropRequest:     faultproxy.FaultDropRequest,
-	target.FaultDropReply:       faultproxy.FaultDropReply,
-	target.FaultDelay:           faultproxy.FaultDelay,
-	target.FaultCutConnection:   faultproxy.FaultCutConnection,
-	target.FaultUnavailable:     faultproxy.FaultUnavailable,
-	target.FaultInvalidArgument: faultproxy.FaultInvalidArgument,
-}
-
 // SetTransferFaults implements target.FaultInjector.
 func (l *LiveTarget) SetTransferFaults(method string, delay time.Duration, faults ...target.TransferFault) error {
-	if l.topo.proxy == nil {
-		return fmt.Errorf("launch: this topology runs no fault proxy")
-	}
-	steps := make([]faultproxy.Step, len(faults))
-	for i, f := range faults {
-		k, ok := faultKinds[f]
-		if !ok {
-			return fmt.Errorf("launch: unknown transfer fault %q", f)
-		}
-		steps[i] = faultproxy.Step{Fault: k}
-		if k == faultproxy.FaultDelay {
-			steps[i].Delay = delay
-		}
-	}
-	return l.topo.proxy.SetPlan(faultproxy.Plan{Rules: map[string]faultproxy.Rule{method: {Sequence: steps}}})
+	return target.ProxyFaults{Proxy: l.topo.proxy}.SetTransferFaults(method, delay, faults...)
 }
 
 // TransferCalls implements target.FaultInjector.
 func (l *LiveTarget) TransferCalls(ctx context.Context, method string, n int) ([]target.TransferCall, error) {
-	if l.topo.proxy == nil {
-		return nil, fmt.Errorf("launch: this topology runs no fault proxy")
-	}
-	recs, err := l.topo.proxy.WaitCalls(ctx, method, n)
-	out := make([]target.TransferCall, len(recs))
-	for i, r := range recs {
-		code := ""
-		if r.UpstreamDone {
-			code = target.CodeName(r.UpstreamCode)
-		}
-		out[i] = target.TransferCall{Method: r.Method, Fault: target.TransferFault(r.Step.Fault.String()), UpstreamReached: r.UpstreamReached, UpstreamCode: code}
-	}
-	return out, err
+	return target.ProxyFaults{Proxy: l.topo.proxy}.TransferCalls(ctx, method, n)
 }
 
 // TransferArrived implements target.FaultInjector.
 func (l *LiveTarget) TransferArrived(ctx context.Context, method string, n int) error {
-	if l.topo.proxy == nil {
-		return fmt.Errorf("launch: this topology runs no fault proxy")
-	}
-	return l.topo.proxy.WaitArrived(ctx, method, n)
+	return target.ProxyFaults{Proxy: l.topo.proxy}.TransferArrived(ctx, method, n)
 }
 
 // Restart implements target.Restarter: it shuts the role's instance down

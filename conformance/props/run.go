@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -26,9 +29,17 @@ func newRequestID(kind string) string {
 // RunOptions configure Run.
 type RunOptions struct {
 	// Name is the property's name: rapid's fail files go to
-	// testdata/rapid/<Name>/ under the working directory, and every fail
-	// file kept there is replayed before new checks.
+	// testdata/rapid/<Name>/ under StateDir (else the working directory),
+	// and every fail file kept there is replayed before new checks.
 	Name string
+	// StateDir, when set, is where fail files are kept and replayed from
+	// (created if missing): `baton fuzz --state-dir`, one per target, so a
+	// fail file is never replayed against another target. rapid names fail
+	// files relative to the working directory, so Run changes into StateDir
+	// while it runs (runs are serialized, and nothing else in the process
+	// may depend on the working directory meanwhile); Report.FailFile is
+	// absolute.
+	StateDir string
 	// Checks is the number of checks (rapid -rapid.checks); 0 keeps rapid's 100.
 	Checks int
 	// Steps is the average number of actions per check (-rapid.steps); 0 keeps 30.
@@ -41,10 +52,26 @@ type RunOptions struct {
 	NoFailFile bool
 	// ShrinkTime bounds the shrinking of a failure (0 keeps rapid's 30 s).
 	ShrinkTime time.Duration
-	// Out receives rapid's log and the failure; Reproduce is appended to
-	// the reproduce line (the command that re-runs the property).
-	Out       io.Writer
-	Reproduce string
+	// Out receives rapid's log and the failure.
+	Out io.Writer
+	// Reproduce, when set, replaces rapid's reproduce line ("To reproduce,
+	// specify -run=... -rapid.failfile=..."), which names go test flags, with
+	// "To reproduce: " and the command it returns for the fail file (absolute;
+	// "" when none was written) and seed (0 when unknown).
+	Reproduce func(failFile string, seed uint64) string
+	// Progress, when set, is told the number of checks, each check that
+	// passed before the first failure, "shrinking the failure" while rapid
+	// shrinks, and the end (internal/progress).
+	Progress Progress
+}
+
+// Progress is what Run reports its progress to (internal/progress's
+// Reporter implements it).
+type Progress interface {
+	Start(total int)
+	Begin(name string)
+	Done(name, outcome string)
+	Finish()
 }
 
 // Report is what Run found.
@@ -57,6 +84,9 @@ type Report struct {
 	Output string
 	// FailFile is the fail file rapid wrote or replayed ("" when passed).
 	FailFile string
+	// FailSeed is rapid's seed of the failing check: `--checks 1 --seed
+	// FailSeed` runs it again (0 when rapid named none).
+	FailSeed uint64
 	// Elapsed is the run's wall time, shrinking included.
 	Elapsed time.Duration
 	// Found is the wall time until the first check failed (the time to
@@ -95,6 +125,13 @@ func Run(prop func(*rapid.T), opts RunOptions) Report {
 			_ = flag.Set(kv[0], kv[1])
 		}
 	}()
+	stateDir := ""
+	if opts.StateDir != "" {
+		stateDir = absStateDir(opts.StateDir)
+		if opts.FailFile != "" {
+			opts.FailFile = absStateDir(opts.FailFile) // named from the caller's working directory
+		}
+	}
 	set("rapid.seed", strconv.FormatUint(opts.Seed, 10))
 	set("rapid.failfile", opts.FailFile)
 	set("rapid.nofailfile", strconv.FormatBool(opts.NoFailFile))
@@ -107,13 +144,34 @@ func Run(prop func(*rapid.T), opts RunOptions) Report {
 	if opts.ShrinkTime > 0 {
 		set("rapid.shrinktime", opts.ShrinkTime.String())
 	}
-	tb := &runTB{name: opts.Name, out: opts.Out}
+	if stateDir != "" {
+		back, err := enterStateDir(stateDir)
+		if err != nil {
+			return Report{Seed: opts.Seed, Output: err.Error() + "\n"}
+		}
+		defer back()
+	}
+	tb := &runTB{name: opts.Name, out: opts.Out, reproduce: opts.Reproduce}
 	start := time.Now()
 	var found time.Duration
+	checks := 0
+	prog := opts.Progress
+	if prog != nil {
+		prog.Start(opts.Checks)
+		defer prog.Finish()
+	}
 	check := func(t *rapid.T) {
 		defer func() {
-			if t.Failed() && found == 0 {
+			switch {
+			case t.Failed() && found == 0:
 				found = time.Since(start) // the first failing check, before any shrinking
+				if prog != nil {
+					prog.Done(fmt.Sprintf("check %d", checks+1), "failed")
+					prog.Begin("shrinking the failure")
+				}
+			case found == 0 && prog != nil:
+				checks++
+				prog.Done(fmt.Sprintf("check %d", checks), "passed")
 			}
 		}()
 		prop(t)
@@ -125,10 +183,12 @@ func Run(prop func(*rapid.T), opts RunOptions) Report {
 	}()
 	<-done
 	rep := Report{Passed: !tb.Failed(), Seed: opts.Seed, Output: tb.log.String(), Elapsed: time.Since(start), Found: found}
-	if i := strings.Index(rep.Output, "-rapid.failfile=\""); i >= 0 {
-		rest := rep.Output[i+len("-rapid.failfile=\""):]
-		if j := strings.IndexByte(rest, '"'); j >= 0 {
-			rep.FailFile = rest[:j]
+	f, failSeed := tb.failFile()
+	rep.FailSeed = failSeed
+	if f != "" {
+		rep.FailFile = f
+		if stateDir != "" && !filepath.IsAbs(f) {
+			rep.FailFile = filepath.Join(stateDir, f)
 		}
 	}
 	if !rep.Passed {
@@ -138,6 +198,36 @@ func Run(prop func(*rapid.T), opts RunOptions) Report {
 	}
 	return rep
 }
+
+// enterStateDir changes into dir (created if missing) and returns the
+// change back.
+func enterStateDir(dir string) (func(), error) {
+	prev, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("props: working directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("props: state directory: %w", err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		return nil, fmt.Errorf("props: state directory: %w", err)
+	}
+	return func() { _ = os.Chdir(prev) }, nil
+}
+
+// absStateDir is dir made absolute against the working directory Run
+// returned to.
+func absStateDir(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return dir
+	}
+	return abs
+}
+
+// rapidReproduceRE matches rapid's reproduce line; its groups are the fail
+// file and the seed when rapid names them.
+var rapidReproduceRE = regexp.MustCompile(`To (?:try to )?reproduce, specify -run="[^"]*"(?: -rapid\.failfile="([^"]*)")?(?: \(or)?(?: -rapid\.seed=(\d+))?\)?`)
 
 var initOnce sync.Once
 
@@ -158,12 +248,23 @@ func initTesting() {
 // runTB is the rapid.TB of Run: it records the log and the failure;
 // FailNow and SkipNow end the goroutine Run started, as testing does.
 type runTB struct {
-	name    string
-	out     io.Writer
-	mu      sync.Mutex
-	log     strings.Builder
-	failed  bool
-	skipped bool
+	name      string
+	out       io.Writer
+	reproduce func(failFile string, seed uint64) string
+	mu        sync.Mutex
+	log       strings.Builder
+	failed    bool
+	skipped   bool
+	failPath  string // the fail file rapid named, as it named it
+	seed      uint64
+}
+
+// failFile is the fail file and seed of rapid's reproduce line, if it
+// printed one.
+func (r *runTB) failFile() (string, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failPath, r.seed
 }
 
 func (r *runTB) Helper()      {}
@@ -178,6 +279,22 @@ func (r *runTB) write(s string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if m := rapidReproduceRE.FindStringSubmatchIndex(s); m != nil {
+		sub := rapidReproduceRE.FindStringSubmatch(s)
+		if sub[1] != "" {
+			r.failPath = sub[1]
+		}
+		if sub[2] != "" {
+			r.seed, _ = strconv.ParseUint(sub[2], 10, 64)
+		}
+		if r.reproduce != nil {
+			path := r.failPath
+			if path != "" && !filepath.IsAbs(path) {
+				path = absStateDir(path) // the working directory is the state directory now
+			}
+			s = s[:m[0]] + "To reproduce: " + r.reproduce(path, r.seed) + s[m[1]:]
+		}
+	}
 	r.log.WriteString(s)
 	if r.out != nil {
 		io.WriteString(r.out, s)

@@ -267,14 +267,36 @@ func TestMutantsKilled(t *testing.T) {
 func TestShutdownAcceptedLeavesEngineDraining(t *testing.T) {
 	w := newFakeWorld(fakeMutant{}, 0)
 	tg := w.target(fullProfile())
+	id := w.ids[target.RoleConsumer]
 	r := runCase(t, CasesForRule("S-1")[1], tg)
 	if r.outcome() != OutcomePassed {
 		t.Fatalf("S-1 accepted = %s; want passed", r)
 	}
-	if !w.down[target.RoleConsumer] {
-		t.Errorf("consumer not shut down after the destructive S-1 case")
+	if !slices.Equal(w.restarted, []target.Role{target.RoleConsumer}) || w.ids[target.RoleConsumer] == id {
+		t.Errorf("after the destructive S-1 case the fake restarted %v (consumer id %s, was %s); want the consumer it shut down, once", w.restarted, w.ids[target.RoleConsumer], id)
 	}
-	if w.down[target.RoleProducer] || w.down[target.RoleBaseline] {
-		t.Errorf("S-1 accepted shut down more than the consumer: %v", w.down)
+	if w.down[target.RoleProducer] || w.down[target.RoleBaseline] || w.down[target.RoleConsumer] {
+		t.Errorf("S-1 accepted left roles down: %v", w.down)
+	}
+}
+
+// TestShutdownAcceptedNeedsRestart: against a target that cannot restart
+// (engines started by hand, no launch section) the accepted Shutdown is
+// not verifiable, and nothing is shut down (CONTRACT section 5: Core needs
+// a restart for S-1).
+func TestShutdownAcceptedNeedsRestart(t *testing.T) {
+	w := newFakeWorld(fakeMutant{}, 0)
+	tg := w.target(fullProfile()).(restartableTarget).Target // the Static inside: no Restarter
+	for _, c := range Cases() {
+		if !c.Destructive || c.Rule == "S-3" { // S-3 is about cuda_ipc: not applicable to the fake
+			continue
+		}
+		r := runCase(t, c, tg)
+		if r.outcome() != OutcomeNotVerifiable || !strings.Contains(strings.Join(r.msgs, " "), "launch section") {
+			t.Errorf("%s without a restart = %s; want not verifiable naming the launch section", c.Name, r)
+		}
+	}
+	if len(w.down) > 0 && (w.down[target.RoleConsumer] || w.down[target.RoleProducer] || w.down[target.RoleBaseline]) {
+		t.Errorf("a case without a restart shut an engine down: %v", w.down)
 	}
 }

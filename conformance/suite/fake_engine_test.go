@@ -108,6 +108,8 @@ type fakeWorld struct {
 	counter  int
 	cache    map[target.Role]map[string][]uint32 // prefix cache of each generating role
 	inflight int
+	// restarted lists the roles restartableTarget restarted, in order.
+	restarted []target.Role
 }
 
 func newFakeWorld(m fakeMutant, quotaBytes int64) *fakeWorld {
@@ -127,11 +129,29 @@ func newFakeWorld(m fakeMutant, quotaBytes int64) *fakeWorld {
 
 // fakeTarget builds a Static target over the world's engines.
 func (w *fakeWorld) target(p target.Profile) target.Target {
-	return target.NewStatic(p, map[target.Role]target.Engine{
+	p.Restarts = true
+	return restartableTarget{target.NewStatic(p, map[target.Role]target.Engine{
 		target.RoleProducer: &fakeEngine{w, target.RoleProducer},
 		target.RoleConsumer: &fakeEngine{w, target.RoleConsumer},
 		target.RoleBaseline: &fakeEngine{w, target.RoleBaseline},
-	})
+	}), w}
+}
+
+// restartableTarget is the fake's target: a Restarter whose restart brings
+// a shut-down role back with a new instance id (as a launch section does).
+type restartableTarget struct {
+	target.Target
+	w *fakeWorld
+}
+
+// Restart implements target.Restarter.
+func (r restartableTarget) Restart(_ context.Context, role target.Role) error {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	r.w.down[role] = false
+	r.w.ids[role] = newUUID()
+	r.w.restarted = append(r.w.restarted, role)
+	return nil
 }
 
 type fakeEngine struct {

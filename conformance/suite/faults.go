@@ -52,6 +52,9 @@ func underFaults(cs []Case) []Case {
 		c.Name += underFaultsSuffix
 		c.Level = LevelFaults
 		c.Labels = append(slices.Clone(c.Labels), LabelNeedsFaultProxy, LabelUnderFaults)
+		if !slices.Contains(c.Labels, LabelNeedsRestart) {
+			c.Labels = append(c.Labels, LabelNeedsRestart) // needFaults restarts what a fault poisons
+		}
 		c.UnderFaults = true
 		out = append(out, c)
 	}
@@ -117,12 +120,9 @@ func needFaults(ctx context.Context, t TB, tg target.Target) *faultHarness {
 	}
 	fi, ok := tg.(target.FaultInjector)
 	if !h.profile.FaultProxy || !ok {
-		NotVerifiable(t, "needs the harness's fault proxy between consumer and producer (profile fault_proxy and a target that injects faults)")
+		NotVerifiable(t, "needs the harness's fault proxy between consumer and producer (profile fault_proxy: {listen: host:port} with the producer advertising that address, or fault_proxy: true with a launch section)")
 	}
-	rs, ok := tg.(target.Restarter)
-	if !ok {
-		NotVerifiable(t, "needs a target that can restart the instances a quarantine poisons (Q-4 is sticky until restart)")
-	}
+	rs := needRestart(t, tg, "a quarantine poisons the consumer until it restarts (Q-4 is sticky)")
 	return &faultHarness{harness: h, faults: fi, restart: rs, tg: tg}
 }
 
@@ -389,7 +389,7 @@ func C5TextOnlyCancelNeverWaits(ctx context.Context, t TB, tg target.Target) {
 
 // faultCases are the Faults-level cases, in registry order.
 func faultCases() []Case {
-	l := []string{LabelEPD, LabelNeedsFaultProxy}
+	l := []string{LabelEPD, LabelNeedsFaultProxy, LabelNeedsRestart}
 	return []Case{
 		{Rule: "Q-1", Name: "Q-1 a lost transfer reply quarantines the consumer's buffers", Run: Q1LostReplyQuarantines, Labels: l},
 		{Rule: "Q-2", Name: "Q-2 only INVALID_ARGUMENT with the before-write trailer releases the consumer's buffers", Run: Q2DefiniteRejectionReleases, Labels: l},

@@ -492,10 +492,7 @@ func X2ExpiredEntryIsCollected(ctx context.Context, t TB, tg target.Target) {
 func X1FailedCleanupIsNotSwallowed(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
 	h.needHooks(HookCleanupFail)
-	rs, ok := tg.(target.Restarter)
-	if !ok {
-		NotVerifiable(t, "needs a target that can restart the producer a cleanup failure poisons (X-1 is sticky until restart)")
-	}
+	rs := needRestart(t, tg, "a failed cleanup poisons the producer until it restarts (X-1 is sticky)")
 	defer func() {
 		h.cleanup()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

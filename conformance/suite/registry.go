@@ -91,6 +91,12 @@ const (
 	LabelNeedsBaseline = "needs:baseline"
 	// LabelDestructive marks a case that shuts an instance down.
 	LabelDestructive = "destructive"
+	// LabelNeedsRestart marks a case that takes an instance down or
+	// poisons it and so needs a target that restarts it (target.Restarter:
+	// a profile's launch section, or instances the harness started):
+	// CONTRACT section 4 "A restart". Without one the case is not
+	// verifiable.
+	LabelNeedsRestart = "needs:restart"
 	// LabelSlow marks a case that waits for time to pass (a TTL) or loops.
 	LabelSlow = "slow"
 )
@@ -158,16 +164,16 @@ func Cases() []Case {
 		{Rule: "H-2", Name: "H-2 a missing content hash disables prefix-cache reuse", Run: H2MissingHashDisablesReuse, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsBaseline}},
 		{Rule: "H-4", Name: "H-4 pixel-equal media in different encodings hash equal and answer equal", Run: H4PixelEqualMediaHashEqual, Labels: []string{LabelEPD, LabelNeedsBaseline}},
 		{Rule: "SU-6", Name: "SU-6 the same media published twice gives independent entries", Run: SU6SamePublishedTwiceIndependent, Labels: []string{LabelEPD}},
-		{Rule: "X-1", Name: "X-1 a failed cleanup makes the producer NOT_READY and refuse new requests", Run: X1FailedCleanupIsNotSwallowed, Labels: []string{LabelEPD, LabelNeedsTestHooks}},
+		{Rule: "X-1", Name: "X-1 a failed cleanup makes the producer NOT_READY and refuse new requests", Run: X1FailedCleanupIsNotSwallowed, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsRestart}},
 		{Rule: "X-2", Name: "X-2 an entry past its TTL is collected without any Abort", Run: X2ExpiredEntryIsCollected, Labels: []string{LabelEPD, LabelNeedsObservables, LabelSlow}},
 
 		// Destructive cases: always last. S-2 and S-4 shut the producer (or,
 		// once it is gone, the baseline) down; S-1 the consumer.
-		{Rule: "S-2", Name: "S-2 after an accepted Shutdown the producer is DRAINING, refuses requests and releases unconsumed outputs", Run: S2ShutdownDrainsAndReleases, Destructive: true, Labels: []string{LabelEPD, LabelDestructive}},
-		{Rule: "S-4", Name: "S-4 after an accepted Shutdown the engine drains and exits within its drain deadline", Run: S4ShutdownEndsTheProcess, Destructive: true, Labels: []string{LabelEPD, LabelDestructive}},
+		{Rule: "S-2", Name: "S-2 after an accepted Shutdown the producer is DRAINING, refuses requests and releases unconsumed outputs", Run: S2ShutdownDrainsAndReleases, Destructive: true, Labels: []string{LabelEPD, LabelDestructive, LabelNeedsRestart}},
+		{Rule: "S-4", Name: "S-4 after an accepted Shutdown the engine drains and exits within its drain deadline", Run: S4ShutdownEndsTheProcess, Destructive: true, Labels: []string{LabelEPD, LabelDestructive, LabelNeedsRestart}},
 		// The Faults-level cases poison and restart instances (faults.go).
-		{Rule: "S-1", Name: "S-1 Shutdown naming the instance is ACCEPTED, then ALREADY_SHUTTING_DOWN, and new requests get UNAVAILABLE", Run: S1ShutdownAccepted, Destructive: true, Labels: []string{LabelDestructive}},
-		{Rule: "S-3", Name: "S-3 a quarantined cuda_ipc consumer drains and exits after an accepted Shutdown", Run: S3CUDAIPCConsumerDrainsAfterUncertainTransfer, Destructive: true, Labels: []string{LabelEPD, LabelNeedsFaultProxy, LabelDestructive}},
+		{Rule: "S-1", Name: "S-1 Shutdown naming the instance is ACCEPTED, then ALREADY_SHUTTING_DOWN, and new requests get UNAVAILABLE", Run: S1ShutdownAccepted, Destructive: true, Labels: []string{LabelDestructive, LabelNeedsRestart}},
+		{Rule: "S-3", Name: "S-3 a quarantined cuda_ipc consumer drains and exits after an accepted Shutdown", Run: S3CUDAIPCConsumerDrainsAfterUncertainTransfer, Destructive: true, Labels: []string{LabelEPD, LabelNeedsFaultProxy, LabelDestructive, LabelNeedsRestart}},
 	}
 	cs = append(cs, faultCases()...)
 	levels := map[string]Level{}

@@ -100,6 +100,8 @@ func S1ShutdownAccepted(ctx context.Context, t TB, tg target.Target) {
 		HarnessError(t, "the target names no engine")
 	}
 	who := string(role)
+	needRestart(t, tg, "the accepted Shutdown takes the "+who+" down, and it must serve the runs after this one")
+	defer h.restartAfter(tg, role)()
 	id := h.instanceID(who, e)
 
 	req := &pb.ShutdownRequest{ExpectedInstanceId: id, DrainTimeoutMs: proto.Uint32(shutdownDrainMs)}
@@ -133,9 +135,21 @@ const drainWait = shutdownDrainMs*time.Millisecond + 10*time.Second
 // exited): UNAVAILABLE from the transport.
 func gone(err error) bool { return err != nil && status.Code(err) == codes.Unavailable }
 
+// needRestart returns tg's Restarter, or ends the case not verifiable: the
+// case takes an instance down (what says how) that the target must bring
+// back (CONTRACT section 4 "A restart"; section 5: Core needs one for the
+// accepted Shutdown).
+func needRestart(t TB, tg target.Target, what string) target.Restarter {
+	t.Helper()
+	rs, ok := tg.(target.Restarter)
+	if !ok {
+		NotVerifiable(t, "needs a restart: "+what+"; the target cannot restart instances (give the profile a launch section: CONTRACT section 4 \"A restart\")")
+	}
+	return rs
+}
+
 // restartAfter restarts role at the end of a destructive case when the
-// target can (target.Restarter), so later cases still find the role; it
-// returns whether it will.
+// target can (target.Restarter), so later cases still find the role.
 func (h *harness) restartAfter(tg target.Target, role target.Role) func() {
 	rs, ok := tg.(target.Restarter)
 	return func() {
@@ -157,6 +171,7 @@ func S2ShutdownDrainsAndReleases(ctx context.Context, t TB, tg target.Target) {
 	if !h.profile.Destructive {
 		NotVerifiable(t, "the profile does not allow destructive cases (destructive: false), so a producer's drain is unchecked")
 	}
+	needRestart(t, tg, "the accepted Shutdown takes the producer down")
 	defer h.restartAfter(tg, target.RoleProducer)()
 	img := fixture(t, "video-001.jpeg")
 	prompt := promptText(t, promptMarker)
@@ -245,6 +260,7 @@ func S4ShutdownEndsTheProcess(ctx context.Context, t TB, tg target.Target) {
 	if e == nil {
 		NotVerifiable(t, "no engine left to shut down: the producer already shut down and the target has no baseline")
 	}
+	needRestart(t, tg, "the accepted Shutdown ends the "+string(role)+"'s process")
 	defer h.restartAfter(tg, role)()
 	who := string(role)
 	if role == target.RoleProducer {

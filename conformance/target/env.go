@@ -54,7 +54,20 @@ var envVars = []EnvVar{
 	listVar("BATON_BACKENDS", "backends", "backends the consumer accepts: shared_dir, tcp, ...", func(c *Config) *[]string { return &c.Backends }),
 	boolVar("BATON_OBSERVABLES", "observables", "GetLoad carries the CONTRACT section 4 counters", func(c *Config) *bool { return &c.Observables }),
 	boolVar("BATON_TEST_HOOKS", "test_hooks", "GenerateRequest.extra baton.* hooks are honoured", func(c *Config) *bool { return &c.TestHooks }),
-	boolVar("BATON_FAULT_PROXY", "fault_proxy", "the harness may proxy consumer -> producer control calls", func(c *Config) *bool { return &c.FaultProxy }),
+	{Name: "BATON_FAULT_PROXY", Key: "fault_proxy", Kind: "bool", Help: "the harness may proxy consumer -> producer control calls (false also drops fault_proxy.listen)",
+		set: func(c *Config, v string) error {
+			b, err := parseBool(v)
+			if err != nil {
+				return err
+			}
+			c.FaultProxy = b
+			if !b {
+				c.FaultProxyAt = nil
+			}
+			return nil
+		}},
+	faultProxyVar("BATON_FAULT_PROXY_LISTEN", "fault_proxy.listen", "host:port where baton check runs its fault proxy (sets fault_proxy)", func(a *FaultProxyAddrs) *string { return &a.Listen }),
+	faultProxyVar("BATON_FAULT_PROXY_PRODUCER_CONTROL", "fault_proxy.producer_control", "the producer's real control address the proxy forwards to (default endpoints.producer)", func(a *FaultProxyAddrs) *string { return &a.ProducerControl }),
 	boolVar("BATON_DESTRUCTIVE", "destructive", "the suite may shut instances down (S-1 ACCEPTED)", func(c *Config) *bool { return &c.Destructive }),
 	{Name: "BATON_PRODUCER_QUOTA_BYTES", Key: "producer_quota_bytes", Kind: "int", Help: "producer's L-5 bound in bytes (0 = undeclared)",
 		set: func(c *Config, v string) error {
@@ -67,14 +80,34 @@ var envVars = []EnvVar{
 		}},
 	strVar("BATON_REFERENCE_FORMAT", "reference_format", "opaque_state format: baton-json-v1 or empty (opaque)", func(c *Config) *string { return &c.ReferenceFormat }),
 	{Name: "BATON_CASE_TIMEOUT", Key: "case_timeout", Kind: "duration", Help: "bound on one case (default 60s)",
-		set: func(c *Config, v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("want a duration such as 90s or 2m")
-			}
-			c.CaseTimeout = d
-			return nil
+		set: func(c *Config, v string) (err error) {
+			c.CaseTimeout, err = parseDuration(v)
+			return err
 		}},
+	launchVar("BATON_LAUNCH_WORK_DIR", "launch.work_dir", "string", "where launched roles' logs and ${CACHE_DIR} go (default <report-dir>/launch)", func(l *Launch, v string) error {
+		l.WorkDir = v
+		return nil
+	}),
+	launchVar("BATON_LAUNCH_DIR", "launch.dir", "string", "directory launch commands run in (default: baton's working directory)", func(l *Launch, v string) error {
+		l.Dir = v
+		return nil
+	}),
+	launchVar("BATON_LAUNCH_ADOPT", "launch.adopt", "bool", "adopt roles already answering READY instead of starting them", func(l *Launch, v string) (err error) {
+		l.Adopt, err = parseBool(v)
+		return err
+	}),
+	launchVar("BATON_LAUNCH_LEAVE_RUNNING", "launch.leave_running", "bool", "leave the instances baton started running after the run", func(l *Launch, v string) (err error) {
+		l.LeaveRunning, err = parseBool(v)
+		return err
+	}),
+	launchVar("BATON_LAUNCH_START_TIMEOUT", "launch.start_timeout", "duration", "bound on a start or restart until ready (default 60s)", func(l *Launch, v string) (err error) {
+		l.StartTimeout, err = parseDuration(v)
+		return err
+	}),
+	launchVar("BATON_LAUNCH_STOP_TIMEOUT", "launch.stop_timeout", "duration", "bound on a stop before SIGTERM/SIGKILL (default 30s)", func(l *Launch, v string) (err error) {
+		l.StopTimeout, err = parseDuration(v)
+		return err
+	}),
 	tlsStrVar("BATON_TLS_CA_FILE", "tls.ca_file", "PEM CA bundle for the target's certificates", func(t *TLS) *string { return &t.CAFile }),
 	tlsStrVar("BATON_TLS_CERT_FILE", "tls.cert_file", "client certificate (PEM) for mutual TLS", func(t *TLS) *string { return &t.CertFile }),
 	tlsStrVar("BATON_TLS_KEY_FILE", "tls.key_file", "client key (PEM) for mutual TLS", func(t *TLS) *string { return &t.KeyFile }),
@@ -139,6 +172,38 @@ func tlsStrVar(name, key, help string, field func(*TLS) *string) EnvVar {
 		*field(tlsOf(c)) = v
 		return nil
 	}}
+}
+
+// faultProxyVar overrides one fault_proxy address; setting it turns the
+// {listen, producer_control} form on.
+func faultProxyVar(name, key, help string, field func(*FaultProxyAddrs) *string) EnvVar {
+	return EnvVar{Name: name, Key: key, Kind: "string", Help: help, set: func(c *Config, v string) error {
+		if c.FaultProxyAt == nil {
+			c.FaultProxyAt = &FaultProxyAddrs{}
+		}
+		*field(c.FaultProxyAt) = v
+		c.FaultProxy = true
+		return nil
+	}}
+}
+
+// launchVar overrides one key of the launch section; the section must
+// exist (its roles' commands come only from the file).
+func launchVar(name, key, kind, help string, set func(*Launch, string) error) EnvVar {
+	return EnvVar{Name: name, Key: key, Kind: kind, Help: help, set: func(c *Config, v string) error {
+		if c.Launch == nil {
+			return fmt.Errorf("the profile has no launch section to set it in (launch.roles come from the profile file)")
+		}
+		return set(c.Launch, v)
+	}}
+}
+
+func parseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("want a duration such as 90s or 2m")
+	}
+	return d, nil
 }
 
 // tlsOf returns c.TLS, creating an empty block (TLS on) when absent.

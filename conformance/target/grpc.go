@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -31,6 +33,7 @@ type DialOption func(*dialConfig)
 type dialConfig struct {
 	creds credentials.TransportCredentials
 	err   error
+	extra []grpc.DialOption
 }
 
 // WithTLS makes DialEngine use TLS with the given settings (the profile's
@@ -44,6 +47,21 @@ func WithTLS(t *TLS) DialOption {
 		c.creds, c.err = t.credentials()
 	}
 }
+
+// withFastReconnect reconnects within at most reconnectMaxDelay after the
+// endpoint went away (grpc-go's default backoff grows to 120 s), so an
+// instance a launch section restarted at the same address is reached at once.
+func withFastReconnect() DialOption {
+	return func(c *dialConfig) {
+		c.extra = append(c.extra, grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectMaxDelay},
+			MinConnectTimeout: 2 * time.Second,
+		}))
+	}
+}
+
+// reconnectMaxDelay bounds the reconnect backoff of withFastReconnect.
+const reconnectMaxDelay = 500 * time.Millisecond
 
 // withCredentials uses already-built transport credentials.
 func withCredentials(creds credentials.TransportCredentials) DialOption {
@@ -61,9 +79,9 @@ func DialEngine(address string, opts ...DialOption) (*GRPCEngine, error) {
 	if dc.err != nil {
 		return nil, dc.err
 	}
-	conn, err := grpc.NewClient(address,
+	conn, err := grpc.NewClient(address, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(dc.creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}, dc.extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("target: dial %s: %w", address, err)
 	}

@@ -2,6 +2,7 @@ package target
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -33,7 +34,39 @@ type Config struct {
 	Endpoints map[Role]string `yaml:"endpoints" json:"endpoints"`
 	// TLS, when set, makes every connection TLS (nil: plaintext).
 	TLS *TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
+	// FaultProxyAt is the `fault_proxy: {listen, producer_control}` form of
+	// the fault_proxy key (nil for `true`/`false`): the harness runs its
+	// fault proxy there (LaunchTarget). It sets Profile.FaultProxy.
+	FaultProxyAt *FaultProxyAddrs `yaml:"-" json:"-"`
+	// Launch is the `launch:` section (nil: baton starts nothing and can
+	// restart nothing). It sets Profile.Restarts.
+	Launch *Launch `yaml:"launch,omitempty" json:"launch,omitempty"`
 }
+
+// plainConfig is Config without its methods, for the file form.
+type plainConfig Config
+
+// configFile is the profile file's form of a Config: the fault_proxy key
+// is a boolean or a mapping.
+type configFile struct {
+	plainConfig `yaml:",inline"`
+	FaultProxy  faultProxyKey `yaml:"fault_proxy" json:"fault_proxy"`
+	// CaseTimeout is case_timeout as JSON writes it ("1m0s"; YAML writes
+	// the Duration itself), so the JSON form loads as a profile too.
+	CaseTimeout string `yaml:"-" json:"case_timeout"`
+}
+
+// file returns c in its file form.
+func (c Config) file() configFile {
+	return configFile{plainConfig: plainConfig(c), FaultProxy: faultProxyKey{on: c.FaultProxy, addrs: c.FaultProxyAt}, CaseTimeout: c.CaseTimeout.String()}
+}
+
+// MarshalYAML writes c as a profile file (fault_proxy as a boolean or its
+// {listen, producer_control} mapping), so a marshalled Config loads again.
+func (c Config) MarshalYAML() (any, error) { return c.file(), nil }
+
+// MarshalJSON writes c with the profile file's keys, as MarshalYAML.
+func (c Config) MarshalJSON() ([]byte, error) { return json.Marshal(c.file()) }
 
 // DefaultCaseTimeout bounds one case when the profile gives no case_timeout.
 const DefaultCaseTimeout = 60 * time.Second
@@ -77,6 +110,7 @@ func LoadConfigEnv(path string, lookup LookupEnv) (Config, error) {
 			return Config{}, err
 		}
 		c.TLS.resolve(filepath.Dir(path))
+		c.Launch.resolve(filepath.Dir(path))
 	}
 	if err := ApplyEnv(&c, lookup); err != nil {
 		return Config{}, err
@@ -109,12 +143,14 @@ func ParseConfig(raw []byte) (Config, error) {
 
 // decodeConfig decodes a profile strictly: unknown keys are errors.
 func decodeConfig(raw []byte) (Config, error) {
-	var c Config
+	var f configFile
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	if err := dec.Decode(&f); err != nil {
 		return Config{}, fmt.Errorf("target: parse profile: %w", err)
 	}
+	c := Config(f.plainConfig)
+	c.FaultProxy, c.FaultProxyAt = f.FaultProxy.on, f.FaultProxy.addrs
 	return c, nil
 }
 
@@ -163,6 +199,16 @@ func (c *Config) finish() error {
 			return err
 		}
 	}
+	if c.FaultProxyAt != nil {
+		c.FaultProxy = true
+	}
+	if err := c.checkFaultProxy(); err != nil {
+		return err
+	}
+	if err := c.checkLaunch(); err != nil {
+		return err
+	}
+	c.Restarts = c.Restarts || c.Launch != nil
 	return nil
 }
 

@@ -206,6 +206,9 @@ func yamlKeys(typ reflect.Type, prefix string) []string {
 	for i := 0; i < typ.NumField(); i++ {
 		f := typ.Field(i)
 		tag := strings.Split(f.Tag.Get("yaml"), ",")
+		if tag[0] == "-" {
+			continue
+		}
 		ft := f.Type
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
@@ -216,6 +219,11 @@ func yamlKeys(typ reflect.Type, prefix string) []string {
 		}
 		name := prefix + tag[0]
 		switch {
+		case ft == reflect.TypeOf(faultProxyKey{}): // true, or {listen, producer_control}
+			keys = append(keys, name)
+			keys = append(keys, yamlKeys(reflect.TypeOf(FaultProxyAddrs{}), name+".")...)
+		case ft.Kind() == reflect.Map && fileOnlyKeys[name]:
+			keys = append(keys, name)
 		case ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Duration(0)):
 			keys = append(keys, yamlKeys(ft, name+".")...)
 		case ft.Kind() == reflect.Map: // endpoints: one key per role
@@ -228,6 +236,10 @@ func yamlKeys(typ reflect.Type, prefix string) []string {
 	}
 	return keys
 }
+
+// fileOnlyKeys are profile keys no BATON_* variable overrides: a launch
+// section's commands and environment come from the file only.
+var fileOnlyKeys = map[string]bool{"launch.env": true, "launch.roles": true}
 
 // TestEveryKeyHasOneEnvVar keeps the override table complete: a new profile
 // field without a BATON_* variable fails here.
@@ -242,7 +254,12 @@ func TestEveryKeyHasOneEnvVar(t *testing.T) {
 			t.Errorf("variable %s does not start with BATON_", ev.Name)
 		}
 	}
-	keys := yamlKeys(reflect.TypeOf(Config{}), "")
+	var keys []string
+	for _, k := range yamlKeys(reflect.TypeOf(configFile{}), "") {
+		if !fileOnlyKeys[k] {
+			keys = append(keys, k)
+		}
+	}
 	for _, k := range keys {
 		if _, ok := byKey[k]; !ok {
 			t.Errorf("profile key %s has no BATON_* variable", k)
@@ -280,7 +297,7 @@ func TestExampleProfileDocumentsEveryKey(t *testing.T) {
 		t.Errorf("example profile lacks implementation or endpoints: %+v", c)
 	}
 	text := string(raw)
-	for _, k := range yamlKeys(reflect.TypeOf(Config{}), "") {
+	for _, k := range yamlKeys(reflect.TypeOf(configFile{}), "") {
 		leaf := k[strings.LastIndex(k, ".")+1:]
 		if !strings.Contains(text, leaf+":") {
 			t.Errorf("example profile does not show key %s", k)

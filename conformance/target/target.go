@@ -70,8 +70,10 @@ type Profile struct {
 	TestHooks bool `yaml:"test_hooks" json:"test_hooks"`
 	// FaultProxy: the harness may put its fault proxy between the consumer
 	// and the producer's advertised control address (CONTRACT section 4);
-	// the Faults level needs it.
-	FaultProxy bool `yaml:"fault_proxy" json:"fault_proxy"`
+	// the Faults level needs it. The profile key fault_proxy is true, or
+	// {listen: host:port, producer_control: host:port} (Config.FaultProxyAt),
+	// which also sets it.
+	FaultProxy bool `yaml:"-" json:"fault_proxy"`
 	// Destructive: the suite may shut instances down (S-1 accepted); such cases run last.
 	Destructive bool `yaml:"destructive" json:"destructive"`
 	// ProducerQuotaBytes is the producer's published-bytes bound (L-5); 0 = undeclared.
@@ -81,6 +83,13 @@ type Profile struct {
 	ReferenceFormat string `yaml:"reference_format" json:"reference_format"`
 	// CaseTimeout bounds one case (default 60s).
 	CaseTimeout time.Duration `yaml:"case_timeout" json:"case_timeout"`
+	// Restarts: the harness can replace a role's instance with a fresh one
+	// (target.Restarter): the profile has a launch section, or the harness
+	// started the instances itself (conformance/launch). Not a profile key:
+	// Config sets it from its launch section. Cases that take an instance
+	// down or poison it (the label needs:restart) need it (CONTRACT
+	// section 4 "A restart").
+	Restarts bool `yaml:"-" json:"-"`
 }
 
 // Implementation is the vendor's description of the engine under test. Every

@@ -118,11 +118,18 @@ var Flags = []string{
 // too). ctx bounds both runs. Errors: the browser cannot run or exits
 // non-zero, or the screenshot was not written.
 func Render(ctx context.Context, browser, htmlPath, shotPath string) (Page, error) {
+	return RenderFragment(ctx, browser, htmlPath, "", shotPath)
+}
+
+// RenderFragment is Render with a URL fragment ("show=failed": the page
+// reads location.hash on load), so a test can see what the page's own
+// script does with it.
+func RenderFragment(ctx context.Context, browser, htmlPath, fragment, shotPath string) (Page, error) {
 	abs, err := filepath.Abs(htmlPath)
 	if err != nil {
 		return Page{}, err
 	}
-	u := (&url.URL{Scheme: "file", Path: abs}).String()
+	u := (&url.URL{Scheme: "file", Path: abs, Fragment: fragment}).String()
 	var page Page
 	stdout, stderr, err := run(ctx, browser, "--dump-dom", u)
 	if err != nil {

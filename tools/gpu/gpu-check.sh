@@ -13,8 +13,8 @@
 #
 # The split exists because the device machine has no Go toolchain: build here,
 # carry bin/ there, run there. Logs go to $OUT_DIR (default out/gpu-check):
-# one <binary>.log per test binary, nvidia-smi.txt, eppd/ (the engines' logs,
-# the profile, check.log) and report/ (results.yaml with the GPU inventory,
+# one <binary>.log per test binary, nvidia-smi.txt, eppd/ (the profile,
+# check.log, launch/ with the engines' logs) and report/ (results.yaml with the GPU inventory,
 # report.html, ...); gpu-check.md sums it up. Exit status: 0 when every
 # binary passed (skips count as passing only when BATON_GPU_REQUIRED is unset;
 # with BATON_GPU_REQUIRED=1 a test that skipped for lack of a GPU fails the run).
@@ -79,22 +79,13 @@ run() {
 	return $status
 }
 
-# wait_ready FILE PID: wait (at most 90 s) for a `baton serve` ready file.
-wait_ready() {
-	local i
-	for i in $(seq 1 900); do
-		[ -s "$1" ] && return 0
-		kill -0 "$2" 2>/dev/null || return 1
-		sleep 0.1 # polling the file the engine writes once it listens
-	done
-	return 1
-}
-
 # eppd: E (cuda_ipc producer), PD (cuda_ipc consumer) and the aggregated
-# baseline on cuda:0, certified at the Core level; every engine must then
-# drain and exit 0 on SIGTERM (S-4).
+# baseline on cuda:0, certified at the Core level by `baton check --certify`,
+# which starts them from the profile's launch section (so S-1's accepted
+# Shutdown can restart the consumer it shuts down) and stops each through
+# Shutdown at the end: every engine must then drain and exit 0 (S-4).
 eppd() {
-	local dir="$OUT_DIR/eppd" rc=0 role pids=() names=()
+	local dir="$OUT_DIR/eppd" rc=0
 	mkdir -p "$dir"
 	if [ ! -x "$BIN/baton" ]; then
 		echo "FAIL eppd: $BIN/baton missing (run: tools/gpu/gpu-check.sh build)"
@@ -102,67 +93,50 @@ eppd() {
 	fi
 	# BATON_GPU_DEVICE=cpu BATON_GPU_BACKEND=tcp rehearses this part on a machine without a GPU.
 	local device=${BATON_GPU_DEVICE:-cuda:0} backend=${BATON_GPU_BACKEND:-cuda_ipc}
-	local common=(--listen 127.0.0.1:0 --device "$device" --preset "${BATON_GPU_PRESET:-base}" --producer-quota-bytes 268435456)
-	for role in encoder pd aggregated; do
-		local extra=()
-		case $role in
-		encoder) extra=(--backend "$backend") ;;
-		pd) extra=(--accept-backends "$backend") ;;
-		esac
-		rm -f "$dir/$role.ready"
-		"$BIN/baton" serve --role "$role" "${common[@]}" "${extra[@]}" --ready-file "$dir/$role.ready" >"$dir/$role.log" 2>&1 &
-		pids+=($!)
-		names+=("$role")
-	done
-	local i
-	for i in "${!pids[@]}"; do
-		if ! wait_ready "$dir/${names[$i]}.ready" "${pids[$i]}"; then
-			echo "FAIL eppd: ${names[$i]} did not start; its log:"
-			tail -n 20 "$dir/${names[$i]}.log"
-			rc=1
-		fi
-	done
-	if [ $rc -eq 0 ]; then
-		cat >"$dir/profile.yaml" <<YAML
+	local baton port=$((20000 + $$ % 20000)) # three ports from here; the device machine runs nothing else
+	baton="$(cd "$BIN" && pwd)/baton"
+	local common="--device, \"$device\", --preset, \"${BATON_GPU_PRESET:-base}\", --producer-quota-bytes, \"268435456\""
+	cat >"$dir/profile.yaml" <<YAML
 name: baton reference engine on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || echo "no GPU") (E+PD, $backend, --device $device)
 implementation: {vendor: baton, product: baton serve, version: "$("$BIN/baton" version 2>/dev/null | head -n 1)"}
 level: core
 topologies: [E+PD]
 backends: [$backend]
 endpoints:
-  producer: $(cat "$dir/encoder.ready")
-  consumer: $(cat "$dir/pd.ready")
-  baseline: $(cat "$dir/aggregated.ready")
+  producer: 127.0.0.1:$port
+  consumer: 127.0.0.1:$((port + 1))
+  baseline: 127.0.0.1:$((port + 2))
 observables: true
 destructive: true
 producer_quota_bytes: 268435456
 reference_format: baton-json-v1
 case_timeout: 60s
+launch:
+  work_dir: $dir/launch
+  start_timeout: 90s
+  roles:
+    producer: {start: ["$baton", serve, --role, encoder, --listen, "\${ADDR}", $common, --backend, "$backend"]}
+    consumer: {start: ["$baton", serve, --role, pd, --listen, "\${ADDR}", $common, --accept-backends, "$backend"]}
+    baseline: {start: ["$baton", serve, --role, aggregated, --listen, "\${ADDR}", $common]}
 YAML
-		local start=$SECONDS
-		env -u BATON_GPU_DEVICE -u BATON_GPU_BACKEND -u BATON_GPU_PRESET -u BATON_GPU_REQUIRED \
-			"$BIN/baton" check --config "$dir/profile.yaml" --report-dir "$OUT_DIR/report" --certify >"$dir/check.log" 2>&1
-		local crc=$?
-		if [ $crc -ne 0 ]; then
-			echo "FAIL eppd: baton check --certify exited $crc ($((SECONDS - start)) s); see $dir/check.log"
-			tail -n 30 "$dir/check.log"
-			rc=1
-		else
-			echo "ok   eppd: baton check --certify, Core, E+PD over $backend on $device ($((SECONDS - start)) s)"
-		fi
+	local start=$SECONDS
+	env -u BATON_GPU_DEVICE -u BATON_GPU_BACKEND -u BATON_GPU_PRESET -u BATON_GPU_REQUIRED \
+		"$BIN/baton" check --config "$dir/profile.yaml" --report-dir "$OUT_DIR/report" --certify --progress off >"$dir/check.log" 2>&1
+	local crc=$?
+	if [ $crc -ne 0 ]; then
+		echo "FAIL eppd: baton check --certify exited $crc ($((SECONDS - start)) s); see $dir/check.log and $dir/launch/"
+		tail -n 30 "$dir/check.log"
+		rc=1
+	else
+		echo "ok   eppd: baton check --certify, Core, E+PD over $backend on $device ($((SECONDS - start)) s)"
 	fi
-	for i in "${!pids[@]}"; do
-		kill -TERM "${pids[$i]}" 2>/dev/null
-	done
-	for i in "${!pids[@]}"; do
-		wait "${pids[$i]}"
-		local erc=$?
-		echo "${names[$i]} exit $erc" >>"$dir/exits.txt"
-		if [ $erc -ne 0 ]; then
-			echo "FAIL eppd: ${names[$i]} exited $erc after SIGTERM (S-4 wants 0 after a clean drain); see $dir/${names[$i]}.log"
-			rc=1
-		fi
-	done
+	# baton check stopped every role through Shutdown: "launch: consumer stopped: exit status 0".
+	grep '^launch: .* stopped' "$dir/check.log" >"$dir/exits.txt"
+	if [ "$(grep -c 'stopped: exit status 0$' "$dir/exits.txt")" -ne 3 ]; then
+		echo "FAIL eppd: not every engine drained and exited 0 after Shutdown (S-4); see $dir/exits.txt and $dir/launch/"
+		cat "$dir/exits.txt"
+		rc=1
+	fi
 	return $rc
 }
 
@@ -208,7 +182,7 @@ summary() {
 		cat "$OUT_DIR/eppd/check.log" 2>/dev/null | grep -v '^\s*$' | tail -n 60
 		echo '```'
 		echo
-		echo "Engine exits after SIGTERM: $(tr '\n' ';' <"$OUT_DIR/eppd/exits.txt" 2>/dev/null)"
+		echo "Engine exits after Shutdown: $(tr '\n' ';' <"$OUT_DIR/eppd/exits.txt" 2>/dev/null)"
 		echo
 		echo "## E+PD certified at the Faults level, same backend and device, fault proxy between PD and E"
 		echo

@@ -20,6 +20,7 @@ import (
 func main() {
 	contract := flag.String("contract", "../shared/spec/CONTRACT.md", "the contract to read rule sentences from")
 	out := flag.String("out", "conformance/conformance.yaml", "the test list to write")
+	copyTo := flag.String("copy", "internal/contract/CONTRACT.md", "where to write the compiled-in copy of the contract (\"\" = none)")
 	flag.Parse()
 	md, err := os.ReadFile(*contract)
 	if err != nil {
@@ -39,6 +40,13 @@ func main() {
 	if err := os.WriteFile(*out, raw, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
+	}
+	if *copyTo != "" {
+		if err := os.WriteFile(*copyTo, md, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("gen: wrote %s\n", *copyTo)
 	}
 	cases := 0
 	for _, r := range l.Rules {
