@@ -166,7 +166,11 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 
 	profile := tg.Profile()
 	rec := NewRecorder(currentCase, time.Now)
-	suite.SetTarget(wrapTarget(tg, opts.CaseTimeout, rec))
+	g := newGuard(tg, suiteDeclared())
+	g.start(ctx)
+	activeGuard.Store(g)
+	defer activeGuard.Store(nil)
+	suite.SetTarget(wrapTarget(tg, opts.CaseTimeout, rec, g))
 
 	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
 	// Only the cases of the claimed levels run (CONTRACT section 5: the
@@ -193,9 +197,9 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 
 	if opts.Progress != nil {
 		opts.Progress.Start(countSelected(suiteConfig.LabelFilter))
-		suite.SetCaseObserver(func(name string, outcome suite.Outcome) { opts.Progress.Done(name, string(outcome)) })
+		activeProgress.Store(&progressSink{opts.Progress}) // each case's adjusted outcome (availability.go)
 		defer func() {
-			suite.SetCaseObserver(nil)
+			activeProgress.Store(nil)
 			opts.Progress.Finish()
 		}()
 	}
@@ -235,7 +239,7 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		return reports.Results{}, err
 	}
 
-	res := reports.Summarize(CasesFromReports(ginkgoReports), levels)
+	res := reports.Summarize(g.apply(CasesFromReports(ginkgoReports)), levels)
 	res.Tool = Tool
 	res.BatonVersion, res.BatonCommit = BatonVersion(), BatonCommit()
 	res.SpecRevision = SpecRevision

@@ -75,7 +75,20 @@ type Case struct {
 	// ViaPrefill marks the E+P+D copy of a consumer case: Execute runs Run
 	// with P as the consumer and D decoding its KV sessions (faults.go).
 	ViaPrefill bool
+	// TakesDown declares that the case may leave an endpoint down, draining
+	// or NOT_READY on purpose (Abort(all_requests), an instance it poisons
+	// and does not restart); Destructive implies it (MayTakeDown). The
+	// runner probes every endpoint after each case (conformance/check): an
+	// endpoint that went away during a case that declares neither fails
+	// the case's rule ("the target went down during this case"), and the
+	// cases after it are errors until the endpoint is READY again. Such
+	// cases run last, with the destructive ones.
+	TakesDown bool
 }
+
+// MayTakeDown reports whether the case declares that it may leave an
+// endpoint down, draining or NOT_READY (Destructive or TakesDown).
+func (c Case) MayTakeDown() bool { return c.Destructive || c.TakesDown }
 
 // Labels used on cases, beyond the rule ID and level.
 const (
@@ -191,7 +204,7 @@ func Cases() []Case {
 	cs = append(cs, underFaults(cs)...)
 	cs = append(cs, eppdCopies(cs)...)
 	// Stable: keep the written order, move destructive cases after the others.
-	sort.SliceStable(cs, func(i, j int) bool { return !cs[i].Destructive && cs[j].Destructive })
+	sort.SliceStable(cs, func(i, j int) bool { return !cs[i].MayTakeDown() && cs[j].MayTakeDown() })
 	return cs
 }
 
