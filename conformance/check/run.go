@@ -260,10 +260,16 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		if c.Outcome == reports.Failed || c.Outcome == reports.Error {
 			res.Cases[i].Transcript, res.Cases[i].TranscriptDroppedCalls = rec.Transcript(c.Name)
 		}
+		res.Cases[i].Backends = rec.Backends(c.Name)
 	}
 	res.HandoffLatency = rec.Latencies()
+	if strings.TrimSpace(opts.LabelFilter) != "" {
+		// A filtered run checked only some rules of its levels: it reports
+		// them, but claims no level.
+		res.WithholdLevels(reports.NoLevelVerdictFiltered)
+	}
 	if opts.Certify {
-		c := reports.IssueCertificate(res, claimed, profile.Topologies, profile.Backends)
+		c := reports.IssueCertificate(res, claimed, profile.Topologies, profile.Backends, FeatureRules()...)
 		res.Certificate = &c
 	}
 
@@ -281,6 +287,17 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		fmt.Fprintln(out, res.Certificate.Line())
 	}
 	return res, nil
+}
+
+// FeatureRules are the suite's feature rules (suite.FeatureRules) as the
+// certificate takes them: a certificate lists each security feature whose
+// rule passed (CONTRACT section 5).
+func FeatureRules() []reports.FeatureRule {
+	var out []reports.FeatureRule
+	for _, f := range suite.FeatureRules() {
+		out = append(out, reports.FeatureRule{Rule: f.Rule, Feature: f.Feature})
+	}
+	return out
 }
 
 // ClaimedFilter is the Ginkgo label filter a run uses: the cases of the
