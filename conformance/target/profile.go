@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -34,6 +36,11 @@ type Config struct {
 	// TLS, when set, makes every connection TLS (nil: plaintext).
 	TLS *TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
 }
+
+// KnownBackends are the backend names a profile may declare (WIRE.md
+// EncoderCacheRef.backend): a misspelt one is a configuration error, not a
+// backend no case can cover.
+var KnownBackends = []string{"shared_dir", "tcp", "cuda_ipc"}
 
 // DefaultCaseTimeout bounds one case when the profile gives no case_timeout.
 const DefaultCaseTimeout = 60 * time.Second
@@ -142,8 +149,8 @@ func (c *Config) finish() error {
 		}
 	}
 	for _, b := range c.Backends {
-		if b == "" {
-			return fmt.Errorf("%w: empty backend name in backends", ErrBadProfile)
+		if !slices.Contains(KnownBackends, b) {
+			return fmt.Errorf("%w: unknown backend %q in backends %v (want %s)", ErrBadProfile, b, c.Backends, strings.Join(KnownBackends, ", "))
 		}
 	}
 	if c.ReferenceFormat != "" && c.ReferenceFormat != ReferenceFormatBatonJSONv1 {
