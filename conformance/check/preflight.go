@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/baton-dev/baton/conformance/suite"
 	"github.com/baton-dev/baton/conformance/target"
@@ -35,9 +34,6 @@ var ErrProfileMismatch = errors.New("check: the profile does not match the targe
 const (
 	preflightImage  = "one-pixel.png"
 	preflightPrompt = "<image> baton preflight: what colour is it?"
-	// hookProbeDelayMs is the baton.encoder_delay_ms of the test-hook probe:
-	// an engine that honours it answers no sooner (CONTRACT section 4).
-	hookProbeDelayMs = 250
 )
 
 // wantRoles is CONTRACT section 1's table: the ServerInfo.engine_role and
@@ -312,51 +308,61 @@ func isNumber(v *structpb.Value) bool {
 	return ok
 }
 
-// hookProblem checks that ei honours baton.encoder_delay_ms: a request
-// carrying it is held at least that long by an engine with test hooks on
-// (CONTRACT section 4), so one answered sooner did not honour it. It
-// cannot mistake an engine that honours the hook (the hold is a lower
-// bound); a slow engine without hooks may pass it, and then the cases say
-// so. A request that fails is left to the cases. Whatever a publish
-// produced is released.
+// hookProblem checks that ei honours a test hook whose effect the wire
+// shows at once, so the check cannot depend on timing (CONTRACT section 4:
+// hooks are honoured only when the server was started with test hooks on,
+// ignored after a type check otherwise):
+//
+//   - the producer: baton.omit_content_hash on a publish of one tiny image
+//     leaves the item without a content hash (the entry is released);
+//   - the baseline: baton.encoder_fail fails the request's encoder step,
+//     so it ends with a terminal error instead of tokens.
+//
+// Only an answer that shows the hook ignored (a content hash; tokens and a
+// clean finish) is a problem; a request that fails otherwise is left to
+// the cases.
 func hookProblem(ctx context.Context, p target.Profile, ei endpointInfo) string {
 	img, err := fixtures.ImageByName(preflightImage)
 	if err != nil {
 		return fmt.Sprintf("harness: fixture %s: %v", preflightImage, err)
 	}
-	extra, _ := structpb.NewStruct(map[string]any{"baton.encoder_delay_ms": hookProbeDelayMs})
-	req := &pb.GenerateRequest{
-		RequestId: preflightID("hooks"),
-		Model:     p.Model,
-		Media:     []*pb.MediaItem{imageMedia(img)},
-		Extra:     extra,
-	}
+	req := &pb.GenerateRequest{RequestId: preflightID("hooks"), Model: p.Model, Media: []*pb.MediaItem{imageMedia(img)}}
+	hook := hookOmitContentHash
 	if ei.role == target.RoleProducer {
 		req.Encoder = &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}
 	} else {
+		hook = hookEncoderFail
 		req.Input = &pb.GenerateRequest_Prompt{Prompt: preflightPrompt}
 		req.Stopping = &pb.StoppingOptions{MaxTokens: proto.Uint32(1)}
 	}
-	cctx, cancel := context.WithTimeout(ctx, ProbeTimeout+hookProbeDelayMs*time.Millisecond)
+	req.Extra, _ = structpb.NewStruct(map[string]any{hook: true})
+	cctx, cancel := context.WithTimeout(ctx, 2*ProbeTimeout)
 	defer cancel()
-	start := time.Now()
 	res, err := ei.engine.Generate(cctx, req)
-	elapsed := time.Since(start)
-	if err != nil || res == nil || res.Status == nil {
+	if err != nil || res == nil || res.Status == nil || res.Code() != codes.OK {
 		return ""
 	}
+	ignored := ""
 	if ready := res.EncoderReady(); ready != nil {
 		release(ctx, ei.engine, ready.GetRef())
+		if items := ready.GetItems(); len(items) > 0 && items[0].GetContentHash() != "" {
+			ignored = "its publish came back with a content hash"
+		}
 	}
-	if res.Code() != codes.OK || res.EngineError() != nil {
+	if hook == hookEncoderFail && res.EngineError() == nil && len(res.TokenIDs()) > 0 {
+		ignored = "the request finished with tokens"
+	}
+	if ignored == "" {
 		return ""
 	}
-	if elapsed < hookProbeDelayMs*time.Millisecond*9/10 {
-		return fmt.Sprintf("test_hooks: true, but the %s did not honour baton.encoder_delay_ms %d: it answered in %v (CONTRACT section 4); was it started with test hooks on?",
-			ei.where(), hookProbeDelayMs, elapsed.Round(time.Millisecond))
-	}
-	return ""
+	return fmt.Sprintf("test_hooks: true, but the %s did not honour %s: %s (CONTRACT section 4); was it started with test hooks on?", ei.where(), hook, ignored)
 }
+
+// The hooks the preflight sends (CONTRACT section 4).
+const (
+	hookOmitContentHash = "baton.omit_content_hash"
+	hookEncoderFail     = "baton.encoder_fail"
+)
 
 // sharedDirProblems publishes one tiny image over the shared directory and
 // consumes it on each consumer (consumer, prefill): a consumer that rejects

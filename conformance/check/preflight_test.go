@@ -176,7 +176,11 @@ func TestPreflightTestHooksOff(t *testing.T) {
 	c := newEPD(t)
 	c.profile.TestHooks = true
 	c.baseline.TestHooks = true // only the producer was started without --test-hooks
-	probeMismatch(t, c.target(t, nil), "test_hooks: true", "producer 127.0.0.1:", "did not honour baton.encoder_delay_ms 250")
+	probeMismatch(t, c.target(t, nil), "test_hooks: true", "producer 127.0.0.1:", "did not honour baton.omit_content_hash", "content hash")
+	c = newEPD(t)
+	c.profile.TestHooks = true
+	c.prod.TestHooks = true // only the baseline was started without --test-hooks
+	probeMismatch(t, c.target(t, nil), "test_hooks: true", "baseline 127.0.0.1:", "did not honour baton.encoder_fail", "finished with tokens")
 }
 
 func TestPreflightObservablesMissing(t *testing.T) {

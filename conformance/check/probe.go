@@ -63,14 +63,14 @@ var wantEncoderRole = map[target.Role]pb.EncoderRole{
 //     (ServerInfo.extra["baton.preset"]) and model (GetModelInfo model_id,
 //     served_model_name); with observables: true every endpoint but D
 //     carries the CONTRACT section 4 counters; with test_hooks: true the
-//     producer and the baseline honour baton.encoder_delay_ms; over the
+//     producer and the baseline honour a test hook (baton.omit_content_hash,
+//     baton.encoder_fail: effects the answer shows, no timing); over the
 //     shared directory each consumer can claim a fresh entry of the
 //     producer (a publish of one tiny image, released after). Each problem
 //     wraps ErrProfileMismatch.
 //
 // Each call is bounded by ProbeTimeout; endpoints are probed concurrently,
-// and the preflight takes well under a second on the tiny preset (the test
-// hook probe holds one publish for 250 ms).
+// and the preflight takes well under a second on the tiny preset.
 //
 // It returns nil, or one error listing every problem, one per line, e.g.
 //

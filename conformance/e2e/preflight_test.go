@@ -38,7 +38,7 @@ func TestProfileMistakesExitSetup(t *testing.T) {
 			wantIn: []string{"backends [shared_dir cuda_ipc]", "does not accept cuda_ipc"}},
 		{name: "test hooks declared, engines started without them",
 			edit:   func(c *target.Config) { c.TestHooks = true },
-			wantIn: []string{"test_hooks: true", "did not honour baton.encoder_delay_ms"}},
+			wantIn: []string{"test_hooks: true", "did not honour baton."}},
 		{name: "a misspelt backend",
 			edit:   func(c *target.Config) { c.Backends = []string{"shared-dir"} },
 			wantIn: []string{`unknown backend "shared-dir"`}},
