@@ -52,7 +52,9 @@ import (
 const WentDownMessage = "the target went down during this case"
 
 // UnavailablePrefix starts the message of a case that ran against an
-// endpoint that was already down: PrefixHarnessError + "target unavailable since".
+// endpoint that was already down ("harness error: target unavailable since
+// case \"S-1 ...\": consumer endpoint: Health = DRAINING"), and the
+// harness's answer to each of its calls to that endpoint.
 const UnavailablePrefix = PrefixHarnessError + " target unavailable since "
 
 // beforeRun is the "case" an endpoint that was down when the run started is
@@ -286,16 +288,17 @@ func (g *guard) gate(role target.Role, sends bool) error {
 		note.unavailable = unavailableText(role, d)
 	}
 	note.sent = note.sent || sends
-	return status.Error(codes.Unavailable, PrefixHarnessError+" "+unavailableText(role, d)+" (the harness did not send this call)")
+	return status.Error(codes.Unavailable, UnavailablePrefix+unavailableText(role, d)+" (the harness did not send this call)")
 }
 
-// unavailableText says since when and why an endpoint is down.
+// unavailableText says since when an endpoint is down and why:
+// `case "S-1 ...": consumer endpoint: Health = DRAINING`.
 func unavailableText(role target.Role, d downState) string {
 	since := d.since
 	if since != beforeRun {
 		since = fmt.Sprintf("case %q", since)
 	}
-	return fmt.Sprintf("%s endpoint unavailable since %s: %s", role, since, d.reason)
+	return fmt.Sprintf("%s: %s endpoint: %s", since, role, d.reason)
 }
 
 // apply adjusts the converted cases by what the guard saw (see the comment
@@ -337,7 +340,7 @@ func adjust(c reports.CaseResult, note *caseNote) reports.CaseResult {
 	default:
 		return c
 	}
-	msg := PrefixHarnessError + " target unavailable: " + note.unavailable
+	msg := UnavailablePrefix + note.unavailable
 	if c.Message != "" {
 		msg += "\nthe case said: " + c.Message
 	}

@@ -166,7 +166,7 @@ func TestAdjust(t *testing.T) {
 	harness := reports.CaseResult{Name: "c", Outcome: reports.Error, Message: "harness error: Generate: connection refused"}
 	na := reports.CaseResult{Name: "c", Outcome: reports.NotApplicable, Message: "not applicable: no E+P+D"}
 	down := &caseNote{wentDown: []string{"consumer endpoint: Health = DRAINING"}}
-	probed := &caseNote{unavailable: "producer endpoint unavailable since case \"x\": Health = DRAINING"}
+	probed := &caseNote{unavailable: "case \"x\": producer endpoint: Health = DRAINING"}
 	sent := &caseNote{unavailable: probed.unavailable, sent: true}
 	for _, tt := range []struct {
 		name     string
@@ -180,9 +180,9 @@ func TestAdjust(t *testing.T) {
 		{"failed and went down: appended", failed, down, reports.Failed, failed.Message, WentDownMessage + ": consumer endpoint"},
 		{"passed and went down: failed", passed, down, reports.Failed, WentDownMessage, ""},
 		{"harness error and went down: failed", harness, down, reports.Failed, WentDownMessage, harness.Message},
-		{"failed against a down endpoint: error", failed, sent, reports.Error, UnavailablePrefix[:len(PrefixHarnessError)], failed.Message},
+		{"failed against a down endpoint: error", failed, sent, reports.Error, UnavailablePrefix + `case "x": producer endpoint`, failed.Message},
 		{"passed, only asking a down endpoint's health: passed", passed, probed, reports.Passed, "", ""},
-		{"passed with a Generate to a down endpoint: error", passed, sent, reports.Error, PrefixHarnessError, "since case"},
+		{"passed with a Generate to a down endpoint: error", passed, sent, reports.Error, UnavailablePrefix + `case "x"`, ""},
 		{"not applicable stays", na, sent, reports.NotApplicable, na.Message, ""},
 	} {
 		got := adjust(tt.c, tt.note)
