@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios python-engine python-bugs
+.PHONY: all build demo test sim unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios python-engine python-bugs
 
 all: build
 
@@ -52,10 +52,20 @@ scenarios:
 	$(GO) test -count=1 -run 'TestScenarios' ./sim/ $(if $(REWRITE),-rewrite,)
 
 ## mutants: the kill table, mutant x {suite, props, sim}: the suite's cases of the rule
-## (TestMutantKillTable), then the handoff property and the simulator's counterpart, and the
-## three columns side by side (TestMutantKillTableColumns); every cell must be KILLED.
+## (TestMutantKillTable; no rule may fail that the mutant does not declare in AlsoBreaks),
+## then the handoff property from the row's fixed seed and the simulator's counterpart, and
+## the three columns side by side (TestMutantKillTableColumns); every cell must be KILLED.
+## The table is the same on every run of a commit but for the times in parentheses.
 mutants:
 	$(GO) test -count=1 -timeout 20m -run 'TestMutantKillTable' -v ./conformance/e2e/
+
+## mutants-explore: the kill table with a fresh rapid seed per row and shrinking, to find
+## rows whose kill depends on the draw (`make mutants` uses each row's fixed seed,
+## Mutant.Seed, and reports the first failing check unshrunk, so it gives the same table
+## on every run). The seeds are printed; replay one row with
+## go test -run 'TestMutantKillTableColumns/<mutant>' ./conformance/e2e/ -args -e2e.seed=N
+mutants-explore:
+	$(GO) test -count=1 -timeout 40m -run 'TestMutantKillTable' -v ./conformance/e2e/ -args -e2e.explore
 
 ## verify: formatting, vet, generated code up to date (protos; the test list
 ## conformance/conformance.yaml against ../shared/spec/CONTRACT.md), go.mod tidy.

@@ -27,33 +27,51 @@ type Certificate struct {
 	// exercised ("E+PD"); a declared topology no case exercised is not
 	// covered.
 	Topologies []string `json:"topologies" yaml:"topologies"`
-	// Backends are the backends the profile declares and the run used
-	// ("shared_dir").
+	// Backends are the declared backends at least one passed case of the
+	// claimed levels handed off over (CaseResult.Backends; "shared_dir"); a
+	// declared backend no passed case used is not covered.
 	Backends []string `json:"backends" yaml:"backends"`
+	// SecurityFeatures are the security features the certificate covers:
+	// each feature ("tls", "authorization") whose feature rule (SE-1, SE-2;
+	// CONTRACT section 5) ran and passed. Empty when the profile declares
+	// none.
+	SecurityFeatures []string `json:"security_features" yaml:"security_features"`
 	// Reasons say why the certificate was refused, one line per rule or
 	// problem ("SU-3 (core) failed: Abort(...) = ABORTED; want
 	// ALREADY_FINISHED"); empty when issued.
 	Reasons []string `json:"reasons,omitempty" yaml:"reasons,omitempty"`
 }
 
+// FeatureRule is a rule checked at every level when the profile declares
+// its feature (CONTRACT section 5: SE-1 for "tls", SE-2 for
+// "authorization"); conformance/suite.FeatureRules lists them.
+type FeatureRule struct {
+	Rule, Feature string
+}
+
 // IssueCertificate decides the certificate of a finished run res for the
 // claimed levels (lowest first, the last one being the claim), the
-// topologies and backends the profile declares. It is refused (Issued
-// false, Reasons set) when:
+// topologies and backends the profile declares, and the feature rules
+// (SecurityFeatures: each feature whose rule passed). It is refused
+// (Issued false, Reasons set) when:
 //
 //   - a claimed level has no verdict in res, or the run was filtered
 //     (res.LabelFilter != ""): a partial run certifies nothing;
 //   - a rule of a claimed level is failed, error or not verifiable;
 //   - a rule-less (harness-level) case ended in error or failed;
-//   - no declared topology was exercised by a passed case.
+//   - no declared topology was exercised by a passed case;
+//   - no passed case handed off over a declared backend (any backend,
+//     when the profile declares none).
 //
 // Not-applicable rules are allowed: they are outside the topologies the
-// certificate names.
-func IssueCertificate(res Results, levels, topologies, backends []string) Certificate {
+// certificate names. The certificate names only the topologies and
+// backends passed cases of the claimed levels ran on.
+func IssueCertificate(res Results, levels, topologies, backends []string, features ...FeatureRule) Certificate {
 	c := Certificate{
-		Levels:     append([]string{}, levels...),
-		Backends:   append([]string{}, backends...),
-		Topologies: []string{},
+		Levels:           append([]string{}, levels...),
+		Backends:         []string{},
+		Topologies:       []string{},
+		SecurityFeatures: []string{},
 	}
 	if len(levels) > 0 {
 		c.Level = levels[len(levels)-1]
@@ -96,6 +114,35 @@ func IssueCertificate(res Results, levels, topologies, backends []string) Certif
 	if len(c.Topologies) == 0 {
 		reasons = append(reasons, fmt.Sprintf("no passed case exercised a declared topology (declared %v)", topologies))
 	}
+	used := map[string]bool{}
+	for _, cr := range res.Cases {
+		if cr.Outcome == Passed && slices.Contains(levels, cr.Level) {
+			for _, b := range cr.Backends {
+				used[b] = true
+			}
+		}
+	}
+	if len(backends) == 0 {
+		for b := range used {
+			c.Backends = append(c.Backends, b)
+		}
+		slices.Sort(c.Backends)
+	}
+	for _, b := range backends {
+		if used[b] && !slices.Contains(c.Backends, b) {
+			c.Backends = append(c.Backends, b)
+		}
+	}
+	if len(c.Backends) == 0 {
+		reasons = append(reasons, fmt.Sprintf("no passed case handed off over a declared backend (declared %v)", backends))
+	}
+	for _, f := range features {
+		for _, r := range res.Rules {
+			if r.Rule == f.Rule && r.Outcome == Passed && !slices.Contains(c.SecurityFeatures, f.Feature) {
+				c.SecurityFeatures = append(c.SecurityFeatures, f.Feature)
+			}
+		}
+	}
 	c.Reasons = reasons
 	c.Issued = len(reasons) == 0
 	return c
@@ -104,10 +151,15 @@ func IssueCertificate(res Results, levels, topologies, backends []string) Certif
 // Line is the certificate in one terminal line:
 //
 //	certificate: issued for level core (topologies E+PD; backends shared_dir)
+//	certificate: issued for level core (topologies E+PD; backends tcp; security tls, authorization)
 //	certificate: refused for level core: SU-3 (core) failed: ...; ...
 func (c Certificate) Line() string {
 	if c.Issued {
-		return fmt.Sprintf("certificate: issued for level %s (topologies %s; backends %s)", c.Level, listText(c.Topologies), listText(c.Backends))
+		security := ""
+		if len(c.SecurityFeatures) > 0 {
+			security = "; security " + listText(c.SecurityFeatures)
+		}
+		return fmt.Sprintf("certificate: issued for level %s (topologies %s; backends %s%s)", c.Level, listText(c.Topologies), listText(c.Backends), security)
 	}
 	return fmt.Sprintf("certificate: refused for level %s: %s", c.Level, strings.Join(c.Reasons, "; "))
 }

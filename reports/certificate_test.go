@@ -55,7 +55,7 @@ func TestIssueCertificate(t *testing.T) {
 			if tt.covers != nil && !slices.Equal(c.Topologies, tt.covers) {
 				t.Errorf("topologies = %v; want %v", c.Topologies, tt.covers)
 			}
-			if !slices.Equal(c.Backends, []string{"shared_dir"}) {
+			if tt.levels != nil && !slices.Equal(c.Backends, []string{"shared_dir"}) {
 				t.Errorf("backends = %v; want [shared_dir]", c.Backends)
 			}
 			line := c.Line()
@@ -66,5 +66,38 @@ func TestIssueCertificate(t *testing.T) {
 				t.Errorf("Line() = %q; want it to say refused", line)
 			}
 		})
+	}
+}
+
+// TestCertificateCoversWhatRan: a certificate names only the declared
+// backends passed cases handed off over, and the security features whose
+// rules passed.
+func TestCertificateCoversWhatRan(t *testing.T) {
+	res := certRun(reports.Passed)
+	c := reports.IssueCertificate(res, []string{"core"}, []string{"E+PD"}, []string{"shared_dir", "cuda_ipc"})
+	if !c.Issued || !slices.Equal(c.Backends, []string{"shared_dir"}) {
+		t.Errorf("issued %v, backends %v; want issued for shared_dir only (no case ran on cuda_ipc)", c.Issued, c.Backends)
+	}
+	c = reports.IssueCertificate(res, []string{"core"}, []string{"E+PD"}, []string{"cuda_ipc"})
+	if c.Issued || !slices.ContainsFunc(c.Reasons, func(r string) bool { return strings.Contains(r, "no passed case handed off over a declared backend") }) {
+		t.Errorf("certificate for a backend no case used = %+v; want refused", c)
+	}
+	c = reports.IssueCertificate(res, []string{"core"}, []string{"E+PD"}, nil)
+	if !c.Issued || !slices.Equal(c.Backends, []string{"shared_dir"}) {
+		t.Errorf("no declared backends: issued %v, backends %v; want the backends the cases used", c.Issued, c.Backends)
+	}
+
+	features := []reports.FeatureRule{{Rule: "SE-1", Feature: "tls"}, {Rule: "SE-2", Feature: "authorization"}}
+	cases := append([]reports.CaseResult(nil), res.Cases...)
+	cases = append(cases, reports.CaseResult{Rule: "SE-1", Name: "SE-1 tls", Level: "core", Labels: []string{"SE-1", "level:core"}, Outcome: reports.Passed})
+	tls := reports.Summarize(cases, map[string][]string{"core": {"SU-2", "SU-3", "L-2", "SE-1"}})
+	tls.LabelFilter = ""
+	c = reports.IssueCertificate(tls, []string{"core"}, []string{"E+PD"}, []string{"shared_dir"}, features...)
+	if !c.Issued || !slices.Equal(c.SecurityFeatures, []string{"tls"}) || !strings.Contains(c.Line(), "security tls") {
+		t.Errorf("certificate = %+v (%s); want issued, covering the security feature tls only", c, c.Line())
+	}
+	c = reports.IssueCertificate(res, []string{"core"}, []string{"E+PD"}, []string{"shared_dir"}, features...)
+	if len(c.SecurityFeatures) != 0 || c.SecurityFeatures == nil {
+		t.Errorf("security features without their rules = %#v; want an empty list", c.SecurityFeatures)
 	}
 }

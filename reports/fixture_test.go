@@ -24,7 +24,7 @@ func certRun(su3 reports.Outcome) reports.Results {
 		}
 	}
 	cases := []reports.CaseResult{
-		{Rule: "SU-2", Name: "SU-2 replay of a consumed reference is rejected before any write", Level: "core", Labels: []string{"SU-2", "level:core", "topology:E+PD"}, Outcome: reports.Passed, DurationMs: 40},
+		{Rule: "SU-2", Name: "SU-2 replay of a consumed reference is rejected before any write", Level: "core", Labels: []string{"SU-2", "level:core", "topology:E+PD"}, Outcome: reports.Passed, DurationMs: 40, Backends: []string{"shared_dir"}},
 		{Rule: "SU-3", Name: "SU-3 Abort of a published reference answers ABORTED once, then ALREADY_FINISHED", Level: "core", Labels: []string{"SU-3", "level:core", "topology:E+PD"}, Outcome: su3, Message: msg, DurationMs: 30, Transcript: transcript},
 		{Rule: "L-2", Name: "L-2 a multimodal decode without its decode preparation is rejected", Level: "core", Labels: []string{"L-2", "level:core", "topology:E+P+D"}, Outcome: reports.NotApplicable, Message: "not applicable: target does not serve topology E+P+D"},
 	}

@@ -45,9 +45,10 @@ func (r Results) Lines() []string {
 }
 
 // Summary returns one line with the overall verdict, each level's verdict
-// and the rule counts per outcome, e.g.
+// (or why there is none) and the rule counts per outcome, e.g.
 //
 //	verdict: failed (core: failed, lifecycle: not verifiable); 34 rules: 30 passed, 2 failed, 1 not applicable, 1 not verifiable
+//	verdict: passed (no level verdict: filtered); 1 rules: 1 passed
 func (r Results) Summary() string {
 	levels := make([]string, 0, len(r.Levels))
 	for l := range r.Levels {
@@ -69,7 +70,10 @@ func (r Results) Summary() string {
 		}
 	}
 	s := "verdict: " + string(r.Verdict)
-	if len(parts) > 0 {
+	switch {
+	case r.NoLevelVerdict != "":
+		s += " (no level verdict: " + r.NoLevelVerdict + ")"
+	case len(parts) > 0:
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}
 	s += fmt.Sprintf("; %d rules", len(r.Rules))

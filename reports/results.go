@@ -32,6 +32,10 @@ type CaseResult struct {
 	// TranscriptDroppedCalls counts the calls left out of Transcript once it
 	// was full.
 	TranscriptDroppedCalls int `json:"transcript_dropped_calls,omitempty" yaml:"transcript_dropped_calls,omitempty"`
+	// Backends are the backends the case handed an encoder output off over:
+	// EncoderCacheRef.backend of each consume that answered OK ("shared_dir"),
+	// sorted. A certificate covers only backends passed cases used.
+	Backends []string `json:"backends,omitempty" yaml:"backends,omitempty"`
 }
 
 // RuleResult is the verdict on one rule at one level: the worst of its
@@ -100,8 +104,13 @@ type Results struct {
 	// LabelFilter is the Ginkgo label filter of the run ("" = every case).
 	LabelFilter string `json:"label_filter" yaml:"label_filter"`
 	// Levels maps a level ("core") to its verdict: the worst of its rules'
-	// verdicts, not-applicable rules ignored (Worst).
+	// verdicts, not-applicable rules ignored (Worst). Empty when the run
+	// gives no level verdict (NoLevelVerdict).
 	Levels map[string]Outcome `json:"levels" yaml:"levels"`
+	// NoLevelVerdict says why the run gives no level verdict:
+	// NoLevelVerdictFiltered for a run a label filter restricted (it checked
+	// only some rules of its levels, so it claims none); "" otherwise.
+	NoLevelVerdict string `json:"no_level_verdict,omitempty" yaml:"no_level_verdict,omitempty"`
 	// Rules are the per-rule verdicts, by level (core, lifecycle, faults,
 	// then others) and within a level in the level table's order.
 	Rules []RuleResult `json:"rules" yaml:"rules"`

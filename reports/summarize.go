@@ -145,6 +145,18 @@ func Summarize(cases []CaseResult, rulesByLevel map[string][]string) Results {
 	return res
 }
 
+// NoLevelVerdictFiltered is Results.NoLevelVerdict of a run restricted by a
+// label filter: it reports the rules it ran, but no level verdict.
+const NoLevelVerdictFiltered = "filtered"
+
+// WithholdLevels removes the level verdicts of r, saying why (for example
+// NoLevelVerdictFiltered); the rules, cases and overall verdict (the exit
+// code) stay.
+func (r *Results) WithholdLevels(why string) {
+	r.Levels = map[string]Outcome{}
+	r.NoLevelVerdict = why
+}
+
 // sortLevels orders levels core, lifecycle, faults, then the rest
 // alphabetically.
 func sortLevels(levels []string) {

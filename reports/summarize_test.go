@@ -264,3 +264,20 @@ func TestLines(t *testing.T) {
 		}
 	}
 }
+
+// TestWithholdLevels: a filtered run reports its rules and its verdict,
+// but no level verdict, and says so in the Summary line.
+func TestWithholdLevels(t *testing.T) {
+	res := Summarize([]CaseResult{cr("SU-2", "core", Passed, "")}, map[string][]string{"core": {"SU-2"}})
+	res.WithholdLevels(NoLevelVerdictFiltered)
+	if len(res.Levels) != 0 || res.NoLevelVerdict != NoLevelVerdictFiltered || res.Verdict != Passed || len(res.Rules) != 1 {
+		t.Errorf("results = %+v; want the rule and verdict kept, no level verdict", res)
+	}
+	sum := res.Summary()
+	if want := "verdict: passed (no level verdict: filtered); 1 rules: 1 passed"; sum != want {
+		t.Errorf("Summary() = %q; want %q", sum, want)
+	}
+	if strings.Contains(sum, "core:") {
+		t.Errorf("Summary() of a filtered run names a level verdict: %q", sum)
+	}
+}

@@ -135,9 +135,15 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 	if err := harnessCanRun(cfg); err != nil {
 		return err
 	}
+	// A profile that contradicts its own endpoints is a configuration error
+	// before anything runs, in a dry run as in a real one.
+	profileProblems := check.ProfileProblems(cfg.Profile, check.RolesOfConfig(cfg))
 	if f.dryRun {
 		fmt.Fprint(out, harnessText(cfg, f.reportDir))
 		fmt.Fprint(out, plan.Text())
+		if len(profileProblems) > 0 {
+			return exitError{ExitUsage, "the profile contradicts its endpoints: " + strings.Join(profileProblems, "; ")}
+		}
 		if f.certify {
 			if problems := plan.CertifyProblems(); len(problems) > 0 {
 				return exitError{ExitUsage, "--certify would refuse: " + check.CertifyError(plan, problems).Error()}
@@ -145,6 +151,9 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 			fmt.Fprintf(out, "certify: every rule of level %s can be verified with this profile\n", plan.Levels[len(plan.Levels)-1])
 		}
 		return nil
+	}
+	if len(profileProblems) > 0 {
+		return exitError{ExitUsage, "the profile contradicts its endpoints: " + strings.Join(profileProblems, "; ")}
 	}
 	if f.certify {
 		if problems := plan.CertifyProblems(); len(problems) > 0 {
@@ -295,6 +304,9 @@ func runCheckOn(ctx context.Context, tg target.Target, opts check.Options, bundl
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	err := check.Probe(pctx, tg)
 	cancel()
+	if errors.Is(err, check.ErrProfileMismatch) {
+		return ExitUsage, err // each line names the profile field and both values
+	}
 	if err != nil {
 		return ExitUsage, fmt.Errorf("target does not answer as a baton.encoder.v1 engine: %w", err)
 	}

@@ -23,6 +23,10 @@ const (
 	PrefixHarnessError  = "harness error:"
 )
 
+// TimeoutMessage starts the message of a case that did not finish within
+// the case timeout (profile case_timeout, --case-timeout).
+const TimeoutMessage = "the target did not answer within the case timeout"
+
 // LevelLabelPrefix starts a spec's level label ("level:core").
 const LevelLabelPrefix = "level:"
 
@@ -162,6 +166,13 @@ func caseFromIt(sr types.SpecReport) (reports.CaseResult, bool) {
 			c.Outcome = reports.Error
 		}
 		c.Message = failureText(sr)
+		if sr.State.Is(types.SpecStateTimedout) {
+			// A hang is a failure of the rule the case checks (CONTRACT
+			// "Outcomes of a check"); a case against an endpoint already
+			// down is turned into an error by the run's guard.
+			c.Outcome = reports.Failed
+			c.Message = TimeoutMessage + "\n" + c.Message
+		}
 	default: // aborted (AbortSuite) or an invalid state: the run, not the target
 		c.Outcome = reports.Error
 		c.Message = failureText(sr)

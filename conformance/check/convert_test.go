@@ -66,7 +66,7 @@ func TestCaseFromSpec(t *testing.T) {
 		{
 			name:   "timed out is failed",
 			sr:     spec("SU-1 y", types.SpecStateTimedout, "A spec timeout occurred", "SU-1", "level:core"),
-			wantOK: true, want: reports.Failed, msgStart: "A spec timeout occurred",
+			wantOK: true, want: reports.Failed, msgStart: TimeoutMessage, msgHas: "A spec timeout occurred",
 		},
 		{
 			name:   "interrupted is failed",

@@ -55,8 +55,11 @@ func TestRunRealSuiteDeadTarget(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\nchild output:\n%s", err, out)
 	}
-	if len(res.Rules) == 0 || res.Levels["core"] == "" {
+	if len(res.Rules) == 0 {
 		t.Fatalf("no Core rules reported: %+v", res)
+	}
+	if len(res.Levels) != 0 || res.NoLevelVerdict != reports.NoLevelVerdictFiltered {
+		t.Errorf("a filtered run gave level verdicts %v (no_level_verdict %q); want none, filtered", res.Levels, res.NoLevelVerdict)
 	}
 	for _, r := range res.Rules {
 		if r.Level != "core" {
@@ -64,6 +67,9 @@ func TestRunRealSuiteDeadTarget(t *testing.T) {
 		}
 		if r.Outcome == reports.Passed {
 			t.Errorf("rule %s passed against a dead target", r.Rule)
+		}
+		if r.Outcome == reports.Failed {
+			t.Errorf("rule %s failed against a target that was down before the run; want error (the target did not answer wrongly): %s", r.Rule, r.Message)
 		}
 	}
 	if code := reports.ExitCode(res); code == reports.ExitPassed {

@@ -27,6 +27,24 @@
 //	}
 //	return reports.ExitCode(res)         // 0 passed, 1 failed, 2 error / not verifiable
 //
+// Probe is also the preflight: before any case it checks that the
+// endpoints are what the profile says (roles, backends, preset, model,
+// declared topologies, observables and test hooks honoured, consumers that
+// see the producer's shared directory); a mismatch is ErrProfileMismatch,
+// one line naming the profile field and both values (exit 3), never a rule
+// failure.
+//
+// During a run a guard probes every endpoint after each case
+// (availability.go): an endpoint that went down, started draining or
+// became NOT_READY during a case that does not declare it
+// (suite.Case.MayTakeDown) fails that case's rule ("the target went down
+// during this case"), and until it answers READY again (recovered, or
+// restarted through a target.Restarter) every later case's calls to it are
+// answered UNAVAILABLE by the harness and such a case is an error ("target
+// unavailable since <case>"), never failed. A case that does not finish
+// within the case timeout is failed for its rule. A run filtered by a
+// label filter reports the rules it ran but no level verdict.
+//
 // Ginkgo allows one RunSpecs per process, so Run runs once per process
 // (ErrAlreadyRan after); anything that needs several runs (the mutant
 // table) starts several processes (ARCHITECTURE.md "Conformance for any

@@ -47,50 +47,74 @@ var wantEncoderRole = map[target.Role]pb.EncoderRole{
 }
 
 // Probe checks, before any case runs, that every endpoint tg serves answers
-// and speaks baton.encoder.v1: GetServerInfo must answer with a non-zero
-// schema_revision (WIRE.md), and GetModelInfo(profile.Model) must carry
-// ModelInfo.encoder with role ENCODER_ROLE_PRODUCER on the producer and
-// ENCODER_ROLE_CONSUMER on the consumer and prefill endpoints. Each call is
-// bounded by ProbeTimeout; endpoints are probed concurrently.
+// and speaks baton.encoder.v1, and that the endpoints are what the profile
+// says (the preflight):
+//
+//   - GetServerInfo must answer with a non-zero schema_revision (WIRE.md),
+//     and GetModelInfo(profile.Model) must answer; on the producer, consumer
+//     and prefill endpoints it must carry ModelInfo.encoder with a role
+//     (ErrUnreachable, ErrNotEncoderTarget);
+//   - each endpoint advertises the ServerInfo.engine_role and
+//     ModelInfo.encoder.role of its role (CONTRACT section 1: the baseline
+//     is AGGREGATED/NONE, so a baseline pointed at the consumer is caught);
+//     every declared topology has its endpoints; every declared backend is
+//     known and accepted by every consumer, and the producer publishes on
+//     one of them; every endpoint runs the same preset
+//     (ServerInfo.extra["baton.preset"]) and model (GetModelInfo model_id,
+//     served_model_name); with observables: true every endpoint but D
+//     carries the CONTRACT section 4 counters; with test_hooks: true the
+//     producer and the baseline honour a test hook (baton.omit_content_hash,
+//     baton.encoder_fail: effects the answer shows, no timing); over the
+//     shared directory each consumer can claim a fresh entry of the
+//     producer (a publish of one tiny image, released after). Each problem
+//     wraps ErrProfileMismatch.
+//
+// Each call is bounded by ProbeTimeout; endpoints are probed concurrently,
+// and the preflight takes well under a second on the tiny preset.
 //
 // It returns nil, or one error listing every problem, one per line, e.g.
 //
 //	check: endpoint unreachable: producer endpoint: GetServerInfo = code Unavailable: connection refused (each probe call waits at most 5s)
-//	check: endpoint does not speak baton.encoder.v1: consumer endpoint: ModelInfo.encoder (field 100) is missing (model "tiny"; want role ENCODER_ROLE_CONSUMER)
+//	check: the profile does not match the target: backends [shared_dir]: the consumer 127.0.0.1:7102 does not accept shared_dir (ModelInfo.encoder.backends [tcp])
 //
-// wrapping ErrNoEndpoints, ErrUnreachable or ErrNotEncoderTarget. The CLI
-// exits 3 on it (reports.ExitSetup).
+// wrapping ErrNoEndpoints, ErrUnreachable, ErrNotEncoderTarget or
+// ErrProfileMismatch. The CLI exits 3 on it (reports.ExitSetup).
 func Probe(ctx context.Context, tg target.Target) error {
-	type served struct {
-		role   target.Role
-		engine target.Engine
-	}
-	var roles []served
+	var infos []endpointInfo
 	for _, r := range probeRoles {
 		if e, ok := tg.Engine(r); ok && e != nil {
-			roles = append(roles, served{r, e})
+			infos = append(infos, endpointInfo{role: r, engine: e})
 		}
 	}
-	if len(roles) == 0 {
+	if len(infos) == 0 {
 		return fmt.Errorf("%w (profile %q: want endpoints for producer, consumer, ...)", ErrNoEndpoints, tg.Profile().Name)
 	}
-	model := tg.Profile().Model
-	errs := make([]error, len(roles))
+	profile := tg.Profile()
+	errs := make([]error, len(infos))
 	var wg sync.WaitGroup
-	for i, s := range roles {
+	for i := range infos {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = probeEngine(ctx, s.role, s.engine, model)
+			errs[i] = probeEngine(ctx, &infos[i], profile.Model)
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var problems []error
+	for _, line := range preflight(ctx, profile, infos) {
+		problems = append(problems, fmt.Errorf("%w: %s", ErrProfileMismatch, line))
+	}
+	return errors.Join(problems...)
 }
 
-// probeEngine checks one endpoint; the error names the sentinel first, then
-// the endpoint and what was missing.
-func probeEngine(ctx context.Context, role target.Role, e target.Engine, model string) error {
+// probeEngine asks one endpoint GetServerInfo and GetModelInfo and fills
+// ei; the error names the sentinel first, then the endpoint and what was
+// missing.
+func probeEngine(ctx context.Context, ei *endpointInfo, model string) error {
+	role, e := ei.role, ei.engine
 	callCtx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	si, err := e.GetServerInfo(callCtx)
 	cancel()
@@ -100,24 +124,26 @@ func probeEngine(ctx context.Context, role target.Role, e target.Engine, model s
 	if si.GetSchemaRevision() == 0 {
 		return fmt.Errorf("%w: %s endpoint: ServerInfo.schema_revision is 0 (want non-zero, 1 for openengine.v1)", ErrNotEncoderTarget, role)
 	}
-	want, checked := wantEncoderRole[role]
-	if !checked {
-		return nil
-	}
+	ei.server = si
 	callCtx, cancel = context.WithTimeout(ctx, ProbeTimeout)
 	mi, err := e.GetModelInfo(callCtx, model)
 	cancel()
 	if err != nil {
 		return callError(role, fmt.Sprintf("GetModelInfo(model %q)", model), err)
 	}
+	ei.model = mi
+	want, checked := wantEncoderRole[role]
+	if !checked {
+		return nil
+	}
 	caps := mi.GetEncoder()
 	if caps == nil {
 		return fmt.Errorf("%w: %s endpoint: ModelInfo.encoder (field 100) is missing (model %q; want role %s)", ErrNotEncoderTarget, role, model, want)
 	}
-	if got := caps.GetRole(); got != want {
-		return fmt.Errorf("%w: %s endpoint: ModelInfo.encoder.role = %s; want %s (model %q)", ErrNotEncoderTarget, role, got, want, model)
+	if caps.GetRole() == pb.EncoderRole_ENCODER_ROLE_UNSPECIFIED {
+		return fmt.Errorf("%w: %s endpoint: ModelInfo.encoder.role = %s; want %s (model %q)", ErrNotEncoderTarget, role, caps.GetRole(), want, model)
 	}
-	return nil
+	return nil // a definite other role is the preflight's (a profile pointing at the wrong process)
 }
 
 // callError classifies a failed probe call: no answer (UNAVAILABLE,

@@ -44,6 +44,12 @@ func (f *fakeEngine) GetModelInfo(ctx context.Context, model string) (*pb.ModelI
 	return f.modelInfo, nil
 }
 
+// Generate answers UNIMPLEMENTED: the preflight's publishes find nothing
+// to check on these fakes (preflight_test.go has engines that publish).
+func (f *fakeEngine) Generate(context.Context, *pb.GenerateRequest) (*target.GenerateResult, error) {
+	return &target.GenerateResult{Status: status.New(codes.Unimplemented, "fake")}, nil
+}
+
 func engineWith(role pb.EncoderRole) *fakeEngine {
 	return &fakeEngine{
 		serverInfo: &pb.ServerInfo{EngineName: "fake", SchemaRevision: 1},
@@ -80,8 +86,8 @@ func TestProbe(t *testing.T) {
 			edit: func(m map[target.Role]target.Engine) {
 				m[target.RoleConsumer] = engineWith(pb.EncoderRole_ENCODER_ROLE_PRODUCER)
 			},
-			wantErr: ErrNotEncoderTarget,
-			wantIn:  []string{"consumer endpoint", "ENCODER_ROLE_PRODUCER", "want ENCODER_ROLE_CONSUMER"},
+			wantErr: ErrProfileMismatch,
+			wantIn:  []string{"endpoints.consumer", "ENCODER_ROLE_PRODUCER", "is ENGINE_ROLE_AGGREGATED and ENCODER_ROLE_CONSUMER", "pointed at the wrong process"},
 		},
 		{
 			name: "producer advertising no role",
@@ -96,8 +102,8 @@ func TestProbe(t *testing.T) {
 			edit: func(m map[target.Role]target.Engine) {
 				m[target.RolePrefill] = engineWith(pb.EncoderRole_ENCODER_ROLE_NONE)
 			},
-			wantErr: ErrNotEncoderTarget,
-			wantIn:  []string{"prefill endpoint", "want ENCODER_ROLE_CONSUMER"},
+			wantErr: ErrProfileMismatch,
+			wantIn:  []string{"endpoints.prefill", "ENCODER_ROLE_NONE", "ENGINE_ROLE_PREFILL and ENCODER_ROLE_CONSUMER"},
 		},
 		{
 			name: "schema revision 0",

@@ -166,7 +166,11 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 
 	profile := tg.Profile()
 	rec := NewRecorder(currentCase, time.Now)
-	suite.SetTarget(wrapTarget(tg, opts.CaseTimeout, rec))
+	g := newGuard(tg, suiteDeclared())
+	g.start(ctx)
+	activeGuard.Store(g)
+	defer activeGuard.Store(nil)
+	suite.SetTarget(wrapTarget(tg, opts.CaseTimeout, rec, g))
 
 	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
 	// Only the cases of the claimed levels run (CONTRACT section 5: the
@@ -193,9 +197,9 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 
 	if opts.Progress != nil {
 		opts.Progress.Start(countSelected(suiteConfig.LabelFilter))
-		suite.SetCaseObserver(func(name string, outcome suite.Outcome) { opts.Progress.Done(name, string(outcome)) })
+		activeProgress.Store(&progressSink{opts.Progress}) // each case's adjusted outcome (availability.go)
 		defer func() {
-			suite.SetCaseObserver(nil)
+			activeProgress.Store(nil)
 			opts.Progress.Finish()
 		}()
 	}
@@ -235,7 +239,7 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		return reports.Results{}, err
 	}
 
-	res := reports.Summarize(CasesFromReports(ginkgoReports), levels)
+	res := reports.Summarize(g.apply(CasesFromReports(ginkgoReports)), levels)
 	res.Tool = Tool
 	res.BatonVersion, res.BatonCommit = BatonVersion(), BatonCommit()
 	res.SpecRevision = SpecRevision
@@ -256,10 +260,16 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		if c.Outcome == reports.Failed || c.Outcome == reports.Error {
 			res.Cases[i].Transcript, res.Cases[i].TranscriptDroppedCalls = rec.Transcript(c.Name)
 		}
+		res.Cases[i].Backends = rec.Backends(c.Name)
 	}
 	res.HandoffLatency = rec.Latencies()
+	if strings.TrimSpace(opts.LabelFilter) != "" {
+		// A filtered run checked only some rules of its levels: it reports
+		// them, but claims no level.
+		res.WithholdLevels(reports.NoLevelVerdictFiltered)
+	}
 	if opts.Certify {
-		c := reports.IssueCertificate(res, claimed, profile.Topologies, profile.Backends)
+		c := reports.IssueCertificate(res, claimed, profile.Topologies, profile.Backends, FeatureRules()...)
 		res.Certificate = &c
 	}
 
@@ -277,6 +287,17 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 		fmt.Fprintln(out, res.Certificate.Line())
 	}
 	return res, nil
+}
+
+// FeatureRules are the suite's feature rules (suite.FeatureRules) as the
+// certificate takes them: a certificate lists each security feature whose
+// rule passed (CONTRACT section 5).
+func FeatureRules() []reports.FeatureRule {
+	var out []reports.FeatureRule
+	for _, f := range suite.FeatureRules() {
+		out = append(out, reports.FeatureRule{Rule: f.Rule, Feature: f.Feature})
+	}
+	return out
 }
 
 // ClaimedFilter is the Ginkgo label filter a run uses: the cases of the

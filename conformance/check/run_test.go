@@ -102,6 +102,9 @@ func TestRun(t *testing.T) {
 	if res.Certificate != nil {
 		t.Errorf("an ordinary run carries a certificate: %+v", res.Certificate)
 	}
+	if len(res.Levels) != 0 || res.NoLevelVerdict != reports.NoLevelVerdictFiltered {
+		t.Errorf("a filtered run has level verdicts %v (no_level_verdict %q); want none: it claims no level", res.Levels, res.NoLevelVerdict)
+	}
 	if res.ClaimedLevel != "lifecycle" || res.GPU == nil {
 		t.Errorf("claimed level %q, gpu %v; want lifecycle and an empty inventory", res.ClaimedLevel, res.GPU)
 	}
@@ -128,7 +131,7 @@ func TestRun(t *testing.T) {
 		"ERROR S-1   harness error: dial producer: connection refused",
 		"N/A   B-1   not applicable: target serves no baseline",
 		"N/V   X-1   not verifiable: profile declares no test hooks",
-		"verdict: failed",
+		"verdict: failed (no level verdict: filtered)",
 	} {
 		if !strings.Contains(text, line) {
 			t.Errorf("output lacks %q", line)

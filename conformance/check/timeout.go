@@ -10,18 +10,20 @@ import (
 // Profile().CaseTimeout replaced when caseTimeout > 0 (which is how
 // Options.CaseTimeout reaches the suite's per-case SpecTimeout; the suite
 // reads the profile's case_timeout when RunSpecs builds the spec tree) and,
-// with a Recorder, every engine wrapped so each call is recorded.
+// with a Recorder, every engine wrapped so each call is recorded, and with
+// a guard, every engine behind the guard's gate (availability.go).
 type runTarget struct {
 	target.Target
 	caseTimeout time.Duration
 	rec         *Recorder
+	guard       *guard
 }
 
 // wrapTarget returns tg wrapped as a runTarget that still implements the
 // optional capabilities tg implements (target.FaultInjector,
 // target.Restarter), so a case that type-asserts them sees the same target.
-func wrapTarget(tg target.Target, caseTimeout time.Duration, rec *Recorder) target.Target {
-	rt := &runTarget{Target: tg, caseTimeout: caseTimeout, rec: rec}
+func wrapTarget(tg target.Target, caseTimeout time.Duration, rec *Recorder, g *guard) target.Target {
+	rt := &runTarget{Target: tg, caseTimeout: caseTimeout, rec: rec, guard: g}
 	fi, isFI := tg.(target.FaultInjector)
 	rs, isRS := tg.(target.Restarter)
 	switch {
@@ -54,12 +56,19 @@ func (t *runTarget) Profile() target.Profile {
 	return p
 }
 
-// Engine implements target.Target: the endpoint of role, recorded when the
-// run records.
+// Engine implements target.Target: the endpoint of role, behind the
+// guard's gate and recorded when the run has them (the transcript shows
+// the guard's answers too).
 func (t *runTarget) Engine(role target.Role) (target.Engine, bool) {
 	e, ok := t.Target.Engine(role)
-	if !ok || e == nil || t.rec == nil {
+	if !ok || e == nil {
 		return e, ok
 	}
-	return t.rec.Engine(role, e), true
+	if t.guard != nil {
+		e = t.guard.Engine(role, e)
+	}
+	if t.rec != nil {
+		e = t.rec.Engine(role, e)
+	}
+	return e, true
 }

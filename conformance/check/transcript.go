@@ -38,9 +38,10 @@ type Recorder struct {
 }
 
 type caseLog struct {
-	start   time.Time
-	calls   []reports.Call
-	dropped int
+	start    time.Time
+	calls    []reports.Call
+	dropped  int
+	backends []string // of the consumes that answered OK, sorted
 }
 
 // NewRecorder returns a Recorder that files calls under keyOf's case name
@@ -59,6 +60,17 @@ func (r *Recorder) Transcript(caseName string) ([]reports.Call, int) {
 		return nil, 0
 	}
 	return slices.Clone(cl.calls), cl.dropped
+}
+
+// Backends returns the backends caseName handed off over (each consume
+// that answered OK, by EncoderCacheRef.backend), sorted.
+func (r *Recorder) Backends(caseName string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cl := r.cases[caseName]; cl != nil {
+		return slices.Clone(cl.backends)
+	}
+	return nil
 }
 
 // Latencies returns the recorded handoff latencies per (topology, phase),
@@ -96,8 +108,9 @@ func (r *Recorder) Latencies() []reports.LatencySeries {
 	return out
 }
 
-// record files one finished call.
-func (r *Recorder) record(role target.Role, method, request string, start time.Time, code, response, phase string) {
+// record files one finished call; backend is the backend a consume that
+// answered OK handed off over ("" for any other call).
+func (r *Recorder) record(role target.Role, method, request string, start time.Time, code, response, phase, backend string) {
 	name, labels := r.keyOf()
 	if name == "" {
 		return
@@ -123,6 +136,10 @@ func (r *Recorder) record(role target.Role, method, request string, start time.T
 			StartMs:   float64(start.Sub(cl.start).Microseconds()) / 1000,
 			LatencyMs: latencyMs,
 		})
+	}
+	if backend != "" && !slices.Contains(cl.backends, backend) {
+		cl.backends = append(cl.backends, backend)
+		slices.Sort(cl.backends)
 	}
 	if phase != "" && code == "OK" {
 		k := [2]string{topologyOf(labels, role), phase}
@@ -179,7 +196,11 @@ func (e *recordingEngine) Generate(ctx context.Context, req *pb.GenerateRequest)
 		phase = reports.PhaseConsume
 	}
 	code, resp := generateSummary(res, err)
-	e.rec.record(e.role, "Generate", GenerateRequestSummary(req), start, code, resp, phase)
+	backend := ""
+	if phase == reports.PhaseConsume && code == "OK" && res.EngineError() == nil {
+		backend = req.GetEncoder().GetConsume().GetBackend()
+	}
+	e.rec.record(e.role, "Generate", GenerateRequestSummary(req), start, code, resp, phase, backend)
 	return res, err
 }
 
@@ -190,7 +211,7 @@ func (e *recordingEngine) GetServerInfo(ctx context.Context) (*pb.ServerInfo, er
 	if err == nil {
 		resp = fmt.Sprintf("role %s, instance %s, schema_revision %d", si.GetEngineRole(), si.GetInstanceId(), si.GetSchemaRevision())
 	}
-	e.rec.record(e.role, "GetServerInfo", "", start, code, resp, "")
+	e.rec.record(e.role, "GetServerInfo", "", start, code, resp, "", "")
 	return si, err
 }
 
@@ -205,7 +226,7 @@ func (e *recordingEngine) GetModelInfo(ctx context.Context, model string) (*pb.M
 			resp += fmt.Sprintf(" (role %s)", enc.GetRole())
 		}
 	}
-	e.rec.record(e.role, "GetModelInfo", fmt.Sprintf("model=%q", model), start, code, resp, "")
+	e.rec.record(e.role, "GetModelInfo", fmt.Sprintf("model=%q", model), start, code, resp, "", "")
 	return mi, err
 }
 
@@ -216,7 +237,7 @@ func (e *recordingEngine) GetLoad(ctx context.Context) (*pb.LoadInfo, error) {
 	if err == nil {
 		resp = loadSummary(li)
 	}
-	e.rec.record(e.role, "GetLoad", "", start, code, resp, "")
+	e.rec.record(e.role, "GetLoad", "", start, code, resp, "", "")
 	return li, err
 }
 
@@ -232,7 +253,7 @@ func (e *recordingEngine) Health(ctx context.Context) (*pb.HealthResponse, error
 			}
 		}
 	}
-	e.rec.record(e.role, "Health", "", start, code, resp, "")
+	e.rec.record(e.role, "Health", "", start, code, resp, "", "")
 	return h, err
 }
 
@@ -246,7 +267,7 @@ func (e *recordingEngine) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.
 			resp += ": " + m
 		}
 	}
-	e.rec.record(e.role, "Abort", AbortRequestSummary(req), start, code, resp, "")
+	e.rec.record(e.role, "Abort", AbortRequestSummary(req), start, code, resp, "", "")
 	return a, err
 }
 
@@ -260,7 +281,7 @@ func (e *recordingEngine) Shutdown(ctx context.Context, req *pb.ShutdownRequest)
 			resp += ": " + m
 		}
 	}
-	e.rec.record(e.role, "Shutdown", fmt.Sprintf("expected_instance_id=%q", req.GetExpectedInstanceId()), start, code, resp, "")
+	e.rec.record(e.role, "Shutdown", fmt.Sprintf("expected_instance_id=%q", req.GetExpectedInstanceId()), start, code, resp, "", "")
 	return s, err
 }
 

@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -72,7 +73,7 @@ func TestRecorderTranscriptAndRedaction(t *testing.T) {
 	labels := []string{"SU-2", "level:core", "topology:E+PD"}
 	clock := &fakeClock{t: time.Unix(0, 0)}
 	rec := NewRecorder(func() (string, []string) { return current, labels }, clock.now)
-	tg := wrapTarget(target.NewStatic(target.Profile{Name: "x"}, map[target.Role]target.Engine{target.RoleProducer: prod, target.RoleConsumer: cons}), 0, rec)
+	tg := wrapTarget(target.NewStatic(target.Profile{Name: "x"}, map[target.Role]target.Engine{target.RoleProducer: prod, target.RoleConsumer: cons}), 0, rec, nil)
 	p, _ := tg.Engine(target.RoleProducer)
 	c, _ := tg.Engine(target.RoleConsumer)
 	ctx := context.Background()
@@ -127,6 +128,9 @@ func TestRecorderTranscriptAndRedaction(t *testing.T) {
 	if len(lat) != 1 || lat[0].Topology != "E+PD" || lat[0].Phase != reports.PhasePublish || len(lat[0].SamplesMs) != 1 {
 		t.Errorf("latencies %+v; want one E+PD publish sample", lat)
 	}
+	if b := rec.Backends("SU-2 replay"); len(b) != 0 {
+		t.Errorf("backends %v after a rejected consume; want none (nothing was handed off)", b)
+	}
 }
 
 func TestRecorderBounds(t *testing.T) {
@@ -154,6 +158,29 @@ func TestRecorderBounds(t *testing.T) {
 	lat := rec.Latencies()
 	if len(lat) != 1 || lat[0].Topology != "E+P+D" || lat[0].Phase != reports.PhaseConsume || len(lat[0].SamplesMs) != n {
 		t.Errorf("latencies %+v; want %d E+P+D consume samples", lat, n)
+	}
+}
+
+// TestRecorderBackends: the backends a case handed off over are those of
+// its consumes that answered OK, each once, sorted.
+func TestRecorderBackends(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	rec := NewRecorder(func() (string, []string) { return "B-1 x", nil }, clock.now)
+	ok := rec.Engine(target.RoleConsumer, &cannedEngine{gen: &target.GenerateResult{Status: status.New(codes.OK, "")}})
+	bad := rec.Engine(target.RoleConsumer, &cannedEngine{gen: &target.GenerateResult{Status: status.New(codes.FailedPrecondition, "N-1")}})
+	consume := func(backend string) *pb.GenerateRequest {
+		return &pb.GenerateRequest{Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: &pb.EncoderCacheRef{Backend: backend}}}}
+	}
+	for _, b := range []string{"tcp", "shared_dir", "tcp"} {
+		if _, err := ok.Generate(context.Background(), consume(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := bad.Generate(context.Background(), consume("cuda_ipc")); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Backends("B-1 x"); !slices.Equal(got, []string{"shared_dir", "tcp"}) {
+		t.Errorf("backends = %v; want [shared_dir tcp] (the rejected cuda_ipc consume handed nothing off)", got)
 	}
 }
 
@@ -185,7 +212,7 @@ type faultyTarget struct {
 
 func TestWrapTargetKeepsCapabilities(t *testing.T) {
 	base := target.NewStatic(target.Profile{CaseTimeout: time.Minute}, nil)
-	w := wrapTarget(faultyTarget{Static: base}, 3*time.Second, nil)
+	w := wrapTarget(faultyTarget{Static: base}, 3*time.Second, nil, nil)
 	if _, ok := w.(target.FaultInjector); !ok {
 		t.Error("the wrapped target lost FaultInjector")
 	}
@@ -195,7 +222,7 @@ func TestWrapTargetKeepsCapabilities(t *testing.T) {
 	if w.Profile().CaseTimeout != 3*time.Second {
 		t.Errorf("case timeout %v; want 3s", w.Profile().CaseTimeout)
 	}
-	plain := wrapTarget(base, 0, nil)
+	plain := wrapTarget(base, 0, nil, nil)
 	if _, ok := plain.(target.FaultInjector); ok {
 		t.Error("a plain target gained FaultInjector")
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,12 +22,17 @@ import (
 // handoff property against the mutant's topology).
 const killColumnChecks = 100
 
-// maxShrunkActions is the longest shrunk counterexample the props column
-// accepts (issue #3: "shrunk counterexample <= 10 actions").
+// maxShrunkActions is the longest counterexample the props column accepts
+// (issue #3: "shrunk counterexample <= 10 actions").
 const maxShrunkActions = 10
 
 // simColumnSeeds is the sim column's budget per mutant.
 const simColumnSeeds = 2000
+
+var (
+	exploreFlag = flag.Bool("e2e.explore", false, "kill table: draw a fresh rapid seed per row and shrink counterexamples (make mutants-explore); without it every row uses its fixed seed (Mutant.Seed) and reports the first failing check unshrunk, the same on every run")
+	seedFlag    = flag.Uint64("e2e.seed", 0, "kill table: the rapid seed of every row's props column (reproduces an explore run's row)")
+)
 
 // killVerdict is one cell of the kill table.
 type killVerdict struct {
@@ -41,13 +47,22 @@ var suiteColumn = map[string]killVerdict{}
 // TestMutantKillTableColumns prints the kill table, mutant x {suite, props,
 // sim}, and fails unless every column kills every mutant:
 //   - suite: the cases of the mutant's rule against real engine processes
-//     (TestMutantKillTable, run first by `make mutants`);
+//     (TestMutantKillTable, run first by `make mutants`), with no failed
+//     rule the mutant does not declare;
 //   - props: the one handoff property (conformance/props) against the
-//     topology the mutant lives in (propsTopology): killed within
-//     killColumnChecks checks, with a shrunk counterexample of at most
-//     maxShrunkActions actions;
+//     topology the mutant lives in (propsTopology), from the row's fixed
+//     seed (Mutant.Seed, printed): killed within killColumnChecks checks,
+//     the first failing check reported as found (not shrunk: shrinking is
+//     bounded by wall time, so its result would change with the machine's
+//     load) and at most maxShrunkActions actions long, reproduced the same
+//     way by rapid;
 //   - sim: the same broken decision in the simulator (Mutant.Sim), found by
 //     the simulator's own checkers within simColumnSeeds seeds.
+//
+// The verdicts, seeds, check counts and lengths are the same on every run
+// of one commit; only the times in parentheses change. With -e2e.explore
+// (make mutants-explore) each row draws a fresh seed and shrinks, to find
+// rows whose kill depends on the draw.
 //
 // Every simulator mutant must be the counterpart of a conformance mutant,
 // so that no row has a column it cannot be killed in.
@@ -55,8 +70,8 @@ func TestMutantKillTableColumns(t *testing.T) {
 	type row struct {
 		name, rule          string
 		suite, props, simul killVerdict
+		seed                uint64
 		propsTime           time.Duration
-		secondRun           bool
 	}
 	var rows []row
 	counterpart := map[string]bool{}
@@ -65,35 +80,40 @@ func TestMutantKillTableColumns(t *testing.T) {
 	}
 	for _, m := range mutants.All() {
 		t.Run(m.Name, func(t *testing.T) {
-			r := row{name: m.Name, rule: m.Rule, suite: killVerdict{cell: "not run"}}
+			r := row{name: m.Name, rule: m.Rule, suite: killVerdict{cell: "not run"}, seed: m.Seed()}
 			if v, ok := suiteColumn[m.Name]; ok {
 				r.suite = v
 				if !v.killed {
-					t.Errorf("mutant %s (%s) survived the suite", m.Name, m.Rule)
+					t.Errorf("mutant %s (%s) survived the suite, or failed rules it does not declare (TestMutantKillTable)", m.Name, m.Rule)
 				}
 			}
-			rep := propsColumn(t, m)
-			if !rep.Passed && rep.Actions > maxShrunkActions {
+			switch {
+			case *seedFlag != 0:
+				r.seed = *seedFlag
+			case *exploreFlag:
+				r.seed = 0 // props.Run draws one and reports it
+			}
+			rep := propsColumn(t, m, r.seed, *exploreFlag)
+			if !rep.Passed && rep.Actions > maxShrunkActions && *exploreFlag {
 				// rapid shrinks only while a replay fails with the same
 				// message, and a Lifecycle replay's timing (batches, held
 				// steps) can change it: a second run with a fresh seed,
 				// reported as such, before the length is judged.
 				t.Logf("props killed %s, but shrank only to %d actions (seed %d); running it once more", m.Name, rep.Actions, rep.Seed)
-				again := propsColumn(t, m)
+				again := propsColumn(t, m, 0, true)
 				again.Found += rep.Elapsed
-				rep, r.secondRun = again, true
+				rep = again
 			}
-			r.props, r.propsTime = propsCell(rep), rep.Found
-			if r.secondRun {
-				r.props.cell += " (2nd run)"
-			}
+			r.seed, r.props, r.propsTime = rep.Seed, propsCell(rep), rep.Found
 			switch {
 			case rep.Passed:
 				t.Errorf("mutant %s (%s: %s) survived %d checks of the handoff property (seed %d)", m.Name, m.Rule, m.Breaks, killColumnChecks, rep.Seed)
 			case rep.Actions > maxShrunkActions:
-				t.Errorf("mutant %s: the shrunk counterexample has %d actions; want <= %d (seed %d):\n%s", m.Name, rep.Actions, maxShrunkActions, rep.Seed, lastLines(rep.Output, 20))
+				t.Errorf("mutant %s: the counterexample has %d actions; want <= %d (seed %d):\n%s", m.Name, rep.Actions, maxShrunkActions, rep.Seed, lastLines(rep.Output, 20))
+			case rep.Flaky && !*exploreFlag:
+				t.Errorf("mutant %s: the failing check did not fail the same way when rapid ran it again (seed %d): its kill depends on the engine's timing; make the property's scenario for it directed:\n%s", m.Name, rep.Seed, lastLines(rep.Output, 20))
 			default:
-				t.Logf("props killed %s in %.2fs (%.1fs with shrinking; seed %d, %d actions):\n%s", m.Name, rep.Found.Seconds(), rep.Elapsed.Seconds(), rep.Seed, rep.Actions, lastLines(rep.Output, 12))
+				t.Logf("props killed %s in %.2fs (%.1fs in all; seed %d, after %d checks, %d actions):\n%s", m.Name, rep.Found.Seconds(), rep.Elapsed.Seconds(), rep.Seed, rep.ChecksPassed, rep.Actions, lastLines(rep.Output, 12))
 			}
 			r.simul = simColumn(t, m.Sim, m.Rule)
 			if !r.simul.killed {
@@ -115,7 +135,7 @@ func TestMutantKillTableColumns(t *testing.T) {
 	var lines []string
 	var times []time.Duration
 	for _, r := range rows {
-		lines = append(lines, fmt.Sprintf("%-38s %-5s %-14s %-26s %s", r.name, r.rule, r.suite.cell, r.props.cell, r.simul.cell))
+		lines = append(lines, fmt.Sprintf("%-38s %-5s %-17s %-20d %-42s %s", r.name, r.rule, r.suite.cell, r.seed, r.props.cell, r.simul.cell))
 		if r.props.killed {
 			times = append(times, r.propsTime)
 		}
@@ -125,25 +145,32 @@ func TestMutantKillTableColumns(t *testing.T) {
 	if len(times) > 0 {
 		median = fmt.Sprintf("%.2fs", times[len(times)/2].Seconds())
 	}
-	t.Logf("kill table (suite: cases of the rule on real processes; props: the handoff property; sim: the simulator's counterpart):\n%-38s %-5s %-14s %-26s %s\n%s\nprops time to kill (to the first failing check, before shrinking), median over %d mutants: %s (issue #3 target: < 2 s)",
-		"mutant", "rule", "suite", "props (found in, shrunk len)", "sim (first failing seed)", strings.Join(lines, "\n"), len(times), median)
+	mode := "fixed seeds, first failing check unshrunk"
+	if *exploreFlag {
+		mode = "explore: fresh seeds, shrunk"
+	}
+	t.Logf("kill table (%s; suite: cases on real processes; props: the handoff property; sim: the simulator's counterpart; times in parentheses):\n%-38s %-5s %-17s %-20s %-42s %s\n%s\nprops time to kill (to the first failing check), median over %d mutants: %s (issue #3 target: < 2 s)",
+		mode, "mutant", "rule", "suite", "props seed", "props", "sim (first failing seed)", strings.Join(lines, "\n"), len(times), median)
 }
 
-// propsColumn runs the handoff property against the topology m lives in.
-func propsColumn(t *testing.T, m mutants.Mutant) props.Report {
+// propsColumn runs the handoff property against the topology m lives in,
+// from seed (0: a fresh one); shrink makes rapid shrink the counterexample
+// (explore mode) instead of reporting the first failing check as found.
+func propsColumn(t *testing.T, m mutants.Mutant, seed uint64, shrink bool) props.Report {
 	t.Helper()
 	mk, cfg, cleanup := propsTopology(t, m)
 	defer cleanup()
-	// rapid's shrinking is bounded by time: a Lifecycle replay holds encoder
-	// steps (hundreds of ms), so it gets longer to reach the short sequence.
 	// Checks are kept short (6 actions on average): every scenario carries
-	// its own setup, and a short check stays short when a replay's timing
-	// on a shared engine stops rapid's shrinking early.
-	shrink, steps := 5*time.Second, 6
-	if m.Level == mutants.LevelLifecycle {
-		shrink = 10 * time.Second
+	// its own setup, so a first failing check is short without shrinking.
+	// Shrinking (explore mode) is bounded by time: a Lifecycle replay holds
+	// encoder steps (hundreds of ms), so it gets longer.
+	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: 6, Seed: seed, NoShrink: !shrink, NoFailFile: true}
+	if shrink {
+		opts.ShrinkTime = 5 * time.Second
+		if m.Level == mutants.LevelLifecycle {
+			opts.ShrinkTime = 10 * time.Second
+		}
 	}
-	opts := props.RunOptions{Name: t.Name(), Checks: killColumnChecks, Steps: steps, ShrinkTime: shrink, NoFailFile: true}
 	if cfg.Shutdown {
 		opts.Checks = killColumnChecks / 4
 	}
@@ -192,12 +219,18 @@ func propsTopology(t *testing.T, m mutants.Mutant) (props.Maker, props.Config, f
 	}
 }
 
-// propsCell renders one props verdict.
+// propsCell renders one props verdict: what is the same on every run of
+// a seed (the checks passed before the failing one, its length), then the
+// time to the failing check in parentheses.
 func propsCell(rep props.Report) killVerdict {
 	if rep.Passed {
-		return killVerdict{cell: fmt.Sprintf("SURVIVED %d checks", killColumnChecks)}
+		return killVerdict{cell: fmt.Sprintf("SURVIVED %d checks (%.1fs)", killColumnChecks, rep.Elapsed.Seconds())}
 	}
-	return killVerdict{killed: true, cell: fmt.Sprintf("KILLED %.2fs, %d actions", rep.Found.Seconds(), rep.Actions)}
+	flaky := ""
+	if rep.Flaky {
+		flaky = ", flaky replay"
+	}
+	return killVerdict{killed: true, cell: fmt.Sprintf("KILLED after %d checks, %d actions%s (%.2fs)", rep.ChecksPassed, rep.Actions, flaky, rep.Found.Seconds())}
 }
 
 // simColumn runs the simulator's counterpart name of a mutant of rule
@@ -215,7 +248,7 @@ func simColumn(t *testing.T, name, rule string) killVerdict {
 		}
 		for seed := uint64(1); seed <= simColumnSeeds; seed++ {
 			if r := sim.RunExecutorSeed(seed, mut); r.Err != nil {
-				return killVerdict{killed: true, cell: fmt.Sprintf("KILLED seed %d, %.2fs (executor world)", seed, time.Since(start).Seconds())}
+				return killVerdict{killed: true, cell: fmt.Sprintf("KILLED seed %d, executor world (%.2fs)", seed, time.Since(start).Seconds())}
 			}
 		}
 		return killVerdict{cell: fmt.Sprintf("SURVIVED seeds 1..%d (executor world)", simColumnSeeds)}
@@ -232,7 +265,7 @@ func simColumn(t *testing.T, name, rule string) killVerdict {
 			if r.Rule != rule {
 				return killVerdict{cell: fmt.Sprintf("seed %d failed %s, not %s", seed, r.Rule, rule)}
 			}
-			return killVerdict{killed: true, cell: fmt.Sprintf("KILLED seed %d, %.2fs", seed, time.Since(start).Seconds())}
+			return killVerdict{killed: true, cell: fmt.Sprintf("KILLED seed %d (%.2fs)", seed, time.Since(start).Seconds())}
 		}
 	}
 	return killVerdict{cell: fmt.Sprintf("SURVIVED seeds 1..%d", simColumnSeeds)}

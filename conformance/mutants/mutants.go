@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"image"
 	"os"
 	"path/filepath"
@@ -51,6 +52,45 @@ type Mutant struct {
 	// --test-hooks and claims the Lifecycle level, whose cases need the
 	// observables and test hooks).
 	Level string
+	// AlsoBreaks are the rules beyond Rule that the one broken decision
+	// breaks as well, as a documented consequence: rule ID -> one line
+	// saying why. The kill table fails a row in which any rule outside
+	// Rule and AlsoBreaks failed: that is a case asserting another rule's
+	// behaviour, or a cascade, and its verdict would be wrong about someone
+	// else's engine.
+	AlsoBreaks map[string]string
+	// PropsSeed is the rapid seed of the kill table's props column (0:
+	// DefaultPropsSeed of the name); pinned, with the reason, where the
+	// default draw does not kill the mutant within the column's checks.
+	PropsSeed uint64
+}
+
+// Declares reports whether rule is one the mutant declares it breaks
+// (Rule or AlsoBreaks).
+func (m Mutant) Declares(rule string) bool {
+	if rule == m.Rule {
+		return true
+	}
+	_, ok := m.AlsoBreaks[rule]
+	return ok
+}
+
+// Seed is the props column's rapid seed: PropsSeed, else
+// DefaultPropsSeed(m.Name).
+func (m Mutant) Seed() uint64 {
+	if m.PropsSeed != 0 {
+		return m.PropsSeed
+	}
+	return DefaultPropsSeed(m.Name)
+}
+
+// DefaultPropsSeed is a fixed seed derived from a mutant's name (FNV-1a,
+// 63 bits so it prints the same as a signed integer): the same row draws
+// the same checks on every run.
+func DefaultPropsSeed(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte("baton kill table/" + name))
+	return h.Sum64() >> 1
 }
 
 // Levels a mutant is killed at (CONTRACT section 5).
@@ -67,13 +107,24 @@ const (
 
 var all = []Mutant{
 	{Name: "su1-read-without-claim", Rule: "SU-1", Breaks: "the consumer reads an entry without claiming it by rename, so it can be consumed twice",
-		Sim: "read-without-claim", Apply: func(h *server.Hooks) { h.Claim = readWithoutClaim }},
+		Sim: "read-without-claim", Apply: func(h *server.Hooks) { h.Claim = readWithoutClaim },
+		AlsoBreaks: map[string]string{
+			"SU-2": "the claim is what spends a shared-directory entry: an entry read in place stays, so a replay of the consumed reference gets tokens again",
+			"SU-3": "the producer never sees a consumed entry claimed, so its Abort still releases it and answers ABORTED, not ALREADY_FINISHED",
+		}},
 	{Name: "su3-release-always-aborted", Rule: "SU-3", Sim: "release-always-aborted", Breaks: "Abort(encoder_cache) answers ABORTED every time",
 		Apply: func(h *server.Hooks) {
 			h.ReleaseAnswer = func(pb.AbortStatus) pb.AbortStatus { return pb.AbortStatus_ABORT_STATUS_ABORTED }
 		}},
 	{Name: "su4-malformed-consumes", Rule: "SU-4", Sim: "rejected-reference-claims", Breaks: "a rejected reference still claims the entry it names",
-		Apply: func(h *server.Hooks) { h.OnRejectedReference = server.ClaimAndDiscard }},
+		Apply: func(h *server.Hooks) { h.OnRejectedReference = server.ClaimAndDiscard },
+		AlsoBreaks: map[string]string{
+			"SU-5": "SU-5 says an altered reference consumes nothing; the rejection of a forged one claims the entry it names, which then no longer consumes",
+		},
+		// The kill needs a well-formed altered copy of a live reference and
+		// then a consume of the original (about one check in 30): the
+		// default seed's 100 checks draw none; seed 5 draws it in its 3rd.
+		PropsSeed: 5},
 	{Name: "su5-unsigned-references", Rule: "SU-5", Sim: "unsigned-references", Breaks: "the consumer does not verify a reference's tag, so forged references address any entry",
 		Apply: func(h *server.Hooks) { h.VerifyReference = func(handoff.Reference, []byte) error { return nil } }},
 	// With a tag over every byte, an oversize opaque state is also SU-4 (the
@@ -127,6 +178,9 @@ var all = []Mutant{
 	{Name: "b2-text-keyed-cache", Rule: "B-2", Sim: "text-keyed-cache", Breaks: "the prefix cache is keyed by token ids only, so two images with one prompt share an answer",
 		Apply: func(h *server.Hooks) {
 			h.PrefixKey = func(ids []uint32, _ []string) string { return fmt.Sprint(ids) }
+		},
+		AlsoBreaks: map[string]string{
+			"H-5": "every image with one prompt shares the first one's answer, so two different images sent with one uuid do too",
 		}},
 	{Name: "h5-uuid-identity", Rule: "H-5", Sim: "uuid-identity", Breaks: "MediaItem.uuid stands in for the content hash",
 		Apply: func(h *server.Hooks) {
@@ -153,17 +207,27 @@ var all = []Mutant{
 			}
 		}},
 	{Name: "c2-scatter-shifts-siblings", Rule: "C-2", Level: LevelLifecycle, Sim: "executor:c2-scatter-shifts-siblings", Breaks: "a batch's completion advances the item offset only past members still pending, so a cancelled member's slice goes to its next sibling",
-		Apply: func(h *server.Hooks) { h.ExecutorMutation.ScatterLiveOnly = true }},
+		Apply: func(h *server.Hooks) { h.ExecutorMutation.ScatterLiveOnly = true },
+		// The default seed's first failing check is 29 actions long and its
+		// replay depends on how the batch forms; seed 5 kills in the first
+		// check, in 3 actions, the same way on every run.
+		PropsSeed: 5},
 	{Name: "c3-view-kept-after-end", Rule: "C-3", Level: LevelLifecycle, Sim: "executor:c3-view-kept-after-end", Breaks: "a request that ends before its first context step keeps its view, so the batch's storage is never freed",
 		Apply: func(h *server.Hooks) { h.ExecutorMutation.KeepViewOnEnd = true }},
 	{Name: "c3-release-every-step", Rule: "C-3", Level: LevelLifecycle, Sim: "executor:c3-release-every-step", Breaks: "release is not idempotent: a decode loop releasing every step drops a view reference each time and frees the storage under its siblings",
-		Apply: func(h *server.Hooks) { h.ExecutorMutation.ReleaseEveryCall = true }},
+		Apply: func(h *server.Hooks) { h.ExecutorMutation.ReleaseEveryCall = true },
+		// The default seed's first failing check is 12 actions long (over
+		// the kill table's 10); seed 8 kills in the first check, in 1.
+		PropsSeed: 8},
 	{Name: "r1-context-computed-twice", Rule: "R-1", Level: LevelLifecycle, Sim: "executor:r1-context-computed-twice", Breaks: "the first context step computes the cross-attention KV twice per admission",
 		Apply: func(h *server.Hooks) { h.ContextTwice = true }},
 	{Name: "r2-recompute-skips-encoder", Rule: "R-2", Level: LevelLifecycle, Sim: "executor:r2-recompute-skips-encoder", Breaks: "a preempted request recomputes from the view it had, whose storage was freed, instead of running the encoder again",
 		Apply: func(h *server.Hooks) { h.RecomputeWithoutEncoder = true }},
 	{Name: "h2-missing-hash-keyed-by-tokens", Rule: "H-2", Level: LevelLifecycle, Sim: "missing-hash-keyed-by-tokens", Breaks: "an item without content hash is keyed in the prefix cache by its placeholder tokens alone (its fresh identity is left out of the key)",
-		Apply: func(h *server.Hooks) { h.PrefixKey = keyWithoutFreshIdentities }},
+		Apply: func(h *server.Hooks) { h.PrefixKey = keyWithoutFreshIdentities },
+		// The default seed's first failing check is 14 actions long (over
+		// the kill table's 10); seed 5 kills in the first check, in 3.
+		PropsSeed: 5},
 	{Name: "q3-free-source-on-failure", Rule: "Q-3", Topology: TopologyTCPFaults, Sim: "producer-frees-source-on-failure", Breaks: "the producer frees a transfer's source after a failure past the claim instead of quarantining it, while the WRITE may still read it",
 		Apply: func(h *server.Hooks) { h.FreeSourceOnTransferFailure = true }},
 	{Name: "x1-cleanup-failure-swallowed", Rule: "X-1", Level: LevelLifecycle, Sim: "cleanup-failure-swallowed", Breaks: "a removal that fails is logged and forgotten: Health stays READY and new handoffs are admitted",

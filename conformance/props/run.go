@@ -52,6 +52,11 @@ type RunOptions struct {
 	NoFailFile bool
 	// ShrinkTime bounds the shrinking of a failure (0 keeps rapid's 30 s).
 	ShrinkTime time.Duration
+	// NoShrink reports the first failing check as found, unshrunk: with a
+	// fixed Seed the counterexample (its actions, its length) is then the
+	// same on every run, however fast the machine is (rapid's shrinking is
+	// bounded by wall time). It overrides ShrinkTime.
+	NoShrink bool
 	// Out receives rapid's log and the failure.
 	Out io.Writer
 	// Reproduce, when set, replaces rapid's reproduce line ("To reproduce,
@@ -95,6 +100,13 @@ type Report struct {
 	// Actions is the length of the shrunk failing sequence (the actions
 	// that ran in rapid's final replay); 0 when passed.
 	Actions int
+	// ChecksPassed is the number of checks that passed before the failing
+	// one (rapid's "failed after N tests"); with a fixed Seed it is the same
+	// on every run of a deterministic target.
+	ChecksPassed int
+	// Flaky: the failing check did not fail the same way when rapid ran it
+	// again (the target's timing decided it).
+	Flaky bool
 }
 
 var runMu sync.Mutex
@@ -143,6 +155,9 @@ func Run(prop func(*rapid.T), opts RunOptions) Report {
 	}
 	if opts.ShrinkTime > 0 {
 		set("rapid.shrinktime", opts.ShrinkTime.String())
+	}
+	if opts.NoShrink {
+		set("rapid.shrinktime", time.Nanosecond.String())
 	}
 	if stateDir != "" {
 		back, err := enterStateDir(stateDir)
@@ -195,6 +210,12 @@ func Run(prop func(*rapid.T), opts RunOptions) Report {
 		if i := strings.LastIndex(rep.Output, "Failed test output:"); i >= 0 {
 			rep.Actions = strings.Count(rep.Output[i:], stepPrefix)
 		}
+		for _, prefix := range []string{"[rapid] failed after ", "[rapid] panic after "} {
+			if i := strings.Index(rep.Output, prefix); i >= 0 {
+				fmt.Sscanf(rep.Output[i+len(prefix):], "%d", &rep.ChecksPassed)
+			}
+		}
+		rep.Flaky = strings.Contains(rep.Output, "[rapid] flaky test")
 	}
 	return rep
 }

@@ -75,7 +75,26 @@ type Case struct {
 	// ViaPrefill marks the E+P+D copy of a consumer case: Execute runs Run
 	// with P as the consumer and D decoding its KV sessions (faults.go).
 	ViaPrefill bool
+	// TakesDown declares that the case may leave an endpoint down, draining
+	// or NOT_READY on purpose (Abort(all_requests), an instance it poisons
+	// and does not restart); Destructive implies it (MayTakeDown). The
+	// runner probes every endpoint after each case (conformance/check): an
+	// endpoint that went away during a case that declares neither fails
+	// the case's rule ("the target went down during this case"), and the
+	// cases after it are errors until the endpoint is READY again. Such
+	// cases run last, with the destructive ones.
+	TakesDown bool
+	// SendsShutdown marks a case that sends requests a conformant engine
+	// refuses but that take it down when wrongly accepted (Shutdown with an
+	// empty or foreign instance id, Abort(all_requests) from a client that
+	// is not the operator): it runs after every other case that does not
+	// take endpoints down, so a wrong answer costs only the cases after it.
+	SendsShutdown bool
 }
+
+// MayTakeDown reports whether the case declares that it may leave an
+// endpoint down, draining or NOT_READY (Destructive or TakesDown).
+func (c Case) MayTakeDown() bool { return c.Destructive || c.TakesDown }
 
 // Labels used on cases, beyond the rule ID and level.
 const (
@@ -136,7 +155,7 @@ func Cases() []Case {
 		{Rule: "N-2", Name: "N-2 text-only requests never touch the encoder", Run: N2TextOnlyBypassesEncoder, Labels: []string{LabelEPD}},
 
 		// S: shutdown (shutdown.go), non-destructive part.
-		{Rule: "S-1", Name: "S-1 Shutdown with an empty or foreign instance id is refused and changes nothing", Run: S1ShutdownIdentityChecked},
+		{Rule: "S-1", Name: "S-1 Shutdown with an empty or foreign instance id is refused and changes nothing", Run: S1ShutdownIdentityChecked, SendsShutdown: true},
 
 		// B: baseline equivalence (baseline.go).
 		{Rule: "B-1", Name: "B-1 E+PD answers and usage equal the aggregated baseline", Run: B1DisaggregatedMatchesBaseline, Labels: []string{LabelEPD, LabelNeedsBaseline}},
@@ -197,7 +216,18 @@ func Cases() []Case {
 	cs = append(cs, underFaults(cs)...)
 	cs = append(cs, eppdCopies(cs)...)
 	// Stable: keep the written order, move destructive cases after the others.
-	sort.SliceStable(cs, func(i, j int) bool { return !cs[i].Destructive && cs[j].Destructive })
+	// Then cases that send Shutdown, which a wrong answer obeys, then those
+	// that take endpoints down on purpose.
+	rank := func(c Case) int {
+		switch {
+		case c.MayTakeDown():
+			return 2
+		case c.SendsShutdown:
+			return 1
+		}
+		return 0
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return rank(cs[i]) < rank(cs[j]) })
 	return cs
 }
 

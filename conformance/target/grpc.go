@@ -91,6 +91,10 @@ func DialEngine(address string, opts ...DialOption) (*GRPCEngine, error) {
 // Close closes the connection.
 func (e *GRPCEngine) Close() error { return e.conn.Close() }
 
+// Address is the host:port the engine was dialled at (for messages that
+// name an endpoint).
+func (e *GRPCEngine) Address() string { return e.conn.Target() }
+
 // Generate implements Engine.
 func (e *GRPCEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*GenerateResult, error) {
 	ctx, cancel := context.WithCancel(ctx)

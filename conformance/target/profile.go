@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -67,6 +69,11 @@ func (c Config) MarshalYAML() (any, error) { return c.file(), nil }
 
 // MarshalJSON writes c with the profile file's keys, as MarshalYAML.
 func (c Config) MarshalJSON() ([]byte, error) { return json.Marshal(c.file()) }
+
+// KnownBackends are the backend names a profile may declare (WIRE.md
+// EncoderCacheRef.backend): a misspelt one is a configuration error, not a
+// backend no case can cover.
+var KnownBackends = []string{"shared_dir", "tcp", "cuda_ipc"}
 
 // DefaultCaseTimeout bounds one case when the profile gives no case_timeout.
 const DefaultCaseTimeout = 60 * time.Second
@@ -178,8 +185,8 @@ func (c *Config) finish() error {
 		}
 	}
 	for _, b := range c.Backends {
-		if b == "" {
-			return fmt.Errorf("%w: empty backend name in backends", ErrBadProfile)
+		if !slices.Contains(KnownBackends, b) {
+			return fmt.Errorf("%w: unknown backend %q in backends %v (want %s)", ErrBadProfile, b, c.Backends, strings.Join(KnownBackends, ", "))
 		}
 	}
 	if c.ReferenceFormat != "" && c.ReferenceFormat != ReferenceFormatBatonJSONv1 {
