@@ -231,25 +231,62 @@ func backendProblems(p target.Profile, infos []endpointInfo) []string {
 	return out
 }
 
-// identityProblems checks that every endpoint runs the same preprocessing
-// preset (ServerInfo.extra["baton.preset"], where advertised) and the same
-// model (GetModelInfo model_id and served_model_name), as CONTRACT section 4
-// lets the harness check. A preset mismatch is reported alone (the model
-// ids of two presets differ too).
+// identityProblems checks the endpoints' identities, implementation by
+// implementation (ServerInfo.engine_name): every endpoint of one
+// implementation runs the same preprocessing preset
+// (ServerInfo.extra["baton.preset"], where advertised) and the same model
+// (GetModelInfo model_id and served_model_name), as CONTRACT section 4
+// lets the harness check; a preset mismatch is reported alone (the model
+// ids of two presets differ too). Two implementations may meet in one
+// topology (a producer of one engine, a consumer of another: the
+// cross-implementation matrix), and then run models of their own; the
+// baseline must then be the consumer implementation's aggregated engine,
+// since it answers for what the consumer computes (the cases that compare
+// answers across the two models are not applicable, the suite decides).
 func identityProblems(infos []endpointInfo) []string {
-	if line := disagreement(infos, `preset: the endpoints run different presets (ServerInfo.extra["baton.preset"])`, func(ei endpointInfo) string {
-		return ei.server.GetExtra().GetFields()["baton.preset"].GetStringValue()
-	}); line != "" {
-		return []string{line}
+	byImpl := map[string][]endpointInfo{}
+	var impls []string
+	for _, ei := range infos {
+		name := ei.server.GetEngineName()
+		if _, seen := byImpl[name]; !seen {
+			impls = append(impls, name)
+		}
+		byImpl[name] = append(byImpl[name], ei)
 	}
 	var out []string
-	for _, f := range []struct {
-		field string
-		get   func(*pb.ModelInfo) string
-	}{{"model_id", (*pb.ModelInfo).GetModelId}, {"served_model_name", (*pb.ModelInfo).GetServedModelName}} {
-		if line := disagreement(infos, "model: the endpoints serve different models (GetModelInfo."+f.field+")", func(ei endpointInfo) string { return f.get(ei.model) }); line != "" {
+	for _, impl := range impls {
+		group := byImpl[impl]
+		if line := disagreement(group, `preset: the endpoints run different presets (ServerInfo.extra["baton.preset"])`, func(ei endpointInfo) string {
+			return ei.server.GetExtra().GetFields()["baton.preset"].GetStringValue()
+		}); line != "" {
 			out = append(out, line)
-			break
+			continue
+		}
+		for _, f := range []struct {
+			field string
+			get   func(*pb.ModelInfo) string
+		}{{"model_id", (*pb.ModelInfo).GetModelId}, {"served_model_name", (*pb.ModelInfo).GetServedModelName}} {
+			if line := disagreement(group, "model: the endpoints serve different models (GetModelInfo."+f.field+")", func(ei endpointInfo) string { return f.get(ei.model) }); line != "" {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	if len(impls) > 1 {
+		var base, cons *endpointInfo
+		for i := range infos {
+			switch infos[i].role {
+			case target.RoleBaseline:
+				base = &infos[i]
+			case target.RoleConsumer, target.RolePrefill:
+				if cons == nil {
+					cons = &infos[i]
+				}
+			}
+		}
+		if base != nil && cons != nil && base.server.GetEngineName() != cons.server.GetEngineName() {
+			out = append(out, fmt.Sprintf("endpoints.baseline: the %s is %q but the %s is %q; when two implementations meet in one topology the baseline is the consumer implementation's aggregated engine (ServerInfo.engine_name)",
+				base.where(), base.server.GetEngineName(), cons.where(), cons.server.GetEngineName()))
 		}
 	}
 	return out

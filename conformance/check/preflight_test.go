@@ -232,3 +232,33 @@ func TestPreflightUnknownBackend(t *testing.T) {
 		t.Errorf("ParseConfig = %v; want ErrBadProfile naming the unknown backend", err)
 	}
 }
+
+// identityInfo is a probe answer of one endpoint with the given engine
+// name, preset and model id.
+func identityInfo(role target.Role, engine, preset, model string) endpointInfo {
+	extra, _ := structpb.NewStruct(map[string]any{"baton.preset": preset})
+	return endpointInfo{role: role, server: &pb.ServerInfo{EngineName: engine, Extra: extra}, model: &pb.ModelInfo{ModelId: model, ServedModelName: model}}
+}
+
+// TestPreflightMixedImplementations: two implementations may meet in one
+// topology (the cross-implementation matrix), each on its own model; one
+// implementation on two presets is still a set-up mistake, and the
+// baseline must be the consumer implementation's.
+func TestPreflightMixedImplementations(t *testing.T) {
+	goE := identityInfo(target.RoleProducer, "baton-reference", "tiny", "baton-toy-tiny")
+	pyPD := identityInfo(target.RoleConsumer, "baton-py", "py-tiny", "baton-py/toy-vlm-1")
+	pyBase := identityInfo(target.RoleBaseline, "baton-py", "py-tiny", "baton-py/toy-vlm-1")
+	goBase := identityInfo(target.RoleBaseline, "baton-reference", "tiny", "baton-toy-tiny")
+	if got := identityProblems([]endpointInfo{goE, pyPD, pyBase}); len(got) != 0 {
+		t.Errorf("Go E + Python PD + Python baseline: problems %q; want none", got)
+	}
+	got := identityProblems([]endpointInfo{goE, pyPD, goBase})
+	if len(got) != 1 || !strings.Contains(got[0], "endpoints.baseline") || !strings.Contains(got[0], "consumer implementation's aggregated engine") {
+		t.Errorf("Go E + Python PD + Go baseline: problems %q; want one naming endpoints.baseline", got)
+	}
+	pyBaseOther := identityInfo(target.RoleBaseline, "baton-py", "py-small", "baton-py/toy-vlm-1")
+	got = identityProblems([]endpointInfo{goE, pyPD, pyBaseOther})
+	if len(got) != 1 || !strings.Contains(got[0], "different presets") || !strings.Contains(got[0], `"py-small"`) {
+		t.Errorf("one implementation on two presets: problems %q; want the preset line", got)
+	}
+}

@@ -203,6 +203,7 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 			opts.Progress.Finish()
 		}()
 	}
+	engines := Identities(ctx, tg) // before any case may take an endpoint down
 	started := time.Now()
 	// Ginkgo's default reporter writes to formatter.ColorableStdOut; point it
 	// at out for the run.
@@ -255,6 +256,7 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 	res.DurationMs = elapsed.Milliseconds()
 	res.LabelFilter = opts.LabelFilter
 	res.GPU = append([]reports.GPUDevice{}, opts.GPU...)
+	res.Engines = engines
 	AddRequirements(&res, list)
 	for i, c := range res.Cases {
 		if c.Outcome == reports.Failed || c.Outcome == reports.Error {

@@ -1,0 +1,41 @@
+package check
+
+import (
+	"context"
+
+	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/reports"
+)
+
+// Identities asks every endpoint of tg who it is (GetServerInfo,
+// GetModelInfo; ProbeTimeout each) and returns one identity per role, in
+// probe order (producer, consumer, prefill, decode, baseline). An endpoint
+// that does not answer keeps only its role and address: identities are
+// recorded for the reports (the cross-implementation matrix names a run's
+// producer and consumer by them), never judged here (Probe judges).
+func Identities(ctx context.Context, tg target.Target) []reports.EngineIdentity {
+	var out []reports.EngineIdentity
+	for _, r := range probeRoles {
+		e, ok := tg.Engine(r)
+		if !ok || e == nil {
+			continue
+		}
+		id := reports.EngineIdentity{Role: string(r)}
+		if a, ok := e.(interface{ Address() string }); ok {
+			id.Address = a.Address()
+		}
+		cctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+		if si, err := e.GetServerInfo(cctx); err == nil {
+			id.EngineName, id.EngineVersion = si.GetEngineName(), si.GetEngineVersion()
+			id.Preset = si.GetExtra().GetFields()["baton.preset"].GetStringValue()
+		}
+		cancel()
+		cctx, cancel = context.WithTimeout(ctx, ProbeTimeout)
+		if mi, err := e.GetModelInfo(cctx, tg.Profile().Model); err == nil {
+			id.Model = mi.GetModelId()
+		}
+		cancel()
+		out = append(out, id)
+	}
+	return out
+}
