@@ -121,34 +121,54 @@ func mustGenerate(t *testing.T, e *target.GRPCEngine, req *pb.GenerateRequest) c
 	return res.Code()
 }
 
-// TestCUDAIPCCopyFailureQuarantines: a device-to-device copy that fails
-// half-way is an uncertain outcome: the receive buffer and the mapping stay
-// the consumer turns NOT_READY, and at its drain the GPU is not
-// collected (S-3: only on a healthy consumer).
-func TestCUDAIPCCopyFailureQuarantines(t *testing.T) {
-	fake := xfer.NewFakeIPC()
-	_, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendCUDAIPC, IPCDevice: fake.Device(0)})
-	consumerSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendCUDAIPC}, IPCDevice: fake.Device(1)})
-	res, err := producer.Generate(context.Background(), ipcPublishReq(imageItem(t, "video-001.png")))
-	if err != nil || res.Code() != codes.OK {
-		t.Fatalf("publish: %v %v", res.Status, err)
-	}
-	fake.SetFaults(true, false, false)
-	if code := mustGenerate(t, consumer, ipcConsumeReq(res.EncoderReady().GetRef(), nil)); code != codes.Unavailable {
-		t.Errorf("Q-1 consume whose copy failed = %v, want UNAVAILABLE", code)
-	}
-	if s := healthOf(t, consumer); s != pb.HealthState_HEALTH_STATE_NOT_READY {
-		t.Errorf("Q-4 consumer after a failed copy is %v, want NOT_READY", s)
-	}
-	if opened, _, _ := fake.Counts(); opened != 1 {
-		t.Errorf("Q-1 %d mappings open after a failed copy, want 1 (kept, never closed)", opened)
-	}
-	_, _, closesBefore := fake.Counts()
-	if err := consumerSrv.Engine.Drain(time.Second); err != nil {
-		t.Errorf("S-4 drain of a quarantined but idle consumer: %v", err)
-	}
-	if opened, _, closes := fake.Counts(); opened != 1 || closes != closesBefore {
-		t.Errorf("S-3 an unhealthy consumer's drain closed mappings or the device (open %d, device closes %d -> %d)", opened, closesBefore, closes)
+// TestCUDAIPCCopyFailure: a device-to-device copy that fails half-way,
+// on a device that then synchronizes, fails the receive with UNAVAILABLE
+// and no quarantine: nothing runs on the device any more, so the mapping
+// is closed, the loan given back and the buffer freed. On a device
+// that cannot synchronize the buffer and the mapping stay quarantined for
+// the life of the process, the consumer is NOT_READY, and at
+// its drain the GPU is not collected (S-3: only on a healthy consumer).
+func TestCUDAIPCCopyFailure(t *testing.T) {
+	for _, syncFails := range []bool{false, true} {
+		name := "device synchronizes"
+		if syncFails {
+			name = "device cannot synchronize"
+		}
+		t.Run(name, func(t *testing.T) {
+			fake := xfer.NewFakeIPC()
+			_, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendCUDAIPC, IPCDevice: fake.Device(0)})
+			consumerSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendCUDAIPC}, IPCDevice: fake.Device(1)})
+			res, err := producer.Generate(context.Background(), ipcPublishReq(imageItem(t, "video-001.png")))
+			if err != nil || res.Code() != codes.OK {
+				t.Fatalf("publish: %v %v", res.Status, err)
+			}
+			fake.SetFaults(true, false, false)
+			fake.SetFailSync(syncFails)
+			if code := mustGenerate(t, consumer, ipcConsumeReq(res.EncoderReady().GetRef(), nil)); code != codes.Unavailable {
+				t.Errorf("consume whose copy failed = %v, want UNAVAILABLE", code)
+			}
+			consumerSrv.Engine.gpu.returns.Wait()
+			wantState, wantOpen := pb.HealthState_HEALTH_STATE_READY, 0
+			if syncFails {
+				wantState, wantOpen = pb.HealthState_HEALTH_STATE_NOT_READY, 1
+			}
+			if s := healthOf(t, consumer); s != wantState {
+				t.Errorf("Q-4 consumer after a failed copy is %v, want %v", s, wantState)
+			}
+			if opened, live, _ := fake.Counts(); opened != wantOpen || (!syncFails && live != 0) {
+				t.Errorf("after a failed copy %d mappings open and %d allocations live; want %d open (and nothing live when the device synchronized: the loan went back)", opened, live, wantOpen)
+			}
+			_, _, closesBefore := fake.Counts()
+			fake.SetFailSync(false)
+			if err := consumerSrv.Engine.Drain(time.Second); err != nil {
+				t.Errorf("S-4 drain of an idle consumer: %v", err)
+			}
+			if syncFails {
+				if opened, _, closes := fake.Counts(); opened != 1 || closes != closesBefore {
+					t.Errorf("S-3 an unhealthy consumer's drain closed mappings or the device (open %d, device closes %d -> %d)", opened, closesBefore, closes)
+				}
+			}
+		})
 	}
 }
 
