@@ -119,9 +119,9 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		trustedProducers: trustedProducers,
 		trustedConsumers: trustedConsumers,
 		logLimit:         newLogLimiter(),
-		failRemoval: map[string]bool{},
-		drained:     make(chan struct{}),
-		shutdown:    make(chan time.Duration, 1),
+		failRemoval:      map[string]bool{},
+		drained:          make(chan struct{}),
+		shutdown:         make(chan time.Duration, 1),
 	}
 	if e.fsys == nil {
 		e.fsys = shareddir.OSFS{}

@@ -8,9 +8,9 @@ import (
 	"net"
 	"time"
 
+	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
-	"github.com/baton-dev/baton/engine/handoff"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -72,7 +72,6 @@ func servingStatus(st handoff.HealthState) healthpb.HealthCheckResponse_ServingS
 	}
 	return healthpb.HealthCheckResponse_NOT_SERVING
 }
-
 
 // Run serves until ctx ends (SIGTERM: the same path as an accepted
 // Shutdown, S-1) or Shutdown is accepted, then drains: Health DRAINING, new
