@@ -133,7 +133,11 @@ func (p *Proxy) Addr() string { return p.listener.Addr().String() }
 // SetUpstream points the proxy at a new upstream target; calls already in
 // flight on the old one fail (their callers see UNAVAILABLE or CANCELLED).
 // It lets a harness start the proxy, advertise Addr, then start the producer.
-// Errors wrap ErrInvalidOptions.
+// Replacing an upstream also closes every caller connection, as the
+// replaced instance's own connections closed with it: a transparent proxy
+// keeps no connection alive that the upstream's end would have ended (a
+// consumer waits for those to close before it ends a quarantine, CONTRACT
+// Errors wrap ErrInvalidOptions.
 func (p *Proxy) SetUpstream(upstream string) error {
 	var cc *grpc.ClientConn
 	if upstream != "" {
@@ -148,9 +152,20 @@ func (p *Proxy) SetUpstream(upstream string) error {
 	p.upMu.Unlock()
 	if old != nil {
 		old.Close()
+		p.listener.cutAll()
 	}
 	return nil
 }
+
+// Refuse makes the proxy's address refuse connections (the port is
+// unbound: connect(2) fails with ECONNREFUSED) and closes every caller
+// connection, until Listen: a producer endpoint that refuses connections,
+// for the consumer's definite outcome of CONTRACT Q-2.
+func (p *Proxy) Refuse() { p.listener.refuse() }
+
+// Listen binds the proxy's address again after Refuse. Errors: the port
+// was taken meanwhile, or the proxy is closed.
+func (p *Proxy) Listen() error { return p.listener.listen() }
 
 func (p *Proxy) upstreamConn() *grpc.ClientConn {
 	p.upMu.Lock()

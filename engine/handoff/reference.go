@@ -147,8 +147,9 @@ func (r Reference) Seal(key []byte) []byte {
 // Errors, in the contract's precedence: ErrTooLarge (L-1: opaque state over
 // MaxOpaqueStateBytes), ErrMalformedReference (SU-4: not JSON, wrong types,
 // unknown or missing fields, nesting over MaxReferenceDepth, bad version or
-// shape), ErrForeignReference (SU-5: an id that is not 32 hex digits, a
-// producer instance id that is not a UUID), ErrMalformedHash (H-3).
+// shape), ErrMalformedHash (H-3), ErrForeignReference (SU-5: an id that is
+// not 32 hex digits, a producer instance id that is not a UUID; a caller
+// checks N-1 and SE-3, which come between, before reporting it).
 //
 // maxBytes is the L-1 bound (0 means MaxOpaqueStateBytes, the contract's).
 func ParseReference(backend, producerInstanceID string, opaque []byte, maxBytes int) (Reference, error) {
@@ -188,11 +189,10 @@ func ParseReference(backend, producerInstanceID string, opaque []byte, maxBytes 
 	if !ValidContentHash(*w.Tag) {
 		return Reference{}, rejectf(ErrMalformedReference, "SU-4 tag is not 64 lowercase hex digits")
 	}
-	if !ValidEntryID(*w.EntryID) {
-		return Reference{}, rejectf(ErrForeignReference, "SU-5 entry id %.40q is not 32 lowercase hex digits", *w.EntryID)
-	}
-	if !ValidInstanceID(producerInstanceID) {
-		return Reference{}, rejectf(ErrForeignReference, "SU-5 producer_instance_id %.40q is not an instance id", producerInstanceID)
+	for i, it := range w.Items { // SU-4 before H-3 (CONTRACT "which code wins")
+		if it.Rows == 0 || it.Cols == 0 || it.PayloadBytes() > MaxItemBytes {
+			return Reference{}, rejectf(ErrMalformedReference, "SU-4 item %d shape [%d, %d] out of range", i, it.Rows, it.Cols)
+		}
 	}
 	for i, it := range w.Items {
 		// An empty hash is a missing one: the consumer gives the item a
@@ -200,9 +200,13 @@ func ParseReference(backend, producerInstanceID string, opaque []byte, maxBytes 
 		if it.ContentHash != "" && !ValidContentHash(it.ContentHash) {
 			return Reference{}, rejectf(ErrMalformedHash, "H-3 item %d content hash %.70q is not 64 lowercase hex digits", i, it.ContentHash)
 		}
-		if it.Rows == 0 || it.Cols == 0 || it.PayloadBytes() > MaxItemBytes {
-			return Reference{}, rejectf(ErrMalformedReference, "SU-4 item %d shape [%d, %d] out of range", i, it.Rows, it.Cols)
-		}
+	}
+	// SU-5 after H-3: an id that is not one addresses nothing of the producer's.
+	if !ValidEntryID(*w.EntryID) {
+		return Reference{}, rejectf(ErrForeignReference, "SU-5 entry id %.40q is not 32 lowercase hex digits", *w.EntryID)
+	}
+	if !ValidInstanceID(producerInstanceID) {
+		return Reference{}, rejectf(ErrForeignReference, "SU-5 producer_instance_id %.40q is not an instance id", producerInstanceID)
 	}
 	return Reference{
 		Backend:            backend,

@@ -111,7 +111,7 @@ func (e *Engine) endCall(ctx context.Context, ci *callInfo, start time.Time, err
 	if st.Code() != codes.Canceled {
 		e.metrics.observeRejection(rule, st.Code().String())
 	}
-	ok, suppressed := e.logLimit.allow(rule, e.now())
+	ok, suppressed := e.logLimit.allow(rule)
 	if !ok {
 		return // counted in the metrics; its line is one of the next line's "suppressed"
 	}
@@ -193,6 +193,7 @@ const (
 // logLimiter is a token bucket per rule label.
 type logLimiter struct {
 	mu    sync.Mutex
+	now   func() time.Time // the clock (tests set it with setClock)
 	rules map[string]*logBucket
 }
 
@@ -202,13 +203,21 @@ type logBucket struct {
 	suppressed uint64
 }
 
-func newLogLimiter() *logLimiter { return &logLimiter{rules: map[string]*logBucket{}} }
+func newLogLimiter() *logLimiter { return &logLimiter{now: time.Now, rules: map[string]*logBucket{}} }
 
-// allow reports whether a line of rule may be logged at now and, if so,
-// how many lines of that rule were dropped since the last one.
-func (l *logLimiter) allow(rule string, now time.Time) (bool, uint64) {
+// setClock replaces the limiter's clock (tests).
+func (l *logLimiter) setClock(now func() time.Time) {
+	l.mu.Lock()
+	l.now = now
+	l.mu.Unlock()
+}
+
+// allow reports whether a line of rule may be logged now and, if so, how
+// many lines of that rule were dropped since the last one.
+func (l *logLimiter) allow(rule string) (bool, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.now()
 	b, ok := l.rules[rule]
 	if !ok {
 		b = &logBucket{tokens: logBurst, last: now}
