@@ -132,10 +132,24 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 		if err != nil {
 			_ = old.cmd.Process.Kill() // it did not accept Shutdown: no drain to wait for
 		}
-		// A draining instance answers no new handoff (S-2) and lingers
-		// a moment for repeated Shutdowns: the new one starts meanwhile,
-		// and Shutdown and Kill wait for the old one's exit.
-		t.retire(old)
+		if t.fixedPorts(name) {
+			// Others trust this role's ports (SE-3): the new instance
+			// takes them over once the old one has let them go.
+			select {
+			case <-old.exited:
+			case <-time.After(15 * time.Second):
+				_ = old.cmd.Process.Kill()
+				<-old.exited
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			_ = old.engine.Close()
+		} else {
+			// A draining instance answers no new handoff (S-2) and lingers
+			// a moment for repeated Shutdowns: the new one starts meanwhile,
+			// and Shutdown and Kill wait for the old one's exit.
+			t.retire(old)
+		}
 	}
 	p, err := t.start(ctx, name)
 	if err != nil {

@@ -103,11 +103,19 @@ eppd() {
 	# BATON_GPU_DEVICE=cpu BATON_GPU_BACKEND=tcp rehearses this part on a machine without a GPU.
 	local device=${BATON_GPU_DEVICE:-cuda:0} backend=${BATON_GPU_BACKEND:-cuda_ipc}
 	local common=(--listen 127.0.0.1:0 --device "$device" --preset "${BATON_GPU_PRESET:-base}" --producer-quota-bytes 268435456)
+	# The encoder starts first: the consumer trusts only its address (CONTRACT
+	# SE-3, --trusted-producers). A tcp encoder trusts the loopback host's
+	# transfer agents (this machine runs nothing else: a host entry, any port).
 	for role in encoder pd aggregated; do
 		local extra=()
 		case $role in
-		encoder) extra=(--backend "$backend") ;;
-		pd) extra=(--accept-backends "$backend") ;;
+		encoder) extra=(--backend "$backend" --trusted-consumers 127.0.0.1) ;;
+		pd)
+			if ! wait_ready "$dir/encoder.ready" "${pids[0]}"; then
+				break
+			fi
+			extra=(--accept-backends "$backend" --trusted-producers "$(cat "$dir/encoder.ready")")
+			;;
 		esac
 		rm -f "$dir/$role.ready"
 		"$BIN/baton" serve --role "$role" "${common[@]}" "${extra[@]}" --ready-file "$dir/$role.ready" >"$dir/$role.log" 2>&1 &
