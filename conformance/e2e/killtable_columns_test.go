@@ -49,6 +49,11 @@ var suiteColumn = map[string]killVerdict{}
 //   - sim: the same broken decision in the simulator (Mutant.Sim), found by
 //     the simulator's own checkers within simColumnSeeds seeds.
 //
+// A mutant whose decision neither the property nor the simulator models
+// (Mutant.SuiteOnly: trusted peers, refused connections, grpc.health.v1,
+// the proof that ends a quarantine) is judged by the suite alone; its props
+// and sim cells say why.
+//
 // Every simulator mutant must be the counterpart of a conformance mutant,
 // so that no row has a column it cannot be killed in.
 func TestMutantKillTableColumns(t *testing.T) {
@@ -71,6 +76,13 @@ func TestMutantKillTableColumns(t *testing.T) {
 				if !v.killed {
 					t.Errorf("mutant %s (%s) survived the suite", m.Name, m.Rule)
 				}
+			}
+			if m.SuiteOnly != "" {
+				// Only the suite can see this decision (Mutant.SuiteOnly).
+				r.props = killVerdict{killed: true, cell: "n/a (suite only)"}
+				r.simul = killVerdict{killed: true, cell: "n/a: " + m.SuiteOnly}
+				rows = append(rows, r)
+				return
 			}
 			rep := propsColumn(t, m)
 			if !rep.Passed && rep.Actions > maxShrunkActions {

@@ -405,6 +405,11 @@ func (t *Topology) Config() target.Config {
 			ProducerQuotaBytes: t.quota(),
 			ReferenceFormat:    "baton-json-v1",
 			CaseTimeout:        60 * time.Second,
+			// Every trust list launch passes names exact host:port entries
+			// of this topology's own ports (trustFlags): any other port on
+			// loopback is untrusted (SE-3).
+			UntrustedHost: "127.0.0.1",
+			AgentFormat:   target.AgentFormatBatonXferV1,
 		},
 		Endpoints: endpoints,
 	}

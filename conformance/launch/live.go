@@ -102,6 +102,17 @@ func (l *LiveTarget) TransferArrived(ctx context.Context, method string, n int) 
 	return l.topo.proxy.WaitArrived(ctx, method, n)
 }
 
+// RefuseProducerConnections implements target.ConnectionRefuser: the fault
+// proxy, which the consumers trust as the producer's control endpoint,
+// unbinds its port and closes its connections until restore.
+func (l *LiveTarget) RefuseProducerConnections(ctx context.Context) (func() error, error) {
+	if l.topo.proxy == nil {
+		return nil, fmt.Errorf("launch: this topology runs no fault proxy")
+	}
+	l.topo.proxy.Refuse()
+	return l.topo.proxy.Listen, nil
+}
+
 // Restart implements target.Restarter: it shuts the role's instance down
 // (Shutdown, else kill) and starts a fresh one with the same flags.
 func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {

@@ -62,12 +62,28 @@ func (e *Engine) enterQuarantine(q *quarantine, proofs []<-chan struct{}) {
 		e.log.Warn("quarantine kept for the life of the process: the backend cannot prove that nothing touches it any more (CONTRACT Q-6)", "quarantine", q.id)
 		return
 	}
+	if allClosed(proofs) {
+		e.endQuarantine(q.id) // proved already: it ends before the answer leaves
+		return
+	}
 	go func() {
 		for _, p := range proofs {
 			<-p
 		}
 		e.endQuarantine(q.id)
 	}()
+}
+
+// allClosed reports whether every channel is closed, without waiting.
+func allClosed(chs []<-chan struct{}) bool {
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // endQuarantine ends quarantine id once its proof arrived: counts
