@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-dev/baton/conformance/faultproxy"
 	"github.com/baton-dev/baton/conformance/target"
 	"github.com/baton-dev/baton/engine/xfer"
 	"github.com/baton-dev/baton/gpu/nvml"
@@ -384,4 +385,77 @@ func TestGPUHealthCheck(t *testing.T) {
 			t.Errorf("gpu check without a GPU = %v %q, want DEGRADED naming NVML's reason", gpu.GetState(), gpu.GetMessage())
 		}
 	}
+}
+
+// TestCUDAIPCLoansAreNotFreedByTime: a loan its consumer never gives back
+// is not freed by the collector however long it waits (the consumer may
+// still map it, CONTRACT Q-6); when the reply carrying a loan is lost, the
+// consumer gives the loan back with Abort (it never mapped it), so the
+// producer frees the source, and its own receive buffer stays quarantined
+// until the connections that carried the request have closed.
+func TestCUDAIPCLoansAreNotFreedByTime(t *testing.T) {
+	fake := xfer.NewFakeIPC()
+	proxy, err := faultproxy.New("", faultproxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	prodSrv, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendCUDAIPC, IPCDevice: fake.Device(0), AdvertiseControl: proxy.Addr(), TransferTimeout: 500 * time.Millisecond})
+	if err := proxy.SetUpstream(prodSrv.lis.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	consSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendCUDAIPC}, IPCDevice: fake.Device(1), TransferTimeout: 500 * time.Millisecond})
+	if err := consSrv.Engine.TrustPeers([]string{proxy.Addr()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	item := imageItem(t, "video-001.png")
+	// A loan taken by a client that never gives it back.
+	res, err := producer.Generate(ctx, ipcPublishReq(item))
+	if err != nil || res.Code() != codes.OK {
+		t.Fatalf("publish: %v %v", res.Status, err)
+	}
+	cc, err := grpc.NewClient(prodSrv.lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ref := res.EncoderReady().GetRef()
+	req := &pb.TransferEncoderCacheRequest{Ref: ref, TransferId: "keeper", ConsumerAgent: xfer.IPCPeer{Name: "keeper", Device: 1}.Marshal(),
+		Targets: []*pb.MemoryRegion{{Length: 196 * 512 * 4, DeviceId: 1, MemoryKind: "cuda"}}}
+	if _, err := pb.NewControlClient(cc).TransferEncoderCache(ctx, req); err != nil {
+		t.Fatalf("TransferEncoderCache: %v", err)
+	}
+	if err := prodSrv.Engine.store.collect(time.Now().Add(24 * time.Hour).UnixMilli()); err != nil { // a day later
+		t.Fatal(err)
+	}
+	if _, live, _ := fake.Counts(); live != 1 {
+		t.Errorf("after a day's collection %d allocations live; want 1: the loan not given back is never freed by time (Q-6)", live)
+	}
+	if ab, err := producer.Abort(ctx, &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: ref}}); err != nil || ab.GetStatus() != pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED {
+		t.Fatalf("giving the loan back = %v %v", ab.GetStatus(), err)
+	}
+	// A lost reply: the consumer gives the loan it never saw back.
+	res, err = producer.Generate(ctx, ipcPublishReq(item))
+	if err != nil || res.Code() != codes.OK {
+		t.Fatalf("publish: %v %v", res.Status, err)
+	}
+	if err := proxy.SetPlan(faultproxy.Plan{Rules: map[string]faultproxy.Rule{target.MethodTransferEncoderCache: {Sequence: []faultproxy.Step{{Fault: faultproxy.FaultDropReply}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := mustGenerate(t, consumer, ipcConsumeReq(res.EncoderReady().GetRef(), nil)); code != codes.Unavailable {
+		t.Errorf("consume with its reply lost = %v; want UNAVAILABLE", code)
+	}
+	consSrv.Engine.gpu.returns.Wait()
+	if _, live, _ := fake.Counts(); live != 1 {
+		t.Errorf("after the lost reply %d allocations live; want 1 (the consumer's quarantined buffer; the loan went back)", live)
+	}
+	if s := healthOf(t, consumer); s != pb.HealthState_HEALTH_STATE_NOT_READY {
+		t.Errorf("consumer after an uncertain cuda_ipc call = %v; want NOT_READY while the connection that carried it is open", s)
+	}
+	proxy.Close()
+	waitFor(t, "the consumer's quarantine to end once the connection that carried the request closed (Q-6)", func() bool {
+		_, live, _ := fake.Counts()
+		return live == 0 && healthOf(t, consumer) == pb.HealthState_HEALTH_STATE_READY
+	})
 }
