@@ -3,10 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -95,50 +93,12 @@ func hasCheck(h *pb.HealthResponse, name, contains string) bool {
 	return false
 }
 
-// syncBuffer is a bytes.Buffer safe for the engine's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines returns the JSON log records written so far.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line %q: %v", l, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-func (s *syncBuffer) size() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
-
 // TestRejectionLogsAreRateLimited: a flood of bad references logs at most
 // logBurst lines per rule at once and logPerSecond more a second; the
 // next line after a pause reports how many were dropped; the metrics
 // count every one.
 func TestRejectionLogsAreRateLimited(t *testing.T) {
-	var logs syncBuffer
-	srv, consumer := startEngineLogging(t, Config{Role: RolePD, CacheDir: t.TempDir()}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	srv, consumer, logs := startLoggedEngine(t, Config{Role: RolePD, CacheDir: t.TempDir()})
 	clock := time.Unix(1_000_000, 0)
 	var clockMu sync.Mutex
 	srv.Engine.logLimit.setClock(func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock })
@@ -153,7 +113,7 @@ func TestRejectionLogsAreRateLimited(t *testing.T) {
 		}
 	}
 	count := func() (n int) {
-		for _, l := range logs.lines(t) {
+		for _, l := range logs.records(t) {
 			if l["msg"] == "request rejected" && l["rule"] == "SU-4" {
 				n++
 			}
@@ -172,7 +132,7 @@ func TestRejectionLogsAreRateLimited(t *testing.T) {
 	if _, err := consumer.Generate(ctx, consumeReq(bad)); err != nil {
 		t.Fatal(err)
 	}
-	lines := logs.lines(t)
+	lines := logs.records(t)
 	last := lines[len(lines)-1]
 	if got, want := fmt.Sprint(last["suppressed"]), fmt.Sprint(flood-logBurst); last["rule"] != "SU-4" || got != want {
 		t.Errorf("first line after a second: rule %v suppressed %v; want SU-4 and %s", last["rule"], last["suppressed"], want)
@@ -215,13 +175,12 @@ func metricValue(t *testing.T, srv *Server, sample string) float64 {
 // (not "none", not Q-4), a reference whose tag the producer refuses is
 // SU-5 on the consumer (not SU-2).
 func TestRuleLabels(t *testing.T) {
-	var prodLogs, consLogs syncBuffer
-	_, producer := startEngineLogging(t, Config{Role: RoleEncoder, Backend: BackendTCP, TestHooks: true}, slog.New(slog.NewJSONHandler(&prodLogs, nil)))
-	_, consumer := startEngineLogging(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TestHooks: true}, slog.New(slog.NewJSONHandler(&consLogs, nil)))
+	_, producer, prodLogs := startLoggedEngine(t, Config{Role: RoleEncoder, Backend: BackendTCP, TestHooks: true})
+	_, consumer, consLogs := startLoggedEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TestHooks: true})
 	ctx := context.Background()
-	rejected := func(b *syncBuffer, method string) []string {
+	rejected := func(b *lockedBuffer, method string) []string {
 		var rules []string
-		for _, l := range b.lines(t) {
+		for _, l := range b.records(t) {
 			if (l["msg"] == "request rejected" || l["msg"] == "request failed") && strings.HasSuffix(fmt.Sprint(l["method"]), method) {
 				rules = append(rules, fmt.Sprint(l["rule"]))
 			}
@@ -241,7 +200,7 @@ func TestRuleLabels(t *testing.T) {
 	if res.Code() != codes.InvalidArgument || !strings.Contains(res.Status.Message(), "SU-5") {
 		t.Errorf("consume with a forged tag = %v; want INVALID_ARGUMENT naming SU-5", res.Status)
 	}
-	if got := rejected(&consLogs, "/Generate"); len(got) != 1 || got[0] != "SU-5" {
+	if got := rejected(consLogs, "/Generate"); len(got) != 1 || got[0] != "SU-5" {
 		t.Errorf("consumer logged the forged tag with rules %v; want [SU-5] (not SU-2)", got)
 	}
 	// A WRITE failing after the claim.
@@ -251,10 +210,10 @@ func TestRuleLabels(t *testing.T) {
 	if res.Code() != codes.Unavailable {
 		t.Errorf("consume whose WRITE failed after the claim = %v; want UNAVAILABLE", res.Status)
 	}
-	if got := rejected(&prodLogs, "/TransferEncoderCache"); len(got) != 2 || got[0] != "SU-5" || got[1] != "Q-3" {
+	if got := rejected(prodLogs, "/TransferEncoderCache"); len(got) != 2 || got[0] != "SU-5" || got[1] != "Q-3" {
 		t.Errorf("producer logged its transfers with rules %v; want [SU-5 Q-3] (Q-3, not none)", got)
 	}
-	if got := rejected(&consLogs, "/Generate"); len(got) != 2 || got[1] != "Q-1" {
+	if got := rejected(consLogs, "/Generate"); len(got) != 2 || got[1] != "Q-1" {
 		t.Errorf("consumer logged its consumes with rules %v; want the uncertain one as Q-1 (not Q-4)", got)
 	}
 	// A handoff on the quarantined consumer is Q-4.

@@ -70,6 +70,30 @@ func TestRevokeRefusesLaterTransfers(t *testing.T) {
 	}
 }
 
+// hungWrite posts a write of src into dst that the producer's FaultHang
+// holds after some bytes, waits until it hangs, and revokes dst's
+// registration: it returns the request and Revoke's done channel, which
+// must still be open.
+func hungWrite(t *testing.T, p *pair, hang *Hang, peer string, src, dst *Registration) (*Request, <-chan struct{}) {
+	t.Helper()
+	req, err := p.prod.CreateWrite(src.Descriptors, peer, dst.Descriptors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.prod.Post(req); err != nil {
+		t.Fatal(err)
+	}
+	<-hang.Reached()
+	done, err := p.cons.Revoke(dst)
+	if err != nil {
+		t.Fatalf("Revoke during a write = %v", err)
+	}
+	if isDone(done) {
+		t.Fatal("Revoke done while a write was landing in the registration")
+	}
+	return req, done
+}
+
 // TestRevokeWaitsForInFlightWrite: a write in flight when the registration
 // is revoked may still land; Revoke is done only after it ended and (tcp)
 // the connection that carried it closed, never while a byte could land.
@@ -83,21 +107,7 @@ func TestRevokeWaitsForInFlightWrite(t *testing.T) {
 			dst := filled(4096, canary)
 			reg := register(t, p.cons, dst)
 			src := register(t, p.prod, payload)
-			req, err := p.prod.CreateWrite(src.Descriptors, peer, reg.Descriptors)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := p.prod.Post(req); err != nil {
-				t.Fatal(err)
-			}
-			<-hang.Reached()
-			done, err := p.cons.Revoke(reg)
-			if err != nil {
-				t.Fatalf("Revoke during a write = %v", err)
-			}
-			if isDone(done) {
-				t.Fatal("Revoke done while a write was landing in the registration")
-			}
+			req, done := hungWrite(t, p, hang, peer, src, reg)
 			if c := p.cons.Counters(); c.Revoked != 1 {
 				t.Errorf("Counters().Revoked = %d while the write lands; want 1", c.Revoked)
 			}
@@ -138,21 +148,7 @@ func TestRevokeDoneWhenPeerCloses(t *testing.T) {
 	peer := p.connect(t)
 	reg := register(t, p.cons, filled(1000, canary))
 	src := register(t, p.prod, randomBytes(3, 1000))
-	req, err := p.prod.CreateWrite(src.Descriptors, peer, reg.Descriptors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.prod.Post(req); err != nil {
-		t.Fatal(err)
-	}
-	<-hang.Reached()
-	done, err := p.cons.Revoke(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if isDone(done) {
-		t.Fatal("Revoke done during the write")
-	}
+	_, done := hungWrite(t, p, hang, peer, src, reg)
 	p.prod.Close() // the producer process ends: its connections close
 	waitDone(t, done, "after the producer closed")
 	if ev := p.event(t); ev.Outcome != InboundBroken {
