@@ -6,7 +6,11 @@
 //
 //   - every survivor is READY again, with nothing quarantined, within
 //     -hard-bound of the kill (the kill closes the victim's connections),
-//     and the p99 of that time over a scenario's runs is within -target;
+//     and, over the runs where a survivor had something to recover from
+//     (not READY with nothing quarantined at the harness's first look),
+//     the p99 of that time is within -target (a survivor already calm at
+//     the first look recovered before it: its time is the look's own
+//     latency, shown but not judged against the target);
 //   - no answer differs from the aggregated baseline's (no byte of an
 //     embedding was corrupted), during the crash window and after the
 //     victim's restart;
@@ -100,8 +104,9 @@ type result struct {
 	sc         scenario
 	runs       int
 	answers    int // OK answers compared with the baseline
-	recovery   []time.Duration
-	hit        int // runs after which a survivor was not yet READY with nothing quarantined: the kill left it something to recover from
+	recovery   []time.Duration // kill -> every survivor seen calm, every run (includes the look's own latency)
+	hitTimes   []time.Duration // the same, for the runs where a survivor was not calm at the first look
+	hit        int             // runs after which a survivor was not yet READY with nothing quarantined: the kill left it something to recover from
 	violations []string
 	orphans    string
 }
@@ -115,6 +120,7 @@ func main() {
 	only := flag.String("only", "", "run only the scenarios whose name matches this regexp")
 	work := flag.String("work", "", "work directory (default: a temporary one, removed)")
 	mutant := flag.String("mutant", "", "run every process as this conformance mutant (to show the campaign finds it)")
+	verbose := flag.Bool("v", false, "print every run's survivors: looks until calm and the time")
 	flag.Parse()
 	fmt.Printf("SEED=%d\n", *seed)
 	start := time.Now()
@@ -131,7 +137,7 @@ func main() {
 	if *only != "" {
 		filter = regexp.MustCompile(*only)
 	}
-	c := &campaign{bin: *bin, runs: *runs, rng: rand.New(rand.NewPCG(*seed, *seed^0x9e3779b97f4a7c15)), hard: *hard, work: dir, mutant: *mutant}
+	c := &campaign{bin: *bin, runs: *runs, rng: rand.New(rand.NewPCG(*seed, *seed^0x9e3779b97f4a7c15)), hard: *hard, work: dir, mutant: *mutant, verbose: *verbose}
 	var results []*result
 	for _, topo := range []string{"E+PD tcp", "E+P+D tcp", "E+PD shared_dir"} {
 		var scs []scenario
@@ -171,8 +177,9 @@ type campaign struct {
 	runs   int
 	rng    *rand.Rand
 	hard   time.Duration
-	work   string
-	mutant string
+	work    string
+	mutant  string
+	verbose bool
 }
 
 // topo is one running topology and what its handoffs must answer.
@@ -373,6 +380,9 @@ func (c *campaign) once(ctx context.Context, tp *topo, sc scenario, r *result) e
 		if waited {
 			hit = true
 		}
+		if c.verbose {
+			fmt.Printf("    run %d: survivor %-9s calm after %7.1f ms (first look calm: %t)\n", r.runs, role, ms(d), !waited)
+		}
 		if why != "" {
 			r.violations = append(r.violations, fmt.Sprintf("%s: survivor %s %s", sc.name(), role, why))
 		}
@@ -381,6 +391,7 @@ func (c *campaign) once(ctx context.Context, tp *topo, sc scenario, r *result) e
 	r.recovery = append(r.recovery, worst)
 	if hit {
 		r.hit++
+		r.hitTimes = append(r.hitTimes, worst)
 	}
 	stop()
 	wg.Wait()
@@ -452,27 +463,31 @@ func (c *campaign) waitCalm(ctx context.Context, e target.Engine, since time.Tim
 // report prints the table and reports whether any run violated a rule.
 func report(results []*result, p99Target time.Duration) bool {
 	bad := false
-	fmt.Printf("\n%-16s %-9s %-12s %5s %5s %8s %9s %9s %9s %-16s %s\n", "topology", "victim", "point", "runs", "hit", "answers", "p50 ms", "p99 ms", "max ms", "orphan dirs", "verdict")
-	for _, r := range results {
-		slices.Sort(r.recovery)
-		at := func(q float64) time.Duration {
-			if len(r.recovery) == 0 {
-				return 0
-			}
-			return r.recovery[min(len(r.recovery)-1, int(q*float64(len(r.recovery))))]
+	quantile := func(ds []time.Duration, q float64) time.Duration {
+		if len(ds) == 0 {
+			return 0
 		}
-		p99 := at(0.99)
-		if p99 > p99Target {
-			r.violations = append(r.violations, fmt.Sprintf("%s: p99 return to READY %v over the %v target", r.sc.name(), p99, p99Target))
+		slices.Sort(ds)
+		return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+	}
+	fmt.Printf("\n%-16s %-9s %-12s %5s %8s %5s %11s %9s %9s %9s %-16s %s\n", "topology", "victim", "point", "runs", "answers", "hit", "hit p99 ms", "p50 ms", "p99 ms", "max ms", "orphan dirs", "verdict")
+	for _, r := range results {
+		hitP99 := quantile(r.hitTimes, 0.99)
+		if hitP99 > p99Target {
+			r.violations = append(r.violations, fmt.Sprintf("%s: p99 return to READY %v over the %v target", r.sc.name(), hitP99, p99Target))
 		}
 		verdict := "ok"
 		if len(r.violations) > 0 {
 			verdict, bad = fmt.Sprintf("%d VIOLATIONS", len(r.violations)), true
 		}
-		fmt.Printf("%-16s %-9s %-12s %5d %5d %8d %9.1f %9.1f %9.1f %-16s %s\n", r.sc.topology, r.sc.victim, r.sc.point, r.runs, r.hit, r.answers,
-			ms(at(0.5)), ms(p99), ms(at(1)), r.orphans, verdict)
+		hitCell := "-"
+		if len(r.hitTimes) > 0 {
+			hitCell = fmt.Sprintf("%.1f", ms(hitP99))
+		}
+		fmt.Printf("%-16s %-9s %-12s %5d %8d %5d %11s %9.1f %9.1f %9.1f %-16s %s\n", r.sc.topology, r.sc.victim, r.sc.point, r.runs, r.answers, r.hit, hitCell,
+			ms(quantile(r.recovery, 0.5)), ms(quantile(r.recovery, 0.99)), ms(quantile(r.recovery, 1)), r.orphans, verdict)
 	}
-	fmt.Println("(hit: runs after which a survivor was not READY with nothing quarantined at the first look, i.e. had something to recover from; times are from the kill, which closes the victim's connections)")
+	fmt.Printf("(hit: runs after which a survivor was not READY with nothing quarantined at the harness's first look; hit p99 is judged against the %v target. p50/p99/max: kill -> every survivor seen calm, every run, the look's own latency included; the kill closes the victim's connections)\n", p99Target)
 	for _, r := range results {
 		for _, v := range r.violations {
 			fmt.Println("VIOLATION", v)
