@@ -103,7 +103,7 @@ func scenarios() []scenario {
 type result struct {
 	sc         scenario
 	runs       int
-	answers    int // OK answers compared with the baseline
+	answers    int             // OK answers compared with the baseline
 	recovery   []time.Duration // kill -> every survivor seen calm, every run (includes the look's own latency)
 	hitTimes   []time.Duration // the same, for the runs where a survivor was not calm at the first look
 	hit        int             // runs after which a survivor was not yet READY with nothing quarantined: the kill left it something to recover from
@@ -164,7 +164,9 @@ func main() {
 	fmt.Println("PASSED")
 }
 
-func (sc scenario) name() string { return fmt.Sprintf("%s kill %s at %s", sc.topology, sc.victim, sc.point) }
+func (sc scenario) name() string {
+	return fmt.Sprintf("%s kill %s at %s", sc.topology, sc.victim, sc.point)
+}
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "crash: harness error:", err)
@@ -173,10 +175,10 @@ func fatal(err error) {
 
 // campaign is the state shared by every topology.
 type campaign struct {
-	bin    string
-	runs   int
-	rng    *rand.Rand
-	hard   time.Duration
+	bin     string
+	runs    int
+	rng     *rand.Rand
+	hard    time.Duration
 	work    string
 	mutant  string
 	verbose bool
