@@ -380,8 +380,10 @@ func (c transferCall) refusal() error {
 			sentinel = handoff.ErrMalformedHash
 		case "L-1":
 			sentinel = handoff.ErrTooLarge
-		default:
-			sentinel, rule = handoff.ErrSpentReference, "SU-2"
+		case "SU-2":
+			sentinel = handoff.ErrSpentReference
+		default: // a request the producer found malformed, under no rule
+			return fmt.Errorf("%w: the producer rejected the transfer before writing: %s", handoff.ErrBadRequest, msg)
 		}
 	case codes.FailedPrecondition:
 		sentinel = handoff.ErrUntrustedPeer
