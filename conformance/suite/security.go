@@ -134,7 +134,7 @@ func (h *harness) expectCalm(who string, e target.Engine, after string) {
 // endpoint listens again.
 func Q2RefusedConnectionIsDefinite(ctx context.Context, t TB, tg target.Target) {
 	f := needFaults(ctx, t, tg)
-	refuser, ok := tg.(target.ConnectionRefuser)
+	refuser, ok := target.Capability[target.ConnectionRefuser](tg)
 	if !ok {
 		NotVerifiable(t, "needs a harness that can make the producer endpoint the consumer trusts refuse connections (target.ConnectionRefuser)")
 	}
@@ -254,7 +254,7 @@ func SE3UntrustedConsumerAgentRefused(ctx context.Context, t TB, tg target.Targe
 	if h.profile.AgentFormat != target.AgentFormatBatonXferV1 {
 		NotVerifiable(t, "needs agent_format baton-xfer-v1 in the profile to name an untrusted consumer agent")
 	}
-	tr, ok := h.prod.(target.Transferer)
+	tr, ok := target.Capability[target.Transferer](h.prod)
 	if !ok {
 		NotVerifiable(t, "needs a producer engine the harness can call TransferEncoderCache on (target.Transferer)")
 	}
@@ -329,7 +329,7 @@ func SE4AttackCorpusLeavesEnginesReady(ctx context.Context, t TB, tg target.Targ
 		calm("an untrusted producer endpoint")
 	}
 	// A producer endpoint that refuses connections.
-	if refuser, ok := tg.(target.ConnectionRefuser); ok {
+	if refuser, ok := target.Capability[target.ConnectionRefuser](tg); ok {
 		r := f.publish(fixture(t, faultImage)).GetRef()
 		restore, err := refuser.RefuseProducerConnections(ctx)
 		if err != nil {
@@ -355,7 +355,7 @@ func SE4AttackCorpusLeavesEnginesReady(ctx context.Context, t TB, tg target.Targ
 	}
 	calm("a transfer its client abandoned")
 	// Malformed transfer and release requests sent to the producer itself.
-	if tr, ok := f.prod.(target.Transferer); ok {
+	if tr, ok := target.Capability[target.Transferer](f.prod); ok {
 		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
 		_, _, err := tr.TransferEncoderCache(cctx, &pb.TransferEncoderCacheRequest{Ref: forged, TransferId: "se4", ConsumerAgent: []byte("not an agent")})
 		ccancel()
@@ -377,8 +377,8 @@ func SE5GRPCHealthMirrorsHealth(ctx context.Context, t TB, tg target.Target) {
 	if !f.profile.Destructive {
 		NotVerifiable(t, "needs a destructive profile to shut the consumer down (DRAINING)")
 	}
-	prodHealth, ok1 := f.prod.(target.StandardHealth)
-	consHealth, ok2 := f.cons.(target.StandardHealth)
+	prodHealth, ok1 := target.Capability[target.StandardHealth](f.prod)
+	consHealth, ok2 := target.Capability[target.StandardHealth](f.cons)
 	if !ok1 || !ok2 {
 		NotVerifiable(t, "needs engines whose grpc.health.v1 the harness can ask (target.StandardHealth)")
 	}

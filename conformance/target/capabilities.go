@@ -95,6 +95,36 @@ type StandardHealth interface {
 	ServingStatus(ctx context.Context) (healthpb.HealthCheckResponse_ServingStatus, error)
 }
 
+// TargetWrapper is implemented by a Target that wraps another (the check
+// runner's), so Capability finds what the wrapped one offers.
+type TargetWrapper interface{ UnwrapTarget() Target }
+
+// EngineWrapper is implemented by an Engine that wraps another (the check
+// runner's recording engine), so Capability finds what the wrapped one
+// offers.
+type EngineWrapper interface{ UnwrapEngine() Engine }
+
+// Capability returns v (a Target or an Engine), or the first one it wraps
+// (TargetWrapper, EngineWrapper), that implements the optional capability
+// T (ConnectionRefuser, Transferer, StandardHealth, ...).
+func Capability[T any](v any) (T, bool) {
+	for v != nil {
+		if c, ok := v.(T); ok {
+			return c, true
+		}
+		switch w := v.(type) {
+		case TargetWrapper:
+			v = w.UnwrapTarget()
+		case EngineWrapper:
+			v = w.UnwrapEngine()
+		default:
+			v = nil
+		}
+	}
+	var zero T
+	return zero, false
+}
+
 // MethodTransferEncoderCache is the full gRPC method name of the transfer call.
 const MethodTransferEncoderCache = "/openengine.v1.Control/TransferEncoderCache"
 
