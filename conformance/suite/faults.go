@@ -444,5 +444,4 @@ func eppdCopies(cs []Case) []Case {
 // eppdExcluded are the E+PD cases without an E+P+D copy, with why.
 var eppdExcluded = map[string]string{
 	"SE-3 a producer asked to write to an untrusted consumer agent answers FAILED_PRECONDITION with the before-write trailer": "a producer's check: no consumer takes part",
-	"SE-5 grpc.health.v1 mirrors Health through DRAINING and NOT_READY":                                                       "the health service of every engine alike; the E+PD case checks a consumer and a producer",
 }
