@@ -341,6 +341,15 @@ func SE4AttackCorpusLeavesEnginesReady(ctx context.Context, t TB, tg target.Targ
 		}
 		contract(consumeCall(r, "producer unreachable"), res.Code())
 		calm("an unreachable producer")
+		// The producer listens again: consume r once the consumer reaches
+		// it (UNAVAILABLE is retryable), so the next step's transfer crosses.
+		for deadline := time.Now().Add(refusedRetryBound); ; {
+			res = f.consume(prompt, r)
+			if res.Code() != codes.Unavailable || time.Now().After(deadline) {
+				break
+			}
+			f.waitMs(200, "retrying a consume answered UNAVAILABLE (retryable)")
+		}
 	}
 	// A transfer the client abandons: it cancels while the reply is held.
 	r := f.publish(fixture(t, faultImage)).GetRef()

@@ -9,6 +9,7 @@ import (
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
@@ -123,6 +124,33 @@ func (p *producerClients) close() {
 		_ = c.cc.Close()
 	}
 	p.conns = nil
+}
+
+// fresh makes a channel that failed to connect try again at once: a
+// producer that came back is reached by the next call, not after the
+// reconnect backoff. It waits (at most peerDialTimeout) for that attempt
+// to end: READY, or failed again (the call then fails fast, nothing sent).
+func (c *producerConn) fresh(ctx context.Context) {
+	if c.cc.GetState() != connectivity.TransientFailure {
+		return
+	}
+	c.cc.ResetConnectBackoff()
+	wctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
+	defer cancel()
+	tried := false
+	for {
+		s := c.cc.GetState()
+		switch {
+		case s == connectivity.Ready, s == connectivity.TransientFailure && tried, s == connectivity.Shutdown:
+			return
+		case s == connectivity.Connecting || s == connectivity.Idle:
+			tried = true
+			c.cc.Connect()
+		}
+		if !c.cc.WaitForStateChange(wctx, s) {
+			return
+		}
+	}
 }
 
 // client is the endpoint's Control client.

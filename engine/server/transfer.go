@@ -310,6 +310,7 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 	}
 	callCtx = OutgoingTraceContext(callCtx)
 	var trailer metadata.MD
+	pc.fresh(callCtx)
 	window := pc.begin()
 	resp, err := pc.client().TransferEncoderCache(callCtx, req, grpc.Trailer(&trailer))
 	sent, carriers := window.carriers()
