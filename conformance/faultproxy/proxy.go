@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 )
 
@@ -113,6 +115,10 @@ func New(upstream string, opts Options) (*Proxy, error) {
 		grpc.MaxRecvMsgSize(p.maxBytes),
 		grpc.MaxSendMsgSize(p.maxBytes),
 		grpc.WaitForHandlers(true),
+		// Callers' keepalive pings are answered, not punished with
+		// GOAWAY: a transparent proxy closes no connection its upstream
+		// would keep (consumers end quarantines when connections close).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 	)
 	go p.server.Serve(p.listener) //nolint:errcheck // returns when Close stops the server
 	return p, nil
