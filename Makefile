@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios python-engine python-bugs
+.PHONY: all build demo test sim unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios python-engine python-bugs crash ci-long
 
 all: build
 
@@ -45,6 +45,16 @@ sim: build
 ## under conformance/props/testdata/rapid/ are replayed first.
 props:
 	$(GO) test -count=1 -timeout 10m -v -run 'TestHandoff|TestPropertyKills' ./conformance/props/
+
+## crash: the crash campaign (tools/crash): kill -9 of E, PD, P and D at chosen points of the
+## lifecycle (during a publish, the claim, the WRITE, after the reply), 20 times each, against real
+## `baton serve` processes over tcp and the shared directory; every survivor must be READY again
+## (p99 within 2 s of the kill), every answer equal the baseline's. Prints SEED= and a table.
+crash: build
+	$(GO) run ./tools/crash --binary $(BIN) --runs 20
+
+## ci-long: what CI runs after `make test` (not part of it): the crash campaign.
+ci-long: crash
 
 ## scenarios: the datadriven lifecycle scripts under sim/testdata/scenarios
 ## (REWRITE=1 regenerates their expected output).

@@ -46,6 +46,22 @@ device N; Health then carries a "gpu" check with the NVML inventory.
 --backend cuda_ipc (encoder) and cuda_ipc in --accept-backends (pd, prefill)
 need a GPU: without one the engine refuses to start and says why.
 
+Trusted peers (CONTRACT SE-3): no request makes the engine connect anywhere
+but to the peers listed here, and with no list it trusts none. A consumer
+(pd, prefill) dials a tcp or cuda_ipc reference's producer endpoint only if
+it is in --trusted-producers (else FAILED_PRECONDITION, before any
+connection); decode dials P's control endpoint and READs from P's transfer
+agent only if both are in --trusted-producers; a tcp encoder WRITEs only
+into consumer transfer agents in --trusted-consumers (the address in the
+agent metadata, i.e. the consumer's --transfer-listen). Entries are
+host:port (exactly that endpoint), host (any port of it) or address/bits
+(any port in the prefix); names are compared, never resolved. Loopback is
+not trusted by itself: on a host shared with other users list host:port.
+shared_dir references dial nothing and need no list. Example (E+PD over
+tcp on one host):
+  baton serve --role encoder --backend tcp --listen 127.0.0.1:7101 --trusted-consumers 127.0.0.1:7202
+  baton serve --role pd --listen 127.0.0.1:7102 --transfer-listen 127.0.0.1:7202 --trusted-producers 127.0.0.1:7101
+
 SIGTERM or SIGINT drains exactly like an accepted Shutdown (CONTRACT S-1, S-2);
 the process exits 0 after a clean drain (S-4), 3 for a bad flag or
 configuration, and 4 otherwise.
@@ -54,7 +70,18 @@ Operating it:
   Logs are JSON lines on stderr (log/slog). Every request that ends with a
   non-OK status is logged ("request rejected", or "request failed" at error
   level for INTERNAL) with rule (the CONTRACT rule ID that decided it, "none"
-  if none did), code, request_id, trace_id and span_id.
+  if none did), code, request_id, trace_id and span_id, at most 50 lines at
+  once and 10 a second per rule: the lines a flood drops are counted in
+  "suppressed" on the next line of that rule (baton_rejections_total counts
+  them all).
+  Health: grpc.health.v1 (service "") says SERVING only while Health is
+  READY, NOT_SERVING while NOT_READY (a quarantine, X-1) or DRAINING
+  (CONTRACT SE-5). A quarantine (Q-1, Q-3) lasts until the transport proves
+  nothing can touch its memory (Q-6): on a consumer, until the connections
+  that carried the transfer have closed (the producer closed them or ended,
+  or keepalive found it dead); on a producer, until its WRITE has ended.
+  A full cache directory (ENOSPC) answers publishes RESOURCE_EXHAUSTED and
+  shows a cache_dir check; the engine stays READY.
   Tracing: a W3C traceparent (and tracestate) in the gRPC metadata is read on
   every RPC; its trace id is logged as trace_id and carried on to calls the
   engine makes for the request. Without one, the engine starts a new trace.
@@ -137,7 +164,9 @@ Operating it:
 	f.StringVar(&cfg.Backend, "backend", "shared_dir", "the encoder's backend: shared_dir (files in --cache-dir), tcp (NIXL-style WRITE over TCP) or cuda_ipc (device memory lent by CUDA IPC handle; needs a GPU)")
 	f.StringSliceVar(&cfg.AcceptBackends, "accept-backends", nil, "backends a consumer accepts (default: shared_dir if --cache-dir is set, tcp, and cuda_ipc with --device cuda:N) (CONTRACT N-1)")
 	f.StringVar(&cfg.Device, "device", "cpu", "where the engine computes: cpu, or cuda:N (the CUDA encoder on device N, and the cuda_ipc backend's device)")
-	f.StringVar(&cfg.TransferListen, "transfer-listen", "127.0.0.1:0", "where the tcp transfer agent listens")
+	f.StringVar(&cfg.TransferListen, "transfer-listen", "127.0.0.1:0", "where the tcp transfer agent listens (a tcp producer must list this address in its --trusted-consumers)")
+	f.StringSliceVar(&cfg.TrustedProducers, "trusted-producers", nil, "producer control endpoints a consumer may dial, and for decode P's control endpoints and transfer agents: host:port, host or address/bits, comma-separated (CONTRACT SE-3; default: none)")
+	f.StringSliceVar(&cfg.TrustedConsumers, "trusted-consumers", nil, "consumer transfer agents (their --transfer-listen) a tcp encoder may WRITE into: host:port, host or address/bits, comma-separated (CONTRACT SE-3; default: none)")
 	f.DurationVar(&cfg.TransferTimeout, "transfer-timeout", 10*time.Second, "deadline of one TransferEncoderCache call and of the producer's WRITE (CONTRACT Q-1)")
 	f.BoolVar(&cfg.TestHooks, "test-hooks", false, "honour the baton.* test hooks in GenerateRequest.extra (CONTRACT section 4); never in production")
 	f.StringVar(&cfg.AdvertiseControl, "advertise-control", "", "host:port put in references as the producer's control endpoint (default: the listen address)")

@@ -47,6 +47,10 @@ func wrapTarget(tg target.Target, caseTimeout time.Duration, rec *Recorder, g *g
 	return rt
 }
 
+// UnwrapTarget implements target.TargetWrapper: the suite's
+// target.Capability finds the other capabilities of the wrapped target.
+func (t *runTarget) UnwrapTarget() target.Target { return t.Target }
+
 // Profile implements target.Target.
 func (t *runTarget) Profile() target.Profile {
 	p := t.Target.Profile()

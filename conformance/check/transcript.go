@@ -185,6 +185,11 @@ type recordingEngine struct {
 	rec  *Recorder
 }
 
+// UnwrapEngine implements target.EngineWrapper: the suite's
+// target.Capability finds the other capabilities of the wrapped engine
+// (their calls are not recorded).
+func (e *recordingEngine) UnwrapEngine() target.Engine { return e.Engine }
+
 func (e *recordingEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*target.GenerateResult, error) {
 	start := e.rec.now()
 	res, err := e.Engine.Generate(ctx, req)

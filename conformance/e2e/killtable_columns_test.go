@@ -64,6 +64,11 @@ var suiteColumn = map[string]killVerdict{}
 // (make mutants-explore) each row draws a fresh seed and shrinks, to find
 // rows whose kill depends on the draw.
 //
+// A mutant whose decision neither the property nor the simulator models
+// (Mutant.SuiteOnly: trusted peers, refused connections, grpc.health.v1,
+// the proof that ends a quarantine) is judged by the suite alone; its props
+// and sim cells say why.
+//
 // Every simulator mutant must be the counterpart of a conformance mutant,
 // so that no row has a column it cannot be killed in.
 func TestMutantKillTableColumns(t *testing.T) {
@@ -86,6 +91,13 @@ func TestMutantKillTableColumns(t *testing.T) {
 				if !v.killed {
 					t.Errorf("mutant %s (%s) survived the suite, or failed rules it does not declare (TestMutantKillTable)", m.Name, m.Rule)
 				}
+			}
+			if m.SuiteOnly != "" {
+				// Only the suite can see this decision (Mutant.SuiteOnly).
+				r.props = killVerdict{killed: true, cell: "n/a (suite only)"}
+				r.simul = killVerdict{killed: true, cell: "n/a: " + m.SuiteOnly}
+				rows = append(rows, r)
+				return
 			}
 			switch {
 			case *seedFlag != 0:

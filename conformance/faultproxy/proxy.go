@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 )
 
@@ -113,6 +115,10 @@ func New(upstream string, opts Options) (*Proxy, error) {
 		grpc.MaxRecvMsgSize(p.maxBytes),
 		grpc.MaxSendMsgSize(p.maxBytes),
 		grpc.WaitForHandlers(true),
+		// Callers' keepalive pings are answered, not punished with
+		// GOAWAY: a transparent proxy closes no connection its upstream
+		// would keep (consumers end quarantines when connections close).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 	)
 	go p.server.Serve(p.listener) //nolint:errcheck // returns when Close stops the server
 	return p, nil
@@ -133,7 +139,11 @@ func (p *Proxy) Addr() string { return p.listener.Addr().String() }
 // SetUpstream points the proxy at a new upstream target; calls already in
 // flight on the old one fail (their callers see UNAVAILABLE or CANCELLED).
 // It lets a harness start the proxy, advertise Addr, then start the producer.
-// Errors wrap ErrInvalidOptions.
+// Replacing an upstream also closes every caller connection, as the
+// replaced instance's own connections closed with it: a transparent proxy
+// keeps no connection alive that the upstream's end would have ended (a
+// consumer waits for those to close before it ends a quarantine, CONTRACT
+// Errors wrap ErrInvalidOptions.
 func (p *Proxy) SetUpstream(upstream string) error {
 	var cc *grpc.ClientConn
 	if upstream != "" {
@@ -148,9 +158,20 @@ func (p *Proxy) SetUpstream(upstream string) error {
 	p.upMu.Unlock()
 	if old != nil {
 		old.Close()
+		p.listener.cutAll()
 	}
 	return nil
 }
+
+// Refuse makes the proxy's address refuse connections (the port is
+// unbound: connect(2) fails with ECONNREFUSED) and closes every caller
+// connection, until Listen: a producer endpoint that refuses connections,
+// for the consumer's definite outcome of CONTRACT Q-2.
+func (p *Proxy) Refuse() { p.listener.refuse() }
+
+// Listen binds the proxy's address again after Refuse. Errors: the port
+// was taken meanwhile, or the proxy is closed.
+func (p *Proxy) Listen() error { return p.listener.listen() }
 
 func (p *Proxy) upstreamConn() *grpc.ClientConn {
 	p.upMu.Lock()

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,7 +92,16 @@ type Topology struct {
 	topology        string          // target.TopologyEPPD for StartEPPD; "" is E+PD
 	mu              sync.Mutex      // guards the processes' replacement by Restart
 	retired         []chan struct{} // closed once an instance Restart replaced has exited
+	// ports are the fixed ports of the roles other roles trust (CONTRACT
+	// SE-3: trust lists name them, so a restarted instance must come back
+	// on the same ones): role -> control and transfer port (0: any).
+	ports map[string]rolePorts
+	// roles are the --role values of this topology's processes.
+	roles []string
 }
+
+// rolePorts are a role's fixed ports; 0 picks a free one at each start.
+type rolePorts struct{ control, transfer int }
 
 // StartEPD starts E, PD and an aggregated baseline as three processes.
 func StartEPD(ctx context.Context, opts Options) (*Topology, error) {
@@ -130,6 +140,13 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 		}
 	}
 	for _, p := range slots {
+		t.roles = append(t.roles, p.role)
+	}
+	if err := t.reservePorts(); err != nil {
+		t.Kill()
+		return nil, err
+	}
+	for _, p := range slots {
 		*p.dst, err = t.start(ctx, p.role)
 		if err != nil {
 			t.Kill()
@@ -166,7 +183,12 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 	_ = os.Remove(ready)
 	t.starts++
 	logPath := filepath.Join(t.opts.WorkDir, fmt.Sprintf("%s.%d.log", role, t.starts))
-	args := []string{"serve", "--role", role, "--listen", "127.0.0.1:0", "--preset", t.opts.Preset, "--ready-file", ready}
+	ports := t.ports[role]
+	args := []string{"serve", "--role", role, "--listen", fmt.Sprintf("127.0.0.1:%d", ports.control), "--preset", t.opts.Preset, "--ready-file", ready}
+	if ports.transfer != 0 {
+		args = append(args, "--transfer-listen", fmt.Sprintf("127.0.0.1:%d", ports.transfer))
+	}
+	args = append(args, t.trustFlags(role)...)
 	if role != "aggregated" && role != "decode" && (role != "encoder" || t.opts.Backend == "shared_dir") {
 		args = append(args, "--cache-dir", t.CacheDir)
 	}
@@ -237,6 +259,87 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 	return p, nil
 }
 
+// reservePorts picks the fixed ports of the roles other roles trust
+// (SE-3): the consumers' (pd, prefill) transfer agents, which the encoder
+// WRITEs into and D READs from; P's control address, which D dials; and
+// the encoder's control address when no fault proxy stands in front of
+// it (the proxy's address is what consumers trust then).
+func (t *Topology) reservePorts() error {
+	t.ports = map[string]rolePorts{}
+	for _, role := range t.roles {
+		var p rolePorts
+		var err error
+		switch role {
+		case "pd":
+			p.transfer, err = freePort()
+		case "prefill":
+			if p.transfer, err = freePort(); err == nil {
+				p.control, err = freePort()
+			}
+		case "encoder":
+			if t.proxy == nil && t.opts.Backend != "shared_dir" {
+				p.control, err = freePort()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("launch: reserve a port for %s: %w", role, err)
+		}
+		t.ports[role] = p
+	}
+	return nil
+}
+
+// freePort returns a loopback port nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// trustFlags are role's --trusted-producers and --trusted-consumers
+// (CONTRACT SE-3): consumers trust the encoder's advertised control
+// address (the fault proxy's, when it runs: the proxy is what they dial),
+// the encoder trusts the consumers' transfer agents, and D trusts P's
+// control address and transfer agent.
+func (t *Topology) trustFlags(role string) []string {
+	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+	switch role {
+	case "pd", "prefill":
+		if t.proxy != nil {
+			return []string{"--trusted-producers", t.proxy.Addr()}
+		}
+		if p := t.ports["encoder"].control; p != 0 {
+			return []string{"--trusted-producers", addr(p)}
+		}
+	case "encoder":
+		var agents []string
+		for _, r := range []string{"pd", "prefill"} {
+			if p := t.ports[r].transfer; p != 0 {
+				agents = append(agents, addr(p))
+			}
+		}
+		if len(agents) > 0 {
+			return []string{"--trusted-consumers", strings.Join(agents, ",")}
+		}
+	case "decode":
+		if p := t.ports["prefill"]; p.control != 0 {
+			return []string{"--trusted-producers", addr(p.control) + "," + addr(p.transfer)}
+		}
+	}
+	return nil
+}
+
+// fixedPorts reports whether role comes back on the same ports after a
+// restart (others trust them): Restart must wait for the old instance to
+// exit first.
+func (t *Topology) fixedPorts(role string) bool {
+	p := t.ports[role]
+	return p.control != 0 || p.transfer != 0
+}
+
 func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -303,6 +406,11 @@ func (t *Topology) Config() target.Config {
 			ProducerQuotaBytes: t.quota(),
 			ReferenceFormat:    "baton-json-v1",
 			CaseTimeout:        60 * time.Second,
+			// Every trust list launch passes names exact host:port entries
+			// of this topology's own ports (trustFlags): any other port on
+			// loopback is untrusted (SE-3).
+			UntrustedHost: "127.0.0.1",
+			AgentFormat:   target.AgentFormatBatonXferV1,
 		},
 		Endpoints: endpoints,
 	}

@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
@@ -66,40 +67,57 @@ func (l *LiveTarget) TransferArrived(ctx context.Context, method string, n int) 
 	return target.ProxyFaults{Proxy: l.topo.proxy}.TransferArrived(ctx, method, n)
 }
 
+// RefuseProducerConnections implements target.ConnectionRefuser: the fault
+// proxy, which the consumers trust as the producer's control endpoint,
+// unbinds its port and closes its connections until restore.
+func (l *LiveTarget) RefuseProducerConnections(ctx context.Context) (func() error, error) {
+	if l.topo.proxy == nil {
+		return nil, fmt.Errorf("launch: this topology runs no fault proxy")
+	}
+	l.topo.proxy.Refuse()
+	return l.topo.proxy.Listen, nil
+}
+
 // Restart implements target.Restarter: it shuts the role's instance down
 // (Shutdown, else kill) and starts a fresh one with the same flags.
 func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 	t := l.topo
-	var name string
-	var slot **Process
-	switch role {
-	case target.RoleProducer:
-		name, slot = "encoder", &t.Producer
-	case target.RoleConsumer:
-		name, slot = "pd", &t.Consumer
-	case target.RoleBaseline:
-		name, slot = "aggregated", &t.Baseline
-	case target.RolePrefill:
-		name, slot = "prefill", &t.Prefill
-	case target.RoleDecode:
-		name, slot = "decode", &t.Decode
-	default:
-		return fmt.Errorf("launch: cannot restart role %s", role)
+	name, slot, err := t.slot(role)
+	if err != nil {
+		return err
 	}
 	t.mu.Lock()
 	old := *slot
 	t.mu.Unlock()
 	if old != nil {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := old.engine.Shutdown(cctx, &pb.ShutdownRequest{ExpectedInstanceId: old.instance, DrainTimeoutMs: proto32(2000)})
-		cancel()
-		if err != nil {
-			_ = old.cmd.Process.Kill() // it did not accept Shutdown: no drain to wait for
+		select {
+		case <-old.exited: // it crashed or shut down already
+		default:
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := old.engine.Shutdown(cctx, &pb.ShutdownRequest{ExpectedInstanceId: old.instance, DrainTimeoutMs: proto32(2000)})
+			cancel()
+			if err != nil {
+				_ = old.cmd.Process.Kill() // it did not accept Shutdown: no drain to wait for
+			}
 		}
-		// A draining instance answers no new handoff (S-2) and lingers
-		// a moment for repeated Shutdowns: the new one starts meanwhile,
-		// and Shutdown and Kill wait for the old one's exit.
-		t.retire(old)
+		if t.fixedPorts(name) {
+			// Others trust this role's ports (SE-3): the new instance
+			// takes them over once the old one has let them go.
+			select {
+			case <-old.exited:
+			case <-time.After(15 * time.Second):
+				_ = old.cmd.Process.Kill()
+				<-old.exited
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			_ = old.engine.Close()
+		} else {
+			// A draining instance answers no new handoff (S-2) and lingers
+			// a moment for repeated Shutdowns: the new one starts meanwhile,
+			// and Shutdown and Kill wait for the old one's exit.
+			t.retire(old)
+		}
 	}
 	p, err := t.start(ctx, name)
 	if err != nil {
@@ -119,6 +137,44 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 }
 
 func proto32(v uint32) *uint32 { return &v }
+
+// slot returns the --role name of a target role and where its process is kept.
+func (t *Topology) slot(role target.Role) (string, **Process, error) {
+	switch role {
+	case target.RoleProducer:
+		return "encoder", &t.Producer, nil
+	case target.RoleConsumer:
+		return "pd", &t.Consumer, nil
+	case target.RoleBaseline:
+		return "aggregated", &t.Baseline, nil
+	case target.RolePrefill:
+		return "prefill", &t.Prefill, nil
+	case target.RoleDecode:
+		return "decode", &t.Decode, nil
+	}
+	return "", nil, fmt.Errorf("launch: no role %s", role)
+}
+
+// Crash kills role's process with SIGKILL (no drain, no cleanup: its
+// sockets close as the kernel reaps it) and waits until it has exited. It
+// returns the instance id the process had. Restart brings a new one.
+func (t *Topology) Crash(role target.Role) (instanceID string, err error) {
+	_, slot, err := t.slot(role)
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	p := *slot
+	t.mu.Unlock()
+	if p == nil {
+		return "", fmt.Errorf("launch: this topology has no %s", role)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return "", fmt.Errorf("launch: kill -9 %s: %w", role, err)
+	}
+	<-p.exited
+	return p.instance, nil
+}
 
 // retire waits in the background (at most 15 s, then kills it) for the
 // exit of an instance Restart replaced; Shutdown and Kill wait for it.

@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"image"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
@@ -63,6 +65,11 @@ type Mutant struct {
 	// DefaultPropsSeed of the name); pinned, with the reason, where the
 	// default draw does not kill the mutant within the column's checks.
 	PropsSeed uint64
+	// SuiteOnly, when set, says why only the suite's column of the kill
+	// table applies: the handoff property and the simulator model neither
+	// peers' trust lists, nor the standard health service, nor how a
+	// quarantine ends. The props and sim cells then say so.
+	SuiteOnly string
 }
 
 // Declares reports whether rule is one the mutant declares it breaks
@@ -91,6 +98,16 @@ func DefaultPropsSeed(name string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte("baton kill table/" + name))
 	return h.Sum64() >> 1
+}
+
+// suiteOnlySecurity is the SuiteOnly reason of the mutants of Q-2's
+// refused connection, Q-6 and SE-3..SE-5.
+const suiteOnlySecurity = "the handoff property and the simulator model no trusted-peer lists, refused connections, grpc.health.v1 or proofs that end a quarantine"
+
+// TrustAnyProducer is the SE-3 consumer mutant's check: every producer
+// endpoint is trusted and dialled.
+func TrustAnyProducer(ep *pb.KvEndpoint) (string, error) {
+	return net.JoinHostPort(ep.GetHost(), strconv.Itoa(int(ep.GetPort()))), nil
 }
 
 // Levels a mutant is killed at (CONTRACT section 5).
@@ -236,6 +253,24 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.DrainBeforeCleanup = true }},
 	{Name: "c2-late-completion-revives", Rule: "C-2", Level: LevelLifecycle, Sim: "late-completion-revives", Breaks: "an encoder step that completes after its publish was cancelled publishes the entry anyway, for a client that never gets it",
 		Apply: func(h *server.Hooks) { h.ReviveLateCompletion = true }},
+	{Name: "q2-refused-connection-uncertain", Rule: "Q-2", AlsoBreaks: map[string]string{"SE-4": "a refused connection quarantines the consumer, which is what SE-4's forged and stale references must never do"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
+		Breaks: "a transfer whose connection to the producer was refused (nothing sent) counts as uncertain: the consumer quarantines for good, so a stale or forged reference takes it offline",
+		Apply:  func(h *server.Hooks) { h.RefusedConnectionUncertain = true }},
+	{Name: "q6-quarantine-never-ends", Rule: "Q-6", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
+		Breaks: "a quarantine lasts for the life of the process even once the backend proved no write can land (the engine before Q-6)",
+		Apply:  func(h *server.Hooks) { h.NeverEndQuarantine = true }},
+	{Name: "se3-trust-any-producer", Rule: "SE-3", AlsoBreaks: map[string]string{"SE-4": "dialling an untrusted endpoint a forged reference names is one of the SE-4 attacks"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
+		Breaks: "the consumer dials whatever producer endpoint a reference names",
+		Apply:  func(h *server.Hooks) { h.TrustProducer = TrustAnyProducer }},
+	{Name: "se3-trust-any-consumer-agent", Rule: "SE-3", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
+		Breaks: "the tcp producer WRITEs into whatever consumer agent a TransferEncoderCache names",
+		Apply:  func(h *server.Hooks) { h.TrustConsumerAgent = func(string) error { return nil } }},
+	{Name: "se4-cancel-cancels-transfer", Rule: "SE-4", AlsoBreaks: map[string]string{"C-4": "cancelling the transfer call with the client makes the consumer's cancelled receive end before its outcome is known"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
+		Breaks: "a client's cancel cancels the consumer's transfer call, whose outcome is then uncertain: an abandoned transfer quarantines the consumer",
+		Apply:  func(h *server.Hooks) { h.CancelCancelsTransfer = true }},
+	{Name: "se5-static-grpc-health", Rule: "SE-5", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
+		Breaks: "grpc.health.v1 is set only at start and at the drain, so it says SERVING while Health is NOT_READY",
+		Apply:  func(h *server.Hooks) { h.StaticGRPCHealth = true }},
 	{Name: "c3-keep-output-after-cancel", Rule: "C-3", Level: LevelLifecycle, Sim: "keep-output-after-cancel", Breaks: "a publish cancelled once its output is ready writes the entry and keeps it although its EncoderReady never reached the client",
 		Apply: func(h *server.Hooks) { h.KeepOutputAfterCancel = true }},
 }

@@ -135,8 +135,11 @@ func wantOnFake(c Case, p target.Profile) Outcome {
 	switch {
 	case isEPPD(c):
 		return OutcomeNotApplicable
-	case slices.Contains(c.Labels, LabelNeedsFaultProxy) && slices.Equal(p.Backends, []string{sharedDirBackend}):
-		return OutcomeNotApplicable // no transfer crosses: nothing to fault
+	case slices.Contains(c.Labels, LabelNeedsFaultProxy) && slices.Equal(p.Backends, []string{sharedDirBackend}),
+		slices.Contains(c.Labels, LabelNeedsTransfer) && slices.Equal(p.Backends, []string{sharedDirBackend}):
+		return OutcomeNotApplicable // no transfer crosses: nothing to fault, nothing dialled
+	case slices.Contains(c.Labels, LabelNeedsTCP) && !slices.Contains(p.Backends, "tcp"):
+		return OutcomeNotApplicable // only a tcp producer dials a consumer agent
 	case c.Rule == "R-1",
 		slices.Contains(c.Labels, LabelNeedsFaultProxy),
 		slices.Contains(c.Labels, LabelNeedsTestHooks) && !p.TestHooks,
@@ -158,6 +161,8 @@ func TestCasesWithBareProfile(t *testing.T) {
 		"L5ProducerQuotaEnforced":    true,
 		"H3MalformedHashRejected":    true,
 		"S1ShutdownAccepted":         true,
+		// No untrusted_host: the harness has no port it knows the target distrusts.
+		"SE3UntrustedProducerEndpointRefused": true,
 	}
 	shared := newFakeWorld(fakeMutant{}, 0).target(bareProfile())
 	for _, c := range Cases() {

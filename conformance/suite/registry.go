@@ -195,6 +195,7 @@ func Cases() []Case {
 		{Rule: "S-3", Name: "S-3 a quarantined cuda_ipc consumer drains and exits after an accepted Shutdown", Run: S3CUDAIPCConsumerDrainsAfterUncertainTransfer, Destructive: true, Labels: []string{LabelEPD, LabelNeedsFaultProxy, LabelDestructive, LabelNeedsRestart}},
 	}
 	cs = append(cs, faultCases()...)
+	cs = append(cs, securityCases()...) // Q-2 refused, Q-6, SE-3..SE-5 (security.go)
 	levels := map[string]Level{}
 	for lvl, rules := range RulesByLevel() {
 		for _, r := range rules {

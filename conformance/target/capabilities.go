@@ -4,7 +4,10 @@ import (
 	"context"
 	"time"
 
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 )
 
 // TransferFault is one fault the harness's fault proxy can put on a control
@@ -63,6 +66,63 @@ type FaultInjector interface {
 // (CONTRACT Q-4), so Faults-level cases restart the consumer they poisoned.
 type Restarter interface {
 	Restart(ctx context.Context, role Role) error
+}
+
+// ConnectionRefuser is implemented by targets whose harness can make the
+// producer control endpoint that the consumer trusts refuse connections
+// for a while (the fault proxy unbinds its port): a producer that has gone
+// away, for the consumer's definite outcome of CONTRACT Q-2 and SE-4.
+type ConnectionRefuser interface {
+	// RefuseProducerConnections makes every new connection to the
+	// producer's advertised control endpoint fail with ECONNREFUSED and
+	// closes those open, until restore runs (restore binds it again).
+	RefuseProducerConnections(ctx context.Context) (restore func() error, err error)
+}
+
+// Transferer is implemented by Engines that let the harness call
+// TransferEncoderCache itself, as any client of a producer may (CONTRACT
+// SE-3: a producer asked to write to an untrusted consumer agent; SE-4).
+type Transferer interface {
+	// TransferEncoderCache makes one call and returns the answer, its
+	// trailer and its gRPC status as error.
+	TransferEncoderCache(ctx context.Context, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, metadata.MD, error)
+}
+
+// StandardHealth is implemented by Engines whose standard grpc.health.v1
+// service the harness can ask (CONTRACT SE-5).
+type StandardHealth interface {
+	// ServingStatus is grpc.health.v1 Check for the overall service ("").
+	ServingStatus(ctx context.Context) (healthpb.HealthCheckResponse_ServingStatus, error)
+}
+
+// TargetWrapper is implemented by a Target that wraps another (the check
+// runner's), so Capability finds what the wrapped one offers.
+type TargetWrapper interface{ UnwrapTarget() Target }
+
+// EngineWrapper is implemented by an Engine that wraps another (the check
+// runner's recording engine), so Capability finds what the wrapped one
+// offers.
+type EngineWrapper interface{ UnwrapEngine() Engine }
+
+// Capability returns v (a Target or an Engine), or the first one it wraps
+// (TargetWrapper, EngineWrapper), that implements the optional capability
+// T (ConnectionRefuser, Transferer, StandardHealth, ...).
+func Capability[T any](v any) (T, bool) {
+	for v != nil {
+		if c, ok := v.(T); ok {
+			return c, true
+		}
+		switch w := v.(type) {
+		case TargetWrapper:
+			v = w.UnwrapTarget()
+		case EngineWrapper:
+			v = w.UnwrapEngine()
+		default:
+			v = nil
+		}
+	}
+	var zero T
+	return zero, false
 }
 
 // MethodTransferEncoderCache is the full gRPC method name of the transfer call.

@@ -79,6 +79,8 @@ var envVars = []EnvVar{
 			return nil
 		}},
 	strVar("BATON_REFERENCE_FORMAT", "reference_format", "opaque_state format: baton-json-v1 or empty (opaque)", func(c *Config) *string { return &c.ReferenceFormat }),
+	strVar("BATON_UNTRUSTED_HOST", "untrusted_host", "host where the harness may listen on ports the target does not trust (SE-3, SE-4)", func(c *Config) *string { return &c.UntrustedHost }),
+	strVar("BATON_AGENT_FORMAT", "agent_format", "tcp consumer_agent format: baton-xfer-v1 or empty (opaque)", func(c *Config) *string { return &c.AgentFormat }),
 	{Name: "BATON_CASE_TIMEOUT", Key: "case_timeout", Kind: "duration", Help: "bound on one case (default 60s)",
 		set: func(c *Config, v string) (err error) {
 			c.CaseTimeout, err = parseDuration(v)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -151,4 +152,25 @@ func (e *GRPCEngine) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.Abort
 // Shutdown implements Engine.
 func (e *GRPCEngine) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.ShutdownResponse, error) {
 	return e.control.Shutdown(ctx, req)
+}
+
+// TransferEncoderCache implements Transferer: one TransferEncoderCache call
+// as any client may make it, with the answer's trailer.
+func (e *GRPCEngine) TransferEncoderCache(ctx context.Context, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, metadata.MD, error) {
+	var trailer metadata.MD
+	resp, err := e.control.TransferEncoderCache(ctx, req, grpc.Trailer(&trailer))
+	if trailer == nil {
+		trailer = metadata.MD{}
+	}
+	return resp, trailer, err
+}
+
+// ServingStatus implements StandardHealth: grpc.health.v1 Check of the
+// overall service ("").
+func (e *GRPCEngine) ServingStatus(ctx context.Context) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	resp, err := healthpb.NewHealthClient(e.conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return healthpb.HealthCheckResponse_UNKNOWN, err
+	}
+	return resp.GetStatus(), nil
 }

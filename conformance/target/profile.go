@@ -192,6 +192,9 @@ func (c *Config) finish() error {
 	if c.ReferenceFormat != "" && c.ReferenceFormat != ReferenceFormatBatonJSONv1 {
 		return fmt.Errorf("%w: reference_format %q (want %q or empty for opaque)", ErrBadProfile, c.ReferenceFormat, ReferenceFormatBatonJSONv1)
 	}
+	if c.AgentFormat != "" && c.AgentFormat != AgentFormatBatonXferV1 {
+		return fmt.Errorf("%w: agent_format %q (want %q or empty for opaque)", ErrBadProfile, c.AgentFormat, AgentFormatBatonXferV1)
+	}
 	if c.ProducerQuotaBytes < 0 {
 		return fmt.Errorf("%w: producer_quota_bytes %d is negative", ErrBadProfile, c.ProducerQuotaBytes)
 	}

@@ -90,7 +90,25 @@ type Profile struct {
 	// down or poison it (the label needs:restart) need it (CONTRACT
 	// section 4 "A restart").
 	Restarts bool `yaml:"-" json:"-"`
+	// UntrustedHost is a host the harness may listen on, on free ports,
+	// none of which the target trusts as a peer (its trusted producers and
+	// consumer agents name only exact host:port entries there, none the
+	// harness picks; CONTRACT SE-3), e.g. "127.0.0.1". The SE-3 and SE-4
+	// cases point references and consumer agents at such a listener and
+	// check that nothing connects to it. Empty: those checks are not
+	// verifiable.
+	UntrustedHost string `yaml:"untrusted_host" json:"untrusted_host"`
+	// AgentFormat declares the format of a tcp consumer's
+	// TransferEncoderCacheRequest.consumer_agent, so the SE-3 case can
+	// name an untrusted agent: "baton-xfer-v1" (baton's agent metadata:
+	// "BXMD", version 1, backend 2, name, "host:port") or "" (opaque: that
+	// check is not verifiable).
+	AgentFormat string `yaml:"agent_format" json:"agent_format"`
 }
+
+// AgentFormatBatonXferV1 is the one consumer_agent format a profile may
+// declare (Profile.AgentFormat): baton's tcp transfer-agent metadata.
+const AgentFormatBatonXferV1 = "baton-xfer-v1"
 
 // Implementation is the vendor's description of the engine under test. Every
 // field is free text; none is checked.

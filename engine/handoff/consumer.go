@@ -10,7 +10,8 @@ import (
 type ReceiveState int
 
 // Receive states. SUCCEEDED and REJECTED release the buffers; UNCERTAIN
-// quarantines them for the life of the process (Q-1).
+// quarantines them until the backend proves no write can land any more
+// (EndQuarantine, CONTRACT Q-6), or for the life of the process.
 const (
 	ReceivePreflight ReceiveState = iota + 1
 	ReceiveRegistered
@@ -29,6 +30,7 @@ type ConsumerConfig struct {
 type receive struct {
 	id           string
 	payloadBytes int64
+	buffers      int // receive buffers (one per item; SetBuffers), at least 1
 	state        ReceiveState
 }
 
@@ -43,6 +45,7 @@ type receive struct {
 type ConsumerReceives struct {
 	cfg               ConsumerConfig
 	receives          map[string]*receive
+	quarantined       map[string]*receive // UNCERTAIN receives whose quarantine has not ended (Q-6)
 	inflightBytes     int64
 	quarantineBuffers int
 	quarantineBytes   int64
@@ -59,7 +62,7 @@ func (c *ConsumerReceives) Version() uint64 { return c.version }
 
 // NewConsumerReceives returns an empty table.
 func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
-	return &ConsumerReceives{cfg: cfg, receives: map[string]*receive{}}
+	return &ConsumerReceives{cfg: cfg, receives: map[string]*receive{}, quarantined: map[string]*receive{}}
 }
 
 // Preflight admits a receive of payloadBytes. Errors: ErrQuarantined (Q-4:
@@ -68,7 +71,7 @@ func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
 func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 	c.version++
 	if c.quarantineBuffers > 0 {
-		return rejectf(ErrQuarantined, "Q-4 %d buffers (%d bytes) quarantined; no new handoffs until restart", c.quarantineBuffers, c.quarantineBytes)
+		return rejectf(ErrQuarantined, "Q-4 %d buffers (%d bytes) quarantined; no new handoffs until Q-6 ends the quarantine", c.quarantineBuffers, c.quarantineBytes)
 	}
 	if _, dup := c.receives[id]; dup {
 		return rejectf(ErrBadRequest, "receive %s already in flight", id)
@@ -76,7 +79,10 @@ func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 	if c.cfg.InflightQuotaBytes > 0 && c.inflightBytes+payloadBytes > c.cfg.InflightQuotaBytes {
 		return rejectf(ErrQuotaExceeded, "L-5 receiving %d bytes would put %d of %d in flight", payloadBytes, c.inflightBytes+payloadBytes, c.cfg.InflightQuotaBytes)
 	}
-	c.receives[id] = &receive{id: id, payloadBytes: payloadBytes, state: ReceivePreflight}
+	if _, dup := c.quarantined[id]; dup {
+		return rejectf(ErrBadRequest, "receive %s is quarantined", id)
+	}
+	c.receives[id] = &receive{id: id, payloadBytes: payloadBytes, buffers: 1, state: ReceivePreflight}
 	c.inflightBytes += payloadBytes
 	return nil
 }
@@ -88,6 +94,19 @@ func (c *ConsumerReceives) advance(id string, from, to ReceiveState) error {
 		return fmt.Errorf("handoff: receive %s cannot go to %d from its state", id, to)
 	}
 	r.state = to
+	return nil
+}
+
+// SetBuffers records how many receive buffers (one per item) a receive
+// in PREFLIGHT uses, so `encoder.quarantine.buffers` counts buffers, not
+// receives (default 1). Errors: n < 1, or a receive not in PREFLIGHT.
+func (c *ConsumerReceives) SetBuffers(id string, n int) error {
+	c.version++
+	r, ok := c.receives[id]
+	if !ok || r.state != ReceivePreflight || n < 1 {
+		return fmt.Errorf("handoff: receive %s cannot take %d buffers in its state", id, n)
+	}
+	r.buffers = n
 	return nil
 }
 
@@ -109,9 +128,28 @@ func (c *ConsumerReceives) Succeeded(id string) error { return c.finish(id, Rece
 func (c *ConsumerReceives) Rejected(id string) error { return c.finish(id, ReceiveRejected) }
 
 // Uncertain ends a receive whose outcome is unknown after the request was
-// sent (Q-1): the buffers are quarantined for the life of the process and the
-// caller must never free or reuse them; health turns NOT_READY (Q-4).
+// sent (Q-1): the buffers are quarantined and the caller must never free or
+// reuse them until EndQuarantine; health turns NOT_READY (Q-4). A
+// receive not yet REQUESTED sent nothing: it ends REJECTED instead.
 func (c *ConsumerReceives) Uncertain(id string) error { return c.finish(id, ReceiveUncertain) }
+
+// EndQuarantine ends the quarantine of an UNCERTAIN receive once the
+// backend proved that no write can land in its buffers any more (CONTRACT
+// Q-6: the registration revoked, every connection that carried the
+// transfer closed): its buffers and bytes leave the quarantine counters
+// and the caller may free them. Never call it because time passed. Error:
+// id is not a quarantined receive.
+func (c *ConsumerReceives) EndQuarantine(id string) error {
+	c.version++
+	r, ok := c.quarantined[id]
+	if !ok {
+		return fmt.Errorf("handoff: receive %s is not quarantined", id)
+	}
+	delete(c.quarantined, id)
+	c.quarantineBuffers -= r.buffers
+	c.quarantineBytes -= r.payloadBytes
+	return nil
+}
 
 func (c *ConsumerReceives) finish(id string, to ReceiveState) error {
 	c.version++
@@ -131,7 +169,9 @@ func (c *ConsumerReceives) finish(id string, to ReceiveState) error {
 	case ReceiveRejected:
 		c.rejected++
 	case ReceiveUncertain:
-		c.quarantineBuffers++
+		r.state = ReceiveUncertain
+		c.quarantined[id] = r
+		c.quarantineBuffers += r.buffers
 		c.quarantineBytes += r.payloadBytes
 	}
 	return nil
@@ -142,6 +182,13 @@ func (c *ConsumerReceives) Inflight() int { return len(c.receives) }
 
 // InflightBytes is the receive bytes in flight.
 func (c *ConsumerReceives) InflightBytes() int64 { return c.inflightBytes }
+
+// Quarantined reports whether receive id is quarantined (UNCERTAIN, its
+// quarantine not ended).
+func (c *ConsumerReceives) Quarantined(id string) bool {
+	_, ok := c.quarantined[id]
+	return ok
+}
 
 // Quarantine returns `encoder.quarantine.buffers` and `encoder.quarantine.bytes`.
 func (c *ConsumerReceives) Quarantine() (buffers int, payloadBytes int64) {
@@ -159,7 +206,8 @@ func (c *ConsumerReceives) InflightIDs() []string {
 }
 
 // CheckInvariants: in-flight bytes equal the sum of receives' payloads and
-// stay within the quota; quarantine never shrinks (checked by callers over time).
+// stay within the quota; the quarantine counters equal the sums over the
+// quarantined receives (they shrink only by EndQuarantine, Q-6).
 func (c *ConsumerReceives) CheckInvariants() error {
 	var sum int64
 	for _, r := range c.receives {
@@ -167,6 +215,15 @@ func (c *ConsumerReceives) CheckInvariants() error {
 	}
 	if sum != c.inflightBytes {
 		return fmt.Errorf("handoff: in-flight bytes %d, receives sum to %d", c.inflightBytes, sum)
+	}
+	var qBuffers int
+	var qBytes int64
+	for _, r := range c.quarantined {
+		qBuffers += r.buffers
+		qBytes += r.payloadBytes
+	}
+	if qBuffers != c.quarantineBuffers || qBytes != c.quarantineBytes {
+		return fmt.Errorf("handoff: quarantine counters %d buffers %d bytes, quarantined receives sum to %d, %d", c.quarantineBuffers, c.quarantineBytes, qBuffers, qBytes)
 	}
 	if c.cfg.InflightQuotaBytes > 0 && c.inflightBytes > c.cfg.InflightQuotaBytes {
 		return fmt.Errorf("handoff: L-5 in-flight bytes %d over quota %d", c.inflightBytes, c.cfg.InflightQuotaBytes)

@@ -49,11 +49,30 @@ var (
 	ErrMalformedHash = errors.New("handoff: malformed content hash")
 	// ErrBackendNotAccepted: a reference for a backend this consumer does not accept (N-1), FAILED_PRECONDITION.
 	ErrBackendNotAccepted = errors.New("handoff: backend not accepted")
+	// ErrUntrustedPeer: a reference, a KV session or a transfer request that
+	// names an endpoint outside the engine's configured peers (trusted
+	// producers on a consumer, trusted consumer agents on a producer):
+	// refused before any connection is made (SE-3), FAILED_PRECONDITION.
+	ErrUntrustedPeer = errors.New("handoff: endpoint is not a configured peer")
 	// ErrSpentReference: a reference already consumed, released or expired (SU-2), INVALID_ARGUMENT.
 	ErrSpentReference = errors.New("handoff: reference already spent")
 	// ErrQuotaExceeded: the producer's published bytes or the consumer's in-flight
 	// receive bytes would pass their bound (L-5), RESOURCE_EXHAUSTED (retryable).
 	ErrQuotaExceeded = errors.New("handoff: byte quota exceeded")
+	// ErrStorageFull: the producer's storage is out of space (ENOSPC while
+	// writing an entry): the publish is refused whole, nothing is
+	// published, and the engine stays READY (L-5: a bound on what the
+	// producer holds), RESOURCE_EXHAUSTED (retryable).
+	ErrStorageFull = errors.New("handoff: storage full")
+	// ErrPeerUnreachable: the connection to the producer's control address
+	// was refused or never established, so no request was sent: a
+	// definite outcome, the buffers are released, the consumer stays
+	// READY, UNAVAILABLE (retryable).
+	ErrPeerUnreachable = errors.New("handoff: producer unreachable; nothing was sent")
+	// ErrTransferUncertain: a transfer whose outcome this consumer cannot
+	// know (the request may have reached the producer): its buffers are
+	// quarantined until Q-6 ends it, UNAVAILABLE.
+	ErrTransferUncertain = errors.New("handoff: transfer outcome uncertain")
 	// ErrQuarantined: this side holds quarantined buffers and refuses new handoffs, UNAVAILABLE.
 	ErrQuarantined = errors.New("handoff: buffers quarantined")
 	// ErrCleanupFailed: an earlier release or deregistration failed, UNAVAILABLE.
@@ -89,8 +108,12 @@ var rejections = []classification{
 	{ErrForeignReference, "SU-5", CodeInvalidArgument},
 	{ErrMalformedReference, "SU-4", CodeInvalidArgument},
 	{ErrBackendNotAccepted, "N-1", CodeFailedPrecondition},
+	{ErrUntrustedPeer, "SE-3", CodeFailedPrecondition},
 	{ErrSpentReference, "SU-2", CodeInvalidArgument},
 	{ErrQuotaExceeded, "L-5", CodeResourceExhausted},
+	{ErrStorageFull, "L-5", CodeResourceExhausted},
+	{ErrPeerUnreachable, "Q-2", CodeUnavailable},
+	{ErrTransferUncertain, "Q-1", CodeUnavailable},
 	{ErrQuarantined, "Q-4", CodeUnavailable},
 	{ErrCleanupFailed, "X-1", CodeUnavailable},
 	{ErrDraining, "S-2", CodeUnavailable},
@@ -114,9 +137,10 @@ func Classify(err error) (rule string, code Code) {
 }
 
 // Precedence is the order in which rules decide the code when several reject
-// the same request (CONTRACT "How requests look, and which code wins"). The
-// server runs its checks in exactly this order.
-var Precedence = []string{"L-4", "L-6", "L-1", "SU-4", "N-1", "SU-2", "L-5"}
+// the same request (CONTRACT "How requests look, and which code wins"):
+// the health refusals first (S-2 draining, X-1, Q-4), then the request's
+// own checks. The server runs its checks in exactly this order.
+var Precedence = []string{"S-2", "X-1", "Q-4", "L-4", "L-6", "L-1", "SU-4", "H-3", "N-1", "SE-3", "SU-5", "SU-2", "L-5"}
 
 // rejectf wraps a sentinel with detail.
 func rejectf(sentinel error, format string, args ...any) error {

@@ -12,6 +12,7 @@ type HealthState int
 const (
 	HealthStarting HealthState = 1
 	HealthReady    HealthState = 2
+	HealthDegraded HealthState = 3
 	HealthDraining HealthState = 4
 	HealthNotReady HealthState = 5
 )
@@ -24,17 +25,22 @@ type HealthCheck struct {
 }
 
 // Health is an engine's health: READY, DRAINING after shutdown starts (S-2),
-// and NOT_READY, sticky until restart, once anything was quarantined or a
-// cleanup failed. Check names: "encoder_cache" (quarantine, cleanup),
-// "lifecycle" (starting, draining).
+// and NOT_READY while anything is quarantined (Q-4, until Recover once Q-6
+// ended every quarantine) and, sticky until restart, once a cleanup failed
+// . Check names: "encoder_cache" (quarantine), "cleanup",
+// "lifecycle" (starting, draining), plus notes that do not change the
+// overall state ("cache_dir": the storage is full).
 type Health struct {
 	started  bool
 	draining bool
-	failures map[string]string // check name -> first reason
+	failures map[string]string      // check name -> first reason
+	notes    map[string]HealthCheck // check name -> note (Note)
 }
 
 // NewHealth returns a Health in STARTING.
-func NewHealth() *Health { return &Health{failures: map[string]string{}} }
+func NewHealth() *Health {
+	return &Health{failures: map[string]string{}, notes: map[string]HealthCheck{}}
+}
 
 // Started marks the engine as serving.
 func (h *Health) Started() { h.started = true }
@@ -51,6 +57,27 @@ func (h *Health) Fail(check, reason string) {
 		h.failures[check] = reason
 	}
 }
+
+// Recover ends the failure of check CheckQuarantine: call it once every
+// quarantine of this side has ended (CONTRACT ). Every other
+// failure (X-1's cleanup check, an executor divergence) is sticky until
+// restart and is left as it is.
+func (h *Health) Recover(check string) {
+	if check == CheckQuarantine {
+		delete(h.failures, check)
+	}
+}
+
+// Note sets a check that reports a condition without changing the overall
+// state (the shared directory out of space: "cache_dir" with
+// HealthDegraded, while publishes answer RESOURCE_EXHAUSTED); the latest
+// note of a check wins.
+func (h *Health) Note(check string, state HealthState, message string) {
+	h.notes[check] = HealthCheck{Name: check, State: state, Message: message}
+}
+
+// ClearNote removes the note of check, if any.
+func (h *Health) ClearNote(check string) { delete(h.notes, check) }
 
 // Failure returns the first failure reason, sorted by check name, or "".
 func (h *Health) Failure() string {
@@ -84,6 +111,14 @@ func (h *Health) State() (HealthState, []HealthCheck) {
 	case !h.started:
 		lifecycle = HealthCheck{Name: "lifecycle", State: HealthStarting, Message: "starting"}
 	}
+	noteNames := make([]string, 0, len(h.notes))
+	for n := range h.notes {
+		noteNames = append(noteNames, n)
+	}
+	sort.Strings(noteNames)
+	for _, n := range noteNames {
+		checks = append(checks, h.notes[n])
+	}
 	checks = append(checks, lifecycle)
 	switch {
 	case len(h.failures) > 0:
@@ -116,6 +151,10 @@ const (
 	CheckQuarantine = "encoder_cache"
 	// CheckCleanup is the check failed by a cleanup failure.
 	CheckCleanup = "cleanup"
+	// CheckCacheDir is the note set while the producer's storage is out of
+	// space (ENOSPC): publishes answer RESOURCE_EXHAUSTED, the engine stays
+	// READY (L-5).
+	CheckCacheDir = "cache_dir"
 )
 
 // ShutdownStatus mirrors openengine.v1.ShutdownStatus.

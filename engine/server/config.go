@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -75,6 +76,17 @@ type Config struct {
 	// baton.encoder_fail, baton.cleanup_fail and baton.transfer_fail.
 	// Without it every extra key is ignored. Never on in production.
 	TestHooks bool
+	// TrustedProducers are the peers a consumer (PD, P) may dial as a
+	// producer's control endpoint, and D as P's control endpoint and
+	// transfer agent (CONTRACT SE-3; entries "host:port", "host" or
+	// "address/bits", trust.go). Empty: none, so every tcp or cuda_ipc
+	// reference is FAILED_PRECONDITION before any connection.
+	TrustedProducers []string
+	// TrustedConsumers are the consumer transfer agents ("host:port" of
+	// their metadata) a tcp producer may WRITE into (SE-3). Empty: none,
+	// so every TransferEncoderCache is FAILED_PRECONDITION with the
+	// before-write trailer.
+	TrustedConsumers []string
 	// AdvertiseControl is the host:port put in EncoderCacheRef.producer_endpoint
 	// (default: the listen address).
 	AdvertiseControl string
@@ -116,6 +128,9 @@ type Config struct {
 	// Device is where the engine computes: "cpu" (default) or "cuda:N"
 	// (the CUDA encoder on device N, and the device of the cuda_ipc backend).
 	Device string
+	// FS is the file system of the shared directory; nil is the real disk
+	// (shareddir.OSFS). Tests inject failures through it (ENOSPC).
+	FS shareddir.FS
 	// IPCDevice replaces the CUDA device of the cuda_ipc backend (tests:
 	// xfer.FakeIPC); nil opens the device Device names.
 	IPCDevice xfer.IPCDevice

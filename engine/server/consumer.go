@@ -21,11 +21,14 @@ type ClaimedItem struct {
 
 // parseReference applies, in the contract's precedence, L-1 (size), SU-4
 // (malformed, including non-canonical bytes), H-3 (hash format), N-1
-// (backend) and SU-5 (ids; the tag over every byte, on shared_dir) to a
-// reference and returns it verified.
-func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, error) {
+// (backend), SE-3 (a transfer backend's producer endpoint must be a
+// trusted producer: refused before any connection) and SU-5 (the id
+// forms; on shared_dir the tag over every byte and the instance) to a
+// reference and returns it verified, with the address to dial for a
+// transfer backend ("" for shared_dir).
+func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, string, error) {
 	if wire == nil {
-		return handoff.Reference{}, fmt.Errorf("%w: SU-4 encoder.consume has no reference", handoff.ErrMalformedReference)
+		return handoff.Reference{}, "", fmt.Errorf("%w: SU-4 encoder.consume has no reference", handoff.ErrMalformedReference)
 	}
 	opaque := wire.GetOpaqueState()
 	if e.cfg.Hooks.ReadReference != nil {
@@ -33,28 +36,42 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, er
 	}
 	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), opaque, e.cfg.Hooks.MaxReferenceBytes)
 	if err != nil {
-		return handoff.Reference{}, err
+		return handoff.Reference{}, "", err // L-1, SU-4, H-3
 	}
+	backend := wire.GetBackend()
 	accept := func(b string) bool { return slices.Contains(e.cfg.AcceptBackends, b) }
 	if e.cfg.Hooks.AcceptBackend != nil {
 		accept = e.cfg.Hooks.AcceptBackend
 	}
-	if !accept(ref.Backend) {
-		return handoff.Reference{}, fmt.Errorf("%w: N-1 backend %.40q, this consumer accepts %v", handoff.ErrBackendNotAccepted, ref.Backend, e.cfg.AcceptBackends)
+	if !accept(backend) {
+		return handoff.Reference{}, "", fmt.Errorf("%w: N-1 backend %.40q, this consumer accepts %v", handoff.ErrBackendNotAccepted, backend, e.cfg.AcceptBackends)
 	}
-	if ref.Backend == BackendTCP || ref.Backend == BackendCUDAIPC {
-		// The producer verifies its own tag when asked to transfer (SU-5);
-		// a consumer holds no key for the tcp backend, but refuses ids that
-		// could name anything outside a producer's cache itself.
-		if err := ref.CheckIDs(); err != nil {
-			return handoff.Reference{}, err
+	transfer := backend == BackendTCP || backend == BackendCUDAIPC
+	var addr string
+	if transfer {
+		trusted := e.producerEndpoint
+		if e.cfg.Hooks.TrustProducer != nil {
+			trusted = e.cfg.Hooks.TrustProducer
 		}
-		return ref, nil
+		a, err := trusted(wire.GetProducerEndpoint())
+		if err != nil {
+			return handoff.Reference{}, "", err // SE-3: before any connection
+		}
+		addr = a
+	}
+	if transfer {
+		// The producer verifies its own tag when asked to transfer (SU-5);
+		// a consumer holds no key for the transfer backends, but refuses ids
+		// that could name anything outside a producer's cache itself.
+		if err := ref.CheckIDs(); err != nil {
+			return handoff.Reference{}, "", err
+		}
+		return ref, addr, nil
 	}
 	key, err := e.producerKey(ref.ProducerInstanceID)
 	if err != nil {
 		e.onRejected(ref)
-		return handoff.Reference{}, err
+		return handoff.Reference{}, "", err
 	}
 	verify := handoff.Reference.Verify
 	if e.cfg.Hooks.VerifyReference != nil {
@@ -62,9 +79,9 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, er
 	}
 	if err := verify(ref, key); err != nil {
 		e.onRejected(ref)
-		return handoff.Reference{}, err
+		return handoff.Reference{}, "", err
 	}
-	return ref, nil
+	return ref, "", nil
 }
 
 func (e *Engine) onRejected(ref handoff.Reference) {
@@ -94,22 +111,20 @@ func (e *Engine) producerKey(producer string) ([]byte, error) {
 	return key, nil
 }
 
-// receive takes a verified reference through SU-2 (spent, expired), L-5 and
-// Q-4 admission, and the claim by atomic rename; it returns the items as lm
-// images. Every path ends the receive exactly once.
-func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Reference, wire *pb.EncoderCacheRef, transferFailHook bool) ([]lm.Image, error) {
+// receive takes a verified reference through SU-2 (spent, expired), L-5
+// and the claim by atomic rename or the transfer; it returns the items as
+// lm images. The health refusals came first (generate). Every path
+// ends the receive exactly once.
+func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Reference, wire *pb.EncoderCacheRef, addr string, transferFailHook bool) ([]lm.Image, error) {
 	if ref.Expired(e.now().UnixMilli()) {
 		return nil, fmt.Errorf("%w: SU-2 reference %s expired", handoff.ErrSpentReference, short(ref.EntryID))
 	}
-	if err := e.admitHandoff(); err != nil {
-		return nil, err
-	}
 	receiveID := requestID + "/" + ref.EntryID
 	if ref.Backend == BackendTCP {
-		return e.transferReceive(ctx, receiveID, ref, wire, transferFailHook)
+		return e.transferReceive(ctx, receiveID, ref, wire, addr, transferFailHook)
 	}
 	if ref.Backend == BackendCUDAIPC {
-		return e.ipcReceive(ctx, receiveID, ref, wire, transferFailHook)
+		return e.ipcReceive(ctx, receiveID, ref, wire, addr, transferFailHook)
 	}
 	// SU-2 decides before L-5 (CONTRACT precedence): look before reserving.
 	if ok, err := shareddir.EntryExists(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID); err == nil && !ok {

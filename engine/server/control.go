@@ -99,10 +99,11 @@ func (e *Engine) Observables() map[string]float64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	qBuffers, qBytes := e.receives.Quarantine()
-	// The producer's quarantined sources count too.
+	// The producer's quarantined sources count too, and D's KV READ buffers.
 	srcBuffers, srcBytes := e.sourceQuarantine()
-	qBuffers += srcBuffers
-	qBytes += srcBytes
+	kvBuffers, kvBytes := e.quarantineCounts()
+	qBuffers += srcBuffers + kvBuffers
+	qBytes += srcBytes + kvBytes
 	out := map[string]float64{
 		"encoder.exports.entries":    float64(e.table.Entries()),
 		"encoder.exports.bytes":      float64(e.table.HeldBytes()),
@@ -280,6 +281,7 @@ func (s *control) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.Sh
 	if err != nil {
 		return nil, e.status(err)
 	}
+	e.healthChanged() // DRAINING: grpc.health.v1 NOT_SERVING (SE-5)
 	if st == handoff.ShutdownAccepted {
 		timeout := e.cfg.DrainTimeout
 		if req.DrainTimeoutMs != nil { // present, 0 included: 0 cancels running requests at once

@@ -15,7 +15,6 @@ import (
 	"github.com/baton-dev/baton/engine/xfer"
 	"github.com/baton-dev/baton/gpu/cuda"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -32,15 +31,20 @@ import (
 //	                                   <- Abort(encoder_cache = ref): the loan comes back
 //	free the source; ALREADY_FINISHED (SU-3)
 //
-// A loan never given back is freed by the collector after ipcLease, and at
-// the drain. The consumer quarantines its receive buffer (and keeps the
-// mapping open) on every uncertain outcome; the producer quarantines a
-// source whose claim failed half-way. Both report Health NOT_READY
-// (check encoder_cache) and refuse new handoffs.
-
-// ipcLease is how long a lent source waits for its consumer to give it
-// back beyond the transfer timeout.
-const ipcLease = time.Minute
+// A lent source is freed only when its loan comes back: never by a timer,
+// since the consumer's process may still map it (CONTRACT Q-6; a loan
+// whose consumer's process is gone cannot be told apart here: no driver
+// call says who maps an allocation, so such a loan stays, and at the
+// drain every loan still out stays quarantined). The consumer quarantines
+// its receive buffer on an uncertain outcome of the call until the
+// control connections that may have carried the request have closed (the
+// producer never writes a consumer's memory; a loan its lost reply
+// carried is given back at once), and, when a device-to-device copy
+// fails, keeps the buffer and the mapping unless the device then
+// synchronizes (nothing runs on it any more). The producer quarantines a
+// source whose claim failed half-way. A side that quarantines
+// reports Health NOT_READY (check encoder_cache) and refuses new handoffs
+// until the quarantine ends.
 
 // gpuState is the engine's CUDA device for the cuda_ipc backend, opened at
 // start on the producer and on the first cuda_ipc receive on a consumer, so
@@ -50,9 +54,6 @@ type gpuState struct {
 	mu     sync.Mutex
 	dev    xfer.IPCDevice
 	opened bool
-	// jailed are the receive buffers and still-open mappings of uncertain
-	// receives: never freed, never reused.
-	jailed []xfer.DeviceBuffer
 	// returns counts loans being given back in the background; the drain
 	// waits for them before the S-3 collection.
 	returns sync.WaitGroup
@@ -98,9 +99,8 @@ type ipcStore struct {
 }
 
 type ipcEntry struct {
-	buf      xfer.DeviceBuffer
-	loan     xfer.IPCLoan
-	deadline time.Time // lent: when the collector frees it
+	buf  xfer.DeviceBuffer
+	loan xfer.IPCLoan
 }
 
 func newIPCStore(dev xfer.IPCDevice) (*ipcStore, error) {
@@ -156,9 +156,8 @@ func (s *ipcStore) take(id string) (*ipcEntry, bool) {
 	return m, ok
 }
 
-func (s *ipcStore) lend(id string, m *ipcEntry, deadline time.Time) {
+func (s *ipcStore) lend(id string, m *ipcEntry) {
 	s.mu.Lock()
-	m.deadline = deadline
 	s.lent[id] = m
 	s.mu.Unlock()
 }
@@ -211,35 +210,22 @@ func (s *ipcStore) exists(id string) (bool, error) {
 	return ok, nil
 }
 
-// collect frees loans their consumers never gave back, past their lease.
-func (s *ipcStore) collect(nowMs int64) error {
-	s.mu.Lock()
-	var due []string
-	for id, m := range s.lent {
-		if nowMs >= m.deadline.UnixMilli() {
-			due = append(due, id)
-		}
-	}
-	s.mu.Unlock()
-	var errs []error
-	for _, id := range due {
-		if _, err := s.giveBack(id); err != nil {
-			errs = append(errs, fmt.Errorf("server: cuda_ipc: free the expired loan of %s: %w", short(id), err))
-		}
-	}
-	return errors.Join(errs...)
-}
+// collect does nothing: a loan is freed only when it comes back,
+// never because time passed.
+func (s *ipcStore) collect(int64) error { return nil }
 
-// close frees every entry and every loan (S-4); quarantined sources stay.
+// close frees every entry (S-4). Loans still out stay: their consumer
+// may map them, so they become quarantined sources (Q-6: no proof).
 func (s *ipcStore) close() error {
 	s.mu.Lock()
-	var ids, lent []string
+	var ids []string
 	for id := range s.items {
 		ids = append(ids, id)
 	}
-	for id := range s.lent {
-		lent = append(lent, id)
+	for _, m := range s.lent {
+		s.jailed = append(s.jailed, m)
 	}
+	s.lent = map[string]*ipcEntry{}
 	s.mu.Unlock()
 	var errs []error
 	for _, id := range ids {
@@ -247,12 +233,15 @@ func (s *ipcStore) close() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, id := range lent {
-		if _, err := s.giveBack(id); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	return errors.Join(errs...)
+}
+
+// outstanding is the number of sources lent or quarantined: while any
+// exists another process may map this device's memory.
+func (s *ipcStore) outstanding() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.lent) + len(s.jailed)
 }
 
 // lendIPC serves TransferEncoderCache for cuda_ipc: every rejection up to
@@ -274,7 +263,7 @@ func (e *Engine) lendIPC(ctx context.Context, store *ipcStore, req *pb.TransferE
 	if e.cfg.TestHooks && len(metadata.ValueFromIncomingContext(ctx, HookTransferFail)) > 0 {
 		return nil, e.failIPCLend(store, ref.EntryID, entry, errors.New("test hook "+HookTransferFail+": the loan failed after the entry left the table"))
 	}
-	store.lend(ref.EntryID, entry, e.now().Add(e.cfg.TransferTimeout+ipcLease))
+	store.lend(ref.EntryID, entry)
 	e.mu.Lock()
 	_ = e.table.TransferDone(ref.EntryID)
 	e.mu.Unlock()
@@ -290,6 +279,9 @@ func (e *Engine) lendIPC(ctx context.Context, store *ipcStore, req *pb.TransferE
 // claim: the reference (SU-4, SU-5, SU-2), one "cuda" target per item of
 // the item's length, and the consumer agent (an xfer.IPCPeer).
 func (e *Engine) checkIPCTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Reference, error) {
+	if err := e.admitHandoff(); err != nil {
+		return handoff.Reference{}, err // S-2, X-1, Q-4 first
+	}
 	wire := req.GetRef()
 	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), 0)
 	if err != nil {
@@ -298,6 +290,8 @@ func (e *Engine) checkIPCTransfer(req *pb.TransferEncoderCacheRequest) (handoff.
 	if ref.Backend != BackendCUDAIPC {
 		return ref, fmt.Errorf("%w: SU-4 reference for backend %.40q sent to a cuda_ipc producer", handoff.ErrMalformedReference, ref.Backend)
 	}
+	// SE-3: a cuda_ipc producer dials nothing (it lends a handle that only
+	// a process on this machine can open), so no consumer agent to check.
 	if ref.ProducerInstanceID != e.instanceID {
 		return ref, fmt.Errorf("%w: SU-5 reference names producer %s, this is %s", handoff.ErrForeignReference, ref.ProducerInstanceID, e.instanceID)
 	}
@@ -331,13 +325,15 @@ func (e *Engine) checkIPCTransfer(req *pb.TransferEncoderCacheRequest) (handoff.
 func (e *Engine) failIPCLend(store *ipcStore, id string, entry *ipcEntry, cause error) error {
 	e.mu.Lock()
 	_ = e.table.TransferFailed(id)
-	e.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-3 source of entry %s quarantined after a failed cuda_ipc loan: %v", short(id), cause))
 	e.mu.Unlock()
 	if entry != nil {
+		// Only the test hook fails here with a source: a failure the
+		// backend cannot explain, kept for the life of the process.
 		store.quarantine(entry)
+		e.enterQuarantine(&quarantine{id: "source/" + id, reason: quarantineReason("Q-3", "source of entry "+short(id), "cuda_ipc loan failed: "+cause.Error()), keep: entry}, nil)
 	}
 	e.log.Error("Q-3 cuda_ipc loan failed after removal; source quarantined", "entry", id, "err", cause)
-	err := status.Errorf(codes.Unavailable, "Q-3 transfer of entry %s failed after it left the table; its source is quarantined: %v", short(id), cause)
+	err := e.status(fmt.Errorf("%w: Q-3 transfer of entry %s failed after it left the table; its source is quarantined: %v", errAfterClaim, short(id), cause))
 	if e.cfg.Hooks.ProducerTransferFailure != nil {
 		return e.cfg.Hooks.ProducerTransferFailure(err)
 	}
@@ -370,12 +366,8 @@ func (e *Engine) returnLoan(id string) (lent bool) {
 // embeddings for the language model. A definite rejection frees the
 // buffer; any other failure of the call, a malformed loan, or a failed copy
 // quarantines it. A client that cancels does not end the call (C-4).
-func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.Reference, wire *pb.EncoderCacheRef, forwardFailHook bool) ([]lm.Image, error) {
-	addr, err := producerAddress(wire.GetProducerEndpoint())
-	if err != nil {
-		return nil, err
-	}
-	client, err := e.producers.get(addr)
+func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.Reference, wire *pb.EncoderCacheRef, addr string, forwardFailHook bool) ([]lm.Image, error) {
+	pc, err := e.producers.get(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -405,40 +397,49 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: off, Length: lengths[i], DeviceId: uint32(dev.Ordinal()), MemoryKind: string(xfer.MemoryCUDA)})
 		off += lengths[i]
 	}
-	call := e.callTransfer(ctx, client, receiveID, req, forwardFailHook)
+	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
 		e.endIPCReceive(receiveID, dst, false) // the C-4 mutant: frees without knowing the outcome
 		return nil, ctx.Err()
 	}
-	if call.definite {
+	if call.definite || call.unsent {
 		e.endIPCReceive(receiveID, dst, false)
-		return nil, fmt.Errorf("%w: Q-2 the producer rejected the transfer before writing: %s", handoff.ErrSpentReference, status.Convert(err).Message())
+		return nil, call.refusal()
 	}
 	if err != nil {
-		return nil, e.quarantineIPCReceive(receiveID, dst, nil, status.Convert(err).Message())
+		// The reply may have carried a loan we never saw: give it back,
+		// so the producer can free its source (it was never mapped here).
+		e.giveLoanBackAsync(pc, wire)
+		proofs := call.carriers
+		if call.noProof {
+			proofs = nil
+		}
+		return nil, e.quarantineIPCReceive(receiveID, dst, nil, status.Convert(err).Message(), proofs)
 	}
 	loan, err := xfer.ParseIPCLoan(resp.GetTensorLayout(), lengths)
 	if err == nil && resp.GetBytesWritten() != loan.Bytes {
 		err = fmt.Errorf("bytes_written %d for a loan of %d bytes", resp.GetBytesWritten(), loan.Bytes)
 	}
 	if err != nil {
-		return nil, e.quarantineIPCReceive(receiveID, dst, nil, "the producer answered OK with an unusable loan: "+err.Error())
+		// Nothing was mapped or copied: the loan goes back, the receive fails.
+		e.giveLoanBackAsync(pc, wire)
+		e.endIPCReceive(receiveID, dst, false)
+		return nil, fmt.Errorf("%w: cuda_ipc: the producer answered OK with an unusable loan: %v", errKVTransferFailed, err)
 	}
 	src, err := dev.Open(loan.Handle, int(loan.Bytes))
 	if err != nil {
 		// Nothing was copied into dst; the entry is consumed on the
 		// producer and its data out of reach: a failed receive, no
 		// quarantine needed. The loan goes back.
-		e.giveLoanBack(client, wire)
+		e.giveLoanBack(pc, wire)
 		e.endIPCReceive(receiveID, dst, false)
 		return nil, fmt.Errorf("%w: cuda_ipc: open the producer's IPC handle: %v", errKVTransferFailed, err)
 	}
 	off = 0
 	for i, s := range loan.Segments {
 		if err = dev.Copy(dst, int(off), src, int(s.Offset), int(s.Length)); err != nil {
-			// The copy's outcome is uncertain: keep dst and the mapping.
-			return nil, e.quarantineIPCReceive(receiveID, dst, src, fmt.Sprintf("device-to-device copy of item %d: %v", i, err))
+			return nil, e.failedIPCCopy(pc, wire, receiveID, dst, src, fmt.Sprintf("device-to-device copy of item %d: %v", i, err))
 		}
 		off += s.Length
 	}
@@ -446,16 +447,12 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		e.failCleanup("close the cuda_ipc mapping of "+short(ref.EntryID), err)
 	}
 	// The copy is done: the loan goes back while the embeddings come down.
-	e.gpu.returns.Add(1)
-	go func() {
-		defer e.gpu.returns.Done()
-		e.giveLoanBack(client, wire)
-	}()
+	e.giveLoanBackAsync(pc, wire)
 	// Download straight into the float32s the language model reads (device
 	// and host are little-endian, as float32s assumes for the tcp bytes).
 	data := make([]float32, total/4)
 	if err := dev.Download(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), total), dst, 0); err != nil {
-		return nil, e.quarantineIPCReceive(receiveID, dst, nil, "download of the received embeddings: "+err.Error())
+		return nil, e.failedIPCCopy(nil, nil, receiveID, dst, nil, "download of the received embeddings: "+err.Error())
 	}
 	e.endIPCReceive(receiveID, dst, true)
 	images := make([]lm.Image, len(ref.Items))
@@ -467,16 +464,48 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	return images, nil
 }
 
+// failedIPCCopy ends a receive whose device copy (or download) failed. If
+// the device then synchronizes, nothing runs on it any more: the
+// mapping is closed, the loan given back, the buffer freed, and the
+// receive fails (UNAVAILABLE) without a quarantine. Otherwise the buffer
+// and the mapping are quarantined for the life of the process.
+func (e *Engine) failedIPCCopy(pc *producerConn, wire *pb.EncoderCacheRef, receiveID string, dst, mapping xfer.DeviceBuffer, cause string) error {
+	if err := e.gpu.dev.Synchronize(); err != nil {
+		return e.quarantineIPCReceive(receiveID, dst, mapping, cause+"; the device does not synchronize: "+err.Error(), nil)
+	}
+	if mapping != nil {
+		if err := e.gpu.dev.Free(mapping); err != nil {
+			e.failCleanup("close a cuda_ipc mapping after a failed copy", err)
+		}
+	}
+	if pc != nil {
+		e.giveLoanBackAsync(pc, wire)
+	}
+	e.endIPCReceive(receiveID, dst, false)
+	e.log.Warn("cuda_ipc copy failed; the device synchronized, so nothing touches the buffer any more (Q-6)", "receive", receiveID, "err", cause)
+	return fmt.Errorf("%w: cuda_ipc: %s", errKVTransferFailed, cause)
+}
+
 // giveLoanBack returns a loan to its producer: Abort(encoder_cache) on the
-// same reference, ALREADY_FINISHED (SU-3). It holds no lock and is
-// bounded by the transfer timeout; a failure only delays the producer's
-// free to its lease, so it is logged.
-func (e *Engine) giveLoanBack(client pb.ControlClient, wire *pb.EncoderCacheRef) {
+// same reference, ALREADY_FINISHED (SU-3), or ABORTED when the producer
+// never lent it (the reply of an uncertain call). It holds no lock
+// and is bounded by the transfer timeout; a failure leaves the loan with
+// the producer, so it is logged.
+func (e *Engine) giveLoanBack(pc *producerConn, wire *pb.EncoderCacheRef) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.TransferTimeout)
 	defer cancel()
-	if _, err := client.Abort(OutgoingTraceContext(ctx), &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: wire}}); err != nil {
-		e.log.Warn("cuda_ipc: giving the loan back failed; the producer frees it at its lease", "err", err)
+	if _, err := pc.client().Abort(OutgoingTraceContext(ctx), &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: wire}}); err != nil {
+		e.log.Warn("cuda_ipc: giving the loan back failed; the producer keeps its source", "err", err)
 	}
+}
+
+// giveLoanBackAsync is giveLoanBack in the background; the drain waits.
+func (e *Engine) giveLoanBackAsync(pc *producerConn, wire *pb.EncoderCacheRef) {
+	e.gpu.returns.Add(1)
+	go func() {
+		defer e.gpu.returns.Done()
+		e.giveLoanBack(pc, wire)
+	}()
 }
 
 // endIPCReceive ends a receive whose outcome is known and frees its buffer;
@@ -495,21 +524,26 @@ func (e *Engine) endIPCReceive(receiveID string, dst xfer.DeviceBuffer, ok bool)
 }
 
 // quarantineIPCReceive keeps a receive buffer (and an open mapping, if
-// any) for the life of the process, turns health NOT_READY,
-// and returns the consumer's UNAVAILABLE error.
-func (e *Engine) quarantineIPCReceive(receiveID string, dst, mapping xfer.DeviceBuffer, cause string) error {
-	e.gpu.mu.Lock()
-	e.gpu.jailed = append(e.gpu.jailed, dst)
-	if mapping != nil {
-		e.gpu.jailed = append(e.gpu.jailed, mapping)
-	}
-	e.gpu.mu.Unlock()
+// any) until every proof has arrived, for the life of the process when
+// proofs is nil, turns health NOT_READY, and returns the
+// consumer's UNAVAILABLE error.
+func (e *Engine) quarantineIPCReceive(receiveID string, dst, mapping xfer.DeviceBuffer, cause string, proofs []<-chan struct{}) error {
 	e.mu.Lock()
 	_ = e.receives.Uncertain(receiveID)
-	e.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-1 receive %s quarantined: cuda_ipc outcome uncertain: %s", receiveID, cause))
 	e.mu.Unlock()
+	e.enterQuarantine(&quarantine{id: "receive/" + receiveID, reason: quarantineReason("Q-1", "receive "+receiveID, "cuda_ipc outcome uncertain: "+cause),
+		keep: []xfer.DeviceBuffer{dst, mapping},
+		end:  func() { _ = e.receives.EndQuarantine(receiveID) },
+		free: func() error {
+			if mapping != nil {
+				if err := e.gpu.dev.Free(mapping); err != nil {
+					return err
+				}
+			}
+			return e.gpu.dev.Free(dst)
+		}}, proofs)
 	e.log.Error("Q-1 cuda_ipc outcome uncertain; receive buffer quarantined", "receive", receiveID, "err", cause)
-	return fmt.Errorf("%w: Q-1 transfer outcome uncertain (%s); its buffers are quarantined", handoff.ErrQuarantined, cause)
+	return fmt.Errorf("%w: Q-1 transfer outcome uncertain (%s); its buffers are quarantined", handoff.ErrTransferUncertain, cause)
 }
 
 // collectGPU is the S-3 step of the drain, after everything else: it
@@ -531,6 +565,9 @@ func (e *Engine) collectGPU(prior error) error {
 	e.mu.Lock()
 	unhealthy := e.health.Failure()
 	e.mu.Unlock()
+	if s, ok := e.store.(*ipcStore); ok && unhealthy == "" && s.outstanding() > 0 {
+		unhealthy = fmt.Sprintf("%d cuda_ipc sources lent or quarantined: another process may map them", s.outstanding())
+	}
 	switch {
 	case prior != nil:
 		e.log.Warn("S-3 GPU collection skipped: the drain failed", "err", prior)

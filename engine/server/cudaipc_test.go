@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-dev/baton/conformance/faultproxy"
 	"github.com/baton-dev/baton/conformance/target"
 	"github.com/baton-dev/baton/engine/xfer"
 	"github.com/baton-dev/baton/gpu/nvml"
@@ -121,34 +122,54 @@ func mustGenerate(t *testing.T, e *target.GRPCEngine, req *pb.GenerateRequest) c
 	return res.Code()
 }
 
-// TestCUDAIPCCopyFailureQuarantines: a device-to-device copy that fails
-// half-way is an uncertain outcome: the receive buffer and the mapping stay
-// the consumer turns NOT_READY, and at its drain the GPU is not
-// collected (S-3: only on a healthy consumer).
-func TestCUDAIPCCopyFailureQuarantines(t *testing.T) {
-	fake := xfer.NewFakeIPC()
-	_, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendCUDAIPC, IPCDevice: fake.Device(0)})
-	consumerSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendCUDAIPC}, IPCDevice: fake.Device(1)})
-	res, err := producer.Generate(context.Background(), ipcPublishReq(imageItem(t, "video-001.png")))
-	if err != nil || res.Code() != codes.OK {
-		t.Fatalf("publish: %v %v", res.Status, err)
-	}
-	fake.SetFaults(true, false, false)
-	if code := mustGenerate(t, consumer, ipcConsumeReq(res.EncoderReady().GetRef(), nil)); code != codes.Unavailable {
-		t.Errorf("Q-1 consume whose copy failed = %v, want UNAVAILABLE", code)
-	}
-	if s := healthOf(t, consumer); s != pb.HealthState_HEALTH_STATE_NOT_READY {
-		t.Errorf("Q-4 consumer after a failed copy is %v, want NOT_READY", s)
-	}
-	if opened, _, _ := fake.Counts(); opened != 1 {
-		t.Errorf("Q-1 %d mappings open after a failed copy, want 1 (kept, never closed)", opened)
-	}
-	_, _, closesBefore := fake.Counts()
-	if err := consumerSrv.Engine.Drain(time.Second); err != nil {
-		t.Errorf("S-4 drain of a quarantined but idle consumer: %v", err)
-	}
-	if opened, _, closes := fake.Counts(); opened != 1 || closes != closesBefore {
-		t.Errorf("S-3 an unhealthy consumer's drain closed mappings or the device (open %d, device closes %d -> %d)", opened, closesBefore, closes)
+// TestCUDAIPCCopyFailure: a device-to-device copy that fails half-way,
+// on a device that then synchronizes, fails the receive with UNAVAILABLE
+// and no quarantine: nothing runs on the device any more, so the mapping
+// is closed, the loan given back and the buffer freed. On a device
+// that cannot synchronize the buffer and the mapping stay quarantined for
+// the life of the process, the consumer is NOT_READY, and at
+// its drain the GPU is not collected (S-3: only on a healthy consumer).
+func TestCUDAIPCCopyFailure(t *testing.T) {
+	for _, syncFails := range []bool{false, true} {
+		name := "device synchronizes"
+		if syncFails {
+			name = "device cannot synchronize"
+		}
+		t.Run(name, func(t *testing.T) {
+			fake := xfer.NewFakeIPC()
+			_, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendCUDAIPC, IPCDevice: fake.Device(0)})
+			consumerSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendCUDAIPC}, IPCDevice: fake.Device(1)})
+			res, err := producer.Generate(context.Background(), ipcPublishReq(imageItem(t, "video-001.png")))
+			if err != nil || res.Code() != codes.OK {
+				t.Fatalf("publish: %v %v", res.Status, err)
+			}
+			fake.SetFaults(true, false, false)
+			fake.SetFailSync(syncFails)
+			if code := mustGenerate(t, consumer, ipcConsumeReq(res.EncoderReady().GetRef(), nil)); code != codes.Unavailable {
+				t.Errorf("consume whose copy failed = %v, want UNAVAILABLE", code)
+			}
+			consumerSrv.Engine.gpu.returns.Wait()
+			wantState, wantOpen := pb.HealthState_HEALTH_STATE_READY, 0
+			if syncFails {
+				wantState, wantOpen = pb.HealthState_HEALTH_STATE_NOT_READY, 1
+			}
+			if s := healthOf(t, consumer); s != wantState {
+				t.Errorf("Q-4 consumer after a failed copy is %v, want %v", s, wantState)
+			}
+			if opened, live, _ := fake.Counts(); opened != wantOpen || (!syncFails && live != 0) {
+				t.Errorf("after a failed copy %d mappings open and %d allocations live; want %d open (and nothing live when the device synchronized: the loan went back)", opened, live, wantOpen)
+			}
+			_, _, closesBefore := fake.Counts()
+			fake.SetFailSync(false)
+			if err := consumerSrv.Engine.Drain(time.Second); err != nil {
+				t.Errorf("S-4 drain of an idle consumer: %v", err)
+			}
+			if syncFails {
+				if opened, _, closes := fake.Counts(); opened != 1 || closes != closesBefore {
+					t.Errorf("S-3 an unhealthy consumer's drain closed mappings or the device (open %d, device closes %d -> %d)", opened, closesBefore, closes)
+				}
+			}
+		})
 	}
 }
 
@@ -364,4 +385,77 @@ func TestGPUHealthCheck(t *testing.T) {
 			t.Errorf("gpu check without a GPU = %v %q, want DEGRADED naming NVML's reason", gpu.GetState(), gpu.GetMessage())
 		}
 	}
+}
+
+// TestCUDAIPCLoansAreNotFreedByTime: a loan its consumer never gives back
+// is not freed by the collector however long it waits (the consumer may
+// still map it, CONTRACT Q-6); when the reply carrying a loan is lost, the
+// consumer gives the loan back with Abort (it never mapped it), so the
+// producer frees the source, and its own receive buffer stays quarantined
+// until the connections that carried the request have closed.
+func TestCUDAIPCLoansAreNotFreedByTime(t *testing.T) {
+	fake := xfer.NewFakeIPC()
+	proxy, err := faultproxy.New("", faultproxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	prodSrv, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendCUDAIPC, IPCDevice: fake.Device(0), AdvertiseControl: proxy.Addr(), TransferTimeout: 500 * time.Millisecond})
+	if err := proxy.SetUpstream(prodSrv.lis.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	consSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendCUDAIPC}, IPCDevice: fake.Device(1), TransferTimeout: 500 * time.Millisecond})
+	if err := consSrv.Engine.TrustPeers([]string{proxy.Addr()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	item := imageItem(t, "video-001.png")
+	// A loan taken by a client that never gives it back.
+	res, err := producer.Generate(ctx, ipcPublishReq(item))
+	if err != nil || res.Code() != codes.OK {
+		t.Fatalf("publish: %v %v", res.Status, err)
+	}
+	cc, err := grpc.NewClient(prodSrv.lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ref := res.EncoderReady().GetRef()
+	req := &pb.TransferEncoderCacheRequest{Ref: ref, TransferId: "keeper", ConsumerAgent: xfer.IPCPeer{Name: "keeper", Device: 1}.Marshal(),
+		Targets: []*pb.MemoryRegion{{Length: 196 * 512 * 4, DeviceId: 1, MemoryKind: "cuda"}}}
+	if _, err := pb.NewControlClient(cc).TransferEncoderCache(ctx, req); err != nil {
+		t.Fatalf("TransferEncoderCache: %v", err)
+	}
+	if err := prodSrv.Engine.store.collect(time.Now().Add(24 * time.Hour).UnixMilli()); err != nil { // a day later
+		t.Fatal(err)
+	}
+	if _, live, _ := fake.Counts(); live != 1 {
+		t.Errorf("after a day's collection %d allocations live; want 1: the loan not given back is never freed by time (Q-6)", live)
+	}
+	if ab, err := producer.Abort(ctx, &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: ref}}); err != nil || ab.GetStatus() != pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED {
+		t.Fatalf("giving the loan back = %v %v", ab.GetStatus(), err)
+	}
+	// A lost reply: the consumer gives the loan it never saw back.
+	res, err = producer.Generate(ctx, ipcPublishReq(item))
+	if err != nil || res.Code() != codes.OK {
+		t.Fatalf("publish: %v %v", res.Status, err)
+	}
+	if err := proxy.SetPlan(faultproxy.Plan{Rules: map[string]faultproxy.Rule{target.MethodTransferEncoderCache: {Sequence: []faultproxy.Step{{Fault: faultproxy.FaultDropReply}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := mustGenerate(t, consumer, ipcConsumeReq(res.EncoderReady().GetRef(), nil)); code != codes.Unavailable {
+		t.Errorf("consume with its reply lost = %v; want UNAVAILABLE", code)
+	}
+	consSrv.Engine.gpu.returns.Wait()
+	if _, live, _ := fake.Counts(); live != 1 {
+		t.Errorf("after the lost reply %d allocations live; want 1 (the consumer's quarantined buffer; the loan went back)", live)
+	}
+	if s := healthOf(t, consumer); s != pb.HealthState_HEALTH_STATE_NOT_READY {
+		t.Errorf("consumer after an uncertain cuda_ipc call = %v; want NOT_READY while the connection that carried it is open", s)
+	}
+	proxy.Close()
+	waitFor(t, "the consumer's quarantine to end once the connection that carried the request closed (Q-6)", func() bool {
+		_, live, _ := fake.Counts()
+		return live == 0 && healthOf(t, consumer) == pb.HealthState_HEALTH_STATE_READY
+	})
 }

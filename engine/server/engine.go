@@ -36,16 +36,29 @@ type Engine struct {
 	gpu        gpuState    // the cuda_ipc backend's device (cudaipc.go)
 	exec       *execDriver // the in-engine encoder -> decoder handoff (executor.go)
 
+	// trustedProducers are the producer control endpoints (and, for D, P's
+	// control endpoints and transfer agents) this engine may dial;
+	// trustedConsumers the consumer transfer agents a tcp producer may
+	// WRITE into (CONTRACT SE-3, trust.go).
+	trustedProducers, trustedConsumers *peerTrust
+	// logLimit bounds the rejection log lines per rule (observe.go).
+	logLimit *logLimiter
+
+	healthMu sync.Mutex // serializes healthChanged's updates (SE-5)
+	// onHealth is told every change of Health (NewServer: grpc.health.v1, SE-5).
+	onHealth func(handoff.HealthState)
+
 	mu          sync.Mutex // guards the fields below; never held across I/O
 	table       *handoff.ProducerTable
 	receives    *handoff.ConsumerReceives
 	health      *handoff.Health
 	requests    map[string]context.CancelFunc
-	keys        map[string][]byte    // consumer: producer instance id -> HMAC key
-	quarantined []quarantinedBuffers // consumer receive buffers kept for the life of the process
-	running     sync.WaitGroup       // Add only under mu while not draining
+	keys        map[string][]byte      // consumer: producer instance id -> HMAC key
+	quarantines map[string]*quarantine // memory a write may still touch, until Q-6 ends it (quarantine.go)
+	running     sync.WaitGroup         // Add only under mu while not draining
 	runningN    int
-	cleanups    int // cleanup tasks in flight (encoder.cleanup.pending)
+	cleanups    int  // cleanup tasks in flight (encoder.cleanup.pending)
+	storageFull bool // the last entry write failed with ENOSPC (Health note cache_dir)
 	// failRemoval marks entries published with the baton.cleanup_fail test
 	// hook: their first removal reports a failure.
 	failRemoval map[string]bool
@@ -77,13 +90,21 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	trustedProducers, err := parseTrustList(cfg.TrustedProducers)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --trusted-producers: %w", ErrConfig, err)
+	}
+	trustedConsumers, err := parseTrustList(cfg.TrustedConsumers)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --trusted-consumers: %w", ErrConfig, err)
+	}
 	e := &Engine{
 		cfg:        cfg,
 		instanceID: id,
 		preset:     preset,
 		encoder:    encoder.NewCPU(preset, cfg.EncoderSeed),
 		model:      lm.New(lm.Config{Seed: cfg.ModelSeed, PrefixKey: cfg.Hooks.PrefixKey, Architecture: arch}),
-		fsys:       shareddir.OSFS{},
+		fsys:       cfg.FS,
 		log:        log.With("instance", id, "role", string(cfg.Role)),
 		now:        time.Now,
 		table: handoff.NewProducerTable(handoff.ProducerConfig{
@@ -93,9 +114,17 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		health:      handoff.NewHealth(),
 		requests:    map[string]context.CancelFunc{},
 		keys:        map[string][]byte{},
-		failRemoval: map[string]bool{},
-		drained:     make(chan struct{}),
-		shutdown:    make(chan time.Duration, 1),
+		quarantines: map[string]*quarantine{},
+
+		trustedProducers: trustedProducers,
+		trustedConsumers: trustedConsumers,
+		logLimit:         newLogLimiter(),
+		failRemoval:      map[string]bool{},
+		drained:          make(chan struct{}),
+		shutdown:         make(chan time.Duration, 1),
+	}
+	if e.fsys == nil {
+		e.fsys = shareddir.OSFS{}
 	}
 	e.exec = newExecDriver(e)
 	e.metrics = newMetrics(e)
@@ -194,6 +223,7 @@ func (e *Engine) failCleanup(what string, err error) {
 	e.mu.Lock()
 	e.health.Fail(handoff.CheckCleanup, fmt.Sprintf("%s: %v", what, err))
 	e.mu.Unlock()
+	e.healthChanged()
 	e.metrics.observeCleanupFailure()
 	e.log.Error("X-1 cleanup failed; health NOT_READY until restart", "what", what, "err", err)
 }

@@ -340,7 +340,7 @@ func TestDecodeRejectsBeforeFetch(t *testing.T) {
 		{"agent attribute not agent metadata", prompt, badAgent, prep, codes.InvalidArgument, ""},
 		{"format attribute missing", prompt, noFormat, prep, codes.InvalidArgument, ""},
 		{"multimodal attribute not a bool", prompt, mmString, prep, codes.InvalidArgument, ""},
-		{"non-loopback endpoint", prompt, farEndpoint, prep, codes.InvalidArgument, ""},
+		{"SE-3 an endpoint D does not trust", prompt, farEndpoint, prep, codes.FailedPrecondition, "SE-3"},
 		{"N-1 another transfer backend", prompt, otherBackend, prep, codes.FailedPrecondition, "N-1"},
 	}
 	for _, tc := range cases {

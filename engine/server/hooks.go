@@ -99,6 +99,32 @@ type Hooks struct {
 	// committed and answered on the stream nobody listens to, and the
 	// entry is kept whatever that send says (the C-2 mutant).
 	ReviveLateCompletion bool
+	// NeverEndQuarantine keeps every quarantine for the life of the
+	// process, whatever the backend proves (the Q-6 mutant: the engine
+	// before Q-6).
+	NeverEndQuarantine bool
+	// RefusedConnectionUncertain counts a transfer whose connection to the
+	// producer was refused or never established (nothing was sent) as an
+	// uncertain outcome: the consumer quarantines its buffers, and, as no
+	// connection carried anything, nothing can ever end it (the Q-2
+	// mutant: the reported attack where a stale or forged reference takes
+	// a consumer offline until restart; SE-4 shows it too).
+	RefusedConnectionUncertain bool
+	// TrustProducer replaces the consumer's SE-3 check of a transfer
+	// reference's producer endpoint; it returns the address to dial (the
+	// SE-3 mutant trusts every endpoint).
+	TrustProducer func(ep *pb.KvEndpoint) (string, error)
+	// TrustConsumerAgent replaces the tcp producer's SE-3 check of the
+	// consumer agent's address (the SE-3 producer mutant trusts every one).
+	TrustConsumerAgent func(address string) error
+	// CancelCancelsTransfer lets a client's cancellation cancel the
+	// consumer's TransferEncoderCache call, whose outcome is then
+	// uncertain, so the consumer quarantines (the SE-4 mutant: a client
+	// that abandons its transfers takes the consumer out of READY).
+	CancelCancelsTransfer bool
+	// StaticGRPCHealth sets grpc.health.v1 only at start (SERVING) and at
+	// the drain (NOT_SERVING), whatever Health says (the SE-5 mutant).
+	StaticGRPCHealth bool
 	// KeepOutputAfterCancel ignores the cancellation of a publish once its
 	// encoder output is ready (published, not yet consumed): the entry is
 	// written, and kept when its EncoderReady cannot reach the cancelled

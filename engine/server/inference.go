@@ -58,8 +58,9 @@ func checkRole(role Role, req *pb.GenerateRequest) error {
 }
 
 // Generate serves one request. Validation failures end the stream with a
-// non-OK status before any event, checked in CONTRACT order: L-4, L-6 (with
-// L-3), L-1, SU-4, N-1, SU-2, L-5.
+// non-OK status before any event, checked in CONTRACT order: the health
+// refusals (S-2, X-1, and Q-4 for a request that starts a handoff), L-4,
+// L-6 (with L-3), L-1, SU-4, H-3, N-1, SE-3, SU-5, SU-2, L-5.
 func (s *inference) Generate(req *pb.GenerateRequest, stream grpc.ServerStreamingServer[pb.GenerateResponse]) error {
 	e := s.e
 	ctx, cancel := context.WithCancel(stream.Context())
@@ -84,7 +85,21 @@ func (s *inference) Generate(req *pb.GenerateRequest, stream grpc.ServerStreamin
 
 var errCancelled = errors.New("server: cancelled")
 
+// startsHandoff reports whether a request would start a handoff (publish,
+// consume, media to encode, a KV session to attach): Q-4 refuses those on
+// a quarantined engine, before anything else is checked (CONTRACT "which
+// code wins"); text-only requests are still served.
+func startsHandoff(req *pb.GenerateRequest) bool {
+	return req.GetEncoder().GetPublish() != nil || req.GetEncoder().GetConsume() != nil || len(req.GetMedia()) > 0 ||
+		req.GetKv().GetSession() != nil || len(req.GetDecodePreparation()) > 0
+}
+
 func (e *Engine) generate(ctx context.Context, requestID string, req *pb.GenerateRequest, send func(*pb.GenerateResponse) error) error {
+	if startsHandoff(req) {
+		if err := e.admitHandoff(); err != nil {
+			return err // S-2, X-1, Q-4 come first
+		}
+	}
 	if m := req.GetModel(); m != "" && m != ModelName(e.preset.Name) {
 		return fmt.Errorf("%w: model %.60q (serving %s)", errModelNotFound, m, ModelName(e.preset.Name))
 	}
@@ -118,7 +133,7 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 	}
 	var xr *execRequest // the request's handle on the executor; nil for text-only
 	if wire := req.GetEncoder().GetConsume(); wire != nil {
-		ref, err := e.parseReference(wire)
+		ref, addr, err := e.parseReference(wire)
 		if err != nil {
 			return err
 		}
@@ -130,7 +145,7 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 			return err // before the claim: a rejected request never spends the reference
 		}
 		start := time.Now()
-		received, err := e.receive(ctx, requestID, ref, wire, hooks.transferFail)
+		received, err := e.receive(ctx, requestID, ref, wire, addr, hooks.transferFail)
 		e.metrics.observeConsume(start, err)
 		if err != nil {
 			return err

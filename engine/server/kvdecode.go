@@ -71,12 +71,16 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 			return err
 		}
 	}
+	addr, err := e.trustedPrefill(ref)
+	if err != nil {
+		return err // SE-3: before any connection
+	}
 	if err := e.admitHandoff(); err != nil {
 		return err
 	}
-	client, err := e.producers.get(ref.Address)
+	pc, err := e.producers.get(addr)
 	if err != nil {
-		return fmt.Errorf("%w: dial P at %s: %v", errKVTransferFailed, ref.Address, err)
+		return fmt.Errorf("%w: dial P at %s: %v", errKVTransferFailed, addr, err)
 	}
 	peer, err := e.agent.LoadRemoteMetadata(ref.AgentMD)
 	if err != nil {
@@ -87,7 +91,7 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 	}
 	// ---- from here the session is spent for this decode engine ----
 	b, readErr := e.readKVSession(ctx, peer, ref)
-	st, relErr := e.releaseOnPrefill(ctx, client, ref)
+	st, relErr := e.releaseOnPrefill(ctx, pc.client(), ref)
 	switch {
 	case relErr == nil && st == pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED:
 		return fmt.Errorf("%w: P answered ALREADY_FINISHED for kv.session %s", errKVSessionNotFound, ref.ID)
@@ -112,6 +116,26 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 	}
 	e.log.InfoContext(ctx, "KV session attached", "session", ref.ID, "prompt_tokens", session.PromptTokens(), "images", session.ImageCount())
 	return e.streamDecode(ctx, requestID, session, lreq, send)
+}
+
+// trustedPrefill applies SE-3 to a KV session: D dials P's control
+// endpoint and READs from P's transfer agent only when both are among its
+// trusted producers (Config.TrustedProducers); otherwise
+// FAILED_PRECONDITION before any connection. It returns the control
+// address to dial.
+func (e *Engine) trustedPrefill(ref kvSessionRef) (string, error) {
+	addr, err := e.trustedProducers.endpoint("kv.session endpoint (P's control address)", ref.Endpoint.GetHost(), ref.Endpoint.GetPort())
+	if err != nil {
+		return "", err
+	}
+	md, err := xfer.ParseMetadata(ref.AgentMD)
+	if err != nil || md.Backend != xfer.BackendTCP {
+		return "", fmt.Errorf("%w: malformed kv.session: attribute %s is not tcp transfer-agent metadata", handoff.ErrBadRequest, AttrKVAgent)
+	}
+	if _, err := e.trustedProducers.address("kv.session transfer agent (P's)", md.Address); err != nil {
+		return "", err
+	}
+	return addr, nil
 }
 
 // checkPreparation checks a well-formed decode preparation against the
@@ -194,11 +218,19 @@ func (e *Engine) readKVSession(ctx context.Context, peer string, ref kvSessionRe
 		st, err = xfer.Wait(wctx, e.agent, xreq)
 	}
 	if rerr := e.agent.Release(xreq); rerr != nil {
-		// Still in flight: bytes may yet land in buf.
-		e.mu.Lock()
-		e.quarantined = append(e.quarantined, quarantinedBuffers{reg: reg, bufs: [][]byte{buf}})
-		e.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-1 KV READ of session %s still in flight after its deadline; receive buffer quarantined", short(ref.ID)))
-		e.mu.Unlock()
+		// Still in flight: bytes may yet land in buf until the READ
+		// has ended; then it is released and the buffer freed.
+		ended := make(chan struct{})
+		go func() {
+			<-xreq.Done()
+			if err := e.agent.Release(xreq); err != nil {
+				e.log.Error("Q-1 release of an ended KV READ failed; its buffer stays quarantined", "session", ref.ID, "err", err)
+				return
+			}
+			close(ended)
+		}()
+		e.enterQuarantine(&quarantine{id: "kv/" + ref.ID + "/" + mustRandomHex(4), reason: quarantineReason("Q-1", "KV READ buffer of session "+short(ref.ID), "READ still in flight after its deadline"),
+			keep: kvQuarantine{buf: buf}, free: func() error { return e.agent.Deregister(reg) }}, []<-chan struct{}{ended})
 		return nil, fmt.Errorf("READ still in flight after %v: %w", e.cfg.TransferTimeout, rerr)
 	}
 	e.deregisterKVBuffer(reg)

@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"regexp"
-	"strconv"
 	"sync"
 	"time"
 
@@ -100,7 +98,7 @@ type kvSession struct {
 type kvSessionRef struct {
 	ID         string
 	Multimodal bool
-	Address    string // P's control address, "host:port" (loopback)
+	Endpoint   *pb.KvEndpoint // P's control endpoint; D dials it only if trusted (SE-3)
 	AgentMD    []byte
 	Region     xfer.Descriptor
 	wire       *pb.KvSessionRef
@@ -255,8 +253,8 @@ func (e *Engine) attachKVSession(id string) bool {
 }
 
 // parseKVSessionRef checks a KvSessionRef sent to D, before anything runs:
-// a well-formed session id, one loopback endpoint, and the attributes of
-// this profile. Errors: handoff.ErrBadRequest (INVALID_ARGUMENT) for a
+// a well-formed session id, one well-formed endpoint (whether D may dial
+// it is SE-3's, in runDecode), and the attributes of this profile. Errors: handoff.ErrBadRequest (INVALID_ARGUMENT) for a
 // malformed reference; handoff.ErrBackendNotAccepted (N-1,
 // FAILED_PRECONDITION) for a transfer_backend other than "tcp".
 func parseKVSessionRef(w *pb.KvSessionRef) (kvSessionRef, error) {
@@ -326,22 +324,9 @@ func parseKVSessionRef(w *pb.KvSessionRef) (kvSessionRef, error) {
 	if len(eps) != 1 {
 		return bad("%d endpoints (want P's control endpoint)", len(eps))
 	}
-	if ref.Address, err = kvEndpointAddress(eps[0]); err != nil {
-		return kvSessionRef{}, err
+	if ep := eps[0]; ep.GetHost() == "" || len(ep.GetHost()) > 255 || ep.GetPort() == 0 || ep.GetPort() > 65535 {
+		return bad("endpoint %.60q:%d is not a host and a port 1..65535", ep.GetHost(), ep.GetPort())
 	}
+	ref.Endpoint = eps[0]
 	return ref, nil
-}
-
-// kvEndpointAddress checks P's control endpoint: like a producer endpoint,
-// only loopback addresses are dialled, so no request makes D reach an
-// arbitrary host.
-func kvEndpointAddress(ep *pb.KvEndpoint) (string, error) {
-	ip := net.ParseIP(ep.GetHost())
-	if ep.GetHost() == "localhost" {
-		ip = net.IPv4(127, 0, 0, 1)
-	}
-	if ip == nil || !ip.IsLoopback() || ep.GetPort() == 0 || ep.GetPort() > 65535 {
-		return "", fmt.Errorf("%w: kv.session endpoint %.60q:%d is not a loopback address this decode engine may dial", handoff.ErrBadRequest, ep.GetHost(), ep.GetPort())
-	}
-	return net.JoinHostPort(ip.String(), strconv.Itoa(int(ep.GetPort()))), nil
 }

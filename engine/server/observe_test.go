@@ -38,6 +38,13 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// size is the bytes written so far.
+func (b *lockedBuffer) size() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
 // records parses the JSON log lines written so far.
 func (b *lockedBuffer) records(t *testing.T) []map[string]any {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"strconv"
+	"syscall"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -112,8 +113,9 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 		metaCreated: strconv.FormatInt(nowMs, 10), metaTTL: strconv.FormatInt(ttl, 10), metaPreset: e.preset.Name,
 	}
 	if err := e.store.write(id, tensors, meta); err != nil {
-		return fmt.Errorf("server: write entry: %w", err)
+		return e.writeFailed(err)
 	}
+	e.storageHasRoom()
 	xr.release() // idempotent: a no-op when the tensors were copies
 	e.mu.Lock()
 	err = e.table.CommitPublish(id, nowMs+ttl)
@@ -154,6 +156,39 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 		return err
 	}
 	return nil
+}
+
+// writeFailed answers a failed entry write. Out of space (ENOSPC) is
+// RESOURCE_EXHAUSTED, retryable (L-5: nothing was published), and Health
+// stays READY with a cache_dir check that names it; a temp file the write
+// could not remove is a cleanup failure; anything else is INTERNAL.
+func (e *Engine) writeFailed(err error) error {
+	if errors.Is(err, shareddir.ErrCleanup) {
+		e.failCleanup("remove the temp file of a failed write", err)
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		e.mu.Lock()
+		e.health.Note(handoff.CheckCacheDir, handoff.HealthDegraded, fmt.Sprintf("ENOSPC: the shared directory %s is out of space; publishes answer RESOURCE_EXHAUSTED until an entry fits (L-5)", e.cfg.CacheDir))
+		e.storageFull = true
+		e.mu.Unlock()
+		e.healthChanged()
+		return fmt.Errorf("%w: L-5 the shared directory is out of space (ENOSPC); nothing was published: %v", handoff.ErrStorageFull, err)
+	}
+	return fmt.Errorf("server: write entry: %w", err)
+}
+
+// storageHasRoom clears the cache_dir note after a write succeeded.
+func (e *Engine) storageHasRoom() {
+	e.mu.Lock()
+	full := e.storageFull
+	if full {
+		e.health.ClearNote(handoff.CheckCacheDir)
+		e.storageFull = false
+	}
+	e.mu.Unlock()
+	if full {
+		e.healthChanged()
+	}
 }
 
 // release removes a live entry's storage: the producer's removal and a

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -35,6 +36,9 @@ type Server struct {
 // Control, grpc.health.v1 and reflection on one gRPC server. Every RPC goes
 // through the engine's interceptors (observe.go): W3C traceparent in, JSON
 // log line with rule, request_id and trace_id for every rejection, metrics.
+// grpc.health.v1 (service "") mirrors Health on every change (CONTRACT
+// SE-5): SERVING only while READY, NOT_SERVING while STARTING, NOT_READY
+// or DRAINING.
 func NewServer(cfg Config, lis net.Listener, log *slog.Logger) (*Server, error) {
 	if cfg.AdvertiseControl == "" {
 		cfg.AdvertiseControl = lis.Addr().String()
@@ -43,7 +47,7 @@ func NewServer(cfg Config, lis net.Listener, log *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	opts := append(e.serverOptions(), grpc.MaxRecvMsgSize(MaxMessageBytes))
+	opts := append(e.serverOptions(), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.KeepaliveEnforcementPolicy(peerKeepaliveEnforcement))
 	opts = append(opts, newDecodeGuard().serverOptions(e)...)
 	gs := grpc.NewServer(opts...)
 	pb.RegisterInferenceServer(gs, &inference{e: e})
@@ -52,7 +56,21 @@ func NewServer(cfg Config, lis net.Listener, log *slog.Logger) (*Server, error) 
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	e.forceStop = gs.Stop
+	if !cfg.Hooks.StaticGRPCHealth {
+		e.mu.Lock()
+		e.onHealth = func(st handoff.HealthState) { hs.SetServingStatus("", servingStatus(st)) }
+		e.mu.Unlock()
+	}
+	e.healthChanged()
 	return &Server{Engine: e, grpc: gs, health: hs, lis: lis}, nil
+}
+
+// servingStatus is grpc.health.v1's answer for a Health state (SE-5).
+func servingStatus(st handoff.HealthState) healthpb.HealthCheckResponse_ServingStatus {
+	if st == handoff.HealthReady {
+		return healthpb.HealthCheckResponse_SERVING
+	}
+	return healthpb.HealthCheckResponse_NOT_SERVING
 }
 
 // Run serves until ctx ends (SIGTERM: the same path as an accepted
@@ -63,7 +81,10 @@ func NewServer(cfg Config, lis net.Listener, log *slog.Logger) (*Server, error) 
 // drain; the process should then exit 0.
 func (s *Server) Run(ctx context.Context) error {
 	e := s.Engine
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	if e.cfg.Hooks.StaticGRPCHealth {
+		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) // the SE-5 mutant: set once
+	}
+	e.healthChanged()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.grpc.Serve(s.lis) }()
 	collect := time.NewTicker(e.cfg.CollectInterval)
@@ -81,6 +102,7 @@ loop:
 			e.mu.Lock()
 			e.health.StartDrain()
 			e.mu.Unlock()
+			e.healthChanged()
 			timeout = e.cfg.DrainTimeout
 			e.log.Info("S-1 signal: draining as for an accepted Shutdown")
 			break loop
@@ -123,6 +145,7 @@ func (e *Engine) Drain(timeout time.Duration) error {
 		e.mu.Lock()
 		e.health.StartDrain()
 		e.mu.Unlock()
+		e.healthChanged()
 		done := make(chan struct{})
 		go func() { e.running.Wait(); close(done) }()
 		select {

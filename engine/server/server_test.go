@@ -4,16 +4,22 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/engine/xfer"
 	"github.com/baton-dev/baton/fixtures"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
 
-// startEngine runs one in-process engine on a loopback port.
+// startEngine runs one in-process engine on a loopback port. The engines
+// one top-level test starts trust each other as peers (SE-3): each one's
+// control address and transfer agent are among the others' trusted
+// producers and consumers (startEngineAlone starts one that trusts none).
 func startEngine(t testing.TB, cfg Config) (*Server, *target.GRPCEngine) {
 	t.Helper()
 	return startEngineLogging(t, cfg, nil)
@@ -22,6 +28,81 @@ func startEngine(t testing.TB, cfg Config) (*Server, *target.GRPCEngine) {
 // startEngineLogging is startEngine with the engine's logs going to log
 // (nil discards them); the engine drains at the end of the test.
 func startEngineLogging(t testing.TB, cfg Config, log *slog.Logger) (*Server, *target.GRPCEngine) {
+	t.Helper()
+	srv, eng := startEngineAlone(t, cfg, log)
+	testPeers.join(t, srv)
+	return srv, eng
+}
+
+// testPeers groups the engines of each top-level test (testing.TB's name
+// up to the first "/") so that they trust each other (SE-3).
+var testPeers = peerGroups{groups: map[string][]*Server{}}
+
+type peerGroups struct {
+	mu     sync.Mutex
+	groups map[string][]*Server
+}
+
+func (g *peerGroups) join(t testing.TB, srv *Server) {
+	t.Helper()
+	top, _, _ := strings.Cut(t.Name(), "/")
+	g.mu.Lock()
+	others := g.groups[top]
+	g.groups[top] = append(others, srv)
+	g.mu.Unlock()
+	t.Cleanup(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		list := g.groups[top]
+		for i, s := range list {
+			if s == srv {
+				g.groups[top] = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(g.groups[top]) == 0 {
+			delete(g.groups, top)
+		}
+	})
+	for _, o := range others {
+		trustMutually(t, srv, o)
+	}
+}
+
+// peerAddresses are a server's control address and, if it runs one, its
+// transfer agent's address.
+func peerAddresses(t testing.TB, s *Server) []string {
+	t.Helper()
+	addrs := []string{s.lis.Addr().String()}
+	if s.Engine.agent != nil {
+		md, err := s.Engine.agent.LocalMetadata()
+		if err != nil {
+			return addrs // stopped: its agent is closed
+		}
+		m, err := xfer.ParseMetadata(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, m.Address)
+	}
+	return addrs
+}
+
+// trustMutually makes a and b trusted producers and consumers of each other.
+func trustMutually(t testing.TB, a, b *Server) {
+	t.Helper()
+	ofA, ofB := peerAddresses(t, a), peerAddresses(t, b)
+	if err := a.Engine.TrustPeers(ofB, ofB); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Engine.TrustPeers(ofA, ofA); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startEngineAlone is startEngineLogging for an engine that trusts no
+// peer unless cfg says so.
+func startEngineAlone(t testing.TB, cfg Config, log *slog.Logger) (*Server, *target.GRPCEngine) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -39,6 +39,8 @@ func (e *Engine) status(err error) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, errKVTransferFailed):
 		code = codes.Unavailable
+	case errors.Is(err, errAfterClaim):
+		code, rule = codes.Unavailable, "Q-3" // never INVALID_ARGUMENT after the claim
 	case errors.Is(err, errEncoderFailed):
 		code, rule = codes.Internal, "C-6" // the engine stays READY (testhooks.go)
 	case errors.Is(err, errCancelled), errors.Is(err, context.Canceled), status.Code(err) == codes.Canceled:
@@ -64,8 +66,9 @@ func (r *rejection) Error() string { return r.st.Err().Error() }
 // GRPCStatus is the status gRPC sends.
 func (r *rejection) GRPCStatus() *status.Status { return r.st }
 
-// ruleIDPattern matches a rule ID of CONTRACT section 3 (SU-2, L-6, Q-4...).
-var ruleIDPattern = regexp.MustCompile(`\b(SU|Q|C|R|H|L|N|S|B|X)-[0-9]+\b`)
+// ruleIDPattern matches a rule ID of CONTRACT section 3 (SU-2, L-6, Q-4,
+// SE-3...).
+var ruleIDPattern = regexp.MustCompile(`\b(SU|SE|Q|C|R|H|L|N|S|B|X)-[0-9]+\b`)
 
 // wrapSiteRule is the first rule ID in msg: the rule a wrap site named for a
 // sentinel that claims none (handoff.ErrBadRequest), or "".

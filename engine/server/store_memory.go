@@ -13,14 +13,15 @@ import (
 // memoryStore is the tcp backend's producer storage: each entry's tensors
 // stay in this process's memory, registered with the transfer agent so a
 // WRITE can stream them into a consumer's buffers (NIXL model). Entries
-// whose transfer failed after removal are quarantined: kept registered and
-// referenced for the life of the process, never freed.
+// whose transfer failed after removal while its WRITE may still read them
+// are quarantined: kept registered and referenced until the WRITE has
+// ended.
 type memoryStore struct {
 	agent  xfer.Agent
 	hmac   []byte
 	mu     sync.Mutex
 	items  map[string]*memoryEntry
-	jailed []*memoryEntry // quarantined source buffers
+	jailed map[string]*memoryEntry // quarantined source buffers by entry id
 }
 
 type memoryEntry struct {
@@ -33,7 +34,7 @@ func newMemoryStore(agent xfer.Agent) (*memoryStore, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("server: reference key: %w", err)
 	}
-	return &memoryStore{agent: agent, hmac: key, items: map[string]*memoryEntry{}}, nil
+	return &memoryStore{agent: agent, hmac: key, items: map[string]*memoryEntry{}, jailed: map[string]*memoryEntry{}}, nil
 }
 
 func (s *memoryStore) backend() string { return BackendTCP }
@@ -72,10 +73,17 @@ func (s *memoryStore) free(m *memoryEntry) error {
 	return s.agent.Deregister(m.reg)
 }
 
-// quarantine keeps a taken entry's buffers forever.
-func (s *memoryStore) quarantine(m *memoryEntry) {
+// quarantine keeps a taken entry's buffers until unjail.
+func (s *memoryStore) quarantine(id string, m *memoryEntry) {
 	s.mu.Lock()
-	s.jailed = append(s.jailed, m)
+	s.jailed[id] = m
+	s.mu.Unlock()
+}
+
+// unjail ends the quarantine of entry id's source; the caller frees it.
+func (s *memoryStore) unjail(id string) {
+	s.mu.Lock()
+	delete(s.jailed, id)
 	s.mu.Unlock()
 }
 

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"strconv"
-	"sync"
 
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
@@ -15,7 +12,6 @@ import (
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -31,9 +27,9 @@ const (
 
 // claimForTransfer takes a checked reference's entry out of the table
 // (SU-1) for a transfer. checkErr is the reference check's error; it and
-// any refusal of the claim are definite pre-write rejections: returned as
-// INVALID_ARGUMENT with the before-write trailer (Q-2). The tcp and
-// cuda_ipc producers share it.
+// any refusal of the claim are definite pre-write rejections, answered
+// with the before-write trailer (Q-2). The tcp and cuda_ipc producers
+// share it.
 func (e *Engine) claimForTransfer(ctx context.Context, ref handoff.Reference, checkErr error) error {
 	if checkErr != nil {
 		return beforeWrite(ctx, checkErr)
@@ -48,9 +44,10 @@ func (e *Engine) claimForTransfer(ctx context.Context, ref handoff.Reference, ch
 }
 
 // transferEncoderCache serves TransferEncoderCache on the producer: every
-// rejection up to the claim is INVALID_ARGUMENT with the before-write trailer
-// (Q-2); the entry leaves the table BEFORE the WRITE is posted, and a failure
-// after that point quarantines the source and is never INVALID_ARGUMENT (Q-3).
+// rejection up to the claim (health, SU-4, H-3, SE-3, SU-5, SU-2) carries
+// the before-write trailer (Q-2); the entry leaves the table BEFORE the
+// WRITE is posted, and a failure after that point quarantines the source
+// until the WRITE has ended (Q-3, Q-6) and is never INVALID_ARGUMENT.
 func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, error) {
 	if s, ok := e.store.(*ipcStore); ok && e.cfg.Role == RoleEncoder {
 		return e.lendIPC(ctx, s, req) // cuda_ipc (cudaipc.go)
@@ -66,11 +63,11 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
 	entry, ok := store.take(ref.EntryID)
 	if !ok {
-		return nil, e.failTransfer(ref.EntryID, nil, errors.New("entry storage missing"))
+		return nil, e.failTransfer(ref.EntryID, nil, nil, errors.New("entry storage missing"))
 	}
-	written, err := e.writeTo(ctx, store, entry, peer, remote)
+	written, pending, err := e.writeTo(ctx, store, entry, peer, remote)
 	if err != nil {
-		return nil, e.failTransfer(ref.EntryID, entry, err)
+		return nil, e.failTransfer(ref.EntryID, entry, pending, err)
 	}
 	e.mu.Lock()
 	_ = e.table.TransferDone(ref.EntryID)
@@ -86,15 +83,32 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	return resp, nil
 }
 
-// checkTransfer validates everything that can be checked before the claim.
+// checkTransfer validates everything that can be checked before the claim,
+// in the contract's order: health (S-2, X-1, Q-4), L-1, SU-4, H-3, the
+// consumer agent (SE-3: a trusted agent, before any connection), SU-5,
+// SU-2 (expired), the targets.
 func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Reference, []xfer.Descriptor, string, error) {
+	if err := e.admitHandoff(); err != nil {
+		return handoff.Reference{}, nil, "", err
+	}
 	wire := req.GetRef()
 	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), 0)
 	if err != nil {
-		return ref, nil, "", err
+		return ref, nil, "", err // L-1, SU-4, H-3
 	}
 	if ref.Backend != BackendTCP {
 		return ref, nil, "", fmt.Errorf("%w: SU-4 reference for backend %.40q sent to TransferEncoderCache", handoff.ErrMalformedReference, ref.Backend)
+	}
+	md, err := xfer.ParseMetadata(req.GetConsumerAgent())
+	if err != nil || md.Backend != xfer.BackendTCP {
+		return ref, nil, "", fmt.Errorf("%w: consumer_agent is not tcp transfer-agent metadata: %v", handoff.ErrBadRequest, err)
+	}
+	trusted := func(a string) error { _, err := e.trustedConsumers.address("consumer agent", a); return err }
+	if e.cfg.Hooks.TrustConsumerAgent != nil {
+		trusted = e.cfg.Hooks.TrustConsumerAgent
+	}
+	if err := trusted(md.Address); err != nil {
+		return ref, nil, "", err // SE-3: before any connection
 	}
 	if ref.ProducerInstanceID != e.instanceID {
 		return ref, nil, "", fmt.Errorf("%w: SU-5 reference names producer %s, this is %s", handoff.ErrForeignReference, ref.ProducerInstanceID, e.instanceID)
@@ -127,10 +141,16 @@ func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Ref
 	return ref, remote, peer, nil
 }
 
-// beforeWrite answers a definite pre-write rejection: INVALID_ARGUMENT with
-// the trailer (Q-2). Other codes (a wrong role) carry no trailer.
+// beforeWrite answers a definite pre-write rejection with the trailer
+// `baton-transfer-rejected: before-write` (Q-2): INVALID_ARGUMENT (SU-2,
+// SU-4, SU-5, H-3, L-1, a malformed request), FAILED_PRECONDITION (SE-3)
+// and UNAVAILABLE (draining, X-1, Q-4). Other codes (a wrong role) carry
+// no trailer.
 func beforeWrite(ctx context.Context, err error) error {
-	if _, code := handoff.Classify(err); code == handoff.CodeInvalidArgument {
+	rule, code := handoff.Classify(err)
+	switch {
+	case code == handoff.CodeInvalidArgument, rule == "SE-3",
+		code == handoff.CodeUnavailable && (rule == "S-2" || rule == "X-1" || rule == "Q-4"):
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerTransferRejected, TrailerBeforeWrite))
 	}
 	return err
@@ -138,14 +158,16 @@ func beforeWrite(ctx context.Context, err error) error {
 
 // writeTo posts the WRITE and waits for its outcome on the producer's own
 // deadline, not the caller's: a consumer that gave up must not turn a
-// landing write into a freed source. No lock is held (Q-5).
-func (e *Engine) writeTo(ctx context.Context, store *memoryStore, entry *memoryEntry, peer string, remote []xfer.Descriptor) (uint64, error) {
+// landing write into a freed source. No lock is held (Q-5). pending is the
+// request when it is still in flight at the deadline (Release refused):
+// the source may still be read until it ends.
+func (e *Engine) writeTo(ctx context.Context, store *memoryStore, entry *memoryEntry, peer string, remote []xfer.Descriptor) (uint64, *xfer.Request, error) {
 	if e.cfg.TestHooks && len(metadata.ValueFromIncomingContext(ctx, HookTransferFail)) > 0 {
-		return 0, errors.New("test hook " + HookTransferFail + ": WRITE failed after the entry left the table")
+		return 0, nil, errHookTransferFail
 	}
 	xreq, err := e.agent.CreateWrite(entry.reg.Descriptors, peer, remote)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TransferTimeout)
 	defer cancel()
@@ -153,44 +175,84 @@ func (e *Engine) writeTo(ctx context.Context, store *memoryStore, entry *memoryE
 	if err == nil && st == xfer.StatusInProgress {
 		st, err = xfer.Wait(wctx, e.agent, xreq)
 	}
-	if rerr := e.agent.Release(xreq); rerr != nil && err == nil {
-		err = rerr
+	if rerr := e.agent.Release(xreq); rerr != nil {
+		if err == nil {
+			err = rerr
+		}
+		return 0, xreq, err
 	}
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var n uint64
 	for _, d := range remote {
 		n += d.Length
 	}
-	return n, nil
+	return n, nil, nil
 }
 
-// failTransfer quarantines a transfer's source after the entry left the table
-// (Q-3) and answers UNAVAILABLE: the WRITE may have landed, so this is never
-// INVALID_ARGUMENT.
-func (e *Engine) failTransfer(id string, entry *memoryEntry, cause error) error {
+// errHookTransferFail is the failure the baton.transfer_fail test hook
+// injects: a WRITE that failed after the entry left the table in a way
+// the transport cannot explain, so nothing proves the source unread and
+// it stays quarantined for the life of the process (CONTRACT Q-6, last
+// sentence; the Q-3 case needs a source quarantine it can see).
+var errHookTransferFail = errors.New("test hook " + HookTransferFail + ": WRITE failed after the entry left the table; the transport cannot prove it ended")
+
+// failTransfer handles a transfer that failed after the entry left the
+// table (Q-3) and answers UNAVAILABLE, never INVALID_ARGUMENT (the WRITE
+// may have landed). The source is quarantined until the transport proves
+// nothing reads it (Q-6): at once when the WRITE request has ended and was
+// released (pending nil), when pending ends otherwise, never for a failure
+// the transport cannot explain (the test hook).
+func (e *Engine) failTransfer(id string, entry *memoryEntry, pending *xfer.Request, cause error) error {
 	e.mu.Lock()
 	_ = e.table.TransferFailed(id)
-	e.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %v", short(id), cause))
 	e.mu.Unlock()
-	if entry != nil {
-		store := e.store.(*memoryStore)
-		if e.cfg.Hooks.FreeSourceOnTransferFailure {
-			if err := store.free(entry); err != nil { // the Q-3 source mutant
-				e.failCleanup("deregister source of "+id, err)
-			}
-		} else {
-			store.quarantine(entry)
+	store, _ := e.store.(*memoryStore)
+	switch {
+	case entry == nil:
+	case e.cfg.Hooks.FreeSourceOnTransferFailure:
+		if err := store.free(entry); err != nil { // the Q-3 source mutant: freed while the WRITE may still read it
+			e.failCleanup("deregister source of "+id, err)
 		}
+	case pending == nil && !errors.Is(cause, errHookTransferFail):
+		// The WRITE has ended and was released: nothing reads the source
+		// any more, so its quarantine ends as it begins (Q-6).
+		if err := store.free(entry); err != nil {
+			e.failCleanup("deregister source of "+id, err)
+		}
+		e.log.Warn("Q-3 transfer failed after removal; its WRITE has ended, so the source is freed (Q-6)", "entry", id, "err", cause)
+	default:
+		store.quarantine(id, entry)
+		q := &quarantine{id: "source/" + id, reason: quarantineReason("Q-3", "source of entry "+short(id), cause), keep: entry,
+			end:  func() { store.unjail(id) },
+			free: func() error { return store.free(entry) }}
+		var proofs []<-chan struct{}
+		if pending != nil {
+			ended := make(chan struct{})
+			proofs = []<-chan struct{}{ended}
+			go func() {
+				<-pending.Done()
+				if err := e.agent.Release(pending); err != nil {
+					e.log.Error("Q-3 release of an ended WRITE failed; source kept", "entry", id, "err", err)
+					return // the quarantine stays: no proof
+				}
+				close(ended)
+			}()
+		}
+		e.enterQuarantine(q, proofs)
+		e.log.Error("Q-3 transfer failed after removal; source quarantined until its WRITE has ended", "entry", id, "err", cause)
 	}
-	e.log.Error("Q-3 transfer failed after removal; source quarantined", "entry", id, "err", cause)
-	err := status.Errorf(codes.Unavailable, "Q-3 transfer of entry %s failed after it left the table; its source is quarantined: %v", short(id), cause)
+	err := e.status(fmt.Errorf("%w: Q-3 transfer of entry %s failed after it left the table: %v", errAfterClaim, short(id), cause))
 	if e.cfg.Hooks.ProducerTransferFailure != nil {
 		return e.cfg.Hooks.ProducerTransferFailure(err)
 	}
 	return err
 }
+
+// errAfterClaim: a transfer failed after the entry left the producer's
+// table (Q-3): UNAVAILABLE, never INVALID_ARGUMENT.
+var errAfterClaim = errors.New("server: transfer failed after the claim")
 
 // HookTransferFail is a test hook (honoured only with TestHooks): gRPC
 // metadata on TransferEncoderCache that makes the producer's WRITE fail after
@@ -200,62 +262,20 @@ const HookTransferFail = "baton-test-transfer-fail"
 
 // ---- consumer side ----
 
-// producerClients caches Control clients per producer endpoint.
-type producerClients struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-}
-
-func (p *producerClients) get(addr string) (pb.ControlClient, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.conns[addr]; ok {
-		return pb.NewControlClient(c), nil
-	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
-	}
-	if p.conns == nil {
-		p.conns = map[string]*grpc.ClientConn{}
-	}
-	p.conns[addr] = c
-	return pb.NewControlClient(c), nil
-}
-
-func (p *producerClients) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
-// producerAddress checks the producer endpoint a reference names: only
-// loopback addresses are dialled, so no request can make the consumer reach
-// an arbitrary host (the spirit of L-6 for media URLs).
-func producerAddress(ep *pb.KvEndpoint) (string, error) {
-	ip := net.ParseIP(ep.GetHost())
-	if ep.GetHost() == "localhost" {
-		ip = net.IPv4(127, 0, 0, 1)
-	}
-	if ip == nil || !ip.IsLoopback() || ep.GetPort() == 0 || ep.GetPort() > 65535 {
-		return "", fmt.Errorf("%w: SU-5 producer endpoint %.60q:%d is not a loopback address this consumer may dial", handoff.ErrForeignReference, ep.GetHost(), ep.GetPort())
-	}
-	return net.JoinHostPort(ip.String(), strconv.Itoa(int(ep.GetPort()))), nil
+// producerEndpoint checks the producer endpoint a transfer reference names
+// against the trusted producers (SE-3) and returns the address to dial;
+// ErrUntrustedPeer before any connection otherwise.
+func (e *Engine) producerEndpoint(ep *pb.KvEndpoint) (string, error) {
+	return e.trustedProducers.endpoint("producer endpoint", ep.GetHost(), ep.GetPort())
 }
 
 // callTransfer asks the producer for one transfer: it marks the receive
 // registered and requested, then calls TransferEncoderCache with no lock
 // held (Q-5; the Q-5 mutant holds it) on a context of its own that the
 // client's cancellation does not end, bounded by Config.TransferTimeout
-// (C-4: the consumer waits for the outcome). definite reports a failure
-// that is a definite pre-write rejection (Q-2: INVALID_ARGUMENT with the
-// before-write trailer); abandoned, that the C-4 mutant gave up on the
-// client's cancellation without knowing the outcome. The tcp and cuda_ipc
+// (C-4: the consumer waits for the outcome). The tcp and cuda_ipc
 // receives share it.
-func (e *Engine) callTransfer(ctx context.Context, client pb.ControlClient, receiveID string, req *pb.TransferEncoderCacheRequest, forwardFailHook bool) transferCall {
+func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID string, req *pb.TransferEncoderCacheRequest, forwardFailHook bool) transferCall {
 	e.mu.Lock()
 	_ = e.receives.Registered(receiveID)
 	_ = e.receives.Requested(receiveID)
@@ -264,7 +284,7 @@ func (e *Engine) callTransfer(ctx context.Context, client pb.ControlClient, rece
 		e.mu.Unlock()
 	}
 	callCtx := context.WithoutCancel(ctx)
-	if ctx.Err() == nil && e.cfg.Hooks.ReleaseOnCancel {
+	if ctx.Err() == nil && (e.cfg.Hooks.ReleaseOnCancel || e.cfg.Hooks.CancelCancelsTransfer) {
 		callCtx = ctx
 	}
 	callCtx, cancel := context.WithTimeout(callCtx, e.cfg.TransferTimeout)
@@ -274,43 +294,108 @@ func (e *Engine) callTransfer(ctx context.Context, client pb.ControlClient, rece
 	}
 	callCtx = OutgoingTraceContext(callCtx)
 	var trailer metadata.MD
-	resp, err := client.TransferEncoderCache(callCtx, req, grpc.Trailer(&trailer))
+	pc.fresh(callCtx)
+	window := pc.begin()
+	resp, err := pc.client().TransferEncoderCache(callCtx, req, grpc.Trailer(&trailer))
+	sent, carriers := window.carriers()
 	if hold {
 		e.mu.Unlock()
 	}
+	call := transferCall{resp: resp, err: err, carriers: carriers}
 	if e.cfg.Hooks.ReleaseOnCancel && ctx.Err() != nil {
-		return transferCall{resp: resp, err: err, abandoned: true}
+		call.abandoned = true
+		return call
+	}
+	if err == nil {
+		return call
 	}
 	decide := definiteRejection
 	if e.cfg.Hooks.ConsumerTransferDefinite != nil {
 		decide = e.cfg.Hooks.ConsumerTransferDefinite
 	}
-	return transferCall{resp: resp, err: err, definite: err != nil && decide(err, trailer)}
+	call.definite = decide(err, trailer)
+	call.unsent = !call.definite && !sent
+	if call.unsent && e.cfg.Hooks.RefusedConnectionUncertain {
+		call.unsent, call.carriers = false, nil // the Q-2 mutant: uncertain, and no proof can ever come
+		call.noProof = true
+	}
+	return call
 }
 
 // transferCall is the outcome of callTransfer.
 type transferCall struct {
-	resp      *pb.TransferEncoderCacheResponse
-	err       error
-	definite  bool // a definite pre-write rejection (Q-2)
-	abandoned bool // the C-4 mutant gave up on the client's cancellation
+	resp *pb.TransferEncoderCacheResponse
+	err  error
+	// definite: a definite pre-write rejection (Q-2: a status with the
+	// before-write trailer).
+	definite bool
+	// unsent: no connection to the producer was open or could be
+	// established, so the request was never sent (Q-2).
+	unsent bool
+	// abandoned: the C-4 mutant gave up on the client's cancellation.
+	abandoned bool
+	// noProof: the Q-2 mutant's uncertain outcome, which nothing can end.
+	noProof bool
+	// carriers are closed once every control connection that may have
+	// carried the request has closed (part of Q-6's proof).
+	carriers []<-chan struct{}
+}
+
+// refusal is the consumer's answer to its client for a definite outcome
+// of a transfer (Q-2): the producer's rejection, with the rule it named
+// (SU-2, SU-4, SU-5, H-3, SE-3, ...), or a producer that could not be
+// asked (UNAVAILABLE, retryable). Nothing was written; the consumer
+// stays READY.
+func (c transferCall) refusal() error {
+	if c.unsent {
+		return fmt.Errorf("%w: Q-2 the connection to the producer was refused or never established: %s", handoff.ErrPeerUnreachable, status.Convert(c.err).Message())
+	}
+	st := status.Convert(c.err)
+	msg := st.Message()
+	rule := wrapSiteRule(msg)
+	var sentinel error
+	switch st.Code() {
+	case codes.InvalidArgument:
+		switch rule {
+		case "SU-4":
+			sentinel = handoff.ErrMalformedReference
+		case "SU-5":
+			sentinel = handoff.ErrForeignReference
+		case "H-3":
+			sentinel = handoff.ErrMalformedHash
+		case "L-1":
+			sentinel = handoff.ErrTooLarge
+		case "SU-2":
+			sentinel = handoff.ErrSpentReference
+		default: // a request the producer found malformed, under no rule
+			return fmt.Errorf("%w: the producer rejected the transfer before writing: %s", handoff.ErrBadRequest, msg)
+		}
+	case codes.FailedPrecondition:
+		sentinel = handoff.ErrUntrustedPeer
+		if rule == "N-1" {
+			sentinel = handoff.ErrBackendNotAccepted
+		}
+	default: // UNAVAILABLE while draining or NOT_READY, or anything else
+		return fmt.Errorf("%w: Q-2 the producer refused the transfer before writing (%s): %s", handoff.ErrPeerUnreachable, st.Code(), msg)
+	}
+	return fmt.Errorf("%w: %s the producer rejected the transfer before writing (Q-2): %s", sentinel, rule, msg)
 }
 
 // transferReceive receives a tcp entry: register buffers, ask the producer
 // to WRITE into them without holding a lock (Q-5), then release on success
-// or definite rejection (Q-2) and quarantine on anything else (Q-1). A
-// consumer whose client cancels keeps waiting (bounded) for the outcome (C-4).
-func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref handoff.Reference, wire *pb.EncoderCacheRef, forwardFailHook bool) ([]lm.Image, error) {
-	addr, err := producerAddress(wire.GetProducerEndpoint())
-	if err != nil {
-		return nil, err
-	}
-	client, err := e.producers.get(addr)
+// or a definite outcome (Q-2) and quarantine on anything else (Q-1) until
+// Q-6 ends it. A consumer whose client cancels keeps waiting (bounded) for
+// the outcome (C-4). addr was checked against the trusted producers (SE-3).
+func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref handoff.Reference, wire *pb.EncoderCacheRef, addr string, forwardFailHook bool) ([]lm.Image, error) {
+	pc, err := e.producers.get(addr)
 	if err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
 	err = e.receives.Preflight(receiveID, ref.PayloadBytes())
+	if err == nil {
+		_ = e.receives.SetBuffers(receiveID, len(ref.Items))
+	}
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -335,7 +420,7 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	for _, d := range reg.Descriptors {
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: d.Address, Length: d.Length, DeviceId: d.DeviceID, MemoryKind: string(d.MemoryKind), RemoteKey: d.RemoteKey})
 	}
-	call := e.callTransfer(ctx, client, receiveID, req, forwardFailHook)
+	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
 		e.endReceive(receiveID, reg, false) // the C-4 mutant: frees without knowing the outcome
@@ -344,16 +429,15 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	switch {
 	case err == nil && resp.GetBytesWritten() == uint64(ref.PayloadBytes()):
 		e.endReceive(receiveID, reg, true)
-	case call.definite:
+	case call.definite || call.unsent:
 		e.endReceive(receiveID, reg, false)
-		st := status.Convert(err)
-		return nil, fmt.Errorf("%w: Q-2 the producer rejected the transfer before writing: %s", handoff.ErrSpentReference, st.Message())
+		return nil, call.refusal()
 	default:
 		if err == nil {
 			err = fmt.Errorf("producer reports %d bytes written, want %d", resp.GetBytesWritten(), ref.PayloadBytes())
 		}
-		e.quarantineReceive(receiveID, reg, bufs, err)
-		return nil, fmt.Errorf("%w: Q-1 transfer outcome uncertain (%v); its buffers are quarantined", handoff.ErrQuarantined, status.Convert(err).Message())
+		e.quarantineReceive(receiveID, reg, bufs, err, call.carriers, call.noProof)
+		return nil, fmt.Errorf("%w: Q-1 transfer outcome uncertain (%v); its buffers are quarantined until nothing can write them", handoff.ErrTransferUncertain, status.Convert(err).Message())
 	}
 	images := make([]lm.Image, len(ref.Items))
 	for i, it := range ref.Items {
@@ -362,10 +446,11 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	return images, nil
 }
 
-// definiteRejection is the Q-2 decision: only INVALID_ARGUMENT with the
-// before-write trailer lets the consumer release its buffers.
+// definiteRejection is the Q-2 decision: any non-OK status carrying the
+// before-write trailer is a definite pre-write rejection that lets the
+// consumer release its buffers; a status without it is uncertain.
 func definiteRejection(err error, trailer metadata.MD) bool {
-	if status.Code(err) != codes.InvalidArgument {
+	if status.Code(err) == codes.OK {
 		return false
 	}
 	for _, v := range trailer.Get(TrailerTransferRejected) {
@@ -391,21 +476,33 @@ func (e *Engine) endReceive(receiveID string, reg *xfer.Registration, ok bool) {
 	}
 }
 
-// quarantineReceive keeps a receive's buffers registered and referenced for
-// the life of the process (Q-1) and turns health NOT_READY (Q-4).
-func (e *Engine) quarantineReceive(receiveID string, reg *xfer.Registration, bufs [][]byte, cause error) {
+// quarantineReceive keeps a receive's buffers (Q-1), turns health
+// NOT_READY (Q-4), and revokes their registration at once: from then on
+// every write addressed to them is refused. The quarantine ends (Q-6) once
+// the revocation is done (no write in flight, every agent connection that
+// carried one closed) and every control connection that may have carried
+// the request has closed.
+func (e *Engine) quarantineReceive(receiveID string, reg *xfer.Registration, bufs [][]byte, cause error, carriers []<-chan struct{}, noProof bool) {
 	e.mu.Lock()
 	_ = e.receives.Uncertain(receiveID)
-	e.quarantined = append(e.quarantined, quarantinedBuffers{reg: reg, bufs: bufs})
-	e.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-1 receive %s quarantined: transfer outcome uncertain: %v", receiveID, cause))
+	quarantined := e.receives.Quarantined(receiveID)
 	e.mu.Unlock()
-	e.log.Error("Q-1 transfer outcome uncertain; receive buffers quarantined", "receive", receiveID, "err", cause)
-}
-
-// quarantinedBuffers are receive buffers a late WRITE may still land in.
-type quarantinedBuffers struct {
-	reg  *xfer.Registration
-	bufs [][]byte
+	if !quarantined { // nothing was requested: the outcome is known (cannot happen after callTransfer)
+		if err := e.agent.Deregister(reg); err != nil {
+			e.failCleanup("deregister receive buffers", err)
+		}
+		return
+	}
+	q := &quarantine{id: "receive/" + receiveID, reason: quarantineReason("Q-1", "receive "+receiveID, fmt.Sprintf("transfer outcome uncertain: %v", cause)), keep: bufs,
+		end: func() { _ = e.receives.EndQuarantine(receiveID) }}
+	var proofs []<-chan struct{}
+	if done, err := e.agent.Revoke(reg); err != nil {
+		e.log.Error("Q-1 revoking quarantined receive buffers failed; kept for the life of the process", "receive", receiveID, "err", err)
+	} else if !noProof {
+		proofs = append([]<-chan struct{}{done}, carriers...)
+	}
+	e.enterQuarantine(q, proofs)
+	e.log.Error("Q-1 transfer outcome uncertain; receive buffers quarantined until nothing can write them (Q-6)", "receive", receiveID, "err", cause)
 }
 
 // float32s reads little-endian float32s.

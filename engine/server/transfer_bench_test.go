@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -27,7 +29,7 @@ func BenchmarkTransferControlOverhead(b *testing.B) {
 	receive := func(items int) (time.Duration, int64) {
 		ref, wire := publishFor(b, prod, cons, items)
 		start := time.Now()
-		if _, err := cons.Engine.receive(ctx, "bench", ref, wire, false); err != nil {
+		if _, err := cons.Engine.receive(ctx, "bench", ref, wire, benchAddress(b, wire), false); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(start), ref.PayloadBytes()
@@ -74,7 +76,7 @@ func BenchmarkTransferLatencyBase(b *testing.B) {
 		ref, wire := publishFor(b, prod, cons, 1)
 		b.StartTimer()
 		start := time.Now()
-		if _, err := cons.Engine.receive(ctx, "bench", ref, wire, false); err != nil {
+		if _, err := cons.Engine.receive(ctx, "bench", ref, wire, benchAddress(b, wire), false); err != nil {
 			b.Fatal(err)
 		}
 		samples = append(samples, time.Since(start))
@@ -100,9 +102,16 @@ func publishFor(b *testing.B, prod *target.GRPCEngine, cons *Server, items int) 
 		b.Fatalf("publish: %v %v", err, res)
 	}
 	wire := res.EncoderReady().GetRef()
-	ref, err := cons.Engine.parseReference(wire)
+	ref, _, err := cons.Engine.parseReference(wire)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return ref, wire
+}
+
+// benchAddress is the producer control address of a reference (trusted).
+func benchAddress(b *testing.B, wire *pb.EncoderCacheRef) string {
+	b.Helper()
+	ep := wire.GetProducerEndpoint()
+	return net.JoinHostPort(ep.GetHost(), strconv.Itoa(int(ep.GetPort())))
 }

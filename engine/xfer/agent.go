@@ -46,6 +46,21 @@ type Agent interface {
 	// is unknown or already deregistered; ErrInvalidParam if nil.
 	Deregister(reg *Registration) error
 
+	// Revoke ends a registration at once, even while a peer's transfer may
+	// be landing in it (CONTRACT Q-6): from the call on, every transfer
+	// that names its regions is refused (their remote keys are forgotten)
+	// and the registration is gone from the agent's tables. The memory is
+	// not the caller's yet: done is closed once no peer transfer lands in
+	// or reads from the regions, no local request uses them, and every
+	// connection that ever carried a transfer into them has closed (tcp:
+	// the peer closed it, the peer's process ended, or it stayed idle for
+	// TCPOptions.IdleTimeout). Only then may the caller free or reuse the
+	// buffers. A NIXL binding revokes with deregisterMem plus
+	// invalidateRemoteMD and closes done when the peer's endpoint is
+	// disconnected. Errors: ErrInvalidParam for nil, ErrNotFound for an
+	// unknown or already ended registration.
+	Revoke(reg *Registration) (done <-chan struct{}, err error)
+
 	// LocalMetadata is this agent's metadata: the bytes a peer passes to
 	// LoadRemoteMetadata before writing to us (TransferEncoderCacheRequest.
 	// consumer_agent). Call it after RegisterMemory (a NIXL binding's blob
@@ -160,6 +175,9 @@ type Counters struct {
 	InboundInFlight int
 	// Peers whose metadata is loaded.
 	Peers int
+	// Revoked registrations whose Revoke is not yet done (a transfer or a
+	// connection that carried one may still touch them).
+	Revoked int
 }
 
 // Wait blocks until req's current post finishes or ctx ends, then returns

@@ -142,6 +142,10 @@ type core struct {
 	reqs     map[uint64]*Request
 	inflight int
 	inbound  int
+	// revocations are the revoked registrations whose done channel is
+	// not yet closed (Revoke), re-checked whenever an inbound transfer
+	// ends, a request is released or a carrier closes.
+	revocations []*revocation
 }
 
 // region is one registered buffer.
@@ -152,6 +156,23 @@ type region struct {
 	key     string
 	users   int // unreleased requests reading it
 	inbound int // peer writes landing in it
+	// carriers are the inbound connections that carried a peer transfer
+	// into the region (tcp; loopback has none), kept until the region is
+	// deregistered or its revocation is done.
+	carriers map[*carrier]struct{}
+}
+
+// carrier is one inbound connection of a transport (tcp) that may carry
+// peer transfers into registered memory. It is closed once the transport
+// has stopped reading from it and will never touch memory for it again.
+type carrier struct {
+	closed bool // guarded by core.mu
+}
+
+// revocation is one Revoke waiting for its regions to go quiet.
+type revocation struct {
+	regions []*region
+	done    chan struct{}
 }
 
 func (r *region) contains(addr, length uint64) bool {
@@ -270,10 +291,77 @@ func (c *core) Deregister(reg *Registration) error {
 	}
 	for _, r := range c.regions[reg.id] {
 		delete(c.byKey, r.key)
+		r.carriers = nil
 	}
 	delete(c.regions, reg.id)
 	delete(c.regs, reg.id)
 	return nil
+}
+
+func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("xfer: Revoke(nil): %w", ErrInvalidParam)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if reg.owner != c || c.regs[reg.id] != reg {
+		return nil, fmt.Errorf("xfer: Revoke of an unknown registration: %w", ErrNotFound)
+	}
+	rs := c.regions[reg.id]
+	for _, r := range rs {
+		delete(c.byKey, r.key) // from here every transfer naming it is refused
+	}
+	delete(c.regions, reg.id)
+	delete(c.regs, reg.id)
+	rv := &revocation{regions: rs, done: make(chan struct{})}
+	c.revocations = append(c.revocations, rv)
+	c.settleRevocationsLocked()
+	return rv.done, nil
+}
+
+// quiet reports whether nothing can touch a revoked region any more: no
+// peer transfer lands in it or reads it, no local request uses it, and
+// every connection that carried a transfer into it has closed.
+func (r *region) quiet() bool {
+	if r.inbound > 0 || r.users > 0 {
+		return false
+	}
+	for car := range r.carriers {
+		if !car.closed {
+			return false
+		}
+	}
+	return true
+}
+
+// settleRevocationsLocked closes the done channel of every revocation
+// whose regions are quiet. Caller holds c.mu.
+func (c *core) settleRevocationsLocked() {
+	kept := c.revocations[:0]
+	for _, rv := range c.revocations {
+		quiet := true
+		for _, r := range rv.regions {
+			quiet = quiet && r.quiet()
+		}
+		if quiet {
+			close(rv.done)
+			continue
+		}
+		kept = append(kept, rv)
+	}
+	for i := len(kept); i < len(c.revocations); i++ {
+		c.revocations[i] = nil
+	}
+	c.revocations = kept
+}
+
+// carrierClosed records that a transport connection will carry nothing
+// more into memory (it has closed and its reader has returned).
+func (c *core) carrierClosed(car *carrier) {
+	c.mu.Lock()
+	car.closed = true
+	c.settleRevocationsLocked()
+	c.mu.Unlock()
 }
 
 func (c *core) LocalMetadata() ([]byte, error) {
@@ -536,6 +624,7 @@ func (c *core) Release(r *Request) error {
 	for _, reg := range r.regions {
 		reg.users--
 	}
+	c.settleRevocationsLocked()
 	return nil
 }
 
@@ -548,6 +637,7 @@ func (c *core) Counters() Counters {
 		InFlight:        c.inflight,
 		InboundInFlight: c.inbound,
 		Peers:           len(c.peers),
+		Revoked:         len(c.revocations),
 	}
 	for _, rs := range c.regions {
 		n.Regions += len(rs)
@@ -587,7 +677,7 @@ type inboundWrite struct {
 // regions count a transfer in flight (Deregister is refused) until end. On
 // refusal nothing is touched and the reason stays local (the initiator
 // learns only ErrBackend).
-func (c *core) beginInbound(from, target string, segs []Descriptor, read bool) (*inboundWrite, error) {
+func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, via *carrier) (*inboundWrite, error) {
 	var total uint64
 	for _, s := range segs {
 		total += s.Length
@@ -620,6 +710,12 @@ func (c *core) beginInbound(from, target string, segs []Descriptor, read bool) (
 	}
 	for _, r := range in.regions {
 		r.inbound++
+		if via != nil {
+			if r.carriers == nil {
+				r.carriers = map[*carrier]struct{}{}
+			}
+			r.carriers[via] = struct{}{}
+		}
 	}
 	c.inbound++
 	c.inbounds.Add(1)
@@ -636,6 +732,7 @@ func (in *inboundWrite) end(landed uint64, err error) {
 		r.inbound--
 	}
 	c.inbound--
+	c.settleRevocationsLocked()
 	c.mu.Unlock()
 	ev := InboundEvent{From: in.from, Bytes: in.total, Landed: landed, Outcome: InboundLanded, Read: in.read}
 	if err != nil {

@@ -26,10 +26,13 @@ import (
 // memory_kind "cuda", address 0, the item's length and the consumer's
 // device ordinal, and consumer_agent is an IPCPeer.
 //
-// The quarantine rules hold as for tcp: an uncertain outcome of the call or
-// of the consumer's copy quarantines the consumer's receive buffer
-// and keeps the mapping open; a failure of the producer after the claim
-// quarantines the source.
+// The quarantine rules hold as for tcp: an uncertain outcome of the call
+// quarantines the consumer's receive buffer until the control
+// connections that may have carried it have closed; a failed copy keeps the
+// buffer and the mapping unless Synchronize proves the device idle;
+// a failure of the producer after the claim quarantines the source.
+// A lent allocation is freed only when its loan comes back, never by a
+// timer (the consumer may still map it).
 
 // BackendCUDAIPC is the wire name of the backend (EncoderCacheRef.backend).
 const BackendCUDAIPC = "cuda_ipc"
@@ -220,6 +223,12 @@ type IPCDevice interface {
 	Open(h [IPCHandleBytes]byte, bytes int) (DeviceBuffer, error)
 	// Free frees an allocation, or closes a mapping from Open.
 	Free(b DeviceBuffer) error
+	// Synchronize waits until every operation this process started on
+	// the device has ended (cuCtxSynchronize): after it returns nil,
+	// nothing writes any buffer of this process any more, so a buffer a
+	// failed copy targeted may be freed (CONTRACT Q-6). An error means
+	// the device cannot say so (a sticky fault): keep the buffers.
+	Synchronize() error
 	// Close waits for the device and releases the context; buffers must be
 	// freed first.
 	Close() error

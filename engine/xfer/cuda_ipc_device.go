@@ -117,6 +117,12 @@ func (d *cudaDevice) Free(b DeviceBuffer) error {
 	return c.Free()
 }
 
+func (d *cudaDevice) Synchronize() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return errors.Join(d.stream.Synchronize(), d.ctx.Synchronize())
+}
+
 func (d *cudaDevice) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -17,8 +17,9 @@ type FakeIPC struct {
 	exports map[[IPCHandleBytes]byte]*fakeBuffer
 	// FailCopy makes the next Copy fail after copying half the bytes (an
 	// uncertain outcome, Q-1); FailOpen the next Open; FailFree every Free
-	// and Close (a cleanup failure, X-1, or a failed S-3 collection).
-	FailCopy, FailOpen, FailFree bool
+	// and Close (a cleanup failure, X-1, or a failed S-3 collection);
+	// FailSync every Synchronize (a device that cannot prove it is idle).
+	FailCopy, FailOpen, FailFree, FailSync bool
 	// Opened counts open mappings over all devices; Live the allocations
 	// not yet freed; Closes the Close calls (S-3 collections).
 	Opened, Live, Closes int
@@ -198,6 +199,24 @@ func (d *fakeDevice) Free(b DeviceBuffer) error {
 		if x == fb {
 			delete(d.f.exports, h)
 		}
+	}
+	return nil
+}
+
+// SetFailSync sets FailSync under the fake's lock.
+func (f *FakeIPC) SetFailSync(fail bool) {
+	f.mu.Lock()
+	f.FailSync = fail
+	f.mu.Unlock()
+}
+
+// Synchronize: fake copies are synchronous, so the device is idle unless
+// FailSync is set.
+func (d *fakeDevice) Synchronize() error {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	if d.f.FailSync {
+		return fmt.Errorf("xfer: fake cuda_ipc: injected synchronize failure: %w", ErrBackend)
 	}
 	return nil
 }

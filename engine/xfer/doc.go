@@ -19,8 +19,11 @@
 //	md, _ := consumer.LocalMetadata()                   // -> TransferEncoderCacheRequest.consumer_agent
 //	... call the producer (no lock held, CONTRACT Q-5) ...
 //	OK                                 -> use buf, then consumer.Deregister(reg)
-//	INVALID_ARGUMENT + before-write    -> consumer.Deregister(reg) 
-//	anything else                      -> quarantine buf; never Deregister, never reuse
+//	any code + before-write trailer    -> consumer.Deregister(reg) 
+//	anything else                      -> quarantine buf: done, _ := consumer.Revoke(reg)
+//	                                      refuses every later write at once; free or reuse buf
+//	                                      only after <-done: no write in flight, every connection
+//	                                      that carried one closed
 //
 // Producer (initiator):
 //

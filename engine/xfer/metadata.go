@@ -89,3 +89,25 @@ func validName(name string) error {
 	}
 	return nil
 }
+
+// PeerMetadata is what an agent's metadata (LocalMetadata) says about the
+// agent: its backend, its name, and where it is reached: "host:port" for
+// tcp, the Registry's id for loopback.
+type PeerMetadata struct {
+	Backend string
+	Name    string
+	Address string
+}
+
+// ParseMetadata decodes metadata without loading it into an agent, so a
+// caller can decide whether it may reach the peer at all before
+// LoadRemoteMetadata (the engine's trusted consumer agents, CONTRACT SE-3).
+// Errors wrap ErrInvalidParam, as LoadRemoteMetadata's do, for bytes that
+// are not agent metadata.
+func ParseMetadata(md []byte) (PeerMetadata, error) {
+	p, err := decodeMetadata(md)
+	if err != nil {
+		return PeerMetadata{}, err
+	}
+	return PeerMetadata{Backend: p.backend, Name: p.name, Address: p.conn}, nil
+}

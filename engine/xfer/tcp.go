@@ -371,13 +371,17 @@ func isTemporary(err error) bool {
 	return errors.As(err, &te) && te.Temporary()
 }
 
-// serve handles the frames of one inbound connection.
+// serve handles the frames of one inbound connection. The connection is
+// a carrier (Revoke): once serve returns, nothing more it carries can
+// touch registered memory.
 func (t *tcpTransport) serve(conn net.Conn) {
+	car := &carrier{}
 	defer func() {
 		t.mu.Lock()
 		delete(t.conns, conn)
 		t.mu.Unlock()
 		conn.Close()
+		t.c.carrierClosed(car)
 		t.handlers.Done()
 	}()
 	br := bufio.NewReaderSize(conn, 16<<10)
@@ -389,7 +393,7 @@ func (t *tcpTransport) serve(conn net.Conn) {
 		if err != nil {
 			return // clean end, I/O error or malformed: close without writing a byte
 		}
-		in, err := t.c.beginInbound(from, target, segs, read)
+		in, err := t.c.beginInbound(from, target, segs, read, car)
 		if err != nil {
 			_ = conn.SetWriteDeadline(t.c.clock.Now().Add(t.idleTimeout))
 			_, _ = conn.Write([]byte{replyRefuse})

@@ -115,8 +115,8 @@ launch:
   work_dir: $dir/launch
   start_timeout: 90s
   roles:
-    producer: {start: ["$baton", serve, --role, encoder, --listen, "\${ADDR}", $common, --backend, "$backend"]}
-    consumer: {start: ["$baton", serve, --role, pd, --listen, "\${ADDR}", $common, --accept-backends, "$backend"]}
+    producer: {start: ["$baton", serve, --role, encoder, --listen, "\${ADDR}", $common, --backend, "$backend", --trusted-consumers, 127.0.0.1]}
+    consumer: {start: ["$baton", serve, --role, pd, --listen, "\${ADDR}", $common, --accept-backends, "$backend", --trusted-producers, "\${ENDPOINT_PRODUCER}"]}
     baseline: {start: ["$baton", serve, --role, aggregated, --listen, "\${ADDR}", $common]}
 YAML
 	local start=$SECONDS

@@ -153,7 +153,7 @@ func run(w io.Writer, bin, work string) error {
 		return err
 	}
 	defer e.stop()
-	pd, err := start(bin, work, "pd", "--role", "pd", "--accept-backends", "cuda_ipc", "--consumer-quota-bytes", fmt.Sprint(2<<30))
+	pd, err := start(bin, work, "pd", "--role", "pd", "--accept-backends", "cuda_ipc", "--consumer-quota-bytes", fmt.Sprint(2<<30), "--trusted-producers", e.addr) // CONTRACT SE-3
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,449 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-dev/baton/conformance/target"
+	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// The Faults-level cases of the definite refusal, the end of a
+// quarantine and the security rules SE-3..SE-5: what an outsider's
+// requests and a peer's disappearance may and may not do to an engine.
+
+// quarantineEndBound is how long Q-6 gives a consumer to end its
+// quarantine after the producer that may have written into its buffers is
+// gone (its process and connections ended): a liveness bound, not a wait
+// the engine may use (it must end a quarantine on proof, never on time).
+const quarantineEndBound = 15 * time.Second
+
+// refusedRetryBound is how long the Q-2 case retries a consume that the
+// consumer answers UNAVAILABLE (retryable) once the producer's endpoint
+// listens again: a client's reconnect backoff, not part of the rule.
+const refusedRetryBound = 15 * time.Second
+
+// contractCodes are the codes the contract answers rejections with (SE-4:
+// an attack ends in them, never in INTERNAL or UNKNOWN).
+var contractCodes = []codes.Code{codes.InvalidArgument, codes.FailedPrecondition, codes.Unavailable, codes.ResourceExhausted, codes.Unimplemented}
+
+// Labels of the security cases.
+const (
+	// LabelNeedsTransfer marks a case about a transfer backend (the
+	// consumer dials the producer): not applicable to a target that
+	// declares only shared_dir.
+	LabelNeedsTransfer = "needs:transfer-backend"
+	// LabelNeedsTCP marks a case about the tcp backend (the producer dials
+	// the consumer's agent): not applicable unless the target declares tcp.
+	LabelNeedsTCP = "needs:tcp"
+)
+
+// needTransferBackend ends the case not applicable when the target
+// declares only the shared directory (nothing is dialled then).
+func needTransferBackend(t TB, h *harness) {
+	t.Helper()
+	if bs := h.profile.Backends; len(bs) > 0 && !slices.ContainsFunc(bs, func(b string) bool { return b != sharedDirBackend }) {
+		NotApplicable(t, fmt.Sprintf("the target declares backends %v: a shared-directory consumer claims by rename and dials no producer", bs))
+	}
+}
+
+// probeListener listens on a free port of the profile's untrusted host and
+// counts the connections it accepts; hang keeps them open, unanswered.
+type probeListener struct {
+	net.Listener
+	accepted atomic.Int64
+	wg       sync.WaitGroup
+}
+
+// listenUntrusted starts a probe listener on Profile.UntrustedHost, or ends
+// the case not verifiable when the profile names none.
+func listenUntrusted(t TB, h *harness, hang bool) *probeListener {
+	t.Helper()
+	if h.profile.UntrustedHost == "" {
+		NotVerifiable(t, "needs untrusted_host in the profile: a host where the harness may listen on ports the target does not trust")
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(h.profile.UntrustedHost, "0"))
+	if err != nil {
+		HarnessError(t, "listen on the untrusted host %s: %v", h.profile.UntrustedHost, err)
+	}
+	p := &probeListener{Listener: l}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			p.accepted.Add(1)
+			if hang {
+				held = append(held, c)
+			} else {
+				c.Close()
+			}
+		}
+	}()
+	return p
+}
+
+func (p *probeListener) close() { p.Listener.Close(); p.wg.Wait() }
+
+func (p *probeListener) endpoint() *pb.KvEndpoint {
+	a := p.Addr().(*net.TCPAddr)
+	return &pb.KvEndpoint{Host: a.IP.String(), Port: uint32(a.Port), Protocol: "grpc"}
+}
+
+// expectCalm reports (Errorf) unless e is READY with nothing quarantined
+// and no receive in flight (counters when the profile declares them).
+func (h *harness) expectCalm(who string, e target.Engine, after string) {
+	h.t.Helper()
+	resp, err := e.Health(h.ctx)
+	switch {
+	case err != nil:
+		h.t.Errorf("Health(%s) after %s = %s; want READY", who, after, statusString(err))
+	case resp.GetState() != pb.HealthState_HEALTH_STATE_READY:
+		h.t.Errorf("Health(%s) after %s = %s%s; want READY", who, after, resp.GetState(), healthChecks(resp))
+	}
+	if c, ok := h.counters(who, e); ok && (c[ObservableQuarantineBuffers] != 0 || c[ObservableReceivesInflight] != 0) {
+		h.t.Errorf("GetLoad(%s) after %s: %s = %g, %s = %g; want 0 and 0", who, after, ObservableQuarantineBuffers, c[ObservableQuarantineBuffers], ObservableReceivesInflight, c[ObservableReceivesInflight])
+	}
+}
+
+// Q2RefusedConnectionIsDefinite: a reference whose producer endpoint, one
+// the consumer trusts, refuses connections is a definite outcome (nothing
+// was sent): the consumer answers UNAVAILABLE, stays READY with nothing
+// quarantined, and the reference, never sent, is consumed once the
+// endpoint listens again.
+func Q2RefusedConnectionIsDefinite(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	refuser, ok := target.Capability[target.ConnectionRefuser](tg)
+	if !ok {
+		NotVerifiable(t, "needs a harness that can make the producer endpoint the consumer trusts refuse connections (target.ConnectionRefuser)")
+	}
+	defer f.poisoned(target.RoleConsumer)()
+	ready := f.publish(fixture(t, faultImage))
+	restore, err := refuser.RefuseProducerConnections(ctx)
+	if err != nil {
+		HarnessError(t, "refuse the producer's connections: %v", err)
+	}
+	res := f.consume(promptText(t, promptMarker), ready.GetRef())
+	if err := restore(); err != nil {
+		HarnessError(t, "let the producer's endpoint listen again: %v", err)
+	}
+	expectRejected(t, consumeCall(ready.GetRef(), "producer endpoint refuses connections"), res, codes.Unavailable)
+	f.expectCalm("consumer", f.cons, "a refused connection (Q-2: nothing was sent, nothing is quarantined)")
+	if t.Failed() {
+		return // a consumer that quarantined would refuse the retry too
+	}
+	deadline := time.Now().Add(refusedRetryBound)
+	for {
+		res = f.consume(promptText(t, promptMarker), ready.GetRef())
+		if res.Code() != codes.Unavailable || time.Now().After(deadline) {
+			break
+		}
+		f.waitMs(200, "retrying a consume answered UNAVAILABLE (retryable)")
+	}
+	expectTokens(t, consumeCall(ready.GetRef(), "the same reference once the endpoint listens again (it was never sent)"), res)
+}
+
+// Q6QuarantineEndsWhenProducerIsGone: after an uncertain transfer (its
+// reply lost), once the producer that may have written into the consumer's
+// buffers is gone (replaced: its process and connections ended), the
+// consumer's quarantine ends: READY with nothing quarantined within
+// quarantineEndBound, and its next handoff, with the new producer,
+// succeeds. (That nothing is freed while a write could land is Q-1's.)
+func Q6QuarantineEndsWhenProducerIsGone(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	defer f.poisoned(target.RoleConsumer)()
+	ready := f.publish(fixture(t, faultImage))
+	f.inject(0, target.FaultDropReply)
+	if res := f.consume(promptText(t, promptMarker), ready.GetRef()); res.Code() == codes.OK {
+		HarnessError(t, "%s with its reply dropped answered OK: the fault proxy did not drop it", consumeCall(ready.GetRef(), "reply dropped"))
+	}
+	if err := f.restart.Restart(ctx, target.RoleProducer); err != nil {
+		HarnessError(t, "replace the producer: %v", err)
+	}
+	prod, ok := tg.Engine(target.RoleProducer)
+	if !ok {
+		HarnessError(t, "no producer after its restart")
+	}
+	f.prod = prod
+	start := time.Now()
+	for {
+		resp, err := f.cons.Health(ctx)
+		calm := err == nil && resp.GetState() == pb.HealthState_HEALTH_STATE_READY
+		if c, ok := f.counters("consumer", f.cons); ok && c[ObservableQuarantineBuffers] != 0 {
+			calm = false
+		}
+		if calm {
+			break
+		}
+		if time.Since(start) > quarantineEndBound {
+			t.Errorf("Health(consumer) %v after the producer that may have written into its buffers was replaced = %s%s; want READY with nothing quarantined (Q-6: the quarantine ends once nothing can land)", quarantineEndBound, resp.GetState(), healthChecks(resp))
+			return
+		}
+		f.waitMs(100, "polling the consumer's health")
+	}
+	f.handoff(fixture(t, faultImage), promptText(t, promptMarker))
+}
+
+// SE3UntrustedProducerEndpointRefused: a reference naming a producer
+// endpoint the consumer does not trust is FAILED_PRECONDITION before any
+// connection: nothing connects to that endpoint, the consumer stays READY,
+// and the reference it imitated is still consumable.
+func SE3UntrustedProducerEndpointRefused(ctx context.Context, t TB, tg target.Target) {
+	h := needEPD(ctx, t, tg)
+	needTransferBackend(t, h)
+	probe := listenUntrusted(t, h, false)
+	defer probe.close()
+	defer h.cleanup()
+	ready := h.publish(fixture(t, faultImage))
+	forged := proto.Clone(ready.GetRef()).(*pb.EncoderCacheRef)
+	forged.ProducerEndpoint = probe.endpoint()
+	res := h.consume(promptText(t, promptMarker), forged)
+	expectRejected(t, consumeCall(forged, "producer endpoint "+probe.Addr().String()+" not trusted"), res, codes.FailedPrecondition)
+	if n := probe.accepted.Load(); n != 0 {
+		t.Errorf("the consumer connected %d times to %s, which it does not trust; want none (SE-3: refused before any connection)", n, probe.Addr())
+	}
+	h.expectCalm("consumer", h.cons, "an untrusted producer endpoint")
+	h.consumeOK(promptText(t, promptMarker), ready.GetRef(), "the reference the forged one imitated")
+}
+
+// batonAgentMetadata encodes baton-xfer-v1 agent metadata (Profile
+// AgentFormat): "BXMD", version 1, backend 2 (tcp), the name, "host:port".
+func batonAgentMetadata(name, addr string) []byte {
+	var b bytes.Buffer
+	b.WriteString("BXMD")
+	b.WriteByte(1)
+	b.WriteByte(2)
+	b.WriteByte(byte(len(name)))
+	b.WriteString(name)
+	_ = binary.Write(&b, binary.BigEndian, uint16(len(addr)))
+	b.WriteString(addr)
+	return b.Bytes()
+}
+
+// SE3UntrustedConsumerAgentRefused: a producer asked (by any client) to
+// WRITE into a consumer agent it does not trust answers
+// FAILED_PRECONDITION with the before-write trailer before any connection:
+// nothing connects to that agent, the producer stays READY, and the entry
+// is still consumable.
+func SE3UntrustedConsumerAgentRefused(ctx context.Context, t TB, tg target.Target) {
+	h := needEPD(ctx, t, tg)
+	if !slices.Contains(h.profile.Backends, "tcp") {
+		NotApplicable(t, fmt.Sprintf("the target declares backends %v: only a tcp producer dials a consumer agent", h.profile.Backends))
+	}
+	if h.profile.AgentFormat != target.AgentFormatBatonXferV1 {
+		NotVerifiable(t, "needs agent_format baton-xfer-v1 in the profile to name an untrusted consumer agent")
+	}
+	tr, ok := target.Capability[target.Transferer](h.prod)
+	if !ok {
+		NotVerifiable(t, "needs a producer engine the harness can call TransferEncoderCache on (target.Transferer)")
+	}
+	probe := listenUntrusted(t, h, true)
+	defer probe.close()
+	defer h.cleanup()
+	ready := h.publish(fixture(t, faultImage))
+	req := &pb.TransferEncoderCacheRequest{Ref: ready.GetRef(), TransferId: newRequestID("se3-agent"), ConsumerAgent: batonAgentMetadata("baton-se3-probe", probe.Addr().String())}
+	for range ready.GetItems() {
+		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: 1 << 36, Length: 4, MemoryKind: "host", RemoteKey: pseudoBytes("se3-key", 16)})
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	_, trailer, err := tr.TransferEncoderCache(cctx, req)
+	cancel()
+	call := "TransferEncoderCache(consumer_agent=" + probe.Addr().String() + ", not trusted)"
+	if c := status.Code(err); c != codes.FailedPrecondition {
+		t.Errorf("%s = %s; want FAILED_PRECONDITION (SE-3)", call, statusString(err))
+	} else if !slices.Contains(trailer.Get("baton-transfer-rejected"), "before-write") {
+		t.Errorf("%s = FAILED_PRECONDITION without the trailer baton-transfer-rejected: before-write (trailer %v); want it (SE-3, Q-2)", call, trailer)
+	}
+	if n := probe.accepted.Load(); n != 0 {
+		t.Errorf("the producer connected %d times to %s, which it does not trust; want none (SE-3: before any connection)", n, probe.Addr())
+	}
+	h.expectCalm("producer", h.prod, "an untrusted consumer agent")
+	h.consumeOK(promptText(t, promptMarker), ready.GetRef(), "the entry a client asked to write elsewhere")
+}
+
+// SE4AttackCorpusLeavesEnginesReady: requests from an outsider (forged and
+// stale references, untrusted and unreachable endpoints, a transfer the
+// client abandons, malformed transfer and release requests) end in the
+// contract's codes, and afterwards producer and consumer are READY with
+// nothing quarantined and no receive in flight.
+func SE4AttackCorpusLeavesEnginesReady(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	defer f.poisoned(target.RoleConsumer, target.RoleProducer)()
+	prompt := promptText(t, promptMarker)
+	contract := func(what string, code codes.Code) {
+		t.Helper()
+		if !slices.Contains(contractCodes, code) {
+			t.Errorf("%s = code %s; want one of the contract's rejection codes %v (SE-4)", what, codeName(code), contractCodes)
+		}
+	}
+	calm := func(after string) {
+		t.Helper()
+		f.expectCalm("consumer", f.cons, after)
+		f.expectCalm("producer", f.prod, after)
+	}
+	// A forged reference to the real producer: its tag does not verify.
+	ready := f.publish(fixture(t, faultImage))
+	forged := withOpaque(ready.GetRef(), pseudoBytes("se4-forged", len(ready.GetRef().GetOpaqueState())))
+	if f.formatDeclared() {
+		if altered, err := refWithTagAltered(ready.GetRef().GetOpaqueState()); err == nil {
+			forged = withOpaque(ready.GetRef(), altered)
+		}
+	}
+	res := f.consume(prompt, forged)
+	contract(consumeCall(forged, "forged"), res.Code())
+	calm("a forged reference")
+	// A stale reference: consumed once, replayed.
+	f.consumeOK(prompt, ready.GetRef(), "the genuine reference")
+	res = f.consume(prompt, ready.GetRef())
+	contract(consumeCall(ready.GetRef(), "replayed"), res.Code())
+	calm("a replayed reference")
+	// An endpoint the consumer does not trust.
+	if f.profile.UntrustedHost != "" {
+		probe := listenUntrusted(t, f.harness, true)
+		r := proto.Clone(f.publish(fixture(t, faultImage)).GetRef()).(*pb.EncoderCacheRef)
+		r.ProducerEndpoint = probe.endpoint()
+		res = f.consume(prompt, r)
+		probe.close()
+		contract(consumeCall(r, "untrusted endpoint"), res.Code())
+		calm("an untrusted producer endpoint")
+	}
+	// A producer endpoint that refuses connections.
+	if refuser, ok := target.Capability[target.ConnectionRefuser](tg); ok {
+		r := f.publish(fixture(t, faultImage)).GetRef()
+		restore, err := refuser.RefuseProducerConnections(ctx)
+		if err != nil {
+			HarnessError(t, "refuse the producer's connections: %v", err)
+		}
+		res = f.consume(prompt, r)
+		if err := restore(); err != nil {
+			HarnessError(t, "let the producer's endpoint listen again: %v", err)
+		}
+		contract(consumeCall(r, "producer unreachable"), res.Code())
+		calm("an unreachable producer")
+		// The producer listens again: consume r once the consumer reaches
+		// it (UNAVAILABLE is retryable), so the next step's transfer crosses.
+		for deadline := time.Now().Add(refusedRetryBound); ; {
+			res = f.consume(prompt, r)
+			if res.Code() != codes.Unavailable || time.Now().After(deadline) {
+				break
+			}
+			f.waitMs(200, "retrying a consume answered UNAVAILABLE (retryable)")
+		}
+	}
+	// A transfer the client abandons: it cancels while the reply is held.
+	r := f.publish(fixture(t, faultImage)).GetRef()
+	done, cancel := f.stuckConsume(r)
+	cancel()
+	<-done
+	if _, err := f.faults.TransferCalls(ctx, target.MethodTransferEncoderCache, 1); err != nil {
+		HarnessError(t, "the held transfer never finished at the proxy: %v", err)
+	}
+	if f.profile.Observables {
+		f.waitInflight(0)
+	}
+	calm("a transfer its client abandoned")
+	// Malformed transfer and release requests sent to the producer itself.
+	if tr, ok := target.Capability[target.Transferer](f.prod); ok {
+		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+		_, _, err := tr.TransferEncoderCache(cctx, &pb.TransferEncoderCacheRequest{Ref: forged, TransferId: "se4", ConsumerAgent: []byte("not an agent")})
+		ccancel()
+		contract("TransferEncoderCache(forged reference, malformed consumer_agent)", status.Code(err))
+	}
+	_, err := f.abort(f.prod, forged)
+	contract(abortCall(forged, "forged"), status.Code(err))
+	calm("malformed transfer and release requests")
+}
+
+// SE5GRPCHealthMirrorsHealth: grpc.health.v1 says SERVING while Health is
+// READY, and NOT_SERVING while it is DRAINING (a consumer draining a
+// request) and NOT_READY (a producer whose cleanup failed, X-1).
+func SE5GRPCHealthMirrorsHealth(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	if !f.profile.TestHooks {
+		NotVerifiable(t, "needs the baton.cleanup_fail test hook (profile test_hooks) to make the producer NOT_READY")
+	}
+	if !f.profile.Destructive {
+		NotVerifiable(t, "needs a destructive profile to shut the consumer down (DRAINING)")
+	}
+	prodHealth, ok1 := target.Capability[target.StandardHealth](f.prod)
+	consHealth, ok2 := target.Capability[target.StandardHealth](f.cons)
+	if !ok1 || !ok2 {
+		NotVerifiable(t, "needs engines whose grpc.health.v1 the harness can ask (target.StandardHealth)")
+	}
+	defer f.poisoned(target.RoleConsumer, target.RoleProducer)()
+	mirror := func(who string, e target.Engine, hs target.StandardHealth, want pb.HealthState) {
+		t.Helper()
+		resp, err := e.Health(ctx)
+		if err != nil || resp.GetState() != want {
+			HarnessError(t, "Health(%s) = %s %s; the case needs %s to check grpc.health.v1 against", who, resp.GetState(), statusString(err), want)
+		}
+		st, err := hs.ServingStatus(ctx)
+		wantSt := healthpb.HealthCheckResponse_NOT_SERVING
+		if want == pb.HealthState_HEALTH_STATE_READY {
+			wantSt = healthpb.HealthCheckResponse_SERVING
+		}
+		if err != nil || st != wantSt {
+			t.Errorf("grpc.health.v1 Check(%s) while Health is %s = %s %s; want %s (SE-5)", who, want, st, statusString(err), wantSt)
+		}
+	}
+	mirror("producer", f.prod, prodHealth, pb.HealthState_HEALTH_STATE_READY)
+	mirror("consumer", f.cons, consHealth, pb.HealthState_HEALTH_STATE_READY)
+	// DRAINING: the consumer is shut down while a consume's reply is held.
+	ready := f.publish(fixture(t, faultImage))
+	done, cancel := f.stuckConsume(ready.GetRef())
+	defer cancel()
+	info, err := f.cons.GetServerInfo(ctx)
+	if err != nil {
+		HarnessError(t, "GetServerInfo(consumer): %s", statusString(err))
+	}
+	if _, err := f.cons.Shutdown(ctx, &pb.ShutdownRequest{ExpectedInstanceId: info.GetInstanceId(), DrainTimeoutMs: proto.Uint32(uint32((3 * stuckTransfer).Milliseconds()))}); err != nil {
+		HarnessError(t, "Shutdown(consumer): %s", statusString(err))
+	}
+	mirror("consumer", f.cons, consHealth, pb.HealthState_HEALTH_STATE_DRAINING)
+	<-done
+	// NOT_READY: a removal of the producer fails (X-1, sticky until restart).
+	req := f.publishRequest(nil, imageItem(fixture(t, faultImage)))
+	req.Extra, _ = structpb.NewStruct(map[string]any{"baton.cleanup_fail": true})
+	pub := f.generate(f.prod, req)
+	if pub.EncoderReady() == nil {
+		HarnessError(t, "publish with baton.cleanup_fail = %s", describe(pub))
+	}
+	if _, err := f.abort(f.prod, pub.EncoderReady().GetRef()); err == nil {
+		t.Logf("note: Abort of an entry whose removal fails answered OK")
+	}
+	mirror("producer", f.prod, prodHealth, pb.HealthState_HEALTH_STATE_NOT_READY)
+}
+
+// securityCases are the and SE-3..SE-5 cases, in registry order.
+func securityCases() []Case {
+	l := []string{LabelEPD, LabelNeedsFaultProxy}
+	return []Case{
+		{Rule: "Q-2", Name: "Q-2 a trusted producer endpoint that refuses connections is definite: UNAVAILABLE, consumer READY, reference still live", Run: Q2RefusedConnectionIsDefinite, Labels: l},
+		{Rule: "Q-6", Name: "Q-6 a consumer's quarantine ends once the producer that may have written is gone, and its next handoff succeeds", Run: Q6QuarantineEndsWhenProducerIsGone, Labels: l},
+		{Rule: "SE-3", Name: "SE-3 a reference naming an untrusted producer endpoint is FAILED_PRECONDITION before any connection", Run: SE3UntrustedProducerEndpointRefused, Labels: []string{LabelEPD, LabelNeedsTransfer}},
+		{Rule: "SE-3", Name: "SE-3 a producer asked to write to an untrusted consumer agent answers FAILED_PRECONDITION with the before-write trailer", Run: SE3UntrustedConsumerAgentRefused, Labels: []string{LabelEPD, LabelNeedsTCP}},
+		{Rule: "SE-4", Name: "SE-4 forged, stale and unreachable references and abandoned transfers leave every engine READY", Run: SE4AttackCorpusLeavesEnginesReady, Labels: append([]string{LabelSlow}, l...)},
+		{Rule: "SE-5", Name: "SE-5 grpc.health.v1 mirrors Health through DRAINING and NOT_READY", Run: SE5GRPCHealthMirrorsHealth, Labels: append([]string{LabelNeedsTestHooks}, l...)},
+	}
+}
