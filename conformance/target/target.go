@@ -81,6 +81,13 @@ type Profile struct {
 	ReferenceFormat string `yaml:"reference_format" json:"reference_format"`
 	// CaseTimeout bounds one case (default 60s).
 	CaseTimeout time.Duration `yaml:"case_timeout" json:"case_timeout"`
+	// TLS, when set, makes every connection TLS and declares the tls
+	// feature: SE-1 applies (tls.go). nil: plaintext.
+	TLS *TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
+	// Authorization, when set, declares the authorization feature (SE-2
+	// applies) and carries the operator's credential, which every
+	// connection of the harness presents (tls.go).
+	Authorization *Authorization `yaml:"authorization,omitempty" json:"authorization,omitempty"`
 }
 
 // Implementation is the vendor's description of the engine under test. Every

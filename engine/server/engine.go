@@ -35,12 +35,16 @@ type Engine struct {
 	kv         kvSessions  // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
 	gpu        gpuState    // the cuda_ipc backend's device (cudaipc.go)
 	exec       *execDriver // the in-engine encoder -> decoder handoff (executor.go)
+	sec        *security   // TLS and authorization (security.go; SE-1, SE-2)
+	decodes    *decodeBudget // decode memory and CPU across requests (budget.go; SE-4)
+	metricsAddr string     // where ServeMetrics serves, for ServerInfo ("" = not serving)
 
 	mu          sync.Mutex // guards the fields below; never held across I/O
 	table       *handoff.ProducerTable
 	receives    *handoff.ConsumerReceives
 	health      *handoff.Health
 	requests    map[string]context.CancelFunc
+	owners      map[string]string // request id -> the caller that started it (SE-2)
 	keys        map[string][]byte    // consumer: producer instance id -> HMAC key
 	quarantined []quarantinedBuffers // consumer receive buffers kept for the life of the process
 	running     sync.WaitGroup       // Add only under mu while not draining
@@ -71,6 +75,13 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	sec, err := loadSecurity(cfg.Security, cfg.Hooks)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if sec.authorization && sec.server == nil {
+		log.Warn("SE-2 authorization is on over plaintext: bearer tokens cross the network in the clear (add --tls-cert/--tls-key)")
+	}
 	preset, _ := encoder.PresetByName(cfg.Preset)
 	arch, _ := lm.ArchitectureByName(cfg.ModelArchitecture) // checked by fill
 	id, err := newInstanceID()
@@ -92,6 +103,9 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		receives:    handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes}),
 		health:      handoff.NewHealth(),
 		requests:    map[string]context.CancelFunc{},
+		owners:      map[string]string{},
+		sec:         sec,
+		decodes:     newDecodeBudget(cfg.DecodeBudget),
 		keys:        map[string][]byte{},
 		failRemoval: map[string]bool{},
 		drained:     make(chan struct{}),
@@ -99,8 +113,14 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	}
 	e.exec = newExecDriver(e)
 	e.metrics = newMetrics(e)
+	e.producers.creds = sec.peerCredentials()
 	if cfg.needsTransferAgent() {
-		agent, err := xfer.NewTCP(xfer.TCPOptions{Options: xfer.Options{Name: id}, ListenAddress: cfg.TransferListen, WriteTimeout: cfg.TransferTimeout})
+		opts := xfer.TCPOptions{Options: xfer.Options{Name: id}, ListenAddress: cfg.TransferListen, WriteTimeout: cfg.TransferTimeout}
+		if sec.server != nil || sec.peer != nil {
+			// SE-1: the agent's data connections are TLS both ways.
+			opts.Network = xfer.TLSNetwork{Server: sec.server, Client: sec.peer}
+		}
+		agent, err := xfer.NewTCP(opts)
 		if err != nil {
 			return nil, fmt.Errorf("server: start the tcp transfer agent: %w", err)
 		}
@@ -147,8 +167,9 @@ func newInstanceID() (string, error) {
 
 // begin admits one Generate: it fails with ErrDraining once shutdown started
 // (S-2) and with ErrCleanupFailed after a cleanup failure; otherwise it
-// registers the request for Abort(request_id) and the drain.
-func (e *Engine) begin(requestID string, cancel context.CancelFunc) error {
+// registers the request, started by owner (SE-2), for Abort(request_id) and
+// the drain.
+func (e *Engine) begin(requestID, owner string, cancel context.CancelFunc) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.health.Draining() {
@@ -161,6 +182,7 @@ func (e *Engine) begin(requestID string, cancel context.CancelFunc) error {
 		return errDuplicateRequest
 	}
 	e.requests[requestID] = cancel
+	e.owners[requestID] = owner
 	e.running.Add(1)
 	e.runningN++
 	return nil
@@ -170,6 +192,7 @@ func (e *Engine) end(requestID string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.requests, requestID)
+	delete(e.owners, requestID)
 	e.runningN--
 	e.running.Done()
 }

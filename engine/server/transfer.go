@@ -15,6 +15,7 @@ import (
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -202,6 +203,7 @@ const HookTransferFail = "baton-test-transfer-fail"
 
 // producerClients caches Control clients per producer endpoint.
 type producerClients struct {
+	creds credentials.TransportCredentials // TLS when the engine dials peers over TLS (SE-1); nil: plaintext
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
@@ -212,7 +214,11 @@ func (p *producerClients) get(addr string) (pb.ControlClient, error) {
 	if c, ok := p.conns[addr]; ok {
 		return pb.NewControlClient(c), nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := p.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, err
 	}

@@ -89,3 +89,14 @@ func validName(name string) error {
 	}
 	return nil
 }
+
+// MetadataAddress returns the connection info an agent's metadata carries
+// ("host:port" for tcp, the registry id for loopback): where peers reach
+// it. Errors: ErrInvalidParam for bytes that are not agent metadata.
+func MetadataAddress(md []byte) (string, error) {
+	p, err := decodeMetadata(md)
+	if err != nil {
+		return "", err
+	}
+	return p.conn, nil
+}
