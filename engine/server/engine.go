@@ -20,31 +20,31 @@ import (
 // consumer receives, health) behind a mutex held only while the core decides,
 // plus the encoder, the language model and the shared directory.
 type Engine struct {
-	cfg        Config
-	instanceID string
-	preset     encoder.Preset
-	encoder    encoder.Encoder
-	model      *lm.Model
-	fsys       shareddir.FS
-	store      entryStore // producer only
-	agent      xfer.Agent // tcp transfer agent (producer with the tcp backend, consumers accepting tcp)
-	producers  producerClients
-	log        *slog.Logger
-	now        func() time.Time
-	metrics    *metrics    // Prometheus metrics (metrics.go)
-	kv         kvSessions  // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
-	gpu        gpuState    // the cuda_ipc backend's device (cudaipc.go)
-	exec       *execDriver // the in-engine encoder -> decoder handoff (executor.go)
-	sec        *security   // TLS and authorization (security.go; SE-1, SE-2)
-	decodes    *decodeBudget // decode memory and CPU across requests (budget.go; SE-4)
-	metricsAddr string     // where ServeMetrics serves, for ServerInfo ("" = not serving)
+	cfg         Config
+	instanceID  string
+	preset      encoder.Preset
+	encoder     encoder.Encoder
+	model       *lm.Model
+	fsys        shareddir.FS
+	store       entryStore // producer only
+	agent       xfer.Agent // tcp transfer agent (producer with the tcp backend, consumers accepting tcp)
+	producers   producerClients
+	log         *slog.Logger
+	now         func() time.Time
+	metrics     *metrics      // Prometheus metrics (metrics.go)
+	kv          kvSessions    // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
+	gpu         gpuState      // the cuda_ipc backend's device (cudaipc.go)
+	exec        *execDriver   // the in-engine encoder -> decoder handoff (executor.go)
+	sec         *security     // TLS and authorization (security.go; SE-1, SE-2)
+	decodes     *decodeBudget // decode memory and CPU across requests (budget.go; SE-4)
+	metricsAddr string        // where ServeMetrics serves, for ServerInfo ("" = not serving)
 
 	mu          sync.Mutex // guards the fields below; never held across I/O
 	table       *handoff.ProducerTable
 	receives    *handoff.ConsumerReceives
 	health      *handoff.Health
 	requests    map[string]context.CancelFunc
-	owners      map[string]string // request id -> the caller that started it (SE-2)
+	owners      map[string]string    // request id -> the caller that started it (SE-2)
 	keys        map[string][]byte    // consumer: producer instance id -> HMAC key
 	quarantined []quarantinedBuffers // consumer receive buffers kept for the life of the process
 	running     sync.WaitGroup       // Add only under mu while not draining
