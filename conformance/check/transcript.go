@@ -165,6 +165,10 @@ type recordingEngine struct {
 	rec  *Recorder
 }
 
+// Unwrap is the engine it records (target.Dialled finds an endpoint's
+// address through it, for SE-1).
+func (e *recordingEngine) Unwrap() target.Engine { return e.Engine }
+
 func (e *recordingEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*target.GenerateResult, error) {
 	start := e.rec.now()
 	res, err := e.Engine.Generate(ctx, req)

@@ -72,6 +72,13 @@ func TestMutantKillTableColumns(t *testing.T) {
 					t.Errorf("mutant %s (%s) survived the suite", m.Name, m.Rule)
 				}
 			}
+			if m.SuiteOnly != "" {
+				na := killVerdict{killed: true, cell: "n/a"}
+				r.props, r.simul = na, na
+				t.Logf("%s: only the suite column applies: %s", m.Name, m.SuiteOnly)
+				rows = append(rows, r)
+				return
+			}
 			rep := propsColumn(t, m)
 			if !rep.Passed && rep.Actions > maxShrunkActions {
 				// rapid shrinks only while a replay fails with the same

@@ -6,6 +6,7 @@ package mutants
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -50,6 +51,10 @@ type Mutant struct {
 	// --test-hooks and claims the Lifecycle level, whose cases need the
 	// observables and test hooks).
 	Level string
+	// SuiteOnly, when set, says why only the suite's column of the kill
+	// table can kill it: the handoff property and the simulator model no
+	// transport security (TLS, credentials), so their columns are "n/a".
+	SuiteOnly string
 }
 
 // Levels a mutant is killed at (CONTRACT section 5).
@@ -62,7 +67,15 @@ const (
 const (
 	TopologySharedDir = ""
 	TopologyTCPFaults = "tcp+faults"
+	// TopologyTCPSecure: E+PD over tcp with TLS, client authentication on
+	// every listener and an operator token (launch.Options.Security), test
+	// hooks on; the SE-1 and SE-2 cases kill it.
+	TopologyTCPSecure = "tcp+tls"
 )
+
+// noTransportSecurityModel is the SuiteOnly reason of the SE-1 and SE-2
+// mutants.
+const noTransportSecurityModel = "the handoff property and the simulator model no TLS or caller credentials"
 
 var all = []Mutant{
 	{Name: "su1-read-without-claim", Rule: "SU-1", Breaks: "the consumer reads an entry without claiming it by rename, so it can be consumed twice",
@@ -158,6 +171,20 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.DrainBeforeCleanup = true }},
 	{Name: "c2-late-completion-revives", Rule: "C-2", Level: LevelLifecycle, Sim: "late-completion-revives", Breaks: "an encoder step that completes after its publish was cancelled publishes the entry anyway, for a client that never gets it",
 		Apply: func(h *server.Hooks) { h.ReviveLateCompletion = true }},
+	{Name: "se1-client-cert-optional", Rule: "SE-1", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
+		Breaks: "the listeners ask for a client certificate but serve a peer without one (TLS client auth not required)",
+		Apply:  func(h *server.Hooks) { h.ServerTLS = func(c *tls.Config) { c.ClientAuth = tls.VerifyClientCertIfGiven } }},
+	{Name: "se1-plaintext-metrics", Rule: "SE-1", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
+		Breaks: "/metrics is served in plaintext although every other listener serves TLS",
+		Apply:  func(h *server.Hooks) { h.PlaintextMetrics = true }},
+	{Name: "se2-shutdown-unauthorized", Rule: "SE-2", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
+		Breaks: "Shutdown skips the operator check: anyone who read the instance id from GetServerInfo can shut the engine down",
+		Apply: func(h *server.Hooks) {
+			h.AuthorizeOperator = func(call string, operator bool) bool { return operator || call == "Shutdown" }
+		}},
+	{Name: "se2-abort-ignores-caller", Rule: "SE-2", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
+		Breaks: "Abort(request_id) cancels a request whoever asks, not only its own caller's",
+		Apply:  func(h *server.Hooks) { h.AbortOwner = func(string, string, bool) bool { return true } }},
 	{Name: "c3-keep-output-after-cancel", Rule: "C-3", Level: LevelLifecycle, Sim: "keep-output-after-cancel", Breaks: "a publish cancelled once its output is ready writes the entry and keeps it although its EncoderReady never reached the client",
 		Apply: func(h *server.Hooks) { h.KeepOutputAfterCancel = true }},
 }

@@ -1,14 +1,17 @@
 package target
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 )
@@ -280,3 +283,123 @@ func (p Profile) NonOperatorTLS() *TLS {
 	t := *p.TLS
 	return &t
 }
+
+// Unwrapper is implemented by an Engine that wraps another (the check
+// runner's recorder); Dialled looks through it.
+type Unwrapper interface {
+	// Unwrap returns the wrapped engine.
+	Unwrap() Engine
+}
+
+// Dialled returns the *GRPCEngine under e, looking through wrappers
+// (Unwrapper), or nil when e is not reached over gRPC.
+func Dialled(e Engine) *GRPCEngine {
+	for e != nil {
+		switch x := e.(type) {
+		case *GRPCEngine:
+			return x
+		case Unwrapper:
+			e = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// ListenerProbe is what one TLS connection to a listener saw (SE-1).
+type ListenerProbe struct {
+	// Handshake is the client's TLS handshake error; nil when it completed.
+	Handshake error
+	// Answer holds the first bytes (at most 64) the server sent after the
+	// handshake and the client's hello; empty when it sent none.
+	Answer []byte
+	// Waiting: the server neither answered nor closed within the wait: it
+	// accepted the connection and waits for more.
+	Waiting bool
+	// ReadErr is how the first read ended when the server closed or sent
+	// an alert (a TLS 1.3 server refuses a client certificate after the
+	// client's side of the handshake completed).
+	ReadErr error
+}
+
+// Accepted reports whether the server accepted the connection: the
+// handshake completed and the server answered or waits for more.
+func (p ListenerProbe) Accepted() bool {
+	return p.Handshake == nil && (len(p.Answer) > 0 || p.Waiting)
+}
+
+// String says what happened, for a failure message.
+func (p ListenerProbe) String() string {
+	switch {
+	case p.Handshake != nil:
+		return "handshake failed: " + p.Handshake.Error()
+	case len(p.Answer) > 0:
+		return fmt.Sprintf("answered %q", p.Answer)
+	case p.Waiting:
+		return "accepted the connection and waited for more"
+	default:
+		return fmt.Sprintf("closed the connection (%v)", p.ReadErr)
+	}
+}
+
+// ProbeTLS opens one TLS connection to address with cfg (its ServerName
+// defaults to the address's host), sends hello (may be empty) and reads the
+// first answer for at most wait. Errors of the TCP dial are returned as
+// the error: the listener did not answer at all.
+func ProbeTLS(ctx context.Context, address string, cfg *tls.Config, hello []byte, wait time.Duration) (ListenerProbe, error) {
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: wait}, Config: cfg}
+	raw, err := (&net.Dialer{Timeout: wait}).DialContext(ctx, "tcp", address)
+	if err != nil {
+		return ListenerProbe{}, err
+	}
+	raw.Close()
+	hctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	conn, err := d.DialContext(hctx, "tcp", address)
+	if err != nil {
+		return ListenerProbe{Handshake: err}, nil
+	}
+	defer conn.Close()
+	return readAnswer(conn, hello, wait), nil
+}
+
+// ProbePlain opens a plain TCP connection to address, sends hello and
+// reads the first answer for at most wait.
+func ProbePlain(ctx context.Context, address string, hello []byte, wait time.Duration) (ListenerProbe, error) {
+	conn, err := (&net.Dialer{Timeout: wait}).DialContext(ctx, "tcp", address)
+	if err != nil {
+		return ListenerProbe{}, err
+	}
+	defer conn.Close()
+	return readAnswer(conn, hello, wait), nil
+}
+
+func readAnswer(conn net.Conn, hello []byte, wait time.Duration) ListenerProbe {
+	_ = conn.SetDeadline(time.Now().Add(wait))
+	if len(hello) > 0 {
+		if _, err := conn.Write(hello); err != nil {
+			return ListenerProbe{ReadErr: err}
+		}
+	}
+	buf := make([]byte, 64)
+	n, err := io.ReadAtLeast(conn, buf, 1)
+	var ne net.Error
+	switch {
+	case n > 0:
+		return ListenerProbe{Answer: buf[:n]}
+	case errors.As(err, &ne) && ne.Timeout():
+		return ListenerProbe{Waiting: true}
+	default:
+		return ListenerProbe{ReadErr: err}
+	}
+}
+
+// HTTP2Preface is the client connection preface of HTTP/2 (RFC 9113
+// section 3.4) followed by an empty SETTINGS frame: a gRPC server that
+// accepts the connection answers it with its own SETTINGS frame.
+var HTTP2Preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+
+// MetricsRequest is an HTTP/1.1 GET /metrics, the hello to a metrics
+// listener.
+var MetricsRequest = []byte("GET /metrics HTTP/1.1\r\nHost: baton\r\nConnection: close\r\n\r\n")
