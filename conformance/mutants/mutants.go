@@ -173,7 +173,9 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.ReviveLateCompletion = true }},
 	{Name: "se1-client-cert-optional", Rule: "SE-1", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
 		Breaks: "the listeners ask for a client certificate but serve a peer without one (TLS client auth not required)",
-		Apply:  func(h *server.Hooks) { h.ServerTLS = func(c *tls.Config) { c.ClientAuth = tls.VerifyClientCertIfGiven } }},
+		Apply: func(h *server.Hooks) {
+			h.ServerTLS = func(c *tls.Config) { c.ClientAuth = tls.VerifyClientCertIfGiven }
+		}},
 	{Name: "se1-plaintext-metrics", Rule: "SE-1", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
 		Breaks: "/metrics is served in plaintext although every other listener serves TLS",
 		Apply:  func(h *server.Hooks) { h.PlaintextMetrics = true }},
