@@ -175,8 +175,9 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 	if !ok {
 		return reports.Results{}, fmt.Errorf("check: profile claims unknown level %q", profile.Level)
 	}
-	suiteConfig.LabelFilter = suite.FeatureFilter(ClaimedFilter(profileLevels, opts.LabelFilter), profile) // undeclared features' cases never run
-	suiteConfig.RandomizeAllSpecs = false                                                                  // destructive cases run last: keep the written order
+	// The cases of a feature the profile does not declare never run (SE-1, SE-2).
+	suiteConfig.LabelFilter = suite.FeatureFilter(ClaimedFilter(profileLevels, opts.LabelFilter), profile)
+	suiteConfig.RandomizeAllSpecs = false // destructive cases run last: keep the written order
 	suiteConfig.ParallelProcess, suiteConfig.ParallelTotal = 1, 1
 	if deadline, ok := ctx.Deadline(); ok {
 		suiteConfig.Timeout = time.Until(deadline)
