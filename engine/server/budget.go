@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/baton-dev/baton/engine/encoder"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -28,7 +29,9 @@ import (
 type DecodeBudget struct {
 	// MaxBytes bounds the decoded bytes reserved at once (--decode-budget-bytes;
 	// default DefaultDecodeBudgetBytes). It must hold one request of the
-	// largest size (MaxRequestPixels * DecodedBytesPerPixel, 320 MB).
+	// largest size L-6 lets in (MaxRequestPixels * DecodedBytesPerPixel =
+	// 320 MB under the default media limits), so every valid request is
+	// served once it has the budget to itself.
 	MaxBytes int64
 	// MaxConcurrent bounds the decodes running at once
 	// (--max-concurrent-decodes; default: GOMAXPROCS-1, at least 1).
@@ -66,6 +69,7 @@ type decodeBudget struct {
 	bytes    *semaphore.Weighted // decoded bytes reserved
 	cpu      *semaphore.Weighted // decodes running
 	inflight atomic.Int64        // bytes reserved now (observable)
+	waiting  atomic.Int64        // requests waiting for room now (observable)
 	refused  atomic.Int64        // requests refused for want of room (observable)
 }
 
@@ -81,6 +85,16 @@ func (b DecodeBudget) withDefaults() DecodeBudget {
 		b.Wait = DefaultDecodeWait
 	}
 	return b
+}
+
+// largestRequestPixels is the most pixels one request may declare under
+// lim (L-6): MaxRequestPixels, or fewer when every item's own bound is low.
+func largestRequestPixels(lim encoder.Limits) int64 {
+	per := lim.MaxPixels
+	if per <= 0 {
+		per = encoder.DefaultMaxPixels
+	}
+	return min(MaxRequestPixels, int64(MaxItemsPerRequest)*per)
 }
 
 // check validates a filled budget against the largest request L-6 lets in.
@@ -122,7 +136,9 @@ func (d *decodeBudget) reserve(ctx context.Context, pixels int64) (release func(
 			return nil, fmt.Errorf("%w: SE-4 no room for %d decoded bytes (budget %d, all in use); retry later", errDecodeBudget, n, d.maxBytes)
 		}
 		wctx, cancel := context.WithTimeout(ctx, d.wait)
+		d.waiting.Add(1)
 		err := d.bytes.Acquire(wctx, n)
+		d.waiting.Add(-1)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

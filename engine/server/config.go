@@ -250,7 +250,7 @@ func (c *Config) fill() error {
 		c.MediaLimits = encoder.DefaultLimits()
 	}
 	c.DecodeBudget = c.DecodeBudget.withDefaults()
-	if err := c.DecodeBudget.check(MaxRequestPixels); err != nil {
+	if err := c.DecodeBudget.check(largestRequestPixels(c.MediaLimits)); err != nil {
 		return err
 	}
 	if c.EncoderSeed == 0 {
