@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios
+.PHONY: all build demo test sim unit e2e mutants verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios fuzz ci-long
 
 all: build
 
@@ -94,6 +94,22 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkDecodeBudgetLoad -benchtime 1x ./engine/server/
 	$(GO) test -count=1 -run 'TestCoreSuiteBase' -v ./conformance/e2e/ -args -e2e.bench
 	$(GO) test -run '^$$' -bench BenchmarkSimulator -benchtime 2s ./sim/
+
+## fuzz: every fuzz target (func FuzzXxx in a _test.go file) of every package, one after the
+## other, each for FUZZTIME (default 30s). Their seed corpora (f.Add and testdata/fuzz/FuzzXxx/)
+## already run in `go test`; a crash found here fails and leaves its input under the package's
+## testdata/fuzz/FuzzXxx/: commit it with the fix.
+FUZZTIME ?= 30s
+fuzz:
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u); do \
+	    echo "== fuzz $$dir $$f for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$dir; \
+	  done; \
+	done
+
+## ci-long: what CI runs after `make test` (CI's 90-minute budget): the fuzz targets.
+ci-long: fuzz
 
 clean:
 	rm -rf bin out

@@ -45,8 +45,8 @@ func ReadYAML(path string) (Results, error) {
 }
 
 // ParseYAML decodes a results.yaml document. Unknown keys, a second
-// document, an empty input, or an outcome outside the five of CONTRACT.md
-// (wrapping ErrUnknownOutcome) are errors.
+// document, an empty input, a missing verdict, or an outcome outside the
+// five of CONTRACT.md (the last two wrapping ErrUnknownOutcome) are errors.
 func ParseYAML(raw []byte) (Results, error) {
 	var res Results
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
@@ -60,6 +60,12 @@ func ParseYAML(raw []byte) (Results, error) {
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return Results{}, errors.New("reports: parse results: more than one YAML document")
+	}
+	if !res.Verdict.Valid() {
+		// Every results.yaml MarshalYAML writes has one; without this a null
+		// document ("&0") parsed to results that cannot be written back
+		// (found by FuzzParseBundleFiles).
+		return Results{}, fmt.Errorf("reports: parse results: %w: no verdict", ErrUnknownOutcome)
 	}
 	return res, nil
 }
