@@ -84,4 +84,3 @@ func FuzzScenario(f *testing.F) {
 		}
 	})
 }
-
