@@ -85,13 +85,15 @@ proto:
 ## bench: encoder per preset, shared-directory round trip, executor bookkeeping, tcp handoff control
 ## overhead next to a unary RPC and base-preset handoff latency, the decode budget under 100
 ## concurrent 36-megapixel PNGs (peak RSS, Health p99; the engine under a 3 GiB memory cap),
-## the Core suite's wall time.
+## 1000 concurrent handoffs with 30% cancelled at random (seeded) on tcp and shared_dir (nothing
+## left afterwards), the Core suite's wall time.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/ ./engine/xfer/ ./engine/executor/
 	$(GO) test -run '^$$' -bench BenchmarkExecutorOverhead -benchtime 1x ./engine/server/
 	$(GO) test -run '^$$' -bench BenchmarkTransferControlOverhead -benchtime 100x ./engine/server/
 	$(GO) test -run '^$$' -bench BenchmarkTransferLatencyBase -benchtime 50x ./engine/server/
 	$(GO) test -run '^$$' -bench BenchmarkDecodeBudgetLoad -benchtime 1x ./engine/server/
+	$(GO) test -run '^$$' -bench BenchmarkHandoffLoad -benchtime 1x -timeout 20m ./engine/server/
 	$(GO) test -count=1 -run 'TestCoreSuiteBase' -v ./conformance/e2e/ -args -e2e.bench
 	$(GO) test -run '^$$' -bench BenchmarkSimulator -benchtime 2s ./sim/
 
