@@ -184,15 +184,7 @@ func SE1ListenersServeTLS(ctx context.Context, t TB, tg target.Target) {
 		}
 		switch l.kind {
 		case "grpc":
-			plain, err := target.DialEngine(l.address)
-			if err != nil {
-				HarnessError(t, "dial %s in plaintext: %v", l.address, err)
-			}
-			hctx, cancel := context.WithTimeout(ctx, probeWait)
-			_, herr := plain.Health(hctx)
-			cancel()
-			plain.Close()
-			if herr == nil {
+			if healthAnswers(ctx, t, l.address) {
 				t.Errorf("%s at %s answered Health in plaintext; want plaintext refused (every listener serves TLS)", l.who, l.address)
 			}
 		case target.ListenerMetrics:
@@ -202,6 +194,21 @@ func SE1ListenersServeTLS(ctx context.Context, t TB, tg target.Target) {
 			}
 		}
 	}
+}
+
+// healthAnswers reports whether a new connection to address made with
+// opts (plaintext without any) gets an answer to Health within probeWait.
+func healthAnswers(ctx context.Context, t TB, address string, opts ...target.DialOption) bool {
+	t.Helper()
+	e, err := target.DialEngine(address, opts...)
+	if err != nil {
+		HarnessError(t, "dial %s: %v", address, err)
+	}
+	defer e.Close()
+	hctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	_, err = e.Health(hctx)
+	return err == nil
 }
 
 // isHTTP2Settings reports whether b starts with an HTTP/2 SETTINGS frame
@@ -241,15 +248,7 @@ func SE1ClientWithoutValidCertificateRefused(ctx context.Context, t TB, tg targe
 		}
 		noCert := *p.NonOperatorTLS()
 		noCert.CertFile, noCert.KeyFile, noCert.ClientAuth = "", "", false
-		e, err := target.DialEngine(l.address, target.WithTLS(&noCert))
-		if err != nil {
-			HarnessError(t, "dial %s: %v", l.address, err)
-		}
-		hctx, cancel := context.WithTimeout(ctx, probeWait)
-		_, herr := e.Health(hctx)
-		cancel()
-		e.Close()
-		if herr == nil {
+		if healthAnswers(ctx, t, l.address, target.WithTLS(&noCert)) {
 			t.Errorf("%s at %s answered Health to a client without a certificate; want it refused", l.who, l.address)
 		}
 	}
@@ -291,7 +290,7 @@ func nonOperator(t TB, p target.Profile, who string, e target.Engine) (target.En
 	return x, func() { x.Close() }
 }
 
-// SE2NonOperatorCallsDenied sends every engine Shutdown (with its own instance id) and Abort(all_requests) as an anonymous caller and as a caller with a made-up token: PERMISSION_DENIED, the engine neither drains nor changes instance, and (with test hooks) a held publish survives them; the operator's Abort(all_requests) is accepted (SE-2).
+// SE2NonOperatorCallsDenied sends every engine Shutdown (with its own instance id) and Abort(all_requests) as an anonymous caller and as a caller with a made-up token: PERMISSION_DENIED, the engine neither drains nor changes instance, and (with test hooks) a held publish survives them; the operator's Shutdown with a foreign id gets S-1's refusal, not PERMISSION_DENIED, and its Abort(all_requests) is accepted (SE-2).
 func SE2NonOperatorCallsDenied(ctx context.Context, t TB, tg target.Target) {
 	p := tg.Profile()
 	needAuthorization(t, p)
@@ -319,6 +318,12 @@ func SE2NonOperatorCallsDenied(ctx context.Context, t TB, tg target.Target) {
 			}
 		}
 		done()
+		// The operator passes authorization: its Shutdown reaches the S-1
+		// decision (a foreign id is refused by S-1, not by SE-2).
+		other := newUUID()
+		if resp, err := e.Shutdown(ctx, &pb.ShutdownRequest{ExpectedInstanceId: other}); status.Code(err) == codes.PermissionDenied || err == nil {
+			t.Errorf("Shutdown(%s, a foreign instance id) by the operator = %s; want the S-1 refusal (FAILED_PRECONDITION), not PERMISSION_DENIED", who, shutdownOrCode(resp, err))
+		}
 		health, err := e.Health(ctx)
 		switch {
 		case err != nil:

@@ -65,6 +65,22 @@ func waitDecode(t *testing.T, eng *target.GRPCEngine, key string, want float64) 
 	}
 }
 
+// fillBudget starts a publish of budgetItems images whose encoder step the
+// test hook holds, so its reservation fills cfg's budget until cancel, and
+// waits until it does; done gets its result.
+func fillBudget(t *testing.T, eng *target.GRPCEngine, cfg Config) (cancel context.CancelFunc, done <-chan *target.GenerateResult) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	held := withExtra(t, budgetPublish(t, budgetItems), map[string]any{HookEncoderDelayMs: 20000})
+	out := make(chan *target.GenerateResult, 1)
+	go func() {
+		res, _ := eng.Generate(ctx, held)
+		out <- res
+	}()
+	waitDecodeBytes(t, eng, float64(cfg.DecodeBudget.MaxBytes))
+	return cancel, out
+}
+
 // TestDecodeBudgetRefusesPastTheBound: while one request holds the whole
 // decode budget, another publish gets RESOURCE_EXHAUSTED (SE-4, retryable)
 // and Health stays READY; once the holder ends, its reservation is back
@@ -72,15 +88,8 @@ func waitDecode(t *testing.T, eng *target.GRPCEngine, key string, want float64) 
 func TestDecodeBudgetRefusesPastTheBound(t *testing.T) {
 	cfg := budgetConfig(t, -1)
 	_, eng := startEngine(t, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
+	cancel, done := fillBudget(t, eng, cfg)
 	defer cancel()
-	held := withExtra(t, budgetPublish(t, budgetItems), map[string]any{HookEncoderDelayMs: 20000})
-	done := make(chan *target.GenerateResult, 1)
-	go func() {
-		res, _ := eng.Generate(ctx, held)
-		done <- res
-	}()
-	waitDecodeBytes(t, eng, float64(cfg.DecodeBudget.MaxBytes))
 
 	res, err := eng.Generate(context.Background(), budgetPublish(t, 1))
 	if err != nil || res.Code() != codes.ResourceExhausted || !strings.Contains(res.Status.Message(), "SE-4") {
@@ -109,15 +118,8 @@ func TestDecodeBudgetRefusesPastTheBound(t *testing.T) {
 func TestDecodeBudgetWaitsForRoom(t *testing.T) {
 	cfg := budgetConfig(t, time.Minute)
 	_, eng := startEngine(t, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
+	cancel, done := fillBudget(t, eng, cfg)
 	defer cancel()
-	held := withExtra(t, budgetPublish(t, budgetItems), map[string]any{HookEncoderDelayMs: 20000})
-	done := make(chan *target.GenerateResult, 1)
-	go func() {
-		res, _ := eng.Generate(ctx, held)
-		done <- res
-	}()
-	waitDecodeBytes(t, eng, float64(cfg.DecodeBudget.MaxBytes))
 	waiter := make(chan *target.GenerateResult, 1)
 	go func() {
 		res, _ := eng.Generate(context.Background(), budgetPublish(t, 1))

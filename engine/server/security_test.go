@@ -83,27 +83,7 @@ func (p *pki) targetTLS(leaf *devcert.Leaf) *target.TLS {
 // the server and its gRPC address; it drains at the end of the test.
 func startSecureEngine(t testing.TB, cfg Config) (*Server, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Preset == "" {
-		cfg.Preset = "tiny"
-	}
-	srv, err := NewServer(cfg, lis, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("S-4 drain of %s: %v", cfg.Role, err)
-		}
-	})
-	return srv, lis.Addr().String()
+	return serveEngine(t, cfg, nil)
 }
 
 func dialAs(t testing.TB, addr string, opts ...target.DialOption) *target.GRPCEngine {
