@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios python-engine python-bugs crash ci-long
+.PHONY: all build demo test sim unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios python-engine python-bugs crash fuzz ci-long
 
 all: build
 
@@ -53,8 +53,10 @@ props:
 crash: build
 	$(GO) run ./tools/crash --binary $(BIN) --runs 20
 
-## ci-long: what CI runs after `make test` (not part of it): the crash campaign.
-ci-long: crash
+## ci-long: what CI runs after `make test` (not part of it; CI's 90 minutes hold both): the crash
+## campaign, every fuzz target for FUZZTIME, and the Python engine's seeded bugs (each must fail
+## exactly the rules it declares).
+ci-long: crash fuzz python-bugs
 
 ## scenarios: the datadriven lifecycle scripts under sim/testdata/scenarios
 ## (REWRITE=1 regenerates their expected output).
@@ -105,14 +107,33 @@ proto:
 	./tools/proto/generate.sh
 
 ## bench: encoder per preset, shared-directory round trip, executor bookkeeping, tcp handoff control
-## overhead next to a unary RPC and base-preset handoff latency, the Core suite's wall time.
+## overhead next to a unary RPC and base-preset handoff latency, the decode budget under 100
+## concurrent 36-megapixel PNGs (peak RSS, Health p99; the engine under a 3 GiB memory cap),
+## 1000 concurrent handoffs with 30% cancelled at random (seeded) on tcp and shared_dir (nothing
+## left afterwards), the Core suite's wall time.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/ ./engine/xfer/ ./engine/executor/
 	$(GO) test -run '^$$' -bench BenchmarkExecutorOverhead -benchtime 1x ./engine/server/
 	$(GO) test -run '^$$' -bench BenchmarkTransferControlOverhead -benchtime 100x ./engine/server/
 	$(GO) test -run '^$$' -bench BenchmarkTransferLatencyBase -benchtime 50x ./engine/server/
+	$(GO) test -run '^$$' -bench BenchmarkDecodeBudgetLoad -benchtime 1x ./engine/server/
+	$(GO) test -run '^$$' -bench BenchmarkHandoffLoad -benchtime 1x -timeout 20m ./engine/server/
 	$(GO) test -count=1 -run 'TestCoreSuiteBase' -v ./conformance/e2e/ -args -e2e.bench
 	$(GO) test -run '^$$' -bench BenchmarkSimulator -benchtime 2s ./sim/
+
+## fuzz: every fuzz target (func FuzzXxx in a _test.go file) of every package, one after the
+## other, each for FUZZTIME (default 30s). Their seed corpora (f.Add and testdata/fuzz/FuzzXxx/)
+## already run in `go test`; a crash found here fails and leaves its input under the package's
+## testdata/fuzz/FuzzXxx/: commit it with the fix.
+FUZZTIME ?= 30s
+fuzz:
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u); do \
+	    echo "== fuzz $$dir $$f for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$dir; \
+	  done; \
+	done
+
 
 clean:
 	rm -rf bin out

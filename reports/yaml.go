@@ -45,8 +45,9 @@ func ReadYAML(path string) (Results, error) {
 }
 
 // ParseYAML decodes a results.yaml document. Unknown keys, a second
-// document, an empty input, or an outcome outside the five of CONTRACT.md
-// (wrapping ErrUnknownOutcome) are errors.
+// document, an empty input, or a missing outcome (the verdict, a level's,
+// a rule's or a case's) or one outside the five of CONTRACT.md (the last
+// two wrapping ErrUnknownOutcome) are errors.
 func ParseYAML(raw []byte) (Results, error) {
 	var res Results
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
@@ -61,5 +62,35 @@ func ParseYAML(raw []byte) (Results, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return Results{}, errors.New("reports: parse results: more than one YAML document")
 	}
+	if err := res.checkOutcomes(); err != nil {
+		// A null outcome (a null document "&0", "levels: {core: }") skips
+		// Outcome's own check and parsed to results that cannot be written
+		// back (found by FuzzParseBundleFiles).
+		return Results{}, fmt.Errorf("reports: parse results: %w", err)
+	}
 	return res, nil
+}
+
+// checkOutcomes requires every outcome of res, the verdict included, to be
+// one of the five (ErrUnknownOutcome).
+func (res Results) checkOutcomes() error {
+	if !res.Verdict.Valid() {
+		return fmt.Errorf("%w: verdict %q", ErrUnknownOutcome, res.Verdict)
+	}
+	for l, o := range res.Levels {
+		if !o.Valid() {
+			return fmt.Errorf("%w: level %.40q: %q", ErrUnknownOutcome, l, o)
+		}
+	}
+	for _, r := range res.Rules {
+		if !r.Outcome.Valid() {
+			return fmt.Errorf("%w: rule %.40q: %q", ErrUnknownOutcome, r.Rule, r.Outcome)
+		}
+	}
+	for _, c := range res.Cases {
+		if !c.Outcome.Valid() {
+			return fmt.Errorf("%w: case %.80q: %q", ErrUnknownOutcome, c.Name, c.Outcome)
+		}
+	}
+	return nil
 }

@@ -69,6 +69,9 @@ func TestParseYAMLMalformed(t *testing.T) {
 		{"unknown rule outcome", "rules:\n  - rule: SU-2\n    outcome: skipped\n", reports.ErrUnknownOutcome},
 		{"wrong type", "duration_ms: soon\n", nil},
 		{"two documents", "verdict: passed\n---\nverdict: failed\n", nil},
+		{"null document", "&0", reports.ErrUnknownOutcome},
+		{"no verdict", "&0000:", reports.ErrUnknownOutcome},
+		{"null level outcome", "levels:\n 00000:\nverdict: passed", reports.ErrUnknownOutcome},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,6 +42,11 @@ type Scenario struct {
 	w *World
 }
 
+// maxScenarioSteps bounds the steps of one deliver, advance or stabilize
+// command, so no script (a fuzzed one: FuzzScenario) runs without end:
+// 10000, stabilize's default bound, far beyond what a scenario needs.
+const maxScenarioSteps = 10000
+
 // NewScenario returns a scenario with no world yet (the script's `new`
 // makes one).
 func NewScenario() *Scenario { return &Scenario{} }
@@ -169,12 +174,15 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		if err != nil {
 			return err
 		}
+		if n > maxScenarioSteps {
+			return fmt.Errorf("n=%d: at most %d steps a command", n, maxScenarioSteps)
+		}
 		until := args["until"]
 		if until != "" {
 			if _, ok := kindByName(until); !ok {
 				return fmt.Errorf("until=%s: no such event kind", until)
 			}
-			n = 1 << 20
+			n = maxScenarioSteps
 		}
 		for i := int64(0); i < n; i++ {
 			ev, ok := sc.step(b)
@@ -221,7 +229,10 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return fmt.Errorf("advance needs ms=N (N >= 0)")
 		}
 		until := sc.w.now + ms
-		for sc.w.q.len() > 0 && sc.w.q.at(0).tick <= until {
+		for steps := 0; sc.w.q.len() > 0 && sc.w.q.at(0).tick <= until; steps++ {
+			if steps == maxScenarioSteps {
+				return fmt.Errorf("advance ms=%d: more than %d steps", ms, maxScenarioSteps)
+			}
 			sc.step(b)
 		}
 		sc.w.now = until
@@ -230,6 +241,9 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		max, err := num("max", 10000)
 		if err != nil {
 			return err
+		}
+		if max > maxScenarioSteps {
+			return fmt.Errorf("max=%d: at most %d steps a command", max, maxScenarioSteps)
 		}
 		for i := int64(0); ; i++ {
 			if sc.quiet() {

@@ -117,9 +117,9 @@ func TestRunCheckCommandWithoutRunning(t *testing.T) {
 
 func TestRedactedConfig(t *testing.T) {
 	cfg := target.Config{
-		Profile:   target.Profile{Name: "x", ProducerQuotaBytes: 32 << 20, CaseTimeout: 90 * time.Second},
+		Profile: target.Profile{Name: "x", ProducerQuotaBytes: 32 << 20, CaseTimeout: 90 * time.Second,
+			TLS: &target.TLS{CAFile: "/etc/ca.pem", CertFile: "c.pem", KeyFile: "/secret/c.key"}},
 		Endpoints: map[target.Role]string{target.RoleProducer: "10.0.0.5:50051"},
-		TLS:       &target.TLS{CAFile: "/etc/ca.pem", CertFile: "c.pem", KeyFile: "/secret/c.key"},
 	}
 	m, err := redactedConfig(cfg)
 	if err != nil {

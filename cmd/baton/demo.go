@@ -31,6 +31,11 @@ type demoTopology struct {
 	// Level is the conformance level claimed (the engines get --test-hooks
 	// from the Lifecycle level up).
 	Level string
+	// Security starts the engines with mTLS on every listener and an
+	// operator token, certificates generated at run time, so SE-1 and SE-2
+	// are certified too (launch.Options.Security; not behind the fault
+	// proxy, which speaks plaintext).
+	Security bool
 }
 
 // demoTopologies are certified in this order by a plain `baton demo`:
@@ -38,7 +43,7 @@ type demoTopology struct {
 // has no transfer to fault, so it stops at Lifecycle; both tcp topologies
 // run with the fault proxy between consumer and producer and claim Faults.
 var demoTopologies = []demoTopology{
-	{Name: "epd-shared-dir", Says: "E+PD over the shared directory, Lifecycle level", Backend: "shared_dir", Level: "lifecycle"},
+	{Name: "epd-shared-dir", Says: "E+PD over the shared directory with mTLS and operator authorization, Lifecycle level", Backend: "shared_dir", Level: "lifecycle", Security: true},
 	{Name: "epd-tcp", Says: "E+PD over tcp (NIXL-style WRITE) behind the fault proxy, Faults level", Backend: "tcp", FaultProxy: true, Level: "faults"},
 	{Name: "eppd-tcp", Says: "E+P+D over tcp (KV moved by an xfer READ) behind the fault proxy, Faults level", Backend: "tcp", FaultProxy: true, PrefillDecode: true, Level: "faults"},
 }
@@ -55,7 +60,9 @@ func demoCommand() *cobra.Command {
 		Use:   "demo",
 		Short: "Start the reference engine in each topology, certify it on the fixture images, write the bundles, shut down",
 		Long: `The main job on the embedded defaults. For each topology (epd-shared-dir:
-E+PD over the shared directory, certified at the Lifecycle level; epd-tcp:
+E+PD over the shared directory with mTLS on every listener and an operator
+token, certificates generated at run time, certified at the Lifecycle level
+with SE-1 and SE-2; epd-tcp:
 E+PD over the tcp backend with a fault proxy between consumer and producer,
 at the Faults level; eppd-tcp: E+P+D over tcp behind the fault proxy, the
 KV session moved from P to D by an xfer READ, at the Faults level) it
@@ -167,7 +174,7 @@ func runDemo(tp demoTopology, preset, reportDir, workDir string, quotaBytes int6
 		start = launch.StartEPPD
 	}
 	topo, err := start(ctx, launch.Options{Binary: self, Preset: preset, WorkDir: workDir, ProducerQuotaBytes: quotaBytes,
-		Backend: tp.Backend, FaultProxy: tp.FaultProxy, TestHooks: tp.Level != "core", Level: tp.Level})
+		Backend: tp.Backend, FaultProxy: tp.FaultProxy, TestHooks: tp.Level != "core", Level: tp.Level, Security: tp.Security})
 	if err != nil {
 		return exitError{ExitEngine, err.Error()}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -90,7 +89,41 @@ Operating it:
   baton_rejections_total{rule,code}, baton_quarantine_{buffers,bytes},
   baton_cleanup_failures_total, baton_handoff_{publish,consume}_seconds and
   baton_generate_seconds histograms, gauges for entries, bytes, in-flight
-  receives, pending cleanups and health, plus Go and process metrics.`,
+  receives, pending cleanups and health, plus Go and process metrics.
+
+TLS (CONTRACT SE-1):
+  --tls-cert FILE --tls-key FILE serve TLS on every listener: gRPC,
+  --metrics-listen and the tcp transfer agent's data connections.
+  --tls-client-ca FILE also requires a client certificate signed by one of
+  its CAs on every listener (mTLS): a peer without a valid one fails the TLS
+  handshake before any handler runs. An engine that serves TLS dials its
+  peers (the producer's Control, P's Control, other transfer agents) over
+  TLS too, verifying them against --tls-ca (default: --tls-client-ca, else
+  the system roots) and presenting its own certificate as client
+  certificate; give each engine one certificate with both server and client
+  key usage and its address (e.g. IP 127.0.0.1) as a subject alternative
+  name.
+
+Authorization (CONTRACT SE-2):
+  --operator-token-file FILE and/or --operator-identity NAME turn it on.
+  Shutdown and Abort(all_requests) are then operator calls; anyone else gets
+  PERMISSION_DENIED. The operator sends the token as gRPC metadata
+  "authorization: Bearer <token>", or presents a verified client certificate
+  whose subject common name or a DNS, URI or e-mail alternative name is NAME
+  (needs --tls-client-ca). Abort(request_id) cancels only a request of the
+  same caller (identified by its bearer token, else its client certificate's
+  subject; the operator may cancel any): another caller's running request
+  answers PERMISSION_DENIED and keeps running; a request started without
+  either credential can be aborted only by the operator. Malformed
+  authorization metadata on an operator call or Abort is UNAUTHENTICATED.
+
+Decode budget (CONTRACT SE-4):
+  Every request reserves 8 bytes per pixel its images' headers declare
+  before decoding, held until the request ends; --decode-budget-bytes bounds
+  the reservations of all requests together (default 512 MiB). A request
+  that finds no room within --decode-wait gets RESOURCE_EXHAUSTED
+  (retryable). At most --max-concurrent-decodes images decode at once
+  (default: CPUs - 1, at least 1), so Health keeps answering.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Role = server.Role(role)
 			if mutant != "" {
@@ -136,7 +169,7 @@ Operating it:
 				return exitError{ExitEngine, err.Error()}
 			}
 			if mlis != nil {
-				defer serveMetrics(mlis, srv.Engine.MetricsHandler(), log)()
+				defer srv.ServeMetrics(mlis)()
 			}
 			if readyFile != "" {
 				tmp := readyFile + ".tmp"
@@ -178,30 +211,19 @@ Operating it:
 	f.IntVar(&cfg.MaxBatchRequests, "max-batch-requests", 8, "requests per encoder batch; requests that arrive while a batch encodes wait for the next one")
 	f.IntVar(&cfg.TensorParallel, "tp", 1, "simulated tensor-parallel ranks of the executor: every rank takes each scheduling decision, a divergence makes Health NOT_READY")
 	f.StringVar(&cfg.ModelArchitecture, "model-architecture", "decoder-only", "language side: decoder-only (embeddings merged into the prompt) or encoder-decoder (cross-attention KV from the encoder output; not for prefill/decode)")
-	f.StringVar(&metrics, "metrics-listen", "", "host:port to serve Prometheus /metrics on (default: off)")
+	f.StringVar(&metrics, "metrics-listen", "", "host:port to serve Prometheus /metrics on (default: off; TLS with --tls-cert)")
+	f.StringVar(&cfg.Security.CertFile, "tls-cert", "", "PEM certificate chain served on every listener (CONTRACT SE-1); with --tls-key")
+	f.StringVar(&cfg.Security.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringVar(&cfg.Security.ClientCAFile, "tls-client-ca", "", "PEM CA bundle: every listener requires a client certificate it signed (mTLS)")
+	f.StringVar(&cfg.Security.PeerCAFile, "tls-ca", "", "PEM CA bundle for the certificates of peers this engine dials (default: --tls-client-ca, else the system roots)")
+	f.StringVar(&cfg.Security.OperatorTokenFile, "operator-token-file", "", "file holding the operator's bearer token: Shutdown and Abort(all_requests) become operator calls (CONTRACT SE-2)")
+	f.StringSliceVar(&cfg.Security.OperatorIdentities, "operator-identity", nil, "client-certificate name (subject CN or a DNS/URI/e-mail SAN) that is an operator (CONTRACT SE-2; needs --tls-client-ca)")
+	f.Int64Var(&cfg.DecodeBudget.MaxBytes, "decode-budget-bytes", server.DefaultDecodeBudgetBytes, "bound on decoded image bytes (8 per pixel) reserved by all requests together (CONTRACT SE-4)")
+	f.IntVar(&cfg.DecodeBudget.MaxConcurrent, "max-concurrent-decodes", 0, "images decoded at once (0 = CPUs - 1, at least 1) (CONTRACT SE-4)")
+	f.DurationVar(&cfg.DecodeBudget.Wait, "decode-wait", server.DefaultDecodeWait, "how long a request waits for room in the decode budget before RESOURCE_EXHAUSTED (negative: no wait)")
 	f.StringVar(&logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	f.StringVar(&mutant, "mutant", "", "run a deliberately broken engine from conformance/mutants (testing the suite only)")
 	_ = f.MarkHidden("mutant")
 	_ = cmd.MarkFlagRequired("role")
 	return cmd
-}
-
-// serveMetrics serves handler at GET /metrics on lis until the returned
-// stop function runs (after the drain, so a scrape during the drain still
-// answers). Other paths answer 404.
-func serveMetrics(lis net.Listener, handler http.Handler, log *slog.Logger) (stop func()) {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", handler)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "err", err)
-		}
-	}()
-	log.Info("serving metrics", "address", lis.Addr().String(), "path", "/metrics")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-	}
 }

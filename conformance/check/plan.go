@@ -99,6 +99,7 @@ func NewPlan(p target.Profile, roles []target.Role, filter string) (Plan, error)
 			pl.RulesByLevel[string(l)] = rules
 		}
 	}
+	pl.RulesByLevel = suite.RulesForProfile(pl.RulesByLevel, p) // the feature rules p declares (SE-1, SE-2)
 	has := map[target.Role]bool{}
 	for _, r := range roles {
 		has[r] = true
@@ -106,7 +107,7 @@ func NewPlan(p target.Profile, roles []target.Role, filter string) (Plan, error)
 	for _, c := range suite.Cases() {
 		labels := append([]string{c.Rule, LevelLabelPrefix + string(c.Level)}, c.Labels...)
 		pc := PlannedCase{Rule: c.Rule, Name: c.Name, Level: string(c.Level), Labels: labels,
-			Selected: match(labels) && slices.Contains(levels, string(c.Level))}
+			Selected: match(labels) && slices.Contains(levels, string(c.Level)) && suite.FeaturesDeclared(p, labels)}
 		pc.Outcome, pc.Reason = decide(p, has, string(c.Level), labels)
 		pl.Cases = append(pl.Cases, pc)
 	}

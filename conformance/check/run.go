@@ -179,7 +179,8 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 	if !ok {
 		return reports.Results{}, fmt.Errorf("check: profile claims unknown level %q", profile.Level)
 	}
-	suiteConfig.LabelFilter = ClaimedFilter(profileLevels, opts.LabelFilter)
+	// The cases of a feature the profile does not declare never run (SE-1, SE-2).
+	suiteConfig.LabelFilter = suite.FeatureFilter(ClaimedFilter(profileLevels, opts.LabelFilter), profile)
 	suiteConfig.RandomizeAllSpecs = false // destructive cases run last: keep the written order
 	suiteConfig.ParallelProcess, suiteConfig.ParallelTotal = 1, 1
 	if deadline, ok := ctx.Deadline(); ok {
@@ -235,6 +236,7 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 			levels[name] = rules
 		}
 	}
+	levels = suite.RulesForProfile(levels, profile) // the feature rules the profile declares (SE-1, SE-2)
 	levels, err = SelectRules(levels, specs, opts.LabelFilter)
 	if err != nil {
 		return reports.Results{}, err

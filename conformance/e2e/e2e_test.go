@@ -146,7 +146,7 @@ func TestMutantKillTable(t *testing.T) {
 			start := time.Now()
 			// X-1 poisons the producer until restart: its case needs a
 			// target that restarts it (a live one, as for the Faults level).
-			if m.Topology == mutants.TopologyTCPFaults || (m.Level == mutants.LevelLifecycle && m.Rule == "X-1") {
+			if m.Topology == mutants.TopologyTCPFaults || m.Topology == mutants.TopologyTCPSecure || (m.Level == mutants.LevelLifecycle && m.Rule == "X-1") {
 				killed, failed := killFaultsMutant(t, m)
 				verdict := "KILLED"
 				if !killed {
@@ -236,9 +236,12 @@ func lastLines(s string, n int) string {
 func killFaultsMutant(t *testing.T, m mutants.Mutant) (bool, string) {
 	t.Helper()
 	opts := launch.Options{Binary: batonBinary, Preset: "tiny", WorkDir: t.TempDir(), TestHooks: true, Mutant: m.Name, ProducerQuotaBytes: 32 << 20}
-	if m.Topology == mutants.TopologyTCPFaults {
+	switch m.Topology {
+	case mutants.TopologyTCPFaults:
 		opts.Backend, opts.FaultProxy = "tcp", true
-	} else {
+	case mutants.TopologyTCPSecure:
+		opts.Backend, opts.Security = "tcp", true
+	default:
 		opts.Level = m.Level
 	}
 	topo, err := launch.StartEPD(context.Background(), opts)

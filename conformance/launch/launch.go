@@ -64,6 +64,13 @@ type Options struct {
 	// Device is every engine's --device ("" keeps the default, cpu); with
 	// "cuda:N" and Backend "cuda_ipc" the consumers accept cuda_ipc.
 	Device string
+	// Security starts every engine with TLS and client authentication on
+	// every listener (a metrics listener included) and an operator token
+	// (CONTRACT SE-1, SE-2), with a CA, certificates and the token generated
+	// at start under WorkDir/tls (security.go). Config then declares tls
+	// (client_auth, the metrics and transfer listeners) and authorization.
+	// Not with FaultProxy (the proxy speaks plaintext).
+	Security bool
 }
 
 // Process is one running `baton serve`.
@@ -77,6 +84,9 @@ type Process struct {
 	exitErr  error
 	engine   *target.GRPCEngine
 	instance string
+	// listeners are its other listeners (ServerInfo.extra
+	// "baton.listeners.*"): kind -> host:port.
+	listeners map[string]string
 }
 
 // Topology is E + PD + the aggregated baseline sharing one cache directory
@@ -87,6 +97,7 @@ type Topology struct {
 	Prefill, Decode *Process
 	CacheDir        string
 	opts            Options
+	sec             *security // Options.Security's certificates and token
 	proxy           *faultproxy.Proxy
 	starts          int
 	topology        string          // target.TopologyEPPD for StartEPPD; "" is E+PD
@@ -133,6 +144,14 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 	}
 	t.CacheDir = filepath.Join(t.opts.WorkDir, "cache")
 	var err error
+	if t.opts.Security {
+		if t.opts.FaultProxy {
+			return nil, fmt.Errorf("launch: Security with FaultProxy: the fault proxy speaks plaintext")
+		}
+		if t.sec, err = newSecurity(filepath.Join(t.opts.WorkDir, "tls")); err != nil {
+			return nil, err
+		}
+	}
 	if t.opts.FaultProxy {
 		t.proxy, err = faultproxy.New("", faultproxy.Options{})
 		if err != nil {
@@ -213,6 +232,7 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 	if t.opts.ProducerQuotaBytes > 0 && role == "encoder" {
 		args = append(args, "--producer-quota-bytes", fmt.Sprint(t.opts.ProducerQuotaBytes))
 	}
+	args = append(args, t.sec.serveArgs()...)
 	args = append(args, t.opts.ServeArgs...)
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -252,7 +272,7 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 			return nil, fmt.Errorf("launch: %s did not listen within %v", role, t.opts.StartTimeout)
 		}
 	}
-	p.engine, err = target.DialEngine(p.Address)
+	p.engine, err = target.DialEngine(p.Address, t.sec.dialOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -352,6 +372,7 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
 				return fmt.Errorf("launch: %s GetServerInfo: %w", p.Role, err)
 			}
 			p.instance = info.GetInstanceId()
+			p.listeners = listenersOf(info)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -393,9 +414,13 @@ func (t *Topology) Config() target.Config {
 	} else {
 		endpoints[target.RoleConsumer] = t.Consumer.Address
 	}
+	name := "baton reference engine (" + topology + ", " + t.opts.Backend + ")"
+	if t.sec != nil {
+		name = "baton reference engine (" + topology + ", " + t.opts.Backend + ", mTLS, authorization)"
+	}
 	cfg := target.Config{
 		Profile: target.Profile{
-			Name:               "baton reference engine (" + topology + ", " + t.opts.Backend + ")",
+			Name:               name,
 			Level:              level,
 			Topologies:         []string{topology},
 			Backends:           []string{t.opts.Backend},
@@ -414,6 +439,7 @@ func (t *Topology) Config() target.Config {
 		},
 		Endpoints: endpoints,
 	}
+	t.sec.declare(&cfg.Profile, t.roleProcesses())
 	// Target() restarts instances; a `baton check` in another process
 	// reaches these engines through the profile: it adopts them and
 	// restarts them with the same flags at the same address (the profile's

@@ -26,8 +26,16 @@ type LiveTarget struct {
 	profile target.Profile
 }
 
-// Profile implements target.Target.
-func (l *LiveTarget) Profile() target.Profile { return l.profile }
+// Profile implements target.Target. With Options.Security its tls
+// listeners are those of the instances running now (a restart moves them).
+func (l *LiveTarget) Profile() target.Profile {
+	p := l.profile
+	l.topo.mu.Lock()
+	procs := l.topo.roleProcesses()
+	l.topo.mu.Unlock()
+	l.topo.sec.declare(&p, procs)
+	return p
+}
 
 // Engine implements target.Target; after a Restart it returns the new instance.
 func (l *LiveTarget) Engine(role target.Role) (target.Engine, bool) {

@@ -7,6 +7,7 @@ package mutants
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -120,7 +121,15 @@ const (
 const (
 	TopologySharedDir = ""
 	TopologyTCPFaults = "tcp+faults"
+	// TopologyTCPSecure: E+PD over tcp with TLS, client authentication on
+	// every listener and an operator token (launch.Options.Security), test
+	// hooks on; the SE-1 and SE-2 cases kill it.
+	TopologyTCPSecure = "tcp+tls"
 )
+
+// noTransportSecurityModel is the SuiteOnly reason of the SE-1 and SE-2
+// mutants.
+const noTransportSecurityModel = "the handoff property and the simulator model no TLS or caller credentials"
 
 var all = []Mutant{
 	{Name: "su1-read-without-claim", Rule: "SU-1", Breaks: "the consumer reads an entry without claiming it by rename, so it can be consumed twice",
@@ -271,6 +280,22 @@ var all = []Mutant{
 	{Name: "se5-static-grpc-health", Rule: "SE-5", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "grpc.health.v1 is set only at start and at the drain, so it says SERVING while Health is NOT_READY",
 		Apply:  func(h *server.Hooks) { h.StaticGRPCHealth = true }},
+	{Name: "se1-client-cert-optional", Rule: "SE-1", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
+		Breaks: "the listeners ask for a client certificate but serve a peer without one (TLS client auth not required)",
+		Apply: func(h *server.Hooks) {
+			h.ServerTLS = func(c *tls.Config) { c.ClientAuth = tls.VerifyClientCertIfGiven }
+		}},
+	{Name: "se1-plaintext-metrics", Rule: "SE-1", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
+		Breaks: "/metrics is served in plaintext although every other listener serves TLS",
+		Apply:  func(h *server.Hooks) { h.PlaintextMetrics = true }},
+	{Name: "se2-shutdown-unauthorized", Rule: "SE-2", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
+		Breaks: "Shutdown skips the operator check: anyone who read the instance id from GetServerInfo can shut the engine down",
+		Apply: func(h *server.Hooks) {
+			h.AuthorizeOperator = func(call string, operator bool) bool { return operator || call == "Shutdown" }
+		}},
+	{Name: "se2-abort-ignores-caller", Rule: "SE-2", Topology: TopologyTCPSecure, SuiteOnly: noTransportSecurityModel,
+		Breaks: "Abort(request_id) cancels a request whoever asks, not only its own caller's",
+		Apply:  func(h *server.Hooks) { h.AbortOwner = func(string, string, bool) bool { return true } }},
 	{Name: "c3-keep-output-after-cancel", Rule: "C-3", Level: LevelLifecycle, Sim: "keep-output-after-cancel", Breaks: "a publish cancelled once its output is ready writes the entry and keeps it although its EncoderReady never reached the client",
 		Apply: func(h *server.Hooks) { h.KeepOutputAfterCancel = true }},
 }

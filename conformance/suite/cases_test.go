@@ -133,8 +133,8 @@ func TestCasesPassOnConformingFake(t *testing.T) {
 // is H-2 (no black-box path); the rest pass.
 func wantOnFake(c Case, p target.Profile) Outcome {
 	switch {
-	case isEPPD(c):
-		return OutcomeNotApplicable
+	case isEPPD(c), !FeaturesDeclared(p, c.Labels):
+		return OutcomeNotApplicable // an E+P+D copy; a feature rule's case, the feature undeclared
 	case slices.Contains(c.Labels, LabelNeedsFaultProxy) && slices.Equal(p.Backends, []string{sharedDirBackend}),
 		slices.Contains(c.Labels, LabelNeedsTransfer) && slices.Equal(p.Backends, []string{sharedDirBackend}):
 		return OutcomeNotApplicable // no transfer crosses: nothing to fault, nothing dialled

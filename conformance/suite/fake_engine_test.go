@@ -362,6 +362,9 @@ func (w *fakeWorld) decode(m *pb.MediaItem) (string, *rejection) {
 		}
 		return "", reject(codes.InvalidArgument, "L-6 %dx%d over the pixel bound", cfg.Width, cfg.Height)
 	}
+	if strictFixture(data) {
+		return "", reject(codes.InvalidArgument, "L-6 not strictly well-formed")
+	}
 	img, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {
 		return "", reject(codes.InvalidArgument, "L-6 undecodable: %v", err)
@@ -622,4 +625,16 @@ func (e *fakeEngine) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb
 		}
 	}
 	return &pb.ShutdownResponse{Status: pb.ShutdownStatus_SHUTDOWN_STATUS_ACCEPTED}, nil
+}
+
+// strictFixture reports whether data is a fixture Go's lenient decoders
+// accept but a strict decoder rejects (fixtures.WantStrict): the fake has no
+// strict decoder of its own (the reference engine's is engine/encoder's).
+func strictFixture(data []byte) bool {
+	for _, m := range fixtures.Malformed() {
+		if m.Want == fixtures.WantStrict && bytes.Equal(m.Data, data) {
+			return true
+		}
+	}
+	return false
 }

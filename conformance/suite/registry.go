@@ -186,6 +186,13 @@ func Cases() []Case {
 		{Rule: "X-1", Name: "X-1 a failed cleanup makes the producer NOT_READY and refuse new requests", Run: X1FailedCleanupIsNotSwallowed, Labels: []string{LabelEPD, LabelNeedsTestHooks, LabelNeedsRestart}},
 		{Rule: "X-2", Name: "X-2 an entry past its TTL is collected without any Abort", Run: X2ExpiredEntryIsCollected, Labels: []string{LabelEPD, LabelNeedsObservables, LabelSlow}},
 
+		// SE: security feature rules (tls.go), run at every level when the
+		// profile declares tls or authorization (FeatureRules).
+		{Rule: "SE-1", Name: "SE-1 every gRPC endpoint and declared listener serves TLS and refuses plaintext", Run: SE1ListenersServeTLS, Labels: []string{LabelNeedsTLS}},
+		{Rule: "SE-1", Name: "SE-1 with client authentication a peer without a valid certificate is refused before any handler runs", Run: SE1ClientWithoutValidCertificateRefused, Labels: []string{LabelNeedsTLS}},
+		{Rule: "SE-2", Name: "SE-2 a non-operator's Shutdown and Abort(all_requests) are PERMISSION_DENIED and change nothing", Run: SE2NonOperatorCallsDenied, Labels: []string{LabelNeedsAuthorization}},
+		{Rule: "SE-2", Name: "SE-2 Abort(request_id) by another caller does not cancel the request", Run: SE2AbortOfAnotherCallersRequestDoesNotCancelIt, Labels: []string{LabelNeedsAuthorization, LabelNeedsTestHooks}},
+
 		// Destructive cases: always last. S-2 and S-4 shut the producer (or,
 		// once it is gone, the baseline) down; S-1 the consumer.
 		{Rule: "S-2", Name: "S-2 after an accepted Shutdown the producer is DRAINING, refuses requests and releases unconsumed outputs", Run: S2ShutdownDrainsAndReleases, Destructive: true, Labels: []string{LabelEPD, LabelDestructive, LabelNeedsRestart}},
@@ -193,6 +200,8 @@ func Cases() []Case {
 		// The Faults-level cases poison and restart instances (faults.go).
 		{Rule: "S-1", Name: "S-1 Shutdown naming the instance is ACCEPTED, then ALREADY_SHUTTING_DOWN, and new requests get UNAVAILABLE", Run: S1ShutdownAccepted, Destructive: true, Labels: []string{LabelDestructive, LabelNeedsRestart}},
 		{Rule: "S-3", Name: "S-3 a quarantined cuda_ipc consumer drains and exits after an accepted Shutdown", Run: S3CUDAIPCConsumerDrainsAfterUncertainTransfer, Destructive: true, Labels: []string{LabelEPD, LabelNeedsFaultProxy, LabelDestructive, LabelNeedsRestart}},
+		// SE-2's operator Shutdown needs a restart (tls.go).
+		{Rule: "SE-2", Name: "SE-2 the operator's Shutdown is ACCEPTED after a non-operator's was PERMISSION_DENIED", Run: SE2OperatorShutdownAccepted, Destructive: true, Labels: []string{LabelNeedsAuthorization, LabelDestructive, LabelNeedsRestart}},
 	}
 	cs = append(cs, faultCases()...)
 	cs = append(cs, securityCases()...) // Q-2 refused, Q-6, SE-3..SE-5 (security.go)

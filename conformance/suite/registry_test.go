@@ -32,6 +32,9 @@ func TestCasesRegistry(t *testing.T) {
 			levelOf[r] = lvl
 		}
 	}
+	for _, f := range FeatureRules() {
+		levelOf[f.Rule] = LevelCore // checked at every level when declared
+	}
 	names := map[string]bool{}
 	funcs := map[string]bool{}
 	seenDestructive := false

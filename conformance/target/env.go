@@ -123,6 +123,46 @@ var envVars = []EnvVar{
 			tlsOf(c).InsecureSkipVerify = b
 			return nil
 		}},
+	{Name: "BATON_TLS_CLIENT_AUTH", Key: "tls.client_auth", Kind: "bool", Help: "every listener requires a client certificate (mTLS; SE-1 checks one without is refused)",
+		set: func(c *Config, v string) error {
+			b, err := parseBool(v)
+			if err != nil {
+				return err
+			}
+			tlsOf(c).ClientAuth = b
+			return nil
+		}},
+	{Name: "BATON_TLS_LISTENERS", Key: "tls.listeners", Kind: "list", Help: "other listeners SE-1 checks, as role/kind=host:port (kind metrics or transfer)",
+		set: func(c *Config, v string) error {
+			var ls []Listener
+			for _, item := range strings.Split(v, ",") {
+				if item = strings.TrimSpace(item); item == "" {
+					continue
+				}
+				l, err := ParseListener(item)
+				if err != nil {
+					return fmt.Errorf("want role/kind=host:port entries")
+				}
+				ls = append(ls, l)
+			}
+			tlsOf(c).Listeners = ls
+			return nil
+		}},
+	authStrVar("BATON_AUTHORIZATION_OPERATOR_TOKEN_FILE", "authorization.operator.token_file", "file with the operator's bearer token (SE-2; turns authorization on)", func(o *Credential) *string { return &o.TokenFile }),
+	authStrVar("BATON_AUTHORIZATION_OPERATOR_CERT_FILE", "authorization.operator.cert_file", "the operator's client certificate (SE-2; turns authorization on)", func(o *Credential) *string { return &o.CertFile }),
+	authStrVar("BATON_AUTHORIZATION_OPERATOR_KEY_FILE", "authorization.operator.key_file", "the key of the operator's client certificate", func(o *Credential) *string { return &o.KeyFile }),
+}
+
+// authStrVar overrides one string of the operator's credential; setting any
+// BATON_AUTHORIZATION_* variable turns authorization on.
+func authStrVar(name, key, help string, field func(*Credential) *string) EnvVar {
+	return EnvVar{Name: name, Key: key, Kind: "string", Help: help, set: func(c *Config, v string) error {
+		if c.Authorization == nil {
+			c.Authorization = &Authorization{}
+		}
+		*field(&c.Authorization.Operator) = v
+		return nil
+	}}
 }
 
 func strVar(name, key, help string, field func(*Config) *string) EnvVar {
@@ -262,7 +302,8 @@ overridden by a BATON_* environment variable. Precedence, highest first:
 command-line flag > BATON_* environment variable > profile file. An empty
 variable counts as unset. Booleans take true/false (1/0); lists are
 comma-separated; durations use Go syntax (90s, 2m). Setting any BATON_TLS_*
-variable turns TLS on. Unknown profile keys are an error.
+variable turns TLS on, any BATON_AUTHORIZATION_* variable authorization.
+Unknown profile keys are an error.
 
 Environment variables (profile key (kind): meaning):
 `)

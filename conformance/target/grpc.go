@@ -26,6 +26,7 @@ type GRPCEngine struct {
 	conn      *grpc.ClientConn
 	inference pb.InferenceClient
 	control   pb.ControlClient
+	address   string
 }
 
 // DialOption configures DialEngine.
@@ -33,8 +34,37 @@ type DialOption func(*dialConfig)
 
 type dialConfig struct {
 	creds credentials.TransportCredentials
+	token string // bearer token on every call unless the context says otherwise (WithCaller)
 	err   error
 	extra []grpc.DialOption
+}
+
+// WithBearerToken makes every call carry token as gRPC metadata
+// `authorization: Bearer <token>` (the operator's credential, CONTRACT
+// SE-2), unless its context names another caller (WithCaller).
+func WithBearerToken(token string) DialOption {
+	return func(c *dialConfig) { c.token = token }
+}
+
+type callerKey struct{}
+
+// WithCaller makes the calls made with ctx carry token as their bearer
+// token instead of the connection's (WithBearerToken); "" sends none, an
+// anonymous caller. SE-2's cases call as non-operators with it.
+func WithCaller(ctx context.Context, token string) context.Context {
+	return context.WithValue(ctx, callerKey{}, token)
+}
+
+// withToken adds the call's bearer token to ctx's outgoing metadata.
+func (c *dialConfig) withToken(ctx context.Context) context.Context {
+	tok := c.token
+	if v, ok := ctx.Value(callerKey{}).(string); ok {
+		tok = v
+	}
+	if tok == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
 }
 
 // WithTLS makes DialEngine use TLS with the given settings (the profile's
@@ -82,19 +112,31 @@ func DialEngine(address string, opts ...DialOption) (*GRPCEngine, error) {
 	}
 	conn, err := grpc.NewClient(address, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(dc.creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}, dc.extra...)...)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(dc.withToken(ctx), method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(dc.withToken(ctx), desc, cc, method, opts...)
+		})}, dc.extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("target: dial %s: %w", address, err)
 	}
-	return &GRPCEngine{conn: conn, inference: pb.NewInferenceClient(conn), control: pb.NewControlClient(conn)}, nil
+	return &GRPCEngine{conn: conn, inference: pb.NewInferenceClient(conn), control: pb.NewControlClient(conn), address: address}, nil
 }
 
 // Close closes the connection.
 func (e *GRPCEngine) Close() error { return e.conn.Close() }
 
-// Address is the host:port the engine was dialled at (for messages that
-// name an endpoint).
-func (e *GRPCEngine) Address() string { return e.conn.Target() }
+// Address is the host:port the engine was dialled at (SE-1's cases open
+// their own connections there).
+func (e *GRPCEngine) Address() string { return e.address }
+
+// Redial opens a new connection to the same address with other settings
+// (SE-2: a non-operator's certificate); the caller closes it.
+func (e *GRPCEngine) Redial(opts ...DialOption) (*GRPCEngine, error) {
+	return DialEngine(e.address, opts...)
+}
 
 // Generate implements Engine.
 func (e *GRPCEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*GenerateResult, error) {

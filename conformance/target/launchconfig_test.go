@@ -149,31 +149,6 @@ func TestLaunchEnvVars(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig: no profile text makes the parser panic, and whatever
-// parses marshals and parses back unchanged.
-func FuzzParseConfig(f *testing.F) {
-	f.Add([]byte(launchProfile))
-	f.Add([]byte(minimalProfile))
-	f.Add([]byte("endpoints: {producer: a:1}\nfault_proxy: {listen: a:2}\n"))
-	f.Add([]byte("endpoints: {producer: a:1}\nlaunch: {roles: {producer: {start: \"x ${ADDR} $${\"}}}\n"))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		c, err := ParseConfig(raw)
-		if err != nil {
-			return
-		}
-		out, err := yaml.Marshal(c)
-		if err != nil {
-			t.Fatalf("Marshal(%+v) = %v", c, err)
-		}
-		back, err := ParseConfig(out)
-		if err != nil {
-			t.Fatalf("ParseConfig(Marshal(ParseConfig(%q))) = %v\n%s", raw, err, out)
-		}
-		if d := cmp.Diff(c, back, cmpopts.EquateEmpty()); d != "" {
-			t.Fatalf("round trip of %q (-want +got):\n%s", raw, d)
-		}
-	})
-}
 
 // FuzzExpandLaunch: expansion never panics, replaces every known ${NAME}
 // and fails on any other.

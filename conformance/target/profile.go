@@ -34,8 +34,6 @@ type Config struct {
 	Profile `yaml:",inline"`
 	// Endpoints maps each role the target serves to its host:port.
 	Endpoints map[Role]string `yaml:"endpoints" json:"endpoints"`
-	// TLS, when set, makes every connection TLS (nil: plaintext).
-	TLS *TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
 	// FaultProxyAt is the `fault_proxy: {listen, producer_control}` form of
 	// the fault_proxy key (nil for `true`/`false`): the harness runs its
 	// fault proxy there (LaunchTarget). It sets Profile.FaultProxy.
@@ -118,6 +116,7 @@ func LoadConfigEnv(path string, lookup LookupEnv) (Config, error) {
 		}
 		c.TLS.resolve(filepath.Dir(path))
 		c.Launch.resolve(filepath.Dir(path))
+		c.Authorization.resolve(filepath.Dir(path))
 	}
 	if err := ApplyEnv(&c, lookup); err != nil {
 		return Config{}, err
@@ -129,6 +128,11 @@ func LoadConfigEnv(path string, lookup LookupEnv) (Config, error) {
 		// Load the files now, so a bad CA or key pair is a configuration
 		// error (exit 3) before anything is dialled.
 		if _, err := c.TLS.ClientConfig(); err != nil {
+			return Config{}, err
+		}
+	}
+	if c.Authorization != nil {
+		if _, err := c.Authorization.Operator.load(); err != nil {
 			return Config{}, err
 		}
 	}
@@ -219,6 +223,11 @@ func (c *Config) finish() error {
 		return err
 	}
 	c.Restarts = c.Restarts || c.Launch != nil
+	if c.Authorization != nil {
+		if err := c.Authorization.check(c.TLS); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -236,15 +245,13 @@ func NewStatic(p Profile, engines map[Role]Engine) *Static {
 
 // Dial connects to every endpoint of c (lazily) and returns the Target.
 // With c.TLS set every connection uses TLS (its files are loaded once,
-// here); otherwise plaintext. Errors: ErrBadTLS for unusable TLS settings.
+// here); otherwise plaintext. With c.Authorization set every connection
+// presents the operator's credential (Profile.DialOptions). Errors:
+// ErrBadTLS for unusable TLS or authorization settings.
 func Dial(c Config) (*Static, error) {
-	opts := []DialOption{}
-	if c.TLS != nil {
-		creds, err := c.TLS.credentials()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, withCredentials(creds))
+	opts, err := c.Profile.DialOptions()
+	if err != nil {
+		return nil, err
 	}
 	s := &Static{profile: c.Profile, engines: map[Role]Engine{}}
 	roles := make([]string, 0, len(c.Endpoints))

@@ -104,6 +104,13 @@ type Profile struct {
 	// "BXMD", version 1, backend 2, name, "host:port") or "" (opaque: that
 	// check is not verifiable).
 	AgentFormat string `yaml:"agent_format" json:"agent_format"`
+	// TLS, when set, makes every connection TLS and declares the tls
+	// feature: SE-1 applies (tls.go). nil: plaintext.
+	TLS *TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
+	// Authorization, when set, declares the authorization feature (SE-2
+	// applies) and carries the operator's credential, which every
+	// connection of the harness presents (tls.go).
+	Authorization *Authorization `yaml:"authorization,omitempty" json:"authorization,omitempty"`
 }
 
 // AgentFormatBatonXferV1 is the one consumer_agent format a profile may

@@ -130,7 +130,7 @@ func TestDialUsesTLSFromProfile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Config{Endpoints: map[Role]string{RoleProducer: tt.addr}, TLS: tt.tls}
+			c := Config{Endpoints: map[Role]string{RoleProducer: tt.addr}, Profile: Profile{TLS: tt.tls}}
 			info, err := serverInfo(t, c)
 			if got := status.Code(err); got != tt.wantCode {
 				t.Fatalf("GetServerInfo over %+v = %v; want %v", tt.tls, err, tt.wantCode)

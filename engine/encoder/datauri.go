@@ -70,6 +70,10 @@ func DecodeDataURI(uri string, lim Limits) (data []byte, mime string, err error)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: base64: %w", ErrBadDataURI, err)
 	}
+	if len(data) == 0 {
+		// Only line breaks, which base64 skips (found by FuzzDecodeDataURI).
+		return nil, "", fmt.Errorf("%w: empty payload", ErrBadDataURI)
+	}
 	if len(data) > lim.MaxEncodedBytes {
 		return nil, "", fmt.Errorf("%w: payload of %d bytes > bound %d", ErrMediaTooLarge, len(data), lim.MaxEncodedBytes)
 	}

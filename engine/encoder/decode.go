@@ -73,7 +73,12 @@ func sniff(b []byte) string {
 //     global registration); a header that does not parse -> ErrCorruptMedia;
 //     zero width or height -> ErrCorruptMedia; width*height > lim.MaxPixels
 //     -> ErrDecompressionBomb, before any pixel is allocated;
-//  4. the image is decoded; a decoding failure -> ErrCorruptMedia (truncated
+//  4. PNG and JPEG pass the strict structure checks of ValidatePNG and
+//     ValidateJPEG (IHDR first, every CRC, one complete zlib stream over
+//     consecutive IDATs with nothing after it, IEND; SOI, complete segments
+//     with nothing between them, EOI), which Go's decoders do not all make
+//     -> ErrCorruptMedia; bytes after IEND or EOI are ignored;
+//  5. the image is decoded; a decoding failure -> ErrCorruptMedia (truncated
 //     or corrupt data) or ErrUnsupportedFormat (a feature Go's decoder does
 //     not support). A panic inside a decoder is recovered as ErrCorruptMedia.
 //
@@ -109,6 +114,9 @@ func Decode(data []byte, lim Limits) (img image.Image, format string, err error)
 	if px := int64(cfg.Width) * int64(cfg.Height); px > lim.MaxPixels {
 		return nil, "", fmt.Errorf("%w: %s header says %dx%d = %d pixels > bound %d", ErrDecompressionBomb, c.name, cfg.Width, cfg.Height, px, lim.MaxPixels)
 	}
+	if err := validateStrict(c.name, data); err != nil {
+		return nil, "", err
+	}
 	img, err = c.decode(data)
 	if err != nil {
 		return nil, "", decodeError(c.name, "data", err)
@@ -118,6 +126,18 @@ func Decode(data []byte, lim Limits) (img image.Image, format string, err error)
 		return nil, "", fmt.Errorf("%w: %s decoded to %v, header said %dx%d", ErrCorruptMedia, c.name, b, cfg.Width, cfg.Height)
 	}
 	return img, c.name, nil
+}
+
+// validateStrict runs the L-6 structure check of format (strict.go) where
+// Go's decoder is lenient: PNG and JPEG, the required formats.
+func validateStrict(format string, data []byte) error {
+	switch format {
+	case FormatPNG:
+		return ValidatePNG(data)
+	case FormatJPEG:
+		return ValidateJPEG(data)
+	}
+	return nil
 }
 
 // decodeError classifies a decoder error: the decoders' UnsupportedError

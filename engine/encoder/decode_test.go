@@ -31,6 +31,7 @@ var wantSentinel = map[string]error{
 	fixtures.WantCorrupt:     ErrCorruptMedia,
 	fixtures.WantBomb:        ErrDecompressionBomb,
 	fixtures.WantUnsupported: ErrUnsupportedFormat,
+	fixtures.WantStrict:      ErrCorruptMedia, // strict.go: Go's decoder alone would accept it
 }
 
 func TestDecodeMalformedFixtures_L6(t *testing.T) {

@@ -134,6 +134,13 @@ type Config struct {
 	// IPCDevice replaces the CUDA device of the cuda_ipc backend (tests:
 	// xfer.FakeIPC); nil opens the device Device names.
 	IPCDevice xfer.IPCDevice
+	// Security turns on TLS (and mTLS) on every listener and operator
+	// authorization (CONTRACT SE-1, SE-2; security.go). The zero value
+	// serves plaintext without authorization.
+	Security Security
+	// DecodeBudget bounds decoding across all requests together (CONTRACT
+	// SE-4; budget.go). Zero fields take their defaults.
+	DecodeBudget DecodeBudget
 	// Hooks replace single decisions; nil fields keep the contract's decision.
 	// Only conformance/mutants sets them.
 	Hooks Hooks
@@ -256,6 +263,10 @@ func (c *Config) fill() error {
 	}
 	if c.MediaLimits == (encoder.Limits{}) {
 		c.MediaLimits = encoder.DefaultLimits()
+	}
+	c.DecodeBudget = c.DecodeBudget.withDefaults()
+	if err := c.DecodeBudget.check(largestRequestPixels(c.MediaLimits)); err != nil {
+		return err
 	}
 	if c.EncoderSeed == 0 {
 		c.EncoderSeed = encoder.DefaultSeed

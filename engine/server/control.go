@@ -7,6 +7,7 @@ import (
 
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
+	"github.com/baton-dev/baton/engine/xfer"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,10 +51,14 @@ func (e *Engine) engineRole() pb.EngineRole {
 // GetServerInfo: a random instance id per start, schema revision 1.
 func (s *control) GetServerInfo(ctx context.Context, _ *pb.GetServerInfoRequest) (*pb.ServerInfo, error) {
 	e := s.e
-	extra, _ := structpb.NewStruct(map[string]any{
+	fields := map[string]any{
 		"baton.role": string(e.cfg.Role), "baton.preset": e.preset.Name, "baton.profile": "baton.encoder.v1",
 		"baton.reference_format": "baton-json-v1",
-	})
+	}
+	for k, v := range e.listeners() { // SE-1: where the other listeners serve
+		fields[k] = v
+	}
+	extra, _ := structpb.NewStruct(fields)
 	return &pb.ServerInfo{
 		EngineName: "baton-reference", EngineVersion: Version, EngineRole: e.engineRole(),
 		InstanceId: e.instanceID, SupportedModels: []string{ModelName(e.preset.Name)},
@@ -105,17 +110,20 @@ func (e *Engine) Observables() map[string]float64 {
 	qBuffers += srcBuffers + kvBuffers
 	qBytes += srcBytes + kvBytes
 	out := map[string]float64{
-		"encoder.exports.entries":    float64(e.table.Entries()),
-		"encoder.exports.bytes":      float64(e.table.HeldBytes()),
-		"encoder.receives.inflight":  float64(e.receives.Inflight()),
-		"encoder.quarantine.buffers": float64(qBuffers),
-		"encoder.quarantine.bytes":   float64(qBytes),
-		"encoder.cleanup.pending":    float64(e.cleanups),
-		"encoder.exports.published":  float64(e.table.Counters().Published),
-		"encoder.exports.consumed":   float64(e.table.Counters().Consumed),
-		"encoder.exports.released":   float64(e.table.Counters().Released),
-		"encoder.exports.expired":    float64(e.table.Counters().Expired),
-		"kv.sessions.live":           float64(e.liveKVSessions()), // P's KV sessions awaiting D (E+P+D)
+		"encoder.exports.entries":       float64(e.table.Entries()),
+		"encoder.exports.bytes":         float64(e.table.HeldBytes()),
+		"encoder.receives.inflight":     float64(e.receives.Inflight()),
+		"encoder.quarantine.buffers":    float64(qBuffers),
+		"encoder.quarantine.bytes":      float64(qBytes),
+		"encoder.cleanup.pending":       float64(e.cleanups),
+		"encoder.exports.published":     float64(e.table.Counters().Published),
+		"encoder.exports.consumed":      float64(e.table.Counters().Consumed),
+		"encoder.exports.released":      float64(e.table.Counters().Released),
+		"encoder.exports.expired":       float64(e.table.Counters().Expired),
+		"kv.sessions.live":              float64(e.liveKVSessions()),        // P's KV sessions awaiting D (E+P+D)
+		"encoder.decode.inflight_bytes": float64(e.decodes.inflight.Load()), // SE-4: decoded bytes reserved now
+		"encoder.decode.waiting":        float64(e.decodes.waiting.Load()),  // SE-4: requests waiting for room
+		"encoder.decode.refused":        float64(e.decodes.refused.Load()),  // SE-4: requests refused RESOURCE_EXHAUSTED
 	}
 	for k, v := range e.exec.observables() { // encoder.storage.live_batches and executor.*
 		out[k] = v
@@ -177,13 +185,20 @@ func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortRes
 		}
 		e.mu.Lock()
 		cancel, ok := e.requests[t.RequestId]
+		owner := e.owners[t.RequestId]
 		e.mu.Unlock()
 		if !ok {
 			return &pb.AbortResponse{Status: pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED}, nil
 		}
+		if err := e.authorizeAbort(ctx, t.RequestId, owner); err != nil {
+			return nil, e.status(err) // SE-2: only the same caller (or the operator)
+		}
 		cancel()
 		return &pb.AbortResponse{Status: pb.AbortStatus_ABORT_STATUS_ABORTED}, nil
 	case *pb.AbortRequest_AllRequests:
+		if err := e.authorizeOperator(ctx, "Abort(all_requests)"); err != nil {
+			return nil, e.status(err) // SE-2: an operator call
+		}
 		e.mu.Lock()
 		n := len(e.requests)
 		for _, cancel := range e.requests {
@@ -266,9 +281,14 @@ func (s *control) TransferEncoderCache(ctx context.Context, req *pb.TransferEnco
 	return resp, nil
 }
 
-// Shutdown applies S-1 and starts the drain (S-2) on ACCEPTED.
+// Shutdown applies SE-2 (with authorization on, only the operator may
+// shut the engine down: PERMISSION_DENIED before anything else), then S-1,
+// and starts the drain (S-2) on ACCEPTED.
 func (s *control) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.ShutdownResponse, error) {
 	e := s.e
+	if err := e.authorizeOperator(ctx, "Shutdown"); err != nil {
+		return nil, e.status(err)
+	}
 	decide := func(h *handoff.Health, expected, id string) (handoff.ShutdownStatus, error) {
 		return h.DecideShutdown(expected, id)
 	}
@@ -295,4 +315,24 @@ func (s *control) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.Sh
 		return &pb.ShutdownResponse{Status: pb.ShutdownStatus_SHUTDOWN_STATUS_ACCEPTED}, nil
 	}
 	return &pb.ShutdownResponse{Status: pb.ShutdownStatus_SHUTDOWN_STATUS_ALREADY_SHUTTING_DOWN}, nil
+}
+
+// listeners names the engine's listeners besides gRPC, for ServerInfo.extra
+// (the harness checks each serves TLS, SE-1): "baton.listeners.metrics" and
+// "baton.listeners.transfer" (host:port), present while they serve.
+func (e *Engine) listeners() map[string]string {
+	out := map[string]string{}
+	e.mu.Lock()
+	if e.metricsAddr != "" {
+		out["baton.listeners.metrics"] = e.metricsAddr
+	}
+	e.mu.Unlock()
+	if e.agent != nil {
+		if md, err := e.agent.LocalMetadata(); err == nil {
+			if addr, err := xfer.MetadataAddress(md); err == nil {
+				out["baton.listeners.transfer"] = addr
+			}
+		}
+	}
+	return out
 }

@@ -20,21 +20,24 @@ import (
 // consumer receives, health) behind a mutex held only while the core decides,
 // plus the encoder, the language model and the shared directory.
 type Engine struct {
-	cfg        Config
-	instanceID string
-	preset     encoder.Preset
-	encoder    encoder.Encoder
-	model      *lm.Model
-	fsys       shareddir.FS
-	store      entryStore // producer only
-	agent      xfer.Agent // tcp transfer agent (producer with the tcp backend, consumers accepting tcp)
-	producers  producerClients
-	log        *slog.Logger
-	now        func() time.Time
-	metrics    *metrics    // Prometheus metrics (metrics.go)
-	kv         kvSessions  // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
-	gpu        gpuState    // the cuda_ipc backend's device (cudaipc.go)
-	exec       *execDriver // the in-engine encoder -> decoder handoff (executor.go)
+	cfg         Config
+	instanceID  string
+	preset      encoder.Preset
+	encoder     encoder.Encoder
+	model       *lm.Model
+	fsys        shareddir.FS
+	store       entryStore // producer only
+	agent       xfer.Agent // tcp transfer agent (producer with the tcp backend, consumers accepting tcp)
+	producers   producerClients
+	log         *slog.Logger
+	now         func() time.Time
+	metrics     *metrics      // Prometheus metrics (metrics.go)
+	kv          kvSessions    // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
+	gpu         gpuState      // the cuda_ipc backend's device (cudaipc.go)
+	exec        *execDriver   // the in-engine encoder -> decoder handoff (executor.go)
+	sec         *security     // TLS and authorization (security.go; SE-1, SE-2)
+	decodes     *decodeBudget // decode memory and CPU across requests (budget.go; SE-4)
+	metricsAddr string        // where ServeMetrics serves, for ServerInfo ("" = not serving)
 
 	// trustedProducers are the producer control endpoints (and, for D, P's
 	// control endpoints and transfer agents) this engine may dial;
@@ -53,6 +56,7 @@ type Engine struct {
 	receives    *handoff.ConsumerReceives
 	health      *handoff.Health
 	requests    map[string]context.CancelFunc
+	owners      map[string]string      // request id -> the caller that started it (SE-2)
 	keys        map[string][]byte      // consumer: producer instance id -> HMAC key
 	quarantines map[string]*quarantine // memory a write may still touch, until Q-6 ends it (quarantine.go)
 	running     sync.WaitGroup         // Add only under mu while not draining
@@ -84,6 +88,13 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	sec, err := loadSecurity(cfg.Security, cfg.Hooks)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if sec.authorization && sec.server == nil {
+		log.Warn("SE-2 authorization is on over plaintext: bearer tokens cross the network in the clear (add --tls-cert/--tls-key)")
+	}
 	preset, _ := encoder.PresetByName(cfg.Preset)
 	arch, _ := lm.ArchitectureByName(cfg.ModelArchitecture) // checked by fill
 	id, err := newInstanceID()
@@ -113,6 +124,9 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		receives:    handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes}),
 		health:      handoff.NewHealth(),
 		requests:    map[string]context.CancelFunc{},
+		owners:      map[string]string{},
+		sec:         sec,
+		decodes:     newDecodeBudget(cfg.DecodeBudget),
 		keys:        map[string][]byte{},
 		quarantines: map[string]*quarantine{},
 
@@ -128,8 +142,14 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	}
 	e.exec = newExecDriver(e)
 	e.metrics = newMetrics(e)
+	e.producers.creds = sec.peerCredentials()
 	if cfg.needsTransferAgent() {
-		agent, err := xfer.NewTCP(xfer.TCPOptions{Options: xfer.Options{Name: id}, ListenAddress: cfg.TransferListen, WriteTimeout: cfg.TransferTimeout})
+		opts := xfer.TCPOptions{Options: xfer.Options{Name: id}, ListenAddress: cfg.TransferListen, WriteTimeout: cfg.TransferTimeout}
+		if sec.server != nil || sec.peer != nil {
+			// SE-1: the agent's data connections are TLS both ways.
+			opts.Network = xfer.TLSNetwork{Server: sec.server, Client: sec.peer}
+		}
+		agent, err := xfer.NewTCP(opts)
 		if err != nil {
 			return nil, fmt.Errorf("server: start the tcp transfer agent: %w", err)
 		}
@@ -180,8 +200,9 @@ func newInstanceID() (string, error) {
 
 // begin admits one Generate: it fails with ErrDraining once shutdown started
 // (S-2) and with ErrCleanupFailed after a cleanup failure; otherwise it
-// registers the request for Abort(request_id) and the drain.
-func (e *Engine) begin(requestID string, cancel context.CancelFunc) error {
+// registers the request, started by owner (SE-2), for Abort(request_id) and
+// the drain.
+func (e *Engine) begin(requestID, owner string, cancel context.CancelFunc) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.health.Draining() {
@@ -194,6 +215,7 @@ func (e *Engine) begin(requestID string, cancel context.CancelFunc) error {
 		return errDuplicateRequest
 	}
 	e.requests[requestID] = cancel
+	e.owners[requestID] = owner
 	e.running.Add(1)
 	e.runningN++
 	return nil
@@ -203,6 +225,7 @@ func (e *Engine) end(requestID string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.requests, requestID)
+	delete(e.owners, requestID)
 	e.runningN--
 	e.running.Done()
 }

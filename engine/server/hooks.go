@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"image"
 
 	"github.com/baton-dev/baton/engine/executor"
@@ -130,4 +131,17 @@ type Hooks struct {
 	// written, and kept when its EncoderReady cannot reach the cancelled
 	// client instead of released (the C-3 mutant; C-7 on the stream).
 	KeepOutputAfterCancel bool
+	// ServerTLS adjusts the listeners' TLS configuration after it is built
+	// (the SE-1 mutant: client certificates requested but not required).
+	ServerTLS func(cfg *tls.Config)
+	// PlaintextMetrics serves /metrics without TLS although the engine
+	// serves TLS (the SE-1 metrics mutant).
+	PlaintextMetrics bool
+	// AuthorizeOperator replaces the SE-2 decision whether a caller may make
+	// an operator call ("Shutdown", "Abort(all_requests)"); operator says
+	// whether it holds the operator's credential.
+	AuthorizeOperator func(call string, operator bool) bool
+	// AbortOwner replaces the SE-2 decision whether a caller (callerID, ""
+	// when anonymous) may cancel a request started by owner.
+	AbortOwner func(owner, callerID string, operator bool) bool
 }

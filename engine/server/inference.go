@@ -69,7 +69,7 @@ func (s *inference) Generate(req *pb.GenerateRequest, stream grpc.ServerStreamin
 	if requestID == "" {
 		requestID = "anon-" + mustRandomHex(8)
 	}
-	if err := e.begin(requestID, cancel); err != nil {
+	if err := e.begin(requestID, e.ownerOf(ctx), cancel); err != nil {
 		return e.status(err)
 	}
 	defer e.end(requestID)
@@ -113,7 +113,8 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 	if e.cfg.Role == RoleDecode {
 		return e.runDecode(ctx, req.GetRequestId(), req, send) // N-2: no media, no encoder
 	}
-	images, err := e.decodeMedia(req.GetMedia())
+	images, releaseDecoded, err := e.decodeMedia(ctx, req.GetMedia())
+	defer releaseDecoded() // SE-4: the decoded bytes leave the decode budget with the request
 	if err != nil {
 		return err
 	}

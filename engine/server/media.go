@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -31,9 +32,18 @@ func checkModality(m pb.Modality) error {
 }
 
 // decodeMedia applies L-3 to every item first, then L-6 (source, bounds,
-// decompression bombs from the header) and decodes. Nothing is fetched: a url
-// source is UNIMPLEMENTED (L-6).
-func (e *Engine) decodeMedia(items []*pb.MediaItem) ([]decodedImage, error) {
+// decompression bombs from the header), reserves the decoded bytes in the
+// engine's decode budget (SE-4: RESOURCE_EXHAUSTED when there is no room)
+// and decodes, each image in a decode slot. Nothing is fetched: a url
+// source is UNIMPLEMENTED (L-6). The caller must call release once the
+// decoded images are no longer used (it is never nil).
+func (e *Engine) decodeMedia(ctx context.Context, items []*pb.MediaItem) (images []decodedImage, release func(), err error) {
+	release = func() {}
+	images, err = e.decodeMediaBudgeted(ctx, items, &release)
+	return images, release, err
+}
+
+func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem, release *func()) ([]decodedImage, error) {
 	check := checkModality
 	if e.cfg.Hooks.CheckModality != nil {
 		check = e.cfg.Hooks.CheckModality
@@ -74,15 +84,34 @@ func (e *Engine) decodeMedia(items []*pb.MediaItem) ([]decodedImage, error) {
 			return nil, fmt.Errorf("%w: L-6 the request's images hold over %d pixels together", handoff.ErrMediaRejected, int64(MaxRequestPixels))
 		}
 	}
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	rel, err := e.decodes.reserve(ctx, totalPixels)
+	if err != nil {
+		return nil, err
+	}
+	*release = rel
 	out := make([]decodedImage, 0, len(items))
 	for i, data := range raw {
-		img, _, err := encoder.Decode(data, e.cfg.MediaLimits)
-		if err != nil {
-			return nil, fmt.Errorf("%w: L-6 item %d: %v", handoff.ErrMediaRejected, i, err)
+		var img image.Image
+		var hash string
+		var derr error
+		// The decode and the content hash (a pass over every pixel) run in
+		// one of the budget's CPU slots (SE-4).
+		if err := e.decodes.run(ctx, func() {
+			if img, _, derr = encoder.Decode(data, e.cfg.MediaLimits); derr != nil {
+				return
+			}
+			hash = encoder.ContentHash(e.preset, img)
+			if e.cfg.Hooks.ContentHash != nil {
+				hash = e.cfg.Hooks.ContentHash(e.preset.Name, data, img)
+			}
+		}); err != nil {
+			return nil, err // the client went away while waiting for a decode slot
 		}
-		hash := encoder.ContentHash(e.preset, img)
-		if e.cfg.Hooks.ContentHash != nil {
-			hash = e.cfg.Hooks.ContentHash(e.preset.Name, data, img)
+		if derr != nil {
+			return nil, fmt.Errorf("%w: L-6 item %d: %v", handoff.ErrMediaRejected, i, derr)
 		}
 		out = append(out, decodedImage{img: img, hash: hash, uuid: items[i].GetUuid()})
 	}

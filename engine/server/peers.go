@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
@@ -44,6 +45,7 @@ var peerKeepaliveEnforcement = keepalive.EnforcementPolicy{MinTime: peerKeepaliv
 
 // producerClients caches one control client per producer endpoint.
 type producerClients struct {
+	creds credentials.TransportCredentials // TLS when the engine dials peers over TLS (SE-1); nil: plaintext
 	mu    sync.Mutex
 	conns map[string]*producerConn
 }
@@ -100,8 +102,12 @@ func (p *producerClients) get(addr string) (*producerConn, error) {
 	}
 	cp := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: peerDialTimeout}
 	cp.Backoff.BaseDelay, cp.Backoff.MaxDelay = 100*time.Millisecond, peerMaxBackoff
+	creds := p.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	c, err := grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(dial),
 		grpc.WithConnectParams(cp),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: peerKeepaliveTime, Timeout: peerKeepaliveTimeout, PermitWithoutStream: true}),

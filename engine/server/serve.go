@@ -2,15 +2,18 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -48,6 +51,11 @@ func NewServer(cfg Config, lis net.Listener, log *slog.Logger) (*Server, error) 
 		return nil, err
 	}
 	opts := append(e.serverOptions(), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.KeepaliveEnforcementPolicy(peerKeepaliveEnforcement))
+	if e.sec.server != nil {
+		// SE-1: TLS (and, with a client CA, mTLS: a peer without a valid
+		// certificate fails the handshake before any handler runs).
+		opts = append(opts, grpc.Creds(credentials.NewTLS(e.sec.server)))
+	}
 	opts = append(opts, newDecodeGuard().serverOptions(e)...)
 	gs := grpc.NewServer(opts...)
 	pb.RegisterInferenceServer(gs, &inference{e: e})
@@ -191,4 +199,35 @@ func (e *Engine) Drain(timeout time.Duration) error {
 	})
 	<-e.drained
 	return e.drainErr
+}
+
+// ServeMetrics serves the engine's Prometheus metrics at GET /metrics on lis
+// (other paths answer 404) until the returned stop function runs; call it
+// after Run, so a scrape during the drain still answers. With TLS on the
+// listener serves TLS with the engine's configuration, client
+// authentication included (CONTRACT SE-1: every listener). ServerInfo
+// then names the address (extra "baton.listeners.metrics").
+func (s *Server) ServeMetrics(lis net.Listener) (stop func()) {
+	e := s.Engine
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", e.MetricsHandler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelDebug)}
+	addr := lis.Addr().String()
+	if e.sec.server != nil && !e.cfg.Hooks.PlaintextMetrics {
+		lis = tls.NewListener(lis, e.sec.server)
+	}
+	e.mu.Lock()
+	e.metricsAddr = addr
+	e.mu.Unlock()
+	go func() {
+		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	e.log.Info("serving metrics", "address", addr, "path", "/metrics", "tls", e.sec.server != nil && !e.cfg.Hooks.PlaintextMetrics)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	}
 }

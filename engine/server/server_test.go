@@ -103,6 +103,19 @@ func trustMutually(t testing.TB, a, b *Server) {
 // startEngineAlone is startEngineLogging for an engine that trusts no
 // peer unless cfg says so.
 func startEngineAlone(t testing.TB, cfg Config, log *slog.Logger) (*Server, *target.GRPCEngine) {
+	srv, addr := serveEngine(t, cfg, log)
+	eng, err := target.DialEngine(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return srv, eng
+}
+
+// serveEngine runs one in-process engine on a loopback port and returns it
+// and its address; it drains at the end of the test (after the cleanups
+// registered later, such as closing connections to it).
+func serveEngine(t testing.TB, cfg Config, log *slog.Logger) (*Server, string) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,18 +131,13 @@ func startEngineAlone(t testing.TB, cfg Config, log *slog.Logger) (*Server, *tar
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	eng, err := target.DialEngine(lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("S-4 drain of %s: %v", cfg.Role, err)
 		}
-		eng.Close()
 	})
-	return srv, eng
+	return srv, lis.Addr().String()
 }
 
 func imageItem(t testing.TB, name string) *pb.MediaItem {

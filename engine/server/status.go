@@ -33,6 +33,12 @@ func (e *Engine) status(err error) error {
 		if rule == "" {
 			rule = wrapSiteRule(err.Error())
 		}
+	case errors.Is(err, errPermissionDenied):
+		code, rule = codes.PermissionDenied, "SE-2"
+	case errors.Is(err, errUnauthenticated):
+		code, rule = codes.Unauthenticated, "SE-2"
+	case errors.Is(err, errDecodeBudget):
+		code, rule = codes.ResourceExhausted, "SE-4"
 	case errors.Is(err, errModelNotFound):
 		code = codes.NotFound
 	case errors.Is(err, errDuplicateRequest):

@@ -111,3 +111,12 @@ func ParseMetadata(md []byte) (PeerMetadata, error) {
 	}
 	return PeerMetadata{Backend: p.backend, Name: p.name, Address: p.conn}, nil
 }
+
+// MetadataAddress returns the connection info an agent's metadata carries
+// ("host:port" for tcp, the registry id for loopback): where peers reach
+// it (ParseMetadata's Address). Errors: ErrInvalidParam for bytes that are
+// not agent metadata.
+func MetadataAddress(md []byte) (string, error) {
+	p, err := ParseMetadata(md)
+	return p.Address, err
+}
