@@ -190,7 +190,6 @@ type recordingEngine struct {
 // (their calls are not recorded).
 func (e *recordingEngine) UnwrapEngine() target.Engine { return e.Engine }
 
-
 func (e *recordingEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*target.GenerateResult, error) {
 	start := e.rec.now()
 	res, err := e.Engine.Generate(ctx, req)

@@ -149,7 +149,6 @@ func TestLaunchEnvVars(t *testing.T) {
 	}
 }
 
-
 // FuzzExpandLaunch: expansion never panics, replaces every known ${NAME}
 // and fails on any other.
 func FuzzExpandLaunch(f *testing.F) {
