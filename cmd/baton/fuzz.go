@@ -36,6 +36,7 @@ const fuzzPropertyName = "baton-fuzz-handoff"
 
 func fuzzCommand() *cobra.Command {
 	var f fuzzFlags
+	var shard sweepFlags // --shard, --shards (fuzz_shard.go)
 	cmd := &cobra.Command{
 		Use:   "fuzz",
 		Short: "Run the rapid state-machine property of the handoff against a target (conformance/props)",
@@ -66,6 +67,9 @@ Exit codes: 0 passed; 1 a check failed; 3 bad flags or configuration.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			warnUnknownBatonVariables()
+			if skip, err := applyFuzzShard(cmd.OutOrStdout(), shard, &f); skip || err != nil {
+				return err
+			}
 			return runFuzzCommand(cmd.OutOrStdout(), f)
 		},
 	}
@@ -80,6 +84,7 @@ Exit codes: 0 passed; 1 a check failed; 3 bad flags or configuration.
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print rapid's log as it runs")
 	fl.BoolVar(&f.sim, "sim", false, "run against the simulator target instead of --config")
 	fl.StringVar(&f.mutant, "mutant", "", "with --sim: inject a simulator driver mutant: "+mutantNames())
+	addFuzzShardFlags(cmd, &shard)
 	return cmd
 }
 
