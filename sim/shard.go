@@ -103,6 +103,9 @@ func ParseShard(text string) (Shard, error) {
 		return Shard{}, fmt.Errorf("%w: %q: want i/n with decimal numbers", ErrBadShard, text)
 	}
 	s := Shard{Index: i, Count: n}
+	if n < 1 {
+		return Shard{}, fmt.Errorf("%w: %q: the count must be at least 1", ErrBadShard, text)
+	}
 	if err := s.Validate(); err != nil {
 		return Shard{}, fmt.Errorf("%q: %w", text, err)
 	}
