@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/baton-dev/baton/conformance/check"
@@ -67,7 +68,7 @@ func addSweepFlags(cmd *cobra.Command, f *sweepFlags, store bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.shard, "shard", "", shardFlagHelp)
 	fl.IntVar(&f.shards, "shards", 0, "the shard count when the index comes from "+sim.EnvJobCompletionIndex+" (default: "+sim.EnvShards+")")
-	fl.StringVar(&f.results, "results", "", "write the sweep's JSON result here (range, shard, commit, verdict counts, failing seeds with replay commands, coverage); 'baton report merge' adds shards' results up")
+	fl.StringVar(&f.results, "results", "", "write the sweep's JSON result to this file (range, shard, commit, verdict counts, failing seeds with replay commands, coverage), or, for a directory (or a name ending in /), to DIR/<world>-shard-<i>-of-<n>.json; 'baton report merge' adds shards' results up")
 	if store {
 		fl.StringVar(&f.store, "store", "", "record every failing seed (commit, mutant, settings, trace) in this seed store directory")
 		fl.IntVar(&f.storeKeep, "store-keep", sim.DefaultStoreKeep, "records the store keeps per commit (failing before passing, faster-failing before slower)")
@@ -121,15 +122,27 @@ func finishSweep(out io.Writer, res reports.SweepResult, f sweepFlags) error {
 		fmt.Fprintln(out, l)
 	}
 	if f.results != "" {
-		if err := reports.WriteSweep(f.results, res); err != nil {
+		path := resultsPath(f.results, res)
+		if err := reports.WriteSweep(path, res); err != nil {
 			return exitError{ExitUsage, err.Error()}
 		}
-		fmt.Fprintf(out, "results: %s\n", f.results)
+		fmt.Fprintf(out, "results: %s\n", path)
 	}
 	if code := sweepExit(res.Verdict); code != ExitPassed {
 		return exitError{code, ""}
 	}
 	return nil
+}
+
+// resultsPath is where --results writes: the file named, or, for a
+// directory (an existing one, or a name ending in /), a file in it named
+// by the world and the shard, so shards sharing a volume never collide:
+// DIR/<world>-shard-<i>-of-<n>.json.
+func resultsPath(results string, res reports.SweepResult) string {
+	if st, err := os.Stat(results); err == nil && st.IsDir() || strings.HasSuffix(results, "/") {
+		return filepath.Join(results, fmt.Sprintf("%s-shard-%d-of-%d.json", res.World, res.Shard.Index, res.Shard.Count))
+	}
+	return results
 }
 
 // seedStore is the sweep's --store, recording from the workers; the first
