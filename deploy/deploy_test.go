@@ -22,24 +22,39 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// batonBinary is the baton binary TestMain builds.
-var batonBinary string
+// baton builds the baton binary once per test binary (the tests that run
+// it need it; the manifest checks do not) and returns its path.
+func baton(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "baton-deploy-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "baton")
+		out, err := exec.Command("go", "build", "-o", binary, "github.com/baton-dev/baton/cmd/baton").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build baton: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "baton-deploy-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	batonBinary = filepath.Join(dir, "baton")
-	build := exec.Command("go", "build", "-o", batonBinary, "github.com/baton-dev/baton/cmd/baton")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "deploy: build baton:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if binary != "" {
+		os.RemoveAll(filepath.Dir(binary))
+	}
 	os.Exit(code)
 }
 
@@ -180,8 +195,8 @@ func expand(args []string, env map[string]string) []string {
 
 // runBaton runs the baton binary with args and exactly the variables env
 // adds to the test's environment (no inherited BATON_* or JOB_* ones).
-func runBaton(args []string, env map[string]string) ([]byte, int, error) {
-	cmd := exec.Command(batonBinary, args...)
+func runBaton(t *testing.T, args []string, env map[string]string) ([]byte, int, error) {
+	cmd := exec.Command(baton(t), args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "BATON_") && !strings.HasPrefix(kv, "JOB_COMPLETION_INDEX=") {
 			cmd.Env = append(cmd.Env, kv)
@@ -226,6 +241,7 @@ const testSeeds = "1..400"
 // equals one process's run of the same range.
 func TestIndexedJobShardsMergeToOneRun(t *testing.T) {
 	job, c := sweepJob(t)
+	baton(t) // built before the pods' goroutines run it
 	env := envOf(c)
 	env["BATON_SEEDS"] = testSeeds
 	volume := t.TempDir()
@@ -249,7 +265,7 @@ func TestIndexedJobShardsMergeToOneRun(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var err error
-			if outs[i], codes[i], err = runBaton(args, podEnv); err != nil {
+			if outs[i], codes[i], err = runBaton(t, args, podEnv); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -268,13 +284,13 @@ func TestIndexedJobShardsMergeToOneRun(t *testing.T) {
 			single[k] = v
 		}
 	}
-	if out, code, err := runBaton(onVolume(expand(c.Args, env), whole), single); err != nil || code != 0 {
+	if out, code, err := runBaton(t, onVolume(expand(c.Args, env), whole), single); err != nil || code != 0 {
 		t.Fatalf("one process: exit %d %v\n%s", code, err, out)
 	}
 	var merge batchv1.Job
 	decodeStrict(t, "kubernetes/sim-merge-job.yaml", &merge)
 	mergeArgs := onVolume(merge.Spec.Template.Spec.Containers[0].Args, volume)
-	out, code, err := runBaton(mergeArgs, nil)
+	out, code, err := runBaton(t, mergeArgs, nil)
 	if err != nil || code != 0 || !bytes.Contains(out, []byte(fmt.Sprintf("(%d shards merged)", n))) {
 		t.Fatalf("merge: exit %d %v\n%s", code, err, out)
 	}
@@ -393,7 +409,7 @@ func TestWorkflowShardsMergeToOneRun(t *testing.T) {
 				args[j] = filepath.Join(checkout, strings.TrimPrefix(a, "out/sim/")) + map[bool]string{true: "/"}[strings.HasSuffix(a, "/")]
 			}
 		}
-		if out, code, err := runBaton(args, nil); err != nil || code != 0 {
+		if out, code, err := runBaton(t, args, nil); err != nil || code != 0 {
 			t.Fatalf("shard %d: exit %d %v\n%s", i, code, err, out)
 		}
 	}
@@ -408,11 +424,11 @@ func TestWorkflowShardsMergeToOneRun(t *testing.T) {
 			margs = append(margs, a)
 		}
 	}
-	if out, code, err := runBaton(margs, nil); err != nil || code != 0 {
+	if out, code, err := runBaton(t, margs, nil); err != nil || code != 0 {
 		t.Fatalf("merge %q: exit %d %v\n%s", margs, code, err, out)
 	}
 	whole := filepath.Join(t.TempDir(), "whole.json")
-	if out, code, err := runBaton([]string{"sim", "--seeds", testSeeds, "--progress", "off", "--results", whole}, nil); err != nil || code != 0 {
+	if out, code, err := runBaton(t, []string{"sim", "--seeds", testSeeds, "--progress", "off", "--results", whole}, nil); err != nil || code != 0 {
 		t.Fatalf("one process: exit %d %v\n%s", code, err, out)
 	}
 	if got, want := sameSweep(t, filepath.Join(artifacts, "merged.json")), sameSweep(t, whole); got != want {

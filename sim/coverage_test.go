@@ -32,7 +32,7 @@ func TestCoverageLeavesTracesAlone(t *testing.T) {
 // steps per point to the runs' events; a sweep's coverage does not depend
 // on its job count.
 func TestCoverageMatchesTheRuns(t *testing.T) {
-	const from, to = 1, 150
+	const from, to = 1, 60
 	cov := &Coverage{}
 	fired, seeds := map[Site]int64{}, map[Site]int64{}
 	var events int64
