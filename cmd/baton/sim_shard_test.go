@@ -172,11 +172,11 @@ func TestReportMergeNamesProblems(t *testing.T) {
 // process's result of the range.
 func TestSimExecutorShardsMerge(t *testing.T) {
 	dir := t.TempDir()
-	if out, code := runSim(t, "executor", "--seeds", "1..30", "--results", filepath.Join(dir, "whole.json")); code != 0 {
+	if out, code := runSim(t, "executor", "--seeds", "1..16", "--results", filepath.Join(dir, "whole.json")); code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 	for _, i := range []string{"0", "1"} {
-		if out, code := runSim(t, "executor", "--seeds", "1..30", "--shard", i+"/2", "--results", filepath.Join(dir, "s", i+".json")); code != 0 {
+		if out, code := runSim(t, "executor", "--seeds", "1..16", "--shard", i+"/2", "--results", filepath.Join(dir, "s", i+".json")); code != 0 {
 			t.Fatalf("shard %s: exit %d\n%s", i, code, out)
 		}
 	}
