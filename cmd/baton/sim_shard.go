@@ -225,6 +225,8 @@ func replayStore(out io.Writer, dir string, sh sim.Shard, m sim.Mutant, store *s
 		}
 		sr.Failures = append(sr.Failures, fail)
 	}
-	fmt.Fprintf(out, "store replay: %d of %d stored runs belong to shard %s\n", sr.Runs, len(recs), sh)
+	if !sh.Whole() {
+		fmt.Fprintf(out, "store replay: %d of the %d stored runs belong to shard %s\n", sr.Runs, len(recs), sh)
+	}
 	return sr, nil
 }
