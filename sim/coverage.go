@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+)
 
 // Coverage of a sweep (issue #17): what the runs reached, not only that
 // they passed. Three tables, all counted by the world as it runs and added
@@ -61,7 +64,7 @@ var SometimesStates = [numSometimes]SometimesState{
 }
 
 // Lifecycle points: index 0 is "start" (before the first step), then the
-// world's event kinds, then the nodes' (nodes.go).
+// world's event kinds, then the nodes' (nodes.go); at most 64 (a bit set).
 const numPoints = 1 + int(numEventKinds-1) + int(evNodeEnd-evNodeFirst)
 
 // maxSites bounds len(AllSites) (checked at init), so a run's fire table is
@@ -75,8 +78,8 @@ var (
 )
 
 func init() {
-	if len(AllSites) > maxSites {
-		panic(fmt.Sprintf("sim: %d fault sites, coverage has room for %d", len(AllSites), maxSites))
+	if len(AllSites) > maxSites || numPoints > 64 {
+		panic(fmt.Sprintf("sim: %d fault sites and %d lifecycle points; coverage has room for %d and 64", len(AllSites), numPoints, maxSites))
 	}
 	for i, s := range AllSites {
 		siteIndex[s] = i
@@ -100,6 +103,10 @@ type runCoverage struct {
 	steps     [numPoints]int32
 	sometimes [numSometimes]int32
 	fired     [numPoints][maxSites]int32
+	// firedPoints and firedSites are bit sets of the points and sites of
+	// fired's non-zero cells, so adding a run up visits only those.
+	firedPoints uint64
+	firedSites  uint32
 }
 
 // step records that the world dispatches an event of kind k.
@@ -111,7 +118,10 @@ func (c *runCoverage) step(k eventKind) {
 // fire records that site fired at the current point.
 func (c *runCoverage) fire(site Site) {
 	if c != nil {
-		c.fired[c.point][siteIndex[site]]++
+		i := siteIndex[site]
+		c.fired[c.point][i]++
+		c.firedPoints |= 1 << c.point
+		c.firedSites |= 1 << i
 	}
 }
 
@@ -151,20 +161,18 @@ func (c *Coverage) addRun(w *World) {
 	}
 	c.Runs++
 	rc := &w.cov
-	var any [maxSites]bool
-	for p := range rc.steps {
-		c.steps[p] += int64(rc.steps[p])
-		for s, n := range rc.fired[p] {
-			if n != 0 {
-				c.fired[p][s] += int64(n)
-				any[s] = true
-			}
+	for p, n := range rc.steps {
+		c.steps[p] += int64(n)
+	}
+	for ps := rc.firedPoints; ps != 0; ps &= ps - 1 {
+		p := bits.TrailingZeros64(ps)
+		for ss := rc.firedSites; ss != 0; ss &= ss - 1 {
+			s := bits.TrailingZeros32(ss)
+			c.fired[p][s] += int64(rc.fired[p][s])
 		}
 	}
-	for s, ok := range any {
-		if ok {
-			c.siteSeeds[s]++
-		}
+	for ss := rc.firedSites; ss != 0; ss &= ss - 1 {
+		c.siteSeeds[bits.TrailingZeros32(ss)]++
 	}
 	for i, n := range rc.sometimes {
 		if n != 0 {
