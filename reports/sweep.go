@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -215,12 +217,12 @@ func (r *SweepResult) Finish() {
 // state never reached, sorted.
 func (c *SweepCoverage) unreached() []string {
 	var out []string
-	for _, name := range sortedKeys(c.Sites) {
+	for _, name := range slices.Sorted(maps.Keys(c.Sites)) {
 		if c.Sites[name].Fired == 0 {
 			out = append(out, "fault site "+name+" never fired")
 		}
 	}
-	for _, name := range sortedKeys(c.Sometimes) {
+	for _, name := range slices.Sorted(maps.Keys(c.Sometimes)) {
 		if st := c.Sometimes[name]; st.Hits == 0 {
 			out = append(out, fmt.Sprintf("sometimes state %s (%s) never reached: %s", name, st.Rule, st.Text))
 		}
@@ -660,12 +662,12 @@ func (r SweepResult) CoverageLines() []string {
 	}
 	out := []string{fmt.Sprintf("coverage over %d seeds (gate: every fault site fires and every sometimes state is reached in a sweep of at least %d seeds; %s)", r.Runs, c.GateMinSeeds, gate),
 		fmt.Sprintf("  %-38s %10s %8s  %s", "fault site", "fired", "seeds", "fires per lifecycle point")}
-	for _, name := range sortedKeys(c.Sites) {
+	for _, name := range slices.Sorted(maps.Keys(c.Sites)) {
 		s := c.Sites[name]
 		out = append(out, fmt.Sprintf("  %-38s %10d %8d  %s", name, s.Fired, s.Seeds, byCount(s.ByPoint)))
 	}
 	out = append(out, fmt.Sprintf("  %-44s %-5s %10s %8s", "sometimes state", "rule", "hits", "seeds"))
-	for _, name := range sortedKeys(c.Sometimes) {
+	for _, name := range slices.Sorted(maps.Keys(c.Sometimes)) {
 		s := c.Sometimes[name]
 		out = append(out, fmt.Sprintf("  %-44s %-5s %10d %8d", name, s.Rule, s.Hits, s.Seeds))
 	}
@@ -675,20 +677,11 @@ func (r SweepResult) CoverageLines() []string {
 
 // byCount renders counts as "name count" pairs, most first.
 func byCount(m map[string]int64) string {
-	keys := sortedKeys(m)
+	keys := slices.Sorted(maps.Keys(m))
 	sort.SliceStable(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
