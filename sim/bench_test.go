@@ -6,8 +6,8 @@ import (
 )
 
 // BenchmarkSimulator reports the world's events/s per core and simulated time
-// per wall time, next to a bare event loop (the same queue, no handlers) in
-// the same run.
+// per wall time, the same with coverage counted as a sweep counts it, and a
+// bare event loop (the same queue, no handlers) in the same run.
 func BenchmarkSimulator(b *testing.B) {
 	b.Run("world", func(b *testing.B) {
 		var events, ticks int64
@@ -21,6 +21,16 @@ func BenchmarkSimulator(b *testing.B) {
 		b.ReportMetric(float64(events)/wall, "events/s")
 		b.ReportMetric(float64(ticks)/1000/wall, "sim-s/wall-s")
 		b.ReportMetric(float64(events)/float64(b.N), "events/run")
+	})
+	b.Run("world-coverage", func(b *testing.B) {
+		// As a sweep runs: coverage added up across runs (coverage.go).
+		var events int64
+		cov := &Coverage{}
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			events += RunSeed(uint64(i%1000)+1, Options{Coverage: cov}).Events
+		}
+		b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
 	})
 	b.Run("bare-loop", func(b *testing.B) {
 		var q queue

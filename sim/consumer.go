@@ -283,6 +283,7 @@ func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 		if int32(r.h) != h || r.rpc != rpc || r.buf < 0 {
 			continue
 		}
+		w.reach(stCancelMidTransfer)
 		if w.opts.Mutant == MutantFreeOnCancel {
 			must(c.receives.Rejected(r.key))
 			w.endReceive(c, r, resCancelled, causeCancelled)
@@ -356,6 +357,9 @@ func (w *World) crash(ev event) {
 		return
 	}
 	c.up = false
+	if len(c.recvs) > 0 {
+		w.reach(stCrashWithReceive)
+	}
 	if w.tracing {
 		w.notef("PD%d incarnation %d crashed with %d receives in flight", c.idx, c.inc, len(c.recvs))
 	}

@@ -78,6 +78,15 @@
 // Mutants: Mutant names a broken decision injected through a hook in this
 // package's driver (never in the core); tests assert the checkers catch each.
 //
+// Sweeps (explore.go, issue #17): Sweep runs a seed range on goroutines in
+// memory independent of its length, a Shard's contiguous block of it when
+// the range is split over machines (shard.go), counts its coverage (every
+// fault site by lifecycle point, and the sometimes states a long sweep must
+// reach: coverage.go), runs one passing seed in 100 twice comparing the
+// traces byte for byte, and hands each failing run to the seed store
+// (store.go), which keeps per commit failing seeds before passing ones and
+// faster-failing before slower.
+//
 // Two hand-driven uses of the same world: Scenario runs the datadriven
 // lifecycle scripts of testdata/scenarios (publish, claim, deliver,
 // drop-reply, align, crash, cancel, stabilize, expect; scenario_test.go,

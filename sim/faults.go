@@ -68,6 +68,8 @@ type faults struct {
 	fireP   float64
 	healed  bool
 	fired   map[Site]int
+	// cov counts fires by lifecycle point (coverage.go).
+	cov *runCoverage
 }
 
 func newFaults(rng *rand.Rand, s Settings) *faults {
@@ -87,6 +89,7 @@ func (f *faults) buggify(site Site) bool {
 	}
 	if f.rng.Float64() < f.fireP {
 		f.fired[site]++
+		f.cov.fire(site)
 		return true
 	}
 	return false

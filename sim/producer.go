@@ -339,6 +339,9 @@ func (w *World) removeDone(ev event) {
 		}
 		rec.removeFailed = true
 		w.ledger.removeFailures++
+		if p.health.Draining() {
+			w.reach(stCleanupFailureInDrain)
+		}
 		if w.tracing {
 			w.notef("X-1 removal of %s failed", short(id))
 		}
@@ -436,6 +439,9 @@ func (w *World) shutdown(ev event) {
 	if w.tracing {
 		w.notef("shutdown %v", st)
 	}
+	if !was && (p.publishing > 0 || p.table.Transfers() > 0) {
+		w.reach(stShutdownWithHandoff)
+	}
 	if !was {
 		w.hist.drainMs = w.now
 		w.after(0, event{kind: evDrainTick})
@@ -529,6 +535,7 @@ func (w *World) transferArrive(ev event) {
 		return
 	}
 	if w.now >= rec.expiresMs {
+		w.reach(stClaimRacesExpiry)
 		for _, id := range p.table.Expire(w.now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
@@ -586,6 +593,9 @@ func (w *World) writeLand(ev event) {
 		}
 	default:
 		wr.landed = true
+		if _, open := c.recvs[wr.recv]; !open {
+			w.reach(stWriteLandedAfterGiveUp)
+		}
 		b := &c.bufs[wr.buf]
 		w.checkLanding(wr, b)
 		b.content = wr.entry

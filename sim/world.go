@@ -54,6 +54,8 @@ type Options struct {
 	// HistoryOnly turns every other checker off, so the history check alone
 	// must catch what is wrong (the test that it catches a mutant).
 	HistoryOnly bool
+	// Coverage, when set, gets the run's coverage added when it ends (coverage.go).
+	Coverage *Coverage
 }
 
 // Result is the outcome of one run.
@@ -153,6 +155,9 @@ type World struct {
 	// media is the media model: items, content hashes, prefix caches, answers (media.go).
 	media mediaWorld
 
+	// cov is the run's coverage counts (coverage.go).
+	cov runCoverage
+
 	fail    *failure
 	tracing bool
 	note    string
@@ -168,6 +173,7 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 		return res
 	}
 	w := newWorld(seed, s, opts)
+	defer opts.Coverage.addRun(w) // after the recover below
 	defer func() {
 		if p := recover(); p != nil {
 			res.Verdict = Crash
@@ -205,6 +211,7 @@ func newWorld(seed uint64, s Settings, opts Options) *World {
 		ledger: newLedger(), hist: newHistory(), media: newMediaWorld(seed),
 	}
 	w.faults = newFaults(newRNG(seed, subFaults), s)
+	w.faults.cov = &w.cov
 	// Sized for a run's usual peak (about two events and four operations
 	// per handoff in flight), so a run does not grow them step by step.
 	w.q.slab = make([]event, 0, 16+2*s.Handoffs)
@@ -287,6 +294,9 @@ func (w *World) send(class msgClass, ev event) {
 			}
 		}
 		if w.faults.buggify(SiteLostReply) {
+			if ev.kind == evTransferReply {
+				w.coverLostTransferReply(ev.a)
+			}
 			if w.tracing {
 				w.notef("reply %s lost", ev.kind)
 			}
@@ -348,6 +358,7 @@ func (w *World) loop() {
 		w.now = ev.tick
 		w.steps++
 		w.note = ""
+		w.cov.step(ev.kind)
 		done := w.dispatch(ev)
 		if w.tracing {
 			w.trace.step(w.steps, ev, w.note)

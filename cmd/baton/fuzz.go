@@ -47,6 +47,7 @@ const fuzzStateRoot = ".baton/fuzz"
 
 func fuzzCommand() *cobra.Command {
 	var f fuzzFlags
+	var shard sweepFlags // --shard, --shards (fuzz_shard.go)
 	cmd := &cobra.Command{
 		Use:   "fuzz",
 		Short: "Run the rapid state-machine property of the handoff against a target (conformance/props)",
@@ -85,6 +86,9 @@ target did not answer as a baton.encoder.v1 engine.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			warnUnknownBatonVariables()
+			if skip, err := applyFuzzShard(cmd.OutOrStdout(), shard, &f); skip || err != nil {
+				return err
+			}
 			prog, err := newProgress(cmd, f.progressMode, "checks")
 			if err != nil {
 				return err
@@ -109,6 +113,7 @@ target did not answer as a baton.encoder.v1 engine.
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print rapid's log as it runs")
 	fl.BoolVar(&f.sim, "sim", false, "run against the simulator target instead of --config")
 	fl.StringVar(&f.mutant, "mutant", "", "with --sim: inject a simulator driver mutant: "+mutantNames())
+	addFuzzShardFlags(cmd, &shard)
 	return cmd
 }
 

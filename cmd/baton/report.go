@@ -17,9 +17,9 @@ const ExitRejected = 1
 func reportCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report",
-		Short: "Work with reports: verify a certification bundle, render report.html from results",
+		Short: "Work with reports: verify a certification bundle, render report.html from results, merge sweep shards",
 	}
-	cmd.AddCommand(reportVerifyCommand(), reportRenderCommand())
+	cmd.AddCommand(reportVerifyCommand(), reportRenderCommand(), reportMergeCommand())
 	return cmd
 }
 

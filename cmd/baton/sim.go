@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/baton-dev/baton/reports"
 	"github.com/baton-dev/baton/sim"
 	"github.com/spf13/cobra"
 )
@@ -22,6 +24,7 @@ type simFlags struct {
 	traceDir     string
 	mutant       string
 	progressMode string
+	sweep        sweepFlags
 }
 
 func simCommand() *cobra.Command {
@@ -44,6 +47,28 @@ liveness phase with faults healed.
   baton sim replay TRACE        re-run a trace (its first line holds the seed,
                                 the mutant and the settings)
 
+A range can be split over machines: --shard i/n runs shard i of n
+(0-based; contiguous blocks: shard i of the N seeds A..B runs
+A+floor(i*N/n) .. A+floor((i+1)*N/n)-1, so the shards' union is exactly
+A..B), or, in a pod of a Kubernetes Indexed Job, the index comes from
+JOB_COMPLETION_INDEX and the count from --shards or BATON_SHARDS.
+--results FILE writes the shard's JSON result; 'baton report merge'
+adds the shards' results up into one verdict.
+
+Every range counts its coverage: how often each fault site fired, at which
+lifecycle point (the step the world was taking), and how often each
+"sometimes" state was reached (a reply lost after its WRITE landed, a WRITE
+landing after the consumer gave up, a cancellation mid-transfer, a crash
+with a receive in flight, Shutdown with a handoff in flight, a claim racing
+an expiry, a cleanup failure during drain). A range of at least 10,000
+seeds fails unless every site fired and every state was reached. One
+passing seed in 100 (chosen by a hash of the seed, so shards agree) is run
+twice and its two traces compared byte for byte.
+
+--store DIR records each failing seed (commit, mutant, settings, trace)
+under DIR/<commit>/; --replay-store DIR re-runs every stored seed before
+the range (a regression gate). The layout is in sim/store.go and README.
+
 Without --seed or --seeds a random seed is drawn (and printed).
 --mutant injects one broken decision into the simulator's driver (never the
 core), to check that the checkers catch it: ` + mutantNames() + `.
@@ -56,7 +81,7 @@ porcupine, whose HTML visualization goes to --trace-dir as
 seed-N.history.html; then the end-of-run H-2 and H-5 answer checks); 2 liveness failure (no
 convergence within the tick budget after faults healed); 3 bad flags (as
 every baton command); 5 crash (a panic in the world). For a range, the worst: crash, then correctness,
-then liveness.`,
+then liveness. ` + sweepExitHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := sim.ParseMutant(f.mutant)
@@ -90,6 +115,7 @@ then liveness.`,
 	cmd.Flags().StringVar(&f.traceDir, "trace-dir", "", "write each failing seed's JSONL trace here (seed-N.jsonl)")
 	cmd.Flags().StringVar(&f.mutant, "mutant", "", "inject a broken driver decision: "+mutantNames())
 	addProgressFlag(cmd, &f.progressMode)
+	addSweepFlags(cmd, &f.sweep, true)
 	cmd.AddCommand(simReplayCommand())
 	cmd.AddCommand(simExecutorCommand())
 	return cmd
@@ -154,40 +180,92 @@ func simOne(out io.Writer, seed uint64, s sim.Settings, m sim.Mutant, f simFlags
 	return exitError{simExit(r.Verdict), ""}
 }
 
-// simRange explores seeds from..to and prints the summary and each failing seed.
+// simRange explores this shard's part of seeds from..to (first the seed
+// store's seeds, with --replay-store) and prints the summary, each failing
+// seed and the coverage table.
 func simRange(cmd *cobra.Command, out io.Writer, from, to uint64, m sim.Mutant, f simFlags) error {
+	sh, err := f.sweep.resolveShard()
+	if err != nil {
+		return err
+	}
+	store, err := openSeedStore(f.sweep)
+	if err != nil {
+		return err
+	}
+	res, a, b, ok := newSweepResult(reports.SweepWorldHandoff, from, to, sh, string(m))
+	if f.sweep.replayStore != "" {
+		if res.StoreReplay, err = replayStore(out, f.sweep.replayStore, sh, m, store, f.traceDir); err != nil {
+			return err
+		}
+	}
+	if !ok {
+		a, b = 1, 0 // an empty block: run nothing
+	}
 	prog, err := newProgress(cmd, f.progressMode, "seeds")
 	if err != nil {
 		return err
 	}
-	prog.Start(int(to - from + 1))
-	sum := sim.Explore(from, to, f.jobs, m, func(r sim.Result) {
+	if ok {
+		prog.Start(int(b - a + 1))
+	} else {
+		prog.Start(0)
+	}
+	sum := sim.Sweep(sim.SweepConfig{From: a, To: b, Jobs: f.jobs, Mutant: m, OnFailure: store.record, Progress: func(r sim.Result) {
 		outcome := "passed"
 		if r.Verdict != sim.Passed {
 			outcome = "failed"
 		}
 		prog.Done(strconv.FormatUint(r.Seed, 10), outcome)
-	})
+	}})
 	prog.Finish()
-	fmt.Fprintf(out, "seeds %d..%d: %d runs, %d passed, %d correctness, %d liveness, %d crash; %d events, %d simulated ticks\n",
-		from, to, sum.Runs, sum.ByVerdict[sim.Passed], sum.ByVerdict[sim.Correctness], sum.ByVerdict[sim.Liveness], sum.ByVerdict[sim.Crash], sum.Events, sum.Ticks)
-	worst := sim.Passed
+	res.Runs, res.Events, res.Ticks = int64(sum.Runs), sum.Events, sum.Ticks
+	for v, n := range sum.ByVerdict {
+		res.Verdicts[sim.VerdictName(v)] += int64(n)
+	}
 	for _, r := range sum.Failures {
-		fmt.Fprintf(out, "FAIL seed=%d %s %s\n  replay: %s\n", r.Seed, r.Verdict, firstLine(r.Failure), r.ReplayCommand())
+		fail := sweepFailure(r)
+		fail.Trace = store.tracePath(r.Seed)
 		if f.traceDir != "" {
 			if path, err := sim.WriteTrace(f.traceDir, r); err != nil {
-				fmt.Fprintf(out, "  trace: %v\n", err)
+				fmt.Fprintf(out, "trace of seed %d: %v\n", r.Seed, err)
 			} else {
-				fmt.Fprintf(out, "  trace: %s\n", path)
+				fail.Trace = path
 			}
-			writeHistoryHTML(out, f.traceDir, r, "  ")
+			writeHistoryHTML(out, f.traceDir, r, "")
 		}
-		worst = worseVerdict(worst, r.Verdict)
+		res.Failures = append(res.Failures, fail)
 	}
-	if worst != sim.Passed {
-		return exitError{simExit(worst), ""}
+	res.FailuresOmitted = int64(sum.FailuresOmitted)
+	res.Determinism.Sampled, res.Determinism.Diverged = int64(sum.Sampled), int64(sum.Diverged)
+	if err := keepDivergences(&res, sum.Divergences, f.traceDir); err != nil {
+		fmt.Fprintf(out, "divergence traces: %v\n", err)
 	}
-	fmt.Fprintln(out, "PASSED")
+	res.Coverage = coverageResult(sum.Coverage)
+	if store != nil && store.err != nil {
+		fmt.Fprintf(out, "store %s: %v\n", f.sweep.store, store.err)
+	}
+	return finishSweep(out, res, f.sweep)
+}
+
+// keepDivergences writes each divergent seed's two traces to dir (a new
+// temporary directory when dir is "") and lists them in res.
+func keepDivergences(res *reports.SweepResult, ds []sim.Divergence, dir string) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "baton-sim-divergence-"); err != nil {
+			return err
+		}
+	}
+	for _, d := range ds {
+		paths, err := sim.WriteDivergence(dir, d)
+		if err != nil {
+			return err
+		}
+		res.Determinism.Divergences = append(res.Determinism.Divergences, reports.SweepDivergence{Seed: d.Seed, Traces: paths[:]})
+	}
 	return nil
 }
 
@@ -202,15 +280,6 @@ func writeHistoryHTML(out io.Writer, dir string, r sim.Result, indent string) {
 	} else if path != "" {
 		fmt.Fprintf(out, "%shistory: %s (porcupine's visualization)\n", indent, path)
 	}
-}
-
-// worseVerdict orders crash > correctness > liveness > passed.
-func worseVerdict(a, b sim.Verdict) sim.Verdict {
-	rank := map[sim.Verdict]int{sim.Passed: 0, sim.Liveness: 1, sim.Correctness: 2, sim.Crash: 3}
-	if rank[b] > rank[a] {
-		return b
-	}
-	return a
 }
 
 func firstLine(s string) string {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
+	"github.com/baton-dev/baton/reports"
 	"github.com/baton-dev/baton/sim"
 	"github.com/spf13/cobra"
 )
@@ -14,6 +16,7 @@ import (
 func simExecutorCommand() *cobra.Command {
 	var seed uint64
 	var seeds, mutation string
+	var sweep sweepFlags
 	cmd := &cobra.Command{
 		Use:   "executor",
 		Short: "Simulate the in-engine encoder -> decoder handoff (batched encoder steps, cancellation at every step, preemption) around the real executor core",
@@ -31,10 +34,15 @@ cancellations (C-2).
   baton sim executor --seed N           one seed: SEED=, settings, PASSED or the failure
   baton sim executor --seeds A..B       a range; prints each failing seed's replay command
 
+A range takes --shard i/n (or JOB_COMPLETION_INDEX with --shards or
+BATON_SHARDS) and --results FILE as 'baton sim' does; one passing seed in
+100 is run twice and its outcomes (steps, tokens) compared.
+
 --mutation breaks one decision of the core or of the world's driver (` + strings.Join(executorMutationNames(), ", ") + `)
 to show the checkers find it.
 
-Exit codes: 0 passed; 1 a checker failed; 3 bad flags.`,
+Exit codes: 0 passed; 1 a checker failed; 3 bad flags; 6 a sampled seed's
+two runs differed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var m sim.ExecutorMutation
@@ -57,7 +65,7 @@ Exit codes: 0 passed; 1 a checker failed; 3 bad flags.`,
 			} else if !cmd.Flags().Changed("seed") {
 				return exitError{ExitUsage, "give --seed N or --seeds A..B"}
 			}
-			if from == to {
+			if seeds == "" {
 				r := sim.RunExecutorSeed(from, m)
 				fmt.Fprintf(out, "SEED=%d\n%s\n", r.Seed, r.Settings)
 				if mutation != "" {
@@ -70,20 +78,13 @@ Exit codes: 0 passed; 1 a checker failed; 3 bad flags.`,
 				fmt.Fprintf(out, "PASSED (%d steps)\n", r.Steps)
 				return nil
 			}
-			failures, ran := sim.ExploreExecutor(from, to, m)
-			for _, f := range failures {
-				fmt.Fprintf(out, "FAILED seed %d (%s): %v\n  replay: %s\n", f.Seed, f.Settings, f.Err, f.ReplayCommand(mutation))
-			}
-			fmt.Fprintf(out, "executor seeds %d..%d: %d run, %d failed\n", from, to, ran, len(failures))
-			if len(failures) > 0 {
-				return exitError{ExitFailed, ""}
-			}
-			return nil
+			return executorRange(out, from, to, m, mutation, sweep)
 		},
 	}
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "run one seed")
 	cmd.Flags().StringVar(&seeds, "seeds", "", "run a range of seeds, A..B (inclusive)")
 	cmd.Flags().StringVar(&mutation, "mutation", "", "break one decision of the executor core or of the world's driver")
+	addSweepFlags(cmd, &sweep, false)
 	return cmd
 }
 
@@ -94,4 +95,33 @@ func executorMutationNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// executorRange sweeps this shard's part of from..to of the executor world.
+func executorRange(out io.Writer, from, to uint64, m sim.ExecutorMutation, mutation string, f sweepFlags) error {
+	sh, err := f.resolveShard()
+	if err != nil {
+		return err
+	}
+	res, a, b, ok := newSweepResult(reports.SweepWorldExecutor, from, to, sh, mutation)
+	if !ok {
+		a, b = 1, 0
+	}
+	sum := sim.SweepExecutor(a, b, m, nil)
+	res.Runs, res.Events = int64(sum.Runs), sum.Steps
+	res.Verdicts[reports.SweepPassed] = int64(sum.Runs - sum.Failed)
+	if sum.Failed > 0 {
+		res.Verdicts[reports.SweepCorrectness] = int64(sum.Failed)
+	}
+	for _, r := range sum.Failures {
+		res.Failures = append(res.Failures, reports.SweepFailure{Seed: r.Seed, Verdict: reports.SweepCorrectness,
+			Failure: fmt.Sprintf("%v (%s)", r.Err, r.Settings), Events: int64(r.Steps), Replay: r.ReplayCommand(mutation)})
+	}
+	res.FailuresOmitted = int64(sum.FailuresOmitted)
+	res.Determinism.Sampled, res.Determinism.Diverged = int64(sum.Sampled), int64(sum.Diverged)
+	for _, d := range sum.Divergences {
+		res.Determinism.Divergences = append(res.Determinism.Divergences, reports.SweepDivergence{Seed: d.Seed})
+		fmt.Fprintf(out, "executor seed %d diverged:\n--- first run\n%s--- second run\n%s", d.Seed, d.First, d.Second)
+	}
+	return finishSweep(out, res, f)
 }

@@ -25,7 +25,7 @@ func versionCommand() *cobra.Command {
 // otherBatonVariables are BATON_* variables that are not profile keys.
 var otherBatonVariables = map[string]bool{
 	"BATON_CONFIG": true, "BATON_PROGRESS": true, "BATON_GPU_REQUIRED": true,
-	"BATON_PROTO_TOOLS": true, "BATON_PROTO_COMPILER": true,
+	"BATON_PROTO_TOOLS": true, "BATON_PROTO_COMPILER": true, "BATON_SHARDS": true,
 }
 
 // warnUnknownBatonVariables names BATON_* variables that set nothing, so a
