@@ -100,4 +100,30 @@ type Hooks struct {
 	// written, and kept when its EncoderReady cannot reach the cancelled
 	// client instead of released (the C-3 mutant; C-7 on the stream).
 	KeepOutputAfterCancel bool
+
+	// The hooks below break the decisions the race and volume cases of
+	// conformance/suite check (races.go there).
+
+	// ReleaseAnswersFromTable answers Abort(encoder_cache) from the
+	// producer's table alone: an entry the table still lists as published
+	// is answered ABORTED even when the removal found it already claimed by
+	// a consumer (the SU-3 race mutant: ABORTED and tokens for one reference).
+	ReleaseAnswersFromTable bool
+	// CollectorTrustsTable makes the collector expire entries from its
+	// table without first looking at which of them consumers claimed, and
+	// report a removal that finds its entry gone as a failed cleanup (the
+	// X-2 race mutant: collection that does not tolerate entries that
+	// vanished concurrently).
+	CollectorTrustsTable bool
+	// PublishedContentHash replaces the content hash the producer publishes
+	// (in EncoderReady and in the entry the consumer reads) for an item whose
+	// H-1 hash is hash and decoded pixels img; the baseline keeps the
+	// contract's hash (the B-2 mutants: a producer whose hash two different
+	// images can share).
+	PublishedContentHash func(hash string, img image.Image) string
+	// KeepEntryAfterCancelledSend keeps a published entry whose
+	// EncoderReady could not reach its cancelled client, or whose client
+	// cancelled during the send, instead of releasing it (the C-7 mutant:
+	// the entry stays until its TTL).
+	KeepEntryAfterCancelledSend bool
 }
