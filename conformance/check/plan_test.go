@@ -70,7 +70,9 @@ func TestNewPlanDecidesFromLabels(t *testing.T) {
 		{"not destructive", func(p *target.Profile) { p.Destructive, p.Level, p.TestHooks = false, "lifecycle", true }, epdRoles, suite.LabelDestructive, reports.NotVerifiable, "destructive: false"},
 		{"no fault proxy", func(p *target.Profile) { p.Level, p.Backends = "faults", []string{"tcp"} }, epdRoles, suite.LabelNeedsFaultProxy, reports.NotVerifiable, "fault_proxy: false"},
 		{"fault proxy on the shared directory", func(p *target.Profile) { p.Level, p.FaultProxy = "faults", true }, epdRoles, suite.LabelNeedsFaultProxy, reports.NotApplicable, "no TransferEncoderCache call crosses"},
-		{"fault proxy declared", func(p *target.Profile) { p.Level, p.FaultProxy, p.TestHooks, p.Backends = "faults", true, true, []string{"tcp"} }, epdRoles, suite.LabelNeedsFaultProxy, "", ""},
+		{"fault proxy declared", func(p *target.Profile) {
+			p.Level, p.FaultProxy, p.TestHooks, p.Backends = "faults", true, true, []string{"tcp"}
+		}, epdRoles, suite.LabelNeedsFaultProxy, "", ""},
 		{"no test hooks", func(p *target.Profile) { p.Level, p.FaultProxy = "faults", true }, epdRoles, suite.LabelNeedsTestHooks, reports.NotVerifiable, "test_hooks: false"},
 		{"no second consumer", nil, epdRoles, suite.LabelNeedsSecondConsumer, reports.NotApplicable, "consumer2"},
 		{"a second consumer", nil, append([]target.Role{target.RoleSecondConsumer}, epdRoles...), suite.LabelNeedsSecondConsumer, "", ""},

@@ -37,7 +37,9 @@ func TestDryRunPredictsTheRun(t *testing.T) {
 		required bool          // the fake decodes PNG and JPEG only
 	}{
 		{name: "everything declared"},
-		{name: "nothing optional declared", edit: func(p *target.Profile) { *p = target.Profile{Name: "bare", Topologies: []string{target.TopologyEPD}, CaseTimeout: 30 * time.Second} }},
+		{name: "nothing optional declared", edit: func(p *target.Profile) {
+			*p = target.Profile{Name: "bare", Topologies: []string{target.TopologyEPD}, CaseTimeout: 30 * time.Second}
+		}},
 		{name: "no reference format", edit: func(p *target.Profile) { p.ReferenceFormat = "" }},
 		{name: "no quota, not destructive", edit: func(p *target.Profile) { p.ProducerQuotaBytes, p.Destructive = 0, false }},
 		{name: "no baseline, no second consumer", roles: epd[:2]},
