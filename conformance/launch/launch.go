@@ -77,10 +77,13 @@ type Process struct {
 	instance string
 }
 
-// Topology is E + PD + the aggregated baseline sharing one cache directory
-// (StartEPD), or E + P + D + the baseline (StartEPPD).
+// Topology is E + PD + a second PD + the aggregated baseline sharing one
+// cache directory (StartEPD), or E + P + D + the baseline (StartEPPD).
 type Topology struct {
 	Producer, Consumer, Baseline *Process
+	// Consumer2 is a second PD process of E+PD (endpoints key consumer2):
+	// SU-1 races one reference across the two consumer processes.
+	Consumer2 *Process
 	// Prefill and Decode are P and D of E+P+D (nil for E+PD).
 	Prefill, Decode *Process
 	CacheDir        string
@@ -92,19 +95,24 @@ type Topology struct {
 	retired         []chan struct{} // closed once an instance Restart replaced has exited
 }
 
-// StartEPD starts E, PD and an aggregated baseline as three processes.
+// StartEPD starts E, PD, a second PD and an aggregated baseline as four processes.
 func StartEPD(ctx context.Context, opts Options) (*Topology, error) {
 	if opts.Backend == "" {
 		opts.Backend = "shared_dir"
 	}
 	t := &Topology{opts: opts}
-	return t.startAll(ctx, []roleSlot{{"encoder", &t.Producer}, {"pd", &t.Consumer}, {"aggregated", &t.Baseline}})
+	return t.startAll(ctx, []roleSlot{{"encoder", &t.Producer, ""}, {"pd", &t.Consumer, ""}, {"pd", &t.Consumer2, secondConsumerName}, {"aggregated", &t.Baseline, ""}})
 }
 
-// roleSlot is one process of a topology: its --role and where it is kept.
+// secondConsumerName names the second PD's ready file and logs.
+const secondConsumerName = "pd2"
+
+// roleSlot is one process of a topology: its --role, where it is kept, and
+// the name of its files ("" = the role).
 type roleSlot struct {
 	role string
 	dst  **Process
+	name string
 }
 
 // startAll starts the fault proxy (if asked for) and every role's process,
@@ -129,7 +137,7 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 		}
 	}
 	for _, p := range slots {
-		*p.dst, err = t.start(ctx, p.role)
+		*p.dst, err = t.startAs(ctx, p.role, p.name)
 		if err != nil {
 			t.Kill()
 			return nil, err
@@ -152,7 +160,7 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 
 func (t *Topology) processes() []*Process {
 	var ps []*Process
-	for _, p := range []*Process{t.Producer, t.Consumer, t.Prefill, t.Decode, t.Baseline} {
+	for _, p := range []*Process{t.Producer, t.Consumer, t.Consumer2, t.Prefill, t.Decode, t.Baseline} {
 		if p != nil {
 			ps = append(ps, p)
 		}
@@ -161,10 +169,18 @@ func (t *Topology) processes() []*Process {
 }
 
 func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
-	ready := filepath.Join(t.opts.WorkDir, role+".addr")
+	return t.startAs(ctx, role, "")
+}
+
+// startAs is start with the process's files named name ("" = role).
+func (t *Topology) startAs(ctx context.Context, role, name string) (*Process, error) {
+	if name == "" {
+		name = role
+	}
+	ready := filepath.Join(t.opts.WorkDir, name+".addr")
 	_ = os.Remove(ready)
 	t.starts++
-	logPath := filepath.Join(t.opts.WorkDir, fmt.Sprintf("%s.%d.log", role, t.starts))
+	logPath := filepath.Join(t.opts.WorkDir, fmt.Sprintf("%s.%d.log", name, t.starts))
 	args := []string{"serve", "--role", role, "--listen", "127.0.0.1:0", "--preset", t.opts.Preset, "--ready-file", ready}
 	if role != "aggregated" && role != "decode" && (role != "encoder" || t.opts.Backend == "shared_dir") {
 		args = append(args, "--cache-dir", t.CacheDir)
@@ -288,6 +304,9 @@ func (t *Topology) Config() target.Config {
 		endpoints[target.RoleDecode] = t.Decode.Address
 	} else {
 		endpoints[target.RoleConsumer] = t.Consumer.Address
+		if t.Consumer2 != nil {
+			endpoints[target.RoleSecondConsumer] = t.Consumer2.Address
+		}
 	}
 	return target.Config{
 		Profile: target.Profile{
@@ -301,6 +320,7 @@ func (t *Topology) Config() target.Config {
 			Destructive:        true,
 			ProducerQuotaBytes: t.quota(),
 			ReferenceFormat:    "baton-json-v1",
+			MediaFormats:       []string{target.MediaPNG, target.MediaJPEG, target.MediaGIF, target.MediaWebP},
 			CaseTimeout:        60 * time.Second,
 		},
 		Endpoints: endpoints,

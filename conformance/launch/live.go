@@ -35,6 +35,8 @@ func (l *LiveTarget) Engine(role target.Role) (target.Engine, bool) {
 		p = l.topo.Producer
 	case target.RoleConsumer:
 		p = l.topo.Consumer
+	case target.RoleSecondConsumer:
+		p = l.topo.Consumer2
 	case target.RoleBaseline:
 		p = l.topo.Baseline
 	case target.RolePrefill:
@@ -106,13 +108,15 @@ func (l *LiveTarget) TransferArrived(ctx context.Context, method string, n int) 
 // (Shutdown, else kill) and starts a fresh one with the same flags.
 func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 	t := l.topo
-	var name string
+	var name, files string
 	var slot **Process
 	switch role {
 	case target.RoleProducer:
 		name, slot = "encoder", &t.Producer
 	case target.RoleConsumer:
 		name, slot = "pd", &t.Consumer
+	case target.RoleSecondConsumer:
+		name, slot, files = "pd", &t.Consumer2, secondConsumerName
 	case target.RoleBaseline:
 		name, slot = "aggregated", &t.Baseline
 	case target.RolePrefill:
@@ -137,7 +141,7 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 		// and Shutdown and Kill wait for the old one's exit.
 		t.retire(old)
 	}
-	p, err := t.start(ctx, name)
+	p, err := t.startAs(ctx, name, files)
 	if err != nil {
 		return err
 	}

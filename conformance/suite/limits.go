@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 // an engine may set (CONTRACT L-6: at least the media bound plus 1 MiB).
 var l1Oversizes = []int{maxReferenceBytes + 1, 1 << 20}
 
-// L1OversizeReferenceRejected presents references whose opaque_state is over 64 KiB, of any content (random bytes, and the valid reference followed by random bytes), at 65,537 bytes and at 1 MiB, to the consumer and to the producer's Abort: INVALID_ARGUMENT before any token, and the valid reference still consumes (L-1, any reference format).
+// L1OversizeReferenceRejected presents references whose opaque_state is over 64 KiB, of any content (random bytes, and the valid reference followed by random bytes or by spaces), at 65,537 bytes and at 1 MiB, to the consumer and to the producer's Abort: INVALID_ARGUMENT before any token, and the valid reference still consumes (L-1, any reference format).
 func L1OversizeReferenceRejected(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
 	defer h.cleanup()
@@ -31,12 +32,14 @@ func L1OversizeReferenceRejected(ctx context.Context, t TB, tg target.Target) {
 	for _, size := range l1Oversizes {
 		random := withOpaque(ref, pseudoBytes(fmt.Sprintf("L-1 oversize reference %d", size), size))
 		prefixed := withOpaque(ref, append(append([]byte(nil), op...), pseudoBytes(fmt.Sprintf("L-1 oversize tail %d", size), size-len(op))...))
+		spaced := withOpaque(ref, append(append([]byte(nil), op...), bytes.Repeat([]byte{' '}, size-len(op))...))
 		for _, v := range []struct {
 			note string
 			ref  *pb.EncoderCacheRef
 		}{
 			{fmt.Sprintf("opaque_state %d random bytes", size), random},
 			{fmt.Sprintf("opaque_state the valid %d bytes followed by random bytes to %d", len(op), size), prefixed},
+			{fmt.Sprintf("opaque_state the valid %d bytes followed by spaces to %d (a lenient reader would skip them)", len(op), size), spaced},
 		} {
 			h.consumeRejected(prompt, v.ref, v.note, codes.InvalidArgument)
 			h.expectAbortCode(h.prod, v.ref, v.note, codes.InvalidArgument)

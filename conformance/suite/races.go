@@ -42,8 +42,12 @@ func SU1TwoConsumerProcessesOneWins(ctx context.Context, t TB, tg target.Target)
 	}
 }
 
-// su3RaceRounds is how many references SU-3 races an Abort against a consume of.
-const su3RaceRounds = 8
+// su3RaceRounds is how many references SU-3 races an Abort against a
+// consume of; su3LagStep spaces their starts from round to round.
+const (
+	su3RaceRounds = 8
+	su3LagStep    = 500 * time.Microsecond
+)
 
 // SU3AbortRacesConsume sends Abort(encoder_cache=ref) to the producer and a consume of ref to the consumer at once, eight rounds: exactly one wins, and the answers agree: ABORTED and no token, or tokens and ALREADY_FINISHED (SU-3: ABORTED only for the call that released a published entry, ALREADY_FINISHED for one already consumed).
 func SU3AbortRacesConsume(ctx context.Context, t TB, tg target.Target) {
@@ -64,14 +68,19 @@ func SU3AbortRacesConsume(ctx context.Context, t TB, tg target.Target) {
 		)
 		start := make(chan struct{})
 		wg.Add(2)
+		// Round r starts the Abort (r-1-rounds/2)*su3LagStep after the
+		// consume (before it for a negative lag), so both orders happen.
+		lag := time.Duration(round-1-su3RaceRounds/2) * su3LagStep
 		go func() {
 			defer wg.Done()
 			<-start
+			time.Sleep(-min(lag, 0))
 			res, genErr = h.cons.Generate(ctx, req)
 		}()
 		go func() {
 			defer wg.Done()
 			<-start
+			time.Sleep(max(lag, 0))
 			st, abortErr = h.abort(h.prod, ref)
 		}()
 		close(start)
@@ -80,7 +89,7 @@ func SU3AbortRacesConsume(ctx context.Context, t TB, tg target.Target) {
 			HarnessError(t, "Generate racing an Abort: %v", genErr)
 		}
 		res = h.onDecode(ctx, res, prompt)
-		race := fmt.Sprintf("round %d of %d: %s and %s at once", round, su3RaceRounds, abortCall(ref, ""), consumeCall(ref, ""))
+		race := fmt.Sprintf("round %d of %d: %s and %s %v apart", round, su3RaceRounds, abortCall(ref, ""), consumeCall(ref, ""), lag)
 		consumed := res.Code() == codes.OK && len(res.TokenIDs()) > 0
 		switch {
 		case abortErr != nil:
@@ -102,20 +111,22 @@ func SU3AbortRacesConsume(ctx context.Context, t TB, tg target.Target) {
 
 // The X-2 race: publishes with a short TTL, consumed at offsets around it.
 const (
-	// x2RaceTTLMs is the TTL of the raced publishes.
-	x2RaceTTLMs = 400
+	// x2RaceTTLMs is the TTL of the raced publishes: long enough that the
+	// earliest consume lands well inside it on a loaded machine.
+	x2RaceTTLMs = 1000
 	// x2RaceQuietMs is how long the case leaves the producer alone after
 	// the last consume (no GetLoad, Abort or publish, which would make it
-	// look at claims), so its collector meets the claimed entries itself.
-	x2RaceQuietMs = 2 * x2RaceTTLMs
+	// look at claims), so its collector meets the claimed entries itself
+	// (the reference engine collects every 200 ms).
+	x2RaceQuietMs = 800
 )
 
 // x2RaceOffsetsMs are the consumes' times relative to the TTL, in ms of
 // the harness's clock after EncoderReady arrived (the engine's TTL started
 // earlier, so "0" is already past the TTL for the engine).
-var x2RaceOffsetsMs = []int64{-150, -40, -10, 0, 10, 40}
+var x2RaceOffsetsMs = []int64{-800, -300, -100, -20, 0, 20, 100}
 
-// X2ConsumeRacesExpiry publishes six entries with a 400 ms TTL and consumes each at a time around its expiry, with no other call to the producer until its collector has run: each consume gets tokens or the spent-reference rejection (INVALID_ARGUMENT before any token), the producer stays READY, its exports return exactly to their values before (each entry left the table once), and a later short-TTL entry is still collected (X-2: "collection tolerates entries that vanish concurrently").
+// X2ConsumeRacesExpiry publishes seven entries with a 1 s TTL and consumes each at a time around its expiry, with no other call to the producer until its collector has run: each consume gets tokens or the spent-reference rejection (INVALID_ARGUMENT before any token), the producer stays READY, its exports return exactly to their values before (each entry left the table once), and a later short-TTL entry is still collected (X-2: "collection tolerates entries that vanish concurrently").
 func X2ConsumeRacesExpiry(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
 	defer h.cleanup()
@@ -125,23 +136,23 @@ func X2ConsumeRacesExpiry(ctx context.Context, t TB, tg target.Target) {
 
 	before := h.counters("producer", h.prod)
 	type round struct {
-		offsetMs int64
-		ref      *pb.EncoderCacheRef
-		res      *target.GenerateResult
-		err      error
+		offsetMs  int64
+		ref       *pb.EncoderCacheRef
+		published time.Time // when its EncoderReady arrived
+		res       *target.GenerateResult
+		err       error
 	}
 	rounds := make([]*round, len(x2RaceOffsetsMs))
-	for i, off := range x2RaceOffsetsMs {
-		rounds[i] = &round{offsetMs: off, ref: h.publishItems(proto.Uint32(x2RaceTTLMs), fmt.Sprintf("image=%s, ttl_ms=%d", img.Name, x2RaceTTLMs), imageItem(img)).GetRef()}
-	}
-	published := time.Now() // the last publish; the earlier ones expire before their consume's offset
 	var wg sync.WaitGroup
-	for _, r := range rounds {
+	for i, off := range x2RaceOffsetsMs {
+		ref := h.publishItems(proto.Uint32(x2RaceTTLMs), fmt.Sprintf("image=%s, ttl_ms=%d", img.Name, x2RaceTTLMs), imageItem(img)).GetRef()
+		r := &round{offsetMs: off, ref: ref, published: time.Now()}
+		rounds[i] = r
 		req := h.consumeRequest(prompt, r.ref)
 		wg.Add(1)
-		go func() {
+		go func() { // from its own EncoderReady on, whatever the publishes after it take
 			defer wg.Done()
-			at := published.Add(time.Duration(x2RaceTTLMs+r.offsetMs) * time.Millisecond)
+			at := r.published.Add(time.Duration(x2RaceTTLMs+r.offsetMs) * time.Millisecond)
 			select {
 			case <-time.After(time.Until(at)):
 			case <-ctx.Done():
@@ -194,28 +205,55 @@ const (
 	// entry left behind shows, and short enough that one a broken engine
 	// leaves expires soon after.
 	c7BurstTTLMs = 30_000
-	// c7BurstCalibrations is how many uncancelled publishes time a publish.
-	c7BurstCalibrations = 3
+	// c7BurstCalibrations is how many rounds of c7BurstInFlight uncancelled
+	// publishes time a publish; c7BurstWindowPercent is the share of the
+	// fastest the cancellation moments are drawn from.
+	c7BurstCalibrations  = 2
+	c7BurstWindowPercent = 80
 )
 
-// C7CancelledBurstLeavesNothing times a publish (the fastest of three, to the arrival of its EncoderReady), then sends 24 publishes, 4 at a time, each cancelled at a moment drawn from a fixed, printed seed over the first 90% of that time: a publish whose client got no EncoderReady leaves nothing behind, and the producer's exports return to their values before within 5 s, far short of the 30 s TTL (C-7; those that did get one are released with Abort).
+// C7CancelledBurstLeavesNothing times publishes 4 at a time (the fastest of eight, to the arrival of its EncoderReady), then sends 24 publishes, 4 at a time, each cancelled at a moment drawn from a fixed, printed seed over the first 80% of that time: a publish whose client got no EncoderReady leaves nothing behind, and the producer's exports return to their values before within 5 s, far short of the 30 s TTL (C-7; those that did get one are released with Abort).
 func C7CancelledBurstLeavesNothing(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
 	defer h.cleanup()
 	img := fixture(t, "video-001.png")
 	keys := []string{ObservableExportsEntries, ObservableExportsBytes}
 
+	// Time publishes as the burst runs them (c7BurstInFlight at once): the
+	// fastest of them bounds the cancellation moments, so every cancel
+	// lands before the earliest moment E could have sent an EncoderReady
+	// and returned. A cancel after that would leave a conforming entry its
+	// client may never have read (the send succeeded, the stream closed):
+	// C-7 cannot ask that one to go before its TTL.
 	fastest := time.Duration(0)
-	for i := 0; i < c7BurstCalibrations; i++ {
-		start := time.Now()
-		ready := h.publishItems(proto.Uint32(c7BurstTTLMs), "image="+img.Name+", timing a publish", imageItem(img))
-		if d := time.Since(start); fastest == 0 || d < fastest {
-			fastest = d
+	for round := 0; round < c7BurstCalibrations; round++ {
+		took := make([]time.Duration, c7BurstInFlight)
+		readies := make([]*target.GenerateResult, c7BurstInFlight)
+		var cw sync.WaitGroup
+		for i := range took {
+			req := h.publishRequest(proto.Uint32(c7BurstTTLMs), imageItem(img))
+			cw.Add(1)
+			go func() {
+				defer cw.Done()
+				start := time.Now()
+				readies[i], _ = h.prod.Generate(ctx, req)
+				took[i] = time.Since(start)
+			}()
 		}
-		h.expectAbortStatus(ready.GetRef(), "after timing a publish", pb.AbortStatus_ABORT_STATUS_ABORTED)
+		cw.Wait()
+		for i, res := range readies {
+			if res == nil || res.Status == nil || res.Code() != codes.OK || res.EncoderReady() == nil {
+				t.Fatalf("Publish(image=%s, timing %d at once) = %v; want OK with one EncoderReady", img.Name, c7BurstInFlight, res)
+			}
+			h.track(res.EncoderReady().GetRef()) // released at cleanup, and here: timing is no check
+			_, _ = h.abort(h.prod, res.EncoderReady().GetRef())
+			if fastest == 0 || took[i] < fastest {
+				fastest = took[i]
+			}
+		}
 	}
 	before := h.counters("producer", h.prod)
-	window := fastest * 9 / 10
+	window := fastest * c7BurstWindowPercent / 100
 	rng := rand.New(rand.NewPCG(c7BurstSeed, uint64(c7BurstPublishes)))
 	delays := make([]time.Duration, c7BurstPublishes)
 	for i := range delays {

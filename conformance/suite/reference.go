@@ -169,6 +169,34 @@ func refWithItemHash(opaque []byte, i int, hash string) ([]byte, error) {
 	return marshalRef(m), nil
 }
 
+// refWithTagAltered returns opaque with one hex digit of its tag changed
+// (still 64 lowercase hex digits): a well-formed imitation whose tag no
+// longer verifies (SU-4, SU-5).
+func refWithTagAltered(opaque []byte) ([]byte, error) {
+	m, err := parseRef(opaque)
+	if err != nil {
+		return nil, err
+	}
+	tag, ok := m["tag"].(string)
+	if !ok || tag == "" {
+		return nil, fmt.Errorf("%w: tag is %T %v, want a non-empty string", errRefFormat, m["tag"], m["tag"])
+	}
+	m["tag"] = flipHexDigit(tag, len(tag)/2)
+	return marshalRef(m), nil
+}
+
+// flipHexDigit returns s with the hex digit at i replaced by a different
+// lowercase hex digit ('0' becomes '1', anything else '0').
+func flipHexDigit(s string, i int) string {
+	b := []byte(s)
+	if b[i] == '0' {
+		b[i] = '1'
+	} else {
+		b[i] = '0'
+	}
+	return string(b)
+}
+
 // refNested returns opaque with its tag wrapped in depth-1 arrays, so the
 // document nests depth deep (object + depth-1 arrays); depth must be at
 // least 2. maxReferenceDepth+1 is the smallest illegal depth (SU-4).

@@ -108,6 +108,30 @@ func TestRefEdits(t *testing.T) {
 		t.Errorf("refWithItemHash(item not an object) = nil error")
 	}
 
+	altered, err := refWithTagAltered(valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := parseRef(altered)
+	tag := m["tag"].(string)
+	diff := 0
+	for i := range tag {
+		if tag[i] != 'b' {
+			diff++
+		}
+	}
+	if len(tag) != 64 || diff != 1 || !matches(`^[0-9a-f]{64}$`, tag) {
+		t.Errorf("refWithTagAltered tag = %q; want 64 lowercase hex differing in one digit", tag)
+	}
+	if _, err := refWithTagAltered([]byte(`{"tag":5}`)); err == nil {
+		t.Errorf("refWithTagAltered(numeric tag) = nil error")
+	}
+	if got := flipHexDigit("0a", 0); got != "1a" {
+		t.Errorf("flipHexDigit(0a, 0) = %q", got)
+	}
+	if got := flipHexDigit("0a", 1); got != "00" {
+		t.Errorf("flipHexDigit(0a, 1) = %q", got)
+	}
 }
 
 func TestRefNested(t *testing.T) {

@@ -281,7 +281,7 @@ func SU5ReferenceIDsUnguessable(ctx context.Context, t TB, tg target.Target) {
 	}
 }
 
-// SU5ForgedReferenceRejected presents entry A's opaque state with entry B's id (baton-json-v1 declared): INVALID_ARGUMENT on consumer and producer, and A and B still consume (SU-5).
+// SU5ForgedReferenceRejected presents entry A's opaque state with entry B's id, and A's with one hex digit of its tag altered (baton-json-v1 declared): INVALID_ARGUMENT on consumer and producer, and A and B still consume (SU-5).
 func SU5ForgedReferenceRejected(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
 	defer h.cleanup()
@@ -301,6 +301,12 @@ func SU5ForgedReferenceRejected(ctx context.Context, t TB, tg target.Target) {
 	note := fmt.Sprintf("forged: %s's state with %s's id", refLabel(refA), refLabel(refB))
 	h.consumeRejected(prompt, forged, note, codes.InvalidArgument)
 	h.expectAbortCode(h.prod, forged, note, codes.InvalidArgument)
+	tagged, err := refWithTagAltered(refA.GetOpaqueState())
+	if err != nil {
+		t.Fatalf("Publish = reference %s: %v; the profile declares reference_format %q", refLabel(refA), err, FormatBatonJSONv1)
+	}
+	h.consumeRejected(prompt, withOpaque(refA, tagged), "one hex digit of the tag altered", codes.InvalidArgument)
+	h.expectAbortCode(h.prod, withOpaque(refA, tagged), "one hex digit of the tag altered", codes.InvalidArgument)
 	h.consumeOK(prompt, refB, "the entry whose id was forged")
 	h.consumeOK(prompt, refA, "the entry whose state was forged")
 }

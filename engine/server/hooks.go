@@ -101,13 +101,14 @@ type Hooks struct {
 	// client instead of released (the C-3 mutant; C-7 on the stream).
 	KeepOutputAfterCancel bool
 
-	// The hooks below break the decisions the race and volume cases of
-	// conformance/suite check (races.go there).
+	// The hooks below break the decisions the race and near-pair cases of
+	// conformance/suite check (races.go, baseline.go there).
 
 	// ReleaseAnswersFromTable answers Abort(encoder_cache) from the
-	// producer's table alone: an entry the table still lists as published
-	// is answered ABORTED even when the removal found it already claimed by
-	// a consumer (the SU-3 race mutant: ABORTED and tokens for one reference).
+	// producer's table alone: without first looking at which entries
+	// consumers claimed, and with ABORTED for an entry the table lists as
+	// published even when the removal found it already claimed (the SU-3
+	// race mutant: ABORTED and tokens for one reference).
 	ReleaseAnswersFromTable bool
 	// CollectorTrustsTable makes the collector expire entries from its
 	// table without first looking at which of them consumers claimed, and
@@ -121,9 +122,4 @@ type Hooks struct {
 	// contract's hash (the B-2 mutants: a producer whose hash two different
 	// images can share).
 	PublishedContentHash func(hash string, img image.Image) string
-	// KeepEntryAfterCancelledSend keeps a published entry whose
-	// EncoderReady could not reach its cancelled client, or whose client
-	// cancelled during the send, instead of releasing it (the C-7 mutant:
-	// the entry stays until its TTL).
-	KeepEntryAfterCancelledSend bool
 }

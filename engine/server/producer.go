@@ -151,8 +151,8 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 		err = ctx.Err()
 	}
 	if err != nil {
-		if ignoreCancel || e.cfg.Hooks.KeepEntryAfterCancelledSend {
-			// The C-2, C-3 and C-7 mutants: the entry is kept for a client that never got it.
+		if ignoreCancel {
+			// The C-2 and C-3 mutants: the entry is kept for a client that never got it.
 			e.log.Warn("EncoderReady send failed or cancelled; entry kept", "entry", id, "err", err)
 			return err
 		}
