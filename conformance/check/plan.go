@@ -285,10 +285,10 @@ func (pl Plan) AnySelected() bool {
 	return slices.ContainsFunc(pl.Cases, func(c PlannedCase) bool { return c.Selected })
 }
 
-// RolesOf returns the roles tg has an endpoint for, sorted.
+// RolesOf returns the roles tg has an endpoint for (consumer2 included), sorted.
 func RolesOf(tg target.Target) []target.Role {
 	var out []target.Role
-	for _, r := range probeRoles {
+	for _, r := range suite.EveryRole() {
 		if e, ok := tg.Engine(r); ok && e != nil {
 			out = append(out, r)
 		}

@@ -14,6 +14,14 @@
 // Fatalf), or skips with a message starting with NotApplicablePrefix or
 // NotVerifiablePrefix; a failure of the harness itself is a Fatalf starting
 // with HarnessErrorPrefix. OutcomeOf maps a finished case to its outcome.
+//
+// What a case needs of a target is data (Case.Needs): Case.Execute decides
+// from it before the case runs (Case.Decide), and the dry-run plan
+// (conformance/check) predicts from the same call. Each case asserts its
+// own rule only; the few documented exceptions are Consequences. Core
+// cases read no counter (CONTRACT section 4); Lifecycle cases read them
+// through one check, CheckObservables. The volume cases run only when the
+// environment sets BATON_VOLUME=1 (EnvVolume): `make test` leaves them out.
 package suite
 
 import (
@@ -104,8 +112,9 @@ const (
 	// LabelSlow marks a case that waits for time to pass (a TTL) or loops.
 	LabelSlow = "slow"
 	// LabelVolume marks a case that sends a large volume of work (many
-	// large images). `make test` leaves these out (they run in `make
-	// ci-long`); they get no E+P+D or under-faults copy.
+	// large images, Needs.Volume): it runs only with BATON_VOLUME=1
+	// (EnvVolume), so `make test` leaves it out, and it gets no E+P+D or
+	// under-faults copy.
 	LabelVolume = "volume"
 )
 
@@ -165,7 +174,7 @@ func Cases() []Case {
 
 		// L: limits and validation (limits.go).
 		{Rule: "L-1", Name: "L-1 a reference over 64 KiB is rejected before any token", Run: L1OversizeReferenceRejected, Needs: EPD},
-		{Rule: "L-1", Name: "L-1 a valid reference padded past 64 KiB is rejected, padded to 64 KiB it consumes (baton-json-v1)", Run: L1PaddedReferenceAtTheBound, Needs: formatChecks},
+		{Rule: "L-1", Name: "L-1 a valid reference padded past 64 KiB is INVALID_ARGUMENT even with a backend the consumer does not accept (baton-json-v1)", Run: L1PaddedReferenceAtTheBound, Needs: formatChecks},
 		{Rule: "L-1", Name: "L-1 a decode preparation over 2 MiB is rejected before any token", Run: L1OversizeDecodePreparationRejected, Needs: EPPD},
 		{Rule: "L-2", Name: "L-2 a multimodal decode without its decode preparation is rejected", Run: L2DecodeWithoutPreparationRejected, Needs: EPPD},
 		{Rule: "L-3", Name: "L-3 video and audio items are UNIMPLEMENTED on producer and baseline", Run: L3VideoAudioUnimplemented, Needs: EPD},

@@ -105,13 +105,18 @@ func truncationLengths(n int) []int {
 	return out
 }
 
-// tamperedVariant is one alteration of a valid reference; fieldCodes lists
-// the codes it may get: INVALID_ARGUMENT (SU-5), or FAILED_PRECONDITION too
+// tamperedVariant is one alteration of a valid reference; codes lists the
+// codes it may get: INVALID_ARGUMENT (SU-5), or FAILED_PRECONDITION too
 // when the backend or endpoint changed (N-1, SE-3 decide before SU-5).
+// abortOnly marks an altered producer_endpoint of a transfer-backend
+// reference: a consumer dials that endpoint, so refusing it before any
+// connection is SE-3's check (its own cases); the producer's Abort, which
+// dials nothing, still gets it.
 type tamperedVariant struct {
-	note  string
-	ref   *pb.EncoderCacheRef
-	codes []codes.Code
+	note      string
+	ref       *pb.EncoderCacheRef
+	codes     []codes.Code
+	abortOnly bool
 }
 
 // tamperedReferences returns the alterations of ref the SU-5 case
@@ -120,7 +125,9 @@ type tamperedVariant struct {
 // (truncationLengths) and extended after its end (one byte, many bytes, a
 // JSON-looking suffix), producer_instance_id altered in each character and
 // replaced, backend altered, and producer_endpoint altered (host, port,
-// protocol, removed). None grows opaque_state past 65,536 bytes (that is L-1's).
+// protocol, removed; abortOnly unless the backend is the shared directory,
+// whose consumer dials nothing). None grows opaque_state past 65,536 bytes
+// (that is L-1's).
 func tamperedReferences(ref *pb.EncoderCacheRef) []tamperedVariant {
 	op := ref.GetOpaqueState()
 	invalid := []codes.Code{codes.InvalidArgument}
@@ -129,10 +136,10 @@ func tamperedReferences(ref *pb.EncoderCacheRef) []tamperedVariant {
 	for _, i := range tamperPositions(len(op)) {
 		b := append([]byte(nil), op...)
 		b[i] = alterByte(b[i])
-		out = append(out, tamperedVariant{fmt.Sprintf("opaque_state byte %d of %d altered (%q -> %q)", i, len(op), op[i], b[i]), withOpaque(ref, b), invalid})
+		out = append(out, tamperedVariant{fmt.Sprintf("opaque_state byte %d of %d altered (%q -> %q)", i, len(op), op[i], b[i]), withOpaque(ref, b), invalid, false})
 	}
 	for _, l := range truncationLengths(len(op)) {
-		out = append(out, tamperedVariant{fmt.Sprintf("opaque_state truncated to %d of %d bytes", l, len(op)), withOpaque(ref, append([]byte(nil), op[:l]...)), invalid})
+		out = append(out, tamperedVariant{fmt.Sprintf("opaque_state truncated to %d of %d bytes", l, len(op)), withOpaque(ref, append([]byte(nil), op[:l]...)), invalid, false})
 	}
 	for _, suffix := range []struct{ note, bytes string }{
 		{"one NUL byte", "\x00"}, {"one space", " "}, {"one newline", "\n"}, {"one 'a'", "a"}, {"one '}'", "}"},
@@ -142,34 +149,34 @@ func tamperedReferences(ref *pb.EncoderCacheRef) []tamperedVariant {
 		if len(op)+len(suffix.bytes) > maxReferenceBytes {
 			continue
 		}
-		out = append(out, tamperedVariant{"opaque_state extended by " + suffix.note, withOpaque(ref, append(append([]byte(nil), op...), suffix.bytes...)), invalid})
+		out = append(out, tamperedVariant{"opaque_state extended by " + suffix.note, withOpaque(ref, append(append([]byte(nil), op...), suffix.bytes...)), invalid, false})
 	}
 	id := ref.GetProducerInstanceId()
 	for i := 0; i < len(id); i++ {
 		b := []byte(id)
 		b[i] = alterByte(b[i])
-		out = append(out, tamperedVariant{fmt.Sprintf("producer_instance_id character %d altered (%q)", i, string(b)), withInstance(ref, string(b)), invalid})
+		out = append(out, tamperedVariant{fmt.Sprintf("producer_instance_id character %d altered (%q)", i, string(b)), withInstance(ref, string(b)), invalid, false})
 	}
 	other := newUUID()
 	for other == id {
 		other = newUUID()
 	}
 	out = append(out,
-		tamperedVariant{fmt.Sprintf("producer_instance_id replaced by %q", other), withInstance(ref, other), invalid},
-		tamperedVariant{"producer_instance_id with a character appended", withInstance(ref, id+"0"), invalid},
+		tamperedVariant{fmt.Sprintf("producer_instance_id replaced by %q", other), withInstance(ref, other), invalid, false},
+		tamperedVariant{"producer_instance_id with a character appended", withInstance(ref, id+"0"), invalid, false},
 	)
 	if bk := ref.GetBackend(); bk != "" {
 		b := []byte(bk)
 		b[0] = alterByte(b[0])
 		r := proto.Clone(ref).(*pb.EncoderCacheRef)
 		r.Backend = string(b)
-		out = append(out, tamperedVariant{fmt.Sprintf("backend %q altered to %q", bk, r.Backend), r, refused})
+		out = append(out, tamperedVariant{fmt.Sprintf("backend %q altered to %q", bk, r.Backend), r, refused, false})
 	}
 	ep := ref.GetProducerEndpoint()
 	endpoint := func(note string, f func(e *pb.KvEndpoint) *pb.KvEndpoint) {
 		r := proto.Clone(ref).(*pb.EncoderCacheRef)
 		r.ProducerEndpoint = f(proto.Clone(ep).(*pb.KvEndpoint))
-		out = append(out, tamperedVariant{"producer_endpoint " + note, r, refused})
+		out = append(out, tamperedVariant{"producer_endpoint " + note, r, refused, ref.GetBackend() != sharedDirBackend})
 	}
 	// Only loopback addresses: a broken engine that dials them reaches
 	// nothing (port 9 is discard, closed on test machines) and never hangs.
@@ -214,7 +221,7 @@ func codesString(cs []codes.Code) string {
 	return s
 }
 
-// SU5TamperedReferencesRejected presents a fresh reference altered in every byte of its opaque_state (all positions up to 1024 bytes, a dense deterministic sample beyond), truncated at every length class, extended after its end, and with its producer_instance_id, backend and producer_endpoint altered, to the consumer and to the producer's Abort: each INVALID_ARGUMENT (FAILED_PRECONDITION allowed where the backend or endpoint changed: N-1, SE-3) with no token, and the original still consumes at the end (SU-5, any reference format).
+// SU5TamperedReferencesRejected presents a fresh reference altered in every byte of its opaque_state (all positions up to 1024 bytes, a dense deterministic sample beyond), truncated at every length class, extended after its end, and with its producer_instance_id, backend and producer_endpoint altered, to the consumer and to the producer's Abort: each INVALID_ARGUMENT (FAILED_PRECONDITION allowed where the backend or endpoint changed: N-1, SE-3) with no token, and the original still consumes at the end (SU-5, any reference format). On a transfer backend an altered endpoint goes to the Abort only: the consumer would dial it, and refusing that before any connection is SE-3's.
 func SU5TamperedReferencesRejected(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
 	defer h.cleanup()
@@ -224,8 +231,9 @@ func SU5TamperedReferencesRejected(ctx context.Context, t TB, tg target.Target) 
 	variants := tamperedReferences(ref)
 	failures := 0
 	for _, v := range variants {
-		res := h.consume(prompt, v.ref)
-		if !slices.Contains(v.codes, res.Code()) || len(res.TokenIDs()) > 0 || res.EncoderReady() != nil || hasPrefillReady(res) {
+		if v.abortOnly {
+			// Only the Abort below: see tamperedVariant.
+		} else if res := h.consume(prompt, v.ref); !slices.Contains(v.codes, res.Code()) || len(res.TokenIDs()) > 0 || res.EncoderReady() != nil || hasPrefillReady(res) {
 			failures++
 			if failures <= tamperReportMax {
 				t.Errorf("%s = %s; want %s before any token (SU-5: an altered reference consumes nothing)", consumeCall(ref, v.note), describe(res), codesString(v.codes))
