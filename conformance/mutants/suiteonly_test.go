@@ -2,13 +2,11 @@ package mutants
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,50 +14,6 @@ import (
 	"github.com/baton-dev/baton/conformance/target"
 	"github.com/baton-dev/baton/engine/server"
 )
-
-// suiteRecorder is a suite.TB that records what a case reports; Fatalf and
-// Skipf end the case's goroutine (runtime.Goexit) as *testing.T does.
-type suiteRecorder struct {
-	mu           sync.Mutex
-	failed, skip bool
-	msgs         []string
-}
-
-func (r *suiteRecorder) Helper()             {}
-func (r *suiteRecorder) Logf(string, ...any) {}
-func (r *suiteRecorder) Errorf(f string, a ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failed = true
-	r.msgs = append(r.msgs, fmt.Sprintf(f, a...))
-}
-func (r *suiteRecorder) Fatalf(f string, a ...any) { r.Errorf(f, a...); runtime.Goexit() }
-func (r *suiteRecorder) Skipf(f string, a ...any) {
-	r.mu.Lock()
-	r.skip = true
-	r.msgs = append(r.msgs, fmt.Sprintf(f, a...))
-	r.mu.Unlock()
-	runtime.Goexit()
-}
-func (r *suiteRecorder) Failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.failed
-}
-
-// run executes c against tg in a goroutine of its own and returns what it recorded.
-func run(c suite.Case, tg target.Target) *suiteRecorder {
-	r := &suiteRecorder{}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Execute(ctx, r, tg)
-	}()
-	<-done
-	return r
-}
 
 // suiteOnlyKillers are the cases (function names) each SuiteOnly mutant
 // must fail.
@@ -160,10 +114,13 @@ func TestSuiteOnlyMutantsKilled(t *testing.T) {
 				if tg == nil {
 					tg = startTopology(t, m)
 				}
-				if r := run(c, tg); !r.failed {
-					t.Errorf("%s against mutant %s (%s) = not failed (skipped %v: %v); want failed", c.Name, m.Name, m.Breaks, r.skip, r.msgs)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				r := suite.Record(ctx, c, tg)
+				cancel()
+				if !r.Failed {
+					t.Errorf("%s against mutant %s (%s) = %s (%v); want failed", c.Name, m.Name, m.Breaks, r.Outcome, r.Messages)
 				} else {
-					t.Logf("%s kills %s: %s", name, m.Name, r.msgs[0])
+					t.Logf("%s kills %s: %s", name, m.Name, r.Messages[0])
 				}
 			}
 		})

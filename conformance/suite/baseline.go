@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
@@ -364,27 +363,17 @@ func B1LargeImagesUnderLoad(ctx context.Context, t TB, tg target.Target) {
 		err       error
 	}
 	runs := make([]handoff, volumeHandoffs)
-	sem := make(chan struct{}, volumeInFlight)
-	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range runs {
-		runs[i].img = imgs[i%len(imgs)]
-		pub := h.publishRequest(nil, imageItem(runs[i].img))
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			r := &runs[i]
-			if r.published, r.err = h.prod.Generate(ctx, pub); r.err != nil || r.published.Status == nil {
-				return
-			}
-			if ready := r.published.EncoderReady(); r.published.Code() == codes.OK && ready != nil {
-				r.consumed, r.err = h.cons.Generate(ctx, h.consumeRequest(prompt, ready.GetRef()))
-			}
-		}()
-	}
-	wg.Wait()
+	inFlight(volumeHandoffs, volumeInFlight, func(i int) {
+		r := &runs[i]
+		r.img = imgs[i%len(imgs)]
+		if r.published, r.err = h.prod.Generate(ctx, h.publishRequest(nil, imageItem(r.img))); r.err != nil || r.published.Status == nil {
+			return
+		}
+		if ready := r.published.EncoderReady(); r.published.Code() == codes.OK && ready != nil {
+			r.consumed, r.err = h.cons.Generate(ctx, h.consumeRequest(prompt, ready.GetRef()))
+		}
+	})
 	t.Logf("B-1 volume: %d handoffs of %dx%d images, %d in flight, in %v", volumeHandoffs, fixtures.FullHDWidth, fixtures.FullHDHeight, volumeInFlight, time.Since(start).Round(time.Millisecond))
 	failures := 0
 	for i, r := range runs {

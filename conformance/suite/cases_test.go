@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -15,49 +14,10 @@ import (
 	"github.com/baton-dev/baton/fixtures"
 )
 
-// recorder is a TB that records what a case reports instead of failing the
-// test: Fatalf and Skipf end the case's goroutine (runtime.Goexit), as
-// *testing.T does.
+// recorder is what a case reported (Record), in the fields the tests read.
 type recorder struct {
-	mu      sync.Mutex
-	failed  bool
-	skipped bool
-	msgs    []string
-	logs    []string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Logf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.logs = append(r.logs, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failed = true
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	runtime.Goexit()
-}
-
-func (r *recorder) Skipf(format string, args ...any) {
-	r.mu.Lock()
-	r.skipped = true
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-	r.mu.Unlock()
-	runtime.Goexit()
-}
-
-func (r *recorder) Failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.failed
+	failed, skipped bool
+	msgs            []string
 }
 
 func (r *recorder) outcome() Outcome { return OutcomeOf(r.failed, r.skipped, r.msgs...) }
@@ -66,20 +26,13 @@ func (r *recorder) String() string {
 	return fmt.Sprintf("%s: %s", r.outcome(), strings.Join(r.msgs, "\n\t"))
 }
 
-// runCase runs c against tg in its own goroutine (so Goexit ends only the
-// case) and returns what it reported.
+// runCase runs c against tg (Record, bounded by 30 s) and returns what it reported.
 func runCase(t *testing.T, c Case, tg target.Target) *recorder {
 	t.Helper()
-	r := &recorder{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Execute(ctx, r, tg)
-	}()
-	<-done
-	return r
+	rec := Record(ctx, c, tg)
+	return &recorder{failed: rec.Failed, skipped: rec.Skipped, msgs: rec.Messages}
 }
 
 // fullProfile declares everything the cases can use; the quota holds 10

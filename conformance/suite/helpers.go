@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
@@ -432,6 +433,33 @@ func (h *harness) expectAbortStatus(ref *pb.EncoderCacheRef, note string, want p
 		return false
 	}
 	return true
+}
+
+// expectRefused presents ref to the consumer and to the producer's Abort
+// and reports (Errorf) unless each is rejected with want (no token;
+// nothing released).
+func (h *harness) expectRefused(prompt string, ref *pb.EncoderCacheRef, note string, want codes.Code) {
+	h.t.Helper()
+	h.consumeRejected(prompt, ref, note, want)
+	h.expectAbortCode(h.prod, ref, note, want)
+}
+
+// inFlight runs job(0), ..., job(n-1), at most limit at once, and returns
+// once all ended. Jobs run in goroutines of their own: they must not call
+// the case's TB (collect their results and check them after).
+func inFlight(n, limit int, job func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			job(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // expectReleased sends Abort(encoder_cache=ref) to the producer and

@@ -41,8 +41,7 @@ func L1OversizeReferenceRejected(ctx context.Context, t TB, tg target.Target) {
 			{fmt.Sprintf("opaque_state the valid %d bytes followed by random bytes to %d", len(op), size), prefixed},
 			{fmt.Sprintf("opaque_state the valid %d bytes followed by spaces to %d (a lenient reader would skip them)", len(op), size), spaced},
 		} {
-			h.consumeRejected(prompt, v.ref, v.note, codes.InvalidArgument)
-			h.expectAbortCode(h.prod, v.ref, v.note, codes.InvalidArgument)
+			h.expectRefused(prompt, v.ref, v.note, codes.InvalidArgument)
 		}
 	}
 	h.consumeOK(prompt, ref, "the valid reference after the oversize ones")

@@ -229,18 +229,11 @@ func C7CancelledBurstLeavesNothing(ctx context.Context, t TB, tg target.Target) 
 	for round := 0; round < c7BurstCalibrations; round++ {
 		took := make([]time.Duration, c7BurstInFlight)
 		readies := make([]*target.GenerateResult, c7BurstInFlight)
-		var cw sync.WaitGroup
-		for i := range took {
-			req := h.publishRequest(proto.Uint32(c7BurstTTLMs), imageItem(img))
-			cw.Add(1)
-			go func() {
-				defer cw.Done()
-				start := time.Now()
-				readies[i], _ = h.prod.Generate(ctx, req)
-				took[i] = time.Since(start)
-			}()
-		}
-		cw.Wait()
+		inFlight(c7BurstInFlight, c7BurstInFlight, func(i int) {
+			start := time.Now()
+			readies[i], _ = h.prod.Generate(ctx, h.publishRequest(proto.Uint32(c7BurstTTLMs), imageItem(img)))
+			took[i] = time.Since(start)
+		})
 		for i, res := range readies {
 			if res == nil || res.Status == nil || res.Code() != codes.OK || res.EncoderReady() == nil {
 				t.Fatalf("Publish(image=%s, timing %d at once) = %v; want OK with one EncoderReady", img.Name, c7BurstInFlight, res)
@@ -262,27 +255,17 @@ func C7CancelledBurstLeavesNothing(ctx context.Context, t TB, tg target.Target) 
 	t.Logf("C-7 burst: seed %d, %d publishes, %d in flight, cancelled within %v of a %v publish", c7BurstSeed, c7BurstPublishes, c7BurstInFlight, window, fastest)
 
 	results := make([]*target.GenerateResult, c7BurstPublishes)
-	sem := make(chan struct{}, c7BurstInFlight)
-	var wg sync.WaitGroup
-	for i, d := range delays {
-		req := h.publishRequest(proto.Uint32(c7BurstTTLMs), imageItem(img))
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			cctx, cancel := context.WithCancel(ctx)
-			timer := time.AfterFunc(d, cancel)
-			defer timer.Stop()
-			defer cancel()
-			res, err := h.prod.Generate(cctx, req)
-			if err != nil || res == nil {
-				res = &target.GenerateResult{}
-			}
-			results[i] = res
-		}()
-	}
-	wg.Wait()
+	inFlight(c7BurstPublishes, c7BurstInFlight, func(i int) {
+		cctx, cancel := context.WithCancel(ctx)
+		timer := time.AfterFunc(delays[i], cancel)
+		defer timer.Stop()
+		defer cancel()
+		res, err := h.prod.Generate(cctx, h.publishRequest(proto.Uint32(c7BurstTTLMs), imageItem(img)))
+		if err != nil || res == nil {
+			res = &target.GenerateResult{}
+		}
+		results[i] = res
+	})
 	delivered := 0
 	for i, res := range results {
 		if res.Status != nil && res.EncoderReady() != nil {

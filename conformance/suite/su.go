@@ -299,14 +299,12 @@ func SU5ForgedReferenceRejected(ctx context.Context, t TB, tg target.Target) {
 	}
 	forged := withOpaque(refA, forgedOpaque)
 	note := fmt.Sprintf("forged: %s's state with %s's id", refLabel(refA), refLabel(refB))
-	h.consumeRejected(prompt, forged, note, codes.InvalidArgument)
-	h.expectAbortCode(h.prod, forged, note, codes.InvalidArgument)
+	h.expectRefused(prompt, forged, note, codes.InvalidArgument)
 	tagged, err := refWithTagAltered(refA.GetOpaqueState())
 	if err != nil {
 		t.Fatalf("Publish = reference %s: %v; the profile declares reference_format %q", refLabel(refA), err, FormatBatonJSONv1)
 	}
-	h.consumeRejected(prompt, withOpaque(refA, tagged), "one hex digit of the tag altered", codes.InvalidArgument)
-	h.expectAbortCode(h.prod, withOpaque(refA, tagged), "one hex digit of the tag altered", codes.InvalidArgument)
+	h.expectRefused(prompt, withOpaque(refA, tagged), "one hex digit of the tag altered", codes.InvalidArgument)
 	h.consumeOK(prompt, refB, "the entry whose id was forged")
 	h.consumeOK(prompt, refA, "the entry whose state was forged")
 }
@@ -351,9 +349,7 @@ func SU5PathReferencesRejected(ctx context.Context, t TB, tg target.Target) {
 		}
 	}
 	for _, v := range vs {
-		bad := withOpaque(ref, v.opaque)
-		h.consumeRejected(prompt, bad, v.note, codes.InvalidArgument)
-		h.expectAbortCode(h.prod, bad, v.note, codes.InvalidArgument)
+		h.expectRefused(prompt, withOpaque(ref, v.opaque), v.note, codes.InvalidArgument)
 	}
 	h.consumeOK(prompt, ref, "the valid reference after the path-like ones")
 }
@@ -372,9 +368,7 @@ func SU5ForeignInstanceRejected(ctx context.Context, t TB, tg target.Target) {
 	for _, id := range []string{other, "../../../../../../proc/self", ""} {
 		foreign := proto.Clone(ref).(*pb.EncoderCacheRef)
 		foreign.ProducerInstanceId = id
-		note := fmt.Sprintf("producer_instance_id %q", id)
-		h.consumeRejected(prompt, foreign, note, codes.InvalidArgument)
-		h.expectAbortCode(h.prod, foreign, note, codes.InvalidArgument)
+		h.expectRefused(prompt, foreign, fmt.Sprintf("producer_instance_id %q", id), codes.InvalidArgument)
 	}
 	h.consumeOK(prompt, ref, "the original after the re-addressed copies")
 }
