@@ -92,6 +92,7 @@ func runAllOnFake(t *testing.T, mk func() target.Target) {
 // declaring every optional format: each passes, except those Decide ends
 // before running (E+P+D, test hooks, fault proxy, restarts, volume).
 func TestCasesPassOnConformingFake(t *testing.T) {
+	t.Parallel() // the fake tests mostly wait (TTLs, settle timeouts): they overlap
 	runAllOnFake(t, func() target.Target {
 		return newFakeWorld(fakeMutant{}, fullProfile().ProducerQuotaBytes).target(fullProfile())
 	})
@@ -103,6 +104,7 @@ func TestCasesPassOnConformingFake(t *testing.T) {
 // checks on top of format-agnostic ones, not applicable) by their Needs;
 // the rest pass on the wire alone.
 func TestCasesWithBareProfile(t *testing.T) {
+	t.Parallel()
 	runAllOnFake(t, func() target.Target { return newFakeWorld(fakeMutant{}, 0).target(bareProfile()) })
 }
 
@@ -111,6 +113,7 @@ func TestCasesWithBareProfile(t *testing.T) {
 // declares no optional format, passes every case it passes with all
 // formats: no case depends on an optional format it does not declare.
 func TestCasesOnARequiredFormatsOnlyFake(t *testing.T) {
+	t.Parallel()
 	p := fullProfile()
 	p.MediaFormats = nil
 	runAllOnFake(t, func() target.Target {
@@ -230,6 +233,7 @@ func rulesNamed(msg string) []string {
 // own rule: an assertion that belongs to another rule shows up as a
 // failure outside the table.
 func TestMutantsKilledAndFailuresNameOnlyTheirRules(t *testing.T) {
+	t.Parallel()
 	worlds := append([]fakeMutantCase{{name: "conforming"}}, fakeMutants...)
 	byFunc := map[string]Case{}
 	for _, c := range Cases() {

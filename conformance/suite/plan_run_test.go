@@ -21,6 +21,7 @@ import (
 // applicable only when the plan said what it may find out
 // (PlannedCase.Discovers). Each case runs in a world of its own, all at once.
 func TestDryRunPredictsTheRun(t *testing.T) {
+	t.Parallel() // it mostly waits, as the fake tests of package suite do
 	full := func() target.Profile {
 		return target.Profile{
 			Name: "fake", Level: "lifecycle", Topologies: []string{target.TopologyEPD}, Backends: []string{suite.FakeBackend},
