@@ -19,7 +19,7 @@ import (
 // must fail.
 var suiteOnlyKillers = map[string][]string{
 	"su1-process-local-claim":              {"SU1TwoConsumerProcessesOneWins"},
-	"su3-release-answers-from-table":       {"SU3AbortRacesConsume", "SU3AbortAfterConsume"},
+	"su3-release-answers-from-table":       {"SU3AbortRacesConsume"},
 	"x2-collector-trusts-table":            {"X2ConsumeRacesExpiry"},
 	"b2-published-hash-without-dimensions": {"B2NearImagesDifferentAnswers"},
 	"b2-published-hash-of-sampled-pixels":  {"B2NearImagesDifferentAnswers"},
