@@ -20,7 +20,8 @@ import (
 var ErrCannotCertify = errors.New("check: the profile cannot be certified at its claimed level")
 
 // PlannedCase is what one registered case would do against a profile,
-// decided from its labels and the profile alone, before anything runs.
+// decided from the case's declared needs (suite.Case.Needs) and the
+// profile alone, before anything runs.
 type PlannedCase struct {
 	// Rule, Name, Level and Labels are the case's, as in conformance.yaml.
 	Rule, Name, Level string
@@ -33,8 +34,14 @@ type PlannedCase struct {
 	// endpoints) when it is decided before running.
 	Outcome reports.Outcome
 	// Reason says why, in the suite's words ("target does not serve
-	// topology E+P+D (profile topologies [E+PD])").
+	// topology E+P+D (profile topologies [E+PD])"): the very reason the
+	// case ends with when it runs (suite.Case.Decide).
 	Reason string
+	// Discovers, for a case that would run, is what it finds out only from
+	// the target's answers and then ends not verifiable (or not
+	// applicable) after all (suite.Needs.Discovers); "" when a run of it
+	// can only pass or fail.
+	Discovers string
 }
 
 // Plan is what a run would do against a profile: every registered case,
@@ -55,30 +62,39 @@ type Plan struct {
 	RulesByLevel map[string][]string
 }
 
-// NewPlan decides, from labels alone, what each registered case
-// (suite.Cases) would do against profile p with endpoints for roles:
+// NewPlan decides what each registered case (suite.Cases) would do
+// against a target declaring profile p with endpoints for roles, from the
+// same declarations the run decides from: each case's Needs, through
+// suite.Case.Decide (topology, declared format, quota, baseline,
+// observables, test hooks, fault proxy, restarts, a second consumer,
+// optional media formats, destructive cases, volume cases; see
+// suite.Needs). A case the plan says would run ends passed or failed,
+// unless its Needs.Discovers names what it may find missing in the
+// target's answers (PlannedCase.Discovers).
 //
-//   - topology:E+PD / topology:E+P+D: not applicable unless the profile
-//     declares the topology (or declares none and has its roles: E+PD needs
-//     producer and consumer, E+P+D producer, prefill and decode); declared
-//     with a role missing is an error (as the suite decides it);
-//   - needs:baseline: not verifiable without a baseline endpoint;
-//   - needs:reference-format: not verifiable unless reference_format is
-//     "baton-json-v1";
-//   - needs:producer-quota: not verifiable unless producer_quota_bytes > 0;
-//   - destructive: not verifiable unless destructive: true;
-//   - needs:restart: not verifiable unless the target can restart
-//     instances (Profile.Restarts: a launch section);
-//   - needs:fault-proxy, needs:test-hooks: not verifiable unless
-//     fault_proxy: true, test_hooks: true;
-//   - level lifecycle needs observables and test_hooks, level faults also
-//     fault_proxy (CONTRACT section 5 "needs"): not verifiable otherwise.
-//
-// A case that passes these checks may still end not verifiable at run time
-// (for example L-5 without observables or reference format); the
-// certificate (reports.IssueCertificate) catches that after the run.
+// NewPlan assumes a target that restarts instances when p says so
+// (Profile.Restarts: a launch section, or instances the harness started)
+// and, when p declares fault_proxy, injects faults (the harness runs the
+// proxy: a launch section or fault_proxy: {listen}). For a target at hand, NewPlanFor
+// reads what it can do; a target dialled from a profile file (target.Dial)
+// can do neither, so its Faults cases and X-1 are not verifiable.
 // Errors: an invalid label filter, a profile claiming an unknown level.
 func NewPlan(p target.Profile, roles []target.Role, filter string) (Plan, error) {
+	return newPlan(suite.Env{Profile: p, Roles: roles, CanRestart: p.Restarts, CanInjectFaults: p.FaultProxy, Volume: suite.VolumeRequested()}, filter)
+}
+
+// NewPlanFor is NewPlan for tg itself: its profile, the roles it has an
+// endpoint for, and whether it restarts instances (target.Restarter) and
+// injects faults (target.FaultInjector), exactly as a run of tg sees them
+// (suite.EnvOf). It contacts nothing: target.Dial connects lazily, so
+// `baton check --dry-run` can plan for the target it would run.
+func NewPlanFor(tg target.Target, filter string) (Plan, error) {
+	return newPlan(suite.EnvOf(tg), filter)
+}
+
+// newPlan is NewPlan for env.
+func newPlan(env suite.Env, filter string) (Plan, error) {
+	p := env.Profile
 	match := func([]string) bool { return true }
 	if strings.TrimSpace(filter) != "" {
 		m, err := types.ParseLabelFilter(filter)
@@ -92,7 +108,7 @@ func NewPlan(p target.Profile, roles []target.Role, filter string) (Plan, error)
 		return Plan{}, fmt.Errorf("check: profile claims unknown level %q", p.Level)
 	}
 	pl := Plan{Profile: p, LabelFilter: filter, Levels: append([]string(nil), levels...), RulesByLevel: map[string][]string{}}
-	pl.Roles = append(pl.Roles, roles...)
+	pl.Roles = append(pl.Roles, env.Roles...)
 	slices.Sort(pl.Roles)
 	for l, rules := range suite.RulesByLevel() {
 		if slices.Contains(levels, string(l)) {
@@ -100,83 +116,35 @@ func NewPlan(p target.Profile, roles []target.Role, filter string) (Plan, error)
 		}
 	}
 	pl.RulesByLevel = suite.RulesForProfile(pl.RulesByLevel, p) // the feature rules p declares (SE-1, SE-2)
-	has := map[target.Role]bool{}
-	for _, r := range roles {
-		has[r] = true
-	}
 	for _, c := range suite.Cases() {
 		labels := append([]string{c.Rule, LevelLabelPrefix + string(c.Level)}, c.Labels...)
 		pc := PlannedCase{Rule: c.Rule, Name: c.Name, Level: string(c.Level), Labels: labels,
-			Selected: match(labels) && slices.Contains(levels, string(c.Level)) && suite.FeaturesDeclared(p, labels)}
-		pc.Outcome, pc.Reason = decide(p, has, string(c.Level), labels)
+			Selected: match(labels) && slices.Contains(levels, string(c.Level))}
+		outcome, reason := c.Decide(env)
+		pc.Outcome, pc.Reason = reportOutcome(outcome), reason
+		if pc.Outcome == "" {
+			pc.Discovers = c.Needs.Discovers
+		}
 		pl.Cases = append(pl.Cases, pc)
 	}
 	return pl, nil
 }
 
-// topologyRoles are the roles each topology needs (CONTRACT section 1).
-var topologyRoles = map[string][]target.Role{
-	"E+PD":  {target.RoleProducer, target.RoleConsumer},
-	"E+P+D": {target.RoleProducer, target.RolePrefill, target.RoleDecode},
-}
-
-// decide is NewPlan's rule for one case.
-func decide(p target.Profile, has map[target.Role]bool, level string, labels []string) (reports.Outcome, string) {
-	for _, l := range labels {
-		topo, ok := strings.CutPrefix(l, reports.TopologyLabelPrefix)
-		if !ok {
-			continue
-		}
-		var missing []string
-		for _, r := range topologyRoles[topo] {
-			if !has[r] {
-				missing = append(missing, string(r))
-			}
-		}
-		declared := p.HasTopology(topo)
-		if declared && len(missing) > 0 {
-			return reports.Error, fmt.Sprintf("profile declares topology %s but names no endpoint for %s", topo, strings.Join(missing, ", "))
-		}
-		if !declared && (len(p.Topologies) > 0 || len(missing) > 0) {
-			return reports.NotApplicable, fmt.Sprintf("target does not serve topology %s (profile topologies %v)", topo, p.Topologies)
-		}
+// reportOutcome maps a case's outcome to the report's ("" stays "").
+func reportOutcome(o suite.Outcome) reports.Outcome {
+	switch o {
+	case suite.OutcomeNotApplicable:
+		return reports.NotApplicable
+	case suite.OutcomeNotVerifiable:
+		return reports.NotVerifiable
+	case suite.OutcomeError:
+		return reports.Error
+	case suite.OutcomePassed:
+		return reports.Passed
+	case suite.OutcomeFailed:
+		return reports.Failed
 	}
-	for _, l := range labels {
-		switch l {
-		case suite.LabelNeedsBaseline:
-			if !has[target.RoleBaseline] {
-				return reports.NotVerifiable, "the target has no baseline (aggregated) endpoint to compare with"
-			}
-		case suite.LabelNeedsFormat:
-			if p.ReferenceFormat != suite.FormatBatonJSONv1 {
-				return reports.NotVerifiable, fmt.Sprintf("needs reference_format %q in the profile (declared %q)", suite.FormatBatonJSONv1, p.ReferenceFormat)
-			}
-		case suite.LabelNeedsQuota:
-			if p.ProducerQuotaBytes <= 0 {
-				return reports.NotVerifiable, "the profile declares no producer_quota_bytes"
-			}
-		case suite.LabelDestructive:
-			if !p.Destructive {
-				return reports.NotVerifiable, "the profile does not allow destructive cases (destructive: false)"
-			}
-		case suite.LabelNeedsRestart:
-			if !p.Restarts {
-				return reports.NotVerifiable, "needs a restart of the instance it takes down or poisons: the profile has no launch section (CONTRACT section 4 \"A restart\")"
-			}
-		case suite.LabelNeedsFaultProxy:
-			if !p.FaultProxy {
-				return reports.NotVerifiable, "the profile declares no fault proxy (fault_proxy: false)"
-			}
-		case suite.LabelNeedsTestHooks:
-			if !p.TestHooks {
-				return reports.NotVerifiable, "the profile declares no test hooks (test_hooks: false)"
-			}
-		}
-	}
-	if missing := levelNeeds(p, level); len(missing) > 0 {
-		return reports.NotVerifiable, fmt.Sprintf("level %s needs %s in the profile", level, strings.Join(missing, " and "))
-	}
-	return "", ""
+	return ""
 }
 
 // levelNeeds lists the profile capabilities a level needs that p does not
@@ -244,8 +212,9 @@ func (pl Plan) CertifyProblems() []string {
 }
 
 // Text renders the plan for `baton check --dry-run`: a header, one line per
-// selected case (RUN, N/A, N/V or ERROR, the rule, the name, the reason),
-// and a count line, e.g.
+// selected case (RUN, N/A, N/V or ERROR, the rule, the name, the reason,
+// and for a case that may still end not verifiable what it finds out), and
+// a count line, e.g.
 //
 //	RUN   SU-2  SU-2 replay of a consumed reference is rejected before any write
 //	N/A   L-2   L-2 a multimodal decode ...: target does not serve topology E+P+D (profile topologies [E+PD])
@@ -282,6 +251,9 @@ func (pl Plan) Text() string {
 		if c.Reason != "" {
 			line += ": " + c.Reason
 		}
+		if c.Discovers != "" {
+			line += " (may end not verifiable: it finds out " + c.Discovers + ")"
+		}
 		b.WriteString(line + "\n")
 	}
 	keys := make([]string, 0, len(n))
@@ -315,10 +287,10 @@ func (pl Plan) AnySelected() bool {
 	return slices.ContainsFunc(pl.Cases, func(c PlannedCase) bool { return c.Selected })
 }
 
-// RolesOf returns the roles tg has an endpoint for, sorted.
+// RolesOf returns the roles tg has an endpoint for (consumer2 included), sorted.
 func RolesOf(tg target.Target) []target.Role {
 	var out []target.Role
-	for _, r := range probeRoles {
+	for _, r := range suite.EveryRole() {
 		if e, ok := tg.Engine(r); ok && e != nil {
 			out = append(out, r)
 		}

@@ -57,7 +57,7 @@ func ProfileProblems(p target.Profile, roles []target.Role) []string {
 	var out []string
 	for _, topo := range p.Topologies {
 		var missing []string
-		for _, r := range topologyRoles[topo] {
+		for _, r := range suite.TopologyRoles(topo) {
 			if !slices.Contains(roles, r) {
 				missing = append(missing, string(r))
 			}

@@ -18,5 +18,5 @@ func StartEPPD(ctx context.Context, opts Options) (*Topology, error) {
 		opts.Backend = "tcp"
 	}
 	t := &Topology{opts: opts, topology: target.TopologyEPPD}
-	return t.startAll(ctx, []roleSlot{{"encoder", &t.Producer}, {"prefill", &t.Prefill}, {"decode", &t.Decode}, {"aggregated", &t.Baseline}})
+	return t.startAll(ctx, []roleSlot{{"encoder", &t.Producer, ""}, {"prefill", &t.Prefill, ""}, {"decode", &t.Decode, ""}, {"aggregated", &t.Baseline, ""}})
 }

@@ -89,10 +89,13 @@ type Process struct {
 	listeners map[string]string
 }
 
-// Topology is E + PD + the aggregated baseline sharing one cache directory
-// (StartEPD), or E + P + D + the baseline (StartEPPD).
+// Topology is E + PD + a second PD + the aggregated baseline sharing one
+// cache directory (StartEPD), or E + P + D + the baseline (StartEPPD).
 type Topology struct {
 	Producer, Consumer, Baseline *Process
+	// Consumer2 is a second PD process of E+PD (endpoints key consumer2):
+	// SU-1 races one reference across the two consumer processes.
+	Consumer2 *Process
 	// Prefill and Decode are P and D of E+P+D (nil for E+PD).
 	Prefill, Decode *Process
 	CacheDir        string
@@ -107,26 +110,49 @@ type Topology struct {
 	// SE-3: trust lists name them, so a restarted instance must come back
 	// on the same ones): role -> control and transfer port (0: any).
 	ports map[string]rolePorts
-	// roles are the --role values of this topology's processes.
+	// roles are the names of this topology's processes (processName: the
+	// --role, or "pd2" for the second PD).
 	roles []string
 }
 
 // rolePorts are a role's fixed ports; 0 picks a free one at each start.
 type rolePorts struct{ control, transfer int }
 
-// StartEPD starts E, PD and an aggregated baseline as three processes.
+// StartEPD starts E, PD, a second PD and an aggregated baseline as four processes.
 func StartEPD(ctx context.Context, opts Options) (*Topology, error) {
 	if opts.Backend == "" {
 		opts.Backend = "shared_dir"
 	}
 	t := &Topology{opts: opts}
-	return t.startAll(ctx, []roleSlot{{"encoder", &t.Producer}, {"pd", &t.Consumer}, {"aggregated", &t.Baseline}})
+	return t.startAll(ctx, []roleSlot{{"encoder", &t.Producer, ""}, {"pd", &t.Consumer, ""}, {"pd", &t.Consumer2, secondConsumerName}, {"aggregated", &t.Baseline, ""}})
 }
 
-// roleSlot is one process of a topology: its --role and where it is kept.
+// secondConsumerName names the second PD's ready file, logs and ports.
+const secondConsumerName = "pd2"
+
+// processName is the name of a process's files and ports: files, or its
+// --role when files is "".
+func processName(role, files string) string {
+	if files != "" {
+		return files
+	}
+	return role
+}
+
+// roleOfName is the --role of the process called name (processName).
+func roleOfName(name string) string {
+	if name == secondConsumerName {
+		return "pd"
+	}
+	return name
+}
+
+// roleSlot is one process of a topology: its --role, where it is kept, and
+// the name of its files ("" = the role).
 type roleSlot struct {
 	role string
 	dst  **Process
+	name string
 }
 
 // startAll starts the fault proxy (if asked for) and every role's process,
@@ -159,14 +185,14 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 		}
 	}
 	for _, p := range slots {
-		t.roles = append(t.roles, p.role)
+		t.roles = append(t.roles, processName(p.role, p.name))
 	}
 	if err := t.reservePorts(); err != nil {
 		t.Kill()
 		return nil, err
 	}
 	for _, p := range slots {
-		*p.dst, err = t.start(ctx, p.role)
+		*p.dst, err = t.startAs(ctx, p.role, p.name)
 		if err != nil {
 			t.Kill()
 			return nil, err
@@ -189,7 +215,7 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 
 func (t *Topology) processes() []*Process {
 	var ps []*Process
-	for _, p := range []*Process{t.Producer, t.Consumer, t.Prefill, t.Decode, t.Baseline} {
+	for _, p := range []*Process{t.Producer, t.Consumer, t.Consumer2, t.Prefill, t.Decode, t.Baseline} {
 		if p != nil {
 			ps = append(ps, p)
 		}
@@ -198,11 +224,19 @@ func (t *Topology) processes() []*Process {
 }
 
 func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
-	ready := filepath.Join(t.opts.WorkDir, role+".addr")
+	return t.startAs(ctx, role, "")
+}
+
+// startAs is start with the process's files named name ("" = role).
+func (t *Topology) startAs(ctx context.Context, role, name string) (*Process, error) {
+	if name == "" {
+		name = role
+	}
+	ready := filepath.Join(t.opts.WorkDir, name+".addr")
 	_ = os.Remove(ready)
 	t.starts++
-	logPath := filepath.Join(t.opts.WorkDir, fmt.Sprintf("%s.%d.log", role, t.starts))
-	ports := t.ports[role]
+	logPath := filepath.Join(t.opts.WorkDir, fmt.Sprintf("%s.%d.log", name, t.starts))
+	ports := t.ports[name]
 	args := []string{"serve", "--role", role, "--listen", fmt.Sprintf("127.0.0.1:%d", ports.control), "--preset", t.opts.Preset, "--ready-file", ready}
 	if ports.transfer != 0 {
 		args = append(args, "--transfer-listen", fmt.Sprintf("127.0.0.1:%d", ports.transfer))
@@ -286,10 +320,10 @@ func (t *Topology) start(ctx context.Context, role string) (*Process, error) {
 // it (the proxy's address is what consumers trust then).
 func (t *Topology) reservePorts() error {
 	t.ports = map[string]rolePorts{}
-	for _, role := range t.roles {
+	for _, name := range t.roles {
 		var p rolePorts
 		var err error
-		switch role {
+		switch roleOfName(name) {
 		case "pd":
 			p.transfer, err = freePort()
 		case "prefill":
@@ -302,9 +336,9 @@ func (t *Topology) reservePorts() error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("launch: reserve a port for %s: %w", role, err)
+			return fmt.Errorf("launch: reserve a port for %s: %w", name, err)
 		}
-		t.ports[role] = p
+		t.ports[name] = p
 	}
 	return nil
 }
@@ -336,8 +370,11 @@ func (t *Topology) trustFlags(role string) []string {
 		}
 	case "encoder":
 		var agents []string
-		for _, r := range []string{"pd", "prefill"} {
-			if p := t.ports[r].transfer; p != 0 {
+		for _, name := range t.roles { // every PD (the second one too) and P
+			if r := roleOfName(name); r != "pd" && r != "prefill" {
+				continue
+			}
+			if p := t.ports[name].transfer; p != 0 {
 				agents = append(agents, addr(p))
 			}
 		}
@@ -413,6 +450,9 @@ func (t *Topology) Config() target.Config {
 		endpoints[target.RoleDecode] = t.Decode.Address
 	} else {
 		endpoints[target.RoleConsumer] = t.Consumer.Address
+		if t.Consumer2 != nil {
+			endpoints[target.RoleSecondConsumer] = t.Consumer2.Address
+		}
 	}
 	name := "baton reference engine (" + topology + ", " + t.opts.Backend + ")"
 	if t.sec != nil {
@@ -430,6 +470,7 @@ func (t *Topology) Config() target.Config {
 			Destructive:        true,
 			ProducerQuotaBytes: t.quota(),
 			ReferenceFormat:    "baton-json-v1",
+			MediaFormats:       []string{target.MediaPNG, target.MediaJPEG, target.MediaGIF, target.MediaWebP},
 			CaseTimeout:        60 * time.Second,
 			// Every trust list launch passes names exact host:port entries
 			// of this topology's own ports (trustFlags): any other port on
@@ -458,7 +499,7 @@ func (t *Topology) Config() target.Config {
 // restarts each with its own `baton serve` flags at its own address.
 func (t *Topology) launchSection() *target.Launch {
 	l := &target.Launch{Adopt: true, Roles: map[target.Role]*target.LaunchRole{}}
-	for role, p := range map[target.Role]*Process{target.RoleProducer: t.Producer, target.RoleConsumer: t.Consumer,
+	for role, p := range map[target.Role]*Process{target.RoleProducer: t.Producer, target.RoleConsumer: t.Consumer, target.RoleSecondConsumer: t.Consumer2,
 		target.RolePrefill: t.Prefill, target.RoleDecode: t.Decode, target.RoleBaseline: t.Baseline} {
 		if p == nil {
 			continue

@@ -47,6 +47,8 @@ func (l *LiveTarget) Engine(role target.Role) (target.Engine, bool) {
 		p = l.topo.Producer
 	case target.RoleConsumer:
 		p = l.topo.Consumer
+	case target.RoleSecondConsumer:
+		p = l.topo.Consumer2
 	case target.RoleBaseline:
 		p = l.topo.Baseline
 	case target.RolePrefill:
@@ -90,7 +92,7 @@ func (l *LiveTarget) RefuseProducerConnections(ctx context.Context) (func() erro
 // (Shutdown, else kill) and starts a fresh one with the same flags.
 func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 	t := l.topo
-	name, slot, err := t.slot(role)
+	name, files, slot, err := t.slot(role)
 	if err != nil {
 		return err
 	}
@@ -108,7 +110,7 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 				_ = old.cmd.Process.Kill() // it did not accept Shutdown: no drain to wait for
 			}
 		}
-		if t.fixedPorts(name) {
+		if t.fixedPorts(processName(name, files)) {
 			// Others trust this role's ports (SE-3): the new instance
 			// takes them over once the old one has let them go.
 			select {
@@ -127,7 +129,7 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 			t.retire(old)
 		}
 	}
-	p, err := t.start(ctx, name)
+	p, err := t.startAs(ctx, name, files)
 	if err != nil {
 		return err
 	}
@@ -146,28 +148,32 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 
 func proto32(v uint32) *uint32 { return &v }
 
-// slot returns the --role name of a target role and where its process is kept.
-func (t *Topology) slot(role target.Role) (string, **Process, error) {
+// slot returns the --role name of a target role, the name of its
+// process's files ("" = the --role name; the second PD's differ), and
+// where its process is kept.
+func (t *Topology) slot(role target.Role) (string, string, **Process, error) {
 	switch role {
 	case target.RoleProducer:
-		return "encoder", &t.Producer, nil
+		return "encoder", "", &t.Producer, nil
 	case target.RoleConsumer:
-		return "pd", &t.Consumer, nil
+		return "pd", "", &t.Consumer, nil
+	case target.RoleSecondConsumer:
+		return "pd", secondConsumerName, &t.Consumer2, nil
 	case target.RoleBaseline:
-		return "aggregated", &t.Baseline, nil
+		return "aggregated", "", &t.Baseline, nil
 	case target.RolePrefill:
-		return "prefill", &t.Prefill, nil
+		return "prefill", "", &t.Prefill, nil
 	case target.RoleDecode:
-		return "decode", &t.Decode, nil
+		return "decode", "", &t.Decode, nil
 	}
-	return "", nil, fmt.Errorf("launch: no role %s", role)
+	return "", "", nil, fmt.Errorf("launch: no role %s", role)
 }
 
 // Crash kills role's process with SIGKILL (no drain, no cleanup: its
 // sockets close as the kernel reaps it) and waits until it has exited. It
 // returns the instance id the process had. Restart brings a new one.
 func (t *Topology) Crash(role target.Role) (instanceID string, err error) {
-	_, slot, err := t.slot(role)
+	_, _, slot, err := t.slot(role)
 	if err != nil {
 		return "", err
 	}

@@ -6,6 +6,7 @@ package mutants
 
 import (
 	"bytes"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
@@ -19,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -319,14 +321,133 @@ func All() []Mutant {
 	return out
 }
 
-// ByName returns the mutant called name.
+// inProcess are the mutants of the race, near-pair and volume cases
+// (conformance/suite races.go, baseline.go): each breaks one decision the
+// case named after its rule checks. (The C-7 burst of cancelled publishes
+// kills c2-late-completion-revives, a consequence the suite documents: it
+// cancels only before any EncoderReady could have been sent, where a
+// C-7-only defect does not show.) They have no property or simulator
+// counterpart yet, so All leaves them out (the e2e kill table starts
+// processes for each of its rows); InProcess lists them, ByName finds them,
+// and conformance/mutants' TestInProcessMutantsKilled runs their killers
+// against in-process engines.
+var inProcess = []Mutant{
+	{Name: "su1-process-local-claim", Rule: "SU-1", Breaks: "the consumer records what it consumed in its own process and reads the entry in place, deleting it after, instead of claiming it by an atomic rename: two consumer processes can both consume one reference",
+		Apply: func(h *server.Hooks) { h.Claim = processLocalClaim }},
+	{Name: "su3-release-answers-from-table", Rule: "SU-3", Breaks: "Abort(encoder_cache) answers from the producer's table alone, without looking at which entries consumers claimed: ABORTED for an entry a consumer claimed first, so a consume that wins its race against the Abort gets tokens beside ABORTED",
+		Apply: func(h *server.Hooks) { h.ReleaseAnswersFromTable = true }},
+	{Name: "x2-collector-trusts-table", Rule: "X-2", Level: LevelLifecycle, Breaks: "the collector expires entries from its table without looking at which of them consumers claimed, and reports an entry that vanished as a failed cleanup: a consume just before the TTL makes the producer NOT_READY",
+		Apply: func(h *server.Hooks) { h.CollectorTrustsTable = true }},
+	{Name: "b2-published-hash-without-dimensions", Rule: "B-2", Breaks: "the producer publishes a content hash over the pixel bytes without width and height, so the same bytes as 30x150 and 150x30 share the consumer's prefix-cache entry (H-1 too)",
+		Apply: func(h *server.Hooks) {
+			h.PublishedContentHash = func(_ string, img image.Image) string { return sampledPixelHash(img, 1) }
+		}},
+	{Name: "b2-published-hash-of-sampled-pixels", Rule: "B-2", Breaks: "the producer publishes a content hash over every second pixel of each row, so images that differ in one pixel share the consumer's prefix-cache entry (H-1 too)",
+		Apply: func(h *server.Hooks) {
+			h.PublishedContentHash = func(_ string, img image.Image) string {
+				b := img.Bounds()
+				return fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprintf("%dx%d:%s", b.Dx(), b.Dy(), sampledPixelHash(img, 2)))))
+			}
+		}},
+	{Name: "b1-shared-receive-buffer", Rule: "B-1", Breaks: "the consumer decodes a claimed entry through one buffer shared by concurrent receives: under load a request gets another's embeddings (killed by the volume case, BATON_VOLUME=1)",
+		Apply: func(h *server.Hooks) { h.Claim = sharedBufferClaim }},
+}
+
+// InProcess returns the mutants the kill table does not start (see
+// inProcess), sorted by name.
+func InProcess() []Mutant {
+	out := append([]Mutant(nil), inProcess...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ByName returns the mutant called name (of All or InProcess).
 func ByName(name string) (Mutant, error) {
-	for _, m := range all {
+	for _, m := range append(append([]Mutant(nil), all...), inProcess...) {
 		if m.Name == name {
 			return m, nil
 		}
 	}
 	return Mutant{}, fmt.Errorf("mutants: no mutant %q", name)
+}
+
+// localClaims is the su1-process-local-claim mutant's record of consumed
+// entries, one set per engine (an engine is one process in production).
+var localClaims sync.Map // *server.Engine -> *claimSet
+
+type claimSet struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+// processLocalClaim claims an entry by recording it in this engine's own
+// set, reads it in place, and deletes it afterwards: no atomic step
+// another process could lose.
+func processLocalClaim(e *server.Engine, ref handoff.Reference) ([]server.ClaimedItem, error) {
+	v, _ := localClaims.LoadOrStore(e, &claimSet{ids: map[string]bool{}})
+	set := v.(*claimSet)
+	set.mu.Lock()
+	if set.ids[ref.EntryID] {
+		set.mu.Unlock()
+		return nil, fmt.Errorf("%w: SU-2 entry %s was consumed here", shareddir.ErrGone, ref.EntryID)
+	}
+	set.ids[ref.EntryID] = true
+	set.mu.Unlock()
+	items, err := readWithoutClaim(e, ref)
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(filepath.Join(e.CacheDir(), ref.ProducerInstanceID, ref.EntryID+".safetensors"))
+	return items, nil
+}
+
+// sharedBuffer is the b1-shared-receive-buffer mutant's one buffer: the
+// tensors of the last entry claimed, and how many claims are in flight.
+var sharedBuffer struct {
+	mu       sync.Mutex
+	inFlight int
+	last     []shareddir.Tensor
+}
+
+// sharedBufferClaim claims by rename as the engine does, but a claim that
+// overlaps another decodes the tensors the other left in the shared
+// buffer (same shapes under one preset), as a buffer reused across
+// concurrent receives would.
+func sharedBufferClaim(e *server.Engine, ref handoff.Reference) ([]server.ClaimedItem, error) {
+	sharedBuffer.mu.Lock()
+	sharedBuffer.inFlight++
+	sharedBuffer.mu.Unlock()
+	defer func() {
+		sharedBuffer.mu.Lock()
+		sharedBuffer.inFlight--
+		sharedBuffer.mu.Unlock()
+	}()
+	tensors, meta, err := shareddir.Claim(shareddir.OSFS{}, e.CacheDir(), ref.ProducerInstanceID, ref.EntryID, crand.Reader, ref.PayloadBytes()+1<<20)
+	if err != nil {
+		return nil, err
+	}
+	sharedBuffer.mu.Lock()
+	use := tensors
+	if sharedBuffer.inFlight > 1 && len(sharedBuffer.last) == len(tensors) {
+		use = sharedBuffer.last
+	}
+	sharedBuffer.last = tensors
+	sharedBuffer.mu.Unlock()
+	return server.MatchEntry(ref, use, meta)
+}
+
+// sampledPixelHash is SHA-256 over the 8-bit RGBA bytes of every step-th
+// pixel of each row (x = 0, step, 2*step, ...), without the dimensions.
+func sampledPixelHash(img image.Image, step int) string {
+	b := img.Bounds()
+	h := sha256.New()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x += step {
+			r, g, bl, a := img.At(x, y).RGBA()
+			h.Write([]byte{byte(r >> 8), byte(g >> 8), byte(bl >> 8), byte(a >> 8)})
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // readWithoutClaim reads the entry file in place instead of renaming it.

@@ -3,7 +3,7 @@ package suite
 import (
 	"context"
 	"fmt"
-	"runtime"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -11,51 +11,13 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/fixtures"
 )
 
-// recorder is a TB that records what a case reports instead of failing the
-// test: Fatalf and Skipf end the case's goroutine (runtime.Goexit), as
-// *testing.T does.
+// recorder is what a case reported (Record), in the fields the tests read.
 type recorder struct {
-	mu      sync.Mutex
-	failed  bool
-	skipped bool
-	msgs    []string
-	logs    []string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Logf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.logs = append(r.logs, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failed = true
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	runtime.Goexit()
-}
-
-func (r *recorder) Skipf(format string, args ...any) {
-	r.mu.Lock()
-	r.skipped = true
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-	r.mu.Unlock()
-	runtime.Goexit()
-}
-
-func (r *recorder) Failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.failed
+	failed, skipped bool
+	msgs            []string
 }
 
 func (r *recorder) outcome() Outcome { return OutcomeOf(r.failed, r.skipped, r.msgs...) }
@@ -64,119 +26,101 @@ func (r *recorder) String() string {
 	return fmt.Sprintf("%s: %s", r.outcome(), strings.Join(r.msgs, "\n\t"))
 }
 
-// runCase runs c against tg in its own goroutine (so Goexit ends only the
-// case) and returns what it reported.
+// runCase runs c against tg (Record, bounded by 30 s) and returns what it reported.
 func runCase(t *testing.T, c Case, tg target.Target) *recorder {
 	t.Helper()
-	r := &recorder{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Execute(ctx, r, tg)
-	}()
-	<-done
-	return r
+	rec := Record(ctx, c, tg)
+	return &recorder{failed: rec.Failed, skipped: rec.Skipped, msgs: rec.Messages}
 }
 
-// fullProfile declares everything the cases can use; the quota holds 10 entries.
+// fullProfile declares everything the cases can use; the quota holds 10
+// entries, and the fake decodes every format.
 func fullProfile() target.Profile {
 	return target.Profile{
 		Name: "fake", Topologies: []string{"E+PD"}, Backends: []string{fakeBackend},
 		Observables: true, Destructive: true, ProducerQuotaBytes: 10 * fakeEntryBytes,
 		ReferenceFormat: FormatBatonJSONv1, CaseTimeout: 30 * time.Second,
+		MediaFormats: []string{target.MediaPNG, target.MediaJPEG, target.MediaGIF, target.MediaWebP},
 	}
 }
 
-// bareProfile declares only the topology: no observables, format, quota or
-// permission to shut down.
+// bareProfile declares only the topology: no observables, format, quota,
+// optional media format or permission to shut down.
 func bareProfile() target.Profile {
 	return target.Profile{Name: "fake-bare", Topologies: []string{"E+PD"}, CaseTimeout: 30 * time.Second}
 }
 
-// eppdRules are the cases about E+P+D, not applicable to the fake.
-func isEPPD(c Case) bool {
-	for _, l := range c.Labels {
-		if l == LabelEPPD {
-			return true
-		}
-	}
-	return false
-}
-
-// TestCasesPassOnConformingFake runs every case, in registry order, against
-// one conforming fake (destructive ones against a fresh one): each passes,
-// except the E+P+D cases, which are not applicable.
-func TestCasesPassOnConformingFake(t *testing.T) {
-	shared := newFakeWorld(fakeMutant{}, fullProfile().ProducerQuotaBytes).target(fullProfile())
-	for _, c := range Cases() {
-		t.Run(c.Name, func(t *testing.T) {
-			tg := shared
-			if c.Destructive {
-				tg = newFakeWorld(fakeMutant{}, fullProfile().ProducerQuotaBytes).target(fullProfile())
-			}
-			r := runCase(t, c, tg)
-			want := wantOnFake(c, fullProfile())
-			if got := r.outcome(); got != want {
-				t.Errorf("%s = %s; want %s", c.Name, r, want)
-			}
-		})
-	}
-}
-
 // wantOnFake is the outcome a case must have against the conforming fake
-// declaring profile p: E+P+D cases are not applicable; cases needing the
-// fault proxy, test hooks (the fake implements none: the e2e runs check
-// those cases against the reference engine), observables the profile does
-// not declare, or destruction it does not allow are not verifiable, and so
-// is H-2 (no black-box path); the rest pass.
-func wantOnFake(c Case, p target.Profile) Outcome {
-	switch {
-	case isEPPD(c), !FeaturesDeclared(p, c.Labels):
-		return OutcomeNotApplicable // an E+P+D copy; a feature rule's case, the feature undeclared
-	case slices.Contains(c.Labels, LabelNeedsFaultProxy) && slices.Equal(p.Backends, []string{sharedDirBackend}),
-		slices.Contains(c.Labels, LabelNeedsTransfer) && slices.Equal(p.Backends, []string{sharedDirBackend}):
-		return OutcomeNotApplicable // no transfer crosses: nothing to fault, nothing dialled
-	case slices.Contains(c.Labels, LabelNeedsTCP) && !slices.Contains(p.Backends, "tcp"):
-		return OutcomeNotApplicable // only a tcp producer dials a consumer agent
-	case c.Rule == "R-1",
-		slices.Contains(c.Labels, LabelNeedsFaultProxy),
-		slices.Contains(c.Labels, LabelNeedsTestHooks) && !p.TestHooks,
-		slices.Contains(c.Labels, LabelNeedsObservables) && !p.Observables,
-		c.Destructive && !p.Destructive && c.Rule != "S-1":
+// tg: what Decide says before the case runs (topology, declared needs: the
+// fake implements no test hook and no restart or fault injection, so those
+// cases are not verifiable or not applicable by their Needs), and for the
+// cases that run, passed, except R-1, which discovers that the fake has no
+// executor.* counters (Needs.Discovers) and ends not verifiable.
+func wantOnFake(c Case, tg target.Target) Outcome {
+	if o, _ := c.Decide(EnvOf(tg)); o != "" {
+		return o
+	}
+	if c.Rule == "R-1" {
 		return OutcomeNotVerifiable
 	}
 	return OutcomePassed
 }
 
-// TestCasesWithBareProfile runs every case against a fake whose profile
-// declares nothing optional: the cases needing the format, the quota or
-// destruction are not verifiable (L-1 is format-agnostic: it passes), the
-// rest pass on the wire alone.
-func TestCasesWithBareProfile(t *testing.T) {
-	notVerifiable := map[string]bool{
-		"SU5ReferenceIDsUnguessable": true,
-		"SU5ForgedReferenceRejected": true,
-		"L5ProducerQuotaEnforced":    true,
-		"H3MalformedHashRejected":    true,
-		"S1ShutdownAccepted":         true,
-		// No untrusted_host: the harness has no port it knows the target distrusts.
-		"SE3UntrustedProducerEndpointRefused": true,
-	}
-	shared := newFakeWorld(fakeMutant{}, 0).target(bareProfile())
+// runAllOnFake runs every case, in registry order, against one fake world
+// built by mk (destructive ones against a fresh one), and reports each
+// whose outcome is not wantOnFake's.
+func runAllOnFake(t *testing.T, mk func() target.Target) {
+	t.Helper()
+	shared := mk()
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			r := runCase(t, c, shared)
-			want := wantOnFake(c, bareProfile())
-			if want == OutcomePassed && notVerifiable[funcName(c)] {
-				want = OutcomeNotVerifiable
+			tg := shared
+			if c.Destructive {
+				tg = mk()
 			}
-			if got := r.outcome(); got != want {
+			r := runCase(t, c, tg)
+			if got, want := r.outcome(), wantOnFake(c, tg); got != want {
 				t.Errorf("%s = %s; want %s", c.Name, r, want)
 			}
 		})
 	}
+}
+
+// TestCasesPassOnConformingFake runs every case against a conforming fake
+// declaring every optional format: each passes, except those Decide ends
+// before running (E+P+D, test hooks, fault proxy, restarts, volume).
+func TestCasesPassOnConformingFake(t *testing.T) {
+	t.Parallel() // the fake tests mostly wait (TTLs, settle timeouts): they overlap
+	runAllOnFake(t, func() target.Target {
+		return newFakeWorld(fakeMutant{}, fullProfile().ProducerQuotaBytes).target(fullProfile())
+	})
+}
+
+// TestCasesWithBareProfile runs every case against a fake whose profile
+// declares nothing optional: the cases needing the format, the quota,
+// observables or destruction end not verifiable (or, for the format-aware
+// checks on top of format-agnostic ones, not applicable) by their Needs;
+// the rest pass on the wire alone.
+func TestCasesWithBareProfile(t *testing.T) {
+	t.Parallel()
+	runAllOnFake(t, func() target.Target { return newFakeWorld(fakeMutant{}, 0).target(bareProfile()) })
+}
+
+// TestCasesOnARequiredFormatsOnlyFake: an engine that decodes PNG and JPEG
+// only (GIF and WebP answered "unknown image format"), with a profile that
+// declares no optional format, passes every case it passes with all
+// formats: no case depends on an optional format it does not declare.
+func TestCasesOnARequiredFormatsOnlyFake(t *testing.T) {
+	t.Parallel()
+	p := fullProfile()
+	p.MediaFormats = nil
+	runAllOnFake(t, func() target.Target {
+		w := newFakeWorld(fakeMutant{}, p.ProducerQuotaBytes)
+		w.requiredFormatsOnly = true
+		return w.target(p)
+	})
 }
 
 // TestNoTopology: a target that does not serve E+PD gets `not applicable`
@@ -208,61 +152,176 @@ func TestInconsistentProfileIsHarnessError(t *testing.T) {
 	}
 }
 
-// TestMutantsKilled: each mutant of the fake breaks one decision, and the
-// named cases must fail against it.
-func TestMutantsKilled(t *testing.T) {
-	tests := []struct {
-		name   string
-		m      fakeMutant
-		killer []string // case function names that must fail
-	}{
-		{"replay allowed", fakeMutant{replayAllowed: true}, []string{"SU1ConcurrentConsumesOneWins", "SU2ReplayRejected", "SU2ReleasedRejected", "SU3AbortReleasesOnce"}},
-		{"expiry ignored", fakeMutant{ignoreExpiry: true}, []string{"SU2ExpiredRejected", "SU3AbortAfterExpiry"}},
-		{"abort always ABORTED", fakeMutant{abortAlwaysAborted: true}, []string{"SU3AbortReleasesOnce", "SU3AbortAfterConsume"}},
-		{"no tag check", fakeMutant{noTagCheck: true}, []string{"SU4MalformedConsumeRejected", "SU4MalformedAbortRejected", "SU5ForgedReferenceRejected"}},
-		{"abort skips the tag", fakeMutant{abortNoTagCheck: true}, []string{"SU4MalformedAbortRejected"}},
-		{"ids from a counter", fakeMutant{idFromCounter: true}, []string{"SU5ReferenceIDsUnguessable"}},
-		{"path ids looked up", fakeMutant{pathIDAccepted: true}, []string{"SU5PathReferencesRejected"}},
-		{"no size check", fakeMutant{noSizeCheck: true}, []string{"L1OversizeReferenceRejected"}},
-		{"video accepted", fakeMutant{videoAccepted: true}, []string{"L3VideoAudioUnimplemented"}},
-		{"producer generates", fakeMutant{producerGenerates: true}, []string{"L4WrongRoleRejected"}},
-		{"quota ignored", fakeMutant{quotaIgnored: true}, []string{"L5ProducerQuotaEnforced"}},
-		{"url INVALID_ARGUMENT", fakeMutant{urlInvalid: true}, []string{"L6MalformedMediaRejected"}},
-		{"bombs decoded", fakeMutant{bombDecoded: true}, []string{"L6MalformedMediaRejected"}},
-		{"backend unchecked", fakeMutant{backendUnchecked: true}, []string{"N1UnacceptedBackendRejected"}},
-		{"spent before backend", fakeMutant{spentBeforeBackend: true}, []string{"N1UnacceptedBackendRejected"}},
-		{"text touches encoder", fakeMutant{textTouchesEncoder: true}, []string{"N2TextOnlyBypassesEncoder"}},
-		{"shutdown any id", fakeMutant{shutdownAnyID: true}, []string{"S1ShutdownIdentityChecked"}},
-		{"usage counts encoder", fakeMutant{usageCountsEncoder: true}, []string{"B1DisaggregatedMatchesBaseline"}},
-		{"cache keyed by text", fakeMutant{textKeyedCache: true}, []string{"B2DifferentImagesDifferentAnswers"}},
-		{"uuid is identity", fakeMutant{uuidIsIdentity: true}, []string{"H5UUIDIsNotContentHash"}},
-		{"hash case folded", fakeMutant{hashCaseFolded: true}, []string{"H3MalformedHashRejected"}},
-		{"id from content", fakeMutant{idFromContent: true}, []string{"SU6SamePublishedTwiceIndependent"}},
-		{"no expiry collection", fakeMutant{noCollection: true}, []string{"X2ExpiredEntryIsCollected"}},
-		{"hash over wire bytes", fakeMutant{hashWireBytes: true}, []string{"H1ContentHashFromDecodedPixels", "H4PixelEqualMediaHashEqual"}},
+// fakeMutantCase is one fake mutant: its name, the broken decision, the
+// rules it breaks and the cases (function names) that must fail against it.
+type fakeMutantCase struct {
+	name    string
+	m       fakeMutant
+	rules   []string
+	killers []string
+}
+
+// fakeMutants are the fake's mutants: each breaks one decision, which
+// breaks rules (the first is the one it is named after), and each case of
+// killers (function names) must fail against it.
+var fakeMutants = []fakeMutantCase{
+	{"replay allowed", fakeMutant{replayAllowed: true}, []string{"SU-1", "SU-2"}, []string{"SU1ConcurrentConsumesOneWins", "SU1TwoConsumerProcessesOneWins", "SU2ReplayRejected", "SU2ReleasedRejected"}},
+	{"expiry ignored", fakeMutant{ignoreExpiry: true}, []string{"SU-2", "SU-3", "X-2"}, []string{"SU2ExpiredRejected", "SU3AbortAfterExpiry", "X2ExpiredEntryIsCollected"}},
+	{"abort always ABORTED", fakeMutant{abortAlwaysAborted: true}, []string{"SU-3"}, []string{"SU3AbortReleasesOnce", "SU3AbortAfterConsume"}},
+	{"no tag check", fakeMutant{noTagCheck: true}, []string{"SU-5"}, []string{"SU5ForgedReferenceRejected", "SU5TamperedReferencesRejected"}},
+	{"abort skips the tag", fakeMutant{abortNoTagCheck: true}, []string{"SU-5"}, []string{"SU5ForgedReferenceRejected", "SU5TamperedReferencesRejected"}},
+	{"ids from a counter", fakeMutant{idFromCounter: true}, []string{"SU-5"}, []string{"SU5ReferenceIDsUnguessable"}},
+	{"path ids looked up", fakeMutant{pathIDAccepted: true}, []string{"SU-5"}, []string{"SU5PathReferencesRejected"}},
+	{"no size check", fakeMutant{noSizeCheck: true}, []string{"L-1"}, []string{"L1PaddedReferenceAtTheBound"}},
+	{"video accepted", fakeMutant{videoAccepted: true}, []string{"L-3"}, []string{"L3VideoAudioUnimplemented"}},
+	{"producer generates", fakeMutant{producerGenerates: true}, []string{"L-4"}, []string{"L4WrongRoleRejected"}},
+	{"quota ignored", fakeMutant{quotaIgnored: true}, []string{"L-5"}, []string{"L5ProducerQuotaEnforced"}},
+	{"url INVALID_ARGUMENT", fakeMutant{urlInvalid: true}, []string{"L-6"}, []string{"L6MalformedMediaRejected"}},
+	{"bombs decoded", fakeMutant{bombDecoded: true}, []string{"L-6"}, []string{"L6MalformedMediaRejected"}},
+	{"backend unchecked", fakeMutant{backendUnchecked: true}, []string{"N-1"}, []string{"N1UnacceptedBackendRejected"}},
+	{"spent before backend", fakeMutant{spentBeforeBackend: true}, []string{"N-1"}, []string{"N1UnacceptedBackendRejected"}},
+	{"shutdown any id", fakeMutant{shutdownAnyID: true}, []string{"S-1"}, []string{"S1ShutdownIdentityChecked"}},
+	{"usage counts encoder", fakeMutant{usageCountsEncoder: true}, []string{"B-1"}, []string{"B1DisaggregatedMatchesBaseline", "B1RequiredFormatsMatchBaseline"}},
+	{"cache keyed by text", fakeMutant{textKeyedCache: true}, []string{"B-2"}, []string{"B2DifferentImagesDifferentAnswers", "B2NearImagesDifferentAnswers"}},
+	{"uuid is identity", fakeMutant{uuidIsIdentity: true}, []string{"H-5"}, []string{"H5UUIDIsNotContentHash"}},
+	{"hash case folded", fakeMutant{hashCaseFolded: true}, []string{"H-3", "SU-5"}, []string{"H3MalformedHashRejected", "SU5TamperedReferencesRejected"}},
+	{"id from content", fakeMutant{idFromContent: true}, []string{"SU-6"}, []string{"SU6SamePublishedTwiceIndependent"}},
+	{"no expiry collection", fakeMutant{noCollection: true}, []string{"X-2"}, []string{"X2ExpiredEntryIsCollected", "X2ConsumeRacesExpiry"}},
+	{"hash over wire bytes", fakeMutant{hashWireBytes: true}, []string{"H-1", "H-4"}, []string{"H1ContentHashFromDecodedPixels", "H4PixelEqualMediaHashEqual"}},
+	{"claims kept per consumer process", fakeMutant{perConsumerClaims: true}, []string{"SU-1"}, []string{"SU1TwoConsumerProcessesOneWins"}},
+	{"published hash without dimensions", fakeMutant{hashWithoutDims: true}, []string{"B-2", "H-1"}, []string{"B2NearImagesDifferentAnswers", "H1ContentHashFromDecodedPixels"}},
+}
+
+// concurrently runs the jobs, at most 32 at a time (the cases mostly wait
+// on TTLs and settle timeouts, so they overlap far better than
+// t.Parallel's GOMAXPROCS allows), and returns their results in order.
+func concurrently[T any](jobs []func() T) []T {
+	out := make([]T, len(jobs))
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i] = job()
+		}()
 	}
+	wg.Wait()
+	return out
+}
+
+// quoted matches a double-quoted Go string in a message: an engine's own
+// status message, a prompt or a file name, none of them the case's words.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// namedRule matches a CONTRACT rule ID in a message.
+var namedRule = regexp.MustCompile(`\b(?:SU|Q|C|R|H|L|N|S|B|SE|X)-[0-9]+\b`)
+
+// rulesNamed returns the rule IDs msg names outside quoted strings.
+func rulesNamed(msg string) []string {
+	return namedRule.FindAllString(quoted.ReplaceAllString(msg, `""`), -1)
+}
+
+// TestMutantsKilledAndFailuresNameOnlyTheirRules runs every case against
+// the conforming fake and against each fake mutant (each case in a world
+// of its own, all at once): every killer a mutant names fails against it;
+// any other case fails only when the mutant breaks its rule or one Related
+// to it (Consequences); and no failure message names a rule other than the
+// case's own or a Related one. It is what keeps every case asserting its
+// own rule: an assertion that belongs to another rule shows up as a
+// failure outside the table.
+func TestMutantsKilledAndFailuresNameOnlyTheirRules(t *testing.T) {
+	t.Parallel()
+	worlds := append([]fakeMutantCase{{name: "conforming"}}, fakeMutants...)
 	byFunc := map[string]Case{}
 	for _, c := range Cases() {
 		if !c.UnderFaults && !c.ViaPrefill { // the copies run the same function
 			byFunc[funcName(c)] = c
 		}
 	}
-	for _, tt := range tests {
-		for _, name := range tt.killer {
-			c, ok := byFunc[name]
-			if !ok {
-				t.Fatalf("no registered case %s", name)
+	for _, w := range fakeMutants {
+		for _, name := range w.killers {
+			if c, ok := byFunc[name]; !ok {
+				t.Errorf("mutant %q names killer %s, which is not a registered case", w.name, name)
+			} else if !slices.Contains(w.rules, c.Rule) {
+				t.Errorf("mutant %q names killer %s of rule %s; it declares %v", w.name, name, c.Rule, w.rules)
 			}
-			t.Run(tt.name+"/"+name, func(t *testing.T) {
-				tg := newFakeWorld(tt.m, fullProfile().ProducerQuotaBytes).target(fullProfile())
-				r := runCase(t, c, tg)
-				if got := r.outcome(); got != OutcomeFailed {
-					t.Errorf("%s against mutant %q = %s; want %s", c.Name, tt.name, r, OutcomeFailed)
-				} else {
-					t.Logf("killed: %s", r.msgs[0])
-				}
+		}
+	}
+	type run struct {
+		world fakeMutantCase
+		c     Case
+		r     *recorder
+	}
+	for _, im := range append(fixtures.Images(), fixtures.PixelEqualPairs()[3][1]) {
+		_, _, _ = decodeCached(im.Data) // decoded once, not by 32 worlds at once
+	}
+	var jobs []func() run
+	for _, w := range worlds {
+		for _, c := range byFunc {
+			// A world per case: a mutant case may poison it (a Shutdown S-1 should have refused).
+			jobs = append(jobs, func() run {
+				return run{w, c, runCase(t, c, newFakeWorld(w.m, fullProfile().ProducerQuotaBytes).target(fullProfile()))}
 			})
 		}
+	}
+	killed := 0
+	for _, x := range concurrently(jobs) {
+		if slices.Contains(x.world.killers, funcName(x.c)) {
+			if got := x.r.outcome(); got != OutcomeFailed {
+				t.Errorf("%s against mutant %q = %s; want %s", x.c.Name, x.world.name, x.r, OutcomeFailed)
+			}
+			killed++
+		}
+		if !x.r.failed {
+			continue
+		}
+		if !slices.ContainsFunc(x.world.rules, func(rule string) bool { return Related(x.c.Rule, rule) }) {
+			t.Errorf("%s failed against %q, which breaks %v: neither its rule nor a documented consequence (Consequences): %s", x.c.Name, x.world.name, x.world.rules, x.r)
+		}
+		for _, msg := range x.r.msgs {
+			for _, named := range rulesNamed(msg) {
+				if !Related(x.c.Rule, named) {
+					t.Errorf("%s failure against %q names %s, which is neither its rule nor a documented consequence: %s", x.c.Name, x.world.name, named, msg)
+				}
+			}
+		}
+	}
+	t.Logf("%d worlds x %d cases; %d killer runs", len(worlds), len(byFunc), killed)
+}
+
+// TestRulesNamed: rule IDs in quoted engine messages are not the case's words.
+func TestRulesNamed(t *testing.T) {
+	msg := `C-3 GetLoad = code INVALID_ARGUMENT ("SU-2 spent \"B-1\""), 0 tokens; want X-2 (H-4)`
+	if got := rulesNamed(msg); !slices.Equal(got, []string{"C-3", "X-2", "H-4"}) {
+		t.Errorf("rulesNamed(%q) = %v; want [C-3 X-2 H-4]", msg, got)
+	}
+}
+
+// TestConsequencesAreDocumented: every consequence names two rules of the
+// contract's levels, each pair once, with a reason.
+func TestConsequencesAreDocumented(t *testing.T) {
+	known := map[string]bool{}
+	for _, rules := range RulesByLevel() {
+		for _, r := range rules {
+			known[r] = true
+		}
+	}
+	seen := map[[2]string]bool{}
+	for _, c := range Consequences() {
+		if !known[c.Rule] || !known[c.Mentions] || c.Rule == c.Mentions || c.Why == "" {
+			t.Errorf("consequence %+v: want two different rules of RulesByLevel and a reason", c)
+		}
+		key := [2]string{min(c.Rule, c.Mentions), max(c.Rule, c.Mentions)}
+		if seen[key] {
+			t.Errorf("consequence %s/%s listed twice", c.Rule, c.Mentions)
+		}
+		seen[key] = true
+	}
+	if !Related("SU-1", "SU-2") || !Related("SU-2", "SU-1") || Related("SU-1", "B-1") || !Related("L-3", "L-3") {
+		t.Errorf("Related is not the symmetric closure of Consequences")
 	}
 }
 

@@ -19,15 +19,7 @@ const BackendCUDAIPC = "cuda_ipc"
 
 // S3CUDAIPCConsumerDrainsAfterUncertainTransfer hands one entry off over cuda_ipc, makes a second transfer uncertain (reply dropped: the consumer quarantines, Q-1), then shuts the quarantined consumer down with its own id and expects it to drain and leave the wire within its drain deadline: its GPU IPC bookkeeping, which S-3 forbids collecting on an unhealthy consumer, must neither hang nor fail the drain (S-3; destructive; not applicable without cuda_ipc).
 func S3CUDAIPCConsumerDrainsAfterUncertainTransfer(ctx context.Context, t TB, tg target.Target) {
-	// Faults level first: without the fault proxy no Faults rule can be
-	// verified, whatever the backend.
 	f := needFaults(ctx, t, tg)
-	if !slices.Contains(f.profile.Backends, BackendCUDAIPC) {
-		NotApplicable(t, fmt.Sprintf("S-3 applies to the cuda_ipc backend only; the profile declares backends %v", f.profile.Backends))
-	}
-	if !f.profile.Destructive {
-		NotVerifiable(t, "the profile does not allow destructive cases (destructive: false), so a consumer's shutdown is unchecked")
-	}
 	// A destructive case runs against an instance started for it (CONTRACT
 	// "Outcomes of a check"): an earlier one (S-1) may have shut this
 	// consumer down.

@@ -58,7 +58,6 @@ type fakeMutant struct {
 	bombDecoded        bool // no pixel bound: bombs are "decoded" and published (L-6)
 	backendUnchecked   bool // consumer accepts any backend (N-1)
 	spentBeforeBackend bool // consumer checks SU-2 before N-1 (N-1 precedence)
-	textTouchesEncoder bool // a text-only request leaves an in-flight receive counted (N-2)
 	shutdownAnyID      bool // Shutdown accepts any non-empty id (S-1)
 	usageCountsEncoder bool // consumer usage counts the encoder's rows once more (B-1)
 	textKeyedCache     bool // consumer prefix cache keyed by the prompt alone (B-2)
@@ -67,6 +66,8 @@ type fakeMutant struct {
 	idFromContent      bool // entry ids derive from the content hashes; a second publish overwrites the first (SU-6)
 	noCollection       bool // expired entries are never collected (X-2)
 	hashWireBytes      bool // the content hash is taken over the wire bytes (H-1, H-4)
+	perConsumerClaims  bool // each consumer process keeps its own record of what it consumed (SU-1 across processes)
+	hashWithoutDims    bool // the producer's published hash leaves out width and height (B-2 near pairs; H-1)
 }
 
 const (
@@ -83,6 +84,7 @@ const (
 
 type fakeEntry struct {
 	items    []fakeItem
+	seeds    []string // the items' true content hashes: what the toy model answers from
 	expMs    int64
 	state    string // "published", "consumed", "released", "expired"
 	payloadB int64
@@ -110,30 +112,39 @@ type fakeWorld struct {
 	inflight int
 	// restarted lists the roles restartableTarget restarted, in order.
 	restarted []target.Role
+	// requiredFormatsOnly: the fake decodes PNG and JPEG only (a
+	// conforming engine without the optional formats).
+	requiredFormatsOnly bool
+	// claimedBy records, for perConsumerClaims, which consumer roles
+	// consumed each entry.
+	claimedBy map[string]map[target.Role]bool
 }
 
 func newFakeWorld(m fakeMutant, quotaBytes int64) *fakeWorld {
 	w := &fakeWorld{
 		m: m, key: []byte("fake-key"), quota: quotaBytes,
-		ids:     map[target.Role]string{},
-		down:    map[target.Role]bool{},
-		downAt:  map[target.Role]time.Time{},
-		entries: map[string]*fakeEntry{},
-		cache:   map[target.Role]map[string][]uint32{target.RoleConsumer: {}, target.RoleBaseline: {}, target.RoleProducer: {}},
+		ids:       map[target.Role]string{},
+		down:      map[target.Role]bool{},
+		downAt:    map[target.Role]time.Time{},
+		entries:   map[string]*fakeEntry{},
+		cache:     map[target.Role]map[string][]uint32{target.RoleConsumer: {}, target.RoleSecondConsumer: {}, target.RoleBaseline: {}, target.RoleProducer: {}},
+		claimedBy: map[string]map[target.Role]bool{},
 	}
-	for _, r := range []target.Role{target.RoleProducer, target.RoleConsumer, target.RoleBaseline} {
+	for _, r := range []target.Role{target.RoleProducer, target.RoleConsumer, target.RoleSecondConsumer, target.RoleBaseline} {
 		w.ids[r] = newUUID()
 	}
 	return w
 }
 
-// fakeTarget builds a Static target over the world's engines.
+// fakeTarget builds a Static target over the world's engines: producer,
+// consumer, a second consumer process and the baseline.
 func (w *fakeWorld) target(p target.Profile) target.Target {
 	p.Restarts = true
 	return restartableTarget{target.NewStatic(p, map[target.Role]target.Engine{
-		target.RoleProducer: &fakeEngine{w, target.RoleProducer},
-		target.RoleConsumer: &fakeEngine{w, target.RoleConsumer},
-		target.RoleBaseline: &fakeEngine{w, target.RoleBaseline},
+		target.RoleProducer:       &fakeEngine{w, target.RoleProducer},
+		target.RoleConsumer:       &fakeEngine{w, target.RoleConsumer},
+		target.RoleSecondConsumer: &fakeEngine{w, target.RoleSecondConsumer},
+		target.RoleBaseline:       &fakeEngine{w, target.RoleBaseline},
 	}), w}
 }
 
@@ -152,6 +163,11 @@ func (r restartableTarget) Restart(_ context.Context, role target.Role) error {
 	r.w.ids[role] = newUUID()
 	r.w.restarted = append(r.w.restarted, role)
 	return nil
+}
+
+// isConsumer reports whether role is one of the fake's consumer processes.
+func isConsumer(role target.Role) bool {
+	return role == target.RoleConsumer || role == target.RoleSecondConsumer
 }
 
 type fakeEngine struct {
@@ -193,7 +209,7 @@ func (e *fakeEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*ta
 	switch e.role {
 	case target.RoleProducer:
 		res, rej = e.producerGenerate(req)
-	case target.RoleConsumer:
+	case target.RoleConsumer, target.RoleSecondConsumer:
 		res, rej = e.consumerGenerate(req)
 	default:
 		res, rej = e.baselineGenerate(req)
@@ -220,10 +236,15 @@ func (e *fakeEngine) producerGenerate(req *pb.GenerateRequest) (*target.Generate
 		return nil, reject(codes.InvalidArgument, "publish without media")
 	}
 	items := make([]fakeItem, 0, len(req.GetMedia()))
+	var seeds []string
 	for _, m := range req.GetMedia() {
-		hash, rej := w.decode(m)
+		hash, img, rej := w.decodeImage(m)
 		if rej != nil {
 			return nil, rej
+		}
+		seeds = append(seeds, hash)
+		if w.m.hashWithoutDims && img != nil {
+			hash = dimensionBlindHash(img)
 		}
 		items = append(items, fakeItem{Hash: hash, Rows: fakeRows, Cols: fakeCols})
 	}
@@ -252,9 +273,9 @@ func (e *fakeEngine) producerGenerate(req *pb.GenerateRequest) (*target.Generate
 		id = hex.EncodeToString(b[:])
 	}
 	exp := nowMs() + ttl.Milliseconds()
-	w.entries[id] = &fakeEntry{items: items, expMs: exp, state: "published", payloadB: payload}
+	w.entries[id] = &fakeEntry{items: items, seeds: seeds, expMs: exp, state: "published", payloadB: payload}
 	w.bytes += payload
-	ref := &pb.EncoderCacheRef{Backend: fakeBackend, ProducerInstanceId: w.ids[target.RoleProducer], OpaqueState: w.seal(fakeBackend, w.ids[target.RoleProducer], id, exp, items)}
+	ref := &pb.EncoderCacheRef{Backend: fakeBackend, ProducerInstanceId: w.ids[target.RoleProducer], OpaqueState: w.seal(fakeBackend, w.ids[target.RoleProducer], nil, id, exp, items)}
 	ready := &pb.EncoderReady{Ref: ref}
 	for _, it := range items {
 		ready.Items = append(ready.Items, &pb.EncodedItem{ContentHash: it.Hash, EmbeddingRows: it.Rows, Modality: pb.Modality_MODALITY_IMAGE})
@@ -272,10 +293,7 @@ func (e *fakeEngine) consumerGenerate(req *pb.GenerateRequest) (*target.Generate
 	}
 	ref := req.GetEncoder().GetConsume()
 	if ref == nil {
-		if w.m.textTouchesEncoder {
-			w.inflight++
-		}
-		return w.answer(target.RoleConsumer, req.GetPrompt(), nil, 0), nil
+		return w.answer(e.role, req.GetPrompt(), nil, 0), nil
 	}
 	id, items, rej := w.verify(ref, true)
 	if rej != nil {
@@ -289,12 +307,18 @@ func (e *fakeEngine) consumerGenerate(req *pb.GenerateRequest) (*target.Generate
 		ent.state = "expired"
 		w.bytes -= ent.payloadB
 	}
-	if ent.state != "published" && !w.m.replayAllowed {
-		return nil, reject(codes.InvalidArgument, "SU-2 spent (%s)", ent.state)
-	}
-	if ent.state == "published" {
-		ent.state = "consumed"
-		w.bytes -= ent.payloadB
+	if w.m.perConsumerClaims && ent.state == "consumed" && !w.claimedBy[id][e.role] {
+		// The SU-1 mutant: this process never consumed it, so it does.
+		w.claimedBy[id][e.role] = true
+	} else {
+		if ent.state != "published" && !w.m.replayAllowed {
+			return nil, reject(codes.InvalidArgument, "SU-2 spent (%s)", ent.state)
+		}
+		if ent.state == "published" {
+			ent.state = "consumed"
+			w.bytes -= ent.payloadB
+			w.claimedBy[id] = map[target.Role]bool{e.role: true}
+		}
 	}
 	hashes := make([]string, len(items))
 	for i, it := range items {
@@ -304,7 +328,7 @@ func (e *fakeEngine) consumerGenerate(req *pb.GenerateRequest) (*target.Generate
 	if w.m.usageCountsEncoder {
 		extra = 1
 	}
-	return w.answer(target.RoleConsumer, req.GetPrompt(), hashes, extra), nil
+	return w.answerFrom(e.role, req.GetPrompt(), hashes, ent.seeds, extra), nil
 }
 
 func (e *fakeEngine) baselineGenerate(req *pb.GenerateRequest) (*target.GenerateResult, *rejection) {
@@ -325,72 +349,96 @@ func (e *fakeEngine) baselineGenerate(req *pb.GenerateRequest) (*target.Generate
 
 // decode validates one media item (L-3, L-6) and returns its content hash.
 func (w *fakeWorld) decode(m *pb.MediaItem) (string, *rejection) {
+	hash, _, rej := w.decodeImage(m)
+	return hash, rej
+}
+
+// decodeImage is decode, also returning the decoded image (nil for a
+// bomb the bombDecoded mutant "decodes").
+func (w *fakeWorld) decodeImage(m *pb.MediaItem) (string, image.Image, *rejection) {
+	hash, img, rej := w.decodeItem(m)
+	return hash, img, rej
+}
+
+// decodeItem does the work of decode.
+func (w *fakeWorld) decodeItem(m *pb.MediaItem) (string, image.Image, *rejection) {
 	if (m.GetModality() == pb.Modality_MODALITY_VIDEO || m.GetModality() == pb.Modality_MODALITY_AUDIO) && !w.m.videoAccepted {
-		return "", reject(codes.Unimplemented, "L-3 %s", m.GetModality())
+		return "", nil, reject(codes.Unimplemented, "L-3 %s", m.GetModality())
 	}
 	var data []byte
 	switch src := m.GetSource().(type) {
 	case *pb.MediaItem_Url:
 		if w.m.urlInvalid {
-			return "", reject(codes.InvalidArgument, "L-6 url")
+			return "", nil, reject(codes.InvalidArgument, "L-6 url")
 		}
-		return "", reject(codes.Unimplemented, "L-6 url fetching disabled")
+		return "", nil, reject(codes.Unimplemented, "L-6 url fetching disabled")
 	case *pb.MediaItem_DataUri:
 		rest, ok := strings.CutPrefix(src.DataUri, "data:")
 		meta, payload, ok2 := strings.Cut(rest, ",")
 		if !ok || !ok2 || !strings.HasSuffix(meta, ";base64") {
-			return "", reject(codes.InvalidArgument, "L-6 bad data URI")
+			return "", nil, reject(codes.InvalidArgument, "L-6 bad data URI")
 		}
 		b, err := base64.StdEncoding.DecodeString(payload)
 		if err != nil {
-			return "", reject(codes.InvalidArgument, "L-6 bad data URI: %v", err)
+			return "", nil, reject(codes.InvalidArgument, "L-6 bad data URI: %v", err)
 		}
 		data = b
 	case *pb.MediaItem_RawBytes:
 		data = src.RawBytes
 	default:
-		return "", reject(codes.InvalidArgument, "L-6 no source")
+		return "", nil, reject(codes.InvalidArgument, "L-6 no source")
 	}
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return "", reject(codes.InvalidArgument, "L-6 undecodable: %v", err)
+		return "", nil, reject(codes.InvalidArgument, "L-6 undecodable: %v", err)
+	}
+	if w.requiredFormatsOnly && format != "png" && format != "jpeg" {
+		return "", nil, reject(codes.InvalidArgument, "cannot decode image: unknown image format")
 	}
 	if int64(cfg.Width)*int64(cfg.Height) > fakeMaxPixels {
 		if w.m.bombDecoded {
 			sum := sha256.Sum256(data)
-			return hex.EncodeToString(sum[:]), nil
+			return hex.EncodeToString(sum[:]), nil, nil
 		}
-		return "", reject(codes.InvalidArgument, "L-6 %dx%d over the pixel bound", cfg.Width, cfg.Height)
+		return "", nil, reject(codes.InvalidArgument, "L-6 %dx%d over the pixel bound", cfg.Width, cfg.Height)
 	}
 	if strictFixture(data) {
-		return "", reject(codes.InvalidArgument, "L-6 not strictly well-formed")
+		return "", nil, reject(codes.InvalidArgument, "L-6 not strictly well-formed")
 	}
-	img, _, err := image.Decode(bytes.NewReader(data))
+	img, hash, err := decodeCached(data)
 	if err != nil {
-		return "", reject(codes.InvalidArgument, "L-6 undecodable: %v", err)
+		return "", nil, reject(codes.InvalidArgument, "L-6 undecodable: %v", err)
 	}
 	if w.m.uuidIsIdentity && m.GetUuid() != "" {
 		sum := sha256.Sum256([]byte(m.GetUuid()))
-		return hex.EncodeToString(sum[:]), nil
+		return hex.EncodeToString(sum[:]), img, nil
 	}
 	if w.m.hashWireBytes {
 		sum := sha256.Sum256(data)
-		return hex.EncodeToString(sum[:]), nil
+		return hex.EncodeToString(sum[:]), img, nil
 	}
-	return fixtures.ContentHash(fakePreset, img), nil
+	return hash, img, nil
 }
 
 // answer is the toy model: maxTokens ids drawn from a hash of the prompt
 // and the item identities, through a prefix cache keyed by both.
 func (w *fakeWorld) answer(role target.Role, prompt string, hashes []string, extraPrompt uint32) *target.GenerateResult {
+	return w.answerFrom(role, prompt, hashes, hashes, extraPrompt)
+}
+
+// answerFrom is answer with the cache keyed by the identities hashes and
+// the answer drawn from seeds, the items' true content hashes (a consumer
+// answers from the embeddings it received; it keys its cache by the hashes
+// the reference carries).
+func (w *fakeWorld) answerFrom(role target.Role, prompt string, hashes, seeds []string, extraPrompt uint32) *target.GenerateResult {
 	key := prompt + "\x00" + strings.Join(hashes, ",")
-	if w.m.textKeyedCache && role == target.RoleConsumer && len(hashes) > 0 {
+	if w.m.textKeyedCache && isConsumer(role) && len(hashes) > 0 {
 		key = prompt
 	}
 	cache := w.cache[role]
 	ids, ok := cache[key]
 	if !ok {
-		seed := sha256.Sum256([]byte(prompt + "\x00" + strings.Join(hashes, ",")))
+		seed := sha256.Sum256([]byte(prompt + "\x00" + strings.Join(seeds, ",")))
 		for i := 0; i < maxTokens; i++ {
 			ids = append(ids, binary.BigEndian.Uint32(seed[(i%8)*4:])%1000+uint32(i))
 		}
@@ -425,17 +473,23 @@ type fakeWireRef struct {
 	Tag   *string    `json:"tag"`
 }
 
-func (w *fakeWorld) tag(backend, instance, id string, exp int64, items []fakeItem) string {
+// tag is the fake's integrity tag: an HMAC over every field of the
+// reference but itself (CONTRACT SU-5), the producer endpoint included.
+func (w *fakeWorld) tag(backend, instance string, endpoint *pb.KvEndpoint, id string, exp int64, items []fakeItem) string {
 	mac := hmac.New(sha256.New, w.key)
-	fmt.Fprintf(mac, "%s\x00%s\x00%s\x00%d", backend, instance, id, exp)
+	ep := "-"
+	if endpoint != nil {
+		ep = fmt.Sprintf("%s:%d/%s", endpoint.GetHost(), endpoint.GetPort(), endpoint.GetProtocol())
+	}
+	fmt.Fprintf(mac, "%s\x00%s\x00%s\x00%s\x00%d", backend, instance, ep, id, exp)
 	for _, it := range items {
 		fmt.Fprintf(mac, "\x00%s:%d:%d", it.Hash, it.Rows, it.Cols)
 	}
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-func (w *fakeWorld) seal(backend, instance, id string, exp int64, items []fakeItem) []byte {
-	v, tag := 1, w.tag(backend, instance, id, exp, items)
+func (w *fakeWorld) seal(backend, instance string, endpoint *pb.KvEndpoint, id string, exp int64, items []fakeItem) []byte {
+	v, tag := 1, w.tag(backend, instance, endpoint, id, exp, items)
 	out, _ := json.Marshal(fakeWireRef{V: &v, ID: &id, Exp: &exp, Items: items, Tag: &tag})
 	return out
 }
@@ -493,10 +547,57 @@ func (w *fakeWorld) verify(ref *pb.EncoderCacheRef, consumer bool) (string, []fa
 		return "", nil, reject(codes.InvalidArgument, "SU-5 another instance")
 	}
 	skipTag := w.m.noTagCheck || w.m.hashCaseFolded || (!consumer && w.m.abortNoTagCheck)
-	if !skipTag && w.tag(ref.GetBackend(), ref.GetProducerInstanceId(), *r.ID, *r.Exp, r.Items) != *r.Tag {
+	if !skipTag && w.tag(ref.GetBackend(), ref.GetProducerInstanceId(), ref.GetProducerEndpoint(), *r.ID, *r.Exp, r.Items) != *r.Tag {
 		return "", nil, reject(codes.InvalidArgument, "SU-5 tag does not verify")
 	}
+	if !skipTag && !bytes.Equal(op, w.seal(ref.GetBackend(), ref.GetProducerInstanceId(), ref.GetProducerEndpoint(), *r.ID, *r.Exp, r.Items)) {
+		return "", nil, reject(codes.InvalidArgument, "SU-5 bytes outside the tag were altered")
+	}
 	return *r.ID, r.Items, nil
+}
+
+// decoded is one image the fake decoded, and its content hash.
+type decoded struct {
+	img  image.Image
+	hash string
+	err  error
+}
+
+// decodeCache keeps every image the fakes decoded, by the SHA-256 of its
+// bytes: the suite's tests send the same fixtures to hundreds of fake
+// worlds, and decoding and hashing them again is most of their time under
+// the race detector.
+var decodeCache sync.Map // [32]byte -> decoded
+
+// decodeCached decodes data (image.Decode) and returns the image and its
+// H-1 content hash under fakePreset, from decodeCache when it was seen.
+func decodeCached(data []byte) (image.Image, string, error) {
+	key := sha256.Sum256(data)
+	if d, ok := decodeCache.Load(key); ok {
+		return d.(decoded).img, d.(decoded).hash, d.(decoded).err
+	}
+	img, _, err := image.Decode(bytes.NewReader(data))
+	d := decoded{img: img, err: err}
+	if err == nil {
+		d.hash = fixtures.ContentHash(fakePreset, img)
+	}
+	decodeCache.Store(key, d)
+	return d.img, d.hash, d.err
+}
+
+// dimensionBlindHash is the hashWithoutDims mutant's content hash: SHA-256
+// of the decoded 8-bit RGBA pixel bytes alone, so the same bytes in other
+// dimensions hash equal.
+func dimensionBlindHash(img image.Image) string {
+	b := img.Bounds()
+	h := sha256.New()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, a := img.At(x, y).RGBA()
+			h.Write([]byte{byte(r >> 8), byte(g >> 8), byte(bl >> 8), byte(a >> 8)})
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // collect expires published entries past their TTL (X-2).
@@ -523,7 +624,7 @@ func (e *fakeEngine) GetModelInfo(ctx context.Context, model string) (*pb.ModelI
 	switch e.role {
 	case target.RoleProducer:
 		caps = &pb.EncoderCapabilities{Role: pb.EncoderRole_ENCODER_ROLE_PRODUCER, Backends: []string{fakeBackend}, SupportsAbortCleanup: proto.Bool(true)}
-	case target.RoleConsumer:
+	case target.RoleConsumer, target.RoleSecondConsumer:
 		caps = &pb.EncoderCapabilities{Role: pb.EncoderRole_ENCODER_ROLE_CONSUMER, Backends: []string{fakeBackend}, RequiresHandoff: proto.Bool(true)}
 	}
 	return &pb.ModelInfo{ModelId: "fake", Encoder: caps}, nil
@@ -548,7 +649,7 @@ func (e *fakeEngine) GetLoad(ctx context.Context) (*pb.LoadInfo, error) {
 		vals[ObservableExportsEntries] = float64(n)
 		vals[ObservableExportsBytes] = float64(w.bytes)
 	}
-	if e.role == target.RoleConsumer {
+	if isConsumer(e.role) {
 		vals[ObservableReceivesInflight] = float64(w.inflight)
 	}
 	attrs, err := structpb.NewStruct(vals)

@@ -2,7 +2,6 @@ package suite
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -42,23 +41,40 @@ const (
 // Core and Lifecycle case of cs: the same rule and checks, run with the
 // fault proxy delaying transfer replies (underFaultsDelay). Each copy needs
 // the fault proxy; its rule's verdict counts it at the Faults level.
+// copyExcluded lists the cases left out, with why.
 func underFaults(cs []Case) []Case {
 	var out []Case
 	for _, c := range cs {
 		if c.Destructive || (c.Level != LevelCore && c.Level != LevelLifecycle) ||
-			!slices.Contains(c.Labels, LabelEPD) || slices.Contains(c.Labels, LabelNeedsFaultProxy) {
+			c.Needs.Topology != target.TopologyEPD || c.Needs.FaultProxy || copyExcluded(c, underFaultsExcluded) != "" {
 			continue
 		}
 		c.Name += underFaultsSuffix
 		c.Level = LevelFaults
-		c.Labels = append(slices.Clone(c.Labels), LabelNeedsFaultProxy, LabelUnderFaults)
-		if !slices.Contains(c.Labels, LabelNeedsRestart) {
-			c.Labels = append(c.Labels, LabelNeedsRestart) // needFaults restarts what a fault poisons
-		}
+		c.Needs = c.Needs.with(func(n *Needs) { n.FaultProxy = true })
+		c.Labels = append(slices.Clone(c.Labels), LabelUnderFaults)
 		c.UnderFaults = true
 		out = append(out, c)
 	}
 	return out
+}
+
+// copyExcluded returns why c gets no copy of the kind excluded lists
+// (by case name), or "" when it does: a volume case and a case that needs
+// a second consumer process never get one.
+func copyExcluded(c Case, excluded map[string]string) string {
+	switch {
+	case c.Needs.Volume:
+		return "a volume case runs once, against the plain topology"
+	case c.Needs.SecondConsumer:
+		return "the second consumer is a PD process, raced against the first on the plain topology"
+	}
+	return excluded[c.Name]
+}
+
+// underFaultsExcluded are the E+PD cases without an under-faults copy, with why.
+var underFaultsExcluded = map[string]string{
+	"SU-5 a reference altered in any byte, truncated, extended or re-addressed consumes and releases nothing": "it presents hundreds of altered references, each a transfer the fault proxy would delay; SU-5's other cases run under faults",
 }
 
 // underFaultsPattern is the fault of each of the next underFaultsCalls
@@ -74,14 +90,17 @@ func underFaultsPattern() []target.TransferFault {
 	return pattern
 }
 
-// Execute runs the case against tg: c.Run, under the fault proxy's
-// injected faults for an UnderFaults copy, with P (and D) as the consumer
-// for a ViaPrefill copy. Every binding (Ginkgo, conformance.Run, baton
-// check) runs cases through it.
+// Execute runs the case against tg: first it decides from c.Needs whether
+// the case runs at all (Decide; not applicable, not verifiable or a
+// harness error end it there, with Decide's reason), then c.Run, under the
+// fault proxy's injected faults for an UnderFaults copy, with P (and D) as
+// the consumer for a ViaPrefill copy. Every binding (Ginkgo,
+// conformance.Run, baton check) runs cases through it.
 func (c Case) Execute(ctx context.Context, t TB, tg target.Target) {
 	if c.ViaPrefill {
 		ctx = context.WithValue(ctx, viaPrefillKey{}, true)
 	}
+	c.decideBeforeRun(t, tg)
 	if !c.UnderFaults {
 		c.Run(ctx, t, tg)
 		return
@@ -109,20 +128,16 @@ type faultHarness struct {
 	tg      target.Target
 }
 
-// needFaults returns the harness of a Faults-level E+PD case, or ends the
-// case not verifiable when the target lacks the fault proxy, or cannot
-// restart the instances a quarantine poisons (Q-4 is sticky until restart).
+// needFaults returns the harness of a Faults-level E+PD case (Needs
+// FaultProxy: Case.Execute has checked the fault proxy and the restarts).
 func needFaults(ctx context.Context, t TB, tg target.Target) *faultHarness {
 	t.Helper()
 	h := needEPD(ctx, t, tg)
-	if bs := h.profile.Backends; len(bs) > 0 && !slices.ContainsFunc(bs, func(b string) bool { return b != sharedDirBackend }) {
-		NotApplicable(t, fmt.Sprintf("the target declares backends %v: no TransferEncoderCache call crosses between consumer and producer (the shared directory is claimed by rename), so there is no transfer to fault", bs))
+	fi, okFI := tg.(target.FaultInjector)
+	rs, okRS := tg.(target.Restarter)
+	if !okFI || !okRS {
+		HarnessError(t, "the case needs a target that injects faults and restarts instances (Needs.FaultProxy): run it through Case.Execute")
 	}
-	fi, ok := tg.(target.FaultInjector)
-	if !h.profile.FaultProxy || !ok {
-		NotVerifiable(t, "needs the harness's fault proxy between consumer and producer (profile fault_proxy: {listen: host:port} with the producer advertising that address, or fault_proxy: true with a launch section)")
-	}
-	rs := needRestart(t, tg, "a quarantine poisons the consumer until it restarts (Q-4 is sticky)")
 	return &faultHarness{harness: h, faults: fi, restart: rs, tg: tg}
 }
 
@@ -167,7 +182,7 @@ func (f *faultHarness) expectQuarantined(who string, e target.Engine) {
 	if st != pb.HealthState_HEALTH_STATE_NOT_READY {
 		f.t.Errorf("Health(%s) after an uncertain transfer = %s%s; want NOT_READY with check encoder_cache", who, st, checks)
 	}
-	if c, ok := f.counters(who, e); ok && c[ObservableQuarantineBuffers] < 1 {
+	if c, ok := f.optionalCounters(who, e); ok && c[ObservableQuarantineBuffers] < 1 {
 		f.t.Errorf("GetLoad(%s) %s = %g after an uncertain transfer; want >= 1", who, ObservableQuarantineBuffers, c[ObservableQuarantineBuffers])
 	}
 }
@@ -177,10 +192,7 @@ func (f *faultHarness) expectQuarantined(who string, e target.Engine) {
 func (f *faultHarness) waitInflight(n float64) {
 	f.t.Helper()
 	for {
-		c, ok := f.counters("consumer", f.cons)
-		if !ok {
-			NotVerifiable(f.t, "needs observables to see the transfer in flight")
-		}
+		c := f.counters("consumer", f.cons)
 		if c[ObservableReceivesInflight] == n {
 			return
 		}
@@ -228,7 +240,7 @@ func Q2DefiniteRejectionReleases(ctx context.Context, t TB, tg target.Target) {
 	if !f.expectReady("consumer", f.cons) {
 		return
 	}
-	if c, ok := f.counters("consumer", f.cons); ok && c[ObservableQuarantineBuffers] != 0 {
+	if c, ok := f.optionalCounters("consumer", f.cons); ok && c[ObservableQuarantineBuffers] != 0 {
 		t.Errorf("Q-2 a definite rejection quarantined %g buffers; want 0", c[ObservableQuarantineBuffers])
 	}
 	again := f.publish(fixture(t, faultImage))
@@ -245,9 +257,6 @@ func Q2DefiniteRejectionReleases(ctx context.Context, t TB, tg target.Target) {
 // never INVALID_ARGUMENT, and the reference stays spent.
 func Q3FailureAfterRemovalQuarantinesSource(ctx context.Context, t TB, tg target.Target) {
 	f := needFaults(ctx, t, tg)
-	if !f.profile.TestHooks {
-		NotVerifiable(t, "needs the baton.transfer_fail test hook (profile test_hooks)")
-	}
 	defer f.poisoned(target.RoleConsumer, target.RoleProducer)()
 	ready := f.publish(fixture(t, faultImage))
 	req := f.consumeRequest(promptText(t, promptMarker), ready.GetRef())
@@ -348,10 +357,7 @@ func C4CancelledConsumerWaitsForTheOutcome(ctx context.Context, t TB, tg target.
 	// The proxy holds the reply until arrived+stuckTransfer: until then the
 	// outcome is unknown and the receive must stay in flight.
 	for time.Since(arrived) < stuckTransfer-300*time.Millisecond {
-		c, ok := f.counters("consumer", f.cons)
-		if !ok {
-			NotVerifiable(t, "needs observables to see the receive in flight")
-		}
+		c := f.counters("consumer", f.cons)
 		if c[ObservableReceivesInflight] != 1 {
 			t.Errorf("C-4 %s = %g %v after the client cancelled, before the transfer's outcome was known; want 1 (buffers kept until the outcome)", ObservableReceivesInflight, c[ObservableReceivesInflight], time.Since(arrived).Round(time.Millisecond))
 			break
@@ -362,7 +368,7 @@ func C4CancelledConsumerWaitsForTheOutcome(ctx context.Context, t TB, tg target.
 		HarnessError(t, "transfer never finished at the proxy: %v", err)
 	}
 	f.waitInflight(0)
-	if c, ok := f.counters("consumer", f.cons); ok && c[ObservableQuarantineBuffers] != 0 {
+	if c := f.counters("consumer", f.cons); c[ObservableQuarantineBuffers] != 0 {
 		t.Errorf("C-4 a cancelled transfer that then succeeded quarantined %g buffers; want 0 (released)", c[ObservableQuarantineBuffers])
 	}
 	f.expectReady("consumer", f.cons)
@@ -391,15 +397,15 @@ func C5TextOnlyCancelNeverWaits(ctx context.Context, t TB, tg target.Target) {
 
 // faultCases are the Faults-level cases, in registry order.
 func faultCases() []Case {
-	l := []string{LabelEPD, LabelNeedsFaultProxy, LabelNeedsRestart}
+	n := EPD.with(func(n *Needs) { n.FaultProxy = true })
 	return []Case{
-		{Rule: "Q-1", Name: "Q-1 a lost transfer reply quarantines the consumer's buffers", Run: Q1LostReplyQuarantines, Labels: l},
-		{Rule: "Q-2", Name: "Q-2 only INVALID_ARGUMENT with the before-write trailer releases the consumer's buffers", Run: Q2DefiniteRejectionReleases, Labels: l},
-		{Rule: "Q-3", Name: "Q-3 a WRITE failing after removal quarantines the producer's source, never INVALID_ARGUMENT", Run: Q3FailureAfterRemovalQuarantinesSource, Labels: append([]string{LabelNeedsTestHooks}, l...)},
-		{Rule: "Q-4", Name: "Q-4 a quarantined consumer is NOT_READY, refuses handoffs, serves text", Run: Q4QuarantineIsStickyAndRefusesHandoffs, Labels: l},
-		{Rule: "Q-5", Name: "Q-5 a stuck transfer blocks neither Health nor other requests", Run: Q5StuckTransferBlocksNothingElse, Labels: l},
-		{Rule: "C-4", Name: "C-4 a consumer cancelled mid-transfer keeps its buffers until the outcome, then releases", Run: C4CancelledConsumerWaitsForTheOutcome, Labels: l},
-		{Rule: "C-5", Name: "C-5 a cancelled text-only request never waits for a stuck transfer", Run: C5TextOnlyCancelNeverWaits, Labels: l},
+		{Rule: "Q-1", Name: "Q-1 a lost transfer reply quarantines the consumer's buffers", Run: Q1LostReplyQuarantines, Needs: n},
+		{Rule: "Q-2", Name: "Q-2 only INVALID_ARGUMENT with the before-write trailer releases the consumer's buffers", Run: Q2DefiniteRejectionReleases, Needs: n},
+		{Rule: "Q-3", Name: "Q-3 a WRITE failing after removal quarantines the producer's source, never INVALID_ARGUMENT", Run: Q3FailureAfterRemovalQuarantinesSource, Needs: n.with(func(n *Needs) { n.TestHooks = true })},
+		{Rule: "Q-4", Name: "Q-4 a quarantined consumer is NOT_READY, refuses handoffs, serves text", Run: Q4QuarantineIsStickyAndRefusesHandoffs, Needs: n},
+		{Rule: "Q-5", Name: "Q-5 a stuck transfer blocks neither Health nor other requests", Run: Q5StuckTransferBlocksNothingElse, Needs: n},
+		{Rule: "C-4", Name: "C-4 a consumer cancelled mid-transfer keeps its buffers until the outcome, then releases", Run: C4CancelledConsumerWaitsForTheOutcome, Needs: n.with(func(n *Needs) { n.Observables = true })},
+		{Rule: "C-5", Name: "C-5 a cancelled text-only request never waits for a stuck transfer", Run: C5TextOnlyCancelNeverWaits, Needs: n},
 	}
 }
 
@@ -423,18 +429,12 @@ const eppdSuffix = " [E+P+D: P consumes, D decodes]"
 func eppdCopies(cs []Case) []Case {
 	var out []Case
 	for _, c := range cs {
-		if c.Destructive || !slices.Contains(c.Labels, LabelEPD) || eppdExcluded[c.Name] != "" {
+		if c.Destructive || c.Needs.Topology != target.TopologyEPD || copyExcluded(c, eppdExcluded) != "" {
 			continue
 		}
 		c.Name += eppdSuffix
-		labels := make([]string, 0, len(c.Labels))
-		for _, l := range c.Labels {
-			if l == LabelEPD {
-				l = LabelEPPD
-			}
-			labels = append(labels, l)
-		}
-		c.Labels = labels
+		c.Needs = c.Needs.with(func(n *Needs) { n.Topology = target.TopologyEPPD })
+		c.Labels = slices.Clone(c.Labels)
 		c.ViaPrefill = true
 		out = append(out, c)
 	}

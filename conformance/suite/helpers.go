@@ -5,9 +5,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
@@ -94,32 +98,29 @@ func newHarness(ctx context.Context, t TB, tg target.Target) *harness {
 	return h
 }
 
-// servesTopology decides whether the target serves topology name with the
-// given roles: declared in Profile.Topologies (or, when the profile
-// declares no topology at all, all roles present). A declared topology
-// with a role missing is a harness error (inconsistent profile).
-func servesTopology(t TB, h *harness, name string, roles map[target.Role]target.Engine) bool {
-	t.Helper()
-	declared := h.profile.HasTopology(name)
+// requireRoles ends the case as a harness error unless the target has an
+// endpoint for every role: Case.Execute has checked the case's Needs, so a
+// missing role means the case ran without it, or declares too little.
+func (h *harness) requireRoles(roles ...target.Role) {
+	h.t.Helper()
+	byRole := map[target.Role]target.Engine{
+		target.RoleProducer: h.prod, target.RoleConsumer: h.cons, target.RoleBaseline: h.base,
+		target.RolePrefill: h.pre, target.RoleDecode: h.dec,
+	}
 	var missing []string
-	for r, e := range roles {
-		if e == nil {
+	for _, r := range roles {
+		if byRole[r] == nil {
 			missing = append(missing, string(r))
 		}
 	}
-	if declared && len(missing) > 0 {
-		HarnessError(t, "profile declares topology %s but names no endpoint for %s", name, strings.Join(sortedStrings(missing), ", "))
+	if len(missing) > 0 {
+		HarnessError(h.t, "the case needs endpoints for %s: run it through Case.Execute, which checks its Needs first", strings.Join(missing, ", "))
 	}
-	if declared {
-		return true
-	}
-	return len(h.profile.Topologies) == 0 && len(missing) == 0
 }
 
-// needEPD returns the harness of an E+PD case, or ends the case
-// `not applicable` when the target does not serve E+PD. In the E+P+D copy
-// of a case (Case.ViaPrefill) it needs E+P+D instead, and P stands in for
-// the consumer.
+// needEPD returns the harness of an E+PD case (Needs.Topology E+PD). In
+// the E+P+D copy of a case (Case.ViaPrefill) it is an E+P+D harness whose
+// P stands in for the consumer.
 func needEPD(ctx context.Context, t TB, tg target.Target) *harness {
 	t.Helper()
 	if viaPrefill(ctx) {
@@ -128,43 +129,20 @@ func needEPD(ctx context.Context, t TB, tg target.Target) *harness {
 		return h
 	}
 	h := newHarness(ctx, t, tg)
-	if !servesTopology(t, h, "E+PD", map[target.Role]target.Engine{target.RoleProducer: h.prod, target.RoleConsumer: h.cons}) {
-		NotApplicable(t, fmt.Sprintf("target does not serve topology E+PD (profile topologies %v)", h.profile.Topologies))
-	}
+	h.requireRoles(TopologyRoles(target.TopologyEPD)...)
 	return h
 }
 
-// needEPPD returns the harness of an E+P+D case, or ends the case
-// `not applicable` when the target does not serve E+P+D.
+// needEPPD returns the harness of an E+P+D case (Needs.Topology E+P+D).
 func needEPPD(ctx context.Context, t TB, tg target.Target) *harness {
 	t.Helper()
 	h := newHarness(ctx, t, tg)
-	if !servesTopology(t, h, "E+P+D", map[target.Role]target.Engine{target.RoleProducer: h.prod, target.RolePrefill: h.pre, target.RoleDecode: h.dec}) {
-		NotApplicable(t, fmt.Sprintf("target does not serve topology E+P+D (profile topologies %v)", h.profile.Topologies))
-	}
+	h.requireRoles(TopologyRoles(target.TopologyEPPD)...)
 	return h
-}
-
-// needBaseline ends the case `not verifiable` when the target has no
-// baseline (aggregated) engine to compare with.
-func (h *harness) needBaseline() {
-	h.t.Helper()
-	if h.base == nil {
-		NotVerifiable(h.t, "the target has no baseline (aggregated) endpoint to compare with")
-	}
 }
 
 // formatDeclared reports whether the profile declares the baton-json-v1 reference format.
 func (h *harness) formatDeclared() bool { return h.profile.ReferenceFormat == FormatBatonJSONv1 }
-
-// needFormat ends the case `not verifiable` unless the profile declares the
-// baton-json-v1 reference format.
-func (h *harness) needFormat(what string) {
-	h.t.Helper()
-	if !h.formatDeclared() {
-		NotVerifiable(h.t, fmt.Sprintf("%s needs reference_format %q in the profile (declared %q)", what, FormatBatonJSONv1, h.profile.ReferenceFormat))
-	}
-}
 
 // cleanup releases, on the producer, every reference the case published
 // (Abort; ALREADY_FINISHED for consumed ones is expected) and, on the
@@ -457,6 +435,47 @@ func (h *harness) expectAbortStatus(ref *pb.EncoderCacheRef, note string, want p
 	return true
 }
 
+// expectRefused presents ref to the consumer and to the producer's Abort
+// and reports (Errorf) unless each is rejected with want (no token;
+// nothing released).
+func (h *harness) expectRefused(prompt string, ref *pb.EncoderCacheRef, note string, want codes.Code) {
+	h.t.Helper()
+	h.consumeRejected(prompt, ref, note, want)
+	h.expectAbortCode(h.prod, ref, note, want)
+}
+
+// inFlight runs job(0), ..., job(n-1), at most limit at once, and returns
+// once all ended. Jobs run in goroutines of their own: they must not call
+// the case's TB (collect their results and check them after).
+func inFlight(n, limit int, job func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			job(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// expectReleased sends Abort(encoder_cache=ref) to the producer and
+// reports (Errorf) unless it answers ABORTED or ALREADY_FINISHED: ref was
+// delivered to a client that cancelled its stream, which E may have
+// released on its own (C-7) or kept.
+func (h *harness) expectReleased(ref *pb.EncoderCacheRef, note string) bool {
+	h.t.Helper()
+	got, err := h.abort(h.prod, ref)
+	if err == nil && (got == pb.AbortStatus_ABORT_STATUS_ABORTED || got == pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED) {
+		return true
+	}
+	h.t.Errorf("%s = %s; want ABORTED or ALREADY_FINISHED", abortCall(ref, note), abortAnswer(got, err))
+	return false
+}
+
 // expectAbortCode sends Abort(encoder_cache=ref) to e and reports (Errorf)
 // unless it fails with gRPC code want.
 func (h *harness) expectAbortCode(e target.Engine, ref *pb.EncoderCacheRef, note string, want codes.Code) bool {
@@ -507,31 +526,65 @@ func (h *harness) waitMs(ms int64, why string) {
 // counters are the CONTRACT section 4 observables of one engine, by key.
 type counters map[string]float64
 
-// counters returns e's observables, or false when the profile does not
-// declare observables. When it declares them, a GetLoad failure or a
-// missing key ends the case (the target broke its own declaration).
-func (h *harness) counters(who string, e target.Engine) (counters, bool) {
+// ErrObservablesMissing is wrapped by the error of CheckObservables: a
+// LoadInfo lacks a CONTRACT section 4 key, or holds one that is not a
+// number.
+var ErrObservablesMissing = errors.New("suite: LoadInfo.attributes lacks the CONTRACT section 4 observables")
+
+// CheckObservables checks that info.attributes holds every CONTRACT
+// section 4 key of Observables() as a number (the executor.* keys an engine
+// without an in-engine executor may omit are not among them). It returns
+// nil, or an error wrapping ErrObservablesMissing naming each missing key
+// and each key that is not a number. A runner that checks a target
+// declaring observables before any case runs calls it on every endpoint's
+// GetLoad; the Lifecycle cases read their counters through the same check.
+func CheckObservables(info *pb.LoadInfo) error {
+	_, err := countersOf(info)
+	return err
+}
+
+// counters returns e's observables (CONTRACT section 4), for a case whose
+// Needs declare Observables (Case.Execute has checked the profile). A
+// target that declared them but whose GetLoad is UNIMPLEMENTED or lacks a
+// key ends the case `not verifiable` (its profile contradicts its
+// answers); any other GetLoad failure ends it as a failure (the engine
+// stopped answering during the case).
+func (h *harness) counters(who string, e target.Engine) counters {
+	h.t.Helper()
+	if !h.profile.Observables {
+		HarnessError(h.t, "the case reads counters but its Needs do not declare Observables")
+	}
+	info, err := e.GetLoad(h.ctx)
+	if status.Code(err) == codes.Unimplemented {
+		NotVerifiable(h.t, fmt.Sprintf("GetLoad(%s) = %s although the profile declares observables", who, statusString(err)))
+	}
+	if err != nil {
+		h.t.Fatalf("GetLoad(%s) = %s; want the CONTRACT section 4 observables", who, statusString(err))
+	}
+	c, err := countersOf(info)
+	if err != nil {
+		NotVerifiable(h.t, fmt.Sprintf("GetLoad(%s): %v although the profile declares observables", who, err))
+	}
+	return c
+}
+
+// optionalCounters is counters when the profile declares observables, and
+// (nil, false) when it does not: for a Lifecycle case whose check does not
+// depend on them (Core cases never read a counter: CONTRACT section 4).
+func (h *harness) optionalCounters(who string, e target.Engine) (counters, bool) {
 	h.t.Helper()
 	if !h.profile.Observables {
 		return nil, false
 	}
-	info, err := e.GetLoad(h.ctx)
-	if err != nil {
-		h.t.Fatalf("GetLoad(%s) = %s; want the CONTRACT section 4 observables (the profile declares observables)", who, statusString(err))
-	}
-	c, err := countersOf(info)
-	if err != nil {
-		h.t.Fatalf("GetLoad(%s): %v (the profile declares observables)", who, err)
-	}
-	return c, true
+	return h.counters(who, e), true
 }
 
 // countersOf reads the CONTRACT section 4 keys from info.attributes; every
-// key must be present and a number.
+// key must be present and a number (errors wrap ErrObservablesMissing).
 func countersOf(info *pb.LoadInfo) (counters, error) {
 	fields := info.GetAttributes().GetFields()
 	c := counters{}
-	var missing []string
+	var missing, notNumbers []string
 	for _, k := range Observables() {
 		v, ok := fields[k]
 		if !ok {
@@ -540,12 +593,20 @@ func countersOf(info *pb.LoadInfo) (counters, error) {
 		}
 		n, isNum := v.GetKind().(*structpb.Value_NumberValue)
 		if !isNum {
-			return nil, fmt.Errorf("attribute %s is %v, want a number", k, v.AsInterface())
+			notNumbers = append(notNumbers, fmt.Sprintf("%s is %v", k, v.AsInterface()))
+			continue
 		}
 		c[k] = n.NumberValue
 	}
+	var problems []string
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("attributes lack %s", strings.Join(missing, ", "))
+		problems = append(problems, "no "+strings.Join(missing, ", "))
+	}
+	if len(notNumbers) > 0 {
+		problems = append(problems, strings.Join(notNumbers, ", ")+" (want numbers)")
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrObservablesMissing, strings.Join(problems, "; "))
 	}
 	return c, nil
 }
@@ -577,6 +638,26 @@ func fixture(t TB, name string) fixtures.Image {
 	return im
 }
 
+// isOptionalFormat reports whether a fixture format is an optional image
+// format (gif, webp: CONTRACT "How requests look").
+func isOptionalFormat(format string) bool {
+	return slices.Contains(target.OptionalMediaFormats(), format)
+}
+
+// declaredImages returns the fixtures called names whose format the
+// profile declares, in order: a case never depends on an optional format
+// the target does not declare (CONTRACT "How requests look").
+func (h *harness) declaredImages(names ...string) []fixtures.Image {
+	h.t.Helper()
+	var out []fixtures.Image
+	for _, name := range names {
+		if img := fixture(h.t, name); h.profile.DeclaresMediaFormat(img.Format) {
+			out = append(out, img)
+		}
+	}
+	return out
+}
+
 // promptText returns the text of the fixture prompt called name, or ends
 // the case as a harness error.
 func promptText(t TB, name string) string {
@@ -590,15 +671,13 @@ func promptText(t TB, name string) string {
 	return ""
 }
 
-// pseudoBytes returns n deterministic bytes derived from label (SHA-256 in
-// counter mode), so a garbage input is the same on every run.
+// pseudoBytes returns n deterministic bytes derived from label (ChaCha8
+// keyed by the SHA-256 of label), so a garbage input is the same on every run.
 func pseudoBytes(label string, n int) []byte {
-	out := make([]byte, 0, n+sha256.Size)
-	for i := 0; len(out) < n; i++ {
-		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", label, i)))
-		out = append(out, sum[:]...)
-	}
-	return out[:n]
+	out := make([]byte, n)
+	r := mrand.NewChaCha8(sha256.Sum256([]byte(label)))
+	_, _ = r.Read(out) // ChaCha8.Read never fails
+	return out
 }
 
 // withOpaque returns a copy of ref with opaque_state replaced.

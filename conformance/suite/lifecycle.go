@@ -51,36 +51,10 @@ const (
 	pollInterval = 20 * time.Millisecond
 )
 
-// needHooks ends the case `not verifiable` unless the profile declares test hooks.
-func (h *harness) needHooks(which string) {
-	h.t.Helper()
-	if !h.profile.TestHooks {
-		NotVerifiable(h.t, fmt.Sprintf("needs the %s test hook (profile test_hooks)", which))
-	}
-}
-
-// needObservables ends the case `not verifiable` unless the profile declares observables.
-func (h *harness) needObservables(what string) {
-	h.t.Helper()
-	if !h.profile.Observables {
-		NotVerifiable(h.t, fmt.Sprintf("needs the CONTRACT section 4 observables (profile observables) to see %s", what))
-	}
-}
-
 // withExtra sets req.extra to fields and returns req.
 func withExtra(req *pb.GenerateRequest, fields map[string]any) *pb.GenerateRequest {
 	req.Extra, _ = structpb.NewStruct(fields)
 	return req
-}
-
-// mustCounters is counters for a case that already checked the profile declares observables.
-func (h *harness) mustCounters(who string, e target.Engine) counters {
-	h.t.Helper()
-	c, ok := h.counters(who, e)
-	if !ok {
-		NotVerifiable(h.t, "needs the CONTRACT section 4 observables (profile observables)")
-	}
-	return c
 }
 
 // settle polls e's observables until keys equal their values in want, or
@@ -95,7 +69,7 @@ func (h *harness) settleWithin(timeout time.Duration, who string, e target.Engin
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		c := h.mustCounters(who, e)
+		c := h.counters(who, e)
 		if len(want.diff(c, keys...)) == 0 {
 			return c, true
 		}
@@ -154,12 +128,10 @@ func (h *harness) startHeld(e target.Engine, req *pb.GenerateRequest) (context.C
 // C1CancelledHeldPublishPublishesNothing cancels a publish while its encoder step is held (baton.encoder_delay_ms): no EncoderReady, exports and live batches back to their values before, the producer READY and the next publish works (C-1).
 func C1CancelledHeldPublishPublishesNothing(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
-	h.needHooks(HookEncoderDelayMs)
-	h.needObservables("what a cancelled publish leaves allocated")
 	defer h.cleanup()
 	img := fixture(t, "video-001.jpeg")
 
-	before := h.mustCounters("producer", h.prod)
+	before := h.counters("producer", h.prod)
 	req := withExtra(h.publishRequest(nil, imageItem(img)), map[string]any{HookEncoderDelayMs: heldEncoderMs})
 	start := time.Now()
 	cancel, done := h.startHeld(h.prod, req)
@@ -179,16 +151,15 @@ func C1CancelledHeldPublishPublishesNothing(ctx context.Context, t TB, tg target
 	h.handoff(fixture(t, "basn6a08.png"), promptText(t, promptMarker))
 }
 
-// C3ReleasedOutputFreesItsStorage publishes a two-image batch, checks the producer's live batch storage is gone once the entry is written, releases the unconsumed entry with Abort and sees exports and storage back to their values before; a baseline request that ended leaves no live batch (C-3).
+// C3ReleasedOutputFreesItsStorage publishes a two-image batch, checks the producer's live batch storage is gone once the entry is written, releases the unconsumed entry with Abort and sees exports and storage back to their values before; a baseline request that ended leaves no live batch (C-3). That the released reference no longer consumes is SU-2's.
 func C3ReleasedOutputFreesItsStorage(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
-	h.needObservables("the released output's storage")
 	defer h.cleanup()
-	a, b := fixture(t, "video-001.png"), fixture(t, "triangle-001.gif")
+	a, b := fixture(t, "video-001.png"), fixture(t, "basn2c08.png")
 
-	before := h.mustCounters("producer", h.prod)
+	before := h.counters("producer", h.prod)
 	ready := h.publish(a, b)
-	during := h.mustCounters("producer", h.prod)
+	during := h.counters("producer", h.prod)
 	if during[ObservableExportsEntries] != before[ObservableExportsEntries]+1 || during[ObservableExportsBytes] <= before[ObservableExportsBytes] {
 		t.Errorf("C-3 GetLoad(producer) after Publish(image=%s,%s) = %s %g, %s %g; want one more entry holding more bytes than before (%g, %g)",
 			a.Name, b.Name, ObservableExportsEntries, during[ObservableExportsEntries], ObservableExportsBytes, during[ObservableExportsBytes], before[ObservableExportsEntries], before[ObservableExportsBytes])
@@ -196,10 +167,9 @@ func C3ReleasedOutputFreesItsStorage(ctx context.Context, t TB, tg target.Target
 	h.expectSettled("C-3", "producer", h.prod, before, "after the batch's entry was published", ObservableStorageLiveBatches)
 	h.expectAbortStatus(ready.GetRef(), "unconsumed", pb.AbortStatus_ABORT_STATUS_ABORTED)
 	h.expectSettled("C-3", "producer", h.prod, before, "after the unconsumed output was released", ObservableExportsEntries, ObservableExportsBytes, ObservableStorageLiveBatches, ObservableCleanupPending)
-	h.consumeRejected(promptText(t, promptMarker), ready.GetRef(), "after it was released", codes.InvalidArgument)
 
 	if h.base != nil {
-		baseBefore := h.mustCounters("baseline", h.base)
+		baseBefore := h.counters("baseline", h.base)
 		h.baseline(promptText(t, promptMarker), a)
 		h.expectSettled("C-3", "baseline", h.base, baseBefore, "after a request with media ended", ObservableStorageLiveBatches)
 	}
@@ -220,14 +190,12 @@ const c7HoldMs = 300
 // C7CancelledAroundPublicationLeavesNothing cancels held publishes at times around the end of the hold: a client that got no EncoderReady leaves nothing published (exports back to before, long before the TTL); one that got it holds a working reference, released by Abort (C-7).
 func C7CancelledAroundPublicationLeavesNothing(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
-	h.needHooks(HookEncoderDelayMs)
-	h.needObservables("what a cancelled publish leaves published")
 	defer h.cleanup()
 	img := fixture(t, "video-001.jpeg")
 
 	var paths []string
 	for _, offset := range c7CancelOffsetsMs {
-		before := h.mustCounters("producer", h.prod)
+		before := h.counters("producer", h.prod)
 		req := withExtra(h.publishRequest(proto.Uint32(c7TTLMs), imageItem(img)), map[string]any{HookEncoderDelayMs: c7HoldMs})
 		cancel, done := h.startHeld(h.prod, req)
 		h.waitMs(offset, "before cancelling the held publish")
@@ -235,11 +203,13 @@ func C7CancelledAroundPublicationLeavesNothing(ctx context.Context, t TB, tg tar
 		res := <-done
 		note := fmt.Sprintf("cancelled %d ms into a %d ms hold", offset, c7HoldMs)
 		if res.Status != nil && res.EncoderReady() != nil {
-			// The client got its reference: it must work and release.
+			// The client got its reference, though it cancelled: E may have
+			// released the entry on seeing the cancellation after the send
+			// (ALREADY_FINISHED) or kept it (ABORTED now).
 			ref := res.EncoderReady().GetRef()
 			h.track(ref)
 			paths = append(paths, fmt.Sprintf("%d ms: delivered", offset))
-			h.expectAbortStatus(ref, note+", EncoderReady delivered", pb.AbortStatus_ABORT_STATUS_ABORTED)
+			h.expectReleased(ref, note+", EncoderReady delivered")
 		} else {
 			paths = append(paths, fmt.Sprintf("%d ms: not delivered", offset))
 		}
@@ -260,8 +230,6 @@ func C7CancelledAroundPublicationLeavesNothing(ctx context.Context, t TB, tg tar
 // C5TextOnlyCancelDuringHeldEncoder holds a media request's encoder step on the baseline and cancels a text-only request meanwhile: it returns promptly, the engine stays READY, and after the held request is cancelled the next request gets tokens (C-5).
 func C5TextOnlyCancelDuringHeldEncoder(ctx context.Context, t TB, tg target.Target) {
 	h := newHarness(ctx, t, tg)
-	h.needBaseline() // the engine that encodes and generates, so a held encoder step and a text-only request share it
-	h.needHooks(HookEncoderDelayMs)
 	prompt := promptText(t, promptMarker)
 
 	held := withExtra(h.baselineRequest(prompt, imageItem(fixture(t, "video-001.jpeg"))), map[string]any{HookEncoderDelayMs: heldEncoderMs})
@@ -313,14 +281,12 @@ func expectOneTerminalFailure(t TB, call string, res *target.GenerateResult) boo
 // C6EncoderFailureEndsOneRequest fails the encoder step (baton.encoder_fail) of a publish and of a baseline request: one terminal error each, no EncoderReady or token, nothing reserved remains, the engine stays READY and the next request works (C-6).
 func C6EncoderFailureEndsOneRequest(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
-	h.needHooks(HookEncoderFail)
-	h.needObservables("what a failed encoder step leaves reserved")
 	defer h.cleanup()
 	img := fixture(t, "video-001.jpeg")
 	prompt := promptText(t, promptMarker)
 	fail := map[string]any{HookEncoderFail: true}
 
-	before := h.mustCounters("producer", h.prod)
+	before := h.counters("producer", h.prod)
 	res := h.generate(h.prod, withExtra(h.publishRequest(nil, imageItem(img)), fail))
 	expectOneTerminalFailure(t, fmt.Sprintf("Publish(image=%s, %s)", img.Name, HookEncoderFail), res)
 	h.expectSettled("C-6", "producer", h.prod, before, "after a publish whose encoder step failed", reservationKeys...)
@@ -330,7 +296,7 @@ func C6EncoderFailureEndsOneRequest(ctx context.Context, t TB, tg target.Target)
 	if h.base == nil {
 		return
 	}
-	baseBefore := h.mustCounters("baseline", h.base)
+	baseBefore := h.counters("baseline", h.base)
 	res = h.generate(h.base, withExtra(h.baselineRequest(prompt, imageItem(img)), fail))
 	expectOneTerminalFailure(t, fmt.Sprintf("Baseline(image=%s, %s)", img.Name, HookEncoderFail), res)
 	h.expectSettled("C-6", "baseline", h.base, baseBefore, "after a request whose encoder step failed", ObservableStorageLiveBatches, ObservableCleanupPending)
@@ -338,18 +304,25 @@ func C6EncoderFailureEndsOneRequest(ctx context.Context, t TB, tg target.Target)
 	h.baseline(prompt, img)
 }
 
-// h1Images are the H-1 fixtures: one per decoded pixel type the hash
-// converts (YCbCr, RGBA, NRGBA with alpha, NRGBA64, RGBA64, Gray, Gray16,
-// paletted with and without transparency, WebP lossless with alpha).
+// h1Images are the H-1 fixtures, PNG only (CONTRACT H-1: "a black-box H-1
+// check compares pre-images on PNG fixtures only"; a JPEG's pixels are the
+// target's own decode): every colour type at every bit depth and each
+// pixel type the hash converts (RGBA, NRGBA with alpha, NRGBA64, RGBA64,
+// Gray, Gray16, gray with alpha, paletted with and without transparency),
+// interlaced, and both B-2 pairs (the hash must see dimensions and every
+// pixel).
 var h1Images = []string{
-	"video-001.jpeg", "video-001.png", "basn6a08.png", "basn6a16.png", "basn2c16.png", "basn0g08.png",
-	"basn0g16.png", "basn3p08-trns.png", "video-001.gif", "gopher-doc.with-alpha.lossless.webp",
+	"video-001.png", "basn6a08.png", "basn6a16.png", "basn2c08.png", "basn2c16.png",
+	"basn0g01.png", "basn0g02.png", "basn0g04.png", "basn0g08.png", "basn0g16.png",
+	"basn3p01.png", "basn3p04.png", "basn3p08.png", "basn3p08-trns.png", "basn4a08.png", "basn4a16.png",
+	"basn3p04-31i.png", "gopher-doc.with-alpha.png",
+	"b2-strip-30x150.png", "b2-strip-150x30.png", "b2-dot-a.png", "b2-dot-b.png",
 }
 
 // presetKey is the ServerInfo.extra key naming the producer's preprocessing preset (H-1).
 const presetKey = "baton.preset"
 
-// H1ContentHashFromDecodedPixels publishes 10 fixtures covering every pixel type and checks each content hash equals the suite's own H-1 computation over the decoded pixels and the preset the producer declares in ServerInfo.extra["baton.preset"] (H-1).
+// H1ContentHashFromDecodedPixels publishes PNG fixtures of every colour type, bit depth and pixel type and checks each content hash equals the suite's own H-1 computation over the decoded pixels and the preset the producer declares in ServerInfo.extra["baton.preset"] (H-1).
 func H1ContentHashFromDecodedPixels(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
 	defer h.cleanup()
@@ -359,7 +332,7 @@ func H1ContentHashFromDecodedPixels(ctx context.Context, t TB, tg target.Target)
 	}
 	preset := info.GetExtra().GetFields()[presetKey].GetStringValue()
 	if preset == "" {
-		NotVerifiable(t, fmt.Sprintf("the producer does not declare its preprocessing preset (ServerInfo.extra[%q]), which the H-1 pre-image includes", presetKey))
+		discovered(t, fmt.Sprintf("the producer does not declare its preprocessing preset (ServerInfo.extra[%q]), which the H-1 pre-image includes", presetKey))
 	}
 	for _, name := range h1Images {
 		img := fixture(t, name)
@@ -383,15 +356,17 @@ func dataURI(img fixtures.Image) string {
 	return "data:" + mimeOf(img.Format) + ";base64," + base64.StdEncoding.EncodeToString(img.Data)
 }
 
-// H4PixelEqualMediaHashEqual publishes the fixtures' pixel-equal pairs (PNG vs WebP lossless, baseline vs progressive JPEG, PNG vs its re-encoding, raw bytes vs data URI): equal content hashes, and equal answers on the baseline and over E+PD (H-4).
+// H4PixelEqualMediaHashEqual publishes the fixtures' pixel-equal pairs (baseline vs progressive JPEG, PNG vs its re-encoding, raw bytes vs data URI, and PNG vs WebP lossless when the profile declares WebP): equal content hashes, and equal answers on the baseline and over E+PD (H-4; that E+PD equals the baseline is B-1's).
 func H4PixelEqualMediaHashEqual(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
-	h.needBaseline()
 	defer h.cleanup()
 	prompt := promptText(t, promptMarker)
 
 	for _, pair := range fixtures.PixelEqualPairs() {
 		a, b := pair[0], pair[1]
+		if !h.profile.DeclaresMediaFormat(a.Format) || !h.profile.DeclaresMediaFormat(b.Format) {
+			continue
+		}
 		readyA, readyB := h.publish(a), h.publish(b)
 		hashA, hashB := readyA.GetItems()[0].GetContentHash(), readyB.GetItems()[0].GetContentHash()
 		if hashA != hashB {
@@ -411,9 +386,6 @@ func H4PixelEqualMediaHashEqual(ctx context.Context, t TB, tg target.Target) {
 		gotB, okB2 := h.consumeOK(prompt, readyB.GetRef(), "image="+b.Name)
 		if okA2 && okB2 && !sameAnswer(gotA, gotB) {
 			t.Errorf("H-4 E+PD(image=%s) = tokens %s, E+PD(image=%s) = %s; want equal answers for equal pixels", a.Name, tokensString(gotA.TokenIDs()), b.Name, tokensString(gotB.TokenIDs()))
-		}
-		if okA && okA2 {
-			expectSameAsBaseline(t, "image="+a.Name+", prompt="+fmt.Sprintf("%q", prompt), gotA, baseA)
 		}
 		if _, err := h.abort(h.prod, readyURI.GetRef()); err != nil {
 			t.Logf("Abort(%s) = %s", refLabel(readyURI.GetRef()), statusString(err))
@@ -437,7 +409,6 @@ func SU6SamePublishedTwiceIndependent(ctx context.Context, t TB, tg target.Targe
 	}
 	h.expectAbortStatus(first, "the first of two publishes of "+img.Name, pb.AbortStatus_ABORT_STATUS_ABORTED)
 	h.consumeOK(prompt, second, "the second publish of "+img.Name+", after the first was released")
-	h.consumeRejected(prompt, first, "the released first publish", codes.InvalidArgument)
 
 	third, fourth := h.publish(img).GetRef(), h.publish(img).GetRef()
 	gotThird, ok3 := h.consumeOK(prompt, third, "the third publish of "+img.Name)
@@ -460,17 +431,16 @@ const (
 // X2ExpiredEntryIsCollected publishes with ttl_ms=500 and, without any Abort, sees exports.entries and exports.bytes return to their earlier values after the TTL; the reference is then INVALID_ARGUMENT (X-2).
 func X2ExpiredEntryIsCollected(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
-	h.needObservables("the expired entry's collection")
 	defer h.cleanup()
 	img := fixture(t, "video-001.jpeg")
 
-	before := h.mustCounters("producer", h.prod)
+	before := h.counters("producer", h.prod)
 	published := time.Now()
 	ref := h.publishItems(proto.Uint32(x2TTLMs), fmt.Sprintf("image=%s, ttl_ms=%d", img.Name, x2TTLMs), imageItem(img)).GetRef()
 	keys := []string{ObservableExportsEntries, ObservableExportsBytes}
 	var c counters
 	for {
-		c = h.mustCounters("producer", h.prod)
+		c = h.counters("producer", h.prod)
 		if len(before.diff(c, keys...)) == 0 {
 			break
 		}
@@ -491,8 +461,10 @@ func X2ExpiredEntryIsCollected(ctx context.Context, t TB, tg target.Target) {
 // X1FailedCleanupIsNotSwallowed publishes with baton.cleanup_fail, releases the entry so its cleanup fails, and expects Health NOT_READY with a reason and a new Generate UNAVAILABLE with a reason; the producer is restarted afterwards (X-1).
 func X1FailedCleanupIsNotSwallowed(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
-	h.needHooks(HookCleanupFail)
-	rs := needRestart(t, tg, "a failed cleanup poisons the producer until it restarts (X-1 is sticky)")
+	rs, ok := tg.(target.Restarter)
+	if !ok {
+		HarnessError(t, "the case restarts the producer (Needs.Restart) but the target is no target.Restarter: run it through Case.Execute")
+	}
 	defer func() {
 		h.cleanup()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -519,7 +491,7 @@ func X1FailedCleanupIsNotSwallowed(ctx context.Context, t TB, tg target.Target) 
 			// Nothing failed that the wire can see: the hook is a baton
 			// extension beyond CONTRACT section 4, so a target may not
 			// implement it (or it swallowed the failure: indistinguishable).
-			NotVerifiable(t, fmt.Sprintf("after Publish(%s) and Abort (= %s) the producer stayed READY and served: it does not act on %s, a baton test hook beyond CONTRACT section 4, or it swallowed the failure", HookCleanupFail, abortName(st), HookCleanupFail))
+			discovered(t, fmt.Sprintf("after Publish(%s) and Abort (= %s) the producer stayed READY and served: it does not act on the %s test hook, or it swallowed the failure", HookCleanupFail, abortName(st), HookCleanupFail))
 		}
 	}
 	t.Logf("Abort(%s) whose cleanup fails = %s", refLabel(ready.GetRef()), abortAnswer(st, abortErr))

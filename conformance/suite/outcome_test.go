@@ -11,16 +11,16 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// runFunc runs f on a recorder in its own goroutine.
+// runFunc runs f on Record's TB in its own goroutine.
 func runFunc(f func(TB)) *recorder {
-	r := &recorder{}
+	r := &recordingTB{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		f(r)
 	}()
 	<-done
-	return r
+	return &recorder{failed: r.failed, skipped: r.skipped, msgs: r.msgs}
 }
 
 func TestOutcomeHelpers(t *testing.T) {

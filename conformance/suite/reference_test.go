@@ -265,7 +265,7 @@ func TestMalformedOpaques(t *testing.T) {
 			t.Errorf("variant %q is the valid reference in disguise: %s", v.name, v.opaque)
 		}
 	}
-	for _, want := range []string{"tag altered", "empty", "64 garbage bytes", "nesting 4 deep"} {
+	for _, want := range []string{"empty", "64 garbage bytes", "nesting 4 deep", "trailing data"} {
 		if !names[want] {
 			t.Errorf("no variant %q", want)
 		}

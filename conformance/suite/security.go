@@ -45,9 +45,6 @@ const (
 	// consumer dials the producer): not applicable to a target that
 	// declares only shared_dir.
 	LabelNeedsTransfer = "needs:transfer-backend"
-	// LabelNeedsTCP marks a case about the tcp backend (the producer dials
-	// the consumer's agent): not applicable unless the target declares tcp.
-	LabelNeedsTCP = "needs:tcp"
 )
 
 // needTransferBackend ends the case not applicable when the target
@@ -122,7 +119,7 @@ func (h *harness) expectCalm(who string, e target.Engine, after string) {
 	case resp.GetState() != pb.HealthState_HEALTH_STATE_READY:
 		h.t.Errorf("Health(%s) after %s = %s%s; want READY", who, after, resp.GetState(), healthChecks(resp))
 	}
-	if c, ok := h.counters(who, e); ok && (c[ObservableQuarantineBuffers] != 0 || c[ObservableReceivesInflight] != 0) {
+	if c, ok := h.optionalCounters(who, e); ok && (c[ObservableQuarantineBuffers] != 0 || c[ObservableReceivesInflight] != 0) {
 		h.t.Errorf("GetLoad(%s) after %s: %s = %g, %s = %g; want 0 and 0", who, after, ObservableQuarantineBuffers, c[ObservableQuarantineBuffers], ObservableReceivesInflight, c[ObservableReceivesInflight])
 	}
 }
@@ -190,7 +187,7 @@ func Q6QuarantineEndsWhenProducerIsGone(ctx context.Context, t TB, tg target.Tar
 	for {
 		resp, err := f.cons.Health(ctx)
 		calm := err == nil && resp.GetState() == pb.HealthState_HEALTH_STATE_READY
-		if c, ok := f.counters("consumer", f.cons); ok && c[ObservableQuarantineBuffers] != 0 {
+		if c, ok := f.optionalCounters("consumer", f.cons); ok && c[ObservableQuarantineBuffers] != 0 {
 			calm = false
 		}
 		if calm {
@@ -437,13 +434,15 @@ func SE5GRPCHealthMirrorsHealth(ctx context.Context, t TB, tg target.Target) {
 
 // securityCases are the and SE-3..SE-5 cases, in registry order.
 func securityCases() []Case {
-	l := []string{LabelEPD, LabelNeedsFaultProxy}
+	n := EPD.with(func(n *Needs) { n.FaultProxy = true })
 	return []Case{
-		{Rule: "Q-2", Name: "Q-2 a trusted producer endpoint that refuses connections is definite: UNAVAILABLE, consumer READY, reference still live", Run: Q2RefusedConnectionIsDefinite, Labels: l},
-		{Rule: "Q-6", Name: "Q-6 a consumer's quarantine ends once the producer that may have written is gone, and its next handoff succeeds", Run: Q6QuarantineEndsWhenProducerIsGone, Labels: l},
-		{Rule: "SE-3", Name: "SE-3 a reference naming an untrusted producer endpoint is FAILED_PRECONDITION before any connection", Run: SE3UntrustedProducerEndpointRefused, Labels: []string{LabelEPD, LabelNeedsTransfer}},
-		{Rule: "SE-3", Name: "SE-3 a producer asked to write to an untrusted consumer agent answers FAILED_PRECONDITION with the before-write trailer", Run: SE3UntrustedConsumerAgentRefused, Labels: []string{LabelEPD, LabelNeedsTCP}},
-		{Rule: "SE-4", Name: "SE-4 forged, stale and unreachable references and abandoned transfers leave every engine READY", Run: SE4AttackCorpusLeavesEnginesReady, Labels: append([]string{LabelSlow}, l...)},
-		{Rule: "SE-5", Name: "SE-5 grpc.health.v1 mirrors Health through DRAINING and NOT_READY", Run: SE5GRPCHealthMirrorsHealth, Labels: append([]string{LabelNeedsTestHooks}, l...)},
+		{Rule: "Q-2", Name: "Q-2 a trusted producer endpoint that refuses connections is definite: UNAVAILABLE, consumer READY, reference still live", Run: Q2RefusedConnectionIsDefinite, Needs: n},
+		{Rule: "Q-6", Name: "Q-6 a consumer's quarantine ends once the producer that may have written is gone, and its next handoff succeeds", Run: Q6QuarantineEndsWhenProducerIsGone, Needs: n},
+		{Rule: "SE-3", Name: "SE-3 a reference naming an untrusted producer endpoint is FAILED_PRECONDITION before any connection", Run: SE3UntrustedProducerEndpointRefused,
+			Needs: EPD.with(func(n *Needs) { n.Transfer = true })},
+		{Rule: "SE-3", Name: "SE-3 a producer asked to write to an untrusted consumer agent answers FAILED_PRECONDITION with the before-write trailer", Run: SE3UntrustedConsumerAgentRefused,
+			Needs: EPD.with(func(n *Needs) { n.Backend = "tcp" })},
+		{Rule: "SE-4", Name: "SE-4 forged, stale and unreachable references and abandoned transfers leave every engine READY", Run: SE4AttackCorpusLeavesEnginesReady, Needs: n, Labels: []string{LabelSlow}},
+		{Rule: "SE-5", Name: "SE-5 grpc.health.v1 mirrors Health through DRAINING and NOT_READY", Run: SE5GRPCHealthMirrorsHealth, Needs: n.with(func(n *Needs) { n.TestHooks = true })},
 	}
 }

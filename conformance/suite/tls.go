@@ -388,7 +388,6 @@ func SE2AbortOfAnotherCallersRequestDoesNotCancelIt(ctx context.Context, t TB, t
 	if h.prod == nil {
 		NotApplicable(t, "the target has no producer, whose held publish the case aborts")
 	}
-	h.needHooks(HookEncoderDelayMs)
 	defer h.cleanup()
 	x, done := nonOperator(t, p, "producer", h.prod)
 	defer done()

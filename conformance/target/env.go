@@ -50,6 +50,7 @@ var envVars = []EnvVar{
 	endpointVar(RolePrefill, "P: consumes, prefill only"),
 	endpointVar(RoleDecode, "D: decodes from P's KV session"),
 	endpointVar(RoleBaseline, "aggregated engine, the B-1 baseline"),
+	endpointVar(RoleSecondConsumer, "a second PD process, raced against the consumer in SU-1"),
 	listVar("BATON_TOPOLOGIES", "topologies", "topologies served: E+PD, E+P+D", func(c *Config) *[]string { return &c.Topologies }),
 	listVar("BATON_BACKENDS", "backends", "backends the consumer accepts: shared_dir, tcp, ...", func(c *Config) *[]string { return &c.Backends }),
 	boolVar("BATON_OBSERVABLES", "observables", "GetLoad carries the CONTRACT section 4 counters", func(c *Config) *bool { return &c.Observables }),
@@ -78,6 +79,7 @@ var envVars = []EnvVar{
 			c.ProducerQuotaBytes = n
 			return nil
 		}},
+	listVar("BATON_MEDIA_FORMATS", "media_formats", "image formats decoded: png, jpeg (required, the default) plus gif, webp if served", func(c *Config) *[]string { return &c.MediaFormats }),
 	strVar("BATON_REFERENCE_FORMAT", "reference_format", "opaque_state format: baton-json-v1 or empty (opaque)", func(c *Config) *string { return &c.ReferenceFormat }),
 	strVar("BATON_UNTRUSTED_HOST", "untrusted_host", "host where the harness may listen on ports the target does not trust (SE-3, SE-4)", func(c *Config) *string { return &c.UntrustedHost }),
 	strVar("BATON_AGENT_FORMAT", "agent_format", "tcp consumer_agent format: baton-xfer-v1 or empty (opaque)", func(c *Config) *string { return &c.AgentFormat }),

@@ -29,6 +29,7 @@ import (
 //	destructive: true
 //	producer_quota_bytes: 67108864
 //	reference_format: baton-json-v1
+//	media_formats: [png, jpeg, gif, webp]
 //	case_timeout: 60s
 type Config struct {
 	Profile `yaml:",inline"`
@@ -172,14 +173,22 @@ func (c *Config) finish() error {
 	}
 	for role, addr := range c.Endpoints {
 		switch role {
-		case RoleProducer, RoleConsumer, RolePrefill, RoleDecode, RoleBaseline:
+		case RoleProducer, RoleConsumer, RolePrefill, RoleDecode, RoleBaseline, RoleSecondConsumer:
 		default:
-			return fmt.Errorf("%w: unknown role %q in endpoints (want producer, consumer, prefill, decode, baseline)", ErrBadProfile, role)
+			return fmt.Errorf("%w: unknown role %q in endpoints (want producer, consumer, prefill, decode, baseline, consumer2)", ErrBadProfile, role)
 		}
 		if addr == "" {
 			return fmt.Errorf("%w: role %s has an empty endpoint", ErrBadProfile, role)
 		}
 	}
+	if c.Endpoints[RoleSecondConsumer] != "" && c.Endpoints[RoleConsumer] == "" {
+		return fmt.Errorf("%w: endpoints name a consumer2 but no consumer (the second consumer process races the first: SU-1)", ErrBadProfile)
+	}
+	formats, err := checkMediaFormats(c.MediaFormats)
+	if err != nil {
+		return err
+	}
+	c.MediaFormats = formats
 	if _, ok := c.ClaimedLevels(); !ok {
 		return fmt.Errorf("%w: level %q (want core, lifecycle or faults)", ErrBadProfile, c.Level)
 	}
@@ -229,6 +238,85 @@ func (c *Config) finish() error {
 		}
 	}
 	return nil
+}
+
+// RoleSecondConsumer is an optional second consumer process (PD) of the
+// same E+PD topology, endpoints key "consumer2": the SU-1 case that races
+// one reference across two consumer processes needs it and is not
+// applicable without it. It must be another process than the consumer,
+// accepting the same producer's references.
+const RoleSecondConsumer Role = "consumer2"
+
+// Image formats a profile may list in media_formats (Profile.MediaFormats;
+// CONTRACT "How requests look"). MediaPNG and MediaJPEG are required of
+// every engine; MediaGIF and MediaWebP are optional.
+const (
+	MediaPNG  = "png"
+	MediaJPEG = "jpeg"
+	MediaGIF  = "gif"
+	MediaWebP = "webp"
+)
+
+// RequiredMediaFormats are the formats every engine decodes (PNG of every
+// colour type and bit depth, JPEG baseline and progressive), in order.
+func RequiredMediaFormats() []string { return []string{MediaPNG, MediaJPEG} }
+
+// OptionalMediaFormats are the formats a profile may add to the required ones.
+func OptionalMediaFormats() []string { return []string{MediaGIF, MediaWebP} }
+
+// DeclaredMediaFormats returns the image formats p declares: the required
+// ones, then the optional ones it lists, in the order of
+// RequiredMediaFormats and OptionalMediaFormats. An empty
+// Profile.MediaFormats declares the required formats only.
+func (p Profile) DeclaredMediaFormats() []string {
+	out := RequiredMediaFormats()
+	for _, f := range OptionalMediaFormats() {
+		for _, g := range p.MediaFormats {
+			if strings.EqualFold(strings.TrimSpace(g), f) {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// DeclaresMediaFormat reports whether p declares the image format f ("png",
+// "gif", ...; the required formats always).
+func (p Profile) DeclaresMediaFormat(f string) bool {
+	for _, g := range p.DeclaredMediaFormats() {
+		if g == f {
+			return true
+		}
+	}
+	return false
+}
+
+// checkMediaFormats validates a media_formats list and returns it in lower
+// case without repeats. Errors (ErrBadProfile): a name that is not png,
+// jpeg, gif or webp; a non-empty list that leaves out png or jpeg (they
+// are required: CONTRACT "How requests look").
+func checkMediaFormats(list []string) ([]string, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	known := append(RequiredMediaFormats(), OptionalMediaFormats()...)
+	var out []string
+	for _, f := range list {
+		f = strings.ToLower(strings.TrimSpace(f))
+		if !slices.Contains(known, f) {
+			return nil, fmt.Errorf("%w: media_formats lists %q (want png, jpeg, gif or webp)", ErrBadProfile, f)
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	for _, req := range RequiredMediaFormats() {
+		if !slices.Contains(out, req) {
+			return nil, fmt.Errorf("%w: media_formats %v leaves out %s, which every engine must decode (CONTRACT \"How requests look\"); list png and jpeg with the optional formats, or leave media_formats out", ErrBadProfile, out, req)
+		}
+	}
+	return out, nil
 }
 
 // Static is a Target over fixed engines.

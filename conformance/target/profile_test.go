@@ -143,6 +143,9 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{map[string]string{"BATON_LEVEL": "platinum"}, ErrBadProfile, []string{`"platinum"`}},
 		{map[string]string{"BATON_TOPOLOGIES": "E+PD,E+DP"}, ErrBadProfile, []string{`"E+DP"`}},
 		{map[string]string{"BATON_REFERENCE_FORMAT": "json"}, ErrBadProfile, []string{`"json"`}},
+		{map[string]string{"BATON_MEDIA_FORMATS": "png,jpeg,bmp"}, ErrBadProfile, []string{`"bmp"`, "png, jpeg, gif or webp"}},
+		{map[string]string{"BATON_MEDIA_FORMATS": "png,gif"}, ErrBadProfile, []string{"leaves out jpeg", "every engine must decode"}},
+		{map[string]string{"BATON_MEDIA_FORMATS": "webp"}, ErrBadProfile, []string{"leaves out png"}},
 		{map[string]string{"BATON_TLS_CERT_FILE": "client.pem"}, ErrBadTLS, []string{"without tls.key_file"}},
 	}
 	for _, tt := range tests {
@@ -176,6 +179,9 @@ func TestParseConfigRejectsMalformedProfiles(t *testing.T) {
 		{"bad duration", "endpoints: {producer: h:1}\ncase_timeout: soon\n", "time.Duration"},
 		{"not yaml", "endpoints: [\n", "parse profile"},
 		{"bad topology", "endpoints: {producer: h:1}\ntopologies: [EPD]\n", `topology "EPD"`},
+		{"consumer2 without consumer", "endpoints: {producer: h:1, consumer2: h:2}\n", "consumer2 but no consumer"},
+		{"unknown media format", "endpoints: {producer: h:1}\nmedia_formats: [png, jpeg, tiff]\n", `"tiff"`},
+		{"required media format left out", "endpoints: {producer: h:1}\nmedia_formats: [jpeg, webp]\n", "leaves out png"},
 		{"tls key without cert", "endpoints: {producer: h:1}\ntls: {key_file: k.pem}\n", "without tls.cert_file"},
 		{"tls skip verify with ca", "endpoints: {producer: h:1}\ntls: {ca_file: ca.pem, insecure_skip_verify: true}\n", "choose one"},
 	}
@@ -227,7 +233,7 @@ func yamlKeys(typ reflect.Type, prefix string) []string {
 		case ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Duration(0)):
 			keys = append(keys, yamlKeys(ft, name+".")...)
 		case ft.Kind() == reflect.Map: // endpoints: one key per role
-			for _, r := range []Role{RoleProducer, RoleConsumer, RolePrefill, RoleDecode, RoleBaseline} {
+			for _, r := range []Role{RoleProducer, RoleConsumer, RolePrefill, RoleDecode, RoleBaseline, RoleSecondConsumer} {
 				keys = append(keys, name+"."+string(r))
 			}
 		default:
@@ -310,5 +316,39 @@ func TestExampleProfileDocumentsEveryKey(t *testing.T) {
 	}
 	if !strings.Contains(text, EnvConfigPath) {
 		t.Errorf("example profile does not mention %s", EnvConfigPath)
+	}
+}
+
+// TestDeclaredMediaFormats: the required formats are always declared, the
+// optional ones only when listed, in a fixed order; the list is normalized.
+func TestDeclaredMediaFormats(t *testing.T) {
+	tests := []struct {
+		yaml string
+		want []string
+	}{
+		{"endpoints: {producer: h:1}\n", []string{"png", "jpeg"}},
+		{"endpoints: {producer: h:1}\nmedia_formats: [png, jpeg]\n", []string{"png", "jpeg"}},
+		{"endpoints: {producer: h:1}\nmedia_formats: [WebP, jpeg, png, webp]\n", []string{"png", "jpeg", "webp"}},
+		{"endpoints: {producer: h:1}\nmedia_formats: [gif, png, jpeg, webp]\n", []string{"png", "jpeg", "gif", "webp"}},
+	}
+	for _, tt := range tests {
+		c, err := ParseConfig([]byte(tt.yaml))
+		if err != nil {
+			t.Fatalf("ParseConfig(%q) = %v", tt.yaml, err)
+		}
+		if got := c.DeclaredMediaFormats(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("ParseConfig(%q).DeclaredMediaFormats() = %v; want %v", tt.yaml, got, tt.want)
+		}
+		if !c.DeclaresMediaFormat(MediaPNG) || c.DeclaresMediaFormat("bmp") {
+			t.Errorf("ParseConfig(%q): DeclaresMediaFormat(png) false or (bmp) true", tt.yaml)
+		}
+	}
+	var code Profile // built in code, never validated: the required formats
+	if got := code.DeclaredMediaFormats(); !reflect.DeepEqual(got, []string{"png", "jpeg"}) || code.DeclaresMediaFormat(MediaGIF) {
+		t.Errorf("Profile{}.DeclaredMediaFormats() = %v; want [png jpeg]", got)
+	}
+	c, err := LoadConfigEnv(writeProfile(t, minimalProfile), envMap(map[string]string{"BATON_MEDIA_FORMATS": "png, jpeg, gif"}))
+	if err != nil || !c.DeclaresMediaFormat(MediaGIF) || c.DeclaresMediaFormat(MediaWebP) {
+		t.Errorf("BATON_MEDIA_FORMATS=png,jpeg,gif = %v, %v; want gif declared, webp not", c.MediaFormats, err)
 	}
 }

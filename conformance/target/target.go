@@ -81,6 +81,12 @@ type Profile struct {
 	// ReferenceFormat declares the opaque-state format so H-3/SU-5 cases can
 	// corrupt a field: "baton-json-v1" (JSON with id, items[].hash, tag) or "" (opaque).
 	ReferenceFormat string `yaml:"reference_format" json:"reference_format"`
+	// MediaFormats are the image formats the engine decodes (CONTRACT "How
+	// requests look"): MediaPNG and MediaJPEG are required and always
+	// included, MediaGIF and MediaWebP optional. Empty means the required
+	// two only (DeclaredMediaFormats); a case never depends on an optional
+	// format the profile leaves out.
+	MediaFormats []string `yaml:"media_formats" json:"media_formats,omitempty"`
 	// CaseTimeout bounds one case (default 60s).
 	CaseTimeout time.Duration `yaml:"case_timeout" json:"case_timeout"`
 	// Restarts: the harness can replace a role's instance with a fresh one

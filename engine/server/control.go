@@ -253,7 +253,9 @@ func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef) (pb.AbortStatus, er
 		// cuda_ipc: the consumer gives back what it copied; consumed (SU-3).
 		return pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED, nil
 	}
-	e.observeClaims()
+	if !e.cfg.Hooks.ReleaseAnswersFromTable {
+		e.observeClaims()
+	}
 	if ref.Expired(e.now().UnixMilli()) {
 		e.expire() // SU-3: an expired entry is ALREADY_FINISHED, and is collected now
 	}

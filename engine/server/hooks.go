@@ -144,4 +144,26 @@ type Hooks struct {
 	// AbortOwner replaces the SE-2 decision whether a caller (callerID, ""
 	// when anonymous) may cancel a request started by owner.
 	AbortOwner func(owner, callerID string, operator bool) bool
+
+	// The hooks below break the decisions the race and near-pair cases of
+	// conformance/suite check (races.go, baseline.go there).
+
+	// ReleaseAnswersFromTable answers Abort(encoder_cache) from the
+	// producer's table alone: without first looking at which entries
+	// consumers claimed, and with ABORTED for an entry the table lists as
+	// published even when the removal found it already claimed (the SU-3
+	// race mutant: ABORTED and tokens for one reference).
+	ReleaseAnswersFromTable bool
+	// CollectorTrustsTable makes the collector expire entries from its
+	// table without first looking at which of them consumers claimed, and
+	// report a removal that finds its entry gone as a failed cleanup (the
+	// X-2 race mutant: collection that does not tolerate entries that
+	// vanished concurrently).
+	CollectorTrustsTable bool
+	// PublishedContentHash replaces the content hash the producer publishes
+	// (in EncoderReady and in the entry the consumer reads) for an item whose
+	// H-1 hash is hash and decoded pixels img; the baseline keeps the
+	// contract's hash (the B-2 mutants: a producer whose hash two different
+	// images can share).
+	PublishedContentHash func(hash string, img image.Image) string
 }

@@ -90,6 +90,9 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	view := !e.store.keepsTensors()
 	for i, emb := range embeddings {
 		hash := images[i].hash
+		if e.cfg.Hooks.PublishedContentHash != nil {
+			hash = e.cfg.Hooks.PublishedContentHash(hash, images[i].img)
+		}
 		if hooks.omitHash {
 			hash = "" // test hook: a producer that does not hash (H-2)
 		}
@@ -143,10 +146,17 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 		ready.Items = append(ready.Items, &pb.EncodedItem{ContentHash: it.ContentHash, EmbeddingRows: it.Rows, Modality: pb.Modality_MODALITY_IMAGE})
 	}
 	e.log.InfoContext(ctx, "published", "entry", id, "items", len(items), "payload_bytes", payload, "ttl_ms", ttl)
-	if err := send(&pb.GenerateResponse{RequestId: req.GetRequestId(), Event: &pb.GenerateResponse_EncoderReady{EncoderReady: ready}, Usage: &pb.Usage{}}); err != nil {
+	err = send(&pb.GenerateResponse{RequestId: req.GetRequestId(), Event: &pb.GenerateResponse_EncoderReady{EncoderReady: ready}, Usage: &pb.Usage{}})
+	if err == nil && ctx.Err() != nil {
+		// C-7: the client cancelled during the send, which reported success
+		// into a buffer: a client that cancels its own stream has no claim
+		// on the reference, so the entry goes as if the send had failed.
+		err = ctx.Err()
+	}
+	if err != nil {
 		if ignoreCancel {
 			// The C-2 and C-3 mutants: the entry is kept for a client that never got it.
-			e.log.Warn("EncoderReady send failed; entry kept", "entry", id, "err", err)
+			e.log.Warn("EncoderReady send failed or cancelled; entry kept", "entry", id, "err", err)
 			return err
 		}
 		// C-7: nobody can consume what the client never got.
@@ -206,13 +216,28 @@ func (e *Engine) release(id string) (handoff.ReleaseOutcome, error) {
 	}
 	e.cleanups++
 	e.mu.Unlock()
-	return e.finishRemoval(id)
+	out, err := e.finishRemoval(id)
+	if e.cfg.Hooks.ReleaseAnswersFromTable && err == nil {
+		// The SU-3 race mutant: the table listed the entry as published,
+		// so the answer is ABORTED whoever won the removal.
+		return handoff.ReleaseAborted, nil
+	}
+	return out, err
 }
 
 // finishRemoval removes the storage of an entry the table moved to Removing
 // and reports the result to the table. Call with e.cleanups already counted.
 func (e *Engine) finishRemoval(id string) (handoff.ReleaseOutcome, error) {
+	return e.finishRemovalOf(id, false)
+}
+
+// finishRemovalOf is finishRemoval; expiry says the collector expires the entry.
+func (e *Engine) finishRemovalOf(id string, expiry bool) (handoff.ReleaseOutcome, error) {
 	won, err := e.store.remove(id)
+	if expiry && e.cfg.Hooks.CollectorTrustsTable && err == nil && !won {
+		// The X-2 race mutant: an entry gone before its expiry's removal is a failure.
+		err = fmt.Errorf("entry %s vanished before its removal", id)
+	}
 	e.mu.Lock()
 	if e.failRemoval[id] {
 		// Test hook baton.cleanup_fail: the removal took effect, yet it is
@@ -240,7 +265,9 @@ func (e *Engine) collect() {
 	if e.store == nil {
 		return
 	}
-	e.observeClaims()
+	if !e.cfg.Hooks.CollectorTrustsTable {
+		e.observeClaims()
+	}
 	if !e.cfg.Hooks.NoExpiryCollection {
 		e.expire()
 	}
@@ -256,7 +283,7 @@ func (e *Engine) expire() {
 	e.cleanups += len(expired)
 	e.mu.Unlock()
 	for _, id := range expired {
-		if _, err := e.finishRemoval(id); err != nil {
+		if _, err := e.finishRemovalOf(id, true); err != nil {
 			e.log.Error("X-2 expiry removal failed", "entry", id, "err", err)
 		}
 	}
