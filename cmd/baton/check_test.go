@@ -76,7 +76,7 @@ func TestRunCheckCommandWithoutRunning(t *testing.T) {
 		{name: "dry run of a certification", flags: checkFlags{configPath: opaque, dryRun: true, certify: true}, wantCode: ExitUsage,
 			errHas: []string{"--certify would refuse", "H-3 (core)"}},
 		{name: "certify refused before dialing", flags: checkFlags{configPath: opaque, certify: true}, wantCode: ExitUsage,
-			errHas: []string{"--certify refused", "SU-5 (core)", "H-3 (core)"}},
+			errHas: []string{"--certify refused", "S-1 (core)", "H-3 (core)"}},
 		{name: "certify with a filter", flags: checkFlags{configPath: opaque, certify: true, labelFilter: "SU-2"}, wantCode: ExitUsage,
 			errHas: []string{"drop the label filter"}},
 		{name: "filter selecting nothing of the claim", flags: checkFlags{configPath: opaque, labelFilter: "Q-1"}, wantCode: ExitUsage,

@@ -119,7 +119,7 @@ func newPlan(env suite.Env, filter string) (Plan, error) {
 	for _, c := range suite.Cases() {
 		labels := append([]string{c.Rule, LevelLabelPrefix + string(c.Level)}, c.Labels...)
 		pc := PlannedCase{Rule: c.Rule, Name: c.Name, Level: string(c.Level), Labels: labels,
-			Selected: match(labels) && slices.Contains(levels, string(c.Level))}
+			Selected: match(labels) && slices.Contains(levels, string(c.Level)) && suite.FeaturesDeclared(p, labels)}
 		outcome, reason := c.Decide(env)
 		pc.Outcome, pc.Reason = reportOutcome(outcome), reason
 		if pc.Outcome == "" {

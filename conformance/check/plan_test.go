@@ -141,13 +141,16 @@ func TestNewPlanReferenceFormat(t *testing.T) {
 }
 
 // TestNewPlanForReadsTheTargetsCapabilities: a target dialled from a
-// profile file restarts nothing and injects no faults, so X-1 and the
-// fault-proxy cases are not verifiable against it, however its profile
-// reads; NewPlan (a harness-started target) runs them.
+// profile file without a launch section restarts nothing and injects no
+// faults, so X-1 and the fault-proxy cases are not verifiable against it,
+// however the rest of its profile reads; NewPlan (a harness-started
+// target) runs them.
 func TestNewPlanForReadsTheTargetsCapabilities(t *testing.T) {
 	p := fullCore()
 	p.Level, p.TestHooks, p.FaultProxy, p.Backends = "faults", true, true, []string{"tcp"}
-	static, err := target.Dial(target.Config{Profile: p, Endpoints: map[target.Role]string{
+	byHand := p
+	byHand.Restarts = false // no launch section
+	static, err := target.Dial(target.Config{Profile: byHand, Endpoints: map[target.Role]string{
 		target.RoleProducer: "127.0.0.1:1", target.RoleConsumer: "127.0.0.1:2", target.RoleBaseline: "127.0.0.1:3"}})
 	if err != nil {
 		t.Fatal(err)

@@ -272,7 +272,13 @@ func identityProblems(infos []endpointInfo) []string {
 			}
 		}
 	}
-	if len(impls) > 1 {
+	named := 0
+	for _, impl := range impls {
+		if impl != "" {
+			named++
+		}
+	}
+	if named > 1 {
 		var base, cons *endpointInfo
 		for i := range infos {
 			switch infos[i].role {
@@ -284,7 +290,7 @@ func identityProblems(infos []endpointInfo) []string {
 				}
 			}
 		}
-		if base != nil && cons != nil && base.server.GetEngineName() != cons.server.GetEngineName() {
+		if base != nil && cons != nil && base.server.GetEngineName() != "" && cons.server.GetEngineName() != "" && base.server.GetEngineName() != cons.server.GetEngineName() {
 			out = append(out, fmt.Sprintf("endpoints.baseline: the %s is %q but the %s is %q; when two implementations meet in one topology the baseline is the consumer implementation's aggregated engine (ServerInfo.engine_name)",
 				base.where(), base.server.GetEngineName(), cons.where(), cons.server.GetEngineName()))
 		}

@@ -7,7 +7,8 @@ import (
 	"github.com/baton-dev/baton/conformance/suite"
 )
 
-// TestDeclarations: every mutant names a rule of the level table, declares
+// TestDeclarations: every mutant names a rule of the level table (or a
+// feature rule), declares
 // each consequence with a reason and never its own rule twice, and has a
 // seed for the kill table's props column.
 func TestDeclarations(t *testing.T) {
@@ -16,6 +17,9 @@ func TestDeclarations(t *testing.T) {
 		for _, r := range rs {
 			rules[r] = true
 		}
+	}
+	for _, f := range suite.FeatureRules() {
+		rules[f.Rule] = true // SE-1, SE-2: checked at every level when declared
 	}
 	name := regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)+$`)
 	seen := map[string]bool{}

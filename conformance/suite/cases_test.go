@@ -350,9 +350,12 @@ func TestShutdownAcceptedLeavesEngineDraining(t *testing.T) {
 // a restart for S-1).
 func TestShutdownAcceptedNeedsRestart(t *testing.T) {
 	w := newFakeWorld(fakeMutant{}, 0)
-	tg := w.target(fullProfile()).(restartableTarget).Target // the Static inside: no Restarter
+	inner := w.target(fullProfile()).(restartableTarget).Target // the Static inside: no Restarter
+	p := inner.Profile()
+	p.Restarts = false // and no launch section
+	tg := profiledTarget{inner, p}
 	for _, c := range Cases() {
-		if !c.Destructive || c.Rule == "S-3" { // S-3 is about cuda_ipc: not applicable to the fake
+		if !c.Destructive || c.Rule == "S-3" || c.Needs.Feature != "" { // S-3 is about cuda_ipc, a feature rule about an undeclared feature: not applicable to the fake
 			continue
 		}
 		r := runCase(t, c, tg)
@@ -364,3 +367,11 @@ func TestShutdownAcceptedNeedsRestart(t *testing.T) {
 		t.Errorf("a case without a restart shut an engine down: %v", w.down)
 	}
 }
+
+// profiledTarget is a target with another profile.
+type profiledTarget struct {
+	target.Target
+	p target.Profile
+}
+
+func (t profiledTarget) Profile() target.Profile { return t.p }

@@ -71,6 +71,13 @@ type Needs struct {
 	// consumer dials the producer's control address); not applicable on a
 	// target whose backends are all shared_dir.
 	Transfer bool
+	// UntrustedHost: Profile.UntrustedHost, a host where the harness may
+	// listen on ports the target trusts none of (SE-3). Not verifiable
+	// without it.
+	UntrustedHost bool
+	// AgentFormat: Profile.AgentFormat, so the harness can name a consumer
+	// agent of its own (SE-3's untrusted agent). Not verifiable without it.
+	AgentFormat bool
 	// Feature is the profile feature a feature rule's case is about
 	// (FeatureTLS, FeatureAuthorization; CONTRACT section 5); not
 	// applicable when the profile does not declare it, and its rule is then
@@ -211,6 +218,10 @@ func (c Case) Decide(env Env) (Outcome, string) {
 		return OutcomeNotVerifiable, "the target has no baseline (aggregated) endpoint to compare with"
 	case n.ReferenceFormat && p.ReferenceFormat != FormatBatonJSONv1:
 		return OutcomeNotVerifiable, fmt.Sprintf("needs reference_format %q in the profile (declared %q)", FormatBatonJSONv1, p.ReferenceFormat)
+	case n.UntrustedHost && p.UntrustedHost == "":
+		return OutcomeNotVerifiable, "needs untrusted_host in the profile: a host where the harness may listen on ports the target does not trust"
+	case n.AgentFormat && p.AgentFormat != target.AgentFormatBatonXferV1:
+		return OutcomeNotVerifiable, fmt.Sprintf("needs agent_format %s in the profile to name an untrusted consumer agent", target.AgentFormatBatonXferV1)
 	case n.ProducerQuota && p.ProducerQuotaBytes <= 0:
 		return OutcomeNotVerifiable, "the profile declares no producer_quota_bytes"
 	case n.Observables && !p.Observables:
@@ -240,6 +251,10 @@ const (
 	// launch section, or instances the harness started; CONTRACT section 4
 	// "A restart"). Without one the case is not verifiable.
 	LabelNeedsRestart = "needs:restart"
+	// LabelNeedsUntrustedHost marks a case that needs Profile.UntrustedHost.
+	LabelNeedsUntrustedHost = "needs:untrusted-host"
+	// LabelNeedsAgentFormat marks a case that needs Profile.AgentFormat.
+	LabelNeedsAgentFormat = "needs:agent-format"
 	// LabelNeedsSecondConsumer marks a case that needs a consumer2 endpoint.
 	LabelNeedsSecondConsumer = "needs:consumer2"
 	// LabelNeedsMediaPrefix starts the label of a case that needs an
@@ -273,6 +288,8 @@ func (n Needs) labels(destructive bool) []string {
 	add(n.FaultProxy, LabelNeedsFaultProxy)
 	add(n.Restart || n.FaultProxy || destructive, LabelNeedsRestart)
 	add(n.Transfer, LabelNeedsTransfer)
+	add(n.UntrustedHost, LabelNeedsUntrustedHost)
+	add(n.AgentFormat, LabelNeedsAgentFormat)
 	add(n.Feature != "", "needs:"+n.Feature)
 	add(n.SecondConsumer, LabelNeedsSecondConsumer)
 	add(n.Backend != "", LabelNeedsBackendPrefix+n.Backend)

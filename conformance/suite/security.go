@@ -439,9 +439,9 @@ func securityCases() []Case {
 		{Rule: "Q-2", Name: "Q-2 a trusted producer endpoint that refuses connections is definite: UNAVAILABLE, consumer READY, reference still live", Run: Q2RefusedConnectionIsDefinite, Needs: n},
 		{Rule: "Q-6", Name: "Q-6 a consumer's quarantine ends once the producer that may have written is gone, and its next handoff succeeds", Run: Q6QuarantineEndsWhenProducerIsGone, Needs: n},
 		{Rule: "SE-3", Name: "SE-3 a reference naming an untrusted producer endpoint is FAILED_PRECONDITION before any connection", Run: SE3UntrustedProducerEndpointRefused,
-			Needs: EPD.with(func(n *Needs) { n.Transfer = true })},
+			Needs: EPD.with(func(n *Needs) { n.Transfer, n.UntrustedHost = true, true })},
 		{Rule: "SE-3", Name: "SE-3 a producer asked to write to an untrusted consumer agent answers FAILED_PRECONDITION with the before-write trailer", Run: SE3UntrustedConsumerAgentRefused,
-			Needs: EPD.with(func(n *Needs) { n.Backend = "tcp" })},
+			Needs: EPD.with(func(n *Needs) { n.Backend, n.UntrustedHost, n.AgentFormat = "tcp", true, true })},
 		{Rule: "SE-4", Name: "SE-4 forged, stale and unreachable references and abandoned transfers leave every engine READY", Run: SE4AttackCorpusLeavesEnginesReady, Needs: n, Labels: []string{LabelSlow}},
 		{Rule: "SE-5", Name: "SE-5 grpc.health.v1 mirrors Health through DRAINING and NOT_READY", Run: SE5GRPCHealthMirrorsHealth, Needs: n.with(func(n *Needs) { n.TestHooks = true })},
 	}

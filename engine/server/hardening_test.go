@@ -72,8 +72,12 @@ func TestENOSPCIsResourceExhausted(t *testing.T) {
 	if obs := srv.Engine.Observables(); obs["encoder.exports.entries"] != 0 || obs["encoder.exports.bytes"] != 0 {
 		t.Errorf("after a failed publish exports = %g entries, %g bytes; want nothing published", obs["encoder.exports.entries"], obs["encoder.exports.bytes"])
 	}
-	if left, _ := os.ReadDir(dir + "/" + srv.Engine.InstanceID()); len(left) != 1 { // the key file only
-		t.Errorf("the instance directory holds %d files after the failed publish; want only the key", len(left))
+	if left, _ := os.ReadDir(dir + "/" + srv.Engine.InstanceID()); len(left) != 2 { // the key file and the instance's lock only
+		names := []string{}
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the instance directory holds %v after the failed publish; want only the key and the lock", names)
 	}
 	fsys.full.Store(false)
 	if res, _ := producer.Generate(ctx, mediaPublish(imageItem(t, "basn6a08.png"))); res.Code() != codes.OK {

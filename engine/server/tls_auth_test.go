@@ -83,7 +83,9 @@ func (p *pki) targetTLS(leaf *devcert.Leaf) *target.TLS {
 // the server and its gRPC address; it drains at the end of the test.
 func startSecureEngine(t testing.TB, cfg Config) (*Server, string) {
 	t.Helper()
-	return serveEngine(t, cfg, nil)
+	srv, addr := serveEngine(t, cfg, nil)
+	testPeers.join(t, srv) // the engines of one test trust each other as peers (SE-3)
+	return srv, addr
 }
 
 func dialAs(t testing.TB, addr string, opts ...target.DialOption) *target.GRPCEngine {
