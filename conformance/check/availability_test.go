@@ -191,3 +191,22 @@ func TestAdjust(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardedEngineUnwraps: a capability of the engine behind the guard
+// and the recorder (grpc.health.v1, the dialled engine) is still found, or
+// SE-1 and SE-5 would be not verifiable in every run.
+func TestGuardedEngineUnwraps(t *testing.T) {
+	e, err := target.DialEngine("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	g := &guard{}
+	wrapped := g.Engine(target.RoleProducer, &recordingEngine{Engine: e})
+	if _, ok := target.Capability[target.StandardHealth](wrapped); !ok {
+		t.Error("StandardHealth not found through the guard and the recorder")
+	}
+	if target.Dialled(wrapped) != e {
+		t.Error("Dialled does not find the gRPC engine through the guard and the recorder")
+	}
+}
