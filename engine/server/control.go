@@ -216,7 +216,7 @@ func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortRes
 		}
 		return &pb.AbortResponse{Status: st}, nil
 	case *pb.AbortRequest_EncoderCache:
-		st, err := e.abortEncoderCache(t.EncoderCache)
+		st, err := e.abortEncoderCache(t.EncoderCache, callerAddr(ctx))
 		if err != nil {
 			return nil, e.status(err)
 		}
@@ -232,7 +232,7 @@ func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortRes
 // abortEncoderCache releases a published entry: ABORTED the first time,
 // ALREADY_FINISHED after or once consumed or expired (SU-3); a malformed or
 // foreign reference is INVALID_ARGUMENT (SU-4, SU-5).
-func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef) (pb.AbortStatus, error) {
+func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef, caller string) (pb.AbortStatus, error) {
 	if e.cfg.Role != RoleEncoder {
 		return 0, fmt.Errorf("%w: L-4 only the producer releases encoder outputs", handoff.ErrWrongRole)
 	}
@@ -249,7 +249,7 @@ func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef) (pb.AbortStatus, er
 	if err := ref.Verify(e.store.key()); err != nil {
 		return 0, err
 	}
-	if e.returnLoan(ref.EntryID) {
+	if e.returnLoan(ref.EntryID, caller) {
 		// cuda_ipc: the consumer gives back what it copied; consumed (SU-3).
 		return pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED, nil
 	}

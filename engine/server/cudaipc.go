@@ -16,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/gpu/cuda"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -101,6 +102,10 @@ type ipcStore struct {
 type ipcEntry struct {
 	buf  xfer.DeviceBuffer
 	loan xfer.IPCLoan
+	// borrower is the network peer of the TransferEncoderCache call that
+	// was lent the allocation (callerAddr): only an Abort(encoder_cache)
+	// from that peer gives the loan back.
+	borrower string
 }
 
 func newIPCStore(dev xfer.IPCDevice) (*ipcStore, error) {
@@ -156,22 +161,29 @@ func (s *ipcStore) take(id string) (*ipcEntry, bool) {
 	return m, ok
 }
 
-func (s *ipcStore) lend(id string, m *ipcEntry) {
+func (s *ipcStore) lend(id string, m *ipcEntry, borrower string) {
 	s.mu.Lock()
+	m.borrower = borrower
 	s.lent[id] = m
 	s.mu.Unlock()
 }
 
-// giveBack frees a lent source; ok is false when id is not lent.
-func (s *ipcStore) giveBack(id string) (ok bool, err error) {
+// giveBack frees a lent source when caller is its borrower; lent is false
+// when id is not lent, returned false when it is lent to another peer
+// (anyone holding the reference may Abort it, but only the process that
+// maps the allocation may say it no longer does: CONTRACT Q-6).
+func (s *ipcStore) giveBack(id, caller string) (lent, returned bool, err error) {
 	s.mu.Lock()
-	m, ok := s.lent[id]
-	delete(s.lent, id)
-	s.mu.Unlock()
-	if !ok {
-		return false, nil
+	m, lent := s.lent[id]
+	if lent && m.borrower == caller {
+		delete(s.lent, id)
+		returned = true
 	}
-	return true, s.dev.Free(m.buf)
+	s.mu.Unlock()
+	if !returned {
+		return lent, false, nil
+	}
+	return true, true, s.dev.Free(m.buf)
 }
 
 func (s *ipcStore) quarantine(m *ipcEntry) {
@@ -263,7 +275,7 @@ func (e *Engine) lendIPC(ctx context.Context, store *ipcStore, req *pb.TransferE
 	if e.cfg.TestHooks && len(metadata.ValueFromIncomingContext(ctx, HookTransferFail)) > 0 {
 		return nil, e.failIPCLend(store, ref.EntryID, entry, errors.New("test hook "+HookTransferFail+": the loan failed after the entry left the table"))
 	}
-	store.lend(ref.EntryID, entry)
+	store.lend(ref.EntryID, entry, callerAddr(ctx))
 	e.mu.Lock()
 	_ = e.table.TransferDone(ref.EntryID)
 	e.mu.Unlock()
@@ -340,22 +352,39 @@ func (e *Engine) failIPCLend(store *ipcStore, id string, entry *ipcEntry, cause 
 	return err
 }
 
-// returnLoan frees the lent source of an entry a consumer gives back with
-// Abort(encoder_cache); lent is false when the entry is not lent. A failed
-// free is a cleanup failure.
-func (e *Engine) returnLoan(id string) (lent bool) {
+// returnLoan frees the lent source of an entry its borrower (caller: the
+// peer of the TransferEncoderCache call that was lent it) gives back with
+// Abort(encoder_cache); lent is false when the entry is not lent. An Abort
+// of a lent entry from another peer (a client racing the consume, or one
+// that kept the reference) answers the same, consumed, and frees nothing:
+// the consumer may not have opened the handle yet (CONTRACT Q-6: a lent
+// allocation is freed only once no process maps it). A failed free is a
+// cleanup failure.
+func (e *Engine) returnLoan(id, caller string) (lent bool) {
 	store, ok := e.store.(*ipcStore)
 	if !ok {
 		return false
 	}
-	lent, err := store.giveBack(id)
+	lent, returned, err := store.giveBack(id, caller)
 	if err != nil {
 		e.failCleanup("free the returned cuda_ipc loan of "+short(id), err)
 	}
-	if lent {
+	switch {
+	case returned:
 		e.log.Info("loan returned", "entry", id)
+	case lent:
+		e.log.Info("Abort of a lent entry by a peer other than its borrower: the loan stays out", "entry", id, "caller", caller)
 	}
 	return lent
+}
+
+// callerAddr is the network address of the peer of an RPC ("" when the
+// transport gives none).
+func callerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }
 
 // ---- consumer ----

@@ -432,8 +432,22 @@ func TestCUDAIPCLoansAreNotFreedByTime(t *testing.T) {
 	if _, live, _ := fake.Counts(); live != 1 {
 		t.Errorf("after a day's collection %d allocations live; want 1: the loan not given back is never freed by time (Q-6)", live)
 	}
+	// Anyone holding the reference may Abort it, but only the borrower
+	// gives the loan back: a client racing the consume (or the reference's
+	// publisher) frees nothing the consumer may still map (Q-6; found on the
+	// H200 by the SU-3 race case under delayed transfer replies, where the
+	// consumer then failed to open the handle).
 	if ab, err := producer.Abort(ctx, &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: ref}}); err != nil || ab.GetStatus() != pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED {
+		t.Fatalf("Abort of a lent entry by another peer = %v %v; want ALREADY_FINISHED (it was consumed)", ab.GetStatus(), err)
+	}
+	if _, live, _ := fake.Counts(); live != 1 {
+		t.Errorf("after another peer's Abort %d allocations live; want 1: the lent source stays until its borrower gives it back", live)
+	}
+	if ab, err := pb.NewControlClient(cc).Abort(ctx, &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: ref}}); err != nil || ab.GetStatus() != pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED {
 		t.Fatalf("giving the loan back = %v %v", ab.GetStatus(), err)
+	}
+	if _, live, _ := fake.Counts(); live != 0 {
+		t.Errorf("after the borrower gave the loan back %d allocations live; want 0", live)
 	}
 	// A lost reply: the consumer gives the loan it never saw back.
 	res, err = producer.Generate(ctx, ipcPublishReq(item))
