@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim sweep unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props scenarios python-engine python-bugs crash fuzz ci-long
+.PHONY: all build demo test sim sweep unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props props-explore scenarios python-engine python-bugs crash fuzz ci-long
 
 all: build
 
@@ -64,6 +64,11 @@ sweep: build
 ## under conformance/props/testdata/rapid/ are replayed first.
 props:
 	$(GO) test -count=1 -timeout 10m -v -run 'TestHandoff|TestPropertyKills' ./conformance/props/
+
+## props-explore: the property tests with a fresh rapid seed per test (printed), where make test
+## uses a fixed seed per test name; a failure here is replayed with -rapid.seed=N.
+props-explore:
+	$(GO) test -count=1 -timeout 20m -v -run 'TestHandoff|TestPropertyKills' ./conformance/props/ -args -props.explore
 
 ## crash: the crash campaign (tools/crash): kill -9 of E, PD, P and D at chosen points of the
 ## lifecycle (during a publish, the claim, the WRITE, after the reply), 20 times each, against real
