@@ -151,9 +151,8 @@ def decode(data, max_pixels, check_crc=True):
                 raise PNGError("png: indexed image without PLTE before IDAT")
             idat_state = 1
             if inflater.eof:
-                if payload:
-                    raise PNGError("png: data after the end of the zlib stream")
-                continue
+                # CONTRACT L-6: no byte and no IDAT (an empty one included) after the stream.
+                raise PNGError("png: IDAT after the end of the zlib stream")
             try:
                 chunk = inflater.decompress(payload, expected + 1 - raw_len)
             except zlib.error as e:
