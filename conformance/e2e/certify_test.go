@@ -58,7 +58,7 @@ func TestDemoBundleVerifies(t *testing.T) {
 		t.Fatalf("baton demo exited %d:\n%s", code, lastLines(out, 40))
 	}
 	for _, line := range []string{
-		"certificate: issued for level lifecycle (topologies E+PD; backends shared_dir)",
+		"certificate: issued for level lifecycle (topologies E+PD; backends shared_dir; security tls, authorization)",
 		"certificate: issued for level faults (topologies E+PD; backends tcp)",
 		"certificate: issued for level faults (topologies E+P+D; backends tcp)",
 		"PASS  SE-1", "PASS  SE-2", // epd-shared-dir runs with mTLS and authorization

@@ -323,7 +323,7 @@ func (c *Config) checkLaunch() error {
 		r, lr := Role(name), l.Roles[Role(name)]
 		where := "launch.roles." + name
 		if !slices.Contains(probeOrder, r) {
-			return fmt.Errorf("%w: unknown role %q in launch.roles (want producer, consumer, prefill, decode, baseline)", ErrBadLaunch, name)
+			return fmt.Errorf("%w: unknown role %q in launch.roles (want producer, consumer, prefill, decode, baseline, consumer2)", ErrBadLaunch, name)
 		}
 		if c.Endpoints[r] == "" {
 			return fmt.Errorf("%w: %s: the profile names no endpoint for %s (baton reaches each launched role at its endpoint)", ErrBadLaunch, where, name)
@@ -362,7 +362,7 @@ func (l *Launch) resolve(dir string) {
 }
 
 // probeOrder is the order roles are started, stopped and reported in.
-var probeOrder = []Role{RoleProducer, RoleConsumer, RolePrefill, RoleDecode, RoleBaseline}
+var probeOrder = []Role{RoleProducer, RoleConsumer, RolePrefill, RoleDecode, RoleBaseline, RoleSecondConsumer}
 
 // FaultProxyAddrs is the `fault_proxy: {listen, producer_control}` form of
 // the profile key: the harness runs its fault proxy (conformance/faultproxy)
