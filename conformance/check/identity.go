@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/baton-dev/baton/conformance/target"
 	"github.com/baton-dev/baton/reports"
@@ -38,4 +39,29 @@ func Identities(ctx context.Context, tg target.Target) []reports.EngineIdentity 
 		out = append(out, id)
 	}
 	return out
+}
+
+// ModelsDiffer returns "" when the producer and the consumer (P where there
+// is no consumer) recorded in ids run one model and preset, or when either
+// did not say; else a one-line reason naming both (target.ModelComparer).
+// Within one implementation the preflight already requires one model and
+// preset (identityProblems), so only two implementations meeting in one
+// topology (the cross-implementation matrix) get here with a difference.
+func ModelsDiffer(ids []reports.EngineIdentity) string {
+	find := func(roles ...target.Role) (reports.EngineIdentity, bool) {
+		for _, r := range roles {
+			for _, id := range ids {
+				if id.Role == string(r) && id.EngineName != "" {
+					return id, true
+				}
+			}
+		}
+		return reports.EngineIdentity{}, false
+	}
+	p, okP := find(target.RoleProducer)
+	c, okC := find(target.RoleConsumer, target.RolePrefill)
+	if !okP || !okC || (p.Model == c.Model && p.Preset == c.Preset) {
+		return ""
+	}
+	return fmt.Sprintf("the producer is %s (model %q, preset %q) and the %s %s (model %q, preset %q)", p.EngineName, p.Model, p.Preset, c.Role, c.EngineName, c.Model, c.Preset)
 }

@@ -123,7 +123,7 @@ func newPlan(env suite.Env, filter string) (Plan, error) {
 		outcome, reason := c.Decide(env)
 		pc.Outcome, pc.Reason = reportOutcome(outcome), reason
 		if pc.Outcome == "" {
-			pc.Discovers = c.Needs.Discovers
+			pc.Discovers = c.Needs.Discoveries()
 		}
 		pl.Cases = append(pl.Cases, pc)
 	}
@@ -252,7 +252,7 @@ func (pl Plan) Text() string {
 			line += ": " + c.Reason
 		}
 		if c.Discovers != "" {
-			line += " (may end not verifiable: it finds out " + c.Discovers + ")"
+			line += " (may end not verifiable or not applicable: it finds out " + c.Discovers + ")"
 		}
 		b.WriteString(line + "\n")
 	}

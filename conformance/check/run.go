@@ -170,7 +170,8 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 	g.start(ctx)
 	activeGuard.Store(g)
 	defer activeGuard.Store(nil)
-	suite.SetTarget(wrapTarget(tg, opts.CaseTimeout, rec, g))
+	engines := Identities(ctx, tg) // before any case may take an endpoint down
+	suite.SetTarget(wrapTarget(tg, opts.CaseTimeout, rec, g, engines))
 
 	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
 	// Only the cases of the claimed levels run (CONTRACT section 5: the
@@ -204,7 +205,6 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 			opts.Progress.Finish()
 		}()
 	}
-	engines := Identities(ctx, tg) // before any case may take an endpoint down
 	started := time.Now()
 	// Ginkgo's default reporter writes to formatter.ColorableStdOut; point it
 	// at out for the run.

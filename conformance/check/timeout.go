@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/reports"
 )
 
 // runTarget is the target a run hands the suite: tg with
@@ -17,13 +18,19 @@ type runTarget struct {
 	caseTimeout time.Duration
 	rec         *Recorder
 	guard       *guard
+	// modelsDiffer is ModelsDiffer of the identities asked before the run.
+	modelsDiffer string
 }
+
+// ModelsDiffer implements target.ModelComparer from the endpoints'
+// identities the runner asked before any case (Identities, ModelsDiffer).
+func (t *runTarget) ModelsDiffer() string { return t.modelsDiffer }
 
 // wrapTarget returns tg wrapped as a runTarget that still implements the
 // optional capabilities tg implements (target.FaultInjector,
 // target.Restarter), so a case that type-asserts them sees the same target.
-func wrapTarget(tg target.Target, caseTimeout time.Duration, rec *Recorder, g *guard) target.Target {
-	rt := &runTarget{Target: tg, caseTimeout: caseTimeout, rec: rec, guard: g}
+func wrapTarget(tg target.Target, caseTimeout time.Duration, rec *Recorder, g *guard, engines []reports.EngineIdentity) target.Target {
+	rt := &runTarget{Target: tg, caseTimeout: caseTimeout, rec: rec, guard: g, modelsDiffer: ModelsDiffer(engines)}
 	fi, isFI := tg.(target.FaultInjector)
 	rs, isRS := tg.(target.Restarter)
 	switch {

@@ -73,7 +73,7 @@ func TestRecorderTranscriptAndRedaction(t *testing.T) {
 	labels := []string{"SU-2", "level:core", "topology:E+PD"}
 	clock := &fakeClock{t: time.Unix(0, 0)}
 	rec := NewRecorder(func() (string, []string) { return current, labels }, clock.now)
-	tg := wrapTarget(target.NewStatic(target.Profile{Name: "x"}, map[target.Role]target.Engine{target.RoleProducer: prod, target.RoleConsumer: cons}), 0, rec, nil)
+	tg := wrapTarget(target.NewStatic(target.Profile{Name: "x"}, map[target.Role]target.Engine{target.RoleProducer: prod, target.RoleConsumer: cons}), 0, rec, nil, nil)
 	p, _ := tg.Engine(target.RoleProducer)
 	c, _ := tg.Engine(target.RoleConsumer)
 	ctx := context.Background()
@@ -212,7 +212,7 @@ type faultyTarget struct {
 
 func TestWrapTargetKeepsCapabilities(t *testing.T) {
 	base := target.NewStatic(target.Profile{CaseTimeout: time.Minute}, nil)
-	w := wrapTarget(faultyTarget{Static: base}, 3*time.Second, nil, nil)
+	w := wrapTarget(faultyTarget{Static: base}, 3*time.Second, nil, nil, nil)
 	if _, ok := w.(target.FaultInjector); !ok {
 		t.Error("the wrapped target lost FaultInjector")
 	}
@@ -222,7 +222,7 @@ func TestWrapTargetKeepsCapabilities(t *testing.T) {
 	if w.Profile().CaseTimeout != 3*time.Second {
 		t.Errorf("case timeout %v; want 3s", w.Profile().CaseTimeout)
 	}
-	plain := wrapTarget(base, 0, nil, nil)
+	plain := wrapTarget(base, 0, nil, nil, nil)
 	if _, ok := plain.(target.FaultInjector); ok {
 		t.Error("a plain target gained FaultInjector")
 	}

@@ -375,3 +375,44 @@ type profiledTarget struct {
 }
 
 func (t profiledTarget) Profile() target.Profile { return t.p }
+
+// TestMixedPairDecisions: when the producer and the consumer are two
+// implementations on models of their own (Env.ModelsDiffer), the cases
+// that compare a topology's answers with the baseline (the B rules, H-4,
+// H-5) are not applicable and say why, and every other case (the handoff
+// rules SU, L, N, S, H-3 among them) is decided as for one implementation.
+func TestMixedPairDecisions(t *testing.T) {
+	p := fullProfile()
+	p.Topologies = []string{target.TopologyEPD, target.TopologyEPPD}
+	same := Env{Profile: p, Roles: EveryRole(), CanRestart: true, CanInjectFaults: true}
+	mixed := same
+	mixed.ModelsDiffer = "the producer is a (model \"m1\", preset \"p1\") and the consumer b (model \"m2\", preset \"p2\")"
+	compared := map[string]bool{}
+	for _, c := range Cases() {
+		o1, _ := c.Decide(same)
+		o2, why := c.Decide(mixed)
+		if c.Needs.Baseline && c.Needs.Topology != "" {
+			compared[c.Rule] = true
+			if o1 == "" && (o2 != OutcomeNotApplicable || !strings.Contains(why, "m2")) {
+				t.Errorf("%s: mixed pair decided %q (%s); want not applicable naming both models", c.Name, o2, why)
+			}
+			if !strings.Contains(c.Needs.Discoveries(), "one model") {
+				t.Errorf("%s: Discoveries %q does not tell the dry run it may be not applicable for a mixed pair", c.Name, c.Needs.Discoveries())
+			}
+			continue
+		}
+		if o1 != o2 {
+			t.Errorf("%s: decided %q for one implementation but %q (%s) for a mixed pair", c.Name, o1, o2, why)
+		}
+	}
+	for _, r := range []string{"B-1", "B-2", "H-4", "H-5"} {
+		if !compared[r] {
+			t.Errorf("no case of %s compares answers with the baseline", r)
+		}
+	}
+	for _, r := range []string{"SU-1", "SU-2", "SU-3", "SU-4", "SU-5", "L-1", "L-3", "L-4", "L-5", "L-6", "N-1", "N-2", "S-1", "H-3"} {
+		if compared[r] {
+			t.Errorf("a case of the handoff rule %s compares with the baseline: it would not run on a mixed pair", r)
+		}
+	}
+}

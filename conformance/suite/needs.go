@@ -26,7 +26,10 @@ import (
 //     transfer crosses); Backend not declared; SecondConsumer without a
 //     consumer2 endpoint; an optional media format not declared; a Volume
 //     case the run did not ask for; FormatChecks without the declared
-//     reference format.
+//     reference format; Baseline with a Topology (the case compares the
+//     topology's answers with the baseline's) when the producer and the
+//     consumer are implementations on different models (Env.ModelsDiffer:
+//     the cross-implementation matrix's mixed pairs).
 //  3. Not verifiable when the rule applies but the target lacks what the
 //     check needs: Baseline, ReferenceFormat, ProducerQuota, Observables,
 //     TestHooks, FaultProxy (profile fault_proxy and a target that
@@ -101,6 +104,27 @@ type Needs struct {
 	Discovers string
 }
 
+// discoversModels is what a case that compares a topology's answers with
+// the baseline's finds out only from the endpoints' identities.
+const discoversModels = "whether producer and consumer run one model and preset (two implementations on models of their own: not applicable)"
+
+// Discoveries returns what a case that Decide lets run may still find out
+// only from the target's answers and end not verifiable or not applicable
+// with: n.Discovers, and for a case that compares a topology's answers
+// with the baseline's, whether producer and consumer run one model
+// (Env.ModelsDiffer, known only once the harness asked them). "" when the
+// case, once it runs, passes or fails.
+func (n Needs) Discoveries() string {
+	var notes []string
+	if n.Discovers != "" {
+		notes = append(notes, n.Discovers)
+	}
+	if n.Baseline && n.Topology != "" {
+		notes = append(notes, discoversModels)
+	}
+	return strings.Join(notes, "; ")
+}
+
 // Env is what Case.Decide decides from: the target's profile, the roles it
 // has an endpoint for, and what it can do beyond its profile.
 type Env struct {
@@ -115,6 +139,11 @@ type Env struct {
 	CanInjectFaults bool
 	// Volume: the run asked for the volume cases (VolumeRequested).
 	Volume bool
+	// ModelsDiffer is "" unless the harness found the producer and the
+	// consumer running different models or presets (two implementations
+	// meeting in one topology; target.ModelComparer), with the reason.
+	// The dry run cannot know it (Needs.Discovers says so).
+	ModelsDiffer string
 }
 
 // EnvVolume is the environment variable that turns the volume cases on
@@ -143,6 +172,9 @@ func EnvOf(tg target.Target) Env {
 	env.CanRestart = env.CanRestart || env.Profile.Restarts // a launch section restarts
 	_, env.CanInjectFaults = target.Capability[target.FaultInjector](tg)
 	env.Volume = VolumeRequested()
+	if mc, ok := target.Capability[target.ModelComparer](tg); ok {
+		env.ModelsDiffer = mc.ModelsDiffer()
+	}
 	return env
 }
 
@@ -206,6 +238,9 @@ func (c Case) Decide(env Env) (Outcome, string) {
 		if !p.DeclaresMediaFormat(f) {
 			return OutcomeNotApplicable, fmt.Sprintf("the case is about %s images, an optional format the profile does not declare (media_formats %v)", f, p.DeclaredMediaFormats())
 		}
+	}
+	if n.Baseline && n.Topology != "" && env.ModelsDiffer != "" {
+		return OutcomeNotApplicable, fmt.Sprintf("a mixed pair: %s; a case that compares answers with the baseline applies where producer and consumer run one model and preset", env.ModelsDiffer)
 	}
 	if n.Volume && !env.Volume {
 		return OutcomeNotApplicable, fmt.Sprintf("a volume case runs only when the run asks for volume cases (%s=1, as `make ci-long` does)", EnvVolume)

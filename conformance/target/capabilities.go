@@ -145,3 +145,19 @@ func CodeName(c codes.Code) string {
 	}
 	return string(out)
 }
+
+// ModelComparer is implemented by a target whose harness asked its
+// endpoints who they are before the run (GetServerInfo engine name and
+// ServerInfo.extra["baton.preset"], GetModelInfo model_id): the check
+// runner's. When two implementations meet in one topology (the
+// cross-implementation matrix: a producer of one engine, a consumer of
+// another), each runs a model of its own and the baseline is the consumer
+// implementation's aggregated engine; answers then differ by design, so
+// the cases that compare answers with the baseline (B-1, B-2, H-4, H-5)
+// are not applicable to the pair (issue 13; CONTRACT section 4 "the
+// model identity ... lets the harness check").
+type ModelComparer interface {
+	// ModelsDiffer returns "" when the producer and the consumer (or P)
+	// run one model and preset, else a one-line reason naming both.
+	ModelsDiffer() string
+}
