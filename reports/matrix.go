@@ -260,7 +260,7 @@ func (m Matrix) WriteText(w io.Writer) error {
 	for _, c := range m.Cells {
 		for _, r := range m.Rules {
 			if o := c.Rules[r]; o == NotApplicable || o == Failed || o == Error || o == NotVerifiable {
-				fmt.Fprintf(&b, "%s>%s %s %s: %s\n", c.Producer, c.Consumer, r, o, c.Messages[r])
+				fmt.Fprintf(&b, "%s>%s %s %s: %s\n", c.Producer, c.Consumer, r, o, strings.TrimPrefix(c.Messages[r], string(o)+": "))
 			}
 		}
 	}

@@ -17,9 +17,9 @@ const ExitRejected = 1
 func reportCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report",
-		Short: "Work with reports: verify a certification bundle, render report.html from results, merge sweep shards",
+		Short: "Work with reports: verify a certification bundle, render report.html from results, merge sweep shards, the cross-implementation matrix",
 	}
-	cmd.AddCommand(reportVerifyCommand(), reportRenderCommand(), reportMergeCommand())
+	cmd.AddCommand(reportVerifyCommand(), reportRenderCommand(), reportMergeCommand(), reportMatrixCommand())
 	return cmd
 }
 
