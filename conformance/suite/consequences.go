@@ -39,6 +39,7 @@ func Consequences() []Consequence {
 		{"SU-1", "SU-3", "a claim that is not atomic across processes also loses the race against the producer's own claim (Abort), which SU-3 checks"},
 		{"SU-3", "SU-2", "an Abort that won its race answers ABORTED, so a consume that still gets tokens is a released reference consumed"},
 		{"SU-3", "X-2", "SU-3's answer for an expired reference needs the expiry X-2 defines"},
+		{"SU-5", "SU-4", "without a declared reference format the harness cannot tell an alteration that breaks the engine's format (SU-4 decides its code) from one that keeps it (SU-5's); with baton-json-v1 declared the SU-5 cases leave the code of a malformed alteration to SU-4"},
 		{"SU-6", "SU-3", "the case releases one of two entries with Abort, whose answer (ABORTED) is SU-3's"},
 		{"X-2", "SU-2", "a reference is spent by time only through the expiry X-2 defines, and X-2's consume past the TTL is answered with SU-2's code"},
 		{"X-2", "X-1", "a collection that does not tolerate a vanished entry reports a failed cleanup, which X-1 makes sticky"},

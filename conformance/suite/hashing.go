@@ -14,13 +14,14 @@ import (
 // Identity and hashing cases (CONTRACT H-3, H-5).
 
 // malformedHashes returns malformed versions of the valid content hash
-// hash (64 lowercase hex): too short, too long, uppercase, non-hex, empty.
+// hash (64 lowercase hex): too short, too long, uppercase, non-hex. Not
+// empty: an empty hash is a missing one (H-2, served with a fresh
+// identity), which inside a tagged reference only the tag rejects (SU-5).
 func malformedHashes(hash string) []struct{ name, hash string } {
 	out := []struct{ name, hash string }{
 		{`"zz"`, "zz"},
 		{"63 hex digits", hash[:len(hash)-1]},
 		{"65 hex digits", hash + "0"},
-		{"empty", ""},
 		{"64 non-hex characters", strings.Repeat("g", 64)},
 		{"leading space", " " + hash[:len(hash)-1]},
 	}

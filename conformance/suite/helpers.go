@@ -444,6 +444,46 @@ func (h *harness) expectRefused(prompt string, ref *pb.EncoderCacheRef, note str
 	h.expectAbortCode(h.prod, ref, note, want)
 }
 
+// codeIsSU4s reports whether the rejection code of a reference with opaque
+// state opaque belongs to SU-4 rather than to the rule of the case
+// presenting it: the profile declares baton-json-v1 and opaque does not
+// match its grammar, so SU-4 decides the code (CONTRACT precedence SU-4
+// before H-3, N-1, SE-3, SU-5), and SU-4's own cases judge it. Without a
+// declared format the harness cannot tell; the consequence SU-5/SU-4 is
+// documented (Consequences).
+func (h *harness) codeIsSU4s(opaque []byte) bool {
+	if !h.formatDeclared() {
+		return false
+	}
+	_, err := decodeRef(opaque)
+	return err != nil
+}
+
+// expectRefusedUnlessSU4 is expectRefused for the case of a rule other than
+// SU-4: when the code of ref is SU-4's (codeIsSU4s), only what the case's
+// own rule asks is asserted (a rejection before any token on the consumer,
+// an error from the producer's Abort: nothing consumed, nothing released),
+// and a code other than want is logged for SU-4's cases to judge.
+func (h *harness) expectRefusedUnlessSU4(prompt string, ref *pb.EncoderCacheRef, note string, want codes.Code) {
+	h.t.Helper()
+	if !h.codeIsSU4s(ref.GetOpaqueState()) {
+		h.expectRefused(prompt, ref, note, want)
+		return
+	}
+	res := h.consume(prompt, ref)
+	if res.Code() == codes.OK || len(res.TokenIDs()) > 0 || res.EncoderReady() != nil || hasPrefillReady(res) {
+		h.t.Errorf("%s = %s; want a rejection before any token", consumeCall(ref, note), describe(res))
+	} else if res.Code() != want {
+		h.t.Logf("%s = %s: rejected, with a code that is SU-4's to judge (the opaque_state is not %s)", consumeCall(ref, note), describe(res), FormatBatonJSONv1)
+	}
+	st, err := h.abort(h.prod, ref)
+	if err == nil {
+		h.t.Errorf("%s = %s; want a rejection (nothing released)", abortCall(ref, note), abortName(st))
+	} else if status.Code(err) != want {
+		h.t.Logf("%s = %s: rejected, with a code that is SU-4's to judge", abortCall(ref, note), statusString(err))
+	}
+}
+
 // inFlight runs job(0), ..., job(n-1), at most limit at once, and returns
 // once all ended. Jobs run in goroutines of their own: they must not call
 // the case's TB (collect their results and check them after).

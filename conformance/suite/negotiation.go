@@ -80,8 +80,19 @@ func N1UnacceptedBackendRejected(ctx context.Context, t TB, tg target.Target) {
 	note := fmt.Sprintf("backend %q, consumer accepts %v", unlisted, accepted)
 
 	h.consumeRejected(prompt, relabelled, note, codes.FailedPrecondition)
-	h.consumeRejected(prompt, withOpaque(relabelled, pseudoBytes("N-1 garbage", 64)),
-		"backend unlisted and opaque_state garbage: SU-4 decides before N-1", codes.InvalidArgument)
+	// Precedence SU-4 before N-1: N-1's own failure here is deciding first
+	// (FAILED_PRECONDITION) or consuming; another rejection code is SU-4's
+	// to judge (its cases present malformed references).
+	garbage := withOpaque(relabelled, pseudoBytes("N-1 garbage", 64))
+	garbageNote := "backend unlisted and opaque_state garbage: SU-4 decides before N-1"
+	switch res := h.consume(prompt, garbage); {
+	case res.Code() == codes.OK || len(res.TokenIDs()) > 0 || res.EncoderReady() != nil || hasPrefillReady(res):
+		t.Errorf("%s = %s; want INVALID_ARGUMENT before any token", consumeCall(garbage, garbageNote), describe(res))
+	case res.Code() == codes.FailedPrecondition:
+		t.Errorf("%s = %s; want INVALID_ARGUMENT: N-1 decided before SU-4 (CONTRACT precedence)", consumeCall(garbage, garbageNote), describe(res))
+	case res.Code() != codes.InvalidArgument:
+		t.Logf("%s = %s: rejected, with a code that is SU-4's to judge", consumeCall(garbage, garbageNote), describe(res))
+	}
 	h.consumeOK(prompt, ref, "the original after its re-labelled copies")
 	h.consumeRejected(prompt, relabelled, "spent and backend unlisted: N-1 decides before SU-2", codes.FailedPrecondition)
 }

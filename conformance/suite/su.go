@@ -349,7 +349,7 @@ func SU5PathReferencesRejected(ctx context.Context, t TB, tg target.Target) {
 		}
 	}
 	for _, v := range vs {
-		h.expectRefused(prompt, withOpaque(ref, v.opaque), v.note, codes.InvalidArgument)
+		h.expectRefusedUnlessSU4(prompt, withOpaque(ref, v.opaque), v.note, codes.InvalidArgument)
 	}
 	h.consumeOK(prompt, ref, "the valid reference after the path-like ones")
 }
