@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim sweep unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props props-explore scenarios python-engine python-bugs crash fuzz ci-long
+.PHONY: all build demo test sim sweep unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props props-explore scenarios matrix volume python-engine python-bugs crash fuzz ci-long
 
 all: build
 
@@ -24,8 +24,9 @@ demo: build
 	for d in out/report/*/; do $(BIN) report verify $$d || exit 1; done
 
 ## test: everything CI checks: lint and generated-code checks, unit tests with the race
-## detector, the Core suite against real engine processes, and the mutant table.
-test: verify unit e2e sim
+## detector, the Core suite against real engine processes, the mutant table, the simulator's
+## seeds and the cross-implementation matrix.
+test: verify unit e2e sim matrix
 
 ## unit: every package's tests with the race detector; deploy/ (manifest checks and shard
 ## processes, nothing for the detector to see) without it, so the large k8s.io/api packages
@@ -78,9 +79,16 @@ crash: build
 	$(GO) run ./tools/crash --binary $(BIN) --runs 20
 
 ## ci-long: what CI runs after `make test` (not part of it; CI's 90 minutes hold both): the crash
-## campaign, every fuzz target for FUZZTIME, and the Python engine's seeded bugs (each must fail
-## exactly the rules it declares).
-ci-long: crash fuzz python-bugs
+## campaign, every fuzz target for FUZZTIME, the Python engine's seeded bugs (each must fail
+## exactly the rules it declares) and the volume cases.
+ci-long: crash fuzz python-bugs volume
+
+## volume: the volume cases (BATON_VOLUME=1; B-1's 100 large 1920x1080 images, 8 in flight, each
+## answer equal to the baseline): against real engine processes they pass, and in process they
+## kill b1-shared-receive-buffer. Part of make ci-long, not of make test.
+volume:
+	BATON_VOLUME=1 $(GO) test -count=1 -timeout 20m -run 'TestVolumeCases' -v ./conformance/e2e/
+	BATON_VOLUME=1 $(GO) test -count=1 -timeout 20m -run 'TestInProcessMutantsKilled/b1-shared-receive-buffer' -v ./conformance/mutants/
 
 ## scenarios: the datadriven lifecycle scripts under sim/testdata/scenarios
 ## (REWRITE=1 regenerates their expected output).
@@ -185,6 +193,13 @@ PYENGINE := examples/python-engine
 python-engine:
 	$(PYENGINE)/build.sh
 	cd $(PYENGINE)/tests && $(PY) -m unittest -q
+
+## matrix: the cross-implementation matrix at Core (issue 13): {Go, Python} E x {Go, Python} PD on
+## the tiny presets, each pair certified by baton check from a profile whose launch section starts
+## it (the baseline is the consumer implementation's aggregated engine), then `baton report matrix`
+## (out/matrix/). About 40 s after the build.
+matrix: build python-engine
+	$(PY) $(PYENGINE)/run_bugs.py --report-dir out/matrix matrix
 
 ## python-bugs: every seeded bug of the Python engine (examples/python-engine/pyengine/bugs.py)
 ## against `baton check`: the rules that fail must be exactly the ones the bug declares (ci-long).

@@ -262,3 +262,31 @@ func killFaultsMutant(t *testing.T, m mutants.Mutant) (bool, string) {
 	}
 	return len(failed) > 0, strings.Join(failed, " | ")
 }
+
+// TestVolumeCases: with BATON_VOLUME=1 (make volume, in make ci-long) the
+// volume cases (B-1: 100 large images, 8 in flight, each answer equal to
+// the baseline) run against real engine processes and pass; without it
+// they are skipped here, as `make test` leaves them out.
+func TestVolumeCases(t *testing.T) {
+	if !suite.VolumeRequested() {
+		t.Skipf("set %s=1 (make volume, in make ci-long)", suite.EnvVolume)
+	}
+	start := time.Now()
+	res, code, topo := certifyAt(t, "tiny", "", "", suite.LabelVolume)
+	if err := topo.Shutdown(context.Background(), 60*time.Second); err != nil {
+		t.Errorf("S-4 shutdown: %v", err)
+	}
+	ran := 0
+	for _, c := range res.Cases {
+		if c.Outcome == reports.Passed {
+			ran++
+		}
+		if c.Outcome != reports.Passed && c.Outcome != reports.NotApplicable {
+			t.Errorf("%s: %s: %s", c.Name, c.Outcome, c.Message)
+		}
+	}
+	if code != 0 || ran == 0 {
+		t.Errorf("baton check --label-filter %s exited %d with %d passed cases; want 0 and at least one", suite.LabelVolume, code, ran)
+	}
+	t.Logf("volume cases: %d passed in %v", ran, time.Since(start).Round(time.Millisecond))
+}

@@ -1,27 +1,27 @@
 """Seeded bugs: `--bug NAME` breaks exactly one decision of the engine.
 
-Each bug declares the CONTRACT rules a correct harness must fail against an engine started
-with it (`rules`), and nothing else (attribution): `run_bugs.py bugs` (make python-bugs)
-checks that `baton check` fails exactly these rules. The decision each one breaks is marked
-in the code by its name (grep for it).
-
-`harness_also` lists rules that baton's harness is known to fail as well although the bug
-does not break them (a case asserting another rule's condition); each says which case and
-why. python-bugs accepts `rules` alone or `rules` plus these, and says which it saw, so the
-table keeps working when the harness is fixed, and shows when it is. `harness_misses` lists
-declared rules that the harness is known not to catch yet (a gap in its cases), with why.
+Each bug declares the CONTRACT rules a correct harness must fail against an engine whose
+encoder and consumer run with it (`rules`), and the rules it may fail as a documented
+consequence (`consequences`: rule -> why; each pair is one of baton's suite.Consequences),
+and nothing else (attribution): `run_bugs.py bugs` (make python-bugs) checks that
+`baton check` fails every rule of `rules` and no rule outside `rules` and `consequences`.
+The aggregated baseline runs without the bug: it is the reference answer. The decision each
+one breaks is marked in the code by its name (grep for it).
 """
 
 import collections
 
-Bug = collections.namedtuple("Bug", "rules description harness_also harness_misses")
+Bug = collections.namedtuple("Bug", "rules description consequences")
 Bug.__new__.__defaults__ = ({},)
 
 BUGS = {
     "consume-not-atomic": Bug(
         ("SU-1",),
         "the consumer reads an entry without claiming it by rename and deletes it only after generating, so "
-        "concurrent consumes of one reference all get tokens", {}),
+        "concurrent consumes of one reference all get tokens",
+        {"SU-3": "a consume that does not claim also loses the race against the producer's own claim: Abort "
+                 "answers ABORTED for an entry whose reference still got tokens (case 'SU-3 Abort raced against a "
+                 "consume')"}),
     "release-keeps-file": Bug(
         ("SU-2", "SU-3"),
         "the producer's Abort of a published entry answers ABORTED and forgets it but never claims or deletes its "
@@ -31,25 +31,14 @@ BUGS = {
         "Abort(encoder_cache) answers ABORTED without looking at the entry's state (released, consumed or expired)", {}),
     "malformed-internal": Bug(
         ("SU-4",),
-        "a reference that fails the baton-json-v1 grammar is answered INTERNAL instead of INVALID_ARGUMENT",
-        {"N-1": "case 'N-1 a reference for a backend the consumer does not accept': its step 'backend unlisted and "
-                "opaque_state garbage: SU-4 decides before N-1' asserts SU-4's code (INVALID_ARGUMENT); N-1 did not decide",
-         "SU-5": "case 'SU-5 path-like references': an opaque_state that is a path is not the declared baton-json-v1 "
-                 "grammar, so SU-4 decides (precedence SU-4 before SU-5); the code asserted is SU-4's"}),
+        "a reference that fails the baton-json-v1 grammar is answered INTERNAL instead of INVALID_ARGUMENT", {}),
     "tag-unchecked": Bug(
         ("SU-5",),
-        "the consumer never verifies the reference's HMAC tag, so an altered or forged reference consumes",
-        {"SU-4": "case 'SU-4 malformed references are rejected by the consumer': its last variant keeps the grammar "
-                 "(same length, the tag's digits altered) and only the tag can reject it: SU-5's condition",
-         "H-3": "case 'H-3 a reference with a malformed content hash': its variant with items[0].hash empty is "
-                "well-formed (an empty hash is H-2's missing hash, docs section 4.2), only the tag rejects it: SU-5"}),
+        "the consumer never verifies the reference's HMAC tag, so an altered or forged reference consumes", {}),
     "tag-body-only": Bug(
         ("SU-5",),
         "producer and consumer compute the tag over the opaque state only, not over backend, producer_instance_id "
-        "and producer_endpoint, so a reference with an altered outer field still consumes", {},
-        {"SU-5": "no Core case alters producer_endpoint (or another outer field a consumer would still accept) "
-                 "of a valid reference, though docs/implementing.md 4.1 lists outer-field alterations among "
-                 "the format-agnostic SU-5 checks"}),
+        "and producer_endpoint, so a reference with an altered outer field still consumes", {}),
     "hash-length-internal": Bug(
         ("H-3",),
         "the consumer copies each content hash into a 32-byte buffer before checking its form; a hash of the wrong "
@@ -71,14 +60,14 @@ BUGS = {
         ("S-1",), "Shutdown with another instance's id answers INVALID_ARGUMENT instead of FAILED_PRECONDITION", {}),
     "usage-counts-encoder": Bug(
         ("B-1",),
-        "the consumer counts the image rows twice in prompt_tokens (the encoder's work billed again)",
-        {"B-2": "case 'B-2 different images with one prompt': asserts E+PD usage equals the baseline's, which is "
-                "B-1's condition (B-2 is about the tokens of two images)",
-         "H-5": "case 'H-5 two images sent with one MediaItem.uuid': asserts E+PD usage equals the baseline's (B-1's)"}),
+        "the consumer counts the image rows twice in prompt_tokens (the encoder's work billed again)", {}),
     "text-keyed-cache": Bug(
-        ("B-2", "H-5"),
-        "the prefix cache is keyed by the prompt's tokens with image positions as placeholders, not by content hash "
-        "(B-2; and H-5's two images under one uuid share one prompt, so they collide too)", {}),
+        ("B-2",),
+        "the prefix cache is keyed by the prompt's tokens with image positions as placeholders, not by content hash, "
+        "so two images under one prompt share an answer (H-5's case then finds the consumer cannot tell its two images "
+        "apart even without a uuid, which is B-2's defect: H-5 is not verifiable there)",
+        {"B-1": "cross-image reuse in the consumer's prefix cache also makes an E+PD answer differ from its baseline "
+                "(the B-1 cases hand off images under one prompt)"}),
     "uuid-identity": Bug(
         ("H-5",),
         "an item's identity (its published content hash, its prefix-cache key) is derived from MediaItem.uuid when "
