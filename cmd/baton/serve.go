@@ -131,7 +131,9 @@ Decode budget (CONTRACT SE-4):
 				if err != nil {
 					return exitError{ExitUsage, err.Error()}
 				}
-				m.Apply(&cfg.Hooks)
+				if !(m.SparesBaseline && cfg.Role == server.RoleAggregated) {
+					m.Apply(&cfg.Hooks)
+				}
 			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {

@@ -73,6 +73,13 @@ type Mutant struct {
 	// peers' trust lists, nor the standard health service, nor how a
 	// quarantine ends. The props and sim cells then say so.
 	SuiteOnly string
+	// SparesBaseline: `baton serve --mutant` leaves the aggregated role
+	// unbroken, since the rule's cases compare the topology's answers with
+	// the baseline's and a baseline broken the same way hides the defect
+	// (the cases then find no pair of images it tells apart: not
+	// verifiable). Mutants of the in-engine handoff, whose cases run on
+	// the aggregated engine itself, break it too.
+	SparesBaseline bool
 }
 
 // Declares reports whether rule is one the mutant declares it breaks
@@ -209,7 +216,9 @@ var all = []Mutant{
 		},
 		AlsoBreaks: map[string]string{
 			"H-5": "every image with one prompt shares the first one's answer, so two different images sent with one uuid do too",
-		}},
+			"B-1": "cross-image reuse in the consumer's prefix cache also makes an E+PD answer differ from its (unbroken) baseline",
+		},
+		SparesBaseline: true},
 	{Name: "h5-uuid-identity", Rule: "H-5", Sim: "uuid-identity", Breaks: "MediaItem.uuid stands in for the content hash",
 		Apply: func(h *server.Hooks) {
 			h.ImageIdentity = func(uuid, hash string) string {

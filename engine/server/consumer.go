@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,6 +37,9 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, st
 	}
 	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), opaque, e.cfg.Hooks.MaxReferenceBytes)
 	if err != nil {
+		if e.cfg.Hooks.OnRejectedReference != nil && errors.Is(err, handoff.ErrMalformedReference) {
+			e.onRejected(looseReference(wire.GetProducerInstanceId(), opaque)) // the SU-4 mutant only
+		}
 		return handoff.Reference{}, "", err // L-1, SU-4, H-3
 	}
 	backend := wire.GetBackend()
@@ -82,6 +86,18 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, st
 		return handoff.Reference{}, "", err
 	}
 	return ref, "", nil
+}
+
+// looseReference reads the entry id of a malformed opaque state the way a
+// lenient JSON parser would (any JSON object with an "id" string), for the
+// hook OnRejectedReference only: the SU-4 mutant claims what a malformed
+// imitation names. The contract's engine never reads a malformed reference.
+func looseReference(producer string, opaque []byte) handoff.Reference {
+	var loose struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(opaque, &loose)
+	return handoff.Reference{ProducerInstanceID: producer, EntryID: loose.ID}
 }
 
 func (e *Engine) onRejected(ref handoff.Reference) {

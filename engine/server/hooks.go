@@ -27,8 +27,9 @@ type Hooks struct {
 	ReadReference func(opaque []byte) []byte
 	// VerifyReference replaces the SU-5 tag check.
 	VerifyReference func(ref handoff.Reference, key []byte) error
-	// OnRejectedReference runs when a reference that named a well-formed entry
-	// id is rejected (SU-4/SU-5); the contract's engine does nothing.
+	// OnRejectedReference runs when a reference is rejected as malformed
+	// (SU-4; with the id a lenient JSON parser reads from it) or fails its
+	// tag or instance check (SU-5); the contract's engine does nothing.
 	OnRejectedReference func(e *Engine, ref handoff.Reference)
 	// AcceptBackend replaces the N-1 backend check.
 	AcceptBackend func(backend string) bool
