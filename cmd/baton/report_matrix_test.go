@@ -24,7 +24,7 @@ func TestReportMatrix(t *testing.T) {
 		}
 		res := reports.Results{Tool: "baton check", Target: name, Verdict: reports.Worst(reports.Passed, b1),
 			Engines: []reports.EngineIdentity{{Role: "producer", EngineName: producer}, {Role: "consumer", EngineName: consumer}},
-			Rules: []reports.RuleResult{{Rule: "SU-2", Level: "core", Outcome: reports.Passed, Cases: 1}, {Rule: "B-1", Level: "core", Outcome: b1, Cases: 1, Message: string(b1) + ": why " + name}}}
+			Rules:   []reports.RuleResult{{Rule: "SU-2", Level: "core", Outcome: reports.Passed, Cases: 1}, {Rule: "B-1", Level: "core", Outcome: b1, Cases: 1, Message: string(b1) + ": why " + name}}}
 		write, file := reports.WriteJSON, "results.json"
 		if yaml {
 			write, file = reports.WriteYAML, reports.ResultsYAMLFile
