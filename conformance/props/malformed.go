@@ -1,7 +1,7 @@
 package props
 
 import (
-	"encoding/json"
+	"bytes"
 
 	"github.com/baton-dev/baton/conformance/target"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -42,48 +42,51 @@ var corruptions = []corruption{
 	}},
 }
 
-// jsonCorruptions need the baton-json-v1 reference format (Profile.ReferenceFormat).
+// jsonCorruptions need the baton-json-v1 reference format
+// (Profile.ReferenceFormat). They edit the reference's bytes in place:
+// baton-json-v1 is byte-exact (a re-encoded document with its keys in
+// another order is malformed, SU-4), so only an in-place edit keeps a
+// reference well-formed and leaves its tag to reject it (SU-5) or its
+// hash's form (H-3).
 var jsonCorruptions = []corruption{
 	{"tag-digit", []codes.Code{codes.InvalidArgument}, func(t *rapid.T, ref *pb.EncoderCacheRef) {
-		editJSON(t, ref, func(m map[string]any) {
-			tag, _ := m["tag"].(string)
-			if tag == "" {
-				t.Skip("no tag")
-			}
-			i := rapid.IntRange(0, len(tag)-1).Draw(t, "digit")
-			d := byte('0')
-			if tag[i] == '0' {
-				d = '1'
-			}
-			m["tag"] = tag[:i] + string(d) + tag[i+1:] // a well-formed reference with a wrong tag (SU-5)
-		})
+		tag := jsonStringValue(t, ref.OpaqueState, "tag")
+		if tag.end == tag.start {
+			t.Skip("no tag")
+		}
+		i := tag.start + rapid.IntRange(0, tag.end-tag.start-1).Draw(t, "digit")
+		d := byte('0')
+		if ref.OpaqueState[i] == '0' {
+			d = '1'
+		}
+		ref.OpaqueState[i] = d // a well-formed reference with a wrong tag (SU-5)
 	}},
 	{"bad-hash", []codes.Code{codes.InvalidArgument}, func(t *rapid.T, ref *pb.EncoderCacheRef) {
-		editJSON(t, ref, func(m map[string]any) {
-			items, _ := m["items"].([]any)
-			if len(items) == 0 {
-				t.Skip("no items")
-			}
-			if it, ok := items[0].(map[string]any); ok {
-				it["hash"] = "not-a-sha256" // H-3: a malformed hash from a peer
-			}
-		})
+		h := jsonStringValue(t, ref.OpaqueState, "hash")
+		// H-3: a malformed hash from a peer, the rest of the bytes kept.
+		ref.OpaqueState = append(append(append([]byte(nil), ref.OpaqueState[:h.start]...), "not-a-sha256"...), ref.OpaqueState[h.end:]...)
 	}},
 }
 
-// editJSON decodes ref's baton-json-v1 opaque state, lets edit change it
-// and encodes it back.
-func editJSON(t *rapid.T, ref *pb.EncoderCacheRef, edit func(map[string]any)) {
-	var m map[string]any
-	if err := json.Unmarshal(ref.OpaqueState, &m); err != nil {
-		t.Fatalf("opaque_state is not baton-json-v1 JSON (the profile declares it): %v", err)
+// span is a byte range [start, end) of an opaque state.
+type span struct{ start, end int }
+
+// jsonStringValue returns where the value of the first string member key
+// ("key":"...") lies in opaque; it fails the check when there is none
+// (the profile declares baton-json-v1, whose members are plain strings
+// without escapes).
+func jsonStringValue(t *rapid.T, opaque []byte, key string) span {
+	marker := []byte(`"` + key + `":"`)
+	i := bytes.Index(opaque, marker)
+	if i < 0 {
+		t.Fatalf("opaque_state has no %q member (the profile declares baton-json-v1): %.80q", key, opaque)
 	}
-	edit(m)
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
+	start := i + len(marker)
+	n := bytes.IndexByte(opaque[start:], '"')
+	if n < 0 {
+		t.Fatalf("opaque_state's %q member is not terminated (the profile declares baton-json-v1): %.80q", key, opaque)
 	}
-	ref.OpaqueState = b
+	return span{start, start + n}
 }
 
 // malformed presents a corrupted copy of a reference to the consumer and
