@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +55,9 @@ error, not applicable, not verifiable.
   --dry-run         show what would run against the profile: what the launch
                     section would start, which cases are not applicable or
                     not verifiable given what it declares; contacts and
-                    starts nothing
+                    starts nothing; exits as the run would where it knows:
+                    2 when a selected case would be not verifiable or an
+                    error, 3 for a profile error, else 0
   --certify         a certification run: refuse (exit 3) unless every rule of
                     the claimed level can be verified with the profile's
                     capabilities; no --label-filter; the results carry a
@@ -149,6 +152,17 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 				return exitError{ExitUsage, "--certify would refuse: " + check.CertifyError(plan, problems).Error()}
 			}
 			fmt.Fprintf(out, "certify: every rule of level %s can be verified with this profile\n", plan.Levels[len(plan.Levels)-1])
+		}
+		// The run's exit code where the plan already knows it (CONTRACT
+		// "Outcomes of a check"): a case not verifiable or in error.
+		if code, cases := plan.PredictedExitCode(); code != 0 {
+			rules := []string{}
+			for _, c := range cases {
+				if !slices.Contains(rules, c.Rule) {
+					rules = append(rules, c.Rule)
+				}
+			}
+			return exitError{code, fmt.Sprintf("the run would end %s: %d selected cases cannot be verified or would be errors with this profile (rules %s)", "incomplete", len(cases), strings.Join(rules, ", "))}
 		}
 		return nil
 	}

@@ -211,6 +211,25 @@ func (pl Plan) CertifyProblems() []string {
 	return out
 }
 
+// PredictedExitCode is the exit code the run is known to end with at
+// least, for `baton check --dry-run`: reports.ExitIncomplete (2) when a
+// selected case would be not verifiable or an error (a rule's verdict is
+// the worst of its cases', CONTRACT "Outcomes of a check"), else
+// reports.ExitPassed (0: whether a case fails only the run can tell), and
+// the selected cases that decide it.
+func (pl Plan) PredictedExitCode() (int, []PlannedCase) {
+	var incomplete []PlannedCase
+	for _, c := range pl.Cases {
+		if c.Selected && (c.Outcome == reports.NotVerifiable || c.Outcome == reports.Error) {
+			incomplete = append(incomplete, c)
+		}
+	}
+	if len(incomplete) > 0 {
+		return reports.ExitIncomplete, incomplete
+	}
+	return reports.ExitPassed, nil
+}
+
 // Text renders the plan for `baton check --dry-run`: a header, one line per
 // selected case (RUN, N/A, N/V or ERROR, the rule, the name, the reason,
 // and for a case that may still end not verifiable what it finds out), and

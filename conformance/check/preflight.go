@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -407,20 +409,23 @@ const (
 	hookEncoderFail     = "baton.encoder_fail"
 )
 
-// sharedDirProblems publishes one tiny image over the shared directory and
-// consumes it on each consumer (consumer, prefill): a consumer that rejects
-// the reference while the producer still holds the entry (its Abort
-// answers ABORTED) cannot see the producer's directory. Every reference
-// and KV session the probe made is released. Other failures are left to
-// the cases.
+// sharedDirProblems publishes one tiny image on the producer and consumes
+// it on each consumer (consumer, prefill). Over the shared directory, a
+// consumer that rejects the reference (INVALID_ARGUMENT) while the
+// producer still holds the entry (its Abort answers ABORTED) cannot see the
+// producer's directory; over a transfer backend (tcp, cuda_ipc), one that
+// refuses it FAILED_PRECONDITION has a trust list that leaves the other
+// side out (CONTRACT SE-3: the consumer's trusted producers, the
+// producer's trusted consumer agents). Every reference and KV session the
+// probe made is released. Other failures are left to the cases.
 func sharedDirProblems(ctx context.Context, p target.Profile, infos []endpointInfo) []string {
 	var prod *endpointInfo
 	for i, ei := range infos {
-		if ei.role == target.RoleProducer && slices.Contains(ei.model.GetEncoder().GetBackends(), sharedDirBackend) {
+		if ei.role == target.RoleProducer {
 			prod = &infos[i]
 		}
 	}
-	if prod == nil || (len(p.Backends) > 0 && !slices.Contains(p.Backends, sharedDirBackend)) {
+	if prod == nil {
 		return nil
 	}
 	img, err := fixtures.ImageByName(preflightImage)
@@ -453,7 +458,8 @@ func claimProblem(ctx context.Context, p target.Profile, prod, cons endpointInfo
 		return "" // the cases judge a producer that cannot publish
 	}
 	ref := pub.EncoderReady().GetRef()
-	if ref.GetBackend() != sharedDirBackend {
+	transfer := ref.GetBackend() == "tcp" || ref.GetBackend() == "cuda_ipc"
+	if ref.GetBackend() != sharedDirBackend && !transfer {
 		release(ctx, prod.engine, ref)
 		return ""
 	}
@@ -472,11 +478,28 @@ func claimProblem(ctx context.Context, p target.Profile, prod, cons endpointInfo
 		}
 	}
 	st := release(ctx, prod.engine, ref)
+	if transfer {
+		// A trust list that leaves the other side out (CONTRACT SE-3) refuses
+		// the first valid handoff before any connection or byte.
+		if err != nil || res == nil || res.Code() != codes.FailedPrecondition || st != pb.AbortStatus_ABORT_STATUS_ABORTED {
+			return ""
+		}
+		return fmt.Sprintf("backends [%s]: the %s refuses a fresh reference of the %s: consume = code FAILED_PRECONDITION (%s) while the producer still held the entry (Abort = ABORTED); do the consumer's trusted producers include the producer_endpoint the references name (%s), and the producer's trusted consumers the consumer's transfer agent (CONTRACT SE-3; with the harness's fault proxy the references name the proxy)?",
+			ref.GetBackend(), cons.where(), prod.where(), shorten(res.Status.Message(), 120), endpointText(ref.GetProducerEndpoint()))
+	}
 	if err != nil || res == nil || res.Code() != codes.InvalidArgument || st != pb.AbortStatus_ABORT_STATUS_ABORTED {
 		return ""
 	}
 	return fmt.Sprintf("backends [%s]: the %s cannot claim the %s's entries: its consume of a fresh reference = code INVALID_ARGUMENT (%s) while the producer still held the entry (Abort = ABORTED); do they share one cache directory?",
 		sharedDirBackend, cons.where(), prod.where(), shorten(res.Status.Message(), 120))
+}
+
+// endpointText is a KvEndpoint as host:port ("none" when absent).
+func endpointText(e *pb.KvEndpoint) string {
+	if e == nil {
+		return "none"
+	}
+	return net.JoinHostPort(e.GetHost(), strconv.Itoa(int(e.GetPort())))
 }
 
 // release aborts ref on the producer (bounded by ProbeTimeout) and returns

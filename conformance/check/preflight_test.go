@@ -262,3 +262,46 @@ func TestPreflightMixedImplementations(t *testing.T) {
 		t.Errorf("one implementation on two presets: problems %q; want the preset line", got)
 	}
 }
+
+// TestPreflightTransferTrust: over tcp, a consumer whose trusted producers
+// leave out the producer's advertised control address (or a producer whose
+// trusted consumers leave out the consumer's transfer agent) refuses the
+// first valid handoff FAILED_PRECONDITION (CONTRACT SE-3): a set-up
+// mistake, one line naming SE-3 and the endpoint, never rule failures;
+// with both lists right the preflight passes.
+func TestPreflightTransferTrust(t *testing.T) {
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	agent := free()
+	for _, tc := range []struct {
+		name                 string
+		trustProd, trustCons bool
+	}{{"consumer trusts no producer", false, true}, {"producer trusts no consumer agent", true, false}, {"both lists right", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			prodCfg := server.Config{Role: server.RoleEncoder, Backend: server.BackendTCP}
+			if tc.trustCons {
+				prodCfg.TrustedConsumers = []string{agent}
+			}
+			prod := serve(t, prodCfg)
+			consCfg := server.Config{Role: server.RolePD, TransferListen: agent}
+			if tc.trustProd {
+				consCfg.TrustedProducers = []string{prod.Address()}
+			}
+			engines := map[target.Role]target.Engine{target.RoleProducer: prod, target.RoleConsumer: serve(t, consCfg), target.RoleBaseline: serve(t, server.Config{Role: server.RoleAggregated})}
+			tg := target.NewStatic(target.Profile{Name: "preflight tcp", Topologies: []string{target.TopologyEPD}, Backends: []string{"tcp"}}, engines)
+			if tc.trustProd && tc.trustCons {
+				if err := Probe(context.Background(), tg); err != nil {
+					t.Fatalf("Probe = %v; want nil", err)
+				}
+				return
+			}
+			probeMismatch(t, tg, "backends [tcp]", "FAILED_PRECONDITION", "CONTRACT SE-3", prod.Address())
+		})
+	}
+}

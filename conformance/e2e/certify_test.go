@@ -218,6 +218,12 @@ func TestCertifyRefusesUnverifiableProfile(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "RUN   SU-5  SU-5 a reference altered in any byte") || !strings.Contains(out, "N/A   L-2") || strings.Contains(out, "SU-2") {
 		t.Errorf("--dry-run exited %d:\n%s", code, out)
 	}
+	// A dry run exits as the run would where it knows: a case that cannot
+	// be verified (H-3 without the declared reference format) ends it 2.
+	out, code = runBaton(t, "check", "--config", profile, "--dry-run", "--label-filter", "H-3")
+	if code != 2 || !strings.Contains(out, "N/V   H-3") || !strings.Contains(out, "the run would end incomplete") {
+		t.Errorf("--dry-run of a not-verifiable case exited %d; want 2:\n%s", code, out)
+	}
 	out, code = runBaton(t, "check", "--list", "--label-filter", "SU-2 || (level:faults && !under-faults)")
 	if code != 0 || !strings.Contains(out, "SU-2 replay of a consumed reference") || !strings.Contains(out, "Q-1") || strings.Contains(out, "SU-1 ") {
 		t.Errorf("--list exited %d:\n%s", code, out)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,23 +16,6 @@ import (
 	"github.com/baton-dev/baton/reports"
 )
 
-// TODO(integrator): flip to true once the security branches (h-hardena,
-// h-hardenb) merge the Q-6 and SE-3..SE-5 cases, and add
-// "--trusted-producers", "${FAULT_PROXY}" to consumerSecurityArgs (CONTRACT
-// SE-3: the consumer must trust the proxy's address as a producer). Until
-// then those Faults rules have no case, so a Faults claim ends `not
-// verifiable` (exit 2) however well the engine does.
-const faultsRulesAllHaveCases = false
-
-// consumerSecurityArgs are the consumer's flags the security branches add
-// (see faultsRulesAllHaveCases).
-var consumerSecurityArgs []string
-
-// rulesWithoutCasesYet are the Faults rules whose cases the security
-// branches are adding; until they merge each is `not verifiable` with
-// reports.MissingRuleMessage.
-var rulesWithoutCasesYet = []string{"Q-6", "SE-3", "SE-4", "SE-5"}
-
 // TestLaunchProfileCertifiesTwice: a vendor's profile whose launch section
 // starts the reference engine as separate processes (`baton serve`
 // commands, not conformance/launch), E+PD over tcp with the harness's
@@ -41,8 +23,9 @@ var rulesWithoutCasesYet = []string{"Q-6", "SE-3", "SE-4", "SE-5"}
 // by the producer), claiming Faults, is checked by two `baton check` runs
 // in a row without anything restarted by hand: each run starts the roles,
 // restarts what S-1, S-2, S-4, X-1 and the Faults cases take down, passes
-// every Core and Lifecycle rule and every Faults rule that has cases, and
-// stops every role at the end (nothing answers afterwards).
+// every rule of every level (exit 0; the trust lists name the proxy and
+// the consumer's transfer agent, CONTRACT SE-3), and stops every role at
+// the end (nothing answers afterwards).
 func TestLaunchProfileCertifiesTwice(t *testing.T) {
 	work := t.TempDir()
 	profile := filepath.Join(work, "target.yaml")
@@ -56,27 +39,20 @@ func TestLaunchProfileCertifiesTwice(t *testing.T) {
 			t.Fatalf("run %d: baton check exited %d without results.json (%v):\n%s", run, code, err, lastLines(out, 60))
 		}
 		t.Logf("run %d: baton check exited %d in %v (%d cases)", run, code, time.Since(start).Round(100*time.Millisecond), len(res.Cases))
-		wantCode := 2
-		if faultsRulesAllHaveCases {
-			wantCode = 0
-		}
-		if code != wantCode {
-			t.Errorf("run %d: baton check exited %d; want %d:\n%s", run, code, wantCode, lastLines(out, 60))
+		if code != 0 {
+			t.Errorf("run %d: baton check exited %d; want 0:\n%s", run, code, lastLines(out, 60))
 		}
 		for _, r := range res.Rules {
-			switch {
-			case r.Outcome == reports.Passed || r.Outcome == reports.NotApplicable:
-			case !faultsRulesAllHaveCases && r.Level == "faults" && r.Cases == 0 && slices.Contains(rulesWithoutCasesYet, r.Rule):
-			default:
+			if r.Outcome != reports.Passed && r.Outcome != reports.NotApplicable {
 				t.Errorf("run %d: %s (%s) %s: %s", run, r.Rule, r.Level, r.Outcome, r.Message)
 			}
 		}
-		for _, l := range []string{"core", "lifecycle"} {
+		for _, l := range []string{"core", "lifecycle", "faults"} {
 			if res.Levels[l] != reports.Passed {
 				t.Errorf("run %d: level %s = %s; want passed", run, l, res.Levels[l])
 			}
 		}
-		for _, rule := range []string{"S-1", "S-2", "S-4", "X-1", "Q-1", "Q-4"} {
+		for _, rule := range []string{"S-1", "S-2", "S-4", "X-1", "Q-1", "Q-2", "Q-4", "Q-6", "SE-3", "SE-4", "SE-5"} {
 			if !passed(res, rule) {
 				t.Errorf("run %d: %s did not pass: the cases that need a restart must run and pass with a launch section", run, rule)
 			}
@@ -109,10 +85,13 @@ func passed(res reports.Results, rule string) bool {
 }
 
 // writeLaunchProfile writes the vendor's profile: free loopback ports, the
-// tiny preset, a 16 MiB producer quota (L-5 in a few publishes).
+// tiny preset, a 16 MiB producer quota (L-5 in a few publishes), the
+// consumer trusting the fault proxy as its producer and the producer
+// trusting the consumer's transfer agent (SE-3), loopback as the harness's
+// untrusted host (the trust lists name exact ports).
 func writeLaunchProfile(t *testing.T, path string) {
 	t.Helper()
-	ports := freePorts(t, 4)
+	ports := freePorts(t, 5)
 	q := fmt.Sprint(16 << 20)
 	serve := func(role string, args ...string) string {
 		argv := append([]string{batonBinary, "serve", "--role", role, "--listen", "${ADDR}", "--preset", "tiny", "--test-hooks"}, args...)
@@ -129,13 +108,15 @@ destructive: true
 producer_quota_bytes: ` + q + `
 reference_format: baton-json-v1
 case_timeout: 60s
+untrusted_host: 127.0.0.1
+agent_format: baton-xfer-v1
 fault_proxy: {listen: ` + ports[3] + `}
 launch:
   roles:
     producer:
-      start: ` + serve("encoder", "--backend", "tcp", "--advertise-control", "${FAULT_PROXY}", "--transfer-timeout", "3s", "--producer-quota-bytes", q) + `
+      start: ` + serve("encoder", "--backend", "tcp", "--advertise-control", "${FAULT_PROXY}", "--transfer-timeout", "3s", "--producer-quota-bytes", q, "--trusted-consumers", ports[4]) + `
     consumer:
-      start: ` + serve("pd", append([]string{"--cache-dir", "${CACHE_DIR}", "--transfer-timeout", "3s"}, consumerSecurityArgs...)...) + `
+      start: ` + serve("pd", "--cache-dir", "${CACHE_DIR}", "--transfer-timeout", "3s", "--transfer-listen", ports[4], "--trusted-producers", "${FAULT_PROXY}") + `
     baseline:
       start: ` + serve("aggregated") + `
 `

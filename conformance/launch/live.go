@@ -81,11 +81,7 @@ func (l *LiveTarget) TransferArrived(ctx context.Context, method string, n int) 
 // proxy, which the consumers trust as the producer's control endpoint,
 // unbinds its port and closes its connections until restore.
 func (l *LiveTarget) RefuseProducerConnections(ctx context.Context) (func() error, error) {
-	if l.topo.proxy == nil {
-		return nil, fmt.Errorf("launch: this topology runs no fault proxy")
-	}
-	l.topo.proxy.Refuse()
-	return l.topo.proxy.Listen, nil
+	return target.ProxyFaults{Proxy: l.topo.proxy}.RefuseProducerConnections(ctx)
 }
 
 // Restart implements target.Restarter: it shuts the role's instance down

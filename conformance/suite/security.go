@@ -436,7 +436,8 @@ func SE5GRPCHealthMirrorsHealth(ctx context.Context, t TB, tg target.Target) {
 func securityCases() []Case {
 	n := EPD.with(func(n *Needs) { n.FaultProxy = true })
 	return []Case{
-		{Rule: "Q-2", Name: "Q-2 a trusted producer endpoint that refuses connections is definite: UNAVAILABLE, consumer READY, reference still live", Run: Q2RefusedConnectionIsDefinite, Needs: n},
+		{Rule: "Q-2", Name: "Q-2 a trusted producer endpoint that refuses connections is definite: UNAVAILABLE, consumer READY, reference still live", Run: Q2RefusedConnectionIsDefinite,
+			Needs: n.discovering("whether the harness can make the producer endpoint refuse connections (target.ConnectionRefuser: the fault proxy that baton check and conformance/launch run can)")},
 		{Rule: "Q-6", Name: "Q-6 a consumer's quarantine ends once the producer that may have written is gone, and its next handoff succeeds", Run: Q6QuarantineEndsWhenProducerIsGone, Needs: n},
 		{Rule: "SE-3", Name: "SE-3 a reference naming an untrusted producer endpoint is FAILED_PRECONDITION before any connection", Run: SE3UntrustedProducerEndpointRefused,
 			Needs: EPD.with(func(n *Needs) { n.Transfer, n.UntrustedHost = true, true })},

@@ -767,7 +767,8 @@ func (l *Launched) Engine(role Role) (Engine, bool) {
 }
 
 // Target is what the suite sees: l, implementing Restarter when the
-// profile has a launch section and FaultInjector when the fault proxy runs.
+// profile has a launch section, and FaultInjector and ConnectionRefuser
+// (ProxyFaults) when the fault proxy runs.
 func (l *Launched) Target() Target {
 	base := launchedTarget{l}
 	restarts, faults := l.cfg.Launch != nil, l.proxy != nil
@@ -776,7 +777,7 @@ func (l *Launched) Target() Target {
 		return struct {
 			launchedTarget
 			Restarter
-			FaultInjector
+			ProxyFaults
 		}{base, l, ProxyFaults{Proxy: l.proxy}}
 	case restarts:
 		return struct {
@@ -786,7 +787,7 @@ func (l *Launched) Target() Target {
 	case faults:
 		return struct {
 			launchedTarget
-			FaultInjector
+			ProxyFaults
 		}{base, ProxyFaults{Proxy: l.proxy}}
 	}
 	return base

@@ -52,6 +52,19 @@ func (f ProxyFaults) SetTransferFaults(method string, delay time.Duration, fault
 	return f.Proxy.SetPlan(faultproxy.Plan{Rules: map[string]faultproxy.Rule{method: {Sequence: steps}}})
 }
 
+// RefuseProducerConnections implements ConnectionRefuser: the fault
+// proxy, which the consumers trust as the producer's control endpoint,
+// unbinds its port and closes its connections until restore binds it
+// again (a producer that went away, for CONTRACT Q-2 and SE-4). Errors:
+// ErrNoFaultProxy.
+func (f ProxyFaults) RefuseProducerConnections(ctx context.Context) (restore func() error, err error) {
+	if f.Proxy == nil {
+		return nil, ErrNoFaultProxy
+	}
+	f.Proxy.Refuse()
+	return f.Proxy.Listen, nil
+}
+
 // TransferCalls implements FaultInjector.
 func (f ProxyFaults) TransferCalls(ctx context.Context, method string, n int) ([]TransferCall, error) {
 	if f.Proxy == nil {
