@@ -22,8 +22,15 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// testCommit is the commit the tests stamp into their baton build, as the
+// Dockerfile's COMMIT and `make build` do: `baton report merge` refuses
+// the shards of an unstamped build (commit "unknown"), and go build's
+// own VCS stamp is absent outside a checkout or with -buildvcs=false.
+const testCommit = "deploy-test"
+
 // baton builds the baton binary once per test binary (the tests that run
-// it need it; the manifest checks do not) and returns its path.
+// it need it; the manifest checks do not), stamped with testCommit, and
+// returns its path.
 func baton(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -33,7 +40,8 @@ func baton(t *testing.T) string {
 			return
 		}
 		binary = filepath.Join(dir, "baton")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/baton-dev/baton/cmd/baton").CombinedOutput()
+		out, err := exec.Command("go", "build", "-ldflags", "-X github.com/baton-dev/baton/conformance/check.buildCommit="+testCommit,
+			"-o", binary, "github.com/baton-dev/baton/cmd/baton").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build baton: %v\n%s", err, out)
 		}
@@ -296,6 +304,9 @@ func TestIndexedJobShardsMergeToOneRun(t *testing.T) {
 	}
 	got := sameSweep(t, flagValue(mergeArgs, "--out"))
 	want := sameSweep(t, filepath.Join(whole, "shards", "handoff-shard-0-of-1.json"))
+	if !strings.Contains(got, `"commit": "`+testCommit+`"`) {
+		t.Errorf("the merge is not of the stamped build %s:\n%s", testCommit, got)
+	}
 	if got != want {
 		t.Errorf("the merge of %d pods differs from one process:\n--- merged\n%s\n--- one process\n%s", n, got, want)
 	}
