@@ -303,3 +303,41 @@ func TestReportMergeJudgesEveryCoverageTarget(t *testing.T) {
 		t.Errorf("a handoff result without coverage: %v", err)
 	}
 }
+
+// TestKeepExecutorDivergences: a divergent executor seed's two outcomes
+// are kept as files (in --trace-dir, else a new temporary directory) and
+// listed in the result, which then fails as nondeterministic.
+func TestKeepExecutorDivergences(t *testing.T) {
+	d := sim.ExecutorDivergence{Seed: 7, First: []byte("seed=7 steps=3 err=<nil>\n"), Second: []byte("seed=7 steps=4 err=<nil>\n")}
+	for _, dir := range []string{t.TempDir(), ""} {
+		res, _, _, _ := newSweepResult(reports.SweepWorldExecutor, 7, 7, sim.Shard{}, "")
+		res.Runs, res.Verdicts[reports.SweepPassed] = 1, 1
+		res.Determinism.Sampled, res.Determinism.Diverged = 1, 1
+		if err := keepExecutorDivergences(&res, []sim.ExecutorDivergence{d}, dir); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Determinism.Divergences) != 1 || len(res.Determinism.Divergences[0].Traces) != 2 {
+			t.Fatalf("dir %q: %+v", dir, res.Determinism)
+		}
+		traces := res.Determinism.Divergences[0].Traces
+		if dir == "" {
+			t.Cleanup(func() { os.RemoveAll(filepath.Dir(traces[0])) })
+		} else if filepath.Dir(traces[0]) != dir {
+			t.Errorf("kept in %s, want --trace-dir %s", traces[0], dir)
+		}
+		for i, p := range traces {
+			if b, err := os.ReadFile(p); err != nil || string(b) != string([][]byte{d.First, d.Second}[i]) || !strings.HasSuffix(p, []string{"executor-seed-7.run1.txt", "executor-seed-7.run2.txt"}[i]) {
+				t.Errorf("%s: %q, %v", p, b, err)
+			}
+		}
+		var out bytes.Buffer
+		err := finishSweep(&out, res, sweepFlags{})
+		var ex exitError
+		if !asExit(err, &ex) || ex.code != ExitSimNondeterministic || !strings.Contains(out.String(), "NONDETERMINISTIC seed=7: two runs wrote different traces "+traces[0]+" "+traces[1]) {
+			t.Errorf("dir %q: %v\n%s", dir, err, out.String())
+		}
+	}
+	if err := keepExecutorDivergences(&reports.SweepResult{}, []sim.ExecutorDivergence{d}, "/dev/null/x"); err == nil {
+		t.Error("an unwritable --trace-dir: no error")
+	}
+}
