@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/rhysd/actionlint"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -71,18 +73,35 @@ func TestMain(m *testing.M) {
 // nondeterministic, 7 coverage) and 3, bad flags.
 var sweepExitCodes = []int32{1, 2, 3, 5, 6, 7}
 
-// decodeStrict decodes a manifest into out, rejecting unknown fields
-// and duplicate keys (sigs.k8s.io/yaml: YAML to JSON, then the API
-// types' JSON decoding).
+// decodeStrict decodes a manifest into out strictly (decodeStrictBytes).
 func decodeStrict(t *testing.T, path string, out any) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.UnmarshalStrict(raw, out); err != nil {
+	if err := decodeStrictBytes(raw, out); err != nil {
 		t.Fatalf("%s does not decode strictly: %v", path, err)
 	}
+}
+
+// decodeStrictBytes decodes a YAML manifest into out as the API server
+// does in strict mode: YAML to JSON rejecting duplicate keys
+// (sigs.k8s.io/yaml), then sigs.k8s.io/json's strict decoding, which
+// matches field names case-sensitively and rejects unknown and duplicate
+// fields. (sigs.k8s.io/yaml.UnmarshalStrict decodes with encoding/json,
+// which matches "Completions" to the field "completions": a key in the
+// wrong case, which the API server drops, would pass.)
+func decodeStrictBytes(raw []byte, out any) error {
+	j, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return err
+	}
+	strict, err := kjson.UnmarshalStrict(j, out)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
 }
 
 func envOf(c corev1.Container) map[string]string {
@@ -163,6 +182,47 @@ func sweepJob(t *testing.T) (batchv1.Job, corev1.Container) {
 		t.Errorf("pod failure policy %+v: want FailIndex on exit codes %v of container %s", rule, sweepExitCodes, c.Name)
 	}
 	return job, c
+}
+
+// TestDecodeStrictMalformed: a field in the wrong case (which the API
+// server would drop), an unknown field, a duplicate key and a value of the
+// wrong type are each rejected; the manifest itself decodes.
+func TestDecodeStrictMalformed(t *testing.T) {
+	raw, err := os.ReadFile("kubernetes/sim-indexed-job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := decodeStrictBytes(raw, &job); err != nil {
+		t.Fatalf("the manifest: %v", err)
+	}
+	edit := func(old, new string) []byte {
+		if !bytes.Contains(raw, []byte(old)) {
+			t.Fatalf("the manifest lacks %q", old)
+		}
+		return bytes.Replace(raw, []byte(old), []byte(new), 1)
+	}
+	cases := map[string]struct {
+		manifest []byte
+		want     string
+	}{
+		"wrong case":      {edit("\n  completions: 4", "\n  Completions: 4"), "Completions"},
+		"wrong case deep": {edit("restartPolicy: Never", "restartpolicy: Never"), "restartpolicy"},
+		"unknown field":   {edit("\n  completions: 4", "\n  completions: 4\n  shards: 4"), "shards"},
+		"duplicate key":   {edit("\n  completions: 4", "\n  completions: 4\n  completions: 5"), "completions"},
+		"wrong type":      {edit("\n  completions: 4", "\n  completions: four"), "completions"},
+	}
+	for name, tc := range cases {
+		err := decodeStrictBytes(tc.manifest, &batchv1.Job{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
+		}
+	}
+	// The reason for decodeStrictBytes: encoding/json's case-insensitive
+	// matching lets sigs.k8s.io/yaml.UnmarshalStrict take the wrong case.
+	if err := yaml.UnmarshalStrict(cases["wrong case"].manifest, &batchv1.Job{}); err != nil {
+		t.Logf("sigs.k8s.io/yaml.UnmarshalStrict now rejects a field in the wrong case too: %v", err)
+	}
 }
 
 // TestIndexedJobManifest: the Indexed Job decodes strictly into batch/v1
