@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,11 +20,19 @@ import (
 	"github.com/rhysd/actionlint"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
+// testCommit is the commit the tests stamp into their baton build, as the
+// Dockerfile's COMMIT and `make build` do: `baton report merge` refuses
+// the shards of an unstamped build (commit "unknown"), and go build's
+// own VCS stamp is absent outside a checkout or with -buildvcs=false.
+const testCommit = "deploy-test"
+
 // baton builds the baton binary once per test binary (the tests that run
-// it need it; the manifest checks do not) and returns its path.
+// it need it; the manifest checks do not), stamped with testCommit, and
+// returns its path.
 func baton(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -33,7 +42,8 @@ func baton(t *testing.T) string {
 			return
 		}
 		binary = filepath.Join(dir, "baton")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/baton-dev/baton/cmd/baton").CombinedOutput()
+		out, err := exec.Command("go", "build", "-ldflags", "-X github.com/baton-dev/baton/conformance/check.buildCommit="+testCommit,
+			"-o", binary, "github.com/baton-dev/baton/cmd/baton").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build baton: %v\n%s", err, out)
 		}
@@ -63,18 +73,35 @@ func TestMain(m *testing.M) {
 // nondeterministic, 7 coverage) and 3, bad flags.
 var sweepExitCodes = []int32{1, 2, 3, 5, 6, 7}
 
-// decodeStrict decodes a manifest into out, rejecting unknown fields
-// and duplicate keys (sigs.k8s.io/yaml: YAML to JSON, then the API
-// types' JSON decoding).
+// decodeStrict decodes a manifest into out strictly (decodeStrictBytes).
 func decodeStrict(t *testing.T, path string, out any) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.UnmarshalStrict(raw, out); err != nil {
+	if err := decodeStrictBytes(raw, out); err != nil {
 		t.Fatalf("%s does not decode strictly: %v", path, err)
 	}
+}
+
+// decodeStrictBytes decodes a YAML manifest into out as the API server
+// does in strict mode: YAML to JSON rejecting duplicate keys
+// (sigs.k8s.io/yaml), then sigs.k8s.io/json's strict decoding, which
+// matches field names case-sensitively and rejects unknown and duplicate
+// fields. (sigs.k8s.io/yaml.UnmarshalStrict decodes with encoding/json,
+// which matches "Completions" to the field "completions": a key in the
+// wrong case, which the API server drops, would pass.)
+func decodeStrictBytes(raw []byte, out any) error {
+	j, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return err
+	}
+	strict, err := kjson.UnmarshalStrict(j, out)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
 }
 
 func envOf(c corev1.Container) map[string]string {
@@ -155,6 +182,47 @@ func sweepJob(t *testing.T) (batchv1.Job, corev1.Container) {
 		t.Errorf("pod failure policy %+v: want FailIndex on exit codes %v of container %s", rule, sweepExitCodes, c.Name)
 	}
 	return job, c
+}
+
+// TestDecodeStrictMalformed: a field in the wrong case (which the API
+// server would drop), an unknown field, a duplicate key and a value of the
+// wrong type are each rejected; the manifest itself decodes.
+func TestDecodeStrictMalformed(t *testing.T) {
+	raw, err := os.ReadFile("kubernetes/sim-indexed-job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := decodeStrictBytes(raw, &job); err != nil {
+		t.Fatalf("the manifest: %v", err)
+	}
+	edit := func(old, new string) []byte {
+		if !bytes.Contains(raw, []byte(old)) {
+			t.Fatalf("the manifest lacks %q", old)
+		}
+		return bytes.Replace(raw, []byte(old), []byte(new), 1)
+	}
+	cases := map[string]struct {
+		manifest []byte
+		want     string
+	}{
+		"wrong case":      {edit("\n  completions: 4", "\n  Completions: 4"), "Completions"},
+		"wrong case deep": {edit("restartPolicy: Never", "restartpolicy: Never"), "restartpolicy"},
+		"unknown field":   {edit("\n  completions: 4", "\n  completions: 4\n  shards: 4"), "shards"},
+		"duplicate key":   {edit("\n  completions: 4", "\n  completions: 4\n  completions: 5"), "completions"},
+		"wrong type":      {edit("\n  completions: 4", "\n  completions: four"), "completions"},
+	}
+	for name, tc := range cases {
+		err := decodeStrictBytes(tc.manifest, &batchv1.Job{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
+		}
+	}
+	// The reason for decodeStrictBytes: encoding/json's case-insensitive
+	// matching lets sigs.k8s.io/yaml.UnmarshalStrict take the wrong case.
+	if err := yaml.UnmarshalStrict(cases["wrong case"].manifest, &batchv1.Job{}); err != nil {
+		t.Logf("sigs.k8s.io/yaml.UnmarshalStrict now rejects a field in the wrong case too: %v", err)
+	}
 }
 
 // TestIndexedJobManifest: the Indexed Job decodes strictly into batch/v1
@@ -296,6 +364,9 @@ func TestIndexedJobShardsMergeToOneRun(t *testing.T) {
 	}
 	got := sameSweep(t, flagValue(mergeArgs, "--out"))
 	want := sameSweep(t, filepath.Join(whole, "shards", "handoff-shard-0-of-1.json"))
+	if !strings.Contains(got, `"commit": "`+testCommit+`"`) {
+		t.Errorf("the merge is not of the stamped build %s:\n%s", testCommit, got)
+	}
 	if got != want {
 		t.Errorf("the merge of %d pods differs from one process:\n--- merged\n%s\n--- one process\n%s", n, got, want)
 	}

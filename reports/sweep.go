@@ -233,7 +233,10 @@ func (c *SweepCoverage) unreached() []string {
 // Validate checks r's internal consistency: the format and world, the
 // shard and its block inside the range, the run count against the block
 // and the verdict counts, failures of known verdicts inside the block in
-// seed order, no negative count, and the verdict Finish computes.
+// seed order, coverage present exactly for the handoff world, no negative
+// count, and the verdict Finish computes. It cannot know which fault sites
+// and sometimes states the coverage must name: MergeSweeps judges those
+// against its CoverageTargets.
 // Errors wrap ErrBadSweep.
 func (r SweepResult) Validate() error {
 	bad := func(format string, args ...any) error {
@@ -290,6 +293,12 @@ func (r SweepResult) Validate() error {
 	d := r.Determinism
 	if d.OneIn < 0 || d.Sampled < 0 || d.Diverged < 0 || d.Diverged > d.Sampled || int64(len(d.Divergences)) > d.Diverged {
 		return bad("determinism counts %d sampled, %d diverged, %d listed", d.Sampled, d.Diverged, len(d.Divergences))
+	}
+	if r.World == SweepWorldHandoff && r.Coverage == nil {
+		return bad("a handoff result without coverage (the coverage gate could not judge its seeds)")
+	}
+	if r.World != SweepWorldHandoff && r.Coverage != nil {
+		return bad("a %s result with coverage", r.World)
 	}
 	if c := r.Coverage; c != nil {
 		if c.GateMinSeeds < 0 {
@@ -425,19 +434,41 @@ func (e *MergeError) Error() string {
 
 func (e *MergeError) Unwrap() error { return ErrBadSweep }
 
+// MergeOptions configures MergeSweeps.
+type MergeOptions struct {
+	// Keep is how many failing seeds the merge lists (the lowest); 0 lists
+	// all.
+	Keep int
+	// Targets is what the coverage gate requires of a handoff sweep (the
+	// simulator's sites, sometimes states and gate length); a merge of
+	// handoff results without them is refused.
+	Targets CoverageTargets
+	// AllowUnstamped merges shards of an unstamped build (commit
+	// UnstampedCommit), which could have come from two different builds.
+	AllowUnstamped bool
+}
+
 // MergeSweeps adds the results of one sweep's shards up into one result
-// (keeping the keep lowest failing seeds) and finishes it (Finish: the
-// coverage gate judges the merged counts). Every shard 0..n-1 must be
-// there exactly once, all of one world, commit, mutant, range and shard
-// count, and their blocks must tile the range; otherwise a *MergeError
-// names each missing or duplicate shard, each result on another commit,
-// and each other mismatch.
-func MergeSweeps(in []NamedSweep, keep int) (SweepResult, error) {
+// (listing the opts.Keep lowest failing seeds) and finishes it: the
+// coverage gate judges the merged counts of every target in opts.Targets
+// (a site or state no shard names counts as 0) with the targets' gate
+// length. Every shard 0..n-1 must be there exactly once, all of one world,
+// commit, mutant, range and shard count, and their blocks must tile the
+// range; every handoff shard must carry coverage of nothing but targets,
+// and the commit must be stamped (unless opts.AllowUnstamped); otherwise a
+// *MergeError (wrapping ErrBadSweep) names each missing or duplicate
+// shard, each result on another commit or an unstamped build, each result
+// without coverage or with coverage of something the targets lack, and
+// each other mismatch.
+func MergeSweeps(in []NamedSweep, opts MergeOptions) (SweepResult, error) {
 	if len(in) == 0 {
 		return SweepResult{}, &MergeError{[]string{"no sweep results given"}}
 	}
 	var problems []string
 	ref := in[0].Result
+	if ref.World == SweepWorldHandoff && opts.Targets.empty() {
+		return SweepResult{}, &MergeError{[]string{"no coverage targets given: a handoff sweep's gate needs the simulator's fault sites and sometimes states"}}
+	}
 	commit := majorityCommit(in)
 	byIndex := map[int]NamedSweep{}
 	for _, s := range in {
@@ -452,7 +483,10 @@ func MergeSweeps(in []NamedSweep, keep int) (SweepResult, error) {
 			problems = append(problems, fmt.Sprintf("%s is shard %s of %s seeds %s mutant %q; %s is shard %s of %s seeds %s mutant %q",
 				s.Name, r.Shard, r.World, r.Range, r.Mutant, in[0].Name, ref.Shard, ref.World, ref.Range, ref.Mutant))
 			continue
+		case r.Commit == UnstampedCommit && !opts.AllowUnstamped:
+			problems = append(problems, fmt.Sprintf("%s (shard %s) ran on an unstamped build (commit %s): shards of two such builds cannot be told apart; stamp the build (make build, go build in a git checkout, the Dockerfile's COMMIT) or, if every shard ran one binary, pass --allow-unstamped", s.Name, r.Shard, UnstampedCommit))
 		}
+		problems = append(problems, opts.Targets.problems(s.Name, r)...)
 		if old, dup := byIndex[r.Shard.Index]; dup {
 			problems = append(problems, fmt.Sprintf("shard %s given twice: %s and %s", r.Shard, old.Name, s.Name))
 			continue
@@ -508,8 +542,11 @@ func MergeSweeps(in []NamedSweep, keep int) (SweepResult, error) {
 	for i := 0; i < n; i++ {
 		m.add(byIndex[i].Result)
 	}
+	if m.World == SweepWorldHandoff {
+		opts.Targets.Complete(m.Coverage)
+	}
 	sort.Slice(m.Failures, func(i, j int) bool { return m.Failures[i].Seed < m.Failures[j].Seed })
-	if keep > 0 && len(m.Failures) > keep {
+	if keep := opts.Keep; keep > 0 && len(m.Failures) > keep {
 		m.Failures = m.Failures[:keep]
 	}
 	m.FailuresOmitted = m.Runs - m.Verdicts[SweepPassed] - int64(len(m.Failures))

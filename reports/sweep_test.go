@@ -3,6 +3,7 @@ package reports
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,8 @@ func sweepPart(i, n int, from, to uint64) SweepResult {
 	a, b := from+uint64(i)*N/uint64(n), from+uint64(i+1)*N/uint64(n)-1
 	r := SweepResult{Format: SweepFormat, World: SweepWorldHandoff, Commit: "c0ffee", BatonVersion: "dev", Range: SeedRange{from, to},
 		Shard: ShardRef{i, n}, Verdicts: map[string]int64{}, Failures: []SweepFailure{}, Determinism: Determinism{OneIn: 100}}
+	r.Coverage = &SweepCoverage{GateMinSeeds: 10000, Sites: map[string]SiteCount{"net.drop": {}, "disk.vanish": {}}, Points: map[string]int64{},
+		Sometimes: map[string]SometimesCount{"consumer.cancelled-mid-transfer": {Rule: "C-4", Text: "a cancel"}}}
 	if b < a {
 		r.Finish()
 		return r
@@ -39,6 +42,10 @@ func sweepPart(i, n int, from, to uint64) SweepResult {
 	return r
 }
 
+// testTargets are sweepPart's fault sites and sometimes state.
+var testTargets = CoverageTargets{GateMinSeeds: 10000, Sites: []string{"disk.vanish", "net.drop"},
+	Sometimes: []SometimesTarget{{Name: "consumer.cancelled-mid-transfer", Rule: "C-4", Text: "a cancel"}}}
+
 func named(rs ...SweepResult) []NamedSweep {
 	out := make([]NamedSweep, len(rs))
 	for i, r := range rs {
@@ -60,7 +67,7 @@ func TestMergeSweepsAddsShardsUp(t *testing.T) {
 			t.Fatalf("shard %s: %v", p.Shard, err)
 		}
 	}
-	m, err := MergeSweeps(named(parts...), 1000)
+	m, err := mergeForTest(named(parts...), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +86,7 @@ func TestMergeSweepsAddsShardsUp(t *testing.T) {
 	if err := m.Validate(); err != nil {
 		t.Errorf("the merge does not validate: %v", err)
 	}
-	if m2, err := MergeSweeps(named(parts...), 2); err != nil || len(m2.Failures) != 2 || m2.FailuresOmitted != 2 || m2.Failures[1].Seed != 5001 {
+	if m2, err := mergeForTest(named(parts...), 2); err != nil || len(m2.Failures) != 2 || m2.FailuresOmitted != 2 || m2.Failures[1].Seed != 5001 {
 		t.Errorf("keep 2: %+v, %v", m2.Failures, err)
 	}
 }
@@ -103,7 +110,7 @@ func TestMergeSweepsGate(t *testing.T) {
 		p.Finish()
 		parts = append(parts, p)
 	}
-	m, err := MergeSweeps(named(parts...), 1000)
+	m, err := mergeForTest(named(parts...), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +135,7 @@ func TestMergeSweepsNamesWhatIsWrong(t *testing.T) {
 	other.Commit = "deadbeef"
 	otherRange := p(3)
 	otherRange.Range.To = 999
-	merged, err := MergeSweeps(named(p(0), p(1), p(2), p(3)), 10)
+	merged, err := mergeForTest(named(p(0), p(1), p(2), p(3)), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +153,7 @@ func TestMergeSweepsNamesWhatIsWrong(t *testing.T) {
 		"none":        {nil, []string{"no sweep results given"}},
 	}
 	for name, tc := range cases {
-		_, err := MergeSweeps(tc.in, 10)
+		_, err := mergeForTest(tc.in, 10)
 		var me *MergeError
 		if !errors.As(err, &me) || !errors.Is(err, ErrBadSweep) {
 			t.Errorf("%s: %v, want a MergeError", name, err)
@@ -168,7 +175,7 @@ func TestMergeSweepsEmptyShards(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		parts = append(parts, sweepPart(i, 5, 10, 12))
 	}
-	m, err := MergeSweeps(named(parts...), 10)
+	m, err := mergeForTest(named(parts...), 10)
 	if err != nil || m.Runs != 3 {
 		t.Fatalf("merge: %+v, %v", m, err)
 	}
@@ -179,7 +186,7 @@ func TestMergeSweepsEmptyShards(t *testing.T) {
 		}
 	}
 	rest := append(append([]SweepResult{}, parts[:empty]...), parts[empty+1:]...)
-	if _, err := MergeSweeps(named(rest...), 10); err == nil || !strings.Contains(err.Error(), "missing") || strings.Contains(err.Error(), "not covered") {
+	if _, err := mergeForTest(named(rest...), 10); err == nil || !strings.Contains(err.Error(), "missing") || strings.Contains(err.Error(), "not covered") {
 		t.Errorf("an empty shard missing: %v", err)
 	}
 }
@@ -231,7 +238,9 @@ func TestParseSweepMalformed(t *testing.T) {
 		"site by point": mutate(func(r *SweepResult) {
 			r.Coverage = &SweepCoverage{Sites: map[string]SiteCount{"x": {Fired: 2, ByPoint: map[string]int64{"p": 1}}}}
 		}),
-		"only shard": mutate(func(r *SweepResult) { r.Shard = ShardRef{0, 1} }),
+		"only shard":               mutate(func(r *SweepResult) { r.Shard = ShardRef{0, 1} }),
+		"handoff without coverage": mutate(func(r *SweepResult) { r.Coverage = nil }),
+		"executor with coverage":   mutate(func(r *SweepResult) { r.World = SweepWorldExecutor }),
 	}
 	for name, b := range bad {
 		if _, err := ParseSweep(b); !errors.Is(err, ErrBadSweep) {
@@ -265,4 +274,123 @@ func FuzzParseSweep(f *testing.F) {
 			t.Fatalf("re-encoding changed the result")
 		}
 	})
+}
+
+// mergeForTest is MergeSweeps as the gap tests call it.
+func mergeForTest(in []NamedSweep, keep int) (SweepResult, error) {
+	return MergeSweeps(in, MergeOptions{Keep: keep, Targets: testTargets})
+}
+
+// passingParts is the 4 shards of 1..20000 with no failure, each changed
+// by edit (then finished again).
+func passingParts(edit func(i int, r *SweepResult)) []SweepResult {
+	var parts []SweepResult
+	for i := 0; i < 4; i++ {
+		p := sweepPart(i, 4, 1, 20000)
+		p.Verdicts[SweepPassed]++
+		p.Verdicts[SweepCorrectness] = 0
+		p.Failures = []SweepFailure{}
+		edit(i, &p)
+		p.Finish()
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+// TestMergeSweepsMissingCoverageKeyCountsAsZero: a fault site or sometimes
+// state that no shard's file names is one the sweep never reached: the
+// merge's gate judges every target, not only the keys in the files.
+func TestMergeSweepsMissingCoverageKeyCountsAsZero(t *testing.T) {
+	parts := passingParts(func(i int, r *SweepResult) {
+		delete(r.Coverage.Sites, "disk.vanish")
+		delete(r.Coverage.Sometimes, "consumer.cancelled-mid-transfer")
+	})
+	m, err := mergeForTest(named(parts...), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fault site disk.vanish never fired", "sometimes state consumer.cancelled-mid-transfer (C-4) never reached: a cancel"}
+	if m.Verdict != SweepCoverageGap || strings.Join(m.Unreached, "|") != strings.Join(want, "|") {
+		t.Fatalf("verdict %s, unreached %q; want coverage and %q", m.Verdict, m.Unreached, want)
+	}
+	if _, ok := m.Coverage.Sites["disk.vanish"]; !ok {
+		t.Errorf("the merged table lacks the site nobody reached: %+v", m.Coverage.Sites)
+	}
+	if err := m.Validate(); err != nil {
+		t.Errorf("the merge does not validate: %v", err)
+	}
+}
+
+// TestMergeSweepsGateLengthFromTargets: shards that claim a gate of 0
+// seeds (no gate) are still judged by the simulator's gate length.
+func TestMergeSweepsGateLengthFromTargets(t *testing.T) {
+	parts := passingParts(func(i int, r *SweepResult) {
+		r.Coverage.GateMinSeeds = 0
+		delete(r.Coverage.Sites, "disk.vanish")
+	})
+	m, err := mergeForTest(named(parts...), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.GateApplies() || m.Verdict != SweepCoverageGap {
+		t.Errorf("gate applies %v, verdict %s; want the gate of 10000 seeds to fail the sweep", m.GateApplies(), m.Verdict)
+	}
+}
+
+// TestMergeSweepsRejectsHandoffWithoutCoverage: a handoff result with no
+// coverage would leave the gate blind to its seeds: the merge names it,
+// and ParseSweep rejects it.
+func TestMergeSweepsRejectsHandoffWithoutCoverage(t *testing.T) {
+	parts := passingParts(func(i int, r *SweepResult) {
+		if i == 2 {
+			r.Coverage = nil
+		}
+	})
+	_, err := mergeForTest(named(parts...), 1000)
+	if !errors.Is(err, ErrBadSweep) || !strings.Contains(fmt.Sprint(err), "shard-2/4.json (shard 2/4) is a handoff result without coverage") {
+		t.Errorf("merge: %v, want the shard without coverage named", err)
+	}
+	if _, err := MergeSweeps(named(sweepPart(0, 1, 1, 10)), MergeOptions{}); !errors.Is(err, ErrBadSweep) || !strings.Contains(err.Error(), "no coverage targets given") {
+		t.Errorf("a handoff merge without targets: %v", err)
+	}
+	raw, _ := json.Marshal(parts[2])
+	if _, err := ParseSweep(raw); !errors.Is(err, ErrBadSweep) || !strings.Contains(err.Error(), "without coverage") {
+		t.Errorf("ParseSweep: %v, want ErrBadSweep for a handoff result without coverage", err)
+	}
+}
+
+// TestMergeSweepsRejectsUnknownCoverageKey: a site or state the simulator
+// does not have means the result came from another simulator: named.
+func TestMergeSweepsRejectsUnknownCoverageKey(t *testing.T) {
+	parts := passingParts(func(i int, r *SweepResult) {
+		if i == 1 {
+			r.Coverage.Sites["net.teleport"] = SiteCount{}
+			r.Coverage.Sometimes["producer.dreams"] = SometimesCount{Rule: "Z-9"}
+		}
+	})
+	_, err := mergeForTest(named(parts...), 1000)
+	for _, w := range []string{"shard-1/4.json (shard 1/4) counts fault site net.teleport", "shard-1/4.json (shard 1/4) counts sometimes state producer.dreams"} {
+		if !errors.Is(err, ErrBadSweep) || !strings.Contains(fmt.Sprint(err), w) {
+			t.Errorf("merge: %v, want %q", err, w)
+		}
+	}
+}
+
+// TestMergeSweepsUnstamped: shards of an unstamped build (commit
+// "unknown") cannot be told apart from another unstamped build's, so the
+// merge names them unless the caller allows it.
+func TestMergeSweepsUnstamped(t *testing.T) {
+	parts := passingParts(func(i int, r *SweepResult) { r.Commit = UnstampedCommit })
+	_, err := mergeForTest(named(parts...), 1000)
+	if !errors.Is(err, ErrBadSweep) || !strings.Contains(fmt.Sprint(err), "shard-0/4.json (shard 0/4) ran on an unstamped build (commit unknown)") {
+		t.Errorf("merge: %v, want the unstamped shards named", err)
+	}
+	m, err := mergeUnstampedForTest(named(parts...), 1000)
+	if err != nil || m.Commit != UnstampedCommit || m.Runs != 20000 {
+		t.Errorf("allowed: %v, commit %q, %d runs", err, m.Commit, m.Runs)
+	}
+}
+
+func mergeUnstampedForTest(in []NamedSweep, keep int) (SweepResult, error) {
+	return MergeSweeps(in, MergeOptions{Keep: keep, Targets: testTargets, AllowUnstamped: true})
 }

@@ -250,12 +250,25 @@ func WriteTrace(dir string, r Result) (string, error) {
 // WriteDivergence writes d's two traces to dir/seed-<N>.run1.jsonl and
 // dir/seed-<N>.run2.jsonl and returns the paths.
 func WriteDivergence(dir string, d Divergence) ([2]string, error) {
+	return writeRunPair(dir, fmt.Sprintf("seed-%d", d.Seed), "jsonl", d.First, d.Second)
+}
+
+// WriteExecutorDivergence writes d's two outcomes (ExecutorOutcome: the
+// executor world's traces) to dir/executor-seed-<N>.run1.txt and
+// dir/executor-seed-<N>.run2.txt and returns the paths.
+func WriteExecutorDivergence(dir string, d ExecutorDivergence) ([2]string, error) {
+	return writeRunPair(dir, fmt.Sprintf("executor-seed-%d", d.Seed), "txt", d.First, d.Second)
+}
+
+// writeRunPair writes a sampled seed's two runs to dir/<name>.run1.<ext>
+// and dir/<name>.run2.<ext>, creating dir.
+func writeRunPair(dir, name, ext string, first, second []byte) ([2]string, error) {
 	var paths [2]string
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return paths, err
 	}
-	for i, b := range [][]byte{d.First, d.Second} {
-		paths[i] = filepath.Join(dir, fmt.Sprintf("seed-%d.run%d.jsonl", d.Seed, i+1))
+	for i, b := range [][]byte{first, second} {
+		paths[i] = filepath.Join(dir, fmt.Sprintf("%s.run%d.%s", name, i+1, ext))
 		if err := os.WriteFile(paths[i], b, 0o644); err != nil {
 			return paths, err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -15,7 +16,7 @@ import (
 // in-engine encoder -> decoder handoff around the real executor core.
 func simExecutorCommand() *cobra.Command {
 	var seed uint64
-	var seeds, mutation string
+	var seeds, mutation, traceDir string
 	var sweep sweepFlags
 	cmd := &cobra.Command{
 		Use:   "executor",
@@ -36,7 +37,9 @@ cancellations (C-2).
 
 A range takes --shard i/n (or JOB_COMPLETION_INDEX with --shards or
 BATON_SHARDS) and --results FILE as 'baton sim' does; one passing seed in
-100 is run twice and its outcomes (steps, tokens) compared.
+100 is run twice and its outcomes (steps, tokens) compared; a divergence
+keeps both outcomes as files (--trace-dir, else a temporary directory:
+executor-seed-N.run1.txt and .run2.txt) and fails the range.
 
 --mutation breaks one decision of the core or of the world's driver (` + strings.Join(executorMutationNames(), ", ") + `)
 to show the checkers find it.
@@ -78,12 +81,13 @@ two runs differed.`,
 				fmt.Fprintf(out, "PASSED (%d steps)\n", r.Steps)
 				return nil
 			}
-			return executorRange(out, from, to, m, mutation, sweep)
+			return executorRange(out, from, to, m, mutation, traceDir, sweep)
 		},
 	}
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "run one seed")
 	cmd.Flags().StringVar(&seeds, "seeds", "", "run a range of seeds, A..B (inclusive)")
 	cmd.Flags().StringVar(&mutation, "mutation", "", "break one decision of the executor core or of the world's driver")
+	cmd.Flags().StringVar(&traceDir, "trace-dir", "", "keep a divergent sampled seed's two outcomes here (executor-seed-N.run1.txt, .run2.txt; default: a new temporary directory)")
 	addSweepFlags(cmd, &sweep, false)
 	return cmd
 }
@@ -98,7 +102,7 @@ func executorMutationNames() []string {
 }
 
 // executorRange sweeps this shard's part of from..to of the executor world.
-func executorRange(out io.Writer, from, to uint64, m sim.ExecutorMutation, mutation string, f sweepFlags) error {
+func executorRange(out io.Writer, from, to uint64, m sim.ExecutorMutation, mutation, traceDir string, f sweepFlags) error {
 	sh, err := f.resolveShard()
 	if err != nil {
 		return err
@@ -119,9 +123,34 @@ func executorRange(out io.Writer, from, to uint64, m sim.ExecutorMutation, mutat
 	}
 	res.FailuresOmitted = int64(sum.FailuresOmitted)
 	res.Determinism.Sampled, res.Determinism.Diverged = int64(sum.Sampled), int64(sum.Diverged)
-	for _, d := range sum.Divergences {
-		res.Determinism.Divergences = append(res.Determinism.Divergences, reports.SweepDivergence{Seed: d.Seed})
-		fmt.Fprintf(out, "executor seed %d diverged:\n--- first run\n%s--- second run\n%s", d.Seed, d.First, d.Second)
+	if err := keepExecutorDivergences(&res, sum.Divergences, traceDir); err != nil {
+		fmt.Fprintf(out, "divergence outcomes: %v\n", err)
 	}
 	return finishSweep(out, res, f)
+}
+
+// keepExecutorDivergences writes each divergent executor seed's two
+// outcomes to dir (a new temporary directory when dir is "") and lists
+// them in res, as keepDivergences does for the handoff world. A seed whose
+// files could not be written is still listed (without files), so the
+// divergence fails the range either way.
+func keepExecutorDivergences(res *reports.SweepResult, ds []sim.ExecutorDivergence, dir string) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	var err error
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "baton-sim-executor-divergence-")
+	}
+	for _, d := range ds {
+		dv := reports.SweepDivergence{Seed: d.Seed}
+		if err == nil {
+			var paths [2]string
+			if paths, err = sim.WriteExecutorDivergence(dir, d); err == nil {
+				dv.Traces = paths[:]
+			}
+		}
+		res.Determinism.Divergences = append(res.Determinism.Divergences, dv)
+	}
+	return err
 }

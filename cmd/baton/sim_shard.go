@@ -115,8 +115,26 @@ func coverageResult(c *sim.Coverage) *reports.SweepCoverage {
 	return out
 }
 
-// finishSweep finishes res, prints it, writes --results and returns the exit.
+// coverageTargets is what the coverage gate requires of a handoff sweep:
+// every fault site (sim.AllSites) and sometimes state
+// (sim.SometimesStates), from sim.GateMinSeeds seeds on.
+func coverageTargets() reports.CoverageTargets {
+	t := reports.CoverageTargets{GateMinSeeds: sim.GateMinSeeds}
+	for _, s := range sim.AllSites {
+		t.Sites = append(t.Sites, string(s))
+	}
+	for _, s := range sim.SometimesStates {
+		t.Sometimes = append(t.Sometimes, reports.SometimesTarget{Name: s.Name, Rule: s.Rule, Text: s.Text})
+	}
+	return t
+}
+
+// finishSweep finishes res (a handoff result's gate judging every
+// coverage target), prints it, writes --results and returns the exit.
 func finishSweep(out io.Writer, res reports.SweepResult, f sweepFlags) error {
+	if res.Coverage != nil {
+		coverageTargets().Complete(res.Coverage)
+	}
 	res.Finish()
 	for _, l := range res.Lines() {
 		fmt.Fprintln(out, l)

@@ -56,7 +56,7 @@ func TestSimShardsMergeToTheWholeRange(t *testing.T) {
 		t.Fatalf("shard 1 from the environment: exit %d\n%s", code, out)
 	}
 	var out bytes.Buffer
-	err := runReportMerge(&out, []string{shards}, filepath.Join(dir, "merged.json"))
+	err := runReportMerge(&out, []string{shards}, mergeFlags{out: filepath.Join(dir, "merged.json"), allowUnstamped: true})
 	var ex exitError
 	if !asExit(err, &ex) || ex.code != 1 || !strings.Contains(out.String(), "seeds 1..90 (3 shards merged)") {
 		t.Fatalf("merge: %v\n%s", err, out.String())
@@ -135,6 +135,9 @@ func TestSimStoreAndReplayGate(t *testing.T) {
 	}
 }
 
+// unstampedOK merges the results of this test binary, which is unstamped.
+var unstampedOK = mergeFlags{allowUnstamped: true}
+
 // TestReportMergeNamesProblems: `baton report merge` exits 3 naming a
 // missing shard and a result from another commit.
 func TestReportMergeNamesProblems(t *testing.T) {
@@ -142,7 +145,7 @@ func TestReportMergeNamesProblems(t *testing.T) {
 	for _, i := range []string{"0", "1", "2"} {
 		runSim(t, "--seeds", "1..12", "--progress", "off", "--shard", i+"/3", "--results", filepath.Join(dir, i+".json"))
 	}
-	if err := runReportMerge(&bytes.Buffer{}, []string{dir}, ""); err != nil {
+	if err := runReportMerge(&bytes.Buffer{}, []string{dir}, unstampedOK); err != nil {
 		t.Fatalf("a complete merge: %v", err)
 	}
 	foreign := readSweep(t, filepath.Join(dir, "2.json"))
@@ -150,20 +153,20 @@ func TestReportMergeNamesProblems(t *testing.T) {
 	if err := reports.WriteSweep(filepath.Join(dir, "2.json"), foreign); err != nil {
 		t.Fatal(err)
 	}
-	err := runReportMerge(&bytes.Buffer{}, []string{dir}, "")
+	err := runReportMerge(&bytes.Buffer{}, []string{dir}, unstampedOK)
 	var ex exitError
 	if !asExit(err, &ex) || ex.code != ExitUsage || !strings.Contains(ex.msg, "2.json (shard 2/3) ran on commit 0123abcd") {
 		t.Errorf("another commit: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "2.json"))
-	err = runReportMerge(&bytes.Buffer{}, []string{filepath.Join(dir, "0.json"), filepath.Join(dir, "1.json")}, "")
+	err = runReportMerge(&bytes.Buffer{}, []string{filepath.Join(dir, "0.json"), filepath.Join(dir, "1.json")}, unstampedOK)
 	if !asExit(err, &ex) || ex.code != ExitUsage || !strings.Contains(ex.msg, "shard 2/3 missing (seeds 9..12 not covered)") {
 		t.Errorf("a missing shard: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "1.json"), []byte(`{"format":"x"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := runReportMerge(&bytes.Buffer{}, []string{dir}, ""); !asExit(err, &ex) || ex.code != ExitUsage || !strings.Contains(ex.msg, "1.json") {
+	if err := runReportMerge(&bytes.Buffer{}, []string{dir}, unstampedOK); !asExit(err, &ex) || ex.code != ExitUsage || !strings.Contains(ex.msg, "1.json") {
 		t.Errorf("a malformed result: %v", err)
 	}
 }
@@ -180,7 +183,7 @@ func TestSimExecutorShardsMerge(t *testing.T) {
 			t.Fatalf("shard %s: exit %d\n%s", i, code, out)
 		}
 	}
-	if err := runReportMerge(&bytes.Buffer{}, []string{filepath.Join(dir, "s")}, filepath.Join(dir, "merged.json")); err != nil {
+	if err := runReportMerge(&bytes.Buffer{}, []string{filepath.Join(dir, "s")}, mergeFlags{out: filepath.Join(dir, "merged.json"), allowUnstamped: true}); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := comparable(t, readSweep(t, filepath.Join(dir, "whole.json"))), comparable(t, readSweep(t, filepath.Join(dir, "merged.json"))); a != b {
@@ -226,5 +229,115 @@ func TestKeepDivergences(t *testing.T) {
 		if b, err := os.ReadFile(p); err != nil || string(b) != []string{"a\n", "b\n"}[i] {
 			t.Errorf("%s: %q, %v", p, b, err)
 		}
+	}
+}
+
+// TestReportMergeUnstamped: this test binary is unstamped (commit
+// reports.UnstampedCommit), so its shards are refused, each named, until
+// --allow-unstamped.
+func TestReportMergeUnstamped(t *testing.T) {
+	dir := t.TempDir()
+	for _, i := range []string{"0", "1"} {
+		runSim(t, "--seeds", "1..4", "--progress", "off", "--shard", i+"/2", "--results", filepath.Join(dir, i+".json"))
+	}
+	if c := readSweep(t, filepath.Join(dir, "0.json")).Commit; c != reports.UnstampedCommit {
+		t.Fatalf("a test binary ran on commit %q, want %q (unstamped)", c, reports.UnstampedCommit)
+	}
+	err := runReportMerge(&bytes.Buffer{}, []string{dir}, mergeFlags{})
+	var ex exitError
+	if !asExit(err, &ex) || ex.code != ExitUsage || !strings.Contains(ex.msg, "0.json (shard 0/2) ran on an unstamped build") ||
+		!strings.Contains(ex.msg, "1.json (shard 1/2) ran on an unstamped build") || !strings.Contains(ex.msg, "--allow-unstamped") {
+		t.Errorf("unstamped shards: %v", err)
+	}
+	if err := runReportMerge(&bytes.Buffer{}, []string{dir}, unstampedOK); err != nil {
+		t.Errorf("with --allow-unstamped: %v", err)
+	}
+	if help := reportMergeCommand().Flags().Lookup("allow-unstamped"); help == nil || !strings.Contains(help.Usage, "unstamped") {
+		t.Errorf("--allow-unstamped is not documented: %+v", help)
+	}
+}
+
+// TestReportMergeJudgesEveryCoverageTarget: a handoff result without
+// coverage is refused naming the file; a fault site or sometimes state
+// that no shard's file names is in the merged table with 0 (the gate
+// judges every site of sim.AllSites and state of sim.SometimesStates).
+func TestReportMergeJudgesEveryCoverageTarget(t *testing.T) {
+	dir := t.TempDir()
+	for _, i := range []string{"0", "1"} {
+		runSim(t, "--seeds", "1..6", "--progress", "off", "--shard", i+"/2", "--results", filepath.Join(dir, i+".json"))
+	}
+	site, state := string(sim.AllSites[0]), sim.SometimesStates[0].Name
+	for _, i := range []string{"0", "1"} {
+		r := readSweep(t, filepath.Join(dir, i+".json"))
+		if len(r.Coverage.Sites) != len(sim.AllSites) || len(r.Coverage.Sometimes) != len(sim.SometimesStates) {
+			t.Fatalf("shard %s counts %d sites and %d states, want every one of %d and %d", i, len(r.Coverage.Sites), len(r.Coverage.Sometimes), len(sim.AllSites), len(sim.SometimesStates))
+		}
+		delete(r.Coverage.Sites, site)
+		delete(r.Coverage.Sometimes, state)
+		r.Finish()
+		if err := reports.WriteSweep(filepath.Join(dir, i+".json"), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merged := filepath.Join(t.TempDir(), "merged.json")
+	var out bytes.Buffer
+	if err := runReportMerge(&out, []string{dir}, mergeFlags{out: merged, allowUnstamped: true}); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out.String())
+	}
+	m := readSweep(t, merged)
+	if s, ok := m.Coverage.Sites[site]; !ok || s.Fired != 0 {
+		t.Errorf("merged site %s: %+v, %v; want it with 0", site, s, ok)
+	}
+	if s, ok := m.Coverage.Sometimes[state]; !ok || s.Hits != 0 || s.Rule != sim.SometimesStates[0].Rule {
+		t.Errorf("merged state %s: %+v, %v; want it with 0", state, s, ok)
+	}
+	r := readSweep(t, filepath.Join(dir, "1.json"))
+	r.Coverage = nil
+	raw, _ := json.Marshal(r)
+	if err := os.WriteFile(filepath.Join(dir, "1.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := runReportMerge(&bytes.Buffer{}, []string{dir}, unstampedOK)
+	var ex exitError
+	if !asExit(err, &ex) || ex.code != ExitUsage || !strings.Contains(ex.msg, "1.json") || !strings.Contains(ex.msg, "without coverage") {
+		t.Errorf("a handoff result without coverage: %v", err)
+	}
+}
+
+// TestKeepExecutorDivergences: a divergent executor seed's two outcomes
+// are kept as files (in --trace-dir, else a new temporary directory) and
+// listed in the result, which then fails as nondeterministic.
+func TestKeepExecutorDivergences(t *testing.T) {
+	d := sim.ExecutorDivergence{Seed: 7, First: []byte("seed=7 steps=3 err=<nil>\n"), Second: []byte("seed=7 steps=4 err=<nil>\n")}
+	for _, dir := range []string{t.TempDir(), ""} {
+		res, _, _, _ := newSweepResult(reports.SweepWorldExecutor, 7, 7, sim.Shard{}, "")
+		res.Runs, res.Verdicts[reports.SweepPassed] = 1, 1
+		res.Determinism.Sampled, res.Determinism.Diverged = 1, 1
+		if err := keepExecutorDivergences(&res, []sim.ExecutorDivergence{d}, dir); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Determinism.Divergences) != 1 || len(res.Determinism.Divergences[0].Traces) != 2 {
+			t.Fatalf("dir %q: %+v", dir, res.Determinism)
+		}
+		traces := res.Determinism.Divergences[0].Traces
+		if dir == "" {
+			t.Cleanup(func() { os.RemoveAll(filepath.Dir(traces[0])) })
+		} else if filepath.Dir(traces[0]) != dir {
+			t.Errorf("kept in %s, want --trace-dir %s", traces[0], dir)
+		}
+		for i, p := range traces {
+			if b, err := os.ReadFile(p); err != nil || string(b) != string([][]byte{d.First, d.Second}[i]) || !strings.HasSuffix(p, []string{"executor-seed-7.run1.txt", "executor-seed-7.run2.txt"}[i]) {
+				t.Errorf("%s: %q, %v", p, b, err)
+			}
+		}
+		var out bytes.Buffer
+		err := finishSweep(&out, res, sweepFlags{})
+		var ex exitError
+		if !asExit(err, &ex) || ex.code != ExitSimNondeterministic || !strings.Contains(out.String(), "NONDETERMINISTIC seed=7: two runs wrote different traces "+traces[0]+" "+traces[1]) {
+			t.Errorf("dir %q: %v\n%s", dir, err, out.String())
+		}
+	}
+	if err := keepExecutorDivergences(&reports.SweepResult{}, []sim.ExecutorDivergence{d}, "/dev/null/x"); err == nil {
+		t.Error("an unwritable --trace-dir: no error")
 	}
 }
