@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim sweep unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props props-explore scenarios matrix volume python-engine python-bugs crash fuzz ci-long
+.PHONY: all build demo test sim sweep unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props props-explore scenarios matrix volume e2e-long python-engine python-bugs crash fuzz ci-long
 
 all: build
 
@@ -78,10 +78,16 @@ props-explore:
 crash: build
 	$(GO) run ./tools/crash --binary $(BIN) --runs 20
 
-## ci-long: what CI runs after `make test` (not part of it; CI's 90 minutes hold both): the crash
-## campaign, every fuzz target for FUZZTIME, the Python engine's seeded bugs (each must fail
+## ci-long: what CI runs after `make test` (not part of it; CI's 90 minutes hold both): the long
+## end-to-end tests, the crash campaign, every fuzz target for FUZZTIME, the Python engine's seeded bugs (each must fail
 ## exactly the rules it declares) and the volume cases.
-ci-long: crash fuzz python-bugs volume
+ci-long: e2e-long crash fuzz python-bugs volume
+
+## e2e-long: the long end-to-end tests that make test leaves out (about 5 minutes on 2 cores): `baton
+## demo`'s three certifications with their bundles verified, and a vendor's profile whose launch
+## section starts the reference engine as plain processes, certified at Faults twice in a row.
+e2e-long:
+	$(GO) test -count=1 -timeout 20m -run 'TestDemoBundleVerifies|TestLaunchProfileCertifiesTwice' -v ./conformance/e2e/ -args -e2e.long
 
 ## volume: the volume cases (BATON_VOLUME=1; B-1's 100 large 1920x1080 images, 8 in flight, each
 ## answer equal to the baseline): against real engine processes they pass, and in process they

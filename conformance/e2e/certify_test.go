@@ -52,6 +52,7 @@ func writeProfile(t *testing.T, dir string, cfg target.Config) string {
 // and `baton report verify` accepts it; a bundle changed after the run is
 // rejected, naming the changed file.
 func TestDemoBundleVerifies(t *testing.T) {
+	needLong(t)
 	dir := filepath.Join(t.TempDir(), "report")
 	out, code := runBaton(t, "demo", "--preset", "tiny", "--report-dir", dir)
 	if code != 0 {

@@ -26,6 +26,8 @@ import (
 var (
 	batonBinary string
 	benchMode   = flag.Bool("e2e.bench", false, "also run the Core suite on the base preset and report its wall time")
+	longMode    = flag.Bool("e2e.long", false, "also run the long end-to-end tests (make e2e-long, in make ci-long): the demo's three certifications and the vendor's launch profile certified twice at Faults")
+
 )
 
 func TestMain(m *testing.M) {
@@ -45,6 +47,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// needLong skips a long test unless -e2e.long is given (make e2e-long,
+// part of make ci-long), so make test stays under its time budget.
+func needLong(t *testing.T) {
+	t.Helper()
+	if !*longMode {
+		t.Skip("a long test: run with -e2e.long (make e2e-long, in make ci-long)")
+	}
 }
 
 // certify starts E+PD+baseline (optionally a mutant), runs `baton check` as

@@ -27,6 +27,7 @@ import (
 // the consumer's transfer agent, CONTRACT SE-3), and stops every role at
 // the end (nothing answers afterwards).
 func TestLaunchProfileCertifiesTwice(t *testing.T) {
+	needLong(t)
 	work := t.TempDir()
 	profile := filepath.Join(work, "target.yaml")
 	writeLaunchProfile(t, profile)
