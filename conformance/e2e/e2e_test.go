@@ -27,7 +27,6 @@ var (
 	batonBinary string
 	benchMode   = flag.Bool("e2e.bench", false, "also run the Core suite on the base preset and report its wall time")
 	longMode    = flag.Bool("e2e.long", false, "also run the long end-to-end tests (make e2e-long, in make ci-long): the demo's three certifications and the vendor's launch profile certified twice at Faults")
-
 )
 
 func TestMain(m *testing.M) {
