@@ -16,9 +16,10 @@ LDFLAGS := -X github.com/baton-dev/baton/conformance/check.buildVersion=$(VERSIO
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/baton
 
-## demo: start the reference engine in each topology (E+PD over the shared directory, Core;
-## E+PD over tcp with the fault proxy, Faults), certify it on the fixture images, write one
-## certification bundle per topology under out/report/ and verify each.
+## demo: start the reference engine in each topology (E+PD over the shared directory with mTLS and an
+## operator token, Lifecycle plus SE-1 and SE-2; E+PD and E+P+D over tcp with the fault proxy,
+## Faults), certify it on the fixture images, write one certification bundle per topology under
+## out/report/ and verify each.
 demo: build
 	$(BIN) demo --report-dir out/report
 	for d in out/report/*/; do $(BIN) report verify $$d || exit 1; done
@@ -122,7 +123,7 @@ mutants-explore:
 verify: lint
 	$(GO) test -count=1 -run 'TestGeneratedCodeIsCurrent|TestExtensionFieldNumbers' ./proto/...
 	$(GO) test -count=1 -run 'TestCommittedListIsCurrent|TestCommittedListMatchesRegistry' ./conformance/testlist/
-	$(GO) test -count=1 -run 'TestCopyIsCurrent' ./internal/contract/
+	$(GO) test -count=1 -run 'TestCopyIsCurrent|TestWireCopyIsCurrent' ./internal/contract/
 	$(GO) mod tidy -diff
 
 ## testlist: regenerate conformance/conformance.yaml from ../shared/spec/CONTRACT.md and the case registry,

@@ -76,7 +76,11 @@ func (r Results) Summary() string {
 	case len(parts) > 0:
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}
-	s += fmt.Sprintf("; %d rules", len(r.Rules))
+	if len(r.Rules) == 1 {
+		s += "; 1 rule"
+	} else {
+		s += fmt.Sprintf("; %d rules", len(r.Rules))
+	}
 	if len(counts) > 0 {
 		s += ": " + strings.Join(counts, ", ")
 	}

@@ -47,3 +47,25 @@ func TestCopyParses(t *testing.T) {
 		t.Errorf("Markdown returned the compiled-in slice, not a copy")
 	}
 }
+
+// TestWireCopyIsCurrent: internal/contract/WIRE.md, the copy a clone
+// carries of the wire facts a vendor implements against, is
+// ../shared/spec/WIRE.md byte for byte (go run ./conformance/testlist/gen
+// writes it; the path is BATON_CONTRACT's directory when that is set).
+func TestWireCopyIsCurrent(t *testing.T) {
+	p := filepath.Join("..", "..", "..", "shared", "spec", "WIRE.md")
+	if c := os.Getenv(envContract); c != "" {
+		p = filepath.Join(filepath.Dir(c), "WIRE.md")
+	}
+	spec, err := os.ReadFile(p)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and the wire facts are missing (%v); CI must have ../shared beside the repository or set %s", err, envContract)
+		}
+		t.Skipf("no wire facts to compare with (%v); set %s", err, envContract)
+	}
+	copied, err := os.ReadFile("WIRE.md")
+	if err != nil || !bytes.Equal(spec, copied) {
+		t.Errorf("internal/contract/WIRE.md differs from %s (%v): run go run ./conformance/testlist/gen", p, err)
+	}
+}

@@ -21,6 +21,8 @@ func main() {
 	contract := flag.String("contract", "../shared/spec/CONTRACT.md", "the contract to read rule sentences from")
 	out := flag.String("out", "conformance/conformance.yaml", "the test list to write")
 	copyTo := flag.String("copy", "internal/contract/CONTRACT.md", "where to write the compiled-in copy of the contract (\"\" = none)")
+	wire := flag.String("wire", "../shared/spec/WIRE.md", "the wire facts to copy beside it, so a clone has what a vendor implements against (\"\" = none)")
+	wireTo := flag.String("wire-copy", "internal/contract/WIRE.md", "where to write the copy of the wire facts")
 	flag.Parse()
 	md, err := os.ReadFile(*contract)
 	if err != nil {
@@ -47,6 +49,17 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("gen: wrote %s\n", *copyTo)
+	}
+	if *wire != "" {
+		w, err := os.ReadFile(*wire)
+		if err == nil {
+			err = os.WriteFile(*wireTo, w, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("gen: wrote %s\n", *wireTo)
 	}
 	cases := 0
 	for _, r := range l.Rules {
