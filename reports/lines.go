@@ -48,7 +48,7 @@ func (r Results) Lines() []string {
 // (or why there is none) and the rule counts per outcome, e.g.
 //
 //	verdict: failed (core: failed, lifecycle: not verifiable); 34 rules: 30 passed, 2 failed, 1 not applicable, 1 not verifiable
-//	verdict: passed (no level verdict: filtered); 1 rules: 1 passed
+//	verdict: passed (no level verdict: filtered); 1 rule: 1 passed
 func (r Results) Summary() string {
 	levels := make([]string, 0, len(r.Levels))
 	for l := range r.Levels {

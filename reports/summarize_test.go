@@ -274,7 +274,7 @@ func TestWithholdLevels(t *testing.T) {
 		t.Errorf("results = %+v; want the rule and verdict kept, no level verdict", res)
 	}
 	sum := res.Summary()
-	if want := "verdict: passed (no level verdict: filtered); 1 rules: 1 passed"; sum != want {
+	if want := "verdict: passed (no level verdict: filtered); 1 rule: 1 passed"; sum != want {
 		t.Errorf("Summary() = %q; want %q", sum, want)
 	}
 	if strings.Contains(sum, "core:") {
