@@ -174,6 +174,9 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 			return exitError{ExitUsage, "--certify refused: " + check.CertifyError(plan, problems).Error()}
 		}
 	}
+	if f.caseTimeout != 0 && f.caseTimeout < target.MinCaseTimeout {
+		return exitError{ExitUsage, fmt.Sprintf("--case-timeout %v is shorter than %v", f.caseTimeout, target.MinCaseTimeout)}
+	}
 	if f.caseTimeout > 0 {
 		cfg.CaseTimeout = f.caseTimeout // flag > env > file: the report records what ran
 	}

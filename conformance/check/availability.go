@@ -115,10 +115,15 @@ func suiteDeclared() func(string, []string) bool {
 	}
 }
 
+// DownProbeTimeout bounds each call of the probe of an endpoint already
+// known down, before each case: a recovered endpoint answers within it,
+// and a hung one costs each later case this, not ProbeTimeout.
+const DownProbeTimeout = time.Second
+
 // probeEndpoint asks one endpoint Health and GetServerInfo, each bounded by
-// ProbeTimeout; "" when it answers READY, else why not.
-func probeEndpoint(ctx context.Context, e target.Engine) string {
-	cctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+// timeout; "" when it answers READY, else why not.
+func probeEndpoint(ctx context.Context, e target.Engine, timeout time.Duration) string {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	h, err := e.Health(cctx)
 	cancel()
 	if err != nil {
@@ -127,7 +132,7 @@ func probeEndpoint(ctx context.Context, e target.Engine) string {
 	if st := h.GetState(); st != pb.HealthState_HEALTH_STATE_READY {
 		return "Health = " + healthText(h)
 	}
-	cctx, cancel = context.WithTimeout(ctx, ProbeTimeout)
+	cctx, cancel = context.WithTimeout(ctx, timeout)
 	_, err = e.GetServerInfo(cctx)
 	cancel()
 	if err != nil {
@@ -157,9 +162,9 @@ func healthText(h *pb.HealthResponse) string {
 	return s
 }
 
-// probe asks every role in roles concurrently; the result maps each role
-// that is not READY to why.
-func (g *guard) probe(ctx context.Context, roles []target.Role) map[target.Role]string {
+// probe asks every role in roles concurrently, each call bounded by
+// timeout; the result maps each role that is not READY to why.
+func (g *guard) probe(ctx context.Context, roles []target.Role, timeout time.Duration) map[target.Role]string {
 	reasons := make([]string, len(roles))
 	var wg sync.WaitGroup
 	for i, r := range roles {
@@ -171,7 +176,7 @@ func (g *guard) probe(ctx context.Context, roles []target.Role) map[target.Role]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reasons[i] = probeEndpoint(ctx, e)
+			reasons[i] = probeEndpoint(ctx, e, timeout)
 		}()
 	}
 	wg.Wait()
@@ -187,7 +192,7 @@ func (g *guard) probe(ctx context.Context, roles []target.Role) map[target.Role]
 // start probes every endpoint once before the first case: those down are
 // down since beforeRun.
 func (g *guard) start(ctx context.Context) {
-	down := g.probe(ctx, g.roles)
+	down := g.probe(ctx, g.roles, ProbeTimeout)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for r, why := range down {
@@ -210,7 +215,7 @@ func (g *guard) beforeCase(ctx context.Context, name string) {
 	restartErr := map[target.Role]error{}
 	if rs, ok := g.tg.(target.Restarter); ok && len(down) > 0 {
 		for _, r := range down {
-			if why := g.probe(ctx, []target.Role{r})[r]; why == "" {
+			if why := g.probe(ctx, []target.Role{r}, DownProbeTimeout)[r]; why == "" {
 				continue // it recovered by itself
 			}
 			rctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -218,7 +223,7 @@ func (g *guard) beforeCase(ctx context.Context, name string) {
 			cancel()
 		}
 	}
-	still := g.probe(ctx, down)
+	still := g.probe(ctx, down, DownProbeTimeout)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, r := range down {
@@ -243,9 +248,19 @@ func (g *guard) beforeCase(ctx context.Context, name string) {
 }
 
 // afterCase runs after each case: endpoints up when it started and down
-// now went down during it; unless it declared that, its rule fails.
+// now went down during it; unless it declared that, its rule fails. The
+// endpoints down when it started (its calls to them were gated) are
+// probed again before the next case, not here.
 func (g *guard) afterCase(ctx context.Context, name string, labels []string) {
-	now := g.probe(ctx, g.roles)
+	g.mu.Lock()
+	var up []target.Role
+	for _, r := range g.roles {
+		if _, wasDown := g.atStart[r]; !wasDown {
+			up = append(up, r)
+		}
+	}
+	g.mu.Unlock()
+	now := g.probe(ctx, up, ProbeTimeout)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	note := g.notes[name]
@@ -254,16 +269,11 @@ func (g *guard) afterCase(ctx context.Context, name string, labels []string) {
 		g.notes[name] = note
 	}
 	declared := g.declared != nil && g.declared(name, labels)
-	for _, r := range g.roles {
+	for _, r := range up {
 		why, isDown := now[r]
-		_, wasDown := g.atStart[r]
 		switch {
 		case !isDown:
 			delete(g.down, r) // up (again: a case may restart what it poisoned)
-		case wasDown:
-			d := g.down[r]
-			d.reason = why
-			g.down[r] = d
 		default:
 			g.down[r] = downState{since: name, reason: why}
 			if !declared {
@@ -316,6 +326,12 @@ func (g *guard) apply(cases []reports.CaseResult) []reports.CaseResult {
 // adjust applies one case's note to its result.
 func adjust(c reports.CaseResult, note *caseNote) reports.CaseResult {
 	if note == nil {
+		return c
+	}
+	if len(note.wentDown) > 0 && (c.Outcome == reports.NotApplicable || c.Outcome == reports.NotVerifiable) && note.unavailable == "" {
+		// Decided before it ran (suite.Case.Decide): it sent the target
+		// nothing, so the endpoint went down around it, not because of it;
+		// the cases after it are errors (the guard keeps it down).
 		return c
 	}
 	if len(note.wentDown) > 0 {

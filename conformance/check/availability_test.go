@@ -184,6 +184,11 @@ func TestAdjust(t *testing.T) {
 		{"passed, only asking a down endpoint's health: passed", passed, probed, reports.Passed, "", ""},
 		{"passed with a Generate to a down endpoint: error", passed, sent, reports.Error, UnavailablePrefix + `case "x"`, ""},
 		{"not applicable stays", na, sent, reports.NotApplicable, na.Message, ""},
+		// A case decided before it ran sent nothing: an endpoint that went
+		// down around it (a hang that began during its probe) is not its
+		// failure; the cases after it are errors.
+		{"not applicable and went down: stays", na, down, reports.NotApplicable, na.Message, ""},
+		{"not verifiable and went down: stays", reports.CaseResult{Name: "c", Outcome: reports.NotVerifiable, Message: "not verifiable: no hooks"}, down, reports.NotVerifiable, "not verifiable: no hooks", ""},
 	} {
 		got := adjust(tt.c, tt.note)
 		if got.Outcome != tt.want || !strings.HasPrefix(got.Message, tt.msgStart) || !strings.Contains(got.Message, tt.msgHas) {

@@ -49,7 +49,13 @@ const cascadeTrigger = "SU-2 replay of a consumed reference is rejected before a
 //     probe after the case saw them down: the cases after run and pass;
 //   - hang: the consumer never answers a Generate during the trigger case
 //     (Health stays READY): the case times out and its rule fails; the
-//     case after passes.
+//     case after passes;
+//   - health-hang: from the trigger case's first publish on, the
+//     consumer's Health never answers, with a case timeout (2 s) shorter
+//     than the harness's probe (ProbeTimeout): the trigger case's rule
+//     fails (the target went down during it) and the case after is an
+//     error, not failed: the probes before it do not count against its
+//     timeout.
 func TestCascadeIsolation(t *testing.T) {
 	if os.Getenv(envCascadeScenario) != "" {
 		t.Skip("running as the child")
@@ -62,6 +68,7 @@ func TestCascadeIsolation(t *testing.T) {
 		{"down", map[string]reports.Outcome{"SU-1": reports.Passed, "SU-2": reports.Failed, "SU-3": reports.Error, "N-2": reports.Error}, WentDownMessage},
 		{"recovers", map[string]reports.Outcome{"SU-1": reports.Passed, "SU-2": reports.Failed, "SU-3": reports.Passed, "N-2": reports.Passed}, WentDownMessage},
 		{"hang", map[string]reports.Outcome{"SU-2": reports.Failed, "N-2": reports.Passed}, "timeout"},
+		{"health-hang", map[string]reports.Outcome{"SU-2": reports.Failed, "N-2": reports.Error}, WentDownMessage},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -137,10 +144,17 @@ func TestRunChildCascade(t *testing.T) {
 	p := tg.Profile()
 	p.CaseTimeout = 20 * time.Second
 	filter := cascadeFilter
-	if scenario == "hang" {
+	switch scenario {
+	case "hang":
 		// The hung case waits out the case timeout; the one case after it
 		// must finish well within it (it takes milliseconds).
 		p.CaseTimeout = 10 * time.Second
+		filter = cascadeHangFilter
+	case "health-hang":
+		if ProbeTimeout <= 2*time.Second {
+			t.Fatalf("ProbeTimeout %v: the scenario needs a case timeout shorter than the probe", ProbeTimeout)
+		}
+		p.CaseTimeout = 2 * time.Second
 		filter = cascadeHangFilter
 	}
 	flaky.profile = p
@@ -161,6 +175,7 @@ type flakyTarget struct {
 	mu          sync.Mutex
 	down        bool // every call answers UNAVAILABLE
 	downHealths int  // Health calls answered while down
+	healthHangs bool // the consumer's Health never answers (health-hang)
 }
 
 func (f *flakyTarget) Profile() target.Profile { return f.profile }
@@ -211,6 +226,12 @@ func (e *flakyEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*t
 		return &target.GenerateResult{Status: status.FromContextError(ctx.Err()), Trailer: metadata.MD{}}, nil
 	}
 	res, err := e.Engine.Generate(ctx, req)
+	if e.f.scenario == "health-hang" && inTrigger() && req.GetEncoder().GetPublish() != nil {
+		e.f.mu.Lock()
+		e.f.healthHangs = true
+		e.f.mu.Unlock()
+		return res, err
+	}
 	if e.f.scenario != "hang" && inTrigger() && req.GetEncoder().GetPublish() != nil {
 		e.f.mu.Lock()
 		e.f.down = true
@@ -220,6 +241,13 @@ func (e *flakyEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*t
 }
 
 func (e *flakyEngine) Health(ctx context.Context) (*pb.HealthResponse, error) {
+	e.f.mu.Lock()
+	hangs := e.f.healthHangs && e.role == target.RoleConsumer
+	e.f.mu.Unlock()
+	if hangs {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	if e.f.isDown(true) {
 		return nil, errGone
 	}

@@ -62,7 +62,11 @@ var _ = DescribeSuite()
 // the registry order) with ContinueOnFailure (a failed case does not skip
 // the rest). Each It is labelled with the rule ID, "level:<level>" and the
 // case's labels, and bounded by the target profile's case_timeout
-// (SpecTimeout, read when RunSpecs builds the tree; 60 s without a target).
+// (NodeTimeout on the It alone, read when RunSpecs builds the tree; 60 s
+// without a target): the runner's probes of the endpoints before and after
+// a case (conformance/check's guard, bounded by their own timeouts) do not
+// count against it, so an endpoint whose probe hangs cannot make the next
+// case time out and fail.
 //
 // The package registers the specs at init (var _ = DescribeSuite()); calls
 // after the first do nothing and return true. A runner does:
@@ -90,7 +94,7 @@ func DescribeSuite() bool {
 			}
 			for _, c := range Cases() {
 				labels := append([]string{c.Rule, "level:" + string(c.Level)}, c.Labels...)
-				It(c.Name, Label(labels...), SpecTimeout(timeout), func(ctx SpecContext) {
+				It(c.Name, Label(labels...), NodeTimeout(timeout), func(ctx SpecContext) {
 					tg := currentTarget()
 					if tg == nil {
 						HarnessError(GinkgoT(), "no target: call suite.SetTarget before RunSpecs")

@@ -77,6 +77,11 @@ var KnownBackends = []string{"shared_dir", "tcp", "cuda_ipc"}
 // DefaultCaseTimeout bounds one case when the profile gives no case_timeout.
 const DefaultCaseTimeout = 60 * time.Second
 
+// MinCaseTimeout is the shortest case_timeout a profile may give: a bound
+// shorter than one publish and consume would fail every case for the
+// harness's own setting.
+const MinCaseTimeout = time.Second
+
 // ErrBadProfile is wrapped by every validation error of a profile's values
 // (unknown role, level, topology or reference format, negative numbers).
 var ErrBadProfile = errors.New("target: bad profile")
@@ -214,8 +219,8 @@ func (c *Config) finish() error {
 	if c.CaseTimeout == 0 {
 		c.CaseTimeout = DefaultCaseTimeout
 	}
-	if c.CaseTimeout < 0 {
-		return fmt.Errorf("%w: case_timeout %v is negative", ErrBadProfile, c.CaseTimeout)
+	if c.CaseTimeout < MinCaseTimeout {
+		return fmt.Errorf("%w: case_timeout %v is shorter than %v (no case can publish and consume in less; 0 or absent means %v)", ErrBadProfile, c.CaseTimeout, MinCaseTimeout, DefaultCaseTimeout)
 	}
 	if c.TLS != nil {
 		if err := c.TLS.check(); err != nil {
