@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -163,9 +164,10 @@ func Q2RefusedConnectionIsDefinite(ctx context.Context, t TB, tg target.Target) 
 
 // Q6QuarantineEndsWhenProducerIsGone: after an uncertain transfer (its
 // reply lost), once the producer that may have written into the consumer's
-// buffers is gone (replaced: its process and connections ended), the
-// consumer's quarantine ends: READY with nothing quarantined within
-// quarantineEndBound, and its next handoff, with the new producer,
+// buffers is gone (killed with SIGKILL where the target can, target.Crasher;
+// else replaced by a restart: either way its process and connections
+// ended), the consumer's quarantine ends: READY with nothing quarantined
+// within quarantineEndBound, and its next handoff, with the new producer,
 // succeeds. (That nothing is freed while a write could land is Q-1's.)
 func Q6QuarantineEndsWhenProducerIsGone(ctx context.Context, t TB, tg target.Target) {
 	f := needFaults(ctx, t, tg)
@@ -175,9 +177,7 @@ func Q6QuarantineEndsWhenProducerIsGone(ctx context.Context, t TB, tg target.Tar
 	if res := f.consume(promptText(t, promptMarker), ready.GetRef()); res.Code() == codes.OK {
 		HarnessError(t, "%s with its reply dropped answered OK: the fault proxy did not drop it", consumeCall(ready.GetRef(), "reply dropped"))
 	}
-	if err := f.restart.Restart(ctx, target.RoleProducer); err != nil {
-		HarnessError(t, "replace the producer: %v", err)
-	}
+	f.killProducer()
 	prod, ok := tg.Engine(target.RoleProducer)
 	if !ok {
 		HarnessError(t, "no producer after its restart")
@@ -200,6 +200,31 @@ func Q6QuarantineEndsWhenProducerIsGone(ctx context.Context, t TB, tg target.Tar
 		f.waitMs(100, "polling the consumer's health")
 	}
 	f.handoff(fixture(t, faultImage), promptText(t, promptMarker))
+}
+
+// killProducer ends the producer's instance as a crash does (CONTRACT Q-6:
+// "a killed producer"): SIGKILL and a fresh instance through
+// target.Crasher where the target offers it; otherwise, or where it
+// cannot kill this instance (target.ErrCannotCrash), a restart through
+// target.Restarter (Shutdown first: the drain ends the producer's side
+// before its process exits), which the case log says.
+func (f *faultHarness) killProducer() {
+	f.t.Helper()
+	if c, ok := target.Capability[target.Crasher](f.tg); ok {
+		err := c.Crash(f.ctx, target.RoleProducer)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, target.ErrCannotCrash) {
+			HarnessError(f.t, "kill the producer: %v", err)
+		}
+		f.t.Logf("note: the target cannot kill the producer (%v): restarting it instead (a drain first, not a crash)", err)
+	} else {
+		f.t.Logf("note: the target cannot kill the producer (no target.Crasher): restarting it instead (a drain first, not a crash)")
+	}
+	if err := f.restart.Restart(f.ctx, target.RoleProducer); err != nil {
+		HarnessError(f.t, "replace the producer: %v", err)
+	}
 }
 
 // SE3UntrustedProducerEndpointRefused: a reference naming a producer
