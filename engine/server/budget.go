@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -118,6 +119,10 @@ func newDecodeBudget(b DecodeBudget) *decodeBudget {
 		cpu:      semaphore.NewWeighted(int64(b.MaxConcurrent)),
 	}
 }
+
+// unbounded is the decode budget of the NoDecodeBudget mutant (hooks.go):
+// room for every request at once and a decode slot for every image.
+var unbounded = newDecodeBudget(DecodeBudget{MaxBytes: math.MaxInt64, MaxConcurrent: math.MaxInt32, Wait: -1})
 
 // reserve takes pixels*DecodedBytesPerPixel bytes of the budget, waiting up
 // to the budget's wait (or until ctx ends). It returns the release function

@@ -124,6 +124,11 @@ type Hooks struct {
 	// uncertain, so the consumer quarantines (the SE-4 mutant: a client
 	// that abandons its transfers takes the consumer out of READY).
 	CancelCancelsTransfer bool
+	// NoDecodeBudget decodes every request's media at once, without
+	// reserving its decoded bytes in the decode budget or taking one of its
+	// decode slots (the SE-4 decode mutant: the engine before the global
+	// budget, where many heavy images together exhaust it).
+	NoDecodeBudget bool
 	// StaticGRPCHealth sets grpc.health.v1 only at start (SERVING) and at
 	// the drain (NOT_SERVING), whatever Health says (the SE-5 mutant).
 	StaticGRPCHealth bool

@@ -87,7 +87,11 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	rel, err := e.decodes.reserve(ctx, totalPixels)
+	decodes := e.decodes
+	if e.cfg.Hooks.NoDecodeBudget {
+		decodes = unbounded
+	}
+	rel, err := decodes.reserve(ctx, totalPixels)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +103,7 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 		var derr error
 		// The decode and the content hash (a pass over every pixel) run in
 		// one of the budget's CPU slots (SE-4).
-		if err := e.decodes.run(ctx, func() {
+		if err := decodes.run(ctx, func() {
 			if img, _, derr = encoder.Decode(data, e.cfg.MediaLimits); derr != nil {
 				return
 			}
