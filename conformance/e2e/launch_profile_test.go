@@ -109,11 +109,14 @@ func passed(res reports.Results, rule string) bool {
 }
 
 // writeLaunchProfile writes the vendor's profile: free loopback ports, the
-// tiny preset, a 16 MiB producer quota (L-5 in a few publishes).
+// tiny preset, a 16 MiB producer quota (L-5 in a few publishes), a 32 MiB
+// decode budget on the producer and the baseline (SE-4's case fills it
+// with one image).
 func writeLaunchProfile(t *testing.T, path string) {
 	t.Helper()
 	ports := freePorts(t, 4)
 	q := fmt.Sprint(16 << 20)
+	budget := []string{"--decode-budget-bytes", fmt.Sprint(32 << 20), "--max-request-pixels", fmt.Sprint(32 << 20 / 8)}
 	serve := func(role string, args ...string) string {
 		argv := append([]string{batonBinary, "serve", "--role", role, "--listen", "${ADDR}", "--preset", "tiny", "--test-hooks"}, args...)
 		return "[" + quoteAll(argv) + "]"
@@ -127,17 +130,18 @@ observables: true
 test_hooks: true
 destructive: true
 producer_quota_bytes: ` + q + `
+decode_budget_bytes: ` + fmt.Sprint(32<<20) + `
 reference_format: baton-json-v1
 case_timeout: 60s
 fault_proxy: {listen: ` + ports[3] + `}
 launch:
   roles:
     producer:
-      start: ` + serve("encoder", "--backend", "tcp", "--advertise-control", "${FAULT_PROXY}", "--transfer-timeout", "3s", "--producer-quota-bytes", q) + `
+      start: ` + serve("encoder", append([]string{"--backend", "tcp", "--advertise-control", "${FAULT_PROXY}", "--transfer-timeout", "3s", "--producer-quota-bytes", q}, budget...)...) + `
     consumer:
       start: ` + serve("pd", append([]string{"--cache-dir", "${CACHE_DIR}", "--transfer-timeout", "3s"}, consumerSecurityArgs...)...) + `
     baseline:
-      start: ` + serve("aggregated") + `
+      start: ` + serve("aggregated", budget...) + `
 `
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
