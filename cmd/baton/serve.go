@@ -120,9 +120,10 @@ Authorization (CONTRACT SE-2):
 Decode budget (CONTRACT SE-4):
   Every request reserves 8 bytes per pixel its images' headers declare
   before decoding, held until the request ends; --decode-budget-bytes bounds
-  the reservations of all requests together (default 512 MiB). A request
-  that finds no room within --decode-wait gets RESOURCE_EXHAUSTED
-  (retryable). At most --max-concurrent-decodes images decode at once
+  the reservations of all requests together (default 512 MiB; at least 8
+  bytes * --max-request-pixels, the L-6 bound on one request's pixels, so a
+  smaller budget lowers that too). A request that finds no room within
+  --decode-wait gets RESOURCE_EXHAUSTED (retryable). At most --max-concurrent-decodes images decode at once
   (default: CPUs - 1, at least 1), so Health keeps answering.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Role = server.Role(role)
@@ -220,6 +221,7 @@ Decode budget (CONTRACT SE-4):
 	f.StringVar(&cfg.Security.PeerCAFile, "tls-ca", "", "PEM CA bundle for the certificates of peers this engine dials (default: --tls-client-ca, else the system roots)")
 	f.StringVar(&cfg.Security.OperatorTokenFile, "operator-token-file", "", "file holding the operator's bearer token: Shutdown and Abort(all_requests) become operator calls (CONTRACT SE-2)")
 	f.StringSliceVar(&cfg.Security.OperatorIdentities, "operator-identity", nil, "client-certificate name (subject CN or a DNS/URI/e-mail SAN) that is an operator (CONTRACT SE-2; needs --tls-client-ca)")
+	f.Int64Var(&cfg.MaxRequestPixels, "max-request-pixels", server.MaxRequestPixels, "bound on the decoded pixels of all a request's images together (CONTRACT L-6); the decode budget must hold 8 bytes for each")
 	f.Int64Var(&cfg.DecodeBudget.MaxBytes, "decode-budget-bytes", server.DefaultDecodeBudgetBytes, "bound on decoded image bytes (8 per pixel) reserved by all requests together (CONTRACT SE-4)")
 	f.IntVar(&cfg.DecodeBudget.MaxConcurrent, "max-concurrent-decodes", 0, "images decoded at once (0 = CPUs - 1, at least 1) (CONTRACT SE-4)")
 	f.DurationVar(&cfg.DecodeBudget.Wait, "decode-wait", server.DefaultDecodeWait, "how long a request waits for room in the decode budget before RESOURCE_EXHAUSTED (negative: no wait)")

@@ -86,14 +86,16 @@ func passed(res reports.Results, rule string) bool {
 }
 
 // writeLaunchProfile writes the vendor's profile: free loopback ports, the
-// tiny preset, a 16 MiB producer quota (L-5 in a few publishes), the
-// consumer trusting the fault proxy as its producer and the producer
-// trusting the consumer's transfer agent (SE-3), loopback as the harness's
-// untrusted host (the trust lists name exact ports).
+// tiny preset, a 16 MiB producer quota (L-5 in a few publishes), a 32 MiB
+// decode budget on the producer and the baseline (SE-4's case fills it
+// with one image), the consumer trusting the fault proxy as its producer
+// and the producer trusting the consumer's transfer agent (SE-3), loopback
+// as the harness's untrusted host (the trust lists name exact ports).
 func writeLaunchProfile(t *testing.T, path string) {
 	t.Helper()
 	ports := freePorts(t, 5)
 	q := fmt.Sprint(16 << 20)
+	budget := []string{"--decode-budget-bytes", fmt.Sprint(32 << 20), "--max-request-pixels", fmt.Sprint(32 << 20 / 8)}
 	serve := func(role string, args ...string) string {
 		argv := append([]string{batonBinary, "serve", "--role", role, "--listen", "${ADDR}", "--preset", "tiny", "--test-hooks"}, args...)
 		return "[" + quoteAll(argv) + "]"
@@ -107,6 +109,7 @@ observables: true
 test_hooks: true
 destructive: true
 producer_quota_bytes: ` + q + `
+decode_budget_bytes: ` + fmt.Sprint(32<<20) + `
 reference_format: baton-json-v1
 case_timeout: 60s
 untrusted_host: 127.0.0.1
@@ -115,11 +118,11 @@ fault_proxy: {listen: ` + ports[3] + `}
 launch:
   roles:
     producer:
-      start: ` + serve("encoder", "--backend", "tcp", "--advertise-control", "${FAULT_PROXY}", "--transfer-timeout", "3s", "--producer-quota-bytes", q, "--trusted-consumers", ports[4]) + `
+      start: ` + serve("encoder", append([]string{"--backend", "tcp", "--advertise-control", "${FAULT_PROXY}", "--transfer-timeout", "3s", "--producer-quota-bytes", q, "--trusted-consumers", ports[4]}, budget...)...) + `
     consumer:
       start: ` + serve("pd", "--cache-dir", "${CACHE_DIR}", "--transfer-timeout", "3s", "--transfer-listen", ports[4], "--trusted-producers", "${FAULT_PROXY}") + `
     baseline:
-      start: ` + serve("aggregated") + `
+      start: ` + serve("aggregated", budget...) + `
 `
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)

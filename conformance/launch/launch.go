@@ -38,6 +38,15 @@ type Options struct {
 	Mutant string
 	// ProducerQuotaBytes is the producer's L-5 bound (0 = the engine default).
 	ProducerQuotaBytes int64
+	// DecodeBudgetBytes is the encoder's and the baseline's
+	// --decode-budget-bytes (CONTRACT SE-4), started with
+	// --max-request-pixels DecodeBudgetBytes/8 (the engine wants a budget
+	// that holds one request of the largest size), and declared in Config
+	// as decode_budget_bytes. 0: DefaultFaultsDecodeBudgetBytes when a fault
+	// proxy runs (the Faults level certifies SE-4, whose decode-budget case
+	// needs a declared budget it can fill cheaply), else the engine's
+	// default, undeclared.
+	DecodeBudgetBytes int64
 	// Logs receives the processes' logs (nil = files in WorkDir only).
 	Logs io.Writer
 	// StartTimeout bounds the wait for READY (default 60 s).
@@ -72,6 +81,17 @@ type Options struct {
 	// Not with FaultProxy (the proxy speaks plaintext).
 	Security bool
 }
+
+// DefaultFaultsDecodeBudgetBytes is Options.DecodeBudgetBytes of a topology
+// with a fault proxy: 32 MiB, so requests hold at most 4 megapixels (2048 x
+// 2048; every fixture image but the volume cases' 1920x1080 ones is far
+// smaller) and the SE-4 case fills the budget with one image decoded in
+// about 0.15 s on the CI machines.
+const DefaultFaultsDecodeBudgetBytes = 32 << 20
+
+// decodedBytesPerPixel is what `baton serve` charges the decode budget for
+// one pixel (server.DecodedBytesPerPixel).
+const decodedBytesPerPixel = 8
 
 // Process is one running `baton serve`.
 type Process struct {
@@ -167,6 +187,9 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 	}
 	if t.opts.FaultProxy && t.opts.TransferTimeout == 0 {
 		t.opts.TransferTimeout = 3 * time.Second
+	}
+	if t.opts.FaultProxy && t.opts.DecodeBudgetBytes == 0 {
+		t.opts.DecodeBudgetBytes = DefaultFaultsDecodeBudgetBytes
 	}
 	t.CacheDir = filepath.Join(t.opts.WorkDir, "cache")
 	var err error
@@ -265,6 +288,9 @@ func (t *Topology) startAs(ctx context.Context, role, name string) (*Process, er
 	}
 	if t.opts.ProducerQuotaBytes > 0 && role == "encoder" {
 		args = append(args, "--producer-quota-bytes", fmt.Sprint(t.opts.ProducerQuotaBytes))
+	}
+	if b := t.opts.DecodeBudgetBytes; b > 0 && (role == "encoder" || role == "aggregated") {
+		args = append(args, "--decode-budget-bytes", fmt.Sprint(b), "--max-request-pixels", fmt.Sprint(b/decodedBytesPerPixel))
 	}
 	args = append(args, t.sec.serveArgs()...)
 	args = append(args, t.opts.ServeArgs...)
@@ -469,6 +495,7 @@ func (t *Topology) Config() target.Config {
 			Observables:        true,
 			Destructive:        true,
 			ProducerQuotaBytes: t.quota(),
+			DecodeBudgetBytes:  t.opts.DecodeBudgetBytes,
 			ReferenceFormat:    "baton-json-v1",
 			MediaFormats:       []string{target.MediaPNG, target.MediaJPEG, target.MediaGIF, target.MediaWebP},
 			CaseTimeout:        60 * time.Second,

@@ -12,8 +12,9 @@ import (
 
 // Target returns the topology as a live Target for an in-process `baton
 // check`: besides the engines it injects transfer faults through the
-// topology's fault proxy (target.FaultInjector) and replaces instances a
-// quarantine poisoned (target.Restarter).
+// topology's fault proxy (target.FaultInjector), replaces instances a
+// quarantine poisoned (target.Restarter) and kills and replaces them
+// (target.Crasher).
 func (t *Topology) Target() *LiveTarget {
 	p := t.Config().Profile
 	p.Restarts = true // Restart replaces instances
@@ -140,6 +141,18 @@ func (l *LiveTarget) Restart(ctx context.Context, role target.Role) error {
 		return t.proxy.SetUpstream(p.Address)
 	}
 	return nil
+}
+
+// Crash implements target.Crasher: it kills role's process with SIGKILL
+// (Topology.Crash: no drain, no cleanup; its connections close as the
+// kernel reaps it) and starts a fresh instance with the same flags, as
+// Restart does, waiting until it is READY; a new producer gets the fault
+// proxy's upstream.
+func (l *LiveTarget) Crash(ctx context.Context, role target.Role) error {
+	if _, err := l.topo.Crash(role); err != nil {
+		return err
+	}
+	return l.Restart(ctx, role) // the old instance has exited: Restart only starts the new one
 }
 
 func proto32(v uint32) *uint32 { return &v }

@@ -114,6 +114,9 @@ func DefaultPropsSeed(name string) uint64 {
 // refused connection, Q-6 and SE-3..SE-5.
 const suiteOnlySecurity = "the handoff property and the simulator model no trusted-peer lists, refused connections, grpc.health.v1 or proofs that end a quarantine"
 
+// suiteOnlyDecode is the SuiteOnly reason of the SE-4 decode-budget mutant.
+const suiteOnlyDecode = "the handoff property and the simulator model no media decoding (the simulator's encoder is a stand-in without pixels), so neither can hold decoded images"
+
 // TrustAnyProducer is the SE-3 consumer mutant's check: every producer
 // endpoint is trusted and dialled.
 func TrustAnyProducer(ep *pb.KvEndpoint) (string, error) {
@@ -293,6 +296,9 @@ var all = []Mutant{
 	{Name: "se4-cancel-cancels-transfer", Rule: "SE-4", AlsoBreaks: map[string]string{"C-4": "cancelling the transfer call with the client makes the consumer's cancelled receive end before its outcome is known"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "a client's cancel cancels the consumer's transfer call, whose outcome is then uncertain: an abandoned transfer quarantines the consumer",
 		Apply:  func(h *server.Hooks) { h.CancelCancelsTransfer = true }},
+	{Name: "se4-no-decode-budget", Rule: "SE-4", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlyDecode,
+		Breaks: "media are decoded without the global decode budget: every request's images are decoded and held at once, however many arrive together (the engine before SE-4's bound)",
+		Apply:  func(h *server.Hooks) { h.NoDecodeBudget = true }},
 	{Name: "se5-static-grpc-health", Rule: "SE-5", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "grpc.health.v1 is set only at start and at the drain, so it says SERVING while Health is NOT_READY",
 		Apply:  func(h *server.Hooks) { h.StaticGRPCHealth = true }},

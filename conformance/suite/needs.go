@@ -31,7 +31,7 @@ import (
 //     consumer are implementations on different models (Env.ModelsDiffer:
 //     the cross-implementation matrix's mixed pairs).
 //  3. Not verifiable when the rule applies but the target lacks what the
-//     check needs: Baseline, ReferenceFormat, ProducerQuota, Observables,
+//     check needs: Baseline, ReferenceFormat, ProducerQuota, DecodeBudget, Observables,
 //     TestHooks, FaultProxy (profile fault_proxy and a target that
 //     injects faults), Restart (a target that restarts instances), and
 //     the profile's permission for a Destructive case.
@@ -53,6 +53,10 @@ type Needs struct {
 	FormatChecks bool
 	// ProducerQuota: Profile.ProducerQuotaBytes (L-5).
 	ProducerQuota bool
+	// DecodeBudget: Profile.DecodeBudgetBytes, the producer's bound on
+	// decoded bytes across requests (SE-4), so the case knows how many of
+	// its images fit at once. Not verifiable without it.
+	DecodeBudget bool
 	// Observables: the CONTRACT section 4 counters (never at Core).
 	Observables bool
 	// TestHooks: the baton.* test hooks of CONTRACT section 4.
@@ -259,6 +263,8 @@ func (c Case) Decide(env Env) (Outcome, string) {
 		return OutcomeNotVerifiable, fmt.Sprintf("needs agent_format %s in the profile to name an untrusted consumer agent", target.AgentFormatBatonXferV1)
 	case n.ProducerQuota && p.ProducerQuotaBytes <= 0:
 		return OutcomeNotVerifiable, "the profile declares no producer_quota_bytes"
+	case n.DecodeBudget && p.DecodeBudgetBytes <= 0:
+		return OutcomeNotVerifiable, "the profile declares no decode_budget_bytes (the producer's SE-4 bound on the decoded bytes of all requests at once)"
 	case n.Observables && !p.Observables:
 		return OutcomeNotVerifiable, "needs the CONTRACT section 4 observables (profile observables: false)"
 	case n.TestHooks && !p.TestHooks:
@@ -290,6 +296,9 @@ const (
 	LabelNeedsUntrustedHost = "needs:untrusted-host"
 	// LabelNeedsAgentFormat marks a case that needs Profile.AgentFormat.
 	LabelNeedsAgentFormat = "needs:agent-format"
+	// LabelNeedsDecodeBudget marks a case that needs
+	// Profile.DecodeBudgetBytes (SE-4's global decode bound).
+	LabelNeedsDecodeBudget = "needs:decode-budget"
 	// LabelNeedsSecondConsumer marks a case that needs a consumer2 endpoint.
 	LabelNeedsSecondConsumer = "needs:consumer2"
 	// LabelNeedsMediaPrefix starts the label of a case that needs an
@@ -318,6 +327,7 @@ func (n Needs) labels(destructive bool) []string {
 	add(n.Baseline, LabelNeedsBaseline)
 	add(n.ReferenceFormat || n.FormatChecks, LabelNeedsFormat)
 	add(n.ProducerQuota, LabelNeedsQuota)
+	add(n.DecodeBudget, LabelNeedsDecodeBudget)
 	add(n.Observables, LabelNeedsObservables)
 	add(n.TestHooks, LabelNeedsTestHooks)
 	add(n.FaultProxy, LabelNeedsFaultProxy)

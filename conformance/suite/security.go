@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/fixtures"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -163,9 +166,10 @@ func Q2RefusedConnectionIsDefinite(ctx context.Context, t TB, tg target.Target) 
 
 // Q6QuarantineEndsWhenProducerIsGone: after an uncertain transfer (its
 // reply lost), once the producer that may have written into the consumer's
-// buffers is gone (replaced: its process and connections ended), the
-// consumer's quarantine ends: READY with nothing quarantined within
-// quarantineEndBound, and its next handoff, with the new producer,
+// buffers is gone (killed with SIGKILL where the target can, target.Crasher;
+// else replaced by a restart: either way its process and connections
+// ended), the consumer's quarantine ends: READY with nothing quarantined
+// within quarantineEndBound, and its next handoff, with the new producer,
 // succeeds. (That nothing is freed while a write could land is Q-1's.)
 func Q6QuarantineEndsWhenProducerIsGone(ctx context.Context, t TB, tg target.Target) {
 	f := needFaults(ctx, t, tg)
@@ -175,9 +179,7 @@ func Q6QuarantineEndsWhenProducerIsGone(ctx context.Context, t TB, tg target.Tar
 	if res := f.consume(promptText(t, promptMarker), ready.GetRef()); res.Code() == codes.OK {
 		HarnessError(t, "%s with its reply dropped answered OK: the fault proxy did not drop it", consumeCall(ready.GetRef(), "reply dropped"))
 	}
-	if err := f.restart.Restart(ctx, target.RoleProducer); err != nil {
-		HarnessError(t, "replace the producer: %v", err)
-	}
+	f.killProducer()
 	prod, ok := tg.Engine(target.RoleProducer)
 	if !ok {
 		HarnessError(t, "no producer after its restart")
@@ -200,6 +202,31 @@ func Q6QuarantineEndsWhenProducerIsGone(ctx context.Context, t TB, tg target.Tar
 		f.waitMs(100, "polling the consumer's health")
 	}
 	f.handoff(fixture(t, faultImage), promptText(t, promptMarker))
+}
+
+// killProducer ends the producer's instance as a crash does (CONTRACT Q-6:
+// "a killed producer"): SIGKILL and a fresh instance through
+// target.Crasher where the target offers it; otherwise, or where it
+// cannot kill this instance (target.ErrCannotCrash), a restart through
+// target.Restarter (Shutdown first: the drain ends the producer's side
+// before its process exits), which the case log says.
+func (f *faultHarness) killProducer() {
+	f.t.Helper()
+	if c, ok := target.Capability[target.Crasher](f.tg); ok {
+		err := c.Crash(f.ctx, target.RoleProducer)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, target.ErrCannotCrash) {
+			HarnessError(f.t, "kill the producer: %v", err)
+		}
+		f.t.Logf("note: the target cannot kill the producer (%v): restarting it instead (a drain first, not a crash)", err)
+	} else {
+		f.t.Logf("note: the target cannot kill the producer (no target.Crasher): restarting it instead (a drain first, not a crash)")
+	}
+	if err := f.restart.Restart(f.ctx, target.RoleProducer); err != nil {
+		HarnessError(f.t, "replace the producer: %v", err)
+	}
 }
 
 // SE3UntrustedProducerEndpointRefused: a reference naming a producer
@@ -372,6 +399,218 @@ func SE4AttackCorpusLeavesEnginesReady(ctx context.Context, t TB, tg target.Targ
 	calm("malformed transfer and release requests")
 }
 
+// Settings of the decode-budget case (SE-4).
+const (
+	// decodeBudgetPublishes is how many publishes the case sends at once,
+	// each of an image of just over half the declared decode budget: one
+	// fits, the others do not.
+	decodeBudgetPublishes = 4
+	// decodeBudgetHoldMs holds each publish's encoder step
+	// (baton.encoder_delay_ms), so the one admitted keeps its decoded image,
+	// and the budget full, for far longer than the case waits for the
+	// others' answers; the case cancels it then.
+	decodeBudgetHoldMs = 30000
+	// decodeRefusalBound is how long the case gives the publishes beyond
+	// the budget to end RESOURCE_EXHAUSTED while it is held full: an engine
+	// may wait a while for room, but not decode them anyway, nor keep them
+	// until the holder ends (SE-4: "beyond the bound, RESOURCE_EXHAUSTED").
+	decodeRefusalBound = 10 * time.Second
+	// healthAnswerBound bounds each of the producer's Health answers while
+	// the images are decoded and held (SE-4: the engine never stalls its
+	// health checks); the case asks every healthProbeInterval.
+	healthAnswerBound   = 2 * time.Second
+	healthProbeInterval = 50 * time.Millisecond
+	// decodedBytesPerPixel is what one pixel of a 16-bit RGBA image holds
+	// decoded, in any form (Profile.DecodeBudgetBytes counts so).
+	decodedBytesPerPixel = 8
+	// heavyImageWidth is the width of the case's images (fixtures.HeavyPNG);
+	// their height makes them just over half the budget.
+	heavyImageWidth = 2048
+)
+
+// heavyImageFor returns the size of a 16-bit RGBA image just over half of a
+// decode budget of budgetBytes (two never fit together), and how many
+// such images fit at once.
+func heavyImageFor(budgetBytes int64) (width, height int64, fit int64) {
+	pixels := budgetBytes/decodedBytesPerPixel/2 + 1
+	width = min(heavyImageWidth, pixels)
+	height = (pixels + width - 1) / width
+	return width, height, budgetBytes / (width * height * decodedBytesPerPixel)
+}
+
+// healthProber asks e's Health every healthProbeInterval until stop, and
+// records every answer that is not READY within healthAnswerBound.
+type healthProber struct {
+	mu     sync.Mutex
+	probes int
+	worst  time.Duration
+	bad    []string
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func probeHealth(ctx context.Context, e target.Engine) *healthProber {
+	p := &healthProber{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(healthProbeInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			cctx, cancel := context.WithTimeout(ctx, healthAnswerBound)
+			start := time.Now()
+			resp, err := e.Health(cctx)
+			took := time.Since(start)
+			cancel()
+			p.mu.Lock()
+			p.probes++
+			p.worst = max(p.worst, took)
+			switch {
+			case err != nil:
+				p.bad = append(p.bad, fmt.Sprintf("%s after %v", statusString(err), took.Round(time.Millisecond)))
+			case resp.GetState() != pb.HealthState_HEALTH_STATE_READY || took > healthAnswerBound:
+				p.bad = append(p.bad, fmt.Sprintf("%s%s after %v", resp.GetState(), healthChecks(resp), took.Round(time.Millisecond)))
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+// end stops the prober and returns how many probes it made, the slowest
+// answer and the bad ones.
+func (p *healthProber) end() (probes int, worst time.Duration, bad []string) {
+	close(p.stop)
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.probes, p.worst, p.bad
+}
+
+// SE4DecodeBudgetBoundsConcurrentImages: publishes of 16-bit PNGs of just
+// over half the producer's declared decode budget, sent at once and each
+// held in its encoder step (baton.encoder_delay_ms): all but those that fit
+// together end RESOURCE_EXHAUSTED while the admitted one holds the budget,
+// Health answers READY within healthAnswerBound throughout, a refused
+// publish is served once the budget is free (retryable), and nothing is
+// left published afterwards (SE-4: decode memory bounded across requests).
+func SE4DecodeBudgetBoundsConcurrentImages(ctx context.Context, t TB, tg target.Target) {
+	h := needEPD(ctx, t, tg)
+	defer h.cleanup()
+	budget := h.profile.DecodeBudgetBytes
+	width, height, fit := heavyImageFor(budget)
+	if fit < 1 || fit >= decodeBudgetPublishes {
+		HarnessError(t, "a %dx%d image for a decode budget of %d bytes: %d fit at once; want 1..%d", width, height, budget, fit, decodeBudgetPublishes-1)
+	}
+	item := &pb.MediaItem{Modality: pb.Modality_MODALITY_IMAGE, Source: &pb.MediaItem_RawBytes{RawBytes: fixtures.HeavyPNG(int(width), int(height))}, MimeType: mimeOf("png")}
+	what := fmt.Sprintf("Publish(%dx%d 16-bit PNG, %d decoded bytes, encoder step held %d ms)", width, height, width*height*decodedBytesPerPixel, decodeBudgetHoldMs)
+	before, counted := h.optionalCounters("producer", h.prod)
+
+	type answer struct {
+		i   int
+		res *target.GenerateResult
+	}
+	answers := make(chan answer, decodeBudgetPublishes)
+	cancels := make([]context.CancelFunc, decodeBudgetPublishes)
+	prober := probeHealth(h.ctx, h.prod)
+	for i := range cancels {
+		cctx, cancel := context.WithCancel(h.ctx)
+		cancels[i] = cancel
+		req := withExtra(h.publishRequest(nil, item), map[string]any{HookEncoderDelayMs: decodeBudgetHoldMs})
+		go func() {
+			res, err := h.prod.Generate(cctx, req)
+			if err != nil || res == nil {
+				res = &target.GenerateResult{}
+			}
+			answers <- answer{i, res}
+		}()
+	}
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	// While the admitted publish holds the budget, the others must end
+	// RESOURCE_EXHAUSTED.
+	got := map[int]*target.GenerateResult{}
+	refused := 0
+	timer := time.NewTimer(decodeRefusalBound)
+wait:
+	for int64(len(got)) < decodeBudgetPublishes-fit {
+		select {
+		case a := <-answers:
+			got[a.i] = a.res
+			if ready := a.res.EncoderReady(); ready != nil {
+				h.track(ready.GetRef())
+			}
+			if a.res.Code() == codes.ResourceExhausted {
+				refused++
+			} else {
+				t.Errorf("%s while the decode budget of %d bytes was held full = %s; want RESOURCE_EXHAUSTED (SE-4; no publish ends otherwise while its encoder step is held)", what, budget, describe(a.res))
+			}
+		case <-timer.C:
+			break wait
+		case <-h.ctx.Done():
+			break wait
+		}
+	}
+	timer.Stop()
+	if int64(refused) < decodeBudgetPublishes-fit {
+		t.Errorf("%d %s sent at once: %d ended RESOURCE_EXHAUSTED within %v; want %d, all but the %d that fit the declared decode budget of %d bytes together (SE-4: beyond the bound, RESOURCE_EXHAUSTED, not decoded and kept)",
+			decodeBudgetPublishes, what, refused, decodeRefusalBound, decodeBudgetPublishes-fit, fit, budget)
+	}
+	probes, worst, bad := prober.end()
+	t.Logf("SE-4 decode budget %d bytes: %d of %d publishes refused; Health asked %d times meanwhile, slowest answer %v", budget, refused, decodeBudgetPublishes, probes, worst.Round(time.Millisecond))
+	if len(bad) > 0 {
+		t.Errorf("Health(producer) while the heavy images were decoded and held: %d of %d answers not READY within %v: %s; want READY within %v each (SE-4: the engine never stalls its health checks)",
+			len(bad), probes, healthAnswerBound, strings.Join(bad[:min(len(bad), 5)], ", "), healthAnswerBound)
+	}
+	// The held publishes are cancelled by their client: they end, and
+	// publish nothing.
+	for _, cancel := range cancels {
+		cancel()
+	}
+	ended := time.NewTimer(cleanupTimeout)
+	defer ended.Stop()
+	for len(got) < decodeBudgetPublishes {
+		select {
+		case a := <-answers:
+			got[a.i] = a.res
+			if ready := a.res.EncoderReady(); ready != nil {
+				h.track(ready.GetRef())
+				t.Errorf("%s cancelled by its client = %s; want no EncoderReady", what, describe(a.res))
+			}
+		case <-ended.C:
+			t.Fatalf("%d of %d %s still running %v after their client cancelled them; want each ended", decodeBudgetPublishes-len(got), decodeBudgetPublishes, what, cleanupTimeout)
+		}
+	}
+	// RESOURCE_EXHAUSTED is retryable: the same publish, not held, is
+	// served once the budget is free.
+	var res *target.GenerateResult
+	for deadline := time.Now().Add(refusedRetryBound); ; {
+		res = h.generate(h.prod, h.publishRequest(nil, item))
+		if res.Code() != codes.ResourceExhausted || time.Now().After(deadline) {
+			break
+		}
+		h.waitMs(200, "retrying a publish answered RESOURCE_EXHAUSTED (retryable)")
+	}
+	if ready := res.EncoderReady(); res.Code() != codes.OK || ready == nil {
+		t.Errorf("Publish(%dx%d 16-bit PNG) once the decode budget was free = %s; want OK with an EncoderReady (RESOURCE_EXHAUSTED is retryable)", width, height, describe(res))
+	} else {
+		h.expectAbortStatus(ready.GetRef(), "the retried publish", pb.AbortStatus_ABORT_STATUS_ABORTED)
+	}
+	if counted {
+		h.expectSettled("SE-4", "producer", h.prod, before, "after the decode-budget publishes were refused, cancelled or released", ObservableExportsEntries, ObservableExportsBytes)
+	}
+	h.expectReady("producer", h.prod)
+}
+
 // SE5GRPCHealthMirrorsHealth: grpc.health.v1 says SERVING while Health is
 // READY, and NOT_SERVING while it is DRAINING (a consumer draining a
 // request) and NOT_READY (a producer whose cleanup failed, X-1).
@@ -444,6 +683,8 @@ func securityCases() []Case {
 		{Rule: "SE-3", Name: "SE-3 a producer asked to write to an untrusted consumer agent answers FAILED_PRECONDITION with the before-write trailer", Run: SE3UntrustedConsumerAgentRefused,
 			Needs: EPD.with(func(n *Needs) { n.Backend, n.UntrustedHost, n.AgentFormat = "tcp", true, true })},
 		{Rule: "SE-4", Name: "SE-4 forged, stale and unreachable references and abandoned transfers leave every engine READY", Run: SE4AttackCorpusLeavesEnginesReady, Needs: n, Labels: []string{LabelSlow}},
+		{Rule: "SE-4", Name: "SE-4 concurrent heavy PNGs beyond the declared decode budget end RESOURCE_EXHAUSTED while Health stays READY", Run: SE4DecodeBudgetBoundsConcurrentImages,
+			Needs: EPD.with(func(n *Needs) { n.TestHooks, n.DecodeBudget = true, true })},
 		{Rule: "SE-5", Name: "SE-5 grpc.health.v1 mirrors Health through DRAINING and NOT_READY", Run: SE5GRPCHealthMirrorsHealth, Needs: n.with(func(n *Needs) { n.TestHooks = true })},
 	}
 }

@@ -2,6 +2,7 @@ package target
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -67,6 +68,27 @@ type FaultInjector interface {
 type Restarter interface {
 	Restart(ctx context.Context, role Role) error
 }
+
+// Crasher is implemented by targets that start the instances' processes
+// themselves and so can crash one: kill it with SIGKILL (no drain, no
+// cleanup; its connections close as the kernel reaps it) and start a fresh
+// instance in its place. CONTRACT Q-6 is about a killed peer ("a killed
+// producer's consumer returns to READY and its next handoff succeeds"); a
+// case that needs a crash falls back to Restarter (a drain first) on a
+// target without it, and says so.
+type Crasher interface {
+	// Crash kills role's instance with SIGKILL, waits until it is gone,
+	// starts a fresh one (a new instance id) and waits until it is ready.
+	// Errors wrap ErrCannotCrash when the target holds no process of the
+	// role's running instance (it adopted one another process started):
+	// the caller may Restart it instead.
+	Crash(ctx context.Context, role Role) error
+}
+
+// ErrCannotCrash is wrapped by a Crasher's error when it cannot kill the
+// role's instance (not its child: adopted, or left running elsewhere by
+// its launcher) and so changed nothing.
+var ErrCannotCrash = errors.New("target: cannot crash this instance")
 
 // ConnectionRefuser is implemented by targets whose harness can make the
 // producer control endpoint that the consumer trusts refuse connections

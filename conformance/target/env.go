@@ -70,15 +70,8 @@ var envVars = []EnvVar{
 	faultProxyVar("BATON_FAULT_PROXY_LISTEN", "fault_proxy.listen", "host:port where baton check runs its fault proxy (sets fault_proxy)", func(a *FaultProxyAddrs) *string { return &a.Listen }),
 	faultProxyVar("BATON_FAULT_PROXY_PRODUCER_CONTROL", "fault_proxy.producer_control", "the producer's real control address the proxy forwards to (default endpoints.producer)", func(a *FaultProxyAddrs) *string { return &a.ProducerControl }),
 	boolVar("BATON_DESTRUCTIVE", "destructive", "the suite may shut instances down (S-1 ACCEPTED)", func(c *Config) *bool { return &c.Destructive }),
-	{Name: "BATON_PRODUCER_QUOTA_BYTES", Key: "producer_quota_bytes", Kind: "int", Help: "producer's L-5 bound in bytes (0 = undeclared)",
-		set: func(c *Config, v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("want a whole number of bytes")
-			}
-			c.ProducerQuotaBytes = n
-			return nil
-		}},
+	bytesVar("BATON_PRODUCER_QUOTA_BYTES", "producer_quota_bytes", "producer's L-5 bound in bytes (0 = undeclared)", func(c *Config) *int64 { return &c.ProducerQuotaBytes }),
+	bytesVar("BATON_DECODE_BUDGET_BYTES", "decode_budget_bytes", "producer's SE-4 bound on decoded image bytes (8 a pixel) of all requests at once (0 = undeclared)", func(c *Config) *int64 { return &c.DecodeBudgetBytes }),
 	listVar("BATON_MEDIA_FORMATS", "media_formats", "image formats decoded: png, jpeg (required, the default) plus gif, webp if served", func(c *Config) *[]string { return &c.MediaFormats }),
 	strVar("BATON_REFERENCE_FORMAT", "reference_format", "opaque_state format: baton-json-v1 or empty (opaque)", func(c *Config) *string { return &c.ReferenceFormat }),
 	strVar("BATON_UNTRUSTED_HOST", "untrusted_host", "host where the harness may listen on ports the target does not trust (SE-3, SE-4)", func(c *Config) *string { return &c.UntrustedHost }),
@@ -181,6 +174,18 @@ func boolVar(name, key, help string, field func(*Config) *bool) EnvVar {
 			return err
 		}
 		*field(c) = b
+		return nil
+	}}
+}
+
+// bytesVar overrides a byte count (a whole number).
+func bytesVar(name, key, help string, field func(*Config) *int64) EnvVar {
+	return EnvVar{Name: name, Key: key, Kind: "int", Help: help, set: func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want a whole number of bytes")
+		}
+		*field(c) = n
 		return nil
 	}}
 }

@@ -39,7 +39,7 @@ type LaunchOptions struct {
 // at the profile's endpoints, with the harness's side of the profile
 // running: the launch section's roles started (or adopted), and the fault
 // proxy at fault_proxy.listen. Target() is what the suite sees: it
-// implements Restarter when the profile has a launch section and
+// implements Restarter and Crasher when the profile has a launch section and
 // FaultInjector when the proxy runs. Close ends it all.
 type Launched struct {
 	cfg     Config
@@ -550,6 +550,13 @@ func (l *Launched) restart(ctx context.Context, m *managedRole) error {
 			return err
 		}
 	}
+	return l.readyAgain(ctx, m, old, began, "restarted")
+}
+
+// readyAgain waits until m's new instance is ready with an instance id
+// other than old, points the fault proxy, if any, at a new producer, and
+// logs how long the replacement (what) took since began.
+func (l *Launched) readyAgain(ctx context.Context, m *managedRole, old string, began time.Time, what string) error {
 	if err := l.waitReady(ctx, m, old); err != nil {
 		return err
 	}
@@ -562,8 +569,64 @@ func (l *Launched) restart(ctx context.Context, m *managedRole) error {
 			return err
 		}
 	}
-	l.logf("launch: %s restarted in %v (instance %s -> %s)", m.role, time.Since(began).Round(time.Millisecond), orUnknown(old), orUnknown(m.instance))
+	l.logf("launch: %s %s in %v (instance %s -> %s)", m.role, what, time.Since(began).Round(time.Millisecond), orUnknown(old), orUnknown(m.instance))
 	return nil
+}
+
+// crashGoneBound bounds the wait, after the SIGKILL of Crash, for the
+// killed instance to stop answering at its endpoint (the kernel closes
+// its listener as it reaps the process: milliseconds).
+const crashGoneBound = 5 * time.Second
+
+// Crash implements Crasher: it kills the process group of role's
+// instance with SIGKILL (no drain, no cleanup: its connections close as
+// the kernel reaps it), waits until its endpoint no longer answers as that
+// instance, then starts the role again (launch.roles.<role>.start) and
+// waits until it is ready with a new instance id; the fault proxy, if any,
+// reconnects to a crashed producer's successor. Errors wrap ErrLaunch: a
+// role the launch section does not manage, a start that failed; and
+// ErrCannotCrash as well when baton holds no process of the running
+// instance (adopted, or left running elsewhere by its launcher) or the
+// instance still answers after its process group was killed (a launcher
+// whose instance is not in its process group, as `docker run` is not).
+func (l *Launched) Crash(ctx context.Context, role Role) error {
+	m := l.roles[role]
+	if m == nil {
+		return fmt.Errorf("%w: %w: the profile's launch section has no commands for %s, so baton cannot kill or start it", ErrLaunch, ErrCannotCrash, role)
+	}
+	m.op.Lock()
+	defer m.op.Unlock()
+	began := time.Now()
+	p := l.procOf(m)
+	l.mu.Lock()
+	old := m.instance
+	l.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%w: %w: baton did not start the %s instance running now (adopted, or its launcher left it running elsewhere): there is no process of it to kill", ErrLaunch, ErrCannotCrash, role)
+	}
+	signalGroup(p.cmd, sigKill)
+	<-p.exited
+	l.mu.Lock()
+	m.proc = nil
+	l.mu.Unlock()
+	l.logf("launch: %s killed with SIGKILL: %s", role, exitText(p.err))
+	for deadline := time.Now().Add(crashGoneBound); ; {
+		if id := l.instanceID(ctx, role); id == "" || id != old {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %w: %s still answers as instance %s at %s %v after its process group was killed: the instance is not in the process group baton started", ErrLaunch, ErrCannotCrash, role, old, l.cfg.Endpoints[role], crashGoneBound)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: crash %s: %v", ErrLaunch, role, ctx.Err())
+		case <-time.After(readyPoll):
+		}
+	}
+	if err := l.start(m, m.spec.Start); err != nil {
+		return err
+	}
+	return l.readyAgain(ctx, m, old, began, "killed and started again")
 }
 
 // stop ends m's instance: its stop command, else Shutdown with its
@@ -766,9 +829,9 @@ func (l *Launched) Engine(role Role) (Engine, bool) {
 	return e, true
 }
 
-// Target is what the suite sees: l, implementing Restarter when the
-// profile has a launch section, and FaultInjector and ConnectionRefuser
-// (ProxyFaults) when the fault proxy runs.
+// Target is what the suite sees: l, implementing Restarter and Crasher
+// when the profile has a launch section, and FaultInjector and
+// ConnectionRefuser (ProxyFaults) when the fault proxy runs.
 func (l *Launched) Target() Target {
 	base := launchedTarget{l}
 	restarts, faults := l.cfg.Launch != nil, l.proxy != nil
@@ -777,13 +840,15 @@ func (l *Launched) Target() Target {
 		return struct {
 			launchedTarget
 			Restarter
+			Crasher
 			ProxyFaults
-		}{base, l, ProxyFaults{Proxy: l.proxy}}
+		}{base, l, l, ProxyFaults{Proxy: l.proxy}}
 	case restarts:
 		return struct {
 			launchedTarget
 			Restarter
-		}{base, l}
+			Crasher
+		}{base, l, l}
 	case faults:
 		return struct {
 			launchedTarget

@@ -144,6 +144,55 @@ func TestLaunchStartsRestartsAndStops(t *testing.T) {
 	}
 }
 
+// TestLaunchCrash: Crash kills a started role's process group with
+// SIGKILL (no Shutdown: the launch log shows the signal) and starts a
+// fresh instance at the same endpoint (CONTRACT Q-6's killed peer); an
+// adopted role, whose process baton does not hold, and a role without
+// launch commands are ErrCannotCrash and keep their instance.
+func TestLaunchCrash(t *testing.T) {
+	addr, running := startFakeInProcess(t, false)
+	cfg := fakeProfile(t, fakeArgv(), fakeArgv(), "")
+	cfg.Endpoints[RoleProducer] = addr
+	cfg.Launch.Adopt = true
+	l, _ := launchFake(t, cfg)
+	crasher, ok := l.Target().(Crasher)
+	if !ok {
+		t.Fatalf("Target() of a profile with launch is no Crasher")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cons, _ := l.Engine(RoleConsumer)
+	before := serverID(t, cons)
+	if err := crasher.Crash(ctx, RoleConsumer); err != nil {
+		t.Fatalf("Crash(consumer) = %v", err)
+	}
+	if after := serverID(t, cons); after == before || after == "" {
+		t.Errorf("instance after Crash = %q, before %q; want a new one", after, before)
+	}
+	log, _ := os.ReadFile(filepath.Join(cfg.Launch.WorkDir, "launch.log"))
+	if !strings.Contains(string(log), "consumer killed with SIGKILL: signal: killed") || strings.Contains(string(log), "consumer Shutdown(") {
+		t.Errorf("launch.log does not show the consumer killed by SIGKILL without a Shutdown:\n%s", log)
+	}
+	if err := crasher.Crash(ctx, RoleProducer); !errors.Is(err, ErrCannotCrash) || !errors.Is(err, ErrLaunch) {
+		t.Errorf("Crash(adopted producer) = %v; want ErrCannotCrash", err)
+	}
+	select {
+	case <-running.shut:
+		t.Errorf("Crash of the adopted producer shut it down; want it left alone")
+	default:
+	}
+	prod, _ := l.Engine(RoleProducer)
+	if id := serverID(t, prod); id != running.id {
+		t.Errorf("the producer answers as %q after a refused Crash; want the adopted %q", id, running.id)
+	}
+	if err := crasher.Crash(ctx, RoleBaseline); !errors.Is(err, ErrCannotCrash) {
+		t.Errorf("Crash(baseline) = %v; want ErrCannotCrash (no launch commands)", err)
+	}
+	if err := l.Close(ctx); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+}
+
 // TestLaunchAdoptsRunningInstances: with adopt, a READY instance baton did
 // not start is kept (not started), restarted with the start command when
 // asked (Shutdown stops the old one), and left running by Close; without

@@ -216,6 +216,9 @@ func (c *Config) finish() error {
 	if c.ProducerQuotaBytes < 0 {
 		return fmt.Errorf("%w: producer_quota_bytes %d is negative", ErrBadProfile, c.ProducerQuotaBytes)
 	}
+	if c.DecodeBudgetBytes < 0 {
+		return fmt.Errorf("%w: decode_budget_bytes %d is negative", ErrBadProfile, c.DecodeBudgetBytes)
+	}
 	if c.CaseTimeout == 0 {
 		c.CaseTimeout = DefaultCaseTimeout
 	}

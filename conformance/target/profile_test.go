@@ -57,7 +57,7 @@ func TestLoadConfigEnvOverridesFile(t *testing.T) {
 			"BATON_ENDPOINT_PRODUCER": "10.0.0.5:50051", "BATON_ENDPOINT_BASELINE": "10.0.0.7:50051",
 			"BATON_TOPOLOGIES": " E+PD , E+P+D ,", "BATON_BACKENDS": "shared_dir,tcp",
 			"BATON_TEST_HOOKS": "1", "BATON_FAULT_PROXY": "true", "BATON_DESTRUCTIVE": "T",
-			"BATON_PRODUCER_QUOTA_BYTES": "67108864", "BATON_REFERENCE_FORMAT": "baton-json-v1", "BATON_MODEL": "m",
+			"BATON_PRODUCER_QUOTA_BYTES": "67108864", "BATON_DECODE_BUDGET_BYTES": "33554432", "BATON_REFERENCE_FORMAT": "baton-json-v1", "BATON_MODEL": "m",
 			"BATON_IMPLEMENTATION_VENDOR": "Example Corp", "BATON_IMPLEMENTATION_PRODUCT": "example-serve",
 			"BATON_IMPLEMENTATION_VERSION": "2.4.1", "BATON_IMPLEMENTATION_CONTACT": "certs@example.com",
 		}, func(t *testing.T, c Config) {
@@ -67,7 +67,7 @@ func TestLoadConfigEnvOverridesFile(t *testing.T) {
 					Implementation: Implementation{Vendor: "Example Corp", Product: "example-serve", Version: "2.4.1", Contact: "certs@example.com"},
 					Topologies:     []string{"E+PD", "E+P+D"}, Backends: []string{"shared_dir", "tcp"},
 					Observables: false, TestHooks: true, FaultProxy: true, Destructive: true,
-					ProducerQuotaBytes: 64 << 20, ReferenceFormat: "baton-json-v1", CaseTimeout: 2 * time.Minute,
+					ProducerQuotaBytes: 64 << 20, DecodeBudgetBytes: 32 << 20, ReferenceFormat: "baton-json-v1", CaseTimeout: 2 * time.Minute,
 				},
 				Endpoints: map[Role]string{RoleProducer: "10.0.0.5:50051", RoleConsumer: "127.0.0.1:2", RoleBaseline: "10.0.0.7:50051"},
 			}
@@ -140,6 +140,8 @@ func TestLoadConfigRejectsBadValues(t *testing.T) {
 		{map[string]string{"BATON_PRODUCER_QUOTA_BYTES": "64MiB"}, ErrBadEnv, []string{"BATON_PRODUCER_QUOTA_BYTES", "bytes"}},
 		{map[string]string{"BATON_CASE_TIMEOUT": "-1s"}, ErrBadProfile, []string{"shorter than 1s"}},
 		{map[string]string{"BATON_PRODUCER_QUOTA_BYTES": "-5"}, ErrBadProfile, []string{"negative"}},
+		{map[string]string{"BATON_DECODE_BUDGET_BYTES": "-5"}, ErrBadProfile, []string{"decode_budget_bytes", "negative"}},
+		{map[string]string{"BATON_DECODE_BUDGET_BYTES": "32MiB"}, ErrBadEnv, []string{"BATON_DECODE_BUDGET_BYTES", "whole number"}},
 		{map[string]string{"BATON_LEVEL": "platinum"}, ErrBadProfile, []string{`"platinum"`}},
 		{map[string]string{"BATON_TOPOLOGIES": "E+PD,E+DP"}, ErrBadProfile, []string{`"E+DP"`}},
 		{map[string]string{"BATON_REFERENCE_FORMAT": "json"}, ErrBadProfile, []string{`"json"`}},

@@ -78,6 +78,15 @@ type Profile struct {
 	Destructive bool `yaml:"destructive" json:"destructive"`
 	// ProducerQuotaBytes is the producer's published-bytes bound (L-5); 0 = undeclared.
 	ProducerQuotaBytes int64 `yaml:"producer_quota_bytes" json:"producer_quota_bytes"`
+	// DecodeBudgetBytes is the producer's bound on the decoded image bytes
+	// all requests hold at once (CONTRACT SE-4: "decode memory and CPU are
+	// bounded across all requests together (beyond the bound,
+	// RESOURCE_EXHAUSTED)"), 8 bytes a pixel (16-bit RGBA: what the SE-4
+	// case's 16-bit RGBA PNGs hold decoded in any form); 0 = undeclared
+	// (the SE-4 decode-budget case is then not verifiable). The case
+	// decodes about half of it, so declare a small one (the reference
+	// engine: --decode-budget-bytes with --max-request-pixels).
+	DecodeBudgetBytes int64 `yaml:"decode_budget_bytes" json:"decode_budget_bytes"`
 	// ReferenceFormat declares the opaque-state format so H-3/SU-5 cases can
 	// corrupt a field: "baton-json-v1" (JSON with id, items[].hash, tag) or "" (opaque).
 	ReferenceFormat string `yaml:"reference_format" json:"reference_format"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -29,9 +30,9 @@ import (
 type DecodeBudget struct {
 	// MaxBytes bounds the decoded bytes reserved at once (--decode-budget-bytes;
 	// default DefaultDecodeBudgetBytes). It must hold one request of the
-	// largest size L-6 lets in (MaxRequestPixels * DecodedBytesPerPixel =
-	// 320 MB under the default media limits), so every valid request is
-	// served once it has the budget to itself.
+	// largest size L-6 lets in (Config.MaxRequestPixels *
+	// DecodedBytesPerPixel = 320 MB under the default media limits), so
+	// every valid request is served once it has the budget to itself.
 	MaxBytes int64
 	// MaxConcurrent bounds the decodes running at once
 	// (--max-concurrent-decodes; default: GOMAXPROCS-1, at least 1).
@@ -88,13 +89,14 @@ func (b DecodeBudget) withDefaults() DecodeBudget {
 }
 
 // largestRequestPixels is the most pixels one request may declare under
-// lim (L-6): MaxRequestPixels, or fewer when every item's own bound is low.
-func largestRequestPixels(lim encoder.Limits) int64 {
+// lim and the per-request bound maxRequest (L-6): maxRequest, or fewer when
+// every item's own bound is low.
+func largestRequestPixels(lim encoder.Limits, maxRequest int64) int64 {
 	per := lim.MaxPixels
 	if per <= 0 {
 		per = encoder.DefaultMaxPixels
 	}
-	return min(MaxRequestPixels, int64(MaxItemsPerRequest)*per)
+	return min(maxRequest, int64(MaxItemsPerRequest)*per)
 }
 
 // check validates a filled budget against the largest request L-6 lets in.
@@ -103,7 +105,7 @@ func (b DecodeBudget) check(maxRequestPixels int64) error {
 		return fmt.Errorf("server: --max-concurrent-decodes %d (want at least 1; 0 takes the default)", b.MaxConcurrent)
 	}
 	if need := maxRequestPixels * DecodedBytesPerPixel; b.MaxBytes < need {
-		return fmt.Errorf("server: --decode-budget-bytes %d is below one request of the largest size (%d pixels * %d bytes = %d): such requests could never be served", b.MaxBytes, maxRequestPixels, DecodedBytesPerPixel, need)
+		return fmt.Errorf("server: --decode-budget-bytes %d is below one request of the largest size (%d pixels * %d bytes = %d): such requests could never be served (lower --max-request-pixels with it)", b.MaxBytes, maxRequestPixels, DecodedBytesPerPixel, need)
 	}
 	return nil
 }
@@ -117,6 +119,10 @@ func newDecodeBudget(b DecodeBudget) *decodeBudget {
 		cpu:      semaphore.NewWeighted(int64(b.MaxConcurrent)),
 	}
 }
+
+// unbounded is the decode budget of the NoDecodeBudget mutant (hooks.go):
+// room for every request at once and a decode slot for every image.
+var unbounded = newDecodeBudget(DecodeBudget{MaxBytes: math.MaxInt64, MaxConcurrent: math.MaxInt32, Wait: -1})
 
 // reserve takes pixels*DecodedBytesPerPixel bytes of the budget, waiting up
 // to the budget's wait (or until ctx ends). It returns the release function

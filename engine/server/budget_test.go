@@ -172,3 +172,25 @@ func TestDecodeBudgetConfig(t *testing.T) {
 		t.Errorf("New with -1 concurrent decodes = %v; want ErrConfig", err)
 	}
 }
+
+// TestMaxRequestPixels: --max-request-pixels lowers L-6's bound on a
+// request's pixels, and with it the smallest decode budget the engine
+// accepts (one request of the largest size): a budget of exactly two 32x32
+// images starts, a publish of two is served, one of three is
+// INVALID_ARGUMENT naming L-6 before anything is decoded; a bound below 1
+// is a configuration error.
+func TestMaxRequestPixels(t *testing.T) {
+	cfg := Config{Role: RoleEncoder, CacheDir: t.TempDir(), MaxRequestPixels: 2 * budgetPixels,
+		DecodeBudget: DecodeBudget{MaxBytes: 2 * budgetPixels * DecodedBytesPerPixel}}
+	_, eng := startEngine(t, cfg)
+	if res, err := eng.Generate(context.Background(), budgetPublish(t, 2)); err != nil || res.Code() != codes.OK {
+		t.Errorf("publish of two 32x32 images under a 2048-pixel request bound = %v, %v; want OK", res.Status, err)
+	}
+	res, err := eng.Generate(context.Background(), budgetPublish(t, 3))
+	if err != nil || res.Code() != codes.InvalidArgument || !strings.Contains(res.Status.Message(), "L-6") {
+		t.Errorf("publish of three 32x32 images under a 2048-pixel request bound = %v, %v; want INVALID_ARGUMENT naming L-6", res.Status, err)
+	}
+	if _, err := New(Config{Role: RoleAggregated, Preset: "tiny", MaxRequestPixels: -1}, nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "max-request-pixels") {
+		t.Errorf("New with --max-request-pixels -1 = %v; want ErrConfig naming it", err)
+	}
+}

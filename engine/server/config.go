@@ -108,6 +108,12 @@ type Config struct {
 	ShutdownLinger time.Duration
 	// MediaLimits bound media before decoding (L-6).
 	MediaLimits encoder.Limits
+	// MaxRequestPixels bounds the decoded pixels of all a request's images
+	// together (L-6; --max-request-pixels; 0 = the package's
+	// MaxRequestPixels, 40 megapixels). The decode budget must hold one
+	// such request (DecodeBudget.MaxBytes >= it * DecodedBytesPerPixel), so
+	// a deployment, or a test, that wants a small budget lowers it too.
+	MaxRequestPixels int64
 	// ModelSeed selects the language model; EncoderSeed the encoder weights.
 	ModelSeed, EncoderSeed uint64
 	// ExecutorMode is ExecutorAsync (default) or ExecutorSync (--executor-mode).
@@ -264,8 +270,14 @@ func (c *Config) fill() error {
 	if c.MediaLimits == (encoder.Limits{}) {
 		c.MediaLimits = encoder.DefaultLimits()
 	}
+	if c.MaxRequestPixels == 0 {
+		c.MaxRequestPixels = MaxRequestPixels
+	}
+	if c.MaxRequestPixels < 1 {
+		return fmt.Errorf("server: --max-request-pixels %d (want at least 1; 0 takes the default, %d)", c.MaxRequestPixels, int64(MaxRequestPixels))
+	}
 	c.DecodeBudget = c.DecodeBudget.withDefaults()
-	if err := c.DecodeBudget.check(largestRequestPixels(c.MediaLimits)); err != nil {
+	if err := c.DecodeBudget.check(largestRequestPixels(c.MediaLimits, c.MaxRequestPixels)); err != nil {
 		return err
 	}
 	if c.EncoderSeed == 0 {

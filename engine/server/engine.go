@@ -172,7 +172,12 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: open shared directory: %w", err)
 		}
-		store := sharedDirStore{dir: dir, log: e.log}
+		if cfg.Hooks.ChmodCacheDir {
+			if err := e.fsys.Chmod(cfg.CacheDir, 0o700); err != nil {
+				return nil, fmt.Errorf("server: chmod the shared directory (hook ChmodCacheDir): %w", err)
+			}
+		}
+		store := sharedDirStore{dir: dir, log: e.log, skipSweep: cfg.Hooks.SkipDeadInstanceSweep}
 		// Crashed producers' directories go now (and later every
 		// shareddir.SweepIntervalMs from the collector).
 		store.sweep(e.now().UnixMilli())

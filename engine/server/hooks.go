@@ -124,6 +124,29 @@ type Hooks struct {
 	// uncertain, so the consumer quarantines (the SE-4 mutant: a client
 	// that abandons its transfers takes the consumer out of READY).
 	CancelCancelsTransfer bool
+	// NoDecodeBudget decodes every request's media at once, without
+	// reserving its decoded bytes in the decode budget or taking one of its
+	// decode slots (the SE-4 decode mutant: the engine before the global
+	// budget, where many heavy images together exhaust it).
+	NoDecodeBudget bool
+	// SkipDeadInstanceSweep never removes dead producers' instance
+	// directories from the shared directory, neither at start nor from the
+	// collector (the orphan-sweep-skipped mutant, hardening_test.go: the
+	// engine before issue 15's finding 7, where every crash leaked its
+	// directory, its entries and a live hmac.key).
+	SkipDeadInstanceSweep bool
+	// StorageFullInternal answers an entry write that failed for want of
+	// space (ENOSPC) as any other failed write: INTERNAL, with Health READY
+	// and no cache_dir check (the enospc-internal mutant: finding 8).
+	StorageFullInternal bool
+	// ChmodCacheDir sets --cache-dir to 0700 once the producer has opened
+	// it, whoever created it and whatever its mode (the cache-dir-chmod
+	// mutant: finding 9, a 1777 directory losing its sticky bit).
+	ChmodCacheDir bool
+	// UnlimitedRejectionLog logs every rejection, without the per-rule rate
+	// limit (the log-unlimited mutant: finding 11, a flood of bad requests
+	// filling the disk).
+	UnlimitedRejectionLog bool
 	// StaticGRPCHealth sets grpc.health.v1 only at start (SERVING) and at
 	// the drain (NOT_SERVING), whatever Health says (the SE-5 mutant).
 	StaticGRPCHealth bool

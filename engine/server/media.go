@@ -80,14 +80,18 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 		if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
 			totalPixels += int64(cfg.Width) * int64(cfg.Height)
 		}
-		if totalPixels > MaxRequestPixels {
-			return nil, fmt.Errorf("%w: L-6 the request's images hold over %d pixels together", handoff.ErrMediaRejected, int64(MaxRequestPixels))
+		if totalPixels > e.cfg.MaxRequestPixels {
+			return nil, fmt.Errorf("%w: L-6 the request's images hold over %d pixels together", handoff.ErrMediaRejected, e.cfg.MaxRequestPixels)
 		}
 	}
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	rel, err := e.decodes.reserve(ctx, totalPixels)
+	decodes := e.decodes
+	if e.cfg.Hooks.NoDecodeBudget {
+		decodes = unbounded
+	}
+	rel, err := decodes.reserve(ctx, totalPixels)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +103,7 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 		var derr error
 		// The decode and the content hash (a pass over every pixel) run in
 		// one of the budget's CPU slots (SE-4).
-		if err := e.decodes.run(ctx, func() {
+		if err := decodes.run(ctx, func() {
 			if img, _, derr = encoder.Decode(data, e.cfg.MediaLimits); derr != nil {
 				return
 			}
@@ -129,8 +133,9 @@ func (e *Engine) imageIdentity(im decodedImage) string {
 
 // Per-request media bounds (CONTRACT L-6): the item count equals the items
 // one reference may carry (handoff.MaxReferenceItems), and the decoded pixels
-// of all items together are bounded like one image's (encoder.DefaultMaxPixels),
-// so one request cannot hold more than about 320 MiB of decoded images.
+// of all items together are by default bounded like one image's
+// (encoder.DefaultMaxPixels; Config.MaxRequestPixels lowers it), so one
+// request cannot hold more than about 320 MiB of decoded images.
 const (
 	MaxItemsPerRequest = handoff.MaxReferenceItems
 	MaxRequestPixels   = encoder.DefaultMaxPixels

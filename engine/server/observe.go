@@ -111,7 +111,10 @@ func (e *Engine) endCall(ctx context.Context, ci *callInfo, start time.Time, err
 	if st.Code() != codes.Canceled {
 		e.metrics.observeRejection(rule, st.Code().String())
 	}
-	ok, suppressed := e.logLimit.allow(rule)
+	ok, suppressed := true, uint64(0)
+	if !e.cfg.Hooks.UnlimitedRejectionLog {
+		ok, suppressed = e.logLimit.allow(rule)
+	}
 	if !ok {
 		return // counted in the metrics; its line is one of the next line's "suppressed"
 	}

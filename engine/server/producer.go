@@ -176,7 +176,7 @@ func (e *Engine) writeFailed(err error) error {
 	if errors.Is(err, shareddir.ErrCleanup) {
 		e.failCleanup("remove the temp file of a failed write", err)
 	}
-	if errors.Is(err, syscall.ENOSPC) {
+	if errors.Is(err, syscall.ENOSPC) && !e.cfg.Hooks.StorageFullInternal {
 		e.mu.Lock()
 		e.health.Note(handoff.CheckCacheDir, handoff.HealthDegraded, fmt.Sprintf("ENOSPC: the shared directory %s is out of space; publishes answer RESOURCE_EXHAUSTED until an entry fits (L-5)", e.cfg.CacheDir))
 		e.storageFull = true

@@ -35,8 +35,9 @@ type entryStore interface {
 // sharedDirStore is the shared-directory backend: safetensors files that
 // consumers claim by atomic rename.
 type sharedDirStore struct {
-	dir *shareddir.Dir
-	log *slog.Logger // sweep failures: another instance's, not this one's cleanup (no X-1)
+	dir       *shareddir.Dir
+	log       *slog.Logger // sweep failures: another instance's, not this one's cleanup (no X-1)
+	skipSweep bool         // Hooks.SkipDeadInstanceSweep
 }
 
 func (s sharedDirStore) backend() string { return BackendSharedDir }
@@ -58,6 +59,9 @@ func (s sharedDirStore) collect(nowMs int64) error {
 // shareddir). Failures there concern another instance and never change
 // this one's Health; they are logged.
 func (s sharedDirStore) sweep(nowMs int64) {
+	if s.skipSweep {
+		return
+	}
 	if n, err := s.dir.SweepDeadInstances(nowMs); err != nil {
 		s.log.Warn("removing dead producer instance directories", "removed", n, "err", err)
 	} else if n > 0 {

@@ -268,7 +268,7 @@ func (tp *topo) handoff(ctx context.Context, s *signals) ([]uint32, error) {
 	}
 	pub, err := prod.Generate(ctx, &pb.GenerateRequest{Media: tp.media, Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}})
 	if err != nil || pub.EncoderReady() == nil {
-		return nil, errNotOK
+		return nil, notOK("publish", pub, err)
 	}
 	consume := &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: tp.prompt}, Stopping: stopping(),
 		Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: pub.EncoderReady().GetRef()}}}
@@ -285,13 +285,14 @@ func (tp *topo) handoff(ctx context.Context, s *signals) ([]uint32, error) {
 			}
 		}
 		if err != nil || res.Code() != codes.OK || ready == nil {
-			return nil, errNotOK
+			release(ctx, prod, pub.EncoderReady().GetRef())
+			return nil, notOK("prefill", res, err)
 		}
 		dec, _ := tp.live.Engine(target.RoleDecode)
 		out, err := dec.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: tp.prompt}, Stopping: stopping(),
 			Kv: &pb.KvOptions{Session: ready.GetKvSession()}, DecodePreparation: ready.GetDecodePreparation()})
 		if err != nil || out.Code() != codes.OK || len(out.TokenIDs()) == 0 {
-			return nil, errNotOK
+			return nil, notOK("decode", out, err)
 		}
 		if s != nil {
 			notify(s.replied)
@@ -301,12 +302,37 @@ func (tp *topo) handoff(ctx context.Context, s *signals) ([]uint32, error) {
 	cons, _ := tp.live.Engine(target.RoleConsumer)
 	res, err := cons.Generate(ctx, consume)
 	if err != nil || res.Code() != codes.OK || len(res.TokenIDs()) == 0 {
-		return nil, errNotOK
+		release(ctx, prod, pub.EncoderReady().GetRef())
+		return nil, notOK("consume", res, err)
 	}
 	if s != nil {
 		notify(s.replied)
 	}
 	return res.TokenIDs(), nil
+}
+
+// release gives back a published entry whose consume failed, as a client
+// does (Abort(encoder_cache), CONTRACT SU-3; ALREADY_FINISHED if the
+// consumer had claimed it), so the entries of the crash window's failed
+// handoffs do not hold the producer's L-5 quota until their TTL and make
+// the handoffs after the restart RESOURCE_EXHAUSTED. Best effort, on a
+// context of its own (the run's may be ending).
+func release(ctx context.Context, prod target.Engine, ref *pb.EncoderCacheRef) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, _ = prod.Abort(actx, &pb.AbortRequest{Target: &pb.AbortRequest_EncoderCache{EncoderCache: ref}})
+}
+
+// notOK is errNotOK saying which step of a handoff answered what: the
+// call's error, else its status and how many tokens it gave.
+func notOK(step string, res *target.GenerateResult, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s: %v", errNotOK, step, err)
+	case res == nil || res.Status == nil:
+		return fmt.Errorf("%w: %s: no status", errNotOK, step)
+	}
+	return fmt.Errorf("%w: %s: %s %q, %d tokens", errNotOK, step, res.Code(), res.Status.Message(), len(res.TokenIDs()))
 }
 
 // once is one kill: handoffs run in workers, the victim is killed at the
@@ -415,7 +441,7 @@ func (c *campaign) once(ctx context.Context, tp *topo, sc scenario, r *result) e
 	// After the restart a handoff answers as the baseline (retried while a
 	// peer reconnects: UNAVAILABLE is retryable).
 	deadline := time.Now().Add(c.hard)
-	for {
+	for attempts := 1; ; attempts++ {
 		toks, err := tp.handoff(ctx, nil)
 		if err == nil {
 			r.answers++
@@ -425,7 +451,7 @@ func (c *campaign) once(ctx context.Context, tp *topo, sc scenario, r *result) e
 			break
 		}
 		if time.Now().After(deadline) {
-			r.violations = append(r.violations, fmt.Sprintf("%s: no handoff succeeded within %v of the victim's restart", sc.name(), c.hard))
+			r.violations = append(r.violations, fmt.Sprintf("%s: no handoff succeeded within %v of the victim's restart (%d attempts; the last: %v)", sc.name(), c.hard, attempts, err))
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // a client's retry of a retryable answer

@@ -4,6 +4,7 @@
 #
 #   tools/fuzz/campaign.sh build             # bin/fuzz.tgz: one instrumented test binary per package
 #   tools/fuzz/campaign.sh run SECONDS OUT [TARGET...]
+#   tools/fuzz/campaign.sh list              # every target, one "pkg/dir:FuzzName" a line
 #
 # `run` fuzzes every target (or the named ones, "pkg/dir:FuzzName") at once,
 # one worker each (more when few targets run; FUZZ_WORKERS sets it), for SECONDS, each in a copy of
@@ -15,7 +16,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-pkgs=(engine/xfer engine/encoder engine/server conformance/target reports sim)
+# Every package with a fuzz target, found the way the Makefile's `fuzz:`
+# target finds them (a `func FuzzXxx` in a _test.go file), so a new target
+# is in the campaign without editing this list.
+mapfile -t pkgs < <(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sed 's|^\./||' | sort -u)
 
 targets_of() { grep -h '^func Fuzz' "$1"/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u; }
 
@@ -63,8 +67,13 @@ run)
 	done | tee "$out/summary.txt"
 	exit $status
 	;;
+list)
+	for p in "${pkgs[@]}"; do
+		for f in $(targets_of "$p"); do echo "$p:$f"; done
+	done
+	;;
 *)
-	echo "usage: $0 build | run SECONDS OUT [pkg/dir:FuzzName...]" >&2
+	echo "usage: $0 build | run SECONDS OUT [pkg/dir:FuzzName...] | list" >&2
 	exit 2
 	;;
 esac
