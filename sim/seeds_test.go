@@ -49,6 +49,8 @@ func TestSeedsCoverBothBackendsAndEveryFault(t *testing.T) {
 // also has a test of its own in the package it was fixed in.)
 var foundSeeds = map[uint64]string{
 	192999: "X-1: a release after a failed removal answered ALREADY_FINISHED while the entry's file stayed claimable, so a later consume succeeded on a spent reference (SU-2, SU-3); handoff.ReleaseCleanupFailed",
+	576264: "SU-3: a release arriving while an earlier release's removal was in flight answered ALREADY_FINISHED at once, then a consumer's claim won the rename and its consume answered OK (SU-2, history not linearizable); handoff.ReleaseWait, testdata/scenarios/release_during_removal.txt",
+	954255: "SU-3, X-1: the same, with the removal in flight failing (X-1) and leaving the entry claimable; handoff.ReleaseWait",
 }
 
 // TestFoundSeedsPass runs the seeds that once failed.
