@@ -485,11 +485,17 @@ func (w *World) endCheck() bool {
 		w.after(100, event{kind: evEndCheck})
 		return false
 	}
+	busy := false
 	for _, c := range w.cons {
 		if !c.up || c.receives.Inflight() > 0 {
-			w.after(100, event{kind: evEndCheck})
-			return false
+			busy = true
+			continue
 		}
+		w.consumerDrained(c.idx)
+	}
+	if busy {
+		w.after(100, event{kind: evEndCheck})
+		return false
 	}
 	for _, wr := range w.writes {
 		if wr.pending() {
