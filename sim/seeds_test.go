@@ -53,6 +53,7 @@ var foundSeeds = map[uint64]string{
 	954255: "SU-3, X-1: the same, with the removal in flight failing (X-1) and leaving the entry claimable; handoff.ReleaseWait",
 	285515: "S-2, S-4: a consume in flight on P when its drain began ended OK later; the KV session of its PrefillReady was never released (the simulator's P released its sessions only when the drain began); World.consumerDrained, testdata/scenarios/eppd_prefill_during_drain.txt (its draws changed with the ReleaseWait fix; 572691 found it again)",
 	572691: "S-2, S-4: the leaked KV session of 285515, found again after the ReleaseWait fix; World.consumerDrained",
+	920554: "liveness: E crashed while draining after a Shutdown and was down when the run's end shut every node down; the end asked the dead instance's Health, so the restarted instance was never shut down (a simulator driver bug); World.endCheck, testdata/scenarios/producer_restart_during_drain.txt (its draws changed with the ReleaseWait fix)",
 }
 
 // TestFoundSeedsPass runs the seeds that once failed.
