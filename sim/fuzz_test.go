@@ -63,6 +63,7 @@ func FuzzScenario(f *testing.F) {
 	}
 	f.Add("new consumers=0\npublish h=-1\nclaim h=0 pd=9\ndeliver n=-5\nexpect")
 	f.Add("publish h=0")
+	f.Add("new\ndelay kind=nope ms=1\ndelay kind=remove-done ms=-1\npublish h=0\ndelay kind=publish-arrive ms=99999999999\nfinish max=99999999\ncrash-producer\ncrash-producer\nshutdown\nfinish max=x\nfinish\nfinish")
 	f.Fuzz(func(t *testing.T, script string) {
 		sc := NewScenario()
 		for i, line := range strings.Split(script, "\n") {

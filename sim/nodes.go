@@ -160,6 +160,18 @@ func (w *World) drainNodes() {
 	}
 }
 
+// consumerDrained: consumer p, draining, has no request in flight any more
+// (endCheck). A P releases the KV sessions its prefills made since its
+// drain began: engine/server's Drain releases P's sessions after its
+// in-flight requests ended (drainKVSessions after running.Wait), so a
+// consume that was in flight when the drain began (a slow WRITE) and ended
+// OK later leaves no session behind. Found by the simulator (seed 285515).
+func (w *World) consumerDrained(p int) {
+	if w.set.eppd() {
+		w.drainKVSessions(p)
+	}
+}
+
 // nodesBusy reports whether a node still has work in flight (endCheck).
 func (w *World) nodesBusy() bool {
 	for _, r := range w.nodes.reqs {

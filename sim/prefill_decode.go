@@ -435,13 +435,24 @@ func (w *World) kvExpire(ev event) {
 
 // drainEPPD: P releases every session it holds; D starts its drain.
 func (w *World) drainEPPD() {
-	for _, s := range w.nodes.sessions {
-		if s.live(w) {
-			s.state = kvDrained
-			w.nodes.touched = append(w.nodes.touched, s)
-		}
+	for p := range w.cons {
+		w.drainKVSessions(p)
 	}
 	for _, d := range w.nodes.decoders {
 		d.health.StartDrain()
+	}
+}
+
+// drainKVSessions: P node p releases every KV session it still holds
+// (S-2, S-4), as engine/server's drainKVSessions does.
+func (w *World) drainKVSessions(p int) {
+	for _, s := range w.nodes.sessions {
+		if s.p == p && s.live(w) {
+			s.state = kvDrained
+			w.nodes.touched = append(w.nodes.touched, s)
+			if w.tracing {
+				w.notef("P%d: drain released KV session %s", p, short(s.id))
+			}
+		}
 	}
 }

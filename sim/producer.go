@@ -24,6 +24,15 @@ type producerNode struct {
 	// cleanups counts removals between the table's decision and RemovalDone.
 	cleanups int
 	stopped  bool
+	// releaseWaits are the releases waiting, by entry, for a removal in
+	// flight to end (handoff.ReleaseWait), as engine/server's release waits.
+	releaseWaits map[string][]releaseWaiter
+}
+
+// releaseWaiter is a release call waiting for a removal in flight.
+type releaseWaiter struct {
+	h   int
+	rpc int64
 }
 
 func newProducerNode(w *World) *producerNode {
@@ -272,6 +281,21 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 	switch w.prod.table.Release(id) {
 	case handoff.ReleaseRemove:
 		w.startRemoval(id, handoff.CauseRelease, h, rpc)
+	case handoff.ReleaseWait:
+		// Its removal is in flight: a consumer may still win the claim, or
+		// the removal may fail; the answer waits for the outcome
+		// (seeds 576264, 954255). Nobody waits for an internal one (h < 0):
+		// the removal in flight ends the entry.
+		if w.tracing {
+			w.notef("release %s waits for its removal in flight", short(id))
+		}
+		if h >= 0 {
+			p := w.prod
+			if p.releaseWaits == nil {
+				p.releaseWaits = map[string][]releaseWaiter{}
+			}
+			p.releaseWaits[id] = append(p.releaseWaits[id], releaseWaiter{h: h, rpc: rpc})
+		}
 	case handoff.ReleaseCleanupFailed:
 		if w.tracing {
 			w.notef("release %s: UNAVAILABLE (X-1 its removal failed)", short(id))
@@ -346,6 +370,7 @@ func (w *World) removeDone(ev event) {
 			w.notef("X-1 removal of %s failed", short(id))
 		}
 		reply(resUnavailable)
+		w.decideWaitingReleases(id)
 		return
 	}
 	won := false
@@ -370,6 +395,22 @@ func (w *World) removeDone(ev event) {
 		reply(resAborted)
 	default:
 		reply(resAlreadyFinished)
+	}
+	w.decideWaitingReleases(id)
+}
+
+// decideWaitingReleases: the removal of id ended; every release that
+// waited for it is decided again (ALREADY_FINISHED, or UNAVAILABLE after
+// a failed removal, X-1).
+func (w *World) decideWaitingReleases(id string) {
+	p := w.prod
+	waits := p.releaseWaits[id]
+	if len(waits) == 0 {
+		return
+	}
+	delete(p.releaseWaits, id)
+	for _, r := range waits {
+		w.producerRelease(id, r.h, r.rpc)
 	}
 }
 

@@ -34,6 +34,11 @@ import (
 //	align kind=KIND with=KIND2  move the earliest KIND event to the tick of the earliest KIND2 one (the same step)
 //	advance ms=N                step every event due in the next N ms, then move the clock there
 //	stabilize [max=N]           step until only the periodic collector is left (at most max steps)
+//	delay kind=KIND ms=MS       the earliest pending KIND event happens MS ms later (a slow removal or WRITE)
+//	shutdown                    Shutdown(own id) on E now: its drain starts (S-1, S-2)
+//	crash-producer              E's process dies now; it restarts under a new instance id (producer_crash.go)
+//	finish [max=N]              end the run as a seeded one ends: heal, shut every node down once every
+//	                            client is done, step until converged, run the end-of-run checks
 //	expect                      print the producer, consumers, clients and entries
 //
 // Each step prints "t=TICK EVENT: note". Errors are printed, not returned
@@ -261,6 +266,14 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		return sc.partition(b, args, num, consumer) // scenario_nodes.go
 	case "decode":
 		return sc.decode(b, args, num, clientArg) // scenario_nodes.go
+	case "delay":
+		return sc.delay(b, args, num) // scenario_end.go
+	case "shutdown":
+		sc.shutdown(b)
+	case "crash-producer":
+		sc.crashProducer(b)
+	case "finish":
+		return sc.finish(b, num)
 	default:
 		return fmt.Errorf("unknown command %q", cmd)
 	}

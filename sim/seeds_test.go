@@ -49,6 +49,11 @@ func TestSeedsCoverBothBackendsAndEveryFault(t *testing.T) {
 // also has a test of its own in the package it was fixed in.)
 var foundSeeds = map[uint64]string{
 	192999: "X-1: a release after a failed removal answered ALREADY_FINISHED while the entry's file stayed claimable, so a later consume succeeded on a spent reference (SU-2, SU-3); handoff.ReleaseCleanupFailed",
+	576264: "SU-3: a release arriving while an earlier release's removal was in flight answered ALREADY_FINISHED at once, then a consumer's claim won the rename and its consume answered OK (SU-2, history not linearizable); handoff.ReleaseWait, testdata/scenarios/release_during_removal.txt",
+	954255: "SU-3, X-1: the same, with the removal in flight failing (X-1) and leaving the entry claimable; handoff.ReleaseWait",
+	285515: "S-2, S-4: a consume in flight on P when its drain began ended OK later; the KV session of its PrefillReady was never released (the simulator's P released its sessions only when the drain began); World.consumerDrained, testdata/scenarios/eppd_prefill_during_drain.txt (its draws changed with the ReleaseWait fix; 572691 found it again)",
+	572691: "S-2, S-4: the leaked KV session of 285515, found again after the ReleaseWait fix; World.consumerDrained",
+	920554: "liveness: E crashed while draining after a Shutdown and was down when the run's end shut every node down; the end asked the dead instance's Health, so the restarted instance was never shut down (a simulator driver bug); World.endCheck, testdata/scenarios/producer_restart_during_drain.txt (its draws changed with the ReleaseWait fix)",
 }
 
 // TestFoundSeedsPass runs the seeds that once failed.

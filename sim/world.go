@@ -482,14 +482,27 @@ func (w *World) endCheck() bool {
 		return false
 	}
 	if !w.prod.stopped {
+		if !w.nodes.prodDown && !w.prod.health.Draining() {
+			// E restarted (producer_crash.go) after its Shutdown went to
+			// the instance that crashed, or after the look above read the
+			// dead instance's Health while it was down: the new instance
+			// is shut down too. Found by the simulator (seed 920554).
+			w.after(0, event{kind: evShutdown})
+		}
 		w.after(100, event{kind: evEndCheck})
 		return false
 	}
+	busy := false
 	for _, c := range w.cons {
 		if !c.up || c.receives.Inflight() > 0 {
-			w.after(100, event{kind: evEndCheck})
-			return false
+			busy = true
+			continue
 		}
+		w.consumerDrained(c.idx)
+	}
+	if busy {
+		w.after(100, event{kind: evEndCheck})
+		return false
 	}
 	for _, wr := range w.writes {
 		if wr.pending() {

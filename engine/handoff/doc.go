@@ -19,6 +19,8 @@
 //	case ReleaseRemove:
 //	    won, err := storage.Remove(id)       // races a consumer's claim by rename
 //	    answer := table.RemovalDone(id, won) // ABORTED or ALREADY_FINISHED
+//	case ReleaseWait:                        // another removal of id is in flight
+//	    wait until it ended (RemovalDone or RemovalFailed), then Release(id) again
 //	}
 //	for _, id := range table.Expire(nowMs) { remove; RemovalDone }  // X-2
 //	for _, id := range table.Drain() { remove; RemovalDone }        // S-2

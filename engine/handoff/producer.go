@@ -75,6 +75,18 @@ const (
 	// while a consumer can still claim it (SU-2, SU-3). Found by the
 	// simulator (seed 192999).
 	ReleaseCleanupFailed
+	// ReleaseWait: the entry's storage is being removed (an earlier
+	// release, its expiry or the drain moved it to Removing) and the
+	// removal has not ended: a consumer may still win the race for the
+	// storage (its claim by rename lands first) or the removal may fail
+	// (X-1, the storage stays claimable). No answer is true yet, so the
+	// caller answers nothing now: it waits until the removal ended
+	// (RemovalDone or RemovalFailed was called for the entry), then calls
+	// Release again, which answers ReleaseAlreadyFinished or
+	// ReleaseCleanupFailed. Answering ALREADY_FINISHED at once told the
+	// client the reference was spent while a consumer could still claim
+	// it (SU-2, SU-3). Found by the simulator (seeds 576264, 954255).
+	ReleaseWait
 )
 
 // ProducerConfig bounds the producer's table.
@@ -208,11 +220,19 @@ func (t *ProducerTable) AbandonPublish(id string) {
 // Release decides Abort(encoder_cache=ref) for a reference whose tag verified
 // (CONTRACT SU-3). A live Published entry moves to Removing and the answer is
 // ReleaseRemove; anything not live (consumed, released, expired, unknown to
-// this table) is ReleaseAlreadyFinished. An entry already being removed by
-// expiry or drain is also ReleaseAlreadyFinished: this call did not release it.
+// this table, or out of the table for a transfer) is
+// ReleaseAlreadyFinished, or ReleaseCleanupFailed after its removal failed
+// . An entry already being removed (by an earlier release, expiry or
+// drain) is ReleaseWait: this call did not release it, and whether the
+// entry is spent is known only once that removal ends; the caller asks
+// again then, and the answer is ReleaseAlreadyFinished (or
+// ReleaseCleanupFailed), never ReleaseAborted.
 func (t *ProducerTable) Release(id string) ReleaseOutcome {
 	t.version++
 	e, ok := t.entries[id]
+	if ok && e.state == EntryRemoving {
+		return ReleaseWait
+	}
 	if !ok || e.state != EntryPublished {
 		if _, failed := t.failedRemovals[id]; failed {
 			return ReleaseCleanupFailed

@@ -94,6 +94,89 @@ func TestReleaseAfterFailedRemoval(t *testing.T) {
 	}
 }
 
+// TestReleaseDuringRemovalWaits: a release of an entry whose removal (by an
+// earlier release, its expiry or the drain) has not ended answers
+// ReleaseWait, never ALREADY_FINISHED at once: until the removal ends a
+// consumer may still win the claim, or the removal may fail and leave the
+// storage claimable, so the reference is not known to be spent
+// (SU-2, SU-3). Once the removal ended, the same release is
+// ALREADY_FINISHED (whoever won) or ReleaseCleanupFailed (it failed).
+// Found by the simulator (seeds 576264, 954255).
+func TestReleaseDuringRemovalWaits(t *testing.T) {
+	type removal int
+	const (
+		removalWon removal = iota
+		removalLost
+		removalFailed
+	)
+	starts := []struct {
+		name  string
+		start func(tb *ProducerTable, e string) RemovalCause
+	}{
+		{"an earlier release", func(tb *ProducerTable, e string) RemovalCause {
+			if got := tb.Release(e); got != ReleaseRemove {
+				t.Fatalf("first Release = %v, want ReleaseRemove", got)
+			}
+			return CauseRelease
+		}},
+		{"its expiry", func(tb *ProducerTable, e string) RemovalCause {
+			if got := tb.Expire(100); len(got) != 1 || got[0] != e {
+				t.Fatalf("Expire = %v, want [%s]", got, e)
+			}
+			return CauseExpiry
+		}},
+		{"the drain", func(tb *ProducerTable, e string) RemovalCause {
+			if got := tb.Drain(); len(got) != 1 || got[0] != e {
+				t.Fatalf("Drain = %v, want [%s]", got, e)
+			}
+			return CauseDrain
+		}},
+	}
+	ends := []struct {
+		name  string
+		end   removal
+		after ReleaseOutcome
+	}{
+		{"the removal won", removalWon, ReleaseAlreadyFinished},
+		{"a consumer's claim won", removalLost, ReleaseAlreadyFinished},
+		{"the removal failed (X-1)", removalFailed, ReleaseCleanupFailed},
+	}
+	for _, st := range starts {
+		for _, en := range ends {
+			t.Run(fmt.Sprintf("SU-3 release during a removal by %s, then %s", st.name, en.name), func(t *testing.T) {
+				tb := NewProducerTable(ProducerConfig{QuotaBytes: 1000})
+				e := published(t, tb, 1, 100, 50)
+				cause := st.start(tb, e)
+				for i := 0; i < 2; i++ {
+					if got := tb.Release(e); got != ReleaseWait {
+						t.Fatalf("Release %d while the removal is in flight = %v, want ReleaseWait (the entry may still be claimed)", i+1, got)
+					}
+				}
+				if got := tb.State(e); got != EntryRemoving {
+					t.Fatalf("state after the waiting releases = %v, want REMOVING (they change nothing)", got)
+				}
+				switch en.end {
+				case removalFailed:
+					tb.RemovalFailed(e)
+				default:
+					got := tb.RemovalDone(e, en.end == removalWon)
+					want := ReleaseAlreadyFinished
+					if cause == CauseRelease && en.end == removalWon {
+						want = ReleaseAborted
+					}
+					if got != want {
+						t.Errorf("RemovalDone = %v, want %v (the first release's answer)", got, want)
+					}
+				}
+				if got := tb.Release(e); got != en.after {
+					t.Errorf("Release after the removal ended = %v, want %v", got, en.after)
+				}
+				mustInvariants(t, tb)
+			})
+		}
+	}
+}
+
 // TestProducerQuota covers L-5: past the bound a publish fails with
 // RESOURCE_EXHAUSTED and reserves nothing; released bytes come back.
 func TestProducerQuota(t *testing.T) {

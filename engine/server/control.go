@@ -216,7 +216,7 @@ func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortRes
 		}
 		return &pb.AbortResponse{Status: st}, nil
 	case *pb.AbortRequest_EncoderCache:
-		st, err := e.abortEncoderCache(t.EncoderCache, callerAddr(ctx))
+		st, err := e.abortEncoderCache(ctx, t.EncoderCache, callerAddr(ctx))
 		if err != nil {
 			return nil, e.status(err)
 		}
@@ -231,8 +231,9 @@ func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortRes
 
 // abortEncoderCache releases a published entry: ABORTED the first time,
 // ALREADY_FINISHED after or once consumed or expired (SU-3); a malformed or
-// foreign reference is INVALID_ARGUMENT (SU-4, SU-5).
-func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef, caller string) (pb.AbortStatus, error) {
+// foreign reference is INVALID_ARGUMENT (SU-4, SU-5). A release of an entry
+// whose removal is in flight waits for it, bounded by ctx (release).
+func (e *Engine) abortEncoderCache(ctx context.Context, wire *pb.EncoderCacheRef, caller string) (pb.AbortStatus, error) {
 	if e.cfg.Role != RoleEncoder {
 		return 0, fmt.Errorf("%w: L-4 only the producer releases encoder outputs", handoff.ErrWrongRole)
 	}
@@ -259,7 +260,7 @@ func (e *Engine) abortEncoderCache(wire *pb.EncoderCacheRef, caller string) (pb.
 	if ref.Expired(e.now().UnixMilli()) {
 		e.expire() // SU-3: an expired entry is ALREADY_FINISHED, and is collected now
 	}
-	out, err := e.release(ref.EntryID)
+	out, err := e.release(ctx, ref.EntryID)
 	if err != nil {
 		return 0, err
 	}

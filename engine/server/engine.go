@@ -71,6 +71,13 @@ type Engine struct {
 	drained     chan struct{}
 	shutdown    chan time.Duration // Shutdown ACCEPTED -> the serve loop, with its drain timeout
 	forceStop   func()             // closes every stream (set by NewServer); drain's last resort
+
+	// removalEnded (under mu) is closed and cleared when a removal of an
+	// entry ends, waking the releases that wait for one (handoff.ReleaseWait).
+	removalEnded chan struct{}
+	// releaseWaiting, when set (tests, under mu), is called each time a
+	// release starts waiting for a removal in flight, without mu held.
+	releaseWaiting func(id string)
 }
 
 // ErrConfig wraps every error of a Config New refuses (an unknown role,

@@ -160,7 +160,7 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 			return err
 		}
 		// C-7: nobody can consume what the client never got.
-		if _, rerr := e.release(id); rerr != nil {
+		if _, rerr := e.release(context.WithoutCancel(ctx), id); rerr != nil {
 			e.log.Error("C-7 release after failed send", "entry", id, "err", rerr)
 		}
 		return err
@@ -203,9 +203,29 @@ func (e *Engine) storageHasRoom() {
 
 // release removes a live entry's storage: the producer's removal and a
 // consumer's claim race by atomic rename, and exactly one wins (SU-1, SU-3).
-func (e *Engine) release(id string) (handoff.ReleaseOutcome, error) {
+// A release of an entry whose removal (an earlier release, its expiry, the
+// drain) is still in flight waits, without holding mu, until that
+// removal ended and then answers (handoff.ReleaseWait): until then a
+// consumer may still claim the entry, or the removal may fail, so
+// ALREADY_FINISHED would not be true yet (found by the simulator, seeds
+// 576264 and 954255). ctx bounds the wait; its error is the answer then.
+func (e *Engine) release(ctx context.Context, id string) (handoff.ReleaseOutcome, error) {
 	e.mu.Lock()
 	decision := e.table.Release(id)
+	for decision == handoff.ReleaseWait {
+		ended, hook := e.removalEndedLocked(), e.releaseWaiting
+		e.mu.Unlock()
+		if hook != nil {
+			hook(id)
+		}
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("server: release of entry %s waited for its removal in flight: %w", id, ctx.Err())
+		}
+		e.mu.Lock()
+		decision = e.table.Release(id)
+	}
 	if decision == handoff.ReleaseCleanupFailed {
 		e.mu.Unlock()
 		return 0, fmt.Errorf("%w: X-1 the removal of entry %s failed earlier; its storage may still be there", handoff.ErrCleanupFailed, id)
@@ -248,6 +268,7 @@ func (e *Engine) finishRemovalOf(id string, expiry bool) (handoff.ReleaseOutcome
 		}
 	}
 	e.cleanups--
+	e.removalEndedSignalLocked() // releases waiting on this removal decide again
 	if err != nil {
 		e.table.RemovalFailed(id)
 		e.mu.Unlock()
@@ -257,6 +278,27 @@ func (e *Engine) finishRemovalOf(id string, expiry bool) (handoff.ReleaseOutcome
 	out := e.table.RemovalDone(id, won)
 	e.mu.Unlock()
 	return out, nil
+}
+
+// removalEndedLocked returns a channel closed when the next removal of an
+// entry ends (RemovalDone or RemovalFailed reported to the table). Call
+// with mu held.
+func (e *Engine) removalEndedLocked() chan struct{} {
+	if e.removalEnded == nil {
+		e.removalEnded = make(chan struct{})
+	}
+	return e.removalEnded
+}
+
+// removalEndedSignalLocked wakes every release waiting for a removal in
+// flight (handoff.ReleaseWait); each decides again, and waits again if its
+// own entry's removal has not ended. Call with mu held, in the same
+// critical section that reports the removal's end to the table.
+func (e *Engine) removalEndedSignalLocked() {
+	if e.removalEnded != nil {
+		close(e.removalEnded)
+		e.removalEnded = nil
+	}
 }
 
 // collect is one pass of the producer's collector: entries found claimed
