@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"strings"
@@ -20,6 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Regression tests for the attack run's agent-metadata findings: A3 (E
@@ -271,4 +274,67 @@ func TestA4NoCallRedirectsAnothersWrite(t *testing.T) {
 			expectNoPeers(t, "E", prodSrv)
 		})
 	}
+}
+
+// TestA7DecodeKeepsNoPrefillAgent: a client sends D decode requests whose
+// kv.session is forged: a random session id, P's genuine control endpoint,
+// and agent metadata naming a new agent each time at P's trusted agent
+// address, canonical or with the port padded by leading zeros. Each is
+// INVALID_ARGUMENT (the padded one as a malformed kv.session, before any
+// connection); none leaves anything in D's agent or D's record of attached
+// sessions, and a genuine session still decodes.
+func TestA7DecodeKeepsNoPrefillAgent(t *testing.T) {
+	preSrv, pre := startEngine(t, Config{Role: RolePrefill, AcceptBackends: []string{BackendTCP}})
+	decSrv, dec := startEngine(t, Config{Role: RoleDecode})
+	ctx := context.Background()
+	stop := &pb.StoppingOptions{MaxTokens: proto.Uint32(4)}
+	prefill := func() *pb.KvSessionRef {
+		res, err := pre.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "Say hello."}, Stopping: stop})
+		if err != nil || res.Code() != codes.OK || len(res.Responses) != 1 {
+			t.Fatalf("prefill = %v, %v", res.Status, err)
+		}
+		return res.Responses[0].GetPrefillReady().GetKvSession()
+	}
+	decode := func(kv *pb.KvSessionRef) *target.GenerateResult {
+		res, err := dec.Generate(ctx, &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "Say hello."}, Stopping: stop, Kv: &pb.KvOptions{Session: kv}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	genuine := prefill()
+	trusted := agentAddress(t, preSrv)
+	forge := func(address string) *pb.KvSessionRef {
+		kv := proto.Clone(genuine).(*pb.KvSessionRef)
+		var id [16]byte
+		_, _ = rand.Read(id[:])
+		kv.SessionId = hex.EncodeToString(id[:])
+		region := binary.BigEndian.AppendUint64(nil, 1<<36)
+		region = binary.BigEndian.AppendUint64(region, 32)
+		region = append(region, id[:]...)
+		kv.AttributesStruct.Fields[AttrKVAgent] = structpb.NewStringValue(base64.StdEncoding.EncodeToString(tcpAgentMetadata(randomAgentName(t), address)))
+		kv.AttributesStruct.Fields[AttrKVRegion] = structpb.NewStringValue(base64.StdEncoding.EncodeToString(region))
+		return kv
+	}
+	for i := range 32 {
+		if res := decode(forge(paddedPort(t, trusted))); !rejected(res, codes.InvalidArgument) || !strings.Contains(res.Status.Message(), "malformed kv.session") {
+			t.Fatalf("request %d with a padded agent port = %v; want INVALID_ARGUMENT (malformed kv.session)", i, res.Status)
+		}
+		if res := decode(forge(trusted)); !rejected(res, codes.InvalidArgument) {
+			t.Fatalf("request %d with a forged session = %v; want INVALID_ARGUMENT", i, res.Status)
+		}
+	}
+	expectNoPeers(t, "D", decSrv)
+	decSrv.Engine.kv.mu.Lock()
+	attached := len(decSrv.Engine.kv.attached)
+	decSrv.Engine.kv.mu.Unlock()
+	if attached != 0 {
+		t.Errorf("D remembers %d attached sessions after forged ones only; want 0 (P answered ALREADY_FINISHED for each)", attached)
+	}
+	if res := decode(genuine); res.Code() != codes.OK || len(res.TokenIDs()) == 0 {
+		t.Errorf("genuine decode after the attack = %v; want OK with tokens", res.Status)
+	}
+	expectNoPeers(t, "D", decSrv)
+	expectCalm(t, "D", decSrv)
+	expectCalm(t, "P", preSrv)
 }
