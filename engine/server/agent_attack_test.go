@@ -77,8 +77,9 @@ func agentAddress(t *testing.T, s *Server) string {
 
 // rawTransfer calls TransferEncoderCache on addr as a client would, with
 // consumer_agent agentMD and one target per item of ref, each of the item's
-// size (so only the agent metadata and the reference decide the answer).
-func rawTransfer(t *testing.T, addr string, ref *pb.EncoderCacheRef, agentMD []byte) (codes.Code, string, metadata.MD) {
+// size (so only the agent metadata and the reference decide the answer),
+// then changed by each of edits.
+func rawTransfer(t *testing.T, addr string, ref *pb.EncoderCacheRef, agentMD []byte, edits ...func(*pb.TransferEncoderCacheRequest)) (codes.Code, string, metadata.MD) {
 	t.Helper()
 	parsed, err := handoff.ParseReference(ref.GetBackend(), ref.GetProducerInstanceId(), endpointOf(ref.GetProducerEndpoint()), ref.GetOpaqueState(), 0)
 	if err != nil {
@@ -87,6 +88,9 @@ func rawTransfer(t *testing.T, addr string, ref *pb.EncoderCacheRef, agentMD []b
 	req := &pb.TransferEncoderCacheRequest{Ref: ref, TransferId: "attack", ConsumerAgent: agentMD}
 	for i, it := range parsed.Items {
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: 1<<36 + uint64(i)<<30, Length: uint64(it.PayloadBytes()), MemoryKind: "host", RemoteKey: []byte("0123456789abcdef")})
+	}
+	for _, edit := range edits {
+		edit(req)
 	}
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -164,6 +168,37 @@ func TestA3ProducerKeepsNoConsumerAgent(t *testing.T) {
 	if res, _ := consumer.Generate(ctx, consumeReq(publishRef(t, producer))); res.Code() != codes.OK || len(res.TokenIDs()) == 0 {
 		t.Errorf("genuine consume after the attack = %v; want OK with tokens", res.Status)
 	}
+}
+
+// TestTransferTargetsCheckedBeforeClaim: targets the producer's agent
+// would refuse to create a WRITE for (no remote key, a key over 64 bytes,
+// a range wrapping around 2^64) are a malformed request: INVALID_ARGUMENT
+// with the before-write trailer, before the claim, so the entry
+// stays published and a genuine consume of it still succeeds, instead of a
+// claim followed by a failure past it (Q-3, the entry gone).
+func TestTransferTargetsCheckedBeforeClaim(t *testing.T) {
+	prodSrv, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendTCP})
+	consSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}})
+	ref := publishRef(t, producer)
+	agentMD := tcpAgentMetadata(consSrv.Engine.InstanceID(), agentAddress(t, consSrv))
+	for name, edit := range map[string]func(*pb.TransferEncoderCacheRequest){
+		"no remote key":      func(r *pb.TransferEncoderCacheRequest) { r.Targets[0].RemoteKey = nil },
+		"a 65-byte key":      func(r *pb.TransferEncoderCacheRequest) { r.Targets[0].RemoteKey = make([]byte, 65) },
+		"a wrapping address": func(r *pb.TransferEncoderCacheRequest) { r.Targets[0].Address = ^uint64(0) - 3 },
+	} {
+		code, msg, trailer := rawTransfer(t, prodSrv.lis.Addr().String(), ref, agentMD, edit)
+		if code != codes.InvalidArgument || !strings.Contains(msg, "targets") || !slicesContain(trailer.Get(TrailerTransferRejected), TrailerBeforeWrite) {
+			t.Errorf("targets with %s = %v %q, trailer %v; want INVALID_ARGUMENT naming the targets, with the before-write trailer", name, code, msg, trailer)
+		}
+	}
+	if obs := prodSrv.Engine.Observables(); obs["encoder.exports.entries"] != 1 {
+		t.Errorf("encoder.exports.entries = %g after refused transfers; want 1 (nothing claimed)", obs["encoder.exports.entries"])
+	}
+	if res, _ := consumer.Generate(context.Background(), consumeReq(ref)); res.Code() != codes.OK || len(res.TokenIDs()) == 0 {
+		t.Errorf("genuine consume after the refused transfers = %v; want OK with tokens", res.Status)
+	}
+	expectCalm(t, "E", prodSrv)
+	expectNoPeers(t, "E", prodSrv)
 }
 
 // pausingAgent is E's transfer agent with its first WRITE, once armed,
