@@ -150,6 +150,12 @@ type Config struct {
 	// Hooks replace single decisions; nil fields keep the contract's decision.
 	// Only conformance/mutants sets them.
 	Hooks Hooks
+
+	// wrapAgent, set only by this package's tests, wraps the tcp transfer
+	// agent New starts (every use of it, the store's included), so a test
+	// can order two calls' agent operations deterministically (the A4
+	// race of TransferEncoderCache).
+	wrapAgent func(xfer.Agent) xfer.Agent
 }
 
 // needsTransferAgent reports whether the engine runs a tcp transfer agent:

@@ -160,6 +160,9 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: start the tcp transfer agent: %w", err)
 		}
+		if cfg.wrapAgent != nil {
+			agent = cfg.wrapAgent(agent)
+		}
 		e.agent = agent
 	}
 	if err := e.startGPU(); err != nil {

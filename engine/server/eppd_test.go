@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/baton-dev/baton/conformance/target"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/xfer"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -302,6 +304,18 @@ func TestDecodeRejectsBeforeFetch(t *testing.T) {
 	wrongTokens := mutatePrep(t, prep, func(m map[string]any) { m["prompt_tokens"] = m["prompt_tokens"].(float64) + 1 })
 	badRegion := withAttr(t, kv, AttrKVRegion, "!!not base64!!")
 	badAgent := withAttr(t, kv, AttrKVAgent, base64.StdEncoding.EncodeToString([]byte("garbage metadata")))
+	pAgent, err := base64.StdEncoding.DecodeString(kv.GetAttributesStruct().GetFields()[AttrKVAgent].GetStringValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pMD, err := xfer.ParseMetadata(pAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paddedAgent := withAttr(t, kv, AttrKVAgent, base64.StdEncoding.EncodeToString(tcpAgentMetadata(pMD.Name, paddedPort(t, pMD.Address))))
+	wrapping := binary.BigEndian.AppendUint64(nil, ^uint64(0)-7)
+	wrapping = binary.BigEndian.AppendUint64(wrapping, 32)
+	wrappingRegion := withAttr(t, kv, AttrKVRegion, base64.StdEncoding.EncodeToString(append(wrapping, bytes.Repeat([]byte{7}, 16)...)))
 	noFormat := withAttr(t, kv, AttrKVFormat, nil)
 	mmString := withAttr(t, kv, AttrMultimodal, "yes")
 	badID := proto.Clone(kv).(*pb.KvSessionRef)
@@ -338,6 +352,8 @@ func TestDecodeRejectsBeforeFetch(t *testing.T) {
 		{"malformed session id", prompt, badID, prep, codes.InvalidArgument, ""},
 		{"region attribute not base64", prompt, badRegion, prep, codes.InvalidArgument, ""},
 		{"agent attribute not agent metadata", prompt, badAgent, prep, codes.InvalidArgument, ""},
+		{"agent address with its port padded by leading zeros", prompt, paddedAgent, prep, codes.InvalidArgument, ""},
+		{"region wrapping around 2^64", prompt, wrappingRegion, prep, codes.InvalidArgument, ""},
 		{"format attribute missing", prompt, noFormat, prep, codes.InvalidArgument, ""},
 		{"multimodal attribute not a bool", prompt, mmString, prep, codes.InvalidArgument, ""},
 		{"SE-3 an endpoint D does not trust", prompt, farEndpoint, prep, codes.FailedPrecondition, "SE-3"},

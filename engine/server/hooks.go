@@ -119,6 +119,19 @@ type Hooks struct {
 	// TrustConsumerAgent replaces the tcp producer's SE-3 check of the
 	// consumer agent's address (the SE-3 producer mutant trusts every one).
 	TrustConsumerAgent func(address string) error
+	// SharedAgentTable makes the tcp producer load every
+	// TransferEncoderCache's consumer_agent into its transfer agent's
+	// table of peers by agent name, before the claim, never forgetting it,
+	// and create the WRITE by that name, as the engine did before the
+	// attack run's A4 fix: a client's call that pairs a consumer's agent
+	// name (its public instance id) with another trusted agent's address,
+	// loaded between that consumer's load and its WRITE, redirects the
+	// consumer's WRITE (it fails past the claim: the consumer quarantines,
+	// its entry is gone), and every name a client invents stays loaded
+	// (A3). The contract's engine creates each WRITE from its own call's
+	// metadata (xfer CreateWriteTo). Killed by
+	// TestA4NoCallRedirectsAnothersWrite in engine/server.
+	SharedAgentTable bool
 	// CancelCancelsTransfer lets a client's cancellation cancel the
 	// consumer's TransferEncoderCache call, whose outcome is then
 	// uncertain, so the consumer quarantines (the SE-4 mutant: a client

@@ -82,18 +82,18 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 	if err != nil {
 		return fmt.Errorf("%w: dial P at %s: %v", errKVTransferFailed, addr, err)
 	}
-	peer, err := e.agent.LoadRemoteMetadata(ref.AgentMD)
-	if err != nil {
-		return fmt.Errorf("%w: malformed kv.session: attribute %s: %v", handoff.ErrBadRequest, AttrKVAgent, err)
-	}
 	if !e.attachKVSession(ref.ID) {
 		return fmt.Errorf("%w: this decode engine already attached to kv.session %s", errKVSessionNotFound, ref.ID)
 	}
 	// ---- from here the session is spent for this decode engine ----
-	b, readErr := e.readKVSession(ctx, peer, ref)
+	b, readErr := e.readKVSession(ctx, ref)
 	st, relErr := e.releaseOnPrefill(ctx, pc.client(), ref)
 	switch {
 	case relErr == nil && st == pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED:
+		// Not this D's session (another decode took it, it was released
+		// or expired, or it never existed: a forged session): P answers
+		// so for it from now on, so D need not remember it (A7).
+		e.forgetKVSession(ref.ID)
 		return fmt.Errorf("%w: P answered ALREADY_FINISHED for kv.session %s", errKVSessionNotFound, ref.ID)
 	case readErr != nil:
 		return fmt.Errorf("%w: READ of kv.session %s: %v", errKVTransferFailed, ref.ID, readErr)
@@ -121,8 +121,10 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 // trustedPrefill applies SE-3 to a KV session: D dials P's control
 // endpoint and READs from P's transfer agent only when both are among its
 // trusted producers (Config.TrustedProducers); otherwise
-// FAILED_PRECONDITION before any connection. It returns the control
-// address to dial.
+// FAILED_PRECONDITION before any connection. Agent metadata that is
+// malformed, its address not in its canonical form included (a port with
+// leading zeros, xfer.CanonicalAddress), is a malformed kv.session
+// (INVALID_ARGUMENT). It returns the control address to dial.
 func (e *Engine) trustedPrefill(ref kvSessionRef) (string, error) {
 	addr, err := e.trustedProducers.endpoint("kv.session endpoint (P's control address)", ref.Endpoint.GetHost(), ref.Endpoint.GetPort())
 	if err != nil {
@@ -195,18 +197,20 @@ func promptPositions(r lm.Request, rows []int) uint64 {
 }
 
 // readKVSession READs the session's lm.SessionBytes bytes from P's
-// registered region into a buffer registered with D's agent (xfer
-// CreateRead). The wait has its own deadline, not the client's: the READ
-// ends before the buffer is released. A READ still in flight at the
-// deadline (the agent did not end it) keeps its buffer and request for the
-// life of the process and turns health NOT_READY (CONTRACT ).
-func (e *Engine) readKVSession(ctx context.Context, peer string, ref kvSessionRef) ([]byte, error) {
+// registered region into a buffer registered with D's agent, from the
+// agent this session's own metadata describes (xfer CreateReadFrom:
+// nothing is loaded into D's agent, so no agent a request names outlives
+// its READ, the attack run's A7). The wait has its own deadline, not the
+// client's: the READ ends before the buffer is released. A READ still in
+// flight at the deadline (the agent did not end it) keeps its buffer and
+// request until it ends (CONTRACT ).
+func (e *Engine) readKVSession(ctx context.Context, ref kvSessionRef) ([]byte, error) {
 	buf := make([]byte, lm.SessionBytes)
 	reg, err := e.agent.RegisterMemory([][]byte{buf})
 	if err != nil {
 		return nil, fmt.Errorf("register the KV receive buffer: %w", err)
 	}
-	xreq, err := e.agent.CreateRead(reg.Descriptors, peer, []xfer.Descriptor{ref.Region})
+	xreq, err := e.agent.CreateReadFrom(reg.Descriptors, ref.AgentMD, []xfer.Descriptor{ref.Region})
 	if err != nil {
 		e.deregisterKVBuffer(reg)
 		return nil, err

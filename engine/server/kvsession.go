@@ -34,8 +34,10 @@ import (
 //	                      big-endian, = 32), remote key (1..64 bytes)
 //	}
 //
-// D loads the agent metadata, READs the region into its own registered
-// memory (xfer CreateRead, the NIXL model), then releases the session on P
+// D READs the region into its own registered memory from the agent the
+// metadata describes (xfer CreateReadFrom, the NIXL model; the metadata
+// is not loaded into D's agent, so nothing of it outlives the READ), then
+// releases the session on P
 // with Abort(kv_session) on the endpoint: ABORTED means this D took it;
 // ALREADY_FINISHED means another decode took it, or it was released or
 // expired first, so D rejects the request (INVALID_ARGUMENT, KV session
@@ -232,7 +234,8 @@ func (e *Engine) liveKVSessions() int {
 
 // attachKVSession records that this D attaches to session id; false if it
 // did before (a replayed session). Records older than Config.MaxTTL (the
-// longest a session can live on P) are forgotten.
+// longest a session can live on P) are forgotten, and so is the record of
+// a session P answered ALREADY_FINISHED for (forgetKVSession).
 func (e *Engine) attachKVSession(id string) bool {
 	now := time.Now()
 	e.kv.mu.Lock()
@@ -250,6 +253,16 @@ func (e *Engine) attachKVSession(id string) bool {
 	}
 	e.kv.attached[id] = now
 	return true
+}
+
+// forgetKVSession drops the attach record of a session P said is not this
+// D's (ALREADY_FINISHED): P answers the same for it from now on, so the
+// record guards nothing, and a client's forged sessions leave none behind
+// (the attack run's A7).
+func (e *Engine) forgetKVSession(id string) {
+	e.kv.mu.Lock()
+	delete(e.kv.attached, id)
+	e.kv.mu.Unlock()
 }
 
 // parseKVSessionRef checks a KvSessionRef sent to D, before anything runs:
@@ -319,6 +332,9 @@ func parseKVSessionRef(w *pb.KvSessionRef) (kvSessionRef, error) {
 	}
 	if ref.Region.Length != lm.SessionBytes {
 		return bad("region of %d bytes, a %s session is %d", ref.Region.Length, KVFormat, lm.SessionBytes)
+	}
+	if err := xfer.CheckRemote([]xfer.Descriptor{ref.Region}); err != nil {
+		return bad("attribute %s: %v", AttrKVRegion, err)
 	}
 	eps := w.GetEndpoints()
 	if len(eps) != 1 {

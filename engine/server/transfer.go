@@ -56,7 +56,7 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	if e.cfg.Role != RoleEncoder || !ok {
 		return nil, fmt.Errorf("%w: N-1 this engine does not serve TransferEncoderCache (role %s, backend %s)", handoff.ErrWrongRole, e.cfg.Role, e.cfg.Backend)
 	}
-	ref, remote, peer, err := e.checkTransfer(req)
+	ref, remote, agent, err := e.checkTransfer(req)
 	if err := e.claimForTransfer(ctx, ref, err); err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	if !ok {
 		return nil, e.failTransfer(ref.EntryID, nil, nil, errors.New("entry storage missing"))
 	}
-	written, pending, err := e.writeTo(ctx, store, entry, peer, remote)
+	written, pending, err := e.writeTo(ctx, store, entry, agent, remote)
 	if err != nil {
 		return nil, e.failTransfer(ref.EntryID, entry, pending, err)
 	}
@@ -75,7 +75,7 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	if err := store.free(entry); err != nil {
 		e.failCleanup("deregister source of "+ref.EntryID, err)
 	}
-	e.log.Info("transferred", "entry", ref.EntryID, "bytes", written, "peer", peer)
+	e.log.Info("transferred", "entry", ref.EntryID, "bytes", written, "peer", agent.name)
 	resp := &pb.TransferEncoderCacheResponse{BytesWritten: written}
 	for _, it := range ref.Items {
 		resp.Items = append(resp.Items, &pb.EncodedItem{ContentHash: it.ContentHash, EmbeddingRows: it.Rows, Modality: pb.Modality_MODALITY_IMAGE})
@@ -83,62 +83,90 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	return resp, nil
 }
 
+// consumerAgent is the consumer agent one TransferEncoderCache names
+// (consumer_agent), checked, for that call alone.
+type consumerAgent struct {
+	md   []byte // the metadata as sent: the WRITE is created from it (xfer CreateWriteTo)
+	name string // the agent's name, for logs
+	// loaded is the name under which the SharedAgentTable mutant loaded md
+	// into the agent's shared table ("" in the contract's engine).
+	loaded string
+}
+
 // checkTransfer validates everything that can be checked before the claim,
 // in the contract's order: health (S-2, X-1, Q-4), L-1, SU-4, H-3, the
-// consumer agent (SE-3: a trusted agent, before any connection), SU-5,
-// SU-2 (expired), the targets.
-func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Reference, []xfer.Descriptor, string, error) {
+// consumer agent (malformed or non-canonical metadata: INVALID_ARGUMENT;
+// SE-3: a trusted agent, before any connection), SU-5, SU-2 (expired), the
+// targets. It loads nothing into the transfer agent: the WRITE is created
+// from this call's own consumer_agent after the claim (writeTo), so a
+// spent or refused reference leaves nothing behind (the attack run's A3)
+// and no call can redirect another's WRITE (A4).
+func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Reference, []xfer.Descriptor, consumerAgent, error) {
+	var none consumerAgent
 	if err := e.admitHandoff(); err != nil {
-		return handoff.Reference{}, nil, "", err
+		return handoff.Reference{}, nil, none, err
 	}
 	wire := req.GetRef()
 	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), 0)
 	if err != nil {
-		return ref, nil, "", err // L-1, SU-4, H-3
+		return ref, nil, none, err // L-1, SU-4, H-3
 	}
 	if ref.Backend != BackendTCP {
-		return ref, nil, "", fmt.Errorf("%w: SU-4 reference for backend %.40q sent to TransferEncoderCache", handoff.ErrMalformedReference, ref.Backend)
+		return ref, nil, none, fmt.Errorf("%w: SU-4 reference for backend %.40q sent to TransferEncoderCache", handoff.ErrMalformedReference, ref.Backend)
 	}
+	// Malformed metadata, a non-canonical address included (a port with
+	// leading zeros, xfer.CanonicalAddress), is a malformed request
+	// (INVALID_ARGUMENT, before-write): it names no endpoint at all, so
+	// it is not SE-3's untrusted endpoint, and malformed input comes first.
 	md, err := xfer.ParseMetadata(req.GetConsumerAgent())
 	if err != nil || md.Backend != xfer.BackendTCP {
-		return ref, nil, "", fmt.Errorf("%w: consumer_agent is not tcp transfer-agent metadata: %v", handoff.ErrBadRequest, err)
+		return ref, nil, none, fmt.Errorf("%w: consumer_agent is not tcp transfer-agent metadata: %v", handoff.ErrBadRequest, err)
 	}
 	trusted := func(a string) error { _, err := e.trustedConsumers.address("consumer agent", a); return err }
 	if e.cfg.Hooks.TrustConsumerAgent != nil {
 		trusted = e.cfg.Hooks.TrustConsumerAgent
 	}
 	if err := trusted(md.Address); err != nil {
-		return ref, nil, "", err // SE-3: before any connection
+		return ref, nil, none, err // SE-3: before any connection
 	}
 	if ref.ProducerInstanceID != e.instanceID {
-		return ref, nil, "", fmt.Errorf("%w: SU-5 reference names producer %s, this is %s", handoff.ErrForeignReference, ref.ProducerInstanceID, e.instanceID)
+		return ref, nil, none, fmt.Errorf("%w: SU-5 reference names producer %s, this is %s", handoff.ErrForeignReference, ref.ProducerInstanceID, e.instanceID)
 	}
 	if err := ref.Verify(e.store.key()); err != nil {
-		return ref, nil, "", err
+		return ref, nil, none, err
 	}
 	if ref.Expired(e.now().UnixMilli()) {
 		e.expire()
-		return ref, nil, "", fmt.Errorf("%w: SU-2 reference %s expired", handoff.ErrSpentReference, short(ref.EntryID))
+		return ref, nil, none, fmt.Errorf("%w: SU-2 reference %s expired", handoff.ErrSpentReference, short(ref.EntryID))
 	}
 	targets := req.GetTargets()
 	if len(targets) != len(ref.Items) {
-		return ref, nil, "", fmt.Errorf("%w: %d target regions for %d items", handoff.ErrBadRequest, len(targets), len(ref.Items))
+		return ref, nil, none, fmt.Errorf("%w: %d target regions for %d items", handoff.ErrBadRequest, len(targets), len(ref.Items))
 	}
 	remote := make([]xfer.Descriptor, len(targets))
 	for i, t := range targets {
 		if uint64(ref.Items[i].PayloadBytes()) != t.GetLength() {
-			return ref, nil, "", fmt.Errorf("%w: target %d is %d bytes, item needs %d", handoff.ErrBadRequest, i, t.GetLength(), ref.Items[i].PayloadBytes())
+			return ref, nil, none, fmt.Errorf("%w: target %d is %d bytes, item needs %d", handoff.ErrBadRequest, i, t.GetLength(), ref.Items[i].PayloadBytes())
 		}
 		if t.GetMemoryKind() != string(xfer.MemoryHost) {
-			return ref, nil, "", fmt.Errorf("%w: target %d memory kind %.20q (this producer writes host memory)", handoff.ErrBadRequest, i, t.GetMemoryKind())
+			return ref, nil, none, fmt.Errorf("%w: target %d memory kind %.20q (this producer writes host memory)", handoff.ErrBadRequest, i, t.GetMemoryKind())
 		}
 		remote[i] = xfer.Descriptor{Address: t.GetAddress(), Length: t.GetLength(), DeviceID: t.GetDeviceId(), MemoryKind: xfer.MemoryHost, RemoteKey: t.GetRemoteKey()}
 	}
-	peer, err := e.agent.LoadRemoteMetadata(req.GetConsumerAgent())
-	if err != nil {
-		return ref, nil, "", fmt.Errorf("%w: consumer_agent: %v", handoff.ErrBadRequest, err)
+	if err := xfer.CheckRemote(remote); err != nil {
+		// Everything CreateWriteTo checks of the targets, before the
+		// claim: a bad one is a definite pre-write rejection.
+		return ref, nil, none, fmt.Errorf("%w: targets: %v", handoff.ErrBadRequest, err)
 	}
-	return ref, remote, peer, nil
+	agent := consumerAgent{md: req.GetConsumerAgent(), name: md.Name}
+	if e.cfg.Hooks.SharedAgentTable {
+		// The A4 mutant: the engine before the fix, which loaded every
+		// consumer_agent into the agent's table by name, before the claim.
+		if agent.loaded, err = e.agent.LoadRemoteMetadata(agent.md); err != nil {
+			return ref, nil, none, fmt.Errorf("%w: consumer_agent: %v", handoff.ErrBadRequest, err)
+		}
+	}
+	return ref, remote, agent, nil
 }
 
 // beforeWrite answers a definite pre-write rejection with the trailer
@@ -156,16 +184,26 @@ func beforeWrite(ctx context.Context, err error) error {
 	return err
 }
 
-// writeTo posts the WRITE and waits for its outcome on the producer's own
-// deadline, not the caller's: a consumer that gave up must not turn a
-// landing write into a freed source. No lock is held. pending is the
-// request when it is still in flight at the deadline (Release refused):
-// the source may still be read until it ends.
-func (e *Engine) writeTo(ctx context.Context, store *memoryStore, entry *memoryEntry, peer string, remote []xfer.Descriptor) (uint64, *xfer.Request, error) {
+// writeTo creates the WRITE to the consumer agent this call's own
+// consumer_agent describes (xfer CreateWriteTo: the request keeps its own
+// copy of the peer, nothing is loaded into the agent's shared table, so
+// nothing outlives the request and no other call can redirect it, A3, A4),
+// posts it and waits for its outcome on the producer's own deadline, not
+// the caller's: a consumer that gave up must not turn a landing write into
+// a freed source. No lock is held. pending is the request when it is
+// still in flight at the deadline (Release refused): the source may still
+// be read until it ends.
+func (e *Engine) writeTo(ctx context.Context, store *memoryStore, entry *memoryEntry, agent consumerAgent, remote []xfer.Descriptor) (uint64, *xfer.Request, error) {
 	if e.cfg.TestHooks && len(metadata.ValueFromIncomingContext(ctx, HookTransferFail)) > 0 {
 		return 0, nil, errHookTransferFail
 	}
-	xreq, err := e.agent.CreateWrite(entry.reg.Descriptors, peer, remote)
+	var xreq *xfer.Request
+	var err error
+	if agent.loaded != "" { // the SharedAgentTable mutant: whatever the table holds for the name now
+		xreq, err = e.agent.CreateWrite(entry.reg.Descriptors, agent.loaded, remote)
+	} else {
+		xreq, err = e.agent.CreateWriteTo(entry.reg.Descriptors, agent.md, remote)
+	}
 	if err != nil {
 		return 0, nil, err
 	}

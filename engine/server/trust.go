@@ -68,7 +68,7 @@ func (p *peerTrust) add(entries []string) error {
 				if perr != nil || n == 0 || host == "" {
 					return fmt.Errorf("server: trusted peer %q: want host:port with a port 1..65535", raw)
 				}
-				exact[normalHost(host)+":"+port] = true
+				exact[normalHost(host)+":"+strconv.FormatUint(n, 10)] = true // "07101" is port 7101
 			} else {
 				bare := strings.Trim(e, "[]")
 				if strings.Contains(bare, ":") {
@@ -137,12 +137,23 @@ func (p *peerTrust) endpoint(what, host string, port uint32) (string, error) {
 	return net.JoinHostPort(normalHost(host), strconv.Itoa(int(port))), nil
 }
 
-// address is endpoint for a "host:port" string.
+// maxPeerAddressBytes bounds a "host:port" a request names: a 253-byte DNS
+// name or a bracketed IPv6 literal, a colon and five digits (xfer's bound
+// on agent addresses).
+const maxPeerAddressBytes = 262
+
+// address is endpoint for a "host:port" string (a transfer agent's address
+// in its metadata). Only the canonical spelling of a port is trusted:
+// decimal without leading zeros or sign, so one trusted endpoint cannot be
+// named in unboundedly many spellings (the attack run's A3 and A7 padded
+// the port with ~1 KiB of zeros); anything else, or an address over
+// maxPeerAddressBytes, is ErrUntrustedPeer (SE-3, FAILED_PRECONDITION)
+// before any connection.
 func (p *peerTrust) address(what, hostport string) (string, error) {
 	host, port, err := net.SplitHostPort(hostport)
 	n, perr := strconv.ParseUint(port, 10, 16)
-	if err != nil || perr != nil {
-		return "", fmt.Errorf("%w: SE-3 %s %.60q is not a host:port", handoff.ErrUntrustedPeer, what, hostport)
+	if err != nil || perr != nil || strconv.FormatUint(n, 10) != port || len(hostport) > maxPeerAddressBytes {
+		return "", fmt.Errorf("%w: SE-3 %s %.60q is not a canonical host:port", handoff.ErrUntrustedPeer, what, hostport)
 	}
 	return p.endpoint(what, host, uint32(n))
 }

@@ -44,6 +44,16 @@ func TestTrustList(t *testing.T) {
 	if addr, err := p.address("agent", "localhost:7101"); err != nil || addr != "127.0.0.1:7101" {
 		t.Errorf("address(localhost:7101) = %q, %v", addr, err)
 	}
+	// Only the canonical spelling of a trusted address is trusted (the
+	// attack run's A3 and A7 padded the port with ~1 KiB of zeros).
+	for _, spelling := range []string{"127.0.0.1:07101", "127.0.0.1:" + strings.Repeat("0", 1000) + "7101", "127.0.0.1:+7101", "127.0.0.1: 7101", strings.Repeat("a", 260) + ".internal:7101"} {
+		if addr, err := p.address("agent", spelling); !errors.Is(err, handoff.ErrUntrustedPeer) || !strings.Contains(err.Error(), "SE-3") {
+			t.Errorf("address(%.40q) = %q, %v; want ErrUntrustedPeer naming SE-3", spelling, addr, err)
+		}
+	}
+	if q, err := parseTrustList([]string{"127.0.0.1:07101"}); err != nil || !q.allows("127.0.0.1", 7101) {
+		t.Errorf("trust entry 127.0.0.1:07101 = %v; want it to trust port 7101", err)
+	}
 	var none *peerTrust
 	if none.allows("127.0.0.1", 7101) {
 		t.Error("a nil list trusts a peer")

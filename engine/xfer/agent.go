@@ -70,8 +70,15 @@ type Agent interface {
 	// LoadRemoteMetadata makes a peer known and returns its name, the
 	// peer argument of CreateWrite. Loading metadata for a known name
 	// replaces the entry; requests already created keep what they had.
+	// The entry stays until InvalidateRemoteMetadata. The table is shared
+	// by name across every caller, so metadata a request or another
+	// untrusted party supplies must not go through it: its entries would
+	// pile up (one per name), and metadata loaded under a name between
+	// another caller's load and its CreateWrite would redirect that
+	// caller's WRITE. Use CreateWriteTo and CreateReadFrom for those.
 	// ErrInvalidParam for bytes that are not metadata of this agent's
-	// backend (and, for loopback, of the same Registry).
+	// backend (and, for loopback, of the same Registry; for tcp, with an
+	// address not in its canonical form, CanonicalAddress).
 	LoadRemoteMetadata(md []byte) (peer string, err error)
 
 	// InvalidateRemoteMetadata forgets a peer. Requests already created
@@ -102,6 +109,25 @@ type Agent interface {
 	// some or all of the bytes, and this agent stops writing into them once
 	// Status no longer answers StatusInProgress.
 	CreateRead(local []Descriptor, peer string, remote []Descriptor) (*Request, error)
+
+	// CreateWriteTo is CreateWrite to the peer that md (the peer's
+	// LocalMetadata) describes, rather than to a name loaded before: md
+	// is decoded for this request alone and the request keeps its own
+	// copy of the peer; the agent's table of loaded peers is neither read
+	// nor changed. So each request writes only to the agent its own
+	// metadata describes, whatever other callers load or create meanwhile
+	// under the same name, and nothing of the peer outlives the request
+	// (Release), however many distinct peers callers name. A server
+	// takes this path for metadata a request carries (the engine's
+	// producer: TransferEncoderCacheRequest.consumer_agent). Errors:
+	// LoadRemoteMetadata's for md (ErrInvalidParam), then CreateWrite's.
+	CreateWriteTo(local []Descriptor, md []byte, remote []Descriptor) (*Request, error)
+
+	// CreateReadFrom is CreateRead from the peer that md describes, with
+	// md for this request alone, as CreateWriteTo (the engine's decode
+	// engine: the prefill engine's agent a KV session names). Errors:
+	// LoadRemoteMetadata's for md, then CreateRead's.
+	CreateReadFrom(local []Descriptor, md []byte, remote []Descriptor) (*Request, error)
 
 	// Post starts the write. It returns StatusDone if the write completed
 	// within the call, StatusInProgress if it continues (poll Status, or
@@ -173,7 +199,8 @@ type Counters struct {
 	// InboundInFlight: peers' writes currently landing in this agent's
 	// registered memory (accepted, not yet ended).
 	InboundInFlight int
-	// Peers whose metadata is loaded.
+	// Peers whose metadata is loaded (LoadRemoteMetadata; the peers of
+	// CreateWriteTo and CreateReadFrom live in their requests).
 	Peers int
 	// Revoked registrations whose Revoke is not yet done (a transfer or a
 	// connection that carried one may still touch them).

@@ -374,15 +374,25 @@ func (c *core) LocalMetadata() ([]byte, error) {
 	return encodeMetadata(c.backend, c.name, c.tr.connInfo()), nil
 }
 
-func (c *core) LoadRemoteMetadata(md []byte) (string, error) {
+// peerOf decodes md as the metadata of a peer this agent can reach: of its
+// backend (and, for loopback, its registry). ErrInvalidParam otherwise.
+func (c *core) peerOf(md []byte) (peerInfo, error) {
 	p, err := decodeMetadata(md)
 	if err != nil {
-		return "", err
+		return peerInfo{}, err
 	}
 	if p.backend != c.backend {
-		return "", fmt.Errorf("xfer: metadata of backend %q loaded into a %q agent: %w", p.backend, c.backend, ErrInvalidParam)
+		return peerInfo{}, fmt.Errorf("xfer: metadata of backend %q given to a %q agent: %w", p.backend, c.backend, ErrInvalidParam)
 	}
 	if err := c.tr.checkPeer(p); err != nil {
+		return peerInfo{}, err
+	}
+	return p, nil
+}
+
+func (c *core) LoadRemoteMetadata(md []byte) (string, error) {
+	p, err := c.peerOf(md)
+	if err != nil {
 		return "", err
 	}
 	c.mu.Lock()
@@ -408,6 +418,27 @@ func (c *core) InvalidateRemoteMetadata(peer string) error {
 		return fmt.Errorf("xfer: peer %q: %w", peer, ErrNotFound)
 	}
 	c.tr.dropPeer(p)
+	return nil
+}
+
+// CheckRemote applies to a peer's descriptors every check CreateWrite,
+// CreateRead, CreateWriteTo and CreateReadFrom make of their remote side:
+// 1..MaxSegments descriptors, each of host memory, non-empty, not wrapping
+// around 2^64, with a remote key of 1..64 bytes (key and bounds against
+// the region are the target's to check, when the transfer arrives). A
+// caller checks a peer's descriptors with it before it commits to a
+// transfer (the engine's producer: before it claims the entry, so a bad
+// descriptor is a definite pre-write rejection, CONTRACT Q-2). Errors:
+// ErrInvalidParam, ErrNotSupported (a memory kind other than host).
+func CheckRemote(remote []Descriptor) error {
+	if len(remote) == 0 || len(remote) > MaxSegments {
+		return fmt.Errorf("xfer: %d remote descriptors (want 1..%d): %w", len(remote), MaxSegments, ErrInvalidParam)
+	}
+	for i, d := range remote {
+		if err := checkRemote(i, d); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -451,16 +482,34 @@ func (c *core) localRegion(i int, d Descriptor) (*region, error) {
 }
 
 func (c *core) CreateWrite(local []Descriptor, peer string, remote []Descriptor) (*Request, error) {
-	return c.createTransfer("CreateWrite", false, local, peer, remote)
+	return c.createTransfer("CreateWrite", false, local, peer, nil, remote)
 }
 
 func (c *core) CreateRead(local []Descriptor, peer string, remote []Descriptor) (*Request, error) {
-	return c.createTransfer("CreateRead", true, local, peer, remote)
+	return c.createTransfer("CreateRead", true, local, peer, nil, remote)
+}
+
+func (c *core) CreateWriteTo(local []Descriptor, md []byte, remote []Descriptor) (*Request, error) {
+	p, err := c.peerOf(md)
+	if err != nil {
+		return nil, err
+	}
+	return c.createTransfer("CreateWriteTo", false, local, p.name, &p, remote)
+}
+
+func (c *core) CreateReadFrom(local []Descriptor, md []byte, remote []Descriptor) (*Request, error) {
+	p, err := c.peerOf(md)
+	if err != nil {
+		return nil, err
+	}
+	return c.createTransfer("CreateReadFrom", true, local, p.name, &p, remote)
 }
 
 // createTransfer prepares a WRITE (local -> remote) or a READ (remote ->
-// local); the checks are the same, only the direction differs.
-func (c *core) createTransfer(op string, read bool, local []Descriptor, peer string, remote []Descriptor) (*Request, error) {
+// local); the checks are the same, only the direction differs. to is the
+// request's own peer (CreateWriteTo, CreateReadFrom); nil means the peer
+// loaded under the name peer.
+func (c *core) createTransfer(op string, read bool, local []Descriptor, peer string, to *peerInfo, remote []Descriptor) (*Request, error) {
 	if len(local) == 0 || len(local) > MaxSegments {
 		return nil, fmt.Errorf("xfer: %s with %d descriptors (want 1..%d): %w", op, len(local), MaxSegments, ErrInvalidParam)
 	}
@@ -480,9 +529,14 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 	if c.closed {
 		return nil, errClosed(op)
 	}
-	p, ok := c.peers[peer]
-	if !ok {
-		return nil, fmt.Errorf("xfer: %s to peer %q whose metadata is not loaded: %w", op, peer, ErrNotFound)
+	var p peerInfo
+	if to != nil {
+		p = *to
+	} else {
+		var ok bool
+		if p, ok = c.peers[peer]; !ok {
+			return nil, fmt.Errorf("xfer: %s to peer %q whose metadata is not loaded: %w", op, peer, ErrNotFound)
+		}
 	}
 	r := &Request{owner: c, peer: p, done: closedChan(), read: read}
 	seen := map[*region]bool{}

@@ -25,21 +25,40 @@
 //	                                      only after <-done: no write in flight, every connection
 //	                                      that carried one closed
 //
-// Producer (initiator):
+// Producer (initiator), with metadata a request carries:
 //
-//	peer, err := producer.LoadRemoteMetadata(md)        // ErrInvalidParam: answer before-write
-//	req, err := producer.CreateWrite(srcDescs, peer, targets)
+//	_, err := xfer.ParseMetadata(md)                    // ErrInvalidParam: answer before-write
+//	err = xfer.CheckRemote(targets)                     // likewise; then decide whether to write at all
+//	req, err := producer.CreateWriteTo(srcDescs, md, targets) // md for this request alone
 //	st, err := producer.Post(req)                       // from here on, errors are uncertain
 //	st, err = xfer.Wait(ctx, producer, req)             // or poll producer.Status(req)
 //	producer.Release(req)                               // ErrRepostActive while in flight: quarantine
 //	producer.Deregister(srcReg)                         // ErrNotAllowed while a request uses it
 //
+// # Peers: per request, or loaded by name
+//
+// CreateWriteTo and CreateReadFrom take the peer's metadata itself: the
+// request keeps its own copy of the peer, nothing is added to the agent's
+// table, and the peer is gone with the request (Release). Metadata that
+// arrives in a request (a consumer_agent, a KV session's agent) takes this
+// path, for two reasons the attack run showed: a table keyed by name grows
+// by one entry per distinct name a client invents, for ever (A3, A7); and
+// a client that loads metadata pairing another caller's agent name with a
+// different address between that caller's load and its CreateWrite
+// redirects the caller's WRITE (A4). LoadRemoteMetadata, CreateWrite and
+// CreateRead are NIXL's own shape (one table of remote agents by name):
+// for peers the caller configured and manages itself (it invalidates them).
+//
+// Metadata is canonical: a tcp agent's address has exactly one spelling
+// (CanonicalAddress: no leading zeros in the port, canonical IP literals,
+// lower-case names, at most 262 bytes), so one endpoint cannot hide behind
+// many spellings from a trust check or a connection pool.
+//
 // READ (E+P+D: D pulls P's KV session; P only registers and describes it):
 //
 //	srcReg, _ := p.RegisterMemory([][]byte{kv})         // descriptor + p.LocalMetadata() -> the KV session ref
-//	peer, _ := d.LoadRemoteMetadata(pMetadata)
 //	dstReg, _ := d.RegisterMemory([][]byte{buf})
-//	req, _ := d.CreateRead(dstReg.Descriptors, peer, []Descriptor{kvDesc})
+//	req, _ := d.CreateReadFrom(dstReg.Descriptors, pMetadata, []Descriptor{kvDesc})
 //	st, err := d.Post(req); st, err = xfer.Wait(ctx, d, req)
 //	d.Release(req); d.Deregister(dstReg)                // after a failed READ: discard buf's bytes
 //	p.Deregister(srcReg)                                // ErrNotAllowed while a READ is being served from it
@@ -66,6 +85,7 @@
 //	InvalidateRemoteMetadata  invalidateRemoteMD                             nixl_capi_invalidate_remote_md
 //	CreateWrite               createXferReq(NIXL_WRITE, local, remote, peer) nixl_capi_create_xfer_req
 //	CreateRead                createXferReq(NIXL_READ, local, remote, peer)  nixl_capi_create_xfer_req (NIXL_READ)
+//	CreateWriteTo/ReadFrom    loadRemoteMD + createXferReq; invalidateRemoteMD once the name's last request is released
 //	Post                      postXferReq                                    nixl_capi_post_xfer_req
 //	Status                    getXferStatus                                  nixl_capi_get_xfer_status
 //	Release                   releaseXferReq                                 nixl_capi_release_xfer_req
@@ -89,7 +109,13 @@
 // RDMA a target cannot see writes landing, so a binding reports
 // InboundInFlight as 0 and cannot refuse a consumer's Deregister during a
 // remote write; the consumer's rule (never deregister on an uncertain
-// outcome, Q-1) is what protects that memory, here as there.
+// outcome, Q-1) is what protects that memory, here as there. NIXL keeps
+// one remote agent per name, so a binding's CreateWriteTo and
+// CreateReadFrom load md only while no unreleased request of that name
+// was created from other metadata, and otherwise refuse with ErrNotAllowed
+// (nothing sent: a definite, pre-write outcome); they invalidate the name
+// once its last request is released. Either way a request never reaches
+// an agent its own metadata does not describe, and nothing outlives it.
 //
 // releaseXferReq on an active transfer asks the backend to abort and returns
 // NIXL_ERR_REPOST_ACTIVE when it cannot; loopback and tcp never abort a write
@@ -118,7 +144,8 @@
 // agent) reaches the initiator as plain ErrBackend, and a broken connection
 // as ErrRemoteDisconnect; only the target learns the reason
 // (Options.OnInbound). A producer therefore never maps a post-Post failure
-// to INVALID_ARGUMENT, and must validate before LoadRemoteMetadata.
+// to INVALID_ARGUMENT, and validates (ParseMetadata, CheckRemote)
+// before it commits to a transfer.
 //
 // # Backends
 //
@@ -135,7 +162,8 @@
 // registered memory, and completes on the target's one-byte
 // acknowledgement, which the target sends after every byte is in its memory
 // and its regions are no longer marked. After a clean write the connection
-// is kept (at most 4 per peer) so the next write skips the dial and TCP's
+// is kept (at most 4 per peer, by name and address, and 64 in all, the
+// longest-kept closed first) so the next write skips the dial and TCP's
 // warm-up. A kept connection the peer has meanwhile closed fails before the
 // target's acceptance, when no body byte has been sent, so nothing can have
 // landed and the write is retried once on a fresh connection: a stale

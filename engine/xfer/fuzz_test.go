@@ -15,12 +15,15 @@ import (
 // `go test`; `make fuzz` fuzzes each for FUZZTIME.
 
 // FuzzDecodeMetadata: decodeMetadata never panics, refuses with
-// ErrInvalidParam, and what it accepts re-encodes to the same bytes.
+// ErrInvalidParam, and what it accepts re-encodes to the same bytes; an
+// accepted tcp address is canonical and bounded (CanonicalAddress).
 func FuzzDecodeMetadata(f *testing.F) {
 	f.Add(encodeMetadata(BackendTCP, "consumer", "127.0.0.1:7400"))
 	f.Add(encodeMetadata(BackendLoopback, "p", "reg-1"))
 	f.Add([]byte("BXMD\x01\x02\x00"))
 	f.Add([]byte("BXMD\x01\x09\x01a\x00\x01b"))
+	f.Add(encodeMetadata(BackendTCP, "c", "127.0.0.1:07400"))
+	f.Add(encodeMetadata(BackendTCP, "c", "[::1]:7400"))
 	f.Fuzz(func(t *testing.T, md []byte) {
 		p, err := decodeMetadata(md)
 		if err != nil {
@@ -34,6 +37,9 @@ func FuzzDecodeMetadata(f *testing.F) {
 		}
 		if addr, err := MetadataAddress(md); err != nil || addr != p.conn {
 			t.Fatalf("MetadataAddress = %q, %v; want %q", addr, err, p.conn)
+		}
+		if p.backend == BackendTCP && (CanonicalAddress(p.conn) != nil || len(p.conn) > maxAddressBytes) {
+			t.Fatalf("accepted tcp address %q is not canonical", p.conn)
 		}
 	})
 }

@@ -13,10 +13,12 @@ import (
 //	backend  1 byte   1 = loopback, 2 = tcp
 //	nameLen  1 byte   1..255, then the agent name
 //	connLen  2 bytes  1..1024, then the connection info:
-//	                  loopback: the Registry's id; tcp: "host:port" to dial
+//	                  loopback: the Registry's id; tcp: "host:port" to dial,
+//	                  in its canonical form (CanonicalAddress: at most 262
+//	                  bytes, no leading zeros in the port)
 //
-// Nothing may follow. LoadRemoteMetadata answers ErrInvalidParam for
-// anything else.
+// Nothing may follow. ParseMetadata, LoadRemoteMetadata, CreateWriteTo and
+// CreateReadFrom answer ErrInvalidParam for anything else.
 const (
 	metadataMagic   = "BXMD"
 	metadataVersion = 1
@@ -26,12 +28,12 @@ const (
 
 var backendCodes = map[string]byte{BackendLoopback: 1, BackendTCP: 2}
 
-// peerInfo is a loaded peer: its name and how to reach it.
+// peerInfo is a peer: its name and how to reach it. A loaded peer's lives
+// in the agent's table until invalidated; a request keeps its own copy.
 type peerInfo struct {
-	name     string
-	backend  string
-	conn     string
-	metadata string // the bytes it was loaded from
+	name    string
+	backend string
+	conn    string
 }
 
 func encodeMetadata(backend, name, conn string) []byte {
@@ -79,7 +81,13 @@ func decodeMetadata(md []byte) (peerInfo, error) {
 	if connLen == 0 || connLen > maxConnBytes || len(r) != connLen {
 		return bad("connection info")
 	}
-	return peerInfo{name: name, backend: backend, conn: string(r), metadata: string(md)}, nil
+	p := peerInfo{name: name, backend: backend, conn: string(r)}
+	if backend == BackendTCP {
+		if err := CanonicalAddress(p.conn); err != nil {
+			return peerInfo{}, fmt.Errorf("xfer: malformed agent metadata: %w", err)
+		}
+	}
+	return p, nil
 }
 
 // validName: agent names are 1..255 bytes with no NUL.
@@ -101,9 +109,10 @@ type PeerMetadata struct {
 
 // ParseMetadata decodes metadata without loading it into an agent, so a
 // caller can decide whether it may reach the peer at all before
-// LoadRemoteMetadata (the engine's trusted consumer agents, CONTRACT SE-3).
-// Errors wrap ErrInvalidParam, as LoadRemoteMetadata's do, for bytes that
-// are not agent metadata.
+// CreateWriteTo, CreateReadFrom or LoadRemoteMetadata (the engine's
+// trusted consumer agents, CONTRACT SE-3). Errors wrap ErrInvalidParam, as
+// LoadRemoteMetadata's do, for bytes that are not agent metadata (a tcp
+// address not in its canonical form included, CanonicalAddress).
 func ParseMetadata(md []byte) (PeerMetadata, error) {
 	p, err := decodeMetadata(md)
 	if err != nil {

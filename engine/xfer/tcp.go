@@ -44,6 +44,10 @@ const (
 	// maxIdlePerPeer: outbound connections kept open per peer after a clean
 	// write, so the next write skips the dial and TCP's warm-up.
 	maxIdlePerPeer = 4
+	// maxIdleTotal: outbound connections kept open across all peers; past
+	// it the longest-kept one is closed, so the pool stays bounded however
+	// many peers (names and addresses) the agent's callers write to.
+	maxIdleTotal = 64
 )
 
 // NewTCP starts a tcp agent listening on opts.ListenAddress. A write reuses
@@ -55,7 +59,8 @@ const (
 // ranges back from its registered memory and the bytes are read straight
 // into the local destinations.
 // Post always answers StatusInProgress. Errors: ErrInvalidParam (bad name,
-// advertise address over 1024 bytes), ErrBackend wrapping the listen error.
+// an advertise address not in its canonical form, CanonicalAddress),
+// ErrBackend wrapping the listen error.
 func NewTCP(opts TCPOptions) (Agent, error) {
 	c, err := newCore(BackendTCP, opts.Options)
 	if err != nil {
@@ -67,7 +72,7 @@ func NewTCP(opts TCPOptions) (Agent, error) {
 		writeTimeout: opts.WriteTimeout,
 		idleTimeout:  opts.IdleTimeout,
 		conns:        map[net.Conn]struct{}{},
-		idle:         map[string][]net.Conn{},
+		idle:         map[string][]idleConn{},
 	}
 	if t.network == nil {
 		t.network = TCPNetwork{}
@@ -91,9 +96,9 @@ func NewTCP(opts TCPOptions) (Agent, error) {
 	if t.advertise == "" {
 		t.advertise = ln.Addr().String()
 	}
-	if len(t.advertise) > maxConnBytes {
+	if err := CanonicalAddress(t.advertise); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("xfer: advertise address longer than %d bytes: %w", maxConnBytes, ErrInvalidParam)
+		return nil, fmt.Errorf("xfer: advertise address (peers refuse metadata with any other): %w", err)
 	}
 	c.tr = t
 	t.handlers.Add(1)
@@ -113,17 +118,20 @@ type tcpTransport struct {
 	mu       sync.Mutex
 	closing  bool
 	conns    map[net.Conn]struct{} // inbound connections being served
-	idle     map[string][]net.Conn // outbound connections kept for reuse, by poolKey
+	idle     map[string][]idleConn // outbound connections kept for reuse, by poolKey
+	idleN    int                   // connections in idle, at most maxIdleTotal
+	idleSeq  uint64                // orders idle connections by when they were kept
+}
+
+// idleConn is a kept outbound connection and when it was kept.
+type idleConn struct {
+	conn net.Conn
+	seq  uint64
 }
 
 func (t *tcpTransport) connInfo() string { return t.advertise }
 
-func (t *tcpTransport) checkPeer(p peerInfo) error {
-	if _, _, err := net.SplitHostPort(p.conn); err != nil {
-		return fmt.Errorf("xfer: tcp metadata address %q: %w", p.conn, ErrInvalidParam)
-	}
-	return nil
-}
+func (t *tcpTransport) checkPeer(p peerInfo) error { return CanonicalAddress(p.conn) }
 
 func (t *tcpTransport) inline(Fault) bool { return false }
 
@@ -157,17 +165,29 @@ func (t *tcpTransport) takeIdle(key string) net.Conn {
 	} else {
 		t.idle[key] = conns[:len(conns)-1]
 	}
-	return c
+	t.idleN--
+	return c.conn
 }
 
 // putIdle keeps a connection whose last write completed cleanly, or closes
-// it when the pool is full or the agent is closing.
+// it when the peer's pool is full or the agent is closing. When the agent
+// already keeps maxIdleTotal connections, the longest-kept one is closed
+// to make room.
 func (t *tcpTransport) putIdle(key string, c net.Conn) {
 	if c.SetDeadline(time.Time{}) == nil {
 		t.mu.Lock()
 		if !t.closing && len(t.idle[key]) < maxIdlePerPeer {
-			t.idle[key] = append(t.idle[key], c)
+			var evicted net.Conn
+			if t.idleN >= maxIdleTotal {
+				evicted = t.evictOldestLocked()
+			}
+			t.idleSeq++
+			t.idle[key] = append(t.idle[key], idleConn{conn: c, seq: t.idleSeq})
+			t.idleN++
 			t.mu.Unlock()
+			if evicted != nil {
+				evicted.Close()
+			}
 			return
 		}
 		t.mu.Unlock()
@@ -175,13 +195,42 @@ func (t *tcpTransport) putIdle(key string, c net.Conn) {
 	c.Close()
 }
 
+// evictOldestLocked removes the longest-kept idle connection from the pool
+// and returns it for the caller to close (without t.mu). Caller holds t.mu;
+// the pool is not empty.
+func (t *tcpTransport) evictOldestLocked() net.Conn {
+	var oldKey string
+	oldIdx := -1
+	var oldSeq uint64
+	for key, conns := range t.idle {
+		for i, ic := range conns {
+			if oldIdx < 0 || ic.seq < oldSeq {
+				oldKey, oldIdx, oldSeq = key, i, ic.seq
+			}
+		}
+	}
+	if oldIdx < 0 {
+		return nil
+	}
+	conns := t.idle[oldKey]
+	c := conns[oldIdx].conn
+	if len(conns) == 1 {
+		delete(t.idle, oldKey)
+	} else {
+		t.idle[oldKey] = append(conns[:oldIdx:oldIdx], conns[oldIdx+1:]...)
+	}
+	t.idleN--
+	return c
+}
+
 func (t *tcpTransport) dropPeer(p peerInfo) {
 	t.mu.Lock()
 	conns := t.idle[poolKey(p)]
 	delete(t.idle, poolKey(p))
+	t.idleN -= len(conns)
 	t.mu.Unlock()
 	for _, c := range conns {
-		c.Close()
+		c.conn.Close()
 	}
 }
 
@@ -486,9 +535,12 @@ func (t *tcpTransport) close() error {
 		conns = append(conns, c)
 	}
 	for _, idle := range t.idle {
-		conns = append(conns, idle...)
+		for _, ic := range idle {
+			conns = append(conns, ic.conn)
+		}
 	}
-	t.idle = map[string][]net.Conn{}
+	t.idle = map[string][]idleConn{}
+	t.idleN = 0
 	t.mu.Unlock()
 	err := t.ln.Close()
 	for _, c := range conns {
