@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/baton-dev/baton/engine/xfer"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -80,5 +82,59 @@ func TestA1OversizeEndpointFieldsRejectedBeforeDial(t *testing.T) {
 	res, err := consumer.Generate(ctx, consumeReq(ref))
 	if err != nil || res.Code() != codes.OK {
 		t.Errorf("the genuine reference after the forged ones = %v %v; want OK", res.Status, err)
+	}
+}
+
+// TestA1TransferRequestBoundedBeforeSend: a consumer never sends a
+// TransferEncoderCacheRequest larger than it knows its producer accepts
+// (Config.MaxTransferRequestBytes): over it, the consume is the client's
+// error, INVALID_ARGUMENT, before anything is sent, and never an uncertain
+// outcome; the consumer stays READY and the reference, never sent, is
+// consumed by a consumer with the default bound. Both transfer backends.
+func TestA1TransferRequestBoundedBeforeSend(t *testing.T) {
+	for _, backend := range []string{BackendTCP, BackendCUDAIPC} {
+		t.Run(backend, func(t *testing.T) {
+			fake := xfer.NewFakeIPC()
+			prod := Config{Role: RoleEncoder, Backend: backend}
+			cons := func(limit int, dev int) Config {
+				c := Config{Role: RolePD, AcceptBackends: []string{backend}, MaxTransferRequestBytes: limit}
+				if backend == BackendCUDAIPC {
+					prod.IPCDevice, c.IPCDevice = fake.Device(0), fake.Device(dev)
+				}
+				return c
+			}
+			smallCfg, defaultCfg := cons(256, 1), cons(0, 2)
+			prodSrv, producer := startEngine(t, prod)
+			smallSrv, small := startEngine(t, smallCfg)
+			_, consumer := startEngine(t, defaultCfg)
+			ctx := context.Background()
+			pub, err := producer.Generate(ctx, mediaPublish(imageItem(t, "video-001.png")))
+			if err != nil || pub.Code() != codes.OK {
+				t.Fatalf("publish: %v %v", pub.Status, err)
+			}
+			ref := pub.EncoderReady().GetRef()
+			res, err := small.Generate(ctx, consumeReq(ref))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Code() != codes.InvalidArgument || !strings.Contains(res.Status.Message(), "256") {
+				t.Errorf("consume whose transfer request exceeds the consumer's bound = %v; want INVALID_ARGUMENT naming the bound", res.Status)
+			}
+			expectCalm(t, "consumer with a 256-byte bound", smallSrv)
+			expectCalm(t, "producer", prodSrv)
+			if res, err := consumer.Generate(ctx, consumeReq(ref)); err != nil || res.Code() != codes.OK {
+				t.Errorf("the same reference on a consumer with the default bound = %v %v; want OK (it was never sent)", res.Status, err)
+			}
+		})
+	}
+}
+
+// TestA1ConfigRejectsTransferRequestBound: Config.MaxTransferRequestBytes
+// outside 1..MaxMessageBytes is a configuration error.
+func TestA1ConfigRejectsTransferRequestBound(t *testing.T) {
+	for _, n := range []int{-1, MaxMessageBytes + 1} {
+		if _, err := New(Config{Role: RolePD, Preset: "tiny", AcceptBackends: []string{BackendTCP}, MaxTransferRequestBytes: n}, nil); !errors.Is(err, ErrConfig) {
+			t.Errorf("MaxTransferRequestBytes %d: New = %v; want ErrConfig", n, err)
+		}
 	}
 }

@@ -426,6 +426,10 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: off, Length: lengths[i], DeviceId: uint32(dev.Ordinal()), MemoryKind: string(xfer.MemoryCUDA)})
 		off += lengths[i]
 	}
+	if err := e.checkTransferRequest(req); err != nil {
+		e.endIPCReceive(receiveID, dst, false) // nothing was sent: a definite outcome
+		return nil, err
+	}
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {

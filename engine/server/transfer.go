@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // TrailerTransferRejected is the trailer that marks a definite pre-write
@@ -420,6 +421,10 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	for _, d := range reg.Descriptors {
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: d.Address, Length: d.Length, DeviceId: d.DeviceID, MemoryKind: string(d.MemoryKind), RemoteKey: d.RemoteKey})
 	}
+	if err := e.checkTransferRequest(req); err != nil {
+		e.endReceive(receiveID, reg, false) // nothing was sent: a definite outcome
+		return nil, err
+	}
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
@@ -513,3 +518,25 @@ func float32s(b []byte) []float32 {
 	}
 	return out
 }
+
+// checkTransferRequest is the consumer's bound on the request it sends
+// (Config.MaxTransferRequestBytes): a request its producer might refuse
+// at the transport, without the before-write trailer, would be an
+// uncertain outcome and a quarantine caused by a client (attack
+// A1, CONTRACT SE-4). Over the bound it is the client's error,
+// ErrMalformedReference (SU-4, INVALID_ARGUMENT), before anything is sent.
+func (e *Engine) checkTransferRequest(req *pb.TransferEncoderCacheRequest) error {
+	if n := proto.Size(req); n > e.cfg.MaxTransferRequestBytes {
+		return fmt.Errorf("%w: SU-4 the TransferEncoderCacheRequest this reference makes is %d bytes, over the %d bytes this consumer sends to a producer; nothing was sent", handoff.ErrMalformedReference, n, e.cfg.MaxTransferRequestBytes)
+	}
+	return nil
+}
+
+// DefaultMaxTransferRequestBytes is the default bound on the
+// TransferEncoderCacheRequest a consumer sends (Config.MaxTransferRequestBytes):
+// 1 MiB, which every conformant producer accepts (CONTRACT L-6: a
+// receive limit of at least the media bound plus 1 MiB; gRPC's default
+// is 4 MiB). A request of bounded fields (SU-4: handoff.ParseReference),
+// an opaque state of at most 64 KiB (L-1) and at most 64 items is a few
+// tens of KiB, far under it.
+const DefaultMaxTransferRequestBytes = 1 << 20
