@@ -3,12 +3,18 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/baton-dev/baton/engine/xfer"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -135,6 +141,129 @@ func TestA1ConfigRejectsTransferRequestBound(t *testing.T) {
 	for _, n := range []int{-1, MaxMessageBytes + 1} {
 		if _, err := New(Config{Role: RolePD, Preset: "tiny", AcceptBackends: []string{BackendTCP}, MaxTransferRequestBytes: n}, nil); !errors.Is(err, ErrConfig) {
 			t.Errorf("MaxTransferRequestBytes %d: New = %v; want ErrConfig", n, err)
+		}
+	}
+}
+
+// TestA2OversizeTracestateNotForwarded: a consume carrying a traceparent
+// and the largest tracestate the consumer's transport accepts (its header
+// list just under gRPC's 16 MiB limit) is served: the tracestate is
+// dropped, never forwarded to the producer, whose transport would refuse
+// the larger header list of the consumer's call (an uncertain outcome and a
+// quarantine, attack A2); consumer and producer stay READY.
+func TestA2OversizeTracestateNotForwarded(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("16 MiB headers take minutes under the race detector; TestA2TracestateNotForwardedToProducer covers the decision")
+	}
+	prodSrv, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendTCP})
+	consSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}})
+	ctx := context.Background()
+	pub, err := producer.Generate(ctx, mediaPublish(imageItem(t, "video-001.png")))
+	if err != nil || pub.Code() != codes.OK {
+		t.Fatalf("publish: %v %v", pub.Status, err)
+	}
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	with := func(n int) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, TraceparentKey, parent, TracestateKey, "k="+strings.Repeat("v", n-2))
+	}
+	// The largest tracestate the consumer's transport accepts on a
+	// Generate (a text-only one: same headers, nothing handed off).
+	const headerLimit = 16 << 20            // gRPC's default limit on a header list
+	lo, hi := headerLimit-2048, headerLimit // lo accepted, hi refused
+	text := &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "hi"}, Stopping: &pb.StoppingOptions{MaxTokens: proto.Uint32(1)}}
+	if res, err := consumer.Generate(with(lo), text); err != nil || res.Code() != codes.OK {
+		t.Fatalf("a text-only Generate with a %d-byte tracestate = %v %v; want OK", lo, res.Status, err)
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if res, err := consumer.Generate(with(mid), text); err == nil && res.Code() == codes.OK {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	res, err := consumer.Generate(with(lo), consumeReq(pub.EncoderReady().GetRef()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Code() != codes.OK {
+		t.Errorf("consume with a %d-byte tracestate = %v; want OK (the tracestate is dropped)", lo, res.Status)
+	}
+	expectCalm(t, "consumer", consSrv)
+	expectCalm(t, "producer", prodSrv)
+}
+
+// headerRecorder is a producer's Control service that records the
+// metadata of every TransferEncoderCache it gets and rejects it before
+// writing (INVALID_ARGUMENT with the before-write trailer, CONTRACT Q-2).
+type headerRecorder struct {
+	pb.UnimplementedControlServer
+	mu sync.Mutex
+	md []metadata.MD
+}
+
+func (r *headerRecorder) TransferEncoderCache(ctx context.Context, _ *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.mu.Lock()
+	r.md = append(r.md, md)
+	r.mu.Unlock()
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerTransferRejected, TrailerBeforeWrite))
+	return nil, status.Error(codes.InvalidArgument, "SU-5 the recorder holds no entry")
+}
+
+func (r *headerRecorder) calls() []metadata.MD {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.md)
+}
+
+// TestA2TracestateNotForwardedToProducer: the consumer forwards a
+// client's tracestate to the producer only when it is well-formed and at
+// most MaxTracestateBytes. The producer here accepts header lists of at
+// most 16 KiB (as E accepts 16 MiB), so a forwarded 64 KiB tracestate
+// would be refused by its transport without the before-write trailer: an
+// uncertain outcome and a quarantine (attack A2, at a size the race
+// detector can afford).
+func TestA2TracestateNotForwardedToProducer(t *testing.T) {
+	rec := &headerRecorder{}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.MaxHeaderListSize(16 << 10))
+	pb.RegisterControlServer(gs, rec)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	consSrv, consumer := startEngineAlone(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TrustedProducers: []string{lis.Addr().String()}}, nil)
+	host, port := splitHostPort(lis.Addr().String())
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for i, c := range []struct {
+		name, state, want string
+	}{
+		{"well-formed", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"},
+		{"513 bytes", "k=" + strings.Repeat("v", 255) + ",j=" + strings.Repeat("w", 253), ""},
+		{"64 KiB", "k=" + strings.Repeat("v", 64<<10), ""},
+		{"malformed", "this is not a tracestate", ""},
+	} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), TraceparentKey, parent, TracestateKey, c.state)
+		res, err := consumer.Generate(ctx, consumeReq(forgedTCPRef(host, port)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Code() != codes.InvalidArgument {
+			t.Errorf("%s: consume = %v; want the producer's INVALID_ARGUMENT", c.name, res.Status)
+		}
+		expectCalm(t, "consumer after a "+c.name+" tracestate", consSrv)
+		calls := rec.calls()
+		if len(calls) != i+1 {
+			t.Fatalf("%s: the producer got %d calls; want %d", c.name, len(calls), i+1)
+		}
+		got := calls[i].Get(TracestateKey)
+		if (c.want == "" && len(got) != 0) || (c.want != "" && (len(got) != 1 || got[0] != c.want)) {
+			t.Errorf("%s: the producer got tracestate %.60q; want %.60q", c.name, got, c.want)
+		}
+		if tp := calls[i].Get(TraceparentKey); len(tp) != 1 || len(tp[0]) != 55 || !strings.HasPrefix(tp[0], "00-4bf92f3577b34da6a3ce929d0e0e4736-") {
+			t.Errorf("%s: the producer got traceparent %v; want the client's trace in one version-00 header", c.name, tp)
 		}
 	}
 }
