@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/xfer"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
@@ -265,5 +268,92 @@ func TestA2TracestateNotForwardedToProducer(t *testing.T) {
 		if tp := calls[i].Get(TraceparentKey); len(tp) != 1 || len(tp[0]) != 55 || !strings.HasPrefix(tp[0], "00-4bf92f3577b34da6a3ce929d0e0e4736-") {
 			t.Errorf("%s: the producer got traceparent %v; want the client's trace in one version-00 header", c.name, tp)
 		}
+	}
+}
+
+// TestA5HostTrustSelfReferenceLeavesConsumerReady: with a host-wide trust
+// entry (--trusted-producers 127.0.0.1), a forged tcp reference may name
+// any port of that host: the consumer's own gRPC port (it does not serve
+// TransferEncoderCache: L-4, answered with the before-write trailer, Q-2),
+// its own transfer agent, a port that accepts and closes, or one that
+// accepts and never speaks (no gRPC connection is ever established, so
+// nothing was sent: Q-2). Each ends in a contract code with the consumer
+// READY and nothing quarantined (SE-4).
+func TestA5HostTrustSelfReferenceLeavesConsumerReady(t *testing.T) {
+	closing, hanging := listenCounting(t, false), listenCounting(t, true)
+	_, closingPort := closing.hostPort()
+	_, hangingPort := hanging.hostPort()
+	for _, c := range []struct {
+		name string
+		port func(srv *Server) uint32
+		want codes.Code
+		rule string // the rule the answer names
+	}{
+		{"its own gRPC port", func(srv *Server) uint32 { return uint32(srv.lis.Addr().(*net.TCPAddr).Port) }, codes.FailedPrecondition, "L-4"},
+		{"its own transfer agent", func(srv *Server) uint32 { _, p := splitHostPort(peerAddresses(t, srv)[1]); return p }, codes.Unavailable, "Q-2"},
+		{"a port that accepts and closes", func(*Server) uint32 { return closingPort }, codes.Unavailable, "Q-2"},
+		{"a port that accepts and never speaks", func(*Server) uint32 { return hangingPort }, codes.Unavailable, "Q-2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, consumer := startEngineAlone(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TrustedProducers: []string{"127.0.0.1"}, TransferTimeout: 2 * time.Second}, nil)
+			res, err := consumer.Generate(context.Background(), consumeReq(forgedTCPRef("127.0.0.1", c.port(srv))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Code() != c.want || !strings.Contains(res.Status.Message(), c.rule+" ") {
+				t.Errorf("consume = %v; want %v naming %s", res.Status, c.want, c.rule)
+			}
+			expectCalm(t, "consumer after a reference naming "+c.name, srv)
+		})
+	}
+}
+
+// TestTransferEncoderCacheEarlyRejectionsCarryTrailer: every rejection of
+// TransferEncoderCache made before the entry is claimed (a role or
+// backend that does not serve it, L-4; draining, S-2; quarantined, Q-4; a
+// malformed request; an anonymous caller where authorization is on, which
+// does not gate it) carries `baton-transfer-rejected: before-write`
+// (CONTRACT Q-2), so the consumer that asked releases its buffers instead
+// of quarantining them (attack A5).
+func TestTransferEncoderCacheEarlyRejectionsCarryTrailer(t *testing.T) {
+	tokenFile := t.TempDir() + "/token"
+	if err := os.WriteFile(tokenFile, []byte(strings.Repeat("t", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	forged := func() *pb.TransferEncoderCacheRequest {
+		return &pb.TransferEncoderCacheRequest{Ref: forgedTCPRef("127.0.0.1", 7101), TransferId: "t", ConsumerAgent: []byte("not an agent")}
+	}
+	for _, c := range []struct {
+		name   string
+		cfg    Config
+		poison func(e *Engine)
+		req    *pb.TransferEncoderCacheRequest
+		want   codes.Code
+	}{
+		{"PD (L-4)", Config{Role: RolePD, AcceptBackends: []string{BackendTCP}}, nil, forged(), codes.FailedPrecondition},
+		{"aggregated (L-4)", Config{Role: RoleAggregated}, nil, forged(), codes.FailedPrecondition},
+		{"D (L-4)", Config{Role: RoleDecode}, nil, forged(), codes.FailedPrecondition},
+		{"E on shared_dir (L-4)", Config{Role: RoleEncoder, CacheDir: t.TempDir()}, nil, forged(), codes.FailedPrecondition},
+		{"PD draining (S-2 before L-4)", Config{Role: RolePD, AcceptBackends: []string{BackendTCP}}, func(e *Engine) { e.health.StartDrain() }, forged(), codes.Unavailable},
+		{"E draining (S-2)", Config{Role: RoleEncoder, Backend: BackendTCP}, func(e *Engine) { e.health.StartDrain() }, forged(), codes.Unavailable},
+		{"E quarantined (Q-4)", Config{Role: RoleEncoder, Backend: BackendTCP}, func(e *Engine) { e.health.Fail(handoff.CheckQuarantine, "Q-1 injected by the test") }, forged(), codes.Unavailable},
+		{"E, no reference (SU-4)", Config{Role: RoleEncoder, Backend: BackendTCP}, nil, &pb.TransferEncoderCacheRequest{}, codes.InvalidArgument},
+		{"E, malformed consumer agent", Config{Role: RoleEncoder, Backend: BackendTCP}, nil, forged(), codes.InvalidArgument},
+		{"E with authorization on, an anonymous caller", Config{Role: RoleEncoder, Backend: BackendTCP, Security: Security{OperatorTokenFile: tokenFile}}, nil, forged(), codes.InvalidArgument},
+		{"E on cuda_ipc draining (S-2)", Config{Role: RoleEncoder, Backend: BackendCUDAIPC, IPCDevice: xfer.NewFakeIPC().Device(0)}, func(e *Engine) { e.health.StartDrain() }, forged(), codes.Unavailable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, addr := serveEngine(t, c.cfg, nil)
+			if c.poison != nil {
+				srv.Engine.mu.Lock()
+				c.poison(srv.Engine)
+				srv.Engine.mu.Unlock()
+			}
+			var trailer metadata.MD
+			_, err := dialControl(t, addr).TransferEncoderCache(context.Background(), c.req, grpc.Trailer(&trailer))
+			if status.Code(err) != c.want || !slices.Contains(trailer.Get(TrailerTransferRejected), TrailerBeforeWrite) {
+				t.Errorf("TransferEncoderCache = %v (trailer %v); want %v with %s: %s", err, trailer, c.want, TrailerTransferRejected, TrailerBeforeWrite)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -20,9 +21,15 @@ import (
 // dials is tracked, so that a call knows which connections may have
 // carried its request:
 //
-//   - none was open and none could be established during the call: the
-//     connection was refused or never established and nothing was sent, a
-//     definite outcome (CONTRACT Q-2);
+//   - none that the producer ever spoke on (sent a byte) was open or
+//     established during the call: the connection was refused or never
+//     established and nothing was sent, a definite outcome (CONTRACT Q-2).
+//     A connection the peer never wrote a byte on never carried a request:
+//     gRPC sends nothing on a transport before it has read the server's
+//     preface (grpc-go's NewHTTP2Client blocks until then), so a port that
+//     accepts and never speaks gRPC (another service on a trusted host,
+//     the consumer's own transfer agent, attack A5) is refused, not
+//     uncertain;
 //   - otherwise an uncertain outcome's quarantine waits until each of them
 //     has closed (part of the proof of Q-6): the producer closed it, its
 //     process ended, or keepalive found it dead (a hung producer).
@@ -57,6 +64,9 @@ type producerConn struct {
 	mu   sync.Mutex
 	live map[*trackedConn]struct{}
 	seq  uint64 // connections dialled so far
+	// spokeSeq is the highest seq of a connection the peer has written a
+	// byte on (0: none), open or closed since.
+	spokeSeq uint64
 }
 
 // trackedConn is one dialled control connection.
@@ -66,6 +76,19 @@ type trackedConn struct {
 	seq    uint64
 	once   sync.Once
 	closed chan struct{}
+	spoke  atomic.Bool // the peer has written at least one byte on it
+}
+
+// Read reads from the connection and notes the first byte the peer wrote.
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.spoke.Load() {
+		c.owner.mu.Lock()
+		c.spoke.Store(true)
+		c.owner.spokeSeq = max(c.owner.spokeSeq, c.seq)
+		c.owner.mu.Unlock()
+	}
+	return n, err
 }
 
 // Close closes the connection and marks it closed.
@@ -78,6 +101,17 @@ func (c *trackedConn) Close() error {
 		close(c.closed)
 	})
 	return err
+}
+
+// track wraps a dialled connection so the calls around it know whether it
+// may have carried them (callWindow).
+func (c *producerConn) track(conn net.Conn) *trackedConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	tc := &trackedConn{Conn: conn, owner: c, seq: c.seq, closed: make(chan struct{})}
+	c.live[tc] = struct{}{}
+	return tc
 }
 
 func (p *producerClients) get(addr string) (*producerConn, error) {
@@ -93,12 +127,7 @@ func (p *producerClients) get(addr string) (*producerConn, error) {
 		if err != nil {
 			return nil, err
 		}
-		pc.mu.Lock()
-		pc.seq++
-		tc := &trackedConn{Conn: conn, owner: pc, seq: pc.seq, closed: make(chan struct{})}
-		pc.live[tc] = struct{}{}
-		pc.mu.Unlock()
-		return tc, nil
+		return pc.track(conn), nil
 	}
 	cp := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: peerDialTimeout}
 	cp.Backoff.BaseDelay, cp.Backoff.MaxDelay = 100*time.Millisecond, peerMaxBackoff
@@ -180,20 +209,23 @@ func (c *producerConn) begin() callWindow {
 	return callWindow{at: at, seq: c.seq, conn: c}
 }
 
-// carriers closes the window: sent reports whether any connection was open
-// or established during the call (else nothing can have been sent, Q-2);
-// open are the closed channels of those still open, which may have carried
-// the request.
+// carriers closes the window: sent reports whether any connection the
+// peer has spoken on was open or established during the call (else
+// nothing can have been sent, Q-2); open are the closed channels of those,
+// which may have carried the request.
 func (w callWindow) carriers() (sent bool, open []<-chan struct{}) {
 	c := w.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sent = len(w.at) > 0 || c.seq > w.seq
+	sent = c.spokeSeq > w.seq // one dialled during the call spoke (it may have closed since)
 	for tc := range w.at {
-		open = append(open, tc.closed) // closed already or not: waiting on a closed channel is free
+		if tc.spoke.Load() {
+			sent = true
+			open = append(open, tc.closed) // closed already or not: waiting on a closed channel is free
+		}
 	}
 	for tc := range c.live {
-		if tc.seq > w.seq {
+		if tc.seq > w.seq && tc.spoke.Load() {
 			open = append(open, tc.closed)
 		}
 	}

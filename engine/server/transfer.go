@@ -55,7 +55,15 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	}
 	store, ok := e.store.(*memoryStore)
 	if e.cfg.Role != RoleEncoder || !ok {
-		return nil, fmt.Errorf("%w: N-1 this engine does not serve TransferEncoderCache (role %s, backend %s)", handoff.ErrWrongRole, e.cfg.Role, e.cfg.Backend)
+		// Rejected before anything is looked at, so nothing was claimed
+		// or written: a definite rejection, with the trailer (Q-2), or a
+		// consumer whose forged reference names this engine would
+		// quarantine (attack A5). The health refusals come first
+		// (CONTRACT precedence), then L-4.
+		if err := e.admitHandoff(); err != nil {
+			return nil, beforeWrite(ctx, err)
+		}
+		return nil, beforeWrite(ctx, fmt.Errorf("%w: L-4 this engine does not serve TransferEncoderCache (role %s, backend %s)", handoff.ErrWrongRole, e.cfg.Role, e.cfg.Backend))
 	}
 	ref, remote, peer, err := e.checkTransfer(req)
 	if err := e.claimForTransfer(ctx, ref, err); err != nil {
@@ -144,13 +152,14 @@ func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Ref
 
 // beforeWrite answers a definite pre-write rejection with the trailer
 // `baton-transfer-rejected: before-write` (Q-2): INVALID_ARGUMENT (SU-2,
-// SU-4, SU-5, H-3, L-1, a malformed request), FAILED_PRECONDITION (SE-3)
-// and UNAVAILABLE (draining, X-1, Q-4). Other codes (a wrong role) carry
-// no trailer.
+// SU-4, SU-5, H-3, L-1, a malformed request), FAILED_PRECONDITION (SE-3;
+// L-4, an engine that does not serve TransferEncoderCache) and
+// UNAVAILABLE (draining, X-1, Q-4). Anything else (an unexpected error)
+// carries no trailer: the consumer then treats the outcome as uncertain.
 func beforeWrite(ctx context.Context, err error) error {
 	rule, code := handoff.Classify(err)
 	switch {
-	case code == handoff.CodeInvalidArgument, rule == "SE-3",
+	case code == handoff.CodeInvalidArgument, rule == "SE-3", rule == "L-4",
 		code == handoff.CodeUnavailable && (rule == "S-2" || rule == "X-1" || rule == "Q-4"):
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerTransferRejected, TrailerBeforeWrite))
 	}
@@ -372,9 +381,13 @@ func (c transferCall) refusal() error {
 			return fmt.Errorf("%w: the producer rejected the transfer before writing: %s", handoff.ErrBadRequest, msg)
 		}
 	case codes.FailedPrecondition:
-		sentinel = handoff.ErrUntrustedPeer
-		if rule == "N-1" {
+		switch rule {
+		case "N-1":
 			sentinel = handoff.ErrBackendNotAccepted
+		case "L-4": // the endpoint is no producer (a forged reference naming another role)
+			sentinel = handoff.ErrWrongRole
+		default:
+			sentinel = handoff.ErrUntrustedPeer
 		}
 	default: // UNAVAILABLE while draining or NOT_READY, or anything else
 		return fmt.Errorf("%w: Q-2 the producer refused the transfer before writing (%s): %s", handoff.ErrPeerUnreachable, st.Code(), msg)
