@@ -82,6 +82,7 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 	if err != nil {
 		return fmt.Errorf("%w: dial P at %s: %v", errKVTransferFailed, addr, err)
 	}
+	defer e.producers.put(pc)
 	peer, err := e.agent.LoadRemoteMetadata(ref.AgentMD)
 	if err != nil {
 		return fmt.Errorf("%w: malformed kv.session: attribute %s: %v", handoff.ErrBadRequest, AttrKVAgent, err)

@@ -325,6 +325,9 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 	}
 	call.definite = decide(err, trailer)
 	call.unsent = !call.definite && !sent
+	if call.unsent {
+		e.producers.retire(pc) // its connection failed: nothing redials the address (attack A6)
+	}
 	if call.unsent && e.cfg.Hooks.RefusedConnectionUncertain {
 		call.unsent, call.carriers = false, nil // the Q-2 mutant: uncertain, and no proof can ever come
 		call.noProof = true
@@ -405,6 +408,7 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	if err != nil {
 		return nil, err
 	}
+	defer e.producers.put(pc)
 	e.mu.Lock()
 	err = e.receives.Preflight(receiveID, ref.PayloadBytes())
 	if err == nil {
@@ -454,6 +458,7 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 		if err == nil {
 			err = fmt.Errorf("producer reports %d bytes written, want %d", resp.GetBytesWritten(), ref.PayloadBytes())
 		}
+		e.producers.pin(pc, call.carriers) // the cache never closes a carrier: Q-6's proof is the producer's
 		e.quarantineReceive(receiveID, reg, bufs, err, call.carriers, call.noProof)
 		return nil, fmt.Errorf("%w: Q-1 transfer outcome uncertain (%v); its buffers are quarantined until nothing can write them", handoff.ErrTransferUncertain, status.Convert(err).Message())
 	}
