@@ -544,7 +544,7 @@ func float32s(b []byte) []float32 {
 // A1, CONTRACT SE-4). Over the bound it is the client's error,
 // ErrMalformedReference (SU-4, INVALID_ARGUMENT), before anything is sent.
 func (e *Engine) checkTransferRequest(req *pb.TransferEncoderCacheRequest) error {
-	if n := proto.Size(req); n > e.cfg.MaxTransferRequestBytes {
+	if n := proto.Size(req); n > e.cfg.MaxTransferRequestBytes && !e.cfg.Hooks.UnboundedReferenceFields {
 		return fmt.Errorf("%w: SU-4 the TransferEncoderCacheRequest this reference makes is %d bytes, over the %d bytes this consumer sends to a producer; nothing was sent", handoff.ErrMalformedReference, n, e.cfg.MaxTransferRequestBytes)
 	}
 	return nil
