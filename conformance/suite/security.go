@@ -18,6 +18,7 @@ import (
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -387,6 +388,20 @@ func SE4AttackCorpusLeavesEnginesReady(ctx context.Context, t TB, tg target.Targ
 		f.waitInflight(0)
 	}
 	calm("a transfer its client abandoned")
+	// A reference naming the real producer with producer_endpoint.protocol
+	// padded, once by 4 KiB and once until the whole consume is just under
+	// a 64 MiB receive limit: a consumer that forwards it unchanged asks its
+	// producer with a request larger than the producer accepts, and the
+	// producer's transport refuses it without the before-write trailer
+	// (attack A1). The answer is INVALID_ARGUMENT (SU-4, or SU-5 where the
+	// tag covers the field); for the large one the consumer's own transport
+	// may refuse it first (RESOURCE_EXHAUSTED, L-6).
+	f.oversizeEndpointSteps(prompt, calm)
+	// A consume carrying a traceparent and the largest tracestate the
+	// consumer's transport accepts (a header list just under its limit): a
+	// consumer that forwards it to its producer makes a header list the
+	// producer refuses (attack A2). The consume is served or rejected.
+	f.oversizeTracestateStep(prompt, contract, calm)
 	// Malformed transfer and release requests sent to the producer itself.
 	if tr, ok := target.Capability[target.Transferer](f.prod); ok {
 		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
@@ -609,6 +624,86 @@ wait:
 		h.expectSettled("SE-4", "producer", h.prod, before, "after the decode-budget publishes were refused, cancelled or released", ObservableExportsEntries, ObservableExportsBytes)
 	}
 	h.expectReady("producer", h.prod)
+}
+
+// attackReceiveLimit is the receive limit the SE-4 oversize steps aim just
+// under: 64 MiB, the reference engine's and the fault proxy's (a target
+// with a smaller limit refuses the request itself, RESOURCE_EXHAUSTED).
+const attackReceiveLimit = 64 << 20
+
+// oversizeEndpointSteps is SE-4's A1 step (SE4AttackCorpusLeavesEnginesReady).
+func (f *faultHarness) oversizeEndpointSteps(prompt string, calm func(after string)) {
+	t := f.t
+	t.Helper()
+	ref := f.publish(fixture(t, faultImage)).GetRef()
+	padded := func(size int) *pb.GenerateRequest {
+		r := proto.Clone(ref).(*pb.EncoderCacheRef)
+		if r.ProducerEndpoint == nil {
+			r.ProducerEndpoint = &pb.KvEndpoint{}
+		}
+		req := f.consumeRequest(prompt, r)
+		pad := 1
+		for range 4 { // the length prefixes grow with the padding: converge
+			r.ProducerEndpoint.Protocol = string(bytes.Repeat([]byte("g"), pad))
+			pad += size - proto.Size(req)
+		}
+		r.ProducerEndpoint.Protocol = string(bytes.Repeat([]byte("g"), pad))
+		return req
+	}
+	small := f.consumeRequest(prompt, ref)
+	for _, step := range []struct {
+		what    string
+		req     *pb.GenerateRequest
+		allowed []codes.Code
+	}{
+		{"producer_endpoint.protocol padded by 4 KiB", padded(proto.Size(small) + 4<<10), []codes.Code{codes.InvalidArgument}},
+		{"producer_endpoint.protocol padded to a consume 8 bytes under 64 MiB", padded(attackReceiveLimit - 8), []codes.Code{codes.InvalidArgument, codes.ResourceExhausted}},
+	} {
+		res := f.consumerAnswer(f.ctx, step.req)
+		call := consumeCall(ref, step.what)
+		if !slices.Contains(step.allowed, res.Code()) || len(res.TokenIDs()) > 0 {
+			t.Errorf("%s = %s; want one of %v before any token (SU-4: a malformed reference; the consumer must not forward it to its producer)", call, describe(res), step.allowed)
+		}
+		calm(step.what)
+	}
+	f.consumeOK(prompt, ref, "the reference the padded ones imitated")
+}
+
+// tracestateHeaderLimit is the header-list limit the SE-4 A2 step aims
+// just under: gRPC's default, 16 MiB.
+const tracestateHeaderLimit = 16 << 20
+
+// oversizeTracestateStep is SE-4's A2 step (SE4AttackCorpusLeavesEnginesReady).
+func (f *faultHarness) oversizeTracestateStep(prompt string, contract func(what string, code codes.Code), calm func(after string)) {
+	t := f.t
+	t.Helper()
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	with := func(n int) context.Context {
+		return metadata.AppendToOutgoingContext(f.ctx, "traceparent", parent, "tracestate", "k="+string(bytes.Repeat([]byte("v"), n-2)))
+	}
+	accepts := func(n int) bool {
+		return f.generateCtx(with(n), f.cons, f.baselineRequest(promptText(t, promptTextOnly))).Code() == codes.OK
+	}
+	lo, hi := tracestateHeaderLimit-2048, tracestateHeaderLimit // the largest tracestate the consumer's transport accepts
+	if !accepts(lo) {
+		t.Logf("note: the consumer refuses a text-only request with a %d-byte tracestate; the A2 step sends one of 512 bytes", lo)
+		lo = 512
+	} else {
+		for hi-lo > 1 {
+			if mid := (lo + hi) / 2; accepts(mid) {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+	}
+	ref := f.publish(fixture(t, faultImage)).GetRef()
+	res := f.generateCtx(with(lo), f.cons, f.consumeRequest(prompt, ref))
+	what := fmt.Sprintf("Consume(tracestate of %d bytes)", lo)
+	if res.Code() != codes.OK {
+		contract(what, res.Code())
+	}
+	calm(what)
 }
 
 // SE5GRPCHealthMirrorsHealth: grpc.health.v1 says SERVING while Health is

@@ -203,7 +203,13 @@ func (r Reference) Seal(key []byte) []byte {
 //
 //   - ErrTooLarge (L-1): opaque is longer than maxBytes (0 means
 //     MaxOpaqueStateBytes, the contract's); checked before anything is read.
-//   - ErrMalformedReference (SU-4): opaque is not exactly the bytes the
+//   - ErrMalformedReference (SU-4): an outer field is unbounded or
+//     malformed (checkOuter: backend and protocol short tokens,
+//     producer_instance_id at most MaxInstanceIDBytes of printable ASCII,
+//     the endpoint absent or a DNS name or IP literal of at most
+//     MaxEndpointHostBytes with a port 1..65535), so nothing a consumer
+//     forwards to its producer is larger than the producer accepts; or
+//     opaque is not exactly the bytes the
 //     format defines (see Reference): any other JSON, including well-formed
 //     but non-canonical JSON (whitespace, escapes, other key order,
 //     duplicate or unknown keys, leading zeros), a version other than 1,
@@ -224,6 +230,9 @@ func ParseReference(backend, producerInstanceID string, endpoint Endpoint, opaqu
 	}
 	if len(opaque) > maxBytes {
 		return Reference{}, rejectf(ErrTooLarge, "L-1 opaque_state is %d bytes, limit %d", len(opaque), maxBytes)
+	}
+	if err := checkOuter(backend, producerInstanceID, endpoint); err != nil {
+		return Reference{}, err // SU-4 before anything reads the outer fields further
 	}
 	p := refParser{b: opaque}
 	ref, err := p.parse()

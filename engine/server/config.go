@@ -71,6 +71,12 @@ type Config struct {
 	// TransferTimeout bounds one TransferEncoderCache call from the consumer,
 	// and the producer's wait for its WRITE (default 10 s).
 	TransferTimeout time.Duration
+	// MaxTransferRequestBytes bounds the TransferEncoderCacheRequest a
+	// consumer sends (bytes; default DefaultMaxTransferRequestBytes, what
+	// every conformant producer accepts). A reference whose request would
+	// be larger is the client's error (INVALID_ARGUMENT) before anything
+	// is sent, never an uncertain outcome (attack A1; CONTRACT SE-4).
+	MaxTransferRequestBytes int
 	// TestHooks honours the baton.* test hooks of CONTRACT section 4 in
 	// GenerateRequest.extra (testhooks.go): baton.encoder_delay_ms,
 	// baton.encoder_fail, baton.cleanup_fail and baton.transfer_fail.
@@ -251,6 +257,12 @@ func (c *Config) fill() error {
 	}
 	if c.TransferTimeout == 0 {
 		c.TransferTimeout = 10 * time.Second
+	}
+	if c.MaxTransferRequestBytes == 0 {
+		c.MaxTransferRequestBytes = DefaultMaxTransferRequestBytes
+	}
+	if c.MaxTransferRequestBytes < 0 || c.MaxTransferRequestBytes > MaxMessageBytes {
+		return fmt.Errorf("server: MaxTransferRequestBytes %d (want 1..%d; 0 takes the default, %d)", c.MaxTransferRequestBytes, MaxMessageBytes, DefaultMaxTransferRequestBytes)
 	}
 	if c.ProducerQuotaBytes == 0 {
 		c.ProducerQuotaBytes = 256 << 20

@@ -35,7 +35,16 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, st
 	if e.cfg.Hooks.ReadReference != nil {
 		opaque = e.cfg.Hooks.ReadReference(opaque)
 	}
-	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), opaque, e.cfg.Hooks.MaxReferenceBytes)
+	var ref handoff.Reference
+	var err error
+	if e.cfg.Hooks.UnboundedReferenceFields {
+		// The A1 mutant: the opaque state alone is checked; the outer
+		// fields go on as they came.
+		ref, err = handoff.ParseReference("", "", handoff.Endpoint{}, opaque, e.cfg.Hooks.MaxReferenceBytes)
+		ref.Backend, ref.ProducerInstanceID, ref.Endpoint = wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint())
+	} else {
+		ref, err = handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), opaque, e.cfg.Hooks.MaxReferenceBytes)
+	}
 	if err != nil {
 		if e.cfg.Hooks.OnRejectedReference != nil && errors.Is(err, handoff.ErrMalformedReference) {
 			e.onRejected(looseReference(wire.GetProducerInstanceId(), opaque)) // the SU-4 mutant only

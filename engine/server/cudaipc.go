@@ -400,6 +400,7 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	if err != nil {
 		return nil, err
 	}
+	defer e.producers.put(pc)
 	dev, err := e.ipcDevice()
 	if err != nil {
 		return nil, err
@@ -426,6 +427,10 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: off, Length: lengths[i], DeviceId: uint32(dev.Ordinal()), MemoryKind: string(xfer.MemoryCUDA)})
 		off += lengths[i]
 	}
+	if err := e.checkTransferRequest(req); err != nil {
+		e.endIPCReceive(receiveID, dst, false) // nothing was sent: a definite outcome
+		return nil, err
+	}
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
@@ -444,6 +449,7 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		if call.noProof {
 			proofs = nil
 		}
+		e.producers.pin(pc, proofs) // the cache never closes a carrier: Q-6's proof is the producer's
 		return nil, e.quarantineIPCReceive(receiveID, dst, nil, status.Convert(err).Message(), proofs)
 	}
 	loan, err := xfer.ParseIPCLoan(resp.GetTensorLayout(), lengths)
@@ -531,8 +537,10 @@ func (e *Engine) giveLoanBack(pc *producerConn, wire *pb.EncoderCacheRef) {
 // giveLoanBackAsync is giveLoanBack in the background; the drain waits.
 func (e *Engine) giveLoanBackAsync(pc *producerConn, wire *pb.EncoderCacheRef) {
 	e.gpu.returns.Add(1)
+	e.producers.hold(pc) // the caller's use ends before this one does
 	go func() {
 		defer e.gpu.returns.Done()
+		defer e.producers.put(pc)
 		e.giveLoanBack(pc, wire)
 	}()
 }

@@ -160,6 +160,14 @@ type Hooks struct {
 	// limit (the log-unlimited mutant: finding 11, a flood of bad requests
 	// filling the disk).
 	UnlimitedRejectionLog bool
+	// UnboundedReferenceFields skips the consumer's SU-4 bounds on a
+	// reference's outer fields (backend, producer_instance_id,
+	// producer_endpoint) and its bound on the TransferEncoderCacheRequest
+	// it sends, so a padded reference is forwarded to the producer as it
+	// came, larger than the producer accepts (the SE-4 mutant of attack
+	// A1: the producer's transport refuses it without the before-write
+	// trailer and the consumer quarantines).
+	UnboundedReferenceFields bool
 	// StaticGRPCHealth sets grpc.health.v1 only at start (SERVING) and at
 	// the drain (NOT_SERVING), whatever Health says (the SE-5 mutant).
 	StaticGRPCHealth bool

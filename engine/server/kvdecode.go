@@ -82,6 +82,7 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 	if err != nil {
 		return fmt.Errorf("%w: dial P at %s: %v", errKVTransferFailed, addr, err)
 	}
+	defer e.producers.put(pc)
 	if !e.attachKVSession(ref.ID) {
 		return fmt.Errorf("%w: this decode engine already attached to kv.session %s", errKVSessionNotFound, ref.ID)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -40,10 +41,31 @@ func beginCall(ctx context.Context, method string) (context.Context, *callInfo) 
 	return context.WithValue(ctx, callKey{}, ci), ci
 }
 
+// noteDroppedTracestate logs at debug level an incoming tracestate the
+// engine dropped (not W3C well-formed, over MaxTracestateBytes or
+// MaxTracestateMembers, or without a valid traceparent): it is neither
+// kept nor forwarded on the request's behalf (parseTracestate, attack A2).
+func (e *Engine) noteDroppedTracestate(ctx context.Context) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	st := md.Get(TracestateKey)
+	if len(st) == 0 {
+		return
+	}
+	if tc, ok := TraceFromContext(ctx); ok && tc.State != "" {
+		return
+	}
+	n := 0
+	for _, v := range st {
+		n += len(v)
+	}
+	e.log.DebugContext(ctx, "tracestate dropped: not forwarded (W3C trace-context: well-formed, at most 32 members and 512 bytes, with a valid traceparent)", "headers", len(st), "bytes", n)
+}
+
 // unaryInterceptor runs around every unary RPC: trace context in, request
 // id noted, outcome logged and counted (endCall).
 func (e *Engine) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	ctx, ci := beginCall(ctx, info.FullMethod)
+	e.noteDroppedTracestate(ctx)
 	if r, ok := req.(requestIDer); ok {
 		ci.requestID = r.GetRequestId()
 	}
@@ -57,6 +79,7 @@ func (e *Engine) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 // traced context, and the request id is noted when the request is read.
 func (e *Engine) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx, ci := beginCall(ss.Context(), info.FullMethod)
+	e.noteDroppedTracestate(ctx)
 	start := time.Now()
 	err := handler(srv, &observedStream{ServerStream: ss, ctx: ctx, call: ci})
 	e.endCall(ctx, ci, start, err)

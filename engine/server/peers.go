@@ -1,9 +1,11 @@
 package server
 
 import (
+	"container/list"
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -20,9 +22,15 @@ import (
 // dials is tracked, so that a call knows which connections may have
 // carried its request:
 //
-//   - none was open and none could be established during the call: the
-//     connection was refused or never established and nothing was sent, a
-//     definite outcome (CONTRACT Q-2);
+//   - none that the producer ever spoke on (sent a byte) was open or
+//     established during the call: the connection was refused or never
+//     established and nothing was sent, a definite outcome (CONTRACT Q-2).
+//     A connection the peer never wrote a byte on never carried a request:
+//     gRPC sends nothing on a transport before it has read the server's
+//     preface (grpc-go's NewHTTP2Client blocks until then), so a port that
+//     accepts and never speaks gRPC (another service on a trusted host,
+//     the consumer's own transfer agent, attack A5) is refused, not
+//     uncertain;
 //   - otherwise an uncertain outcome's quarantine waits until each of them
 //     has closed (part of the proof of Q-6): the producer closed it, its
 //     process ended, or keepalive found it dead (a hung producer).
@@ -43,20 +51,62 @@ const (
 // than every 5 minutes).
 var peerKeepaliveEnforcement = keepalive.EnforcementPolicy{MinTime: peerKeepaliveTime / 2, PermitWithoutStream: true}
 
+// The cache of producer clients is bounded (attack A6: with a host or
+// prefix trust entry, every distinct address a forged reference named got
+// a client of its own that was never closed, and one whose connection was
+// refused redialled it forever):
+//
+//   - at most max clients are cached, least recently used evicted first;
+//   - a client whose connection was refused or never established (a Q-2
+//     refusal) is closed at once, so nothing redials a refused address;
+//   - a client unused for idle, or whose channel failed to reconnect, is
+//     closed by a sweep every idle/2 while anything is cached;
+//   - a client leaves the cache at once but is closed only when no call
+//     uses it and no pin holds it: an uncertain transfer pins its client
+//     until every connection that may have carried it has closed by
+//     itself (the producer closed it, or keepalive found it dead), so the
+//     cache never closes a carrier and fakes the proof that ends a
+//     quarantine (CONTRACT Q-6).
+const (
+	// peerCacheMax bounds the cached producer clients (a deployment has a
+	// handful of producers; forged references name any number).
+	peerCacheMax = 64
+	// peerIdleClose closes a producer client unused this long.
+	peerIdleClose = time.Minute
+)
+
 // producerClients caches one control client per producer endpoint.
 type producerClients struct {
 	creds credentials.TransportCredentials // TLS when the engine dials peers over TLS (SE-1); nil: plaintext
-	mu    sync.Mutex
-	conns map[string]*producerConn
+	// max, idle and now are peerCacheMax, peerIdleClose and time.Now when
+	// zero (tests set them).
+	max  int
+	idle time.Duration
+	now  func() time.Time
+
+	mu     sync.Mutex
+	conns  map[string]*producerConn   // the cache, by address
+	lru    list.List                  // cached clients, most recently used first
+	all    map[*producerConn]struct{} // every client not yet closed, cached or not
+	timer  *time.Timer                // the idle sweep, armed while anything is cached
+	closed bool                       // close ran: no sweep any more
 }
 
 // producerConn is the client of one endpoint and its tracked connections.
 type producerConn struct {
 	addr string
 	cc   *grpc.ClientConn
+	// elem, users and lastUsed are guarded by producerClients.mu.
+	elem     *list.Element // its place in the cache; nil once it left
+	users    int           // calls using it, and pins (producerClients.pin)
+	lastUsed time.Time
+
 	mu   sync.Mutex
 	live map[*trackedConn]struct{}
 	seq  uint64 // connections dialled so far
+	// spokeSeq is the highest seq of a connection the peer has written a
+	// byte on (0: none), open or closed since.
+	spokeSeq uint64
 }
 
 // trackedConn is one dialled control connection.
@@ -66,6 +116,19 @@ type trackedConn struct {
 	seq    uint64
 	once   sync.Once
 	closed chan struct{}
+	spoke  atomic.Bool // the peer has written at least one byte on it
+}
+
+// Read reads from the connection and notes the first byte the peer wrote.
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.spoke.Load() {
+		c.owner.mu.Lock()
+		c.spoke.Store(true)
+		c.owner.spokeSeq = max(c.owner.spokeSeq, c.seq)
+		c.owner.mu.Unlock()
+	}
+	return n, err
 }
 
 // Close closes the connection and marks it closed.
@@ -80,12 +143,51 @@ func (c *trackedConn) Close() error {
 	return err
 }
 
+// track wraps a dialled connection so the calls around it know whether it
+// may have carried them (callWindow).
+func (c *producerConn) track(conn net.Conn) *trackedConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	tc := &trackedConn{Conn: conn, owner: c, seq: c.seq, closed: make(chan struct{})}
+	c.live[tc] = struct{}{}
+	return tc
+}
+
+func (p *producerClients) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
+func (p *producerClients) capacity() int {
+	if p.max > 0 {
+		return p.max
+	}
+	return peerCacheMax
+}
+
+func (p *producerClients) idleAfter() time.Duration {
+	if p.idle > 0 {
+		return p.idle
+	}
+	return peerIdleClose
+}
+
+// get returns the client of addr, in use by the caller until it calls put
+// (once per get); it dials nothing itself. The least recently used client
+// leaves the cache when it is over capacity.
 func (p *producerClients) get(addr string) (*producerConn, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if c, ok := p.conns[addr]; ok {
+		c.users++
+		c.lastUsed = p.clock()
+		p.lru.MoveToFront(c.elem)
+		p.mu.Unlock()
 		return c, nil
 	}
+	p.mu.Unlock()
 	pc := &producerConn{addr: addr, live: map[*trackedConn]struct{}{}}
 	dial := func(ctx context.Context, target string) (net.Conn, error) {
 		d := net.Dialer{Timeout: peerDialTimeout}
@@ -93,12 +195,7 @@ func (p *producerClients) get(addr string) (*producerConn, error) {
 		if err != nil {
 			return nil, err
 		}
-		pc.mu.Lock()
-		pc.seq++
-		tc := &trackedConn{Conn: conn, owner: pc, seq: pc.seq, closed: make(chan struct{})}
-		pc.live[tc] = struct{}{}
-		pc.mu.Unlock()
-		return tc, nil
+		return pc.track(conn), nil
 	}
 	cp := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: peerDialTimeout}
 	cp.Backoff.BaseDelay, cp.Backoff.MaxDelay = 100*time.Millisecond, peerMaxBackoff
@@ -116,20 +213,180 @@ func (p *producerClients) get(addr string) (*producerConn, error) {
 		return nil, err
 	}
 	pc.cc = c
-	if p.conns == nil {
-		p.conns = map[string]*producerConn{}
+	p.mu.Lock()
+	if other, ok := p.conns[addr]; ok { // another call cached one meanwhile
+		other.users++
+		other.lastUsed = p.clock()
+		p.lru.MoveToFront(other.elem)
+		p.mu.Unlock()
+		_ = c.Close()
+		return other, nil
 	}
+	if p.conns == nil {
+		p.conns, p.all = map[string]*producerConn{}, map[*producerConn]struct{}{}
+	}
+	pc.users, pc.lastUsed = 1, p.clock()
+	pc.elem = p.lru.PushFront(pc)
 	p.conns[addr] = pc
+	p.all[pc] = struct{}{}
+	var done []*producerConn
+	for p.lru.Len() > p.capacity() {
+		done = p.leaveLocked(p.lru.Back().Value.(*producerConn), done)
+	}
+	if p.timer == nil && !p.closed {
+		p.timer = time.AfterFunc(p.idleAfter()/2, p.tick)
+	}
+	p.mu.Unlock()
+	closeClients(done)
 	return pc, nil
 }
 
-func (p *producerClients) close() {
+// put ends a use that get (or hold, or pin) began; a client that left the
+// cache is closed with its last use.
+func (p *producerClients) put(c *producerConn) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
+	c.users--
+	c.lastUsed = p.clock()
+	var done []*producerConn
+	if c.elem == nil && c.users == 0 {
+		done = p.closingLocked(c, done)
+	}
+	p.mu.Unlock()
+	closeClients(done)
+}
+
+// hold begins another use of a client the caller already uses (a
+// background call on its behalf); end it with put.
+func (p *producerClients) hold(c *producerConn) {
+	p.mu.Lock()
+	c.users++
+	p.mu.Unlock()
+}
+
+// pin keeps c open until every proof channel is closed: the carriers of a
+// transfer whose outcome is uncertain, which the quarantine waits for
+// . Neither eviction nor the idle sweep closes a pinned client, so
+// only the producer or keepalive ends those connections.
+func (p *producerClients) pin(c *producerConn, proofs []<-chan struct{}) {
+	if allClosed(proofs) {
+		return
+	}
+	p.hold(c)
+	go func() {
+		for _, ch := range proofs {
+			<-ch
+		}
+		p.put(c)
+	}()
+}
+
+// retire takes a client whose connection was refused or never
+// established out of the cache, closed once unused, so nothing
+// redials the address; the next call dials afresh.
+func (p *producerClients) retire(c *producerConn) {
+	p.mu.Lock()
+	done := p.leaveLocked(c, nil)
+	p.mu.Unlock()
+	closeClients(done)
+}
+
+// leaveLocked takes c out of the cache and appends it to done when nothing
+// uses it (it is closed then). Call with p.mu held.
+func (p *producerClients) leaveLocked(c *producerConn, done []*producerConn) []*producerConn {
+	if c.elem != nil {
+		p.lru.Remove(c.elem)
+		c.elem = nil
+		if p.conns[c.addr] == c {
+			delete(p.conns, c.addr)
+		}
+	}
+	if c.users == 0 {
+		done = p.closingLocked(c, done)
+	}
+	return done
+}
+
+// closingLocked appends c to done unless it was closed already. Call with
+// p.mu held.
+func (p *producerClients) closingLocked(c *producerConn, done []*producerConn) []*producerConn {
+	if _, open := p.all[c]; open {
+		delete(p.all, c)
+		done = append(done, c)
+	}
+	return done
+}
+
+// closeClients closes clients outside the lock.
+func closeClients(cs []*producerConn) {
+	for _, c := range cs {
 		_ = c.cc.Close()
 	}
-	p.conns = nil
+}
+
+// sweep closes the cached clients nobody uses that have been idle for
+// idle, or whose channel failed to (re)connect and would redial forever.
+func (p *producerClients) sweep() {
+	p.mu.Lock()
+	now := p.clock()
+	var done []*producerConn
+	for e := p.lru.Back(); e != nil; {
+		c := e.Value.(*producerConn)
+		e = e.Prev()
+		if c.users == 0 && (now.Sub(c.lastUsed) >= p.idleAfter() || c.cc.GetState() == connectivity.TransientFailure) {
+			done = p.leaveLocked(c, done)
+		}
+	}
+	p.mu.Unlock()
+	closeClients(done)
+}
+
+// tick is the idle sweep's timer: it sweeps, and runs again while anything
+// is cached.
+func (p *producerClients) tick() {
+	p.sweep()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.lru.Len() == 0 {
+		p.timer = nil
+		return
+	}
+	p.timer.Reset(p.idleAfter() / 2)
+}
+
+// size is the number of cached clients; open the number not yet closed,
+// cached or not (tests, observables).
+func (p *producerClients) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
+func (p *producerClients) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.all)
+}
+
+// close closes every client, in use or pinned or not (the drain), and
+// stops the sweep.
+func (p *producerClients) close() {
+	p.mu.Lock()
+	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	var done []*producerConn
+	for c := range p.all {
+		done = append(done, c)
+	}
+	for e := p.lru.Front(); e != nil; e = e.Next() {
+		e.Value.(*producerConn).elem = nil
+	}
+	p.conns, p.all = nil, nil
+	p.lru.Init()
+	p.mu.Unlock()
+	closeClients(done)
 }
 
 // fresh makes a channel that failed to connect try again at once: a
@@ -180,20 +437,23 @@ func (c *producerConn) begin() callWindow {
 	return callWindow{at: at, seq: c.seq, conn: c}
 }
 
-// carriers closes the window: sent reports whether any connection was open
-// or established during the call (else nothing can have been sent, Q-2);
-// open are the closed channels of those still open, which may have carried
-// the request.
+// carriers closes the window: sent reports whether any connection the
+// peer has spoken on was open or established during the call (else
+// nothing can have been sent, Q-2); open are the closed channels of those,
+// which may have carried the request.
 func (w callWindow) carriers() (sent bool, open []<-chan struct{}) {
 	c := w.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sent = len(w.at) > 0 || c.seq > w.seq
+	sent = c.spokeSeq > w.seq // one dialled during the call spoke (it may have closed since)
 	for tc := range w.at {
-		open = append(open, tc.closed) // closed already or not: waiting on a closed channel is free
+		if tc.spoke.Load() {
+			sent = true
+			open = append(open, tc.closed) // closed already or not: waiting on a closed channel is free
+		}
 	}
 	for tc := range c.live {
-		if tc.seq > w.seq {
+		if tc.seq > w.seq && tc.spoke.Load() {
 			open = append(open, tc.closed)
 		}
 	}

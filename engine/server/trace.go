@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -150,9 +152,7 @@ func incomingTrace(ctx context.Context) TraceContext {
 		parsed, err := ParseTraceparent(v[0])
 		if err == nil {
 			in, ok = parsed, true
-			if st := md.Get(TracestateKey); len(st) > 0 {
-				in.State = st[0]
-			}
+			in.State = parseTracestate(md.Get(TracestateKey))
 		}
 	}
 	return childSpan(in, ok)
@@ -203,4 +203,100 @@ func TraceUnaryClientInterceptor(ctx context.Context, method string, req, reply 
 // streaming call of a client connection (grpc.WithChainStreamInterceptor).
 func TraceStreamClientInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	return streamer(OutgoingTraceContext(ctx), desc, cc, method, opts...)
+}
+
+// MaxTracestateBytes bounds the tracestate the engine keeps and forwards
+// (W3C trace-context level 1 section 3.3.1.5: vendors should propagate at
+// least 512 characters; more is dropped, never forwarded, attack A2).
+const MaxTracestateBytes = 512
+
+// MaxTracestateMembers bounds the list members of a tracestate (W3C
+// trace-context level 1 section 3.3.1.1: at most 32).
+const MaxTracestateMembers = 32
+
+// parseTracestate returns the tracestate header the engine keeps and
+// forwards on a request's behalf: the received values joined with ","
+// (several headers are one list, W3C section 3.3.1), when the result is at
+// most MaxTracestateBytes of at most MaxTracestateMembers well-formed list
+// members with distinct keys; "" otherwise. A client's tracestate is
+// forwarded to the producer in the consumer's TransferEncoderCache call,
+// so an unbounded one could make that call's header list larger than the
+// producer accepts: the producer's transport resets the stream, an
+// uncertain outcome and a quarantine caused by a client (attack A2).
+func parseTracestate(values []string) string {
+	if len(values) == 0 {
+		return ""
+	}
+	n := len(values) - 1
+	for _, v := range values {
+		n += len(v)
+		if n > MaxTracestateBytes {
+			return ""
+		}
+	}
+	list := strings.Join(values, ",")
+	members := 0
+	keys := make([]string, 0, 4)
+	for _, m := range strings.Split(list, ",") {
+		m = strings.Trim(m, " \t")
+		if m == "" {
+			continue // empty and whitespace-only members are allowed
+		}
+		key, value, ok := strings.Cut(m, "=")
+		if !ok || !tracestateKey(key) || !tracestateValue(value) || slices.Contains(keys, key) {
+			return ""
+		}
+		keys = append(keys, key)
+		members++
+		if members > MaxTracestateMembers {
+			return ""
+		}
+	}
+	if members == 0 {
+		return ""
+	}
+	return list
+}
+
+// tracestateKey reports whether k is a W3C tracestate key: a simple key
+// (lcalpha, then up to 255 of lcalpha, DIGIT, "_", "-", "*", "/") or a
+// multi-tenant key tenant@system (tenant: lcalpha or DIGIT, then up to 240
+// of those; system: lcalpha, then up to 13).
+func tracestateKey(k string) bool {
+	keyChar := func(c byte) bool {
+		return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '*' || c == '/'
+	}
+	part := func(s string, firstDigit bool, max int) bool {
+		if s == "" || len(s) > max {
+			return false
+		}
+		if c := s[0]; !(c >= 'a' && c <= 'z' || firstDigit && c >= '0' && c <= '9') {
+			return false
+		}
+		for i := 1; i < len(s); i++ {
+			if !keyChar(s[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if tenant, system, multi := strings.Cut(k, "@"); multi {
+		return part(tenant, true, 241) && part(system, false, 14)
+	}
+	return part(k, false, 256)
+}
+
+// tracestateValue reports whether v is a W3C tracestate value: 1..256
+// printable ASCII characters other than "," and "=", spaces allowed
+// except at the end.
+func tracestateValue(v string) bool {
+	if v == "" || len(v) > 256 || v[len(v)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7e || c == ',' || c == '=' {
+			return false
+		}
+	}
+	return true
 }

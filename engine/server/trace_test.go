@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -186,5 +187,131 @@ func TestTraceparentRoundTrip(t *testing.T) {
 				t.Errorf("B joined %+v; want A's new trace %x with parent %x", joined, fresh.TraceID, fresh.SpanID)
 			}
 		})
+	}
+}
+
+// TestParseTracestate is the malformed-input test of the tracestate
+// header (W3C trace-context level 1 section 3.3): what the engine forwards
+// on a request's behalf is at most MaxTracestateBytes of at most 32
+// well-formed list members with distinct keys; anything else is dropped.
+func TestParseTracestate(t *testing.T) {
+	member := func(i int) string { return fmt.Sprintf("k%d=v%d", i, i) }
+	members := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, member(i))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		in   []string // header values as received (several are joined with ",")
+		want string   // "" = dropped
+	}{
+		{"one member", []string{"congo=t61rcWkgMzE"}, "congo=t61rcWkgMzE"},
+		{"two members with whitespace", []string{"rojo=00f067aa0ba902b7 ,\tcongo=t61rcWkgMzE"}, "rojo=00f067aa0ba902b7 ,\tcongo=t61rcWkgMzE"},
+		{"two headers", []string{"rojo=1", "congo=2"}, "rojo=1,congo=2"},
+		{"multi-tenant key", []string{"fw529a3039@dt=ZmY0OThkYTc"}, "fw529a3039@dt=ZmY0OThkYTc"},
+		{"key chars", []string{"a0_-*/b=x"}, "a0_-*/b=x"},
+		{"value with a space inside", []string{"k=a b"}, "k=a b"},
+		{"empty members", []string{"k=v,,  ,j=w"}, "k=v,,  ,j=w"},
+		{"32 members", []string{strings.Join(members(32), ",")}, strings.Join(members(32), ",")},
+		{"exactly 512 bytes", []string{"k=" + strings.Repeat("v", 255) + ",j=" + strings.Repeat("w", 252)}, "k=" + strings.Repeat("v", 255) + ",j=" + strings.Repeat("w", 252)},
+
+		{"absent", nil, ""},
+		{"empty", []string{""}, ""},
+		{"513 bytes", []string{"k=" + strings.Repeat("v", 255) + ",j=" + strings.Repeat("w", 253)}, ""},
+		{"16 MiB (attack A2)", []string{"k=" + strings.Repeat("v", 16<<20)}, ""},
+		{"33 members", []string{strings.Join(members(33), ",")}, ""},
+		{"33 members over two headers", []string{strings.Join(members(17), ","), strings.Join(members(33)[17:], ",")}, ""},
+		{"duplicate key", []string{"k=1,k=2"}, ""},
+		{"no equals sign", []string{"congo"}, ""},
+		{"upper-case key", []string{"Congo=1"}, ""},
+		{"key starting with a digit is a tenant only", []string{"0k=1"}, ""},
+		{"empty value", []string{"k="}, ""},
+		{"value ending in a space", []string{"k=v "}, "k=v "},
+		{"value with a comma", []string{"k=a\x2cb=c=d"}, ""},
+		{"value with an equals sign", []string{"k=a=b"}, ""},
+		{"value of 257 bytes", []string{"k=" + strings.Repeat("v", 257)}, ""},
+		{"value with a control byte", []string{"k=a\x01b"}, ""},
+		{"value with non-ASCII", []string{"k=\xc3\xa9"}, ""},
+		{"key of 257 bytes", []string{strings.Repeat("k", 257) + "=v"}, ""},
+		{"system id of 15 bytes", []string{"t@" + strings.Repeat("s", 15) + "=v"}, ""},
+		{"tenant id of 242 bytes", []string{strings.Repeat("t", 242) + "@s=v"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := parseTracestate(c.in)
+			if got != c.want {
+				t.Errorf("parseTracestate(%.80q) = %.80q; want %.80q", c.in, got, c.want)
+			}
+		})
+	}
+}
+
+// TestIncomingTraceDropsMalformedState: an incoming tracestate is kept
+// (and forwarded on the request's behalf) only when it is well-formed and
+// at most MaxTracestateBytes; a traceparent a call makes is always this
+// engine's own 55-character version-00 header, whatever version came in.
+func TestIncomingTraceDropsMalformedState(t *testing.T) {
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, c := range []struct {
+		name, parent, state, want string
+	}{
+		{"well-formed", parent, "congo=t61rcWkgMzE", "congo=t61rcWkgMzE"},
+		{"oversize", parent, "k=" + strings.Repeat("v", 1<<20), ""},
+		{"malformed", parent, "not a tracestate", ""},
+		{"future version traceparent", "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-" + strings.Repeat("x", 4096), "congo=1", "congo=1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := metadata.NewIncomingContext(context.Background(), metadata.Pairs(TraceparentKey, c.parent, TracestateKey, c.state))
+			tc := incomingTrace(in)
+			if tc.State != c.want {
+				t.Errorf("State = %.60q; want %.60q", tc.State, c.want)
+			}
+			md, _ := metadata.FromOutgoingContext(OutgoingTraceContext(ContextWithTrace(context.Background(), tc)))
+			tp := md.Get(TraceparentKey)
+			if len(tp) != 1 || len(tp[0]) != 55 || !strings.HasPrefix(tp[0], "00-") {
+				t.Errorf("outgoing traceparent %v; want one 55-character version-00 header", tp)
+			}
+			if ts := md.Get(TracestateKey); (c.want == "") != (len(ts) == 0) || (len(ts) > 0 && ts[0] != c.want) {
+				t.Errorf("outgoing tracestate %.60q; want %.60q", ts, c.want)
+			}
+		})
+	}
+}
+
+// TestDroppedTracestateLoggedAtDebug: a tracestate the engine drops is
+// logged at debug level (with its size, never its bytes); a well-formed
+// one is not.
+func TestDroppedTracestateLoggedAtDebug(t *testing.T) {
+	_, eng, logs := startLoggedEngine(t, Config{Role: RoleAggregated})
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	text := &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "hi"}}
+	dropped := func() int {
+		n := 0
+		for _, rec := range logs.records(t) {
+			if strings.HasPrefix(fmt.Sprint(rec["msg"]), "tracestate dropped") {
+				n++
+				if rec["level"] != "DEBUG" || rec["bytes"] == nil {
+					t.Errorf("log line %v; want level DEBUG with bytes", rec)
+				}
+			}
+		}
+		return n
+	}
+	for _, c := range []struct {
+		state string
+		want  int
+	}{{"congo=1", 0}, {"k=" + strings.Repeat("v", 600), 1}, {"Not=Valid", 2}} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), TraceparentKey, parent, TracestateKey, c.state)
+		if res, err := eng.Generate(ctx, text); err != nil || res.Code() != 0 {
+			t.Fatalf("Generate = %v %v", res.Status, err)
+		}
+		if got := dropped(); got != c.want {
+			t.Errorf("after a tracestate of %d bytes: %d debug lines about a dropped tracestate; want %d", len(c.state), got, c.want)
+		}
+	}
+	if strings.Contains(fmt.Sprint(logs.records(t)), strings.Repeat("v", 600)) {
+		t.Errorf("the log carries the dropped tracestate itself")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // TrailerTransferRejected is the trailer that marks a definite pre-write
@@ -54,7 +55,15 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	}
 	store, ok := e.store.(*memoryStore)
 	if e.cfg.Role != RoleEncoder || !ok {
-		return nil, fmt.Errorf("%w: N-1 this engine does not serve TransferEncoderCache (role %s, backend %s)", handoff.ErrWrongRole, e.cfg.Role, e.cfg.Backend)
+		// Rejected before anything is looked at, so nothing was claimed
+		// or written: a definite rejection, with the trailer (Q-2), or a
+		// consumer whose forged reference names this engine would
+		// quarantine (attack A5). The health refusals come first
+		// (CONTRACT precedence), then L-4.
+		if err := e.admitHandoff(); err != nil {
+			return nil, beforeWrite(ctx, err)
+		}
+		return nil, beforeWrite(ctx, fmt.Errorf("%w: L-4 this engine does not serve TransferEncoderCache (role %s, backend %s)", handoff.ErrWrongRole, e.cfg.Role, e.cfg.Backend))
 	}
 	ref, remote, agent, err := e.checkTransfer(req)
 	if err := e.claimForTransfer(ctx, ref, err); err != nil {
@@ -171,13 +180,14 @@ func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Ref
 
 // beforeWrite answers a definite pre-write rejection with the trailer
 // `baton-transfer-rejected: before-write` (Q-2): INVALID_ARGUMENT (SU-2,
-// SU-4, SU-5, H-3, L-1, a malformed request), FAILED_PRECONDITION (SE-3)
-// and UNAVAILABLE (draining, X-1, Q-4). Other codes (a wrong role) carry
-// no trailer.
+// SU-4, SU-5, H-3, L-1, a malformed request), FAILED_PRECONDITION (SE-3;
+// L-4, an engine that does not serve TransferEncoderCache) and
+// UNAVAILABLE (draining, X-1, Q-4). Anything else (an unexpected error)
+// carries no trailer: the consumer then treats the outcome as uncertain.
 func beforeWrite(ctx context.Context, err error) error {
 	rule, code := handoff.Classify(err)
 	switch {
-	case code == handoff.CodeInvalidArgument, rule == "SE-3",
+	case code == handoff.CodeInvalidArgument, rule == "SE-3", rule == "L-4",
 		code == handoff.CodeUnavailable && (rule == "S-2" || rule == "X-1" || rule == "Q-4"):
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerTransferRejected, TrailerBeforeWrite))
 	}
@@ -353,6 +363,9 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 	}
 	call.definite = decide(err, trailer)
 	call.unsent = !call.definite && !sent
+	if call.unsent {
+		e.producers.retire(pc) // its connection failed: nothing redials the address (attack A6)
+	}
 	if call.unsent && e.cfg.Hooks.RefusedConnectionUncertain {
 		call.unsent, call.carriers = false, nil // the Q-2 mutant: uncertain, and no proof can ever come
 		call.noProof = true
@@ -409,9 +422,13 @@ func (c transferCall) refusal() error {
 			return fmt.Errorf("%w: the producer rejected the transfer before writing: %s", handoff.ErrBadRequest, msg)
 		}
 	case codes.FailedPrecondition:
-		sentinel = handoff.ErrUntrustedPeer
-		if rule == "N-1" {
+		switch rule {
+		case "N-1":
 			sentinel = handoff.ErrBackendNotAccepted
+		case "L-4": // the endpoint is no producer (a forged reference naming another role)
+			sentinel = handoff.ErrWrongRole
+		default:
+			sentinel = handoff.ErrUntrustedPeer
 		}
 	default: // UNAVAILABLE while draining or NOT_READY, or anything else
 		return fmt.Errorf("%w: Q-2 the producer refused the transfer before writing (%s): %s", handoff.ErrPeerUnreachable, st.Code(), msg)
@@ -429,6 +446,7 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	if err != nil {
 		return nil, err
 	}
+	defer e.producers.put(pc)
 	e.mu.Lock()
 	err = e.receives.Preflight(receiveID, ref.PayloadBytes())
 	if err == nil {
@@ -458,6 +476,10 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	for _, d := range reg.Descriptors {
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: d.Address, Length: d.Length, DeviceId: d.DeviceID, MemoryKind: string(d.MemoryKind), RemoteKey: d.RemoteKey})
 	}
+	if err := e.checkTransferRequest(req); err != nil {
+		e.endReceive(receiveID, reg, false) // nothing was sent: a definite outcome
+		return nil, err
+	}
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
@@ -474,6 +496,7 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 		if err == nil {
 			err = fmt.Errorf("producer reports %d bytes written, want %d", resp.GetBytesWritten(), ref.PayloadBytes())
 		}
+		e.producers.pin(pc, call.carriers) // the cache never closes a carrier: Q-6's proof is the producer's
 		e.quarantineReceive(receiveID, reg, bufs, err, call.carriers, call.noProof)
 		return nil, fmt.Errorf("%w: Q-1 transfer outcome uncertain (%v); its buffers are quarantined until nothing can write them", handoff.ErrTransferUncertain, status.Convert(err).Message())
 	}
@@ -551,3 +574,25 @@ func float32s(b []byte) []float32 {
 	}
 	return out
 }
+
+// checkTransferRequest is the consumer's bound on the request it sends
+// (Config.MaxTransferRequestBytes): a request its producer might refuse
+// at the transport, without the before-write trailer, would be an
+// uncertain outcome and a quarantine (Q-1) caused by a client (attack
+// A1, CONTRACT SE-4). Over the bound it is the client's error,
+// ErrMalformedReference (SU-4, INVALID_ARGUMENT), before anything is sent.
+func (e *Engine) checkTransferRequest(req *pb.TransferEncoderCacheRequest) error {
+	if n := proto.Size(req); n > e.cfg.MaxTransferRequestBytes && !e.cfg.Hooks.UnboundedReferenceFields {
+		return fmt.Errorf("%w: SU-4 the TransferEncoderCacheRequest this reference makes is %d bytes, over the %d bytes this consumer sends to a producer; nothing was sent", handoff.ErrMalformedReference, n, e.cfg.MaxTransferRequestBytes)
+	}
+	return nil
+}
+
+// DefaultMaxTransferRequestBytes is the default bound on the
+// TransferEncoderCacheRequest a consumer sends (Config.MaxTransferRequestBytes):
+// 1 MiB, which every conformant producer accepts (CONTRACT L-6: a
+// receive limit of at least the media bound plus 1 MiB; gRPC's default
+// is 4 MiB). A request of bounded fields (SU-4: handoff.ParseReference),
+// an opaque state of at most 64 KiB (L-1) and at most 64 items is a few
+// tens of KiB, far under it.
+const DefaultMaxTransferRequestBytes = 1 << 20
