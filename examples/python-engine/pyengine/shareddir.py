@@ -33,6 +33,7 @@ KEY_BYTES = 32
 ORPHAN_AGE_S = 60.0
 LEFTOVER_AGE_S = 60.0
 SWEEP_PERIOD_S = 10.0
+RELEASE_WAIT_S = 10.0  # how long a release waits for another removal of its entry to end
 SWEEP_MAX_DIRS = 16
 FORMAT = "baton.encoder.v1/entry"
 MiB = 1 << 20
@@ -100,6 +101,7 @@ class ProducerStore:
         self.bugs = bugs
         self.dir = os.path.join(root, instance_id)
         self._lock = threading.Lock()
+        self._removed = threading.Condition(self._lock)  # notified when a removal ends
         self._table = {}  # id -> Entry, PUBLISHED entries only
         self._busy = set()  # ids being released right now
         self._failed = set()  # ids whose removal failed (X-1)
@@ -307,17 +309,28 @@ class ProducerStore:
         """Takes a published entry back (SU-3, X-1, X-2, S-2).
 
         Returns "ABORTED" the first time it takes a published entry back, "ALREADY_FINISHED"
-        when the entry is no longer published (consumed, released, expired, being released
-        by another caller), "FAILED" when the removal failed (X-1: the caller answers
-        UNAVAILABLE; the entry's storage may still exist).
+        when the entry is no longer published (consumed, released, expired), "FAILED" when
+        the removal failed (X-1: the caller answers UNAVAILABLE; the entry's storage may
+        still exist). A release that finds another removal of the entry in progress (an
+        earlier release, its expiry, the drain) waits for its outcome first: until the rename
+        and the delete are done a consumer may still claim the file, so "spent" must not be
+        answered early (SU-2, SU-3; docs/implementing.md "Releasing").
         """
         with self._lock:
             if entry_id in self._failed:
                 return "FAILED"
+            if "abort-aborted-twice" in self.bugs and reason == "abort" and (
+                    entry_id not in self._table or entry_id in self._busy):
+                return "ABORTED"  # seeded bug: no look at the entry's state
+            deadline = time.monotonic() + RELEASE_WAIT_S
+            while entry_id in self._busy and time.monotonic() < deadline:
+                self._removed.wait(deadline - time.monotonic())
+            if entry_id in self._failed:
+                return "FAILED"
+            if entry_id in self._busy:
+                return "FAILED"  # the other removal has not ended: the storage may still exist
             entry = self._table.get(entry_id)
-            if entry is None or entry_id in self._busy:
-                if "abort-aborted-twice" in self.bugs and reason == "abort":
-                    return "ABORTED"  # seeded bug: no look at the entry's state
+            if entry is None:
                 return "ALREADY_FINISHED"
             self._busy.add(entry_id)
         outcome = "failed"
@@ -337,6 +350,7 @@ class ProducerStore:
         finally:
             with self._lock:
                 self._busy.discard(entry_id)
+                self._removed.notify_all()
                 if self._table.pop(entry_id, None) is not None:
                     self._held_bytes -= entry.size_bytes
                 if outcome == "failed":

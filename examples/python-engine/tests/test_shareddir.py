@@ -1,11 +1,13 @@
 """The shared_dir backend on disk (docs/implementing.md 4.3) and its safetensors entries."""
 
+import errno
 import fcntl
 import os
 import shutil
 import stat
 import struct
 import tempfile
+import threading
 import time
 import unittest
 import uuid
@@ -193,6 +195,39 @@ class SharedDirTest(unittest.TestCase):
         self.assertEqual(self.p.release(rid), "ALREADY_FINISHED")
         self.assertEqual(self.rule(self.consume, opaque), ("SU-2", grpc.StatusCode.INVALID_ARGUMENT))
         self.assertEqual(self.p.stats(), (0, 0))
+
+    def test_release_during_removal_waits_for_its_outcome(self):
+        # SU-2, SU-3: an Abort that finds another removal of its entry in progress (an
+        # earlier release, its expiry, the drain) answers only once that removal ended:
+        # ALREADY_FINISHED after it succeeded, FAILED (UNAVAILABLE, X-1) after it failed.
+        for fails, want in ((False, "ALREADY_FINISHED"), (True, "FAILED")):
+            opaque, _ = self.publish()
+            rid = reference.parse(opaque).id
+            entered, go = threading.Event(), threading.Event()
+            real = self.p._claim_and_delete
+
+            def held(entry_id, keep_file=False, fails=fails):
+                entered.set()
+                go.wait(10)
+                if fails:
+                    raise OSError(errno.EIO, "injected")
+                return real(entry_id, keep_file)
+
+            self.p._claim_and_delete = held
+            first = {}
+            t1 = threading.Thread(target=lambda: first.setdefault("r", self.p.release(rid, reason="expiry")))
+            t1.start()
+            self.assertTrue(entered.wait(10))
+            second = {}
+            t2 = threading.Thread(target=lambda: second.setdefault("r", self.p.release(rid)))
+            t2.start()
+            t2.join(0.2)
+            self.assertTrue(t2.is_alive(), "the second release answered %r before the removal ended" % second)
+            go.set()
+            t1.join(10)
+            t2.join(10)
+            self.p._claim_and_delete = real
+            self.assertEqual(second.get("r"), want, "fails=%s" % fails)
 
     def test_expiry(self):
         opaque, _ = self.publish(ttl_ms=1)
