@@ -163,15 +163,12 @@ bench: build
 ## fuzz: every fuzz target (func FuzzXxx in a _test.go file) of every package, one after the
 ## other, each for FUZZTIME (default 30s). Their seed corpora (f.Add and testdata/fuzz/FuzzXxx/)
 ## already run in `go test`; a crash found here fails and leaves its input under the package's
-## testdata/fuzz/FuzzXxx/: commit it with the fix.
+## testdata/fuzz/FuzzXxx/: commit it with the fix. A bare "context deadline exceeded" at the
+## -fuzztime boundary with no input written is Go 1.26's fuzz-coordinator race (go.dev/issue/75804),
+## not a finding: the target's seed corpus is replayed instead (tools/fuzz/campaign.sh).
 FUZZTIME ?= 30s
 fuzz:
-	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
-	  for f in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u); do \
-	    echo "== fuzz $$dir $$f for $(FUZZTIME)"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$dir; \
-	  done; \
-	done
+	tools/fuzz/campaign.sh intree $(FUZZTIME)
 
 
 clean:

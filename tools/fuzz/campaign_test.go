@@ -3,6 +3,7 @@
 package fuzz
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -86,5 +87,38 @@ func TestCampaignListsEveryFuzzTarget(t *testing.T) {
 	}
 	if len(missing) > 0 || len(extra) > 0 {
 		t.Errorf("campaign.sh list leaves out %v and names %v that are no fuzz target; want exactly the module's %d targets", missing, extra, len(want))
+	}
+}
+
+// TestClassify: a fuzz run's verdict (campaign.sh classify, which make
+// fuzz uses). Only a bare "context deadline exceeded" at the -fuzztime
+// boundary, with no failing input written, is Go 1.26's coordinator race
+// (go.dev/issue/75804) and passes; a written input, a panic, a t.Error
+// line or any other failure fails. The logs are the shapes `go test -fuzz`
+// prints (the boundary one from this project's CI, FuzzDecodeDataURI).
+func TestClassify(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash: campaign.sh is a bash script")
+	}
+	for _, tc := range []struct {
+		name, log string
+		exit      int
+		want      string
+	}{
+		{"passed", "fuzz: elapsed: 30s, execs: 748393 (24946/sec)\nPASS\nok  \tx\t30.1s\n", 0, "ok"},
+		{"boundary race", "fuzz: elapsed: 30s, execs: 748393 (30812/sec), new interesting: 128 (total: 150)\nfuzz: elapsed: 30s, execs: 748393 (0/sec), new interesting: 128 (total: 150)\n--- FAIL: FuzzDecodeDataURI (30.45s)\n    context deadline exceeded\nFAIL\nexit status 1\nFAIL\tgithub.com/baton-dev/baton/engine/encoder\t30.477s\n", 1, "ok (boundary race)"},
+		{"failing input", "--- FAIL: FuzzX (1.2s)\n    --- FAIL: FuzzX (0.00s)\n        x_test.go:12: accepted garbage\n    Failing input written to testdata/fuzz/FuzzX/abc\n    To re-run:\n    go test -run=FuzzX/abc\nFAIL\n", 1, "FAIL"},
+		{"panic", "--- FAIL: FuzzX (0.3s)\n    context deadline exceeded\npanic: runtime error: index out of range\nFAIL\n", 2, "FAIL"},
+		{"a t.Error line with the deadline", "--- FAIL: FuzzX (30.1s)\n    fuzz_test.go:40: decode hung\n    context deadline exceeded\nFAIL\n", 1, "FAIL"},
+		{"build failure", "# x\n./x_test.go:3:1: syntax error\nFAIL\tx [build failed]\n", 1, "FAIL"},
+	} {
+		log := filepath.Join(t.TempDir(), "log")
+		if err := os.WriteFile(log, []byte(tc.log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("bash", "campaign.sh", "classify", log, fmt.Sprint(tc.exit)).CombinedOutput()
+		if got := strings.TrimSpace(string(out)); err != nil || got != tc.want {
+			t.Errorf("%s: classify = %q (%v); want %q", tc.name, got, err, tc.want)
+		}
 	}
 }
