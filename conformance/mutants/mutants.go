@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -425,33 +426,58 @@ func processLocalClaim(e *server.Engine, ref handoff.Reference) ([]server.Claime
 }
 
 // sharedBuffer is the b1-shared-receive-buffer mutant's one buffer: the
-// tensors of the last entry claimed, and how many claims are in flight.
+// tensors of the last entry claimed, how many claims are in flight, and
+// partner, closed when a claim that was alone gets company.
 var sharedBuffer struct {
 	mu       sync.Mutex
 	inFlight int
+	partner  chan struct{}
 	last     []shareddir.Tensor
 }
 
+// sharedBufferPartnerWait is how long a claim that starts alone waits for
+// a second one, so that the overlap the bug needs happens on a 2-core CI
+// machine too (where 8 requests in flight spend their time encoding and
+// their claims, microseconds each, would rarely meet); the kill must not
+// depend on the scheduler (CI's volume run once let this mutant survive).
+const sharedBufferPartnerWait = 2 * time.Second
+
 // sharedBufferClaim claims by rename as the engine does, but a claim that
-// overlaps another decodes the tensors the other left in the shared
+// overlaps another decodes the tensors the last claim left in the shared
 // buffer (same shapes under one preset), as a buffer reused across
-// concurrent receives would.
+// concurrent receives would. A claim that starts alone waits up to
+// sharedBufferPartnerWait for another.
 func sharedBufferClaim(e *server.Engine, ref handoff.Reference) ([]server.ClaimedItem, error) {
 	sharedBuffer.mu.Lock()
 	sharedBuffer.inFlight++
+	overlapped := sharedBuffer.inFlight > 1
+	if sharedBuffer.inFlight == 1 {
+		sharedBuffer.partner = make(chan struct{})
+	} else if sharedBuffer.partner != nil {
+		close(sharedBuffer.partner) // the one claim that was alone has company
+		sharedBuffer.partner = nil
+	}
+	partner := sharedBuffer.partner
 	sharedBuffer.mu.Unlock()
 	defer func() {
 		sharedBuffer.mu.Lock()
 		sharedBuffer.inFlight--
 		sharedBuffer.mu.Unlock()
 	}()
+	if !overlapped {
+		select {
+		case <-partner:
+			overlapped = true
+		case <-time.After(sharedBufferPartnerWait):
+		}
+	}
 	tensors, meta, err := shareddir.Claim(shareddir.OSFS{}, e.CacheDir(), ref.ProducerInstanceID, ref.EntryID, crand.Reader, ref.PayloadBytes()+1<<20)
 	if err != nil {
 		return nil, err
 	}
 	sharedBuffer.mu.Lock()
 	use := tensors
-	if sharedBuffer.inFlight > 1 && len(sharedBuffer.last) == len(tensors) {
+	if overlapped && len(sharedBuffer.last) == len(tensors) {
 		use = sharedBuffer.last
 	}
 	sharedBuffer.last = tensors
