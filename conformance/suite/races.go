@@ -42,21 +42,25 @@ func SU1TwoConsumerProcessesOneWins(ctx context.Context, t TB, tg target.Target)
 	}
 }
 
-// su3RaceRounds is how many references SU-3 races an Abort against a
-// consume of; su3LagStep spaces their starts from round to round.
-const (
-	su3RaceRounds = 8
-	su3LagStep    = 500 * time.Microsecond
-)
+// su3RaceLags are the rounds of SU-3's race, one reference each: how long
+// after the consume the Abort starts (before it when negative). The middle
+// rounds race in earnest, both orders; the outer ones give one side a
+// head start no scheduler undoes, so a consume that claimed first meets
+// the Abort on a loaded 2-core machine too (with lags within 2 ms, CI once
+// saw the Abort win all eight rounds and su3-release-answers-from-table
+// survive).
+var su3RaceLags = []time.Duration{-100 * time.Millisecond, -time.Millisecond, -500 * time.Microsecond, 0,
+	500 * time.Microsecond, time.Millisecond, 10 * time.Millisecond, 200 * time.Millisecond}
 
-// SU3AbortRacesConsume sends Abort(encoder_cache=ref) to the producer and a consume of ref to the consumer at once, eight rounds: exactly one wins, and the answers agree: ABORTED and no token, or tokens and ALREADY_FINISHED (SU-3: ABORTED only for the call that released a published entry, ALREADY_FINISHED for one already consumed).
+// SU3AbortRacesConsume sends Abort(encoder_cache=ref) to the producer and a consume of ref to the consumer at once, eight rounds (su3RaceLags: the Abort from 100 ms before the consume to 200 ms after it): exactly one wins, and the answers agree: ABORTED and no token, or tokens and ALREADY_FINISHED (SU-3: ABORTED only for the call that released a published entry, ALREADY_FINISHED for one already consumed).
 func SU3AbortRacesConsume(ctx context.Context, t TB, tg target.Target) {
 	h := needEPD(ctx, t, tg)
 	defer h.cleanup()
 	img := fixture(t, "video-001.png")
 	prompt := promptText(t, promptMarker)
 	tally := map[string]int{}
-	for round := 1; round <= su3RaceRounds; round++ {
+	for i, lag := range su3RaceLags {
+		round := i + 1
 		ref := h.publish(img).GetRef()
 		req := h.consumeRequest(prompt, ref)
 		var (
@@ -68,9 +72,6 @@ func SU3AbortRacesConsume(ctx context.Context, t TB, tg target.Target) {
 		)
 		start := make(chan struct{})
 		wg.Add(2)
-		// Round r starts the Abort (r-1-rounds/2)*su3LagStep after the
-		// consume (before it for a negative lag), so both orders happen.
-		lag := time.Duration(round-1-su3RaceRounds/2) * su3LagStep
 		go func() {
 			defer wg.Done()
 			<-start
@@ -89,7 +90,7 @@ func SU3AbortRacesConsume(ctx context.Context, t TB, tg target.Target) {
 			HarnessError(t, "Generate racing an Abort: %v", genErr)
 		}
 		res = h.onDecode(ctx, res, prompt)
-		race := fmt.Sprintf("round %d of %d: %s and %s %v apart", round, su3RaceRounds, abortCall(ref, ""), consumeCall(ref, ""), lag)
+		race := fmt.Sprintf("round %d of %d: %s and %s %v apart", round, len(su3RaceLags), abortCall(ref, ""), consumeCall(ref, ""), lag)
 		consumed := res.Code() == codes.OK && len(res.TokenIDs()) > 0
 		switch {
 		case abortErr != nil:
@@ -106,7 +107,7 @@ func SU3AbortRacesConsume(ctx context.Context, t TB, tg target.Target) {
 			tally["Abort won"]++
 		}
 	}
-	t.Logf("SU-3 Abort against consume, %d rounds: %v", su3RaceRounds, tally)
+	t.Logf("SU-3 Abort against consume, %d rounds: %v", len(su3RaceLags), tally)
 }
 
 // The X-2 race: publishes with a short TTL, consumed at offsets around it.

@@ -279,7 +279,7 @@ func TestLaunchFailures(t *testing.T) {
 			if tt.ready != "" {
 				cfg.Launch.Roles[RoleConsumer].Ready = LaunchCommand{Shell: tt.ready}
 			}
-			cfg.Launch.StartTimeout = 500 * time.Millisecond
+			cfg.Launch.StartTimeout = 5 * time.Second // the producer that does start must get ready within it on a loaded 2-core machine (500 ms failed under CI-like load)
 			var out bytes.Buffer
 			l, err := LaunchTarget(context.Background(), cfg, LaunchOptions{Out: &out})
 			if err == nil {
