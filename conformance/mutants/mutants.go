@@ -421,8 +421,54 @@ func processLocalClaim(e *server.Engine, ref handoff.Reference) ([]server.Claime
 	if err != nil {
 		return nil, err
 	}
+	localClaimReaders.readAndWait(ref.EntryID)
 	_ = os.Remove(filepath.Join(e.CacheDir(), ref.ProducerInstanceID, ref.EntryID+".safetensors"))
 	return items, nil
+}
+
+// localClaimReaders holds the su1-process-local-claim mutant's window open:
+// a consumer that read an entry waits up to localClaimWindow for a second
+// consumer to read it too before deleting it. The bug's real window is the
+// read, about a millisecond, which a loaded 2-core machine's scheduler
+// closes in some runs; held open, two consumes sent at once both succeed
+// in the first round on any machine, so the kill does not depend on the
+// draw.
+var localClaimReaders = &entryReaders{byEntry: map[string]*readers{}}
+
+// localClaimWindow bounds how long a read waits for a second reader.
+const localClaimWindow = 2 * time.Second
+
+type entryReaders struct {
+	mu      sync.Mutex
+	byEntry map[string]*readers
+}
+
+type readers struct {
+	n      int
+	second chan struct{} // closed when a second reader has read the entry
+}
+
+// readAndWait records one more read of entry and waits, for the first
+// reader, until a second has read it or localClaimWindow passed.
+func (r *entryReaders) readAndWait(entry string) {
+	r.mu.Lock()
+	rd := r.byEntry[entry]
+	if rd == nil {
+		rd = &readers{second: make(chan struct{})}
+		r.byEntry[entry] = rd
+	}
+	rd.n++
+	if rd.n == 2 {
+		close(rd.second)
+	}
+	first := rd.n == 1
+	r.mu.Unlock()
+	if first {
+		select {
+		case <-rd.second:
+		case <-time.After(localClaimWindow):
+		}
+	}
 }
 
 // sharedBuffer is the b1-shared-receive-buffer mutant's one buffer: the
