@@ -9,11 +9,19 @@
 #   tools/fuzz/campaign.sh classify LOG EXIT # a fuzz run's verdict from its output and exit code
 #
 # Verdicts: ok; FAIL when the run wrote a failing input or failed any other
-# way; ok (boundary race) when it failed only with a bare "context deadline
+# way, or reported fewer than FUZZ_MIN_EXECS executions (it fuzzed nothing); ok (boundary race) when it failed only with a bare "context deadline
 # exceeded" at the -fuzztime boundary and wrote no input: Go 1.26's fuzz
 # coordinator reports its own shutdown that way under load (go.dev/issue/75804,
 # fixed in Go 1.27), never a finding. The target's seed corpus is replayed
 # then, and must pass.
+#
+# Minimization of a new interesting input is bounded by FUZZ_MINIMIZE
+# (default 5s, go test's -fuzzminimizetime; Go's own default is 60s): a
+# scenario script is minimized at a few hundred executions per second
+# (each candidate runs the simulator), so with the default one new input
+# took FuzzScenario's whole 30 s run, 26 executions and a pass that had
+# fuzzed nothing.
+minimize=${FUZZ_MINIMIZE:-5s}
 #
 # `run` fuzzes every target (or the named ones, "pkg/dir:FuzzName") at once,
 # one worker each (more when few targets run; FUZZ_WORKERS sets it), for SECONDS, each in a copy of
@@ -32,15 +40,29 @@ mapfile -t pkgs < <(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 di
 
 targets_of() { grep -h '^func Fuzz' "$1"/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u; }
 
+# min_execs is the fewest executions a passing run must report
+# (FUZZ_MIN_EXECS, default 1000): fewer means the run fuzzed nothing (its
+# time went to minimizing, or every input hung), a pass on a stub.
+min_execs=${FUZZ_MIN_EXECS:-1000}
+
 # classify LOG EXIT prints a fuzz run's verdict (see the top of this file).
 classify() {
-	local log=$1 code=$2
+	local log=$1 code=$2 execs
+	execs=$( (grep -o 'execs: [0-9]*' "$log" || true) | tail -1 | cut -d' ' -f2)
 	if [ "$code" = 0 ] && ! grep -q '^--- FAIL' "$log"; then
-		echo ok
+		if [ "${execs:-0}" -lt "$min_execs" ]; then
+			echo "FAIL (${execs:-0} executions, fewer than $min_execs: fuzzed nothing)"
+		else
+			echo ok
+		fi
 	elif grep -q 'Failing input written to\|^panic:\|^    [a-z_]*_test.go:[0-9]*:' "$log"; then
 		echo FAIL
 	elif grep -q '^    context deadline exceeded$' "$log" && [ "$(grep -c '^--- FAIL' "$log")" = 1 ]; then
-		echo "ok (boundary race)"
+		if [ "${execs:-0}" -lt "$min_execs" ]; then
+			echo "FAIL (${execs:-0} executions, fewer than $min_execs: fuzzed nothing)"
+		else
+			echo "ok (boundary race)"
+		fi
 	else
 		echo FAIL
 	fi
@@ -75,7 +97,7 @@ run)
 		p=${t%%:*} f=${t##*:}
 		mkdir -p "$out/$p"
 		[ -d "$out/$p/testdata" ] || cp -r "$p/testdata" "$out/$p/" 2>/dev/null || mkdir -p "$out/$p/testdata"
-		(cd "$out/$p" && exec "$root/bin/fuzz/${p//\//_}.test" -test.run '^$' -test.fuzz "^$f\$" -test.fuzztime "${secs}s" \
+		(cd "$out/$p" && exec "$root/bin/fuzz/${p//\//_}.test" -test.run '^$' -test.fuzz "^$f\$" -test.fuzztime "${secs}s" -test.fuzzminimizetime "$minimize" \
 			-test.parallel "$workers" -test.fuzzcachedir "$root/out/fuzzcache/$p" >"$out/logs/${p//\//_}.$f.log" 2>&1) &
 		pids+=($!)
 	done
@@ -84,13 +106,13 @@ run)
 	for t in "${list[@]}"; do
 		p=${t%%:*} f=${t##*:}
 		log="$out/logs/${p//\//_}.$f.log"
-		execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+		execs=$( (grep -o 'execs: [0-9]*' "$log" || true) | tail -1 | cut -d' ' -f2)
 		code=0
 		grep -q '^--- FAIL' "$log" && code=1
 		verdict=$(classify "$log" "$code")
 		echo "$p $f workers=$workers seconds=$secs execs=${execs:-0} execs/s=$(( ${execs:-0} / secs )) $verdict"
 	done | tee "$out/summary.txt"
-	grep -q ' FAIL$' "$out/summary.txt" && status=1
+	grep -q ' FAIL' "$out/summary.txt" && status=1
 	exit $status
 	;;
 classify)
@@ -104,7 +126,7 @@ intree)
 		for f in $(targets_of "$p"); do
 			echo "== fuzz ./$p $f for $secs"
 			code=0
-			go test -run '^$' -fuzz "^$f\$" -fuzztime "$secs" "./$p" >"$log" 2>&1 || code=$?
+			go test -run '^$' -fuzz "^$f\$" -fuzztime "$secs" -fuzzminimizetime "$minimize" "./$p" >"$log" 2>&1 || code=$?
 			grep -v '^cgo-gcc-prolog\|nvml\|^In file included\|^ *[0-9]* | \|^ *| \|^/root/go/pkg/mod' "$log" | tail -n 8
 			verdict=$(classify "$log" "$code")
 			if [ "$verdict" = "ok (boundary race)" ]; then
@@ -112,7 +134,7 @@ intree)
 				go test -count=1 -run "^$f\$" "./$p" >"$log" 2>&1 || verdict=FAIL
 			fi
 			echo "   $f: $verdict"
-			[ "$verdict" = FAIL ] && failed+=("$p:$f")
+			[[ "$verdict" == FAIL* ]] && failed+=("$p:$f")
 		done
 	done
 	rm -f "$log"

@@ -110,6 +110,8 @@ func TestClassify(t *testing.T) {
 		{"failing input", "--- FAIL: FuzzX (1.2s)\n    --- FAIL: FuzzX (0.00s)\n        x_test.go:12: accepted garbage\n    Failing input written to testdata/fuzz/FuzzX/abc\n    To re-run:\n    go test -run=FuzzX/abc\nFAIL\n", 1, "FAIL"},
 		{"panic", "--- FAIL: FuzzX (0.3s)\n    context deadline exceeded\npanic: runtime error: index out of range\nFAIL\n", 2, "FAIL"},
 		{"a t.Error line with the deadline", "--- FAIL: FuzzX (30.1s)\n    fuzz_test.go:40: decode hung\n    context deadline exceeded\nFAIL\n", 1, "FAIL"},
+		{"fuzzed nothing", "fuzz: elapsed: 30s, execs: 26 (0/sec), new interesting: 0 (total: 24)\nPASS\nok  \tx\t30.6s\n", 0, "FAIL (26 executions, fewer than 1000: fuzzed nothing)"},
+		{"boundary race after fuzzing nothing", "fuzz: elapsed: 30s, execs: 26 (0/sec), new interesting: 0 (total: 24)\n--- FAIL: FuzzScenario (30.45s)\n    context deadline exceeded\nFAIL\n", 1, "FAIL (26 executions, fewer than 1000: fuzzed nothing)"},
 		{"build failure", "# x\n./x_test.go:3:1: syntax error\nFAIL\tx [build failed]\n", 1, "FAIL"},
 	} {
 		log := filepath.Join(t.TempDir(), "log")
