@@ -210,22 +210,18 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 	for _, p := range slots {
 		t.roles = append(t.roles, processName(p.role, p.name))
 	}
-	if err := t.reservePorts(); err != nil {
-		t.Kill()
-		return nil, err
-	}
-	for _, p := range slots {
-		*p.dst, err = t.startAs(ctx, p.role, p.name)
-		if err != nil {
+	for attempt := 1; ; attempt++ {
+		err = t.startProcesses(ctx, slots)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortTaken) || attempt == portAttempts {
 			t.Kill()
 			return nil, err
 		}
-	}
-	for _, p := range t.processes() {
-		if err := p.waitReady(ctx, t.opts.StartTimeout); err != nil {
-			t.Kill()
-			return nil, err
-		}
+		// A port reserved for a role another process took before the role
+		// bound it: start every role again on fresh ports.
+		t.killProcesses(slots)
 	}
 	if t.proxy != nil {
 		if err := t.proxy.SetUpstream(t.Producer.Address); err != nil {
@@ -234,6 +230,49 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 		}
 	}
 	return t, nil
+}
+
+// portAttempts is how many times startAll starts a topology whose
+// reserved port another process took first (errPortTaken).
+const portAttempts = 3
+
+// errPortTaken: a role exited before listening because a port reserved for
+// it (reservePorts) was taken between the reservation and its bind.
+var errPortTaken = errors.New("a reserved port was taken before the role bound it")
+
+// startProcesses reserves the roles' fixed ports, starts every slot's
+// process and waits until each is READY.
+func (t *Topology) startProcesses(ctx context.Context, slots []roleSlot) error {
+	if err := t.reservePorts(); err != nil {
+		return err
+	}
+	for _, p := range slots {
+		var err error
+		if *p.dst, err = t.startAs(ctx, p.role, p.name); err != nil {
+			return err
+		}
+	}
+	for _, p := range t.processes() {
+		if err := p.waitReady(ctx, t.opts.StartTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// killProcesses kills the slots' processes startProcesses started, and
+// forgets them.
+func (t *Topology) killProcesses(slots []roleSlot) {
+	for _, p := range t.processes() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if p.engine != nil {
+			_ = p.engine.Close()
+		}
+	}
+	for _, p := range slots {
+		*p.dst = nil
+	}
 }
 
 func (t *Topology) processes() []*Process {
@@ -323,7 +362,11 @@ func (t *Topology) startAs(ctx context.Context, role, name string) (*Process, er
 		}
 		select {
 		case <-p.exited:
-			return nil, fmt.Errorf("launch: %s exited before listening (%v); log %s:\n%s", role, p.exitErr, logPath, tail(logPath))
+			log := tail(logPath)
+			if strings.Contains(log, "address already in use") {
+				return nil, fmt.Errorf("launch: %s exited before listening (%v): %w; log %s:\n%s", role, p.exitErr, errPortTaken, logPath, log)
+			}
+			return nil, fmt.Errorf("launch: %s exited before listening (%v); log %s:\n%s", role, p.exitErr, logPath, log)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(20 * time.Millisecond): // polling a file another process writes
