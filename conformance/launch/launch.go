@@ -263,13 +263,7 @@ func (t *Topology) startProcesses(ctx context.Context, slots []roleSlot) error {
 // killProcesses kills the slots' processes startProcesses started, and
 // forgets them.
 func (t *Topology) killProcesses(slots []roleSlot) {
-	for _, p := range t.processes() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		if p.engine != nil {
-			_ = p.engine.Close()
-		}
-	}
+	t.killEach()
 	for _, p := range slots {
 		*p.dst = nil
 	}
@@ -695,6 +689,16 @@ func (t *Topology) Kill() {
 	if t.proxy != nil {
 		t.proxy.Close()
 	}
+	t.killEach()
+	for _, p := range t.processes() {
+		_ = shutdownReplacement(context.Background(), p, 10*time.Second) // what an adopter started at its address
+	}
+	t.waitRetired()
+}
+
+// killEach kills every process of the topology (SIGKILL), waits for its
+// exit and closes its client.
+func (t *Topology) killEach() {
 	for _, p := range t.processes() {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
@@ -702,10 +706,6 @@ func (t *Topology) Kill() {
 			_ = p.engine.Close()
 		}
 	}
-	for _, p := range t.processes() {
-		_ = shutdownReplacement(context.Background(), p, 10*time.Second) // what an adopter started at its address
-	}
-	t.waitRetired()
 }
 
 // Leftovers lists every file or directory under dir (not dir itself).
