@@ -65,7 +65,7 @@
 // Media (media.go): each publish carries items from a small fixed pool of
 // tiny images (pixel-equal twins in other encodings or bit depths, alpha
 // and alpha-0 variants, shared uuids, omitted hashes, rare video or audio);
-// the producer hashes them with the engine's lm.ContentHash, the consumer
+// the producer hashes them with the engine's contenthash.ContentHash, the consumer
 // answers from a prefix cache keyed by lm.DefaultPrefixKey, and the answer
 // is a stand-in function of the pixels and the prompt. Checkers: L-3 at
 // admission, H-4 and H-1 at publication, B-2 per answer, H-2 and H-5 at the

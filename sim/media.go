@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/lm"
 )
 
@@ -25,7 +26,7 @@ import (
 // the consumer must then give the item a fresh identity, H-2).
 //
 // The producer computes each item's content hash with the engine's own
-// function (lm.ContentHash, CONTRACT H-1) when it publishes; the consumer
+// function (contenthash.ContentHash, CONTRACT H-1) when it publishes; the consumer
 // keeps a prefix cache keyed as the engine's language model keys it
 // (lm.DefaultPrefixKey over the prompt's token ids with one lm.ImageID
 // marker per item and one identity per item: its content hash, or a fresh
@@ -136,7 +137,7 @@ func buildMediaPool() []mediaImage {
 		}
 		m.digest = fnv64(m.pixels)
 		for e, enc := range mediaEncodings {
-			m.hashes[hashContract][e] = lm.ContentHash(mediaPreset, m.img)
+			m.hashes[hashContract][e] = contenthash.ContentHash(mediaPreset, m.img)
 			m.hashes[hashPremultiplied][e] = premultipliedHash(mediaPreset, m.img)
 			sum := sha256.Sum256(wireBytes(enc, m.img))
 			m.hashes[hashWireBytes][e] = hex.EncodeToString(sum[:])
@@ -191,7 +192,7 @@ func premultipliedHash(preset string, img image.Image) string {
 	h := sha256.New()
 	b := img.Bounds()
 	var buf []byte
-	buf = append(buf, lm.ContentHashTag...)
+	buf = append(buf, contenthash.ContentHashTag...)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(preset)))
 	buf = append(buf, preset...)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(b.Dx()))

@@ -4,20 +4,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/baton-dev/baton/engine/lm"
+	"github.com/baton-dev/baton/engine/contenthash"
 )
 
 // TestMediaPool: the pool holds what the media rules need: pixel-equal
 // twins (a 16-bit source, four encodings) that hash equal under the
-// contract's function (lm.ContentHash) and differently over the wire
+// contract's function (contenthash.ContentHash) and differently over the wire
 // bytes (H-4); different pixels that hash differently under the contract
 // and collide once premultiplied (H-1).
 func TestMediaPool(t *testing.T) {
 	byName := map[string]mediaImage{}
 	for _, m := range mediaPool {
 		byName[m.name] = m
-		if got := lm.ContentHash(mediaPreset, m.img); got != m.hashes[hashContract][0] {
-			t.Errorf("%s: pool hash %s, lm.ContentHash %s", m.name, m.hashes[hashContract][0], got)
+		if got := contenthash.ContentHash(mediaPreset, m.img); got != m.hashes[hashContract][0] {
+			t.Errorf("%s: pool hash %s, contenthash.ContentHash %s", m.name, m.hashes[hashContract][0], got)
 		}
 		for e := range mediaEncodings {
 			if m.hashes[hashContract][e] != m.hashes[hashContract][0] {

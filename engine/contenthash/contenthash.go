@@ -1,4 +1,4 @@
-package lm
+package contenthash
 
 import (
 	"crypto/sha256"
@@ -39,8 +39,9 @@ const ContentHashTag = "baton.encoder.v1/content-hash\x00"
 //     *image.Paletted compute the same values without the interface calls.
 //
 // The hash depends on the decoded pixels and the preset, never on the wire
-// bytes (rule H-4). It lives here, stdlib only, so that the engine's encoder
-// (engine/encoder.ContentHash) and the simulator compute the one function;
+// bytes (rule H-4). It lives in this small package, stdlib only, so that the
+// engine's encoder (engine/encoder.ContentHash) and the simulator compute the
+// one function without the encoder depending on the language model (engine/lm);
 // the test vectors are engine/encoder's testdata/content_hash_vectors.json.
 // img must not be nil.
 func ContentHash(preset string, img image.Image) string {
