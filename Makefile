@@ -140,6 +140,13 @@ verify: lint
 testlist:
 	$(GO) run ./conformance/testlist/gen
 
+## rule-index: regenerate conformance/rules.yaml, every place of each CONTRACT rule (the engine's
+## decision, the suite's cases, the property's actions, the simulator's checkers, the mutants), from
+## the code (tools/ruleindex; docs/rule-index.md). tools/ruleindex's test, in make test's unit run,
+## fails when the committed file is stale or lists a place that does not exist.
+rule-index:
+	$(GO) run ./tools/ruleindex
+
 ## report-browser-test: render report.html (a hand-built failing run and a real mutant run) in
 ## headless Chromium; screenshots are kept under out/artifacts/.
 report-browser-test:
