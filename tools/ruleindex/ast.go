@@ -192,11 +192,7 @@ func findFunc(root, place string) error {
 	if !ok {
 		return fmt.Errorf("%s: not file:function", place)
 	}
-	src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
-	if err != nil {
-		return err
-	}
-	f, err := parser.ParseFile(token.NewFileSet(), file, src, parser.SkipObjectResolution)
+	f, err := parseCached(root, file)
 	if err != nil {
 		return err
 	}
@@ -208,4 +204,26 @@ func findFunc(root, place string) error {
 		}
 	}
 	return fmt.Errorf("%s: no function %s in %s", place, sym, file)
+}
+
+// parsed caches parseCached's files: the index names a few dozen files
+// hundreds of times.
+var parsed = map[string]*ast.File{}
+
+// parseCached parses root/file (a slash path) once.
+func parseCached(root, file string) (*ast.File, error) {
+	key := filepath.Join(root, filepath.FromSlash(file))
+	if f, ok := parsed[key]; ok {
+		return f, nil
+	}
+	src, err := os.ReadFile(key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), file, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	parsed[key] = f
+	return f, nil
 }

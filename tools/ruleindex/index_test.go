@@ -2,8 +2,6 @@ package main
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,7 +194,7 @@ func checkSimMutant(t *testing.T, rule, entry string) {
 
 func parseFile(t *testing.T, file string) *ast.File {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, filepath.FromSlash(file)), nil, parser.SkipObjectResolution)
+	f, err := parseCached(root, file)
 	if err != nil {
 		t.Fatal(err)
 	}
