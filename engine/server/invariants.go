@@ -18,7 +18,9 @@ import (
 // plain call of the core's method.
 //
 // Only transitions are wrapped; reads (Entries, Counters, State, ...) are the
-// core's own methods, promoted through the embedded pointer.
+// core's own methods, promoted through the embedded pointer. The tag also
+// turns on the executor core's checks (execDriver.checkLocked), which
+// Config.ExecutorInvariants turns on at run time.
 
 // checkedProducerTable is the producer table as the engine uses it.
 type checkedProducerTable struct{ *handoff.ProducerTable }
