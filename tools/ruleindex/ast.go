@@ -159,8 +159,8 @@ func rulesInStrings(n ast.Node, known map[string]bool) map[string]bool {
 	return out
 }
 
-// calledNames returns the names of the functions and methods called in n
-// (f(...) and x.f(...)).
+// calledNames returns the calls made in n, as keys for callees: "f" for
+// f(...), ".f" for x.f(...).
 func calledNames(n ast.Node) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -169,19 +169,33 @@ func calledNames(n ast.Node) []string {
 		if !ok {
 			return true
 		}
-		var name string
+		var key string
 		switch fn := c.Fun.(type) {
 		case *ast.Ident:
-			name = fn.Name
+			key = fn.Name
 		case *ast.SelectorExpr:
-			name = fn.Sel.Name
+			key = "." + fn.Sel.Name
 		}
-		if name != "" && !seen[name] {
-			seen[name] = true
-			out = append(out, name)
+		if key != "" && !seen[key] {
+			seen[key] = true
+			out = append(out, key)
 		}
 		return true
 	})
+	return out
+}
+
+// callees resolves a calledNames key within the package: f(...) calls a
+// function (a local variable of that name is not resolved: it is no
+// package function), x.f(...) a method.
+func (p *pkgAST) callees(key string) []funcDecl {
+	name, method := strings.CutPrefix(key, ".")
+	var out []funcDecl
+	for _, f := range p.byName(name) {
+		if (f.Recv != "") == method {
+			out = append(out, f)
+		}
+	}
 	return out
 }
 

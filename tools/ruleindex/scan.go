@@ -114,7 +114,7 @@ func propActions(root string, known map[string]bool) (map[string][]PropAction, e
 	}
 	callers := pkg.callerCounts()
 	for _, f := range pkg.Funcs {
-		if callers[f.Name] <= maxHelperCallers || actionAt[f.Place()] || len(usedBy[f.Decl]) == 0 {
+		if callers[callKey(f)] <= maxHelperCallers || actionAt[f.Place()] || len(usedBy[f.Decl]) == 0 {
 			continue
 		}
 		names := make([]string, 0, len(usedBy[f.Decl]))
@@ -178,6 +178,25 @@ func isMethodExpr(e ast.Expr) bool {
 func propTarget(pkg *pkgAST, reg funcDecl, fn ast.Expr) (string, ast.Node) {
 	switch f := fn.(type) {
 	case *ast.FuncLit:
+		// func(t *rapid.T) { f.faultedConsume(t, x) }: the function it calls.
+		if len(f.Body.List) == 1 {
+			if es, ok := f.Body.List[0].(*ast.ExprStmt); ok {
+				if call, ok := es.X.(*ast.CallExpr); ok {
+					if keys := calledNames(call.Fun); len(keys) == 0 {
+						var key string
+						switch fn := call.Fun.(type) {
+						case *ast.Ident:
+							key = fn.Name
+						case *ast.SelectorExpr:
+							key = "." + fn.Sel.Name
+						}
+						if c := pkg.callees(key); len(c) == 1 && c[0].Decl.Body != nil {
+							return c[0].Place(), c[0].Decl.Body
+						}
+					}
+				}
+			}
+		}
 		return reg.Place(), f.Body
 	case *ast.SelectorExpr:
 		recv := ""
@@ -223,7 +242,7 @@ func rulesReached(pkg *pkgAST, body ast.Node, known map[string]bool) map[string]
 				if callers[name] > maxHelperCallers {
 					continue
 				}
-				for _, f := range pkg.byName(name) {
+				for _, f := range pkg.callees(name) {
 					if visited[f.Decl] || f.Decl.Body == nil {
 						continue
 					}
@@ -250,7 +269,7 @@ func (p *pkgAST) reached(body ast.Node) []funcDecl {
 		var next []ast.Node
 		for _, n := range frontier {
 			for _, name := range calledNames(n) {
-				for _, f := range p.byName(name) {
+				for _, f := range p.callees(name) {
 					if visited[f.Decl] || f.Decl.Body == nil {
 						continue
 					}
@@ -265,8 +284,16 @@ func (p *pkgAST) reached(body ast.Node) []funcDecl {
 	return out
 }
 
-// callerCounts returns, for each function or method name, how many of the
-// package's functions call it.
+// callKey is the calledNames key of calls to f.
+func callKey(f funcDecl) string {
+	if f.Recv != "" {
+		return "." + f.Name
+	}
+	return f.Name
+}
+
+// callerCounts returns, for each calledNames key, how many of the
+// package's functions make such a call.
 func (p *pkgAST) callerCounts() map[string]int {
 	if p.callers != nil {
 		return p.callers
