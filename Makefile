@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/baton
 PKGS    := ./...
 
-.PHONY: all build demo test sim sweep unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props props-explore scenarios matrix volume e2e-long python-engine python-bugs crash fuzz ci-long
+.PHONY: all build demo test sim sweep unit e2e mutants mutants-explore verify proto bench lint clean testlist report-browser-test gpu-check gpu-bench props props-explore scenarios matrix volume e2e-long e2e-invariants python-engine python-bugs crash fuzz ci-long rule-index
 
 all: build
 
@@ -80,9 +80,18 @@ crash: build
 	$(GO) run ./tools/crash --binary $(BIN) --runs 20
 
 ## ci-long: what CI runs after `make test` (not part of it; CI's 90 minutes hold both): the long
-## end-to-end tests, the crash campaign, every fuzz target for FUZZTIME, the Python engine's seeded bugs (each must fail
-## exactly the rules it declares) and the volume cases.
-ci-long: e2e-long crash fuzz python-bugs volume
+## end-to-end tests, the e2e suite again with the engine's invariant checks on, the crash campaign,
+## every fuzz target for FUZZTIME, the Python engine's seeded bugs (each must fail exactly the rules
+## it declares) and the volume cases.
+ci-long: e2e-long e2e-invariants crash fuzz python-bugs volume
+
+## e2e-invariants: the e2e target once more built with -tags invariants (the test and every `baton
+## serve` it starts): after each transition of the lifecycle core the engine runs the producer
+## table's and the consumer receives' CheckInvariants under its mutex and panics on a violation
+## (engine/server/invariants.go), so a broken invariant crashes the engine at the transition that
+## broke it. A panic here is an engine bug, whatever the test that met it. Part of make ci-long.
+e2e-invariants:
+	$(GO) test -tags invariants -count=1 -timeout 20m -v ./conformance/e2e/
 
 ## e2e-long: the long end-to-end tests that make test leaves out (about 5 minutes on 2 cores): `baton
 ## demo`'s three certifications with their bundles verified, and a vendor's profile whose launch
@@ -130,6 +139,13 @@ verify: lint
 ## and the compiled-in copy internal/contract/CONTRACT.md (report.html's rule texts, the bundle's CONTRACT.md).
 testlist:
 	$(GO) run ./conformance/testlist/gen
+
+## rule-index: regenerate conformance/rules.yaml, every place of each CONTRACT rule (the engine's
+## decision, the suite's cases, the property's actions, the simulator's checkers, the mutants), from
+## the code (tools/ruleindex; docs/rule-index.md). tools/ruleindex's test, in make test's unit run,
+## fails when the committed file is stale or lists a place that does not exist.
+rule-index:
+	$(GO) run ./tools/ruleindex
 
 ## report-browser-test: render report.html (a hand-built failing run and a real mutant run) in
 ## headless Chromium; screenshots are kept under out/artifacts/.

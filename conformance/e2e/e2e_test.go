@@ -37,7 +37,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	batonBinary = filepath.Join(dir, "baton")
-	build := exec.Command("go", "build", "-o", batonBinary, "github.com/baton-dev/baton/cmd/baton")
+	args := []string{"build", "-o", batonBinary}
+	if batonBuildTags != "" {
+		args = append(args, "-tags", batonBuildTags)
+	}
+	build := exec.Command("go", append(args, "github.com/baton-dev/baton/cmd/baton")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build baton:", err)

@@ -51,9 +51,11 @@ type Engine struct {
 	// onHealth is told every change of Health (NewServer: grpc.health.v1, SE-5).
 	onHealth func(handoff.HealthState)
 
-	mu          sync.Mutex // guards the fields below; never held across I/O
-	table       *handoff.ProducerTable
-	receives    *handoff.ConsumerReceives
+	mu sync.Mutex // guards the fields below; never held across I/O
+	// table and receives are the lifecycle core, each transition checked
+	// under -tags invariants (invariants.go).
+	table       checkedProducerTable
+	receives    checkedReceives
 	health      *handoff.Health
 	requests    map[string]context.CancelFunc
 	owners      map[string]string      // request id -> the caller that started it (SE-2)
@@ -125,10 +127,10 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		fsys:       cfg.FS,
 		log:        log.With("instance", id, "role", string(cfg.Role)),
 		now:        time.Now,
-		table: handoff.NewProducerTable(handoff.ProducerConfig{
+		table: checkedProducerTable{handoff.NewProducerTable(handoff.ProducerConfig{
 			QuotaBytes: cfg.ProducerQuotaBytes, DefaultTTLMs: cfg.DefaultTTL.Milliseconds(), MaxTTLMs: cfg.MaxTTL.Milliseconds(),
-		}),
-		receives:    handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes}),
+		})},
+		receives:    checkedReceives{handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes})},
 		health:      handoff.NewHealth(),
 		requests:    map[string]context.CancelFunc{},
 		owners:      map[string]string{},

@@ -484,13 +484,14 @@ func (d *execDriver) packLocked(b executor.BatchID, embeddings []encoder.Embeddi
 
 // checkLocked turns a tensor-parallel divergence into a sticky failure
 // (Health NOT_READY, like X-1), and checks the core's invariants when the
-// engine runs with Config.ExecutorInvariants.
+// engine runs with Config.ExecutorInvariants or was built with -tags
+// invariants (invariants.go).
 func (d *execDriver) checkLocked() {
 	if err := d.core.Diverged(); err != nil && !d.diverged {
 		d.diverged = true
 		go d.e.failCleanup("executor", err)
 	}
-	if d.e.cfg.ExecutorInvariants {
+	if invariantsOn || d.e.cfg.ExecutorInvariants {
 		if err := d.core.CheckInvariants(); err != nil && !errors.Is(err, executor.ErrRanksDiverged) {
 			panic(fmt.Sprintf("executor invariant broken: %v", err))
 		}

@@ -1,0 +1,73 @@
+package server
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// coreReads are the exported methods of the lifecycle core's tables that
+// change nothing, so the checked tables leave them unwrapped (promoted).
+var coreReads = map[string][]string{
+	"ProducerTable":    {"Version", "TTL", "Published", "State", "Entries", "HeldBytes", "PendingRemovals", "Counters", "Transfers", "CheckInvariants"},
+	"ConsumerReceives": {"Version", "Inflight", "InflightBytes", "Quarantined", "Quarantine", "InflightIDs", "CheckInvariants"},
+}
+
+// methodsOf returns the exported methods declared on type recv (pointer or
+// value receiver) in the Go files of dir, test files left out.
+func methodsOf(t *testing.T, dir, recv string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if filepath.Ext(f) == ".go" && len(f) > 8 && f[len(f)-8:] == "_test.go" {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || !fd.Name.IsExported() {
+				continue
+			}
+			typ := fd.Recv.List[0].Type
+			if st, ok := typ.(*ast.StarExpr); ok {
+				typ = st.X
+			}
+			if id, ok := typ.(*ast.Ident); ok && id.Name == recv {
+				out = append(out, fd.Name.Name)
+			}
+		}
+	}
+	return out
+}
+
+// TestCheckedTablesWrapEveryTransition: every exported method of
+// handoff.ProducerTable and handoff.ConsumerReceives is either a read
+// (coreReads) or wrapped by checkedProducerTable / checkedReceives, so that
+// -tags invariants checks after every transition the engine makes; a new
+// transition of the core fails this test until it is wrapped (or listed as
+// a read).
+func TestCheckedTablesWrapEveryTransition(t *testing.T) {
+	for core, wrapper := range map[string]string{"ProducerTable": "checkedProducerTable", "ConsumerReceives": "checkedReceives"} {
+		wrapped := methodsOf(t, ".", wrapper)
+		for _, m := range methodsOf(t, filepath.Join("..", "handoff"), core) {
+			read := slices.Contains(coreReads[core], m)
+			if !read && !slices.Contains(wrapped, m) {
+				t.Errorf("handoff.%s.%s is neither wrapped by %s (invariants.go) nor listed in coreReads", core, m, wrapper)
+			}
+			if read && slices.Contains(wrapped, m) {
+				t.Errorf("handoff.%s.%s is listed as a read and wrapped too", core, m)
+			}
+		}
+	}
+}

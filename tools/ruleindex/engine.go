@@ -1,0 +1,159 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/baton-dev/baton/conformance/testlist"
+)
+
+// engineDecisions is hand-kept (the one column of the index that is): for
+// each rule, the reference engine's functions that make its decision, the
+// lifecycle core's first (engine/handoff, engine/executor), then the
+// server's. TestIndexPlacesExist looks each one up (go/ast), so a rename
+// fails the test; `go run ./tools/ruleindex -candidates` lists the engine
+// functions whose messages name each rule, for a rule that needs an entry.
+var engineDecisions = map[string][]string{
+	"SU-1": {"engine/handoff/producer.go:(*ProducerTable).ClaimForTransfer", "engine/cache/shareddir/claim.go:Claim", "engine/server/consumer.go:defaultClaim"},
+	"SU-2": {"engine/cache/shareddir/claim.go:openError", "engine/server/transfer.go:(*Engine).checkTransfer", "engine/server/consumer.go:(*Engine).receive"},
+	"SU-3": {"engine/handoff/producer.go:(*ProducerTable).Release", "engine/handoff/producer.go:(*ProducerTable).RemovalDone", "engine/server/control.go:(*Engine).abortEncoderCache"},
+	"SU-4": {"engine/handoff/reference.go:ParseReference", "engine/handoff/outer.go:checkOuter", "engine/server/consumer.go:(*Engine).parseReference"},
+	"SU-5": {"engine/handoff/reference.go:Reference.Verify", "engine/handoff/reference.go:Reference.CheckIDs", "engine/cache/shareddir/names.go:NewEntryID", "engine/server/transfer.go:(*Engine).checkTransfer"},
+	"SU-6": {"engine/cache/shareddir/names.go:NewEntryID", "engine/cache/shareddir/write.go:(*Dir).Write"},
+	"L-1":  {"engine/handoff/reference.go:ParseReference", "engine/server/decodeprep.go:ParseDecodePreparation"},
+	"L-2":  {"engine/server/kvdecode.go:(*Engine).checkPreparation"},
+	"L-3":  {"engine/server/media.go:checkModality"},
+	"L-4":  {"engine/server/inference.go:checkRole", "engine/server/kvdecode.go:checkDecodeRole"},
+	"L-5":  {"engine/handoff/producer.go:(*ProducerTable).Reserve", "engine/handoff/consumer.go:(*ConsumerReceives).Preflight"},
+	"L-6":  {"engine/encoder/decode.go:validateStrict", "engine/server/media.go:(*Engine).decodeMediaBudgeted"},
+	"N-1":  {"engine/server/consumer.go:(*Engine).parseReference", "engine/server/kvsession.go:parseKVSessionRef"},
+	"N-2":  {"engine/server/inference.go:startsHandoff", "engine/server/kvdecode.go:(*Engine).runDecode"},
+	"S-1":  {"engine/handoff/health.go:(*Health).DecideShutdown", "engine/server/control.go:(*control).Shutdown"},
+	"S-2":  {"engine/handoff/producer.go:(*ProducerTable).Drain", "engine/handoff/health.go:(*Health).Admit", "engine/server/serve.go:(*Engine).Drain"},
+	"S-3":  {"engine/server/cudaipc.go:(*Engine).collectGPU"},
+	"S-4":  {"engine/server/serve.go:(*Engine).Drain", "engine/server/serve.go:(*Server).Run", "engine/server/producer.go:(*Engine).drainProducer"},
+	"B-1":  {"engine/lm/model.go:(*Model).Prefill", "engine/lm/decode.go:(*Model).Decode", "engine/server/inference.go:(*Engine).generate"},
+	"B-2":  {"engine/lm/prefixcache.go:DefaultPrefixKey", "engine/lm/model.go:(*Model).identities"},
+	"H-1":  {"engine/lm/contenthash.go:ContentHash", "engine/handoff/reference.go:ValidContentHash"},
+	"H-2":  {"engine/lm/model.go:(*Model).identities", "engine/lm/prefixcache.go:DefaultPrefixKey"},
+	"H-3":  {"engine/handoff/reference.go:ParseReference", "engine/server/decodeprep.go:ParseDecodePreparation"},
+	"H-4":  {"engine/lm/contenthash.go:ContentHash", "engine/encoder/datauri.go:DecodeDataURI"},
+	"H-5":  {"engine/server/media.go:(*Engine).imageIdentity"},
+	"C-1":  {"engine/handoff/producer.go:(*ProducerTable).AbandonPublish", "engine/executor/request.go:(*Executor).Cancel", "engine/server/producer.go:(*Engine).publish"},
+	"C-2":  {"engine/executor/batch.go:(*Executor).EncoderDone", "engine/executor/request.go:(*Executor).Cancel", "engine/server/executor.go:(*execDriver).runStep"},
+	"C-3":  {"engine/executor/request.go:(*Executor).Release", "engine/executor/request.go:(*Executor).dropView", "engine/server/producer.go:(*Engine).publish"},
+	"C-4":  {"engine/server/transfer.go:(*Engine).transferReceive", "engine/server/transfer.go:(*Engine).callTransfer", "engine/server/cudaipc.go:(*Engine).ipcReceive"},
+	"C-5":  {"engine/server/control.go:(*control).Abort", "engine/server/inference.go:(*Engine).generate"},
+	"C-6":  {"engine/executor/batch.go:(*Executor).EncoderFailed", "engine/handoff/producer.go:(*ProducerTable).AbandonPublish", "engine/server/executor.go:(*execDriver).applyLocked"},
+	"C-7":  {"engine/server/producer.go:(*Engine).publish"},
+	"R-1":  {"engine/executor/request.go:(*Executor).ContextComputed", "engine/server/executor.go:(*execRequest).contextComputed"},
+	"R-2":  {"engine/executor/request.go:(*Executor).Preempt", "engine/server/executor.go:(*execRequest).preempt"},
+	"X-1":  {"engine/handoff/health.go:(*Health).Fail", "engine/handoff/producer.go:(*ProducerTable).RemovalFailed", "engine/server/engine.go:(*Engine).failCleanup"},
+	"X-2":  {"engine/handoff/producer.go:(*ProducerTable).Expire", "engine/server/producer.go:(*Engine).expire", "engine/cache/shareddir/collect.go:(*Dir).CollectOrphans"},
+	"Q-1":  {"engine/handoff/consumer.go:(*ConsumerReceives).Uncertain", "engine/server/transfer.go:(*Engine).quarantineReceive", "engine/server/cudaipc.go:(*Engine).quarantineIPCReceive"},
+	"Q-2":  {"engine/server/transfer.go:transferCall.refusal", "engine/server/transfer.go:beforeWrite"},
+	"Q-3":  {"engine/handoff/producer.go:(*ProducerTable).ClaimForTransfer", "engine/handoff/producer.go:(*ProducerTable).TransferFailed", "engine/server/transfer.go:(*Engine).failTransfer"},
+	"Q-4":  {"engine/handoff/consumer.go:(*ConsumerReceives).Preflight", "engine/handoff/health.go:(*Health).Admit"},
+	"Q-5":  {"engine/server/transfer.go:(*Engine).transferReceive", "engine/server/transfer.go:(*Engine).writeTo", "engine/server/producer.go:(*Engine).release"},
+	"Q-6":  {"engine/handoff/consumer.go:(*ConsumerReceives).EndQuarantine", "engine/server/quarantine.go:(*Engine).enterQuarantine", "engine/server/quarantine.go:(*Engine).endQuarantine"},
+	"SE-1": {"engine/server/security.go:(*security).peerCredentials", "engine/server/security.go:loadSecurity", "engine/server/serve.go:(*Server).ServeMetrics"},
+	"SE-2": {"engine/server/security.go:(*Engine).authorizeOperator", "engine/server/security.go:(*Engine).authorizeAbort"},
+	"SE-3": {"engine/server/trust.go:(*peerTrust).endpoint", "engine/server/trust.go:(*peerTrust).address", "engine/server/transfer.go:(*Engine).producerEndpoint"},
+	"SE-4": {"engine/server/budget.go:(*decodeBudget).reserve", "engine/server/transfer.go:(*Engine).transferReceive"},
+	"SE-5": {"engine/server/serve.go:servingStatus", "engine/server/quarantine.go:(*Engine).healthChanged"},
+}
+
+// printCandidates prints, for each rule, the functions of engine/ whose
+// string literals (errors, log lines) name it, with how many literals do:
+// where to look when engineDecisions needs an entry.
+func printCandidates(root string) error {
+	l, err := testlist.Committed()
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, r := range l.Rules {
+		known[r.Rule] = true
+	}
+	dirs, err := goDirs(root, "engine")
+	if err != nil {
+		return err
+	}
+	counts := map[string]map[string]int{}
+	for _, dir := range dirs {
+		pkg, err := loadPkg(root, dir)
+		if err != nil {
+			return err
+		}
+		for _, f := range pkg.Funcs {
+			if f.Decl.Body == nil {
+				continue
+			}
+			ast.Inspect(f.Decl.Body, func(n ast.Node) bool {
+				if e, ok := n.(ast.Expr); ok {
+					if s, ok := stringLit(e); ok {
+						for _, id := range ruleIDPattern.FindAllString(s, -1) {
+							if known[id] {
+								if counts[id] == nil {
+									counts[id] = map[string]int{}
+								}
+								counts[id][f.Place()]++
+							}
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	for _, r := range l.Rules {
+		fmt.Printf("%s (now: %s)\n", r.Rule, strings.Join(engineDecisions[r.Rule], ", "))
+		places := make([]string, 0, len(counts[r.Rule]))
+		for p := range counts[r.Rule] {
+			places = append(places, p)
+		}
+		sort.Slice(places, func(i, j int) bool {
+			if counts[r.Rule][places[i]] != counts[r.Rule][places[j]] {
+				return counts[r.Rule][places[i]] > counts[r.Rule][places[j]]
+			}
+			return places[i] < places[j]
+		})
+		for _, p := range places {
+			fmt.Printf("  %3d %s\n", counts[r.Rule][p], p)
+		}
+	}
+	return nil
+}
+
+// goDirs returns dir and its subdirectories holding non-test Go files
+// (slash paths from root), testdata left out.
+func goDirs(root, dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(filepath.Join(root, filepath.FromSlash(dir)), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			m, _ := filepath.Glob(filepath.Join(path, "*.go"))
+			for _, f := range m {
+				if !strings.HasSuffix(f, "_test.go") {
+					rel, err := filepath.Rel(root, path)
+					if err != nil {
+						return err
+					}
+					out = append(out, filepath.ToSlash(rel))
+					break
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
