@@ -22,9 +22,6 @@ package sim
 // the fsync returned; field b holds the tick the write began.
 const encodeResumed int32 = 1
 
-// tmpPath is where the producer writes entry id before its rename.
-func tmpPath(id string) string { return "E/.tmp-" + id }
-
 // publishMs is the tick the publish took its clock reading: before the
 // write (the first encodeDone, or the start of a slow write).
 func (w *World) publishMs(ev event) int64 {
@@ -43,7 +40,7 @@ func (w *World) slowFsync(ev event) bool {
 	}
 	id := ev.s
 	d := between(w.nodes.rng, 1, max(1, w.set.FsyncMsMax))
-	w.files[tmpPath(id)] = fileInfo{entry: id}
+	w.sd.slow[id] = true
 	w.prod.publishing++
 	if w.tracing {
 		w.notef("slow write of %s: temp file written, fsync takes %d ms", short(id), d)
@@ -62,8 +59,8 @@ func (w *World) fsyncWritten(ev event) bool {
 	if ev.c != encodeResumed {
 		return false
 	}
-	delete(w.files, tmpPath(ev.s))
-	w.files[publishedPath(ev.s)] = fileInfo{entry: ev.s}
+	delete(w.sd.slow, ev.s)
+	w.sd.publish(w.ledger.get(ev.s))
 	if w.tracing {
 		w.notef("slow write of %s: fsync returned, renamed into place", short(ev.s))
 	}

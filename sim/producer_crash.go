@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"strings"
-
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
@@ -67,28 +65,14 @@ func (w *World) producerCrash(ev event) {
 		return
 	}
 	if id := ev.s; id != "" {
-		if _, writing := w.files[tmpPath(id)]; !writing || p.table.State(id) != handoff.EntryReserved {
+		if !w.sd.slow[id] || p.table.State(id) != handoff.EntryReserved {
 			return // the write finished first, or this process is not the one that wrote
 		}
 	}
 	if w.tracing {
 		w.notef("producer %s crashed", short(p.instanceID))
 	}
-	for _, path := range w.sortedFiles() {
-		if !strings.HasPrefix(path, "E/.tmp-") {
-			continue
-		}
-		if w.nodes.rng.IntN(2) == 0 {
-			delete(w.files, path)
-			if w.tracing {
-				w.notef("unsynced %s lost", path)
-			}
-		} else {
-			if w.tracing {
-				w.notef("unsynced %s left as an orphan", path)
-			}
-		}
-	}
+	w.sd.crashProducer() // its slow writes die in their fsync; unsynced temp files lost or left (shared_disk.go)
 	for _, rec := range w.ledger.all {
 		if !rec.terminal() && !rec.published {
 			rec.abandoned = true // reserved, never visible
@@ -120,14 +104,6 @@ func (w *World) producerRestart(ev event) {
 		return
 	}
 	old := w.prod.instanceID
-	for _, path := range w.sortedFiles() {
-		if strings.HasPrefix(path, "E/") {
-			delete(w.files, path)
-			if w.tracing {
-				w.notef("recovery removed %s of the dead instance", path)
-			}
-		}
-	}
 	for _, rec := range w.ledger.all {
 		switch {
 		case !rec.published:
@@ -140,7 +116,7 @@ func (w *World) producerRestart(ev event) {
 			rec.vanished = true
 		}
 	}
-	w.prod = newProducerNode(w)
+	w.prod = newProducerNode(w) // OpenProducer, then SweepDeadInstances removes the dead instance's directory
 	w.nodes.prodDown = false
 	w.nodes.prodRestarts++
 	// The new instance has no cleanup failure and no health history.
