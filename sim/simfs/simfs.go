@@ -50,6 +50,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -166,13 +167,17 @@ func (p *Proc) enter(op Op, path string) error {
 	return nil
 }
 
-// lookup returns the inode at path (absolute or relative to "/").
+// lookup returns the inode at path (absolute, or relative to "/"). It
+// walks the path's elements without allocating (the simulator's hot path).
 func (d *Disk) lookup(path string) (*inode, error) {
-	n := d.root
 	if path == "" {
 		return nil, syscall.ENOENT
 	}
-	for _, part := range split(path) {
+	n := d.root
+	rest := strings.TrimLeft(clean(path), "/")
+	for rest != "" && rest != "." {
+		var part string
+		part, rest, _ = strings.Cut(rest, "/")
 		if !n.dir {
 			return nil, syscall.ENOTDIR
 		}
@@ -185,14 +190,38 @@ func (d *Disk) lookup(path string) (*inode, error) {
 	return n, nil
 }
 
+// clean is filepath.Clean, without its cost for a path that is clean
+// already (shareddir forms every path with filepath.Join).
+func clean(p string) string {
+	if p == "" || p[0] != '/' || (len(p) > 1 && p[len(p)-1] == '/') {
+		return filepath.Clean(p)
+	}
+	start := 1
+	for i := 1; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			if el := p[start:i]; (el == "" && len(p) > 1) || el == "." || el == ".." {
+				return filepath.Clean(p)
+			}
+			start = i + 1
+		}
+	}
+	return p
+}
+
 // parent returns the directory inode holding path and path's last element.
 func (d *Disk) parent(path string) (*inode, string, error) {
-	path = filepath.Clean(path)
-	dir, base := filepath.Split(path)
-	if base == "" || base == "." || base == "/" {
+	path = clean(path)
+	dir, base := "/", path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		dir, base = path[:i], path[i+1:]
+		if i == 0 {
+			dir = "/"
+		}
+	}
+	if base == "" || base == "." || base == ".." {
 		return nil, "", syscall.EINVAL
 	}
-	pn, err := d.lookup(filepath.Clean(dir))
+	pn, err := d.lookup(dir)
 	if err != nil {
 		return nil, "", err
 	}
@@ -368,17 +397,30 @@ func (p *Proc) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !n.dir {
 		return nil, perr("readdirent", name, syscall.ENOTDIR)
 	}
-	names := make([]string, 0, len(n.children))
-	for c := range n.children {
-		names = append(names, c)
+	// One allocation for the entries, one for the list: CollectOrphans
+	// lists its directory at every collector pass.
+	ents := make([]dirEntry, 0, len(n.children))
+	for c, cn := range n.children {
+		ents = append(ents, dirEntry{name: c, n: cn})
 	}
-	sort.Strings(names)
-	out := make([]fs.DirEntry, len(names))
-	for i, c := range names {
-		out[i] = fs.FileInfoToDirEntry(info(c, n.children[c]))
+	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
+	out := make([]fs.DirEntry, len(ents))
+	for i := range ents {
+		out[i] = &ents[i]
 	}
 	return out, nil
 }
+
+// dirEntry is a ReadDir entry.
+type dirEntry struct {
+	name string
+	n    *inode
+}
+
+func (e *dirEntry) Name() string               { return e.name }
+func (e *dirEntry) IsDir() bool                { return e.n.dir }
+func (e *dirEntry) Type() fs.FileMode          { return info(e.name, e.n).Mode().Type() }
+func (e *dirEntry) Info() (fs.FileInfo, error) { return info(e.name, e.n), nil }
 
 // Lstat describes name.
 func (p *Proc) Lstat(name string) (fs.FileInfo, error) {

@@ -354,3 +354,11 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestClean(t *testing.T) {
+	for _, p := range []string{"/", "/a", "/a/b", "/a/.tmp-x", "a/b", "/a//b", "/a/./b", "/a/../b", "/a/", "//", "/.", "/a/b/..", ""} {
+		if got, want := clean(p), filepath.Clean(p); got != want {
+			t.Errorf("clean(%q) = %q, want %q", p, got, want)
+		}
+	}
+}
