@@ -2,21 +2,25 @@ package sim
 
 // Slow fsync and the producer crash on the shared-directory publish path.
 //
-// The producer writes an entry as engine/cache/shareddir/write.go does: a
-// temp file (.tmp-<entry>), fsync, rename to the entry's name, directory
-// fsync; the table commits the entry (CommitPublish) only after the rename,
-// with the expiry computed before the write (engine/server/producer.go
-// takes nowMs first). SiteSlowFsync makes that write take up to
-// NodeSettings.FsyncMsMax: the encoder step's completion (encodeDone) is
-// split in two, the checks and the temp file first, then, once the fsync
-// returned, the rename and the commit (the second encodeDone, marked
-// encodeResumed). Meanwhile the client may cancel its stream (the entry is
+// The producer writes an entry with the real shareddir Dir.Write over the
+// simulated disk (shared_disk.go): a temp file (.tmp-<entry>-<hex>),
+// fsync, rename to the entry's name, directory fsync; the table commits
+// the entry (CommitPublish) only after the Write, with the expiry computed
+// before it (engine/server/producer.go takes nowMs first). SiteSlowFsync
+// makes that write take up to NodeSettings.FsyncMsMax: the encoder step's
+// completion (encodeDone) is split in two, the checks first, then, once
+// the fsync returned, the Write and the commit (the second encodeDone,
+// marked encodeResumed). (The Write runs whole at the second step: the
+// simulated disk's calls cannot block the world's one goroutine; nothing
+// else looks at a young temp file in between.) Meanwhile the client may cancel its stream (the entry is
 // released after the commit, C-7), the producer may begin its drain (which
 // waits for the publish, S-2), the entry's TTL may pass (it is committed
 // already expired and collected, X-2).
 //
 // SiteProducerCrash may crash E during such a write, before the fsync: the
-// unsynced temp file is lost or left behind as an orphan (producer_crash.go).
+// Write runs then up to its File.Sync and the process dies there; the
+// unsynced temp file is lost or left behind as an orphan (producer_crash.go,
+// sharedDisk.crashProducer).
 
 // encodeResumed marks (in field c) the second encodeDone of a slow write:
 // the fsync returned; field b holds the tick the write began.
@@ -53,7 +57,7 @@ func (w *World) slowFsync(ev event) bool {
 }
 
 // fsyncWritten, at the resumed encodeDone of a slow write: the fsync
-// returned; rename the temp file into place (and fsync the directory).
+// returned; the Write (temp file, fsync, rename, directory fsync) runs.
 // It reports whether ev was such a resumption (encodeDone then commits).
 func (w *World) fsyncWritten(ev event) bool {
 	if ev.c != encodeResumed {

@@ -8,8 +8,9 @@ import (
 )
 
 // producerNode is E: the core's ProducerTable and Health, driven exactly as
-// engine/server/producer.go and transfer.go drive them, over a simulated
-// store (shared-directory files or registered source buffers).
+// engine/server/producer.go and transfer.go drive them, over a store: the
+// real engine/cache/shareddir code on a simulated disk (shared_disk.go) or
+// simulated registered source buffers.
 type producerNode struct {
 	instanceID string
 	// checked is what checkCore last checked of the table.
@@ -421,7 +422,8 @@ func (w *World) decideWaitingReleases(id string) {
 	}
 }
 
-// observeClaims: entries whose file is gone were claimed (shared directory).
+// observeClaims: entries whose file is gone (Dir.Exists, as
+// engine/server's store.exists) were claimed (shared directory).
 func (w *World) observeClaims() {
 	if w.set.Backend != BackendSharedDir {
 		return
