@@ -164,7 +164,7 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply event) {
 		ok = err == nil
 	} else {
 		crash := w.faults.enabled[SiteConsumerCrash] && !w.faults.healed && w.sd.rng.IntN(16) == 0
-		switch w.sd.claim(w.sd.cons[c.idx], rec, crash) {
+		switch w.sd.claim(w.sd.cons[c.idx], c.idx, rec, crash) {
 		case claimWon:
 			ok = true
 		case claimCrashed:

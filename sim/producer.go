@@ -736,7 +736,7 @@ func (w *World) producerConsume(ev event) {
 	reply.b = resSpent
 	key := fmt.Sprintf("E/%d/%d", ev.h, ev.a)
 	if w.set.Backend == BackendSharedDir {
-		if w.sd.claim(w.sd.prod, rec, false) == claimWon {
+		if w.sd.claim(w.sd.prod, -1, rec, false) == claimWon {
 			w.took(rec, key, ev.h, ev.a, refForm(ev.f))
 			reply.b = resOK
 		}

@@ -61,19 +61,32 @@ type sharedDisk struct {
 	// early holds the removals that landed inside a consumer's Claim,
 	// by entry: whether the Remove took the entry.
 	early map[string]bool
-	// inject fails (or, with crash, kills the calling process at) the
-	// next operation of kind injectOp.
-	injectOp  simfs.Op
-	injectErr error
-	crash     bool
+	// inj is the fault to inject into the next matching operation.
+	inj injection
 	// interleave: a pending removal may land inside a Claim (off in the
 	// hand-driven worlds of Scenario and Driver, whose scripts order
 	// every step themselves).
 	interleave bool
-	// claimProc, claimPath: the Claim running now (for the interleaving).
-	claimProc *simfs.Proc
-	claimPath string
-	claimID   string
+	// cl is the Claim running now (for the interleaving).
+	cl claiming
+}
+
+// injection fails the next operation op of process proc with err, or, with
+// crash, kills proc there (a panic of processCrash the caller recovers).
+type injection struct {
+	proc  *simfs.Proc
+	op    simfs.Op
+	err   error
+	crash bool
+}
+
+// claiming is a Claim in progress: consumer cons (-1: E) claiming entry id
+// at path through proc.
+type claiming struct {
+	proc *simfs.Proc
+	path string
+	id   string
+	cons int
 }
 
 // processCrash is the panic that kills a simulated process inside an FS call.
@@ -107,18 +120,21 @@ func (sd *sharedDisk) active() bool { return sd.w.set.Backend == BackendSharedDi
 // hook is the disk's hook: injected faults, and the interleaving of a
 // pending removal inside a Claim.
 func (sd *sharedDisk) hook(p *simfs.Proc, op simfs.Op, path string) error {
-	if op == sd.injectOp {
-		sd.injectOp = 0
-		if sd.crash {
-			sd.crash = false
+	if op == sd.inj.op && p == sd.inj.proc {
+		inj := sd.inj
+		sd.inj = injection{}
+		if inj.crash {
 			p.Crash()
 			panic(processCrash{})
 		}
-		return sd.injectErr
+		return inj.err
 	}
-	if op == simfs.OpRename && p == sd.claimProc && path == sd.claimPath && sd.interleave {
-		sd.claimProc = nil
-		sd.w.removalInsideClaim(sd.claimID)
+	// Between the Claim's open and its next change to the entry's name
+	// (its rename; a broken Claim's remove).
+	if (op == simfs.OpRename || op == simfs.OpRemove) && p == sd.cl.proc && path == sd.cl.path && sd.interleave {
+		cl := sd.cl
+		sd.cl = claiming{}
+		sd.w.insideClaim(cl)
 	}
 	return nil
 }
@@ -183,9 +199,9 @@ func (sd *sharedDisk) publish(rec *entryRecord) {
 // writeENOSPC runs rec's Dir.Write with ENOSPC injected into its write:
 // it must fail with ENOSPC and leave nothing (L-5).
 func (sd *sharedDisk) writeENOSPC(rec *entryRecord) {
-	sd.injectOp, sd.injectErr = simfs.OpWrite, syscall.ENOSPC
+	sd.inj = injection{proc: sd.prod, op: simfs.OpWrite, err: syscall.ENOSPC}
 	_, err := sd.dir.Write(rec.id, entryTensors(rec.h), nil)
-	sd.injectOp = 0
+	sd.inj = injection{}
 	if !errors.Is(err, syscall.ENOSPC) {
 		panic(fmt.Sprintf("sim: Write of %s with ENOSPC: %v", rec.id, err))
 	}
@@ -196,9 +212,9 @@ func (sd *sharedDisk) writeENOSPC(rec *entryRecord) {
 
 // crashInWrite runs id's Dir.Write up to its fsync and kills E there.
 func (sd *sharedDisk) crashInWrite(id string, h int) {
-	sd.injectOp, sd.crash = simfs.OpSync, true
+	sd.inj = injection{proc: sd.prod, op: simfs.OpSync, crash: true}
 	defer func() {
-		sd.injectOp, sd.crash = 0, false
+		sd.inj = injection{}
 		if p := recover(); p != nil {
 			if _, ok := p.(processCrash); !ok {
 				panic(p)
@@ -212,10 +228,10 @@ func (sd *sharedDisk) crashInWrite(id string, h int) {
 // ErrCleanup and the entry stays.
 func (sd *sharedDisk) remove(id string, fail bool) bool {
 	if fail {
-		sd.injectOp, sd.injectErr = simfs.OpRename, syscall.EIO
+		sd.inj = injection{proc: sd.prod, op: simfs.OpRename, err: syscall.EIO}
 	}
 	removed, err := sd.dir.Remove(id)
-	sd.injectOp = 0
+	sd.inj = injection{}
 	switch {
 	case fail && (removed || !errors.Is(err, shareddir.ErrCleanup)):
 		panic(fmt.Sprintf("sim: Remove of %s with EIO = %v, %v; want ErrCleanup", id, removed, err))
@@ -236,15 +252,19 @@ const (
 	claimCrashed
 )
 
-// claim runs shareddir.Claim of rec as process p; crashAfterRename kills
-// p at its read (after the rename won).
-func (sd *sharedDisk) claim(p *simfs.Proc, rec *entryRecord, crashAfterRename bool) (out claimOutcome) {
-	sd.claimProc, sd.claimPath, sd.claimID = p, entryPath(rec.instance, rec.id), rec.id
+// claim runs shareddir.Claim of rec as process p of consumer cons (-1:
+// E); crashAfterRename kills p at its read (after the rename won). Another
+// Claim may run inside it (the interleaving): each saves and restores the
+// state of the one it runs in.
+func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *entryRecord, crashAfterRename bool) (out claimOutcome) {
+	outerInj, outerCl := sd.inj, sd.cl
+	sd.cl = claiming{proc: p, path: entryPath(rec.instance, rec.id), id: rec.id, cons: cons}
+	sd.inj = injection{}
 	if crashAfterRename {
-		sd.injectOp, sd.crash = simfs.OpRead, true
+		sd.inj = injection{proc: p, op: simfs.OpRead, crash: true}
 	}
 	defer func() {
-		sd.claimProc, sd.injectOp, sd.crash = nil, 0, false
+		sd.inj, sd.cl = outerInj, outerCl
 		if r := recover(); r != nil {
 			if _, ok := r.(processCrash); !ok {
 				panic(r)
@@ -264,6 +284,44 @@ func (sd *sharedDisk) claim(p *simfs.Proc, rec *entryRecord, crashAfterRename bo
 	}
 	panic(fmt.Sprintf("sim: Claim of %s: %v", rec.id, err))
 }
+
+// insideClaim: inside a Claim, between its open and its rename, another
+// process's pending operation on the same entry may land first (drawn from
+// the shared disk's stream): E's removal (removalInsideClaim) or another
+// consumer's consume arriving within the Claim's few ms (claimInsideClaim).
+func (w *World) insideClaim(cl claiming) {
+	w.removalInsideClaim(cl.id)
+	if cl.cons >= 0 {
+		w.claimInsideClaim(cl)
+	}
+}
+
+// claimInsideClaim: another consumer's consume of the same entry, queued
+// to arrive within claimWindowMs, is delivered now, so its whole Claim
+// runs between this Claim's open and its rename: exactly one may win.
+func (w *World) claimInsideClaim(cl claiming) {
+	for i := range w.q.heap {
+		ev := w.q.at(i)
+		if ev.kind != evConsumeArrive || ev.s != cl.id || int(ev.c) == cl.cons || ev.tick > w.now+claimWindowMs {
+			continue
+		}
+		if w.sd.rng.IntN(2) == 0 {
+			return
+		}
+		other := w.q.removeAt(i)
+		w.reach(stClaimInsideClaim)
+		if w.tracing {
+			w.notef("PD%d's consume of %s (due at %d) arrived inside PD%d's Claim, between its open and its rename", other.c, short(cl.id), other.tick, cl.cons)
+		}
+		w.dispatch(other)
+		return
+	}
+}
+
+// claimWindowMs is how far ahead a consume may be pulled into a Claim in
+// progress: about how long the Claim's own disk work takes (the model's
+// claim took 0..3 ms), so the network's delays stay what they were drawn.
+const claimWindowMs = 3
 
 // removalInsideClaim: inside a consumer's Claim of id, between its open
 // and its rename, E's pending removal of id may land first (drawn).

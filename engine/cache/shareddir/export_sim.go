@@ -21,6 +21,12 @@ const (
 	// returns it WITHOUT the claiming rename, leaving the entry in place,
 	// so a second consumer consumes it again (breaks SU-1).
 	ClaimBugCopy
+	// ClaimBugUncheckedDelete: Claim deletes the entry (remove, its "not
+	// found" ignored) instead of renaming it, and reads it through the
+	// descriptor opened before: two Claims that both opened the entry
+	// before either deleted it both return it (breaks SU-1 only under an
+	// interleaving; run one after the other, the second open fails).
+	ClaimBugUncheckedDelete
 )
 
 // claimBug is the planted bug (a ClaimBug); ClaimBugNone unless a test
@@ -38,6 +44,14 @@ func PlantClaimBugForTest(bug ClaimBug) (restore func()) {
 	}
 	old := claimBug.Swap(int32(bug))
 	return func() { claimBug.Store(old) }
+}
+
+// plantedDelete is ClaimBugUncheckedDelete's Claim after the checks on the
+// open entry f: delete the entry without checking that this call did it,
+// then read it through f.
+func plantedDelete(fsys FS, f File, entry, entryID string, size int64) ([]byte, error) {
+	_ = fsys.Remove(entry)
+	return plantedCopy(f, entryID, size)
 }
 
 // plantedCopy is ClaimBugCopy's Claim after the checks on the open entry f:
