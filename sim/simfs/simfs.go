@@ -49,6 +49,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -105,6 +106,21 @@ type inode struct {
 	children map[string]*inode
 	// lockedBy is the process holding its flock (nil: none).
 	lockedBy *Proc
+	// list caches a directory's sorted ReadDir answer until its children
+	// change (CollectOrphans lists its directory at every collector pass).
+	list []fs.DirEntry
+}
+
+// setChild names c name in directory n.
+func (n *inode) setChild(name string, c *inode) {
+	n.children[name] = c
+	n.list = nil
+}
+
+// delChild removes name from directory n.
+func (n *inode) delChild(name string) {
+	delete(n.children, name)
+	n.list = nil
 }
 
 // Disk is one simulated host's disk. It is not safe for concurrent use:
@@ -256,7 +272,7 @@ func (p *Proc) MkdirAll(path string, perm fs.FileMode) error {
 		c, ok := n.children[part]
 		if !ok {
 			c = p.d.newDir(perm)
-			n.children[part] = c
+			n.setChild(part, c)
 		} else if !c.dir {
 			return perr("mkdir", path, syscall.ENOTDIR)
 		}
@@ -281,7 +297,7 @@ func (p *Proc) Mkdir(path string, perm fs.FileMode) error {
 	if _, ok := pn.children[base]; ok {
 		return perr("mkdir", path, syscall.EEXIST)
 	}
-	pn.children[base] = p.d.newDir(perm)
+	pn.setChild(base, p.d.newDir(perm))
 	pn.modMs = p.d.now()
 	return nil
 }
@@ -303,7 +319,7 @@ func (p *Proc) OpenFile(name string, flag int, perm fs.FileMode) (shareddir.File
 		return nil, perr("open", name, syscall.ENOENT)
 	case !ok:
 		n = &inode{perm: perm.Perm() &^ Umask, modMs: p.d.now(), synced: true}
-		pn.children[base] = n
+		pn.setChild(base, n)
 		pn.modMs = p.d.now()
 	}
 	write := flag&(os.O_WRONLY|os.O_RDWR) != 0
@@ -341,8 +357,8 @@ func (p *Proc) Rename(oldpath, newpath string) error {
 			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.EISDIR}
 		}
 	}
-	delete(op.children, ob)
-	np.children[nb] = n
+	op.delChild(ob)
+	np.setChild(nb, n)
 	n.named = false
 	now := p.d.now()
 	op.modMs, np.modMs = now, now
@@ -365,7 +381,7 @@ func (p *Proc) Remove(name string) error {
 	if n.dir && len(n.children) > 0 {
 		return perr("remove", name, syscall.ENOTEMPTY)
 	}
-	delete(pn.children, base)
+	pn.delChild(base)
 	pn.modMs = p.d.now()
 	return nil
 }
@@ -397,17 +413,18 @@ func (p *Proc) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !n.dir {
 		return nil, perr("readdirent", name, syscall.ENOTDIR)
 	}
-	// One allocation for the entries, one for the list: CollectOrphans
-	// lists its directory at every collector pass.
-	ents := make([]dirEntry, 0, len(n.children))
-	for c, cn := range n.children {
-		ents = append(ents, dirEntry{name: c, n: cn})
+	if n.list == nil {
+		ents := make([]dirEntry, 0, len(n.children))
+		for c, cn := range n.children {
+			ents = append(ents, dirEntry{name: c, n: cn})
+		}
+		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
+		n.list = make([]fs.DirEntry, len(ents))
+		for i := range ents {
+			n.list[i] = &ents[i]
+		}
 	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].name < ents[j].name })
-	out := make([]fs.DirEntry, len(ents))
-	for i := range ents {
-		out[i] = &ents[i]
-	}
+	out := n.list[:len(n.list):len(n.list)] // shared: a caller's append copies
 	return out, nil
 }
 
@@ -708,7 +725,7 @@ func (d *Disk) LoseUnsynced(dir string, lose func(path string) bool) []string {
 	var lost []string
 	for _, v := range vs {
 		if lose(v.path) {
-			delete(v.parent.children, v.name)
+			v.parent.delChild(v.name)
 			lost = append(lost, v.path)
 		}
 	}
@@ -725,7 +742,7 @@ func (d *Disk) Vanish(path string) bool {
 	if _, ok := pn.children[base]; !ok {
 		return false
 	}
-	delete(pn.children, base)
+	pn.delChild(base)
 	return true
 }
 

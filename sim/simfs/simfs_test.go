@@ -92,6 +92,16 @@ func TestErrorsAndBasics(t *testing.T) {
 	if err := p.Remove("/a/b/f"); err != nil {
 		t.Fatal(err)
 	}
+	must(t, p.Rename("/a/b/z", "/a/b/a"))
+	des, err = p.ReadDir("/a/b") // the cached listing is redone after changes
+	must(t, err)
+	names = names[:0]
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	if !slices.Equal(names, []string{"a", "c", "m"}) {
+		t.Errorf("ReadDir after a remove and a rename = %v", names)
+	}
 	if err := p.Remove("/a/b/f"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("second Remove = %v, want ErrNotExist", err)
 	}
