@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
@@ -131,6 +132,18 @@ func (w *World) consumeArrive(ev event) {
 	num := int64(len(w.xreqs) + 1)
 	key := fmt.Sprintf("r%d/%s", num, ev.s)
 	w.xreqs = append(w.xreqs, xreq{h: int(ev.h), rpc: ev.a, c: c.idx, inc: c.inc, buf: -1, entry: ev.s, key: key, form: refForm(ev.f)})
+	if w.set.Backend == BackendSharedDir {
+		// SU-2 before L-5 (CONTRACT precedence): engine/server's receive
+		// looks (shareddir.EntryExists) before it reserves receive bytes.
+		if ok, err := shareddir.EntryExists(w.sd.cons[c.idx], cacheRoot, rec.instance, rec.id); err == nil && !ok {
+			reply.b = resSpent
+			if w.tracing {
+				w.notef("SU-2 %s is not in the shared directory", short(ev.s))
+			}
+			w.send(msgReply, reply)
+			return
+		}
+	}
 	if err := c.receives.Preflight(key, rec.payloadBytes); err != nil {
 		reply.b = resOf(err)
 		if w.tracing {
