@@ -32,11 +32,21 @@ import (
 // fault stream; simfs injects them into the real calls: ENOSPC on the
 // entry's write, EIO on a release's rename).
 //
-// Interleaving: a Claim is one call, but the producer's removal of the same
-// entry, pending in the queue, may land between the Claim's open and its
-// rename (drawn from this backend's own stream): the simfs hook runs the
-// real Dir.Remove there, and the removal's event later reports what that
-// Remove returned.
+// Also modelled: the time a Claim takes (one call; the consumer answers
+// 0..3 ms later, evClaimRead), the engine's consumer-side key cache and
+// reference tag (reference.go keeps its own key, not hmac.key), and a
+// machine crash (simfs.Disk.LoseUnsynced is applied to the crashed
+// producer's temp files only, as the model did).
+//
+// Interleaving: a Claim is one call, but between its open and its rename
+// (simfs hook; drawn from this backend's own stream) another process's
+// pending operation on the same entry may land first: E's removal, pending
+// in the queue, runs the real Dir.Remove there and the removal's event
+// later reports what that Remove returned; or another consumer's consume
+// due within claimWindowMs is delivered there, so its whole Claim runs
+// inside this one. Exactly one of them may win (SU-1). A consumer may also
+// die inside its Claim after the rename won (the claimed file is an
+// orphan), and E inside a Write's fsync.
 
 // cacheRoot is the shared root directory on the simulated host.
 const cacheRoot = "/var/cache/baton"
