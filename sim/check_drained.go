@@ -13,8 +13,8 @@ func checkDrained(w *World) string {
 	if err := t.CheckInvariants(); err != nil {
 		return err.Error()
 	}
-	if len(w.files) != 0 {
-		return fmt.Sprintf("cache directory not empty: %v", w.sortedFiles())
+	if files := w.sd.files(); len(files) != 0 {
+		return fmt.Sprintf("cache directory not empty: %v", files)
 	}
 	for id, st := range w.sources {
 		if st == sourceLive {

@@ -20,7 +20,8 @@ type encoderState struct {
 	counters                handoff.ProducerCounters
 	entries, removals       int
 	held                    int64
-	files, sources, ledger  int
+	sources, ledger         int
+	diskOps                 int64
 	consumptions, receiving int
 }
 
@@ -28,7 +29,7 @@ type encoderState struct {
 func (w *World) encoderSnapshot() encoderState {
 	t := w.prod.table
 	s := encoderState{counters: t.Counters(), entries: t.Entries(), removals: t.PendingRemovals(), held: t.HeldBytes(),
-		files: len(w.files), sources: len(w.sources), ledger: len(w.ledger.all)}
+		diskOps: w.sd.disk.Ops, sources: len(w.sources), ledger: len(w.ledger.all)}
 	for _, c := range w.cons {
 		s.receiving += c.receives.Inflight()
 	}

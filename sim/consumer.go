@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
@@ -64,6 +65,7 @@ func (c *consumerNode) transferInFlight() bool {
 
 func newConsumerNode(w *World, idx int) *consumerNode {
 	c := &consumerNode{idx: idx, inc: 1, name: fmt.Sprintf("PD%d", idx)}
+	w.sd.cons = append(w.sd.cons, nil)
 	c.boot(w)
 	return c
 }
@@ -71,6 +73,7 @@ func newConsumerNode(w *World, idx int) *consumerNode {
 // boot starts a fresh incarnation: new core state, fresh registered memory.
 func (c *consumerNode) boot(w *World) {
 	c.up = true
+	w.sd.cons[c.idx] = w.sd.disk.Proc(fmt.Sprintf("PD%d.%d", c.idx, c.inc))
 	c.receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.set.ConsumerQuotaBytes})
 	c.health = handoff.NewHealth()
 	c.health.Started()
@@ -129,6 +132,18 @@ func (w *World) consumeArrive(ev event) {
 	num := int64(len(w.xreqs) + 1)
 	key := fmt.Sprintf("r%d/%s", num, ev.s)
 	w.xreqs = append(w.xreqs, xreq{h: int(ev.h), rpc: ev.a, c: c.idx, inc: c.inc, buf: -1, entry: ev.s, key: key, form: refForm(ev.f)})
+	if w.set.Backend == BackendSharedDir {
+		// SU-2 before L-5 (CONTRACT precedence): engine/server's receive
+		// looks (shareddir.EntryExists) before it reserves receive bytes.
+		if ok, err := shareddir.EntryExists(w.sd.cons[c.idx], cacheRoot, rec.instance, rec.id); err == nil && !ok {
+			reply.b = resSpent
+			if w.tracing {
+				w.notef("SU-2 %s is not in the shared directory", short(ev.s))
+			}
+			w.send(msgReply, reply)
+			return
+		}
+	}
 	if err := c.receives.Preflight(key, rec.payloadBytes); err != nil {
 		reply.b = resOf(err)
 		if w.tracing {
@@ -146,17 +161,34 @@ func (w *World) consumeArrive(ev event) {
 	w.requestTransfer(c, r, reply)
 }
 
-// claimShared claims by atomic rename (one winner, SU-1); the mutant reads
-// the file in place instead, leaving it for the next claimant.
+// claimShared claims with the real shareddir.Claim over the simulated disk
+// (atomic rename, one winner, SU-1; shared_disk.go); the mutant reads the
+// file in place instead, leaving it for the next claimant. A consumer whose
+// crash fault is on may die inside the Claim after its rename won (drawn
+// from the shared disk's stream): the entry is spent and its claimed file
+// is an orphan for E's CollectOrphans (or its Close).
 func (w *World) claimShared(c *consumerNode, r *recv, reply event) {
 	must(c.receives.Registered(r.key))
 	must(c.receives.Requested(r.key))
-	from := publishedPath(r.entry)
+	rec := w.ledger.get(r.entry)
 	ok := false
 	if w.opts.Mutant == MutantReadWithoutClaim {
-		_, ok = w.files[from]
+		_, err := w.sd.cons[c.idx].ReadFile(entryPath(rec.instance, rec.id))
+		ok = err == nil
 	} else {
-		ok = w.rename(from, claimedPath(c.idx, c.inc, r.entry))
+		crash := w.faults.enabled[SiteConsumerCrash] && !w.faults.healed && w.sd.rng.IntN(16) == 0
+		switch w.sd.claim(w.sd.cons[c.idx], c.idx, rec, crash) {
+		case claimWon:
+			ok = true
+		case claimCrashed:
+			w.took(rec, r.key, int32(r.h), r.rpc, r.form)
+			w.reach(stCrashInsideClaim)
+			if w.tracing {
+				w.notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.idx, short(r.entry))
+			}
+			w.crash(event{kind: evCrash, c: int32(c.idx)})
+			return
+		}
 	}
 	if !ok {
 		must(c.receives.Rejected(r.key))
@@ -175,14 +207,14 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply event) {
 	w.after(between(w.diskRNG, 0, 3), event{kind: evClaimRead, c: int32(c.idx), a: r.num, b: c.inc})
 }
 
-// claimRead: the claimed file was read and deleted; the receive succeeded.
+// claimRead: the Claim (rename, read, delete) returned and the consumer
+// answers; the receive succeeded.
 func (w *World) claimRead(ev event) {
 	c := w.cons[ev.c]
 	if !c.up || c.inc != ev.b {
 		return // crashed in between: the claimed file is an orphan for the next incarnation
 	}
 	r := c.recvs[ev.a]
-	delete(w.files, claimedPath(c.idx, c.inc, r.entry))
 	must(c.receives.Succeeded(r.key))
 	w.consumeMedia(c, r)
 	delete(c.recvs, r.num)
@@ -357,6 +389,7 @@ func (w *World) crash(ev event) {
 		return
 	}
 	c.up = false
+	w.sd.cons[c.idx].Crash()
 	if len(c.recvs) > 0 {
 		w.reach(stCrashWithReceive)
 	}
@@ -366,23 +399,13 @@ func (w *World) crash(ev event) {
 	w.after(between(w.procRNG, 10, 300), event{kind: evRestart, c: ev.c, a: c.inc})
 }
 
-// restart boots a new incarnation; orphan recovery deletes the files past
-// incarnations claimed but never read.
+// restart boots a new incarnation (a new process on the shared disk). A
+// claimed file a past incarnation left is E's to collect (CollectOrphans),
+// as in the engine.
 func (w *World) restart(ev event) {
 	c := w.cons[ev.c]
 	if c.up || c.inc != ev.a {
 		return
-	}
-	for _, path := range w.sortedFiles() {
-		var pc int
-		var pinc int64
-		var id string
-		if n, _ := fmt.Sscanf(path, "PD%d.%d/%s", &pc, &pinc, &id); n == 3 && pc == c.idx {
-			delete(w.files, path)
-			if w.tracing {
-				w.notef("orphan %s removed", path)
-			}
-		}
 	}
 	c.inc++
 	c.boot(w)

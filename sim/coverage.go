@@ -49,6 +49,9 @@ const (
 	stShutdownWithHandoff
 	stClaimRacesExpiry
 	stCleanupFailureInDrain
+	stRemovalInsideClaim
+	stCrashInsideClaim
+	stClaimInsideClaim
 	numSometimes
 )
 
@@ -61,6 +64,9 @@ var SometimesStates = [numSometimes]SometimesState{
 	stShutdownWithHandoff:    {"producer.shutdown-with-handoff-in-flight", "S-2", "Shutdown was accepted while a publish was encoding or a transfer was claimed"},
 	stClaimRacesExpiry:       {"producer.claim-races-expiry", "X-2", "a transfer claim reached the producer after the entry's TTL ran out, though the consumer admitted it before"},
 	stCleanupFailureInDrain:  {"producer.cleanup-failure-during-drain", "X-1", "a removal failed with an I/O error while the producer was draining"},
+	stRemovalInsideClaim:     {"shareddir.removal-inside-claim", "SU-1", "the producer's Dir.Remove of an entry landed between a consumer's shareddir.Claim open and its rename"},
+	stCrashInsideClaim:       {"shareddir.crash-inside-claim", "SU-1", "a consumer died inside shareddir.Claim after its rename won, leaving the claimed file as an orphan"},
+	stClaimInsideClaim:       {"shareddir.claim-inside-claim", "SU-1", "another consumer's whole shareddir.Claim of an entry ran between a Claim's open and its rename"},
 }
 
 // Lifecycle points: index 0 is "start" (before the first step), then the

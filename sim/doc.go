@@ -8,8 +8,8 @@
 // ordered by (tick, sequence) and stepped in one goroutine.
 //
 // The world holds one producer E (a handoff.ProducerTable, a handoff.Health
-// and a simulated store: a shared-directory file map or a registered-memory
-// source map), 1..3 PD consumers (handoff.ConsumerReceives, handoff.Health and
+// and a store: the shared directory or a registered-memory source map),
+// 1..3 PD consumers (handoff.ConsumerReceives, handoff.Health and
 // a pool of registered receive buffers) and one client per handoff that
 // publishes, consumes, replays, releases (once or twice), cancels and shuts
 // the producer down. The nodes drive the SAME lifecycle core the reference
@@ -26,6 +26,20 @@
 // check a presented reference in the contract's precedence, as
 // engine/server does (handoff.Reference.Verify for any tag that is not the
 // sealed one).
+//
+// The shared directory is not a model: the producer and the consumers run
+// the real engine/cache/shareddir code (OpenProducer and
+// SweepDeadInstances at each start, Dir.Write, Claim, Dir.Remove,
+// Dir.Exists, CollectOrphans, Close) over sim/simfs, an in-memory,
+// deterministic disk with one view per process (a crash frees its flock),
+// atomic one-winner renames and Sync/SyncDir durability (shared_disk.go).
+// The world injects its faults into those real calls through simfs's hook
+// (ENOSPC on the entry's write, EIO on a release's rename, a crash inside
+// Write's fsync or inside Claim after its rename, a file vanishing), and
+// the hook may land E's pending removal of an entry between a consumer
+// Claim's open and its rename. So SU-1's claim-by-rename race is checked on
+// the engine's code; TestSimFindsPlantedClaimBug plants a bug in Claim
+// itself (shareddir.PlantClaimBugForTest) and the simulator finds it.
 //
 // Faults are BUGGIFY-style: each Site is enabled for a run with probability
 // 0.25 and then fires at each hit with probability 0.25. They stay within what

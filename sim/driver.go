@@ -81,6 +81,7 @@ func quietSettings() Settings {
 // periodic collector scheduled (Scenario and Driver).
 func newQuietWorld(seed uint64, s Settings, opts Options) *World {
 	w := newWorld(seed, s, opts)
+	w.sd.interleave = false // a script or a caller orders every step itself
 	w.prod = newProducerNode(w)
 	for i := 0; i < s.Consumers; i++ {
 		w.cons = append(w.cons, newConsumerNode(w, i))

@@ -35,7 +35,9 @@ const (
 	SiteVanish Site = "disk.vanish"
 	// SiteRemoveError fails a removal with an I/O error.
 	SiteRemoveError Site = "disk.remove-error"
-	// SiteConsumerCrash crashes a consumer, which restarts later with orphan recovery.
+	// SiteConsumerCrash crashes a consumer, which restarts later; on the
+	// shared directory it may also die inside shareddir.Claim after the
+	// rename won, leaving an orphan for E's CollectOrphans.
 	SiteConsumerCrash Site = "process.consumer-crash"
 	// SiteLateCancel cancels a client while its consume is in flight (C-4).
 	SiteLateCancel Site = "client.late-cancel"

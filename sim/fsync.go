@@ -2,28 +2,29 @@ package sim
 
 // Slow fsync and the producer crash on the shared-directory publish path.
 //
-// The producer writes an entry as engine/cache/shareddir/write.go does: a
-// temp file (.tmp-<entry>), fsync, rename to the entry's name, directory
-// fsync; the table commits the entry (CommitPublish) only after the rename,
-// with the expiry computed before the write (engine/server/producer.go
-// takes nowMs first). SiteSlowFsync makes that write take up to
-// NodeSettings.FsyncMsMax: the encoder step's completion (encodeDone) is
-// split in two, the checks and the temp file first, then, once the fsync
-// returned, the rename and the commit (the second encodeDone, marked
-// encodeResumed). Meanwhile the client may cancel its stream (the entry is
+// The producer writes an entry with the real shareddir Dir.Write over the
+// simulated disk (shared_disk.go): a temp file (.tmp-<entry>-<hex>),
+// fsync, rename to the entry's name, directory fsync; the table commits
+// the entry (CommitPublish) only after the Write, with the expiry computed
+// before it (engine/server/producer.go takes nowMs first). SiteSlowFsync
+// makes that write take up to NodeSettings.FsyncMsMax: the encoder step's
+// completion (encodeDone) is split in two, the checks first, then, once
+// the fsync returned, the Write and the commit (the second encodeDone,
+// marked encodeResumed). (The Write runs whole at the second step: the
+// simulated disk's calls cannot block the world's one goroutine; nothing
+// else looks at a young temp file in between.) Meanwhile the client may cancel its stream (the entry is
 // released after the commit, C-7), the producer may begin its drain (which
 // waits for the publish, S-2), the entry's TTL may pass (it is committed
 // already expired and collected, X-2).
 //
 // SiteProducerCrash may crash E during such a write, before the fsync: the
-// unsynced temp file is lost or left behind as an orphan (producer_crash.go).
+// Write runs then up to its File.Sync and the process dies there; the
+// unsynced temp file is lost or left behind as an orphan (producer_crash.go,
+// sharedDisk.crashProducer).
 
 // encodeResumed marks (in field c) the second encodeDone of a slow write:
 // the fsync returned; field b holds the tick the write began.
 const encodeResumed int32 = 1
-
-// tmpPath is where the producer writes entry id before its rename.
-func tmpPath(id string) string { return "E/.tmp-" + id }
 
 // publishMs is the tick the publish took its clock reading: before the
 // write (the first encodeDone, or the start of a slow write).
@@ -43,7 +44,7 @@ func (w *World) slowFsync(ev event) bool {
 	}
 	id := ev.s
 	d := between(w.nodes.rng, 1, max(1, w.set.FsyncMsMax))
-	w.files[tmpPath(id)] = fileInfo{entry: id}
+	w.sd.slow[id] = true
 	w.prod.publishing++
 	if w.tracing {
 		w.notef("slow write of %s: temp file written, fsync takes %d ms", short(id), d)
@@ -56,14 +57,14 @@ func (w *World) slowFsync(ev event) bool {
 }
 
 // fsyncWritten, at the resumed encodeDone of a slow write: the fsync
-// returned; rename the temp file into place (and fsync the directory).
+// returned; the Write (temp file, fsync, rename, directory fsync) runs.
 // It reports whether ev was such a resumption (encodeDone then commits).
 func (w *World) fsyncWritten(ev event) bool {
 	if ev.c != encodeResumed {
 		return false
 	}
-	delete(w.files, tmpPath(ev.s))
-	w.files[publishedPath(ev.s)] = fileInfo{entry: ev.s}
+	delete(w.sd.slow, ev.s)
+	w.sd.publish(w.ledger.get(ev.s))
 	if w.tracing {
 		w.notef("slow write of %s: fsync returned, renamed into place", short(ev.s))
 	}

@@ -2,13 +2,14 @@ package sim
 
 import (
 	"fmt"
-	"sort"
 )
 
 // entryRecord is the ground truth about one entry: what really happened to
 // its storage, independent of what the core's tables or the clients believe.
 type entryRecord struct {
-	id           string
+	id string
+	// instance is the producer instance that reserved it (its directory).
+	instance     string
 	h            int
 	payloadBytes int64
 	expiresMs    int64
@@ -103,39 +104,6 @@ func (l *ledger) get(id string) *entryRecord {
 		panic(fmt.Sprintf("sim: entry %s not in the ledger", id))
 	}
 	return e
-}
-
-// fileInfo is a file in the simulated shared directory.
-type fileInfo struct {
-	entry string
-}
-
-// publishedPath is where the producer publishes entry id; claimedPath where
-// consumer c (incarnation inc) renames it when it claims it.
-func publishedPath(id string) string { return "E/" + id }
-
-func claimedPath(c int, inc int64, id string) string { return fmt.Sprintf("PD%d.%d/%s", c, inc, id) }
-
-// rename moves from -> to atomically; false when from does not exist (the
-// one-winner primitive of the shared-directory backend, SU-1).
-func (w *World) rename(from, to string) bool {
-	f, ok := w.files[from]
-	if !ok {
-		return false
-	}
-	delete(w.files, from)
-	w.files[to] = f
-	return true
-}
-
-// sortedFiles lists the shared directory's paths, sorted.
-func (w *World) sortedFiles() []string {
-	out := make([]string, 0, len(w.files))
-	for p := range w.files {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // sourceState is a transfer source buffer on the producer (registered memory).

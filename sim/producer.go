@@ -8,8 +8,9 @@ import (
 )
 
 // producerNode is E: the core's ProducerTable and Health, driven exactly as
-// engine/server/producer.go and transfer.go drive them, over a simulated
-// store (shared-directory files or registered source buffers).
+// engine/server/producer.go and transfer.go drive them, over a store: the
+// real engine/cache/shareddir code on a simulated disk (shared_disk.go) or
+// simulated registered source buffers.
 type producerNode struct {
 	instanceID string
 	// checked is what checkCore last checked of the table.
@@ -44,6 +45,7 @@ func newProducerNode(w *World) *producerNode {
 		health: handoff.NewHealth(),
 	}
 	p.key = []byte("baton-sim reference key\x00" + p.instanceID)
+	w.sd.openProducer(p)
 	p.health.Started()
 	return p
 }
@@ -158,7 +160,7 @@ func (w *World) publishArrive(ev event) {
 		return
 	}
 	p.publishing++
-	w.ledger.add(id, int(ev.h), cl.plan.payloadBytes)
+	w.ledger.add(id, int(ev.h), cl.plan.payloadBytes).instance = p.instanceID
 	d := between(w.workRNG, 1, w.set.EncodeMsMax)
 	if w.faults.buggify(SiteEncoderLate) {
 		d += between(w.workRNG, 1, w.set.LongDelayMaxMs)
@@ -210,6 +212,9 @@ func (w *World) encodeDone(ev event) {
 		abandon(resUnavailable, "S-2", "draining")
 		return
 	case w.faults.buggify(SiteENOSPC):
+		if w.set.Backend == BackendSharedDir {
+			w.sd.writeENOSPC(rec) // the real Dir.Write, its write failing with ENOSPC
+		}
 		abandon(resInternal, "L-5", "ENOSPC writing the entry")
 		return
 	}
@@ -217,7 +222,7 @@ func (w *World) encodeDone(ev event) {
 		if w.slowFsync(ev) {
 			return // the fsync returns later (fsync.go)
 		}
-		w.files[publishedPath(id)] = fileInfo{entry: id}
+		w.sd.publish(rec)
 	} else {
 		w.sources[id] = sourceLive
 	}
@@ -356,7 +361,11 @@ func (w *World) removeDone(ev event) {
 			w.releaseReply(ev.h, ev.a, id, res)
 		}
 	}
-	if w.faults.buggify(SiteRemoveError) {
+	early, landedEarly := w.sd.takeEarly(id) // removed inside a consumer's Claim (shared_disk.go)
+	if !landedEarly && w.faults.buggify(SiteRemoveError) {
+		if w.set.Backend == BackendSharedDir {
+			w.sd.remove(id, true) // the real Dir.Remove, its rename failing with EIO: ErrCleanup, the entry stays
+		}
 		p.table.RemovalFailed(id)
 		if w.opts.Mutant != MutantCleanupFailureSwallowed {
 			p.health.Fail(handoff.CheckCleanup, fmt.Sprintf("X-1 remove entry %s: I/O error", short(id)))
@@ -374,11 +383,10 @@ func (w *World) removeDone(ev event) {
 		return
 	}
 	won := false
-	if w.set.Backend == BackendSharedDir {
-		if _, ok := w.files[publishedPath(id)]; ok {
-			delete(w.files, publishedPath(id))
-			won = true
-		}
+	if landedEarly {
+		won = early
+	} else if w.set.Backend == BackendSharedDir {
+		won = w.sd.remove(id, false)
 	} else if w.sources[id] == sourceLive {
 		w.sources[id] = sourceFreed
 		won = true
@@ -414,13 +422,16 @@ func (w *World) decideWaitingReleases(id string) {
 	}
 }
 
-// observeClaims: entries whose file is gone were claimed (shared directory).
+// observeClaims: entries whose file is gone (Dir.Exists, as
+// engine/server's store.exists) were claimed (shared directory).
 func (w *World) observeClaims() {
 	if w.set.Backend != BackendSharedDir {
 		return
 	}
 	for _, id := range w.prod.table.Published() {
-		if _, ok := w.files[publishedPath(id)]; !ok {
+		if ok, err := w.sd.dir.Exists(id); err != nil {
+			panic(fmt.Sprintf("sim: Exists(%s): %v", id, err))
+		} else if !ok {
 			w.prod.table.ObserveGone(id)
 			if w.tracing {
 				w.notef("observed %s gone", short(id))
@@ -430,7 +441,9 @@ func (w *World) observeClaims() {
 }
 
 // collect is one pass of the producer's collector: files vanish (fault),
-// claims are observed, expired entries are removed.
+// claims are observed, expired entries are removed; on the shared
+// directory, orphans are collected and dead instances swept as
+// engine/server/store.go's collect does.
 func (w *World) collect(ev event) {
 	p := w.prod
 	if p.stopped {
@@ -439,8 +452,9 @@ func (w *World) collect(ev event) {
 	if w.set.Backend == BackendSharedDir {
 		for _, id := range p.table.Published() {
 			if w.faults.buggify(SiteVanish) {
-				delete(w.files, publishedPath(id))
-				w.ledger.get(id).vanished = true
+				rec := w.ledger.get(id)
+				w.sd.disk.Vanish(entryPath(rec.instance, id))
+				rec.vanished = true
 				if w.tracing {
 					w.notef("X-2 file of %s vanished", short(id))
 				}
@@ -453,6 +467,7 @@ func (w *World) collect(ev event) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 	}
+	w.sd.collect()
 	w.after(w.set.CollectPeriodMs, event{kind: evCollect})
 }
 
@@ -528,16 +543,7 @@ func (w *World) stopProducer() {
 	if msg := checkStopped(w); msg != "" {
 		w.failf(Correctness, "S-2", "%s", msg)
 	}
-	for _, path := range w.sortedFiles() {
-		f := w.files[path]
-		if path != publishedPath(f.entry) {
-			continue
-		}
-		if !w.ledger.get(f.entry).removeFailed {
-			w.failf(Correctness, "S-4", "drained producer left %s in the cache directory", path)
-		}
-		delete(w.files, path)
-	}
+	w.sd.stop()
 	for id, st := range w.sources {
 		if st == sourceLive {
 			if !w.ledger.get(id).removeFailed {
@@ -730,8 +736,7 @@ func (w *World) producerConsume(ev event) {
 	reply.b = resSpent
 	key := fmt.Sprintf("E/%d/%d", ev.h, ev.a)
 	if w.set.Backend == BackendSharedDir {
-		if _, ok := w.files[publishedPath(rec.id)]; ok {
-			delete(w.files, publishedPath(rec.id))
+		if w.sd.claim(w.sd.prod, -1, rec, false) == claimWon {
 			w.took(rec, key, ev.h, ev.a, refForm(ev.f))
 			reply.b = resOK
 		}

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"strings"
-
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
@@ -26,20 +24,19 @@ import (
 //     a pending Shutdown wait for the restart.
 //
 // After a drawn down time (NodeSettings.ProducerDownMsMax) a supervisor
-// restarts it with a new instance id, a fresh table and health. Its
-// recovery removes what the dead instance left in the shared directory (the
-// dead instance's directory: its entries and orphaned temp files, the
-// shareddir CollectOrphans step for the old instance), so from then on a
-// reference to the old instance is refused (SU-2 on the shared directory, a
-// before-write rejection on the transfer backend), never served: every entry
-// of the old instance that had not ended by then is gone (ledger:
-// vanished), and check_crash_lost.go checks that no receive gets one later.
-// A consumer may still claim an entry by rename while E is down: its file is
-// durable and intact, so that is a consumption like any other (SU-1 holds).
-//
-// The reference engine leaves a crashed instance's directory in place (no
-// sweep of dead instances exists in engine/cache/shareddir): the sweep here
-// is the model's supervisor, not a copy of an engine decision.
+// restarts it with a new instance id, a fresh table and health. On the
+// shared directory the new instance starts as the engine does
+// (engine/server/engine.go): shareddir.OpenProducer, then
+// Dir.SweepDeadInstances, the real code over the simulated disk
+// (shared_disk.go). The dead process's flock went with it (simfs), so the
+// sweep removes the dead instance's directory: its entries and orphaned
+// temp and claimed files. From then on a reference to the old instance is
+// refused (shareddir.Claim: ErrUnknownProducer, SU-2; a before-write
+// rejection on the transfer backend), never served: every entry of the old
+// instance that had not ended by then is gone (ledger: vanished), and
+// check_crash_lost.go checks that no receive gets one later. A consumer may
+// still claim an entry while E is down: its file is durable and intact, so
+// that is a consumption like any other (SU-1 holds).
 
 // lostEntry is an entry of a crashed producer instance and the number of
 // receives that had got its data at the restart (check_crash_lost.go).
@@ -67,28 +64,14 @@ func (w *World) producerCrash(ev event) {
 		return
 	}
 	if id := ev.s; id != "" {
-		if _, writing := w.files[tmpPath(id)]; !writing || p.table.State(id) != handoff.EntryReserved {
+		if !w.sd.slow[id] || p.table.State(id) != handoff.EntryReserved {
 			return // the write finished first, or this process is not the one that wrote
 		}
 	}
 	if w.tracing {
 		w.notef("producer %s crashed", short(p.instanceID))
 	}
-	for _, path := range w.sortedFiles() {
-		if !strings.HasPrefix(path, "E/.tmp-") {
-			continue
-		}
-		if w.nodes.rng.IntN(2) == 0 {
-			delete(w.files, path)
-			if w.tracing {
-				w.notef("unsynced %s lost", path)
-			}
-		} else {
-			if w.tracing {
-				w.notef("unsynced %s left as an orphan", path)
-			}
-		}
-	}
+	w.sd.crashProducer() // its slow writes die in their fsync; unsynced temp files lost or left (shared_disk.go)
 	for _, rec := range w.ledger.all {
 		if !rec.terminal() && !rec.published {
 			rec.abandoned = true // reserved, never visible
@@ -114,20 +97,13 @@ func (w *World) producerCrash(ev event) {
 	w.schedule(w.nodes.prodUpAt, event{kind: evProducerRestart})
 }
 
-// producerRestart boots E's next instance and recovers the shared directory.
+// producerRestart boots E's next instance, whose SweepDeadInstances removes
+// the dead instance's directory (newProducerNode, shared_disk.go).
 func (w *World) producerRestart(ev event) {
 	if !w.nodes.prodDown {
 		return
 	}
 	old := w.prod.instanceID
-	for _, path := range w.sortedFiles() {
-		if strings.HasPrefix(path, "E/") {
-			delete(w.files, path)
-			if w.tracing {
-				w.notef("recovery removed %s of the dead instance", path)
-			}
-		}
-	}
 	for _, rec := range w.ledger.all {
 		switch {
 		case !rec.published:
@@ -140,7 +116,7 @@ func (w *World) producerRestart(ev event) {
 			rec.vanished = true
 		}
 	}
-	w.prod = newProducerNode(w)
+	w.prod = newProducerNode(w) // OpenProducer, then SweepDeadInstances removes the dead instance's directory
 	w.nodes.prodDown = false
 	w.nodes.prodRestarts++
 	// The new instance has no cleanup failure and no health history.

@@ -141,9 +141,7 @@ func (w *World) claimAndDiscard(c *consumerNode, rec *entryRecord, h int32, rpc 
 	if w.set.Backend != BackendSharedDir {
 		return
 	}
-	to := claimedPath(c.idx, c.inc, rec.id)
-	if w.rename(publishedPath(rec.id), to) {
-		delete(w.files, to)
+	if w.sd.claim(w.sd.cons[c.idx], c.idx, rec, false) == claimWon {
 		w.took(rec, fmt.Sprintf("discard/%d/%d", h, rpc), h, rpc, f)
 		if w.tracing {
 			w.notef("claimed and discarded %s for a rejected reference", short(rec.id))

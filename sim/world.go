@@ -126,7 +126,8 @@ type World struct {
 	clients []*client
 	ledger  *ledger
 	hist    *history
-	files   map[string]fileInfo // the shared directory: path -> file
+	// sd is the shared directory: the real shareddir code over a simulated disk (shared_disk.go).
+	sd      *sharedDisk
 	sources map[string]sourceState
 	writes  []*write // every WRITE posted, by number-1
 	xreqs   []xreq   // every transfer request, by receive number-1
@@ -207,9 +208,10 @@ func newWorld(seed uint64, s Settings, opts Options) *World {
 		seed: seed, set: s, opts: opts,
 		workRNG: newRNG(seed, subWorkload), idRNG: newRNG(seed, subIDs), netRNG: newRNG(seed, subNetwork),
 		diskRNG: newRNG(seed, subDisk), procRNG: newRNG(seed, subProcess),
-		files: map[string]fileInfo{}, sources: map[string]sourceState{},
-		ledger: newLedger(), hist: newHistory(), media: newMediaWorld(seed),
+		sources: map[string]sourceState{},
+		ledger:  newLedger(), hist: newHistory(), media: newMediaWorld(seed),
 	}
+	w.sd = newSharedDisk(w)
 	w.faults = newFaults(newRNG(seed, subFaults), s)
 	w.faults.cov = &w.cov
 	// Sized for a run's usual peak (about two events and four operations

@@ -88,6 +88,12 @@ func claimOpened(fsys FS, f File, dir, entry, entryID string, rand io.Reader, ma
 		f.Close()
 		return nil, fmt.Errorf("%w: L-5 entry %s has %d bytes, bound %d; not consumed", ErrTooLarge, entryID, size, maxBytes)
 	}
+	if bug := claimBug.Load(); bug != int32(ClaimBugNone) { // a planted bug (export_sim.go)
+		if bug == int32(ClaimBugCopy) {
+			return plantedCopy(f, entryID, size)
+		}
+		return plantedDelete(fsys, f, entry, entryID, size)
+	}
 	suffix, err := randHex(rand, randSuffixHex/2)
 	if err != nil {
 		f.Close()
