@@ -20,7 +20,9 @@ type Mutants struct {
 	// outcome is uncertain (a deadline, UNAVAILABLE, a lost reply) as if
 	// the producer had rejected it before writing, instead of quarantining
 	// them (breaks Q-1; conformance q1-release-on-any-error, sim
-	// consumer-frees-on-transfer-error).
+	// consumer-frees-on-transfer-error). A plain INVALID_ARGUMENT is left
+	// to the Q-2 decision (PlainInvalidArgumentDefinite), so the two
+	// mutants break one rule each.
 	ReleaseOnUncertain bool
 	// PlainInvalidArgumentDefinite takes a non-OK INVALID_ARGUMENT without
 	// the before-write trailer for a definite rejection (breaks Q-2;
@@ -166,7 +168,7 @@ func decideTransferEnded(ev TransferEnded, m Mutants) ReceiveDecision {
 		return ReceiveDecision{Outcome: ReceiveRejected, Buffers: ReleaseBuffers, Reply: ReplyRefusal, Rule: "Q-2"}
 	case !ev.StatusOK && ev.Unsent && !m.RefusedConnectionUncertain:
 		return ReceiveDecision{Outcome: ReceiveRejected, Buffers: ReleaseBuffers, Reply: ReplyUnreachable, Rule: "Q-2"}
-	case m.ReleaseOnUncertain:
+	case m.ReleaseOnUncertain && !ev.InvalidArgument:
 		return ReceiveDecision{Outcome: ReceiveRejected, Buffers: ReleaseBuffers, Reply: ReplyRefusal, Rule: "Q-1"}
 	}
 	return ReceiveDecision{Outcome: ReceiveUncertain, Buffers: QuarantineBuffers,
@@ -307,8 +309,16 @@ type TransferFailedDecision struct {
 	// Source says what to do with the source memory.
 	Source SourceAction
 	// Health is the change to apply (nil: none): NOT_READY on check
-	// CheckQuarantine while the source is quarantined.
+	// CheckQuarantine while the source may still be read, until
+	// the WRITE is proved ended (QuarantineSourceUntilWriteEnds) or for
+	// the life of the process (QuarantineSourceForever).
 	Health *HealthChange
+	// FreedEarly: the FreeSourceOnTransferFailure mutant freed a source
+	// the WRITE may still read. Health is NOT_READY as for the quarantine
+	// the contract would have made, and lasts as long (until the WRITE is
+	// proved ended when the transport can prove it, else for the life of
+	// the process); only the source decision is broken.
+	FreedEarly bool
 	// Code is the answer's gRPC code: CodeUnavailable, never
 	// CodeInvalidArgument (the WRITE may have landed), and never with the
 	// before-write trailer. Only InvalidArgumentAfterRemoval answers
@@ -326,21 +336,27 @@ func decideTransferFailed(ev TransferFailure, m Mutants) TransferFailedDecision 
 	}
 	switch {
 	case !ev.HasSource:
-	case m.FreeSourceOnTransferFailure, ev.WriteEnded && ev.Provable:
+		return d
+	case ev.WriteEnded && ev.Provable:
 		d.Source = FreeSource
+		return d
 	case ev.Provable:
 		d.Source = QuarantineSourceUntilWriteEnds
 	default:
 		d.Source = QuarantineSourceForever
 	}
-	if d.Source == QuarantineSourceUntilWriteEnds || d.Source == QuarantineSourceForever {
-		d.Health = &HealthChange{Check: CheckQuarantine, Reason: ev.Reason}
+	// The source may still be read: NOT_READY until the WRITE is proved
+	// ended. The mutant breaks the source decision alone.
+	d.Health = &HealthChange{Check: CheckQuarantine, Reason: ev.Reason}
+	if m.FreeSourceOnTransferFailure {
+		d.Source, d.FreedEarly = FreeSource, true
 	}
 	return d
 }
 
 // FailTransfer decides what a producer does after a transfer failed past
-// the claim (CONTRACT Q-3), and applies TransferFailed: the source is freed
+// the claim (CONTRACT Q-3), and applies TransferFailed (the table counts the
+// entry Quarantined whatever happens to its source): the source is freed
 // only when the WRITE has ended and the transport can prove it;
 // otherwise it is quarantined until the WRITE ends, or for the life of the
 // process when nothing can prove it; a quarantine turns Health NOT_READY

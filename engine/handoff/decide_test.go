@@ -192,7 +192,11 @@ func (d *decideHarness) do(td *datadriven.TestData) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "source: %s\n", fd.Source)
+		fmt.Fprintf(&b, "source: %s", fd.Source)
+		if fd.FreedEarly {
+			b.WriteString(" (freed early: the WRITE may still read it)")
+		}
+		b.WriteString("\n")
 		d.healthChange(&b, fd.Health)
 		fmt.Fprintf(&b, "answer: %s rule %s\n", codeNames[fd.Code], fd.Rule)
 		d.state(&b)
