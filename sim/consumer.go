@@ -292,8 +292,9 @@ type recvEnd struct {
 }
 
 // consumerCancelled: the client of call (h, rpc) cancelled it (the stream's
-// RST reaches the consumer at once). A transfer in flight keeps its
-// buffers until its outcome is known (C-4); the C-4 mutant ends it now.
+// RST reaches the consumer at once). handoff.ClientCancelled decides: a
+// transfer in flight keeps its buffers until its outcome is known (C-4);
+// the C-4 mutant's switch ends it now.
 func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 	if !c.up {
 		return
@@ -303,12 +304,12 @@ func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 			continue
 		}
 		w.reach(stCancelMidTransfer)
-		if w.opts.Mutant == MutantFreeOnCancel {
-			must(c.receives.Rejected(r.key))
+		_, ended, err := c.receives.ClientCancelled(r.key, w.decisions) // handoff decides (C-4)
+		must(err)
+		if ended { // the C-4 mutant
 			w.endReceive(c, r, resCancelled, causeCancelled)
-			return
 		}
-		return // the receive waits for the transfer's outcome (C-4)
+		return // otherwise the receive waits for the transfer's outcome (C-4)
 	}
 }
 

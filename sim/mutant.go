@@ -142,6 +142,8 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.InvalidArgumentAfterRemoval = true
 	case MutantCleanupFailureSwallowed:
 		d.SwallowCleanupFailure = true
+	case MutantFreeOnCancel:
+		d.FreeOnCancel = true
 	}
 	return d
 }

@@ -207,7 +207,7 @@ var all = []Mutant{
 	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call", Sim: "lock-across-transfer",
 		Apply: func(h *server.Hooks) { h.HoldLockAcrossTransfer = true }},
 	{Name: "c4-free-on-cancel", Rule: "C-4", Topology: TopologyTCPFaults, Sim: "free-on-cancel", Breaks: "a consumer cancelled mid-transfer frees its buffers without waiting for the outcome",
-		Apply: func(h *server.Hooks) { h.ReleaseOnCancel = true },
+		Apply: func(h *server.Hooks) { h.Decisions.FreeOnCancel = true }, // the core's switch: the sim mutant sets the same
 		// The kill needs the cancelled-while-held fault scenario (one
 		// faulted handoff in five, at most one a check): the default seed
 		// draws it in the 70th check, 17 s in, and on a loaded machine

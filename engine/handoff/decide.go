@@ -45,6 +45,10 @@ type Mutants struct {
 	// Q-3; conformance q3-invalid-argument-after-removal, sim
 	// invalid-argument-after-removal).
 	InvalidArgumentAfterRemoval bool
+	// FreeOnCancel releases the buffers of a receive whose client cancelled
+	// while its transfer is in flight, without waiting for the outcome
+	// (breaks C-4; conformance c4-free-on-cancel, sim free-on-cancel).
+	FreeOnCancel bool
 	// SwallowCleanupFailure forgets a failed cleanup: Health stays READY
 	// and new handoffs are admitted (breaks X-1; conformance
 	// x1-cleanup-failure-swallowed, sim cleanup-failure-swallowed).
@@ -95,9 +99,12 @@ const (
 	// ReplyFailed: the receive failed after the producer answered OK, and
 	// nothing touches the buffers any more (UNAVAILABLE; no quarantine).
 	ReplyFailed
+	// ReplyCancelled: the client cancelled (only the FreeOnCancel mutant
+	// ends a receive on it).
+	ReplyCancelled
 )
 
-var consumerReplyNames = map[ConsumerReply]string{ReplyData: "data", ReplyRefusal: "refusal", ReplyUnreachable: "unreachable", ReplyUncertain: "uncertain", ReplyFailed: "failed"}
+var consumerReplyNames = map[ConsumerReply]string{ReplyData: "data", ReplyRefusal: "refusal", ReplyUnreachable: "unreachable", ReplyUncertain: "uncertain", ReplyFailed: "failed", ReplyCancelled: "cancelled"}
 
 func (r ConsumerReply) String() string {
 	if n, ok := consumerReplyNames[r]; ok {
@@ -194,6 +201,21 @@ func decideTransferEnded(ev TransferEnded, m Mutants) ReceiveDecision {
 // driver bug); the decision is returned all the same.
 func (c *ConsumerReceives) EndTransfer(ev TransferEnded, m Mutants) (ReceiveDecision, error) {
 	return c.apply(ev.ReceiveID, decideTransferEnded(ev, m))
+}
+
+// ClientCancelled decides what a consumer does when the client of a
+// receive whose transfer is in flight cancels (CONTRACT C-4): nothing; the
+// receive keeps its buffers and waits (bounded by its own deadline) for
+// the transfer's outcome, so ended is false and the table is unchanged.
+// Under the FreeOnCancel mutant it ends the receive REJECTED at once:
+// ended is true and d says to release the buffers and answer
+// ReplyCancelled. Error: the receive is not in flight.
+func (c *ConsumerReceives) ClientCancelled(id string, m Mutants) (d ReceiveDecision, ended bool, err error) {
+	if !m.FreeOnCancel {
+		return ReceiveDecision{}, false, nil
+	}
+	d, err = c.apply(id, ReceiveDecision{Outcome: ReceiveRejected, Buffers: ReleaseBuffers, Reply: ReplyCancelled, Rule: "C-4"})
+	return d, true, err
 }
 
 // CopyEnded is the consumer's event for a receive that ends on its own

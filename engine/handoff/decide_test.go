@@ -19,6 +19,7 @@ import (
 //
 //	receive id=<id> payload=<bytes> [buffers=<n>] [to=preflight|registered|requested]
 //	transfer-ended id=<id> [ok] [complete] [before-write] [invalid-argument] [unsent] [reason=<text>] [mutants=<m>,...]
+//	client-cancelled id=<id> [mutants=<m>,...]
 //	copy-ended id=<id> [ok] [quiesced] [reason=<text>]
 //	end-quarantine id=<id>
 //	publish id=<id> payload=<bytes>
@@ -29,7 +30,7 @@ import (
 // Mutant names are the Mutants fields in kebab case (release-on-uncertain,
 // plain-invalid-argument-definite, refused-connection-uncertain,
 // free-source-on-transfer-failure, invalid-argument-after-removal,
-// swallow-cleanup-failure).
+// free-on-cancel, swallow-cleanup-failure).
 func TestDecide(t *testing.T) {
 	datadriven.Walk(t, "testdata/decide", func(t *testing.T, path string) {
 		d := newDecideHarness()
@@ -91,6 +92,8 @@ func parseMutants(s string) (Mutants, error) {
 			m.FreeSourceOnTransferFailure = true
 		case "invalid-argument-after-removal":
 			m.InvalidArgumentAfterRemoval = true
+		case "free-on-cancel":
+			m.FreeOnCancel = true
 		case "swallow-cleanup-failure":
 			m.SwallowCleanupFailure = true
 		default:
@@ -157,6 +160,14 @@ func (d *decideHarness) do(td *datadriven.TestData) (string, error) {
 	case "transfer-ended":
 		rd, err := d.receives.EndTransfer(TransferEnded{ReceiveID: a["id"], StatusOK: a["ok"] != "", Complete: a["complete"] != "",
 			BeforeWrite: a["before-write"] != "", InvalidArgument: a["invalid-argument"] != "", Unsent: a["unsent"] != "", Reason: a["reason"]}, m)
+		d.receiveDecision(&b, rd, err)
+	case "client-cancelled":
+		rd, ended, err := d.receives.ClientCancelled(a["id"], m)
+		if err == nil && !ended {
+			b.WriteString("wait for the transfer's outcome (C-4)\n")
+			d.state(&b)
+			break
+		}
 		d.receiveDecision(&b, rd, err)
 	case "copy-ended":
 		rd, err := d.receives.EndCopy(CopyEnded{ReceiveID: a["id"], OK: a["ok"] != "", Quiesced: a["quiesced"] != "", Reason: a["reason"]})

@@ -455,7 +455,7 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
-		e.endIPCReceive(receiveID, dst) // the C-4 mutant: frees without knowing the outcome
+		e.freeIPCReceive(dst) // the C-4 mutant: freed without knowing the outcome
 		return nil, ctx.Err()
 	}
 	if err != nil {
@@ -576,8 +576,7 @@ func (e *Engine) giveLoanBackAsync(pc *producerConn, wire *pb.EncoderCacheRef) {
 }
 
 // endIPCReceive ends a receive before its request was sent (nothing can
-// touch its buffer: REJECTED) and frees its buffer. The C-4 mutant ends
-// an abandoned receive with it too.
+// touch its buffer: REJECTED) and frees its buffer.
 func (e *Engine) endIPCReceive(receiveID string, dst xfer.DeviceBuffer) {
 	e.mu.Lock()
 	err := e.receives.Rejected(receiveID)

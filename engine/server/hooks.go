@@ -19,8 +19,9 @@ type Hooks struct {
 	// (handoff.Mutants: the end of a transfer on either side, Q-1, Q-2,
 	// Q-3; a failed cleanup, X-1). The simulator's mutants set the same
 	// switches, so the same broken decision runs in both. The bool hooks
-	// FreeSourceOnTransferFailure, SwallowCleanupFailure and
-	// RefusedConnectionUncertain set their switch too (Engine.decisions).
+	// FreeSourceOnTransferFailure, SwallowCleanupFailure,
+	// RefusedConnectionUncertain and ReleaseOnCancel set their switch too
+	// (Engine.decisions).
 	Decisions handoff.Mutants
 	// CheckRole replaces the L-4 role check.
 	CheckRole func(role Role, req *pb.GenerateRequest) error
@@ -71,7 +72,7 @@ type Hooks struct {
 	// TransferEncoderCache call (the Q-5 mutant).
 	HoldLockAcrossTransfer bool
 	// ReleaseOnCancel lets a client's cancellation end the consumer's
-	// transfer call at once (the C-4 mutant).
+	// transfer call at once (the C-4 mutant). It sets Decisions.FreeOnCancel.
 	ReleaseOnCancel bool
 	// ImageIdentity replaces the identity the model keys an image by (H-5):
 	// the contract's engine always uses the content hash, never MediaItem.uuid.
@@ -235,6 +236,7 @@ func (e *Engine) decisions() handoff.Mutants {
 	m.FreeSourceOnTransferFailure = m.FreeSourceOnTransferFailure || h.FreeSourceOnTransferFailure
 	m.SwallowCleanupFailure = m.SwallowCleanupFailure || h.SwallowCleanupFailure
 	m.RefusedConnectionUncertain = m.RefusedConnectionUncertain || h.RefusedConnectionUncertain
+	m.FreeOnCancel = m.FreeOnCancel || h.ReleaseOnCancel
 	return m
 }
 

@@ -359,9 +359,10 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 	if !hold {
 		e.mu.Unlock()
 	}
+	decisions := e.decisions()
 	callCtx := context.WithoutCancel(ctx)
-	if ctx.Err() == nil && (e.cfg.Hooks.ReleaseOnCancel || e.cfg.Hooks.CancelCancelsTransfer) {
-		callCtx = ctx
+	if ctx.Err() == nil && (decisions.FreeOnCancel || e.cfg.Hooks.CancelCancelsTransfer) {
+		callCtx = ctx // the C-4 mutants: the client's cancellation reaches the call
 	}
 	callCtx, cancel := context.WithTimeout(callCtx, e.cfg.TransferTimeout)
 	defer cancel()
@@ -378,9 +379,17 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 		e.mu.Unlock()
 	}
 	call := transferCall{resp: resp, err: err, carriers: carriers}
-	if e.cfg.Hooks.ReleaseOnCancel && ctx.Err() != nil {
-		call.abandoned = true
-		return call
+	if ctx.Err() != nil {
+		// The client cancelled: handoff decides (C-4: wait for the outcome;
+		// the FreeOnCancel mutant ends the receive at once).
+		e.mu.Lock()
+		_, ended, terr := e.receives.ClientCancelled(receiveID, decisions)
+		e.mu.Unlock()
+		e.coreRefused("ClientCancelled "+receiveID, terr)
+		if ended {
+			call.abandoned = true
+			return call
+		}
 	}
 	if err == nil {
 		return call
@@ -429,7 +438,8 @@ type transferCall struct {
 	// unsent: no connection to the producer was open or could be
 	// established, so the request was never sent.
 	unsent bool
-	// abandoned: the C-4 mutant gave up on the client's cancellation.
+	// abandoned: the core ended the receive on the client's cancellation
+	// (handoff.ClientCancelled under the C-4 mutant): release the buffers.
 	abandoned bool
 	// carriers are closed once every control connection that may have
 	// carried the request has closed (part of Q-6's proof).
@@ -528,7 +538,7 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
-		e.endReceive(receiveID, reg) // the C-4 mutant: frees without knowing the outcome
+		e.releaseReceive(reg) // the C-4 mutant: freed without knowing the outcome
 		return nil, ctx.Err()
 	}
 	complete := err == nil && resp.GetBytesWritten() == uint64(ref.PayloadBytes())
@@ -582,8 +592,7 @@ func definiteRejection(err error, trailer metadata.MD) bool {
 }
 
 // endReceive ends a receive before its request was sent (nothing can
-// write its buffers: REJECTED) and deregisters its buffers. The C-4
-// mutant ends an abandoned receive with it too.
+// write its buffers: REJECTED) and deregisters its buffers.
 func (e *Engine) endReceive(receiveID string, reg *xfer.Registration) {
 	e.mu.Lock()
 	err := e.receives.Rejected(receiveID)
