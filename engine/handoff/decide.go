@@ -162,7 +162,8 @@ type ReceiveDecision struct {
 	Health *HealthChange
 	// Reply is the answer to the consumer's client.
 	Reply ConsumerReply
-	// Rule is the rule that decided: "Q-1", "Q-2", "Q-6" or "" (success).
+	// Rule is the rule that decided: "Q-1", "Q-2", "Q-6", "C-4" (the
+	// FreeOnCancel mutant) or "" (success).
 	Rule string
 }
 
