@@ -569,6 +569,7 @@ func (w *World) transferArrive(ev event) {
 	}
 	rec := w.ledger.get(rq.entry)
 	if err := w.producerCheckRef(rec, rq.form); err != nil {
+		reply.b = beforeWriteAnswer(err)
 		if w.tracing {
 			w.notef("%v: before-write", err)
 		}
@@ -587,6 +588,7 @@ func (w *World) transferArrive(ev event) {
 		return
 	}
 	if err := p.table.ClaimForTransfer(rq.entry); err != nil {
+		reply.b = beforeWriteAnswer(err)
 		if w.tracing {
 			w.notef("claim: %v: before-write", err)
 		}
@@ -613,6 +615,17 @@ func (w *World) transferArrive(ev event) {
 	}
 	w.after(d, event{kind: evWriteLand, a: wr.num})
 	w.after(w.set.ProducerTimeoutMs, event{kind: evWriteDeadline, a: wr.num})
+}
+
+// beforeWriteAnswer is the producer's answer to a rejection made before the
+// claim: handoff.BeforeWrite decides whether it carries the before-write
+// trailer; one that does not is UNAVAILABLE without it, an uncertain
+// outcome for the consumer.
+func beforeWriteAnswer(err error) int64 {
+	if handoff.BeforeWrite(err) {
+		return resBeforeWrite
+	}
+	return resUnavailable
 }
 
 // writeLand: the WRITE reaches the consumer's memory, or fails (the

@@ -409,3 +409,23 @@ func (h *Health) CleanupFailed(reason string, m Mutants) (recorded bool) {
 	h.Fail(CheckCleanup, reason)
 	return true
 }
+
+// BeforeWrite decides whether a producer's rejection of
+// TransferEncoderCache, made before it claimed the entry, is a definite
+// pre-write rejection that carries the trailer
+// `baton-transfer-rejected: before-write` (CONTRACT Q-2), so that the
+// consumer may release its buffers: every INVALID_ARGUMENT (SU-2, SU-4,
+// SU-5, H-3, L-1, a malformed request), SE-3 and L-4 (FAILED_PRECONDITION),
+// and UNAVAILABLE for S-2, X-1 and Q-4. Anything else (an unexpected
+// error) carries no trailer, so the consumer treats the outcome as
+// uncertain. Never call it for a failure after the claim (FailTransfer).
+func BeforeWrite(err error) bool {
+	rule, code := Classify(err)
+	switch {
+	case code == CodeInvalidArgument, rule == "SE-3", rule == "L-4":
+		return true
+	case code == CodeUnavailable && (rule == "S-2" || rule == "X-1" || rule == "Q-4"):
+		return true
+	}
+	return false
+}

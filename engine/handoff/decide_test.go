@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 //	publish id=<id> payload=<bytes>
 //	claim id=<id>
 //	transfer-failed id=<id> [source] [write-ended] [provable] [reason=<text>] [mutants=<m>,...]
+//	producer-rejects err=<spent|malformed|foreign|untrusted|wrong-role|draining|cleanup-failed|quarantined|quota|unexpected> [rule=<text>]
 //	cleanup-failed reason=<text> [mutants=<m>,...]
 //
 // Mutant names are the Mutants fields in kebab case (release-on-uncertain,
@@ -103,7 +105,13 @@ func parseMutants(s string) (Mutants, error) {
 	return m, nil
 }
 
-var codeNames = map[Code]string{CodeUnavailable: "UNAVAILABLE", CodeInvalidArgument: "INVALID_ARGUMENT"}
+var codeNames = map[Code]string{CodeUnavailable: "UNAVAILABLE", CodeInvalidArgument: "INVALID_ARGUMENT", CodeFailedPrecondition: "FAILED_PRECONDITION",
+	CodeResourceExhausted: "RESOURCE_EXHAUSTED", CodeInternal: "INTERNAL"}
+
+// rejectionSentinels names the sentinels producer-rejects takes.
+var rejectionSentinels = map[string]error{"spent": ErrSpentReference, "malformed": ErrMalformedReference, "foreign": ErrForeignReference,
+	"untrusted": ErrUntrustedPeer, "wrong-role": ErrWrongRole, "draining": ErrDraining, "cleanup-failed": ErrCleanupFailed,
+	"quarantined": ErrQuarantined, "quota": ErrQuotaExceeded, "unexpected": errors.New("disk on fire")}
 
 var receiveStateNames = map[ReceiveState]string{ReceivePreflight: "preflight", ReceiveRegistered: "registered", ReceiveRequested: "requested",
 	ReceiveSucceeded: "succeeded", ReceiveRejected: "rejected", ReceiveUncertain: "uncertain"}
@@ -211,6 +219,21 @@ func (d *decideHarness) do(td *datadriven.TestData) (string, error) {
 		d.healthChange(&b, fd.Health)
 		fmt.Fprintf(&b, "answer: %s rule %s\n", codeNames[fd.Code], fd.Rule)
 		d.state(&b)
+	case "producer-rejects":
+		sentinel, ok := rejectionSentinels[a["err"]]
+		if !ok {
+			return "", fmt.Errorf("unknown rejection %q", a["err"])
+		}
+		err := fmt.Errorf("%w: %s", sentinel, a["rule"])
+		rule, code := Classify(err)
+		if rule == "" {
+			rule = "(no rule)"
+		}
+		mark := "no trailer: the consumer counts it uncertain"
+		if BeforeWrite(err) {
+			mark = "trailer baton-transfer-rejected: before-write"
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", codeNames[code], rule, mark)
 	case "cleanup-failed":
 		recorded := d.health.CleanupFailed(a["reason"], m)
 		fmt.Fprintf(&b, "recorded: %v\n", recorded)

@@ -179,17 +179,15 @@ func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Ref
 	return ref, remote, agent, nil
 }
 
-// beforeWrite answers a definite pre-write rejection with the trailer
-// `baton-transfer-rejected: before-write` (Q-2): INVALID_ARGUMENT (SU-2,
+// beforeWrite answers a rejection made before the claim, with the trailer
+// `baton-transfer-rejected: before-write` when handoff.BeforeWrite decides
+// it is a definite pre-write rejection (Q-2): INVALID_ARGUMENT (SU-2,
 // SU-4, SU-5, H-3, L-1, a malformed request), FAILED_PRECONDITION (SE-3;
 // L-4, an engine that does not serve TransferEncoderCache) and
 // UNAVAILABLE (draining, X-1, Q-4). Anything else (an unexpected error)
 // carries no trailer: the consumer then treats the outcome as uncertain.
 func beforeWrite(ctx context.Context, err error) error {
-	rule, code := handoff.Classify(err)
-	switch {
-	case code == handoff.CodeInvalidArgument, rule == "SE-3", rule == "L-4",
-		code == handoff.CodeUnavailable && (rule == "S-2" || rule == "X-1" || rule == "Q-4"):
+	if handoff.BeforeWrite(err) {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerTransferRejected, TrailerBeforeWrite))
 	}
 	return err
