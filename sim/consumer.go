@@ -28,8 +28,9 @@ type recv struct {
 	form  refForm
 }
 
-// consumerNode is a PD consumer: the core's ConsumerReceives and Health,
-// driven as engine/server/consumer.go and transfer.go drive them.
+// consumerNode is a PD consumer: the core's ConsumerReceives and Health.
+// handoff.EndTransfer decides how a transfer receive ends;
+// the driver carries the decision out, as the real engine does.
 type consumerNode struct {
 	// checked is what checkCore last checked of the receives.
 	checked  checkedCore
@@ -270,23 +271,41 @@ func (w *World) transferReply(ev event) {
 		}
 		return
 	}
-	// only INVALID_ARGUMENT with the before-write trailer is definite;
-	// the Q-2 mutant takes a plain INVALID_ARGUMENT for one too.
-	definite := ev.b == resBeforeWrite || (ev.b == resPlainInvalid && w.opts.Mutant == MutantPlainInvalidArgumentDefinite)
-	switch {
-	case ev.b == resOK:
+	if ev.b == resOK {
 		b := &c.bufs[r.buf]
 		if b.content != r.entry || b.owner != r.num {
 			w.failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, short(b.content), b.owner)
 		}
-		must(c.receives.Succeeded(r.key))
+	}
+	w.transferEnded(c, r, "producer answered "+resNames[ev.b], ev.b)
+}
+
+// transferEnded: handoff.EndTransfer decides how the receive ends on the
+// producer's answer (or cause: causeDeadline) and the driver carries it
+// out: release the buffer (success, a definite rejection, Q-2) or
+// quarantine it with health NOT_READY. The simulator sends no
+// request over a refused connection (a stopped producer answers
+// UNAVAILABLE without the trailer), so nothing is ever unsent here.
+func (w *World) transferEnded(c *consumerNode, r *recv, why string, cause int64) {
+	d, err := c.receives.EndTransfer(handoff.TransferEnded{
+		ReceiveID:       r.key,
+		StatusOK:        cause == resOK,
+		Complete:        cause == resOK, // a simulated WRITE lands whole or not at all
+		BeforeWrite:     cause == resBeforeWrite,
+		InvalidArgument: cause == resPlainInvalid,
+		Reason:          fmt.Sprintf("Q-1 receive %s quarantined: %s", r.key, why),
+	}, w.decisions)
+	must(err)
+	switch {
+	case d.Buffers == handoff.QuarantineBuffers:
+		w.quarantineReceive(c, r, d, why, cause)
+	case d.Reply == handoff.ReplyData:
 		w.consumeMedia(c, r)
-		w.endReceive(c, r, resOK, ev.b)
-	case definite:
-		must(c.receives.Rejected(r.key))
-		w.endReceive(c, r, resSpent, ev.b)
+		w.endReceive(c, r, resOK, cause)
+	case cause == resBeforeWrite || cause == resPlainInvalid:
+		w.endReceive(c, r, resSpent, cause) // the producer's rejection, relayed
 	default:
-		w.uncertain(c, r, "producer answered "+resNames[ev.b], ev.b)
+		w.endReceive(c, r, resUnavailable, cause)
 	}
 }
 
@@ -305,8 +324,9 @@ type recvEnd struct {
 }
 
 // consumerCancelled: the client of call (h, rpc) cancelled it (the stream's
-// RST reaches the consumer at once). A transfer in flight keeps its
-// buffers until its outcome is known (C-4); the C-4 mutant ends it now.
+// RST reaches the consumer at once). handoff.ClientCancelled decides: a
+// transfer in flight keeps its buffers until its outcome is known (C-4);
+// the C-4 mutant's switch ends it now.
 func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 	if !c.up {
 		return
@@ -316,12 +336,12 @@ func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 			continue
 		}
 		w.reach(stCancelMidTransfer)
-		if w.opts.Mutant == MutantFreeOnCancel {
-			must(c.receives.Rejected(r.key))
+		_, ended, err := c.receives.ClientCancelled(r.key, w.decisions) // handoff decides (C-4)
+		must(err)
+		if ended { // the C-4 mutant
 			w.endReceive(c, r, resCancelled, causeCancelled)
-			return
 		}
-		return // the receive waits for the transfer's outcome (C-4)
+		return // otherwise the receive waits for the transfer's outcome (C-4)
 	}
 }
 
@@ -332,24 +352,17 @@ func (w *World) transferTimeout(ev event) {
 	if !c.up || c.inc != ev.b || !ok {
 		return
 	}
-	w.uncertain(c, r, "deadline passed", causeDeadline)
+	w.transferEnded(c, r, "deadline passed", causeDeadline)
 }
 
-// uncertain ends a receive whose outcome is unknown: Uncertain, keep the
-// buffer quarantined for the life of the process, health NOT_READY (Q-1,
-// The Q-1 mutant releases and frees it instead when the outcome is
-// uncertain by a deadline or a failure of the call (a plain INVALID_ARGUMENT
-// is the Q-2 decision, transferReply's).
-func (w *World) uncertain(c *consumerNode, r *recv, why string, cause int64) {
-	if w.opts.Mutant == MutantConsumerFreesOnTransferError && cause != resPlainInvalid {
-		must(c.receives.Rejected(r.key))
-		w.endReceive(c, r, resUnavailable, cause)
-		return
-	}
+// quarantineReceive carries out a quarantine handoff.EndTransfer decided
+// the buffer is kept for the life of the incarnation (the
+// simulator models no Q-6 proof for receive buffers), health NOT_READY
+// the client answered UNAVAILABLE.
+func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDecision, why string, cause int64) {
 	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause})
-	must(c.receives.Uncertain(r.key))
 	c.bufs[r.buf].quarantined = true
-	c.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-1 receive %s quarantined: %s", r.key, why))
+	c.health.Fail(d.Health.Check, d.Health.Reason)
 	delete(c.recvs, r.num)
 	if w.tracing {
 		w.notef("Q-1 %s uncertain (%s): buffer %d quarantined", r.key, why, r.buf)

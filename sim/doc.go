@@ -13,11 +13,13 @@
 // a pool of registered receive buffers) and one client per handoff that
 // publishes, consumes, replays, releases (once or twice), cancels and shuts
 // the producer down. The nodes drive the SAME lifecycle core the reference
-// engine drives (engine/server producer.go, consumer.go, transfer.go), in the
-// same order: Reserve -> write -> CommitPublish -> send; Release -> remove ->
-// RemovalDone; Expire/Drain -> remove -> RemovalDone; ClaimForTransfer ->
-// WRITE -> TransferDone | TransferFailed; Preflight -> Registered ->
-// Requested -> Succeeded | Rejected | Uncertain.
+// engine drives, in the same order: Reserve -> write -> CommitPublish ->
+// send; Release -> remove -> RemovalDone; Expire/Drain -> remove ->
+// RemovalDone; ClaimForTransfer -> WRITE -> TransferDone | FailTransfer;
+// Preflight -> Registered -> Requested -> EndTransfer. Where the core
+// decides (EndTransfer, FailTransfer, CleanupFailed, with the broken
+// decisions as handoff.Mutants switches), both drivers only carry the
+// decision out.
 //
 // A client holds the reference its publish returned (its form: sealed);
 // a few clients first probe with an altered copy, as the conformance
@@ -89,8 +91,10 @@
 // Crash (3: a panic inside the world). Every run can write a JSONL trace whose
 // first line holds the seed and the settings; Replay re-runs it.
 //
-// Mutants: Mutant names a broken decision injected through a hook in this
-// package's driver (never in the core); tests assert the checkers catch each.
+// Mutants: Mutant names a broken decision, injected through a hook in this
+// package's driver or, for a decision the core makes, through the core's
+// handoff.Mutants switch that the real engine's test hooks set too
+// (Mutant.decisions); tests assert the checkers catch each.
 //
 // Sweeps (explore.go, issue #17): Sweep runs a seed range on goroutines in
 // memory independent of its length, a Shard's contiguous block of it when

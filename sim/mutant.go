@@ -4,10 +4,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/baton-dev/baton/engine/handoff"
 )
 
 // Mutant names one broken decision the simulator's driver can make instead
-// of the right one (a hook in this package, never in engine/handoff). The
+// of the right one: a hook in this package, or, for the decisions the core
+// makes (the end of a transfer on either side, a failed cleanup), a switch
+// of handoff.Mutants that the real engine's test hooks set too, so the same
+// broken decision runs in both (decisions). The
 // checkers must catch each; Mutants lists them with the rule each breaks.
 type Mutant string
 
@@ -120,6 +125,28 @@ const (
 	// images and publishes them (breaks L-3).
 	MutantVideoAsImage Mutant = "video-as-image"
 )
+
+// decisions returns the core's switches (handoff.Mutants) m sets: the
+// broken decisions handoff makes for the simulator and for the real engine
+// alike. The other mutants are hooks of the simulator's driver.
+func (m Mutant) decisions() handoff.Mutants {
+	var d handoff.Mutants
+	switch m {
+	case MutantConsumerFreesOnTransferError:
+		d.ReleaseOnUncertain = true
+	case MutantPlainInvalidArgumentDefinite:
+		d.PlainInvalidArgumentDefinite = true
+	case MutantProducerFreesSourceOnFailure:
+		d.FreeSourceOnTransferFailure = true
+	case MutantInvalidArgumentAfterRemoval:
+		d.InvalidArgumentAfterRemoval = true
+	case MutantCleanupFailureSwallowed:
+		d.SwallowCleanupFailure = true
+	case MutantFreeOnCancel:
+		d.FreeOnCancel = true
+	}
+	return d
+}
 
 // Mutants maps each mutant to the rule it breaks.
 var Mutants = map[Mutant]string{

@@ -7,10 +7,11 @@ import (
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
-// producerNode is E: the core's ProducerTable and Health, driven exactly as
-// engine/server/producer.go and transfer.go drive them, over a store: the
-// real engine/cache/shareddir code on a simulated disk (shared_disk.go) or
-// simulated registered source buffers.
+// producerNode is E: the core's ProducerTable and Health, driven in the
+// real engine's order over a store: the real engine/cache/shareddir code on
+// a simulated disk (shared_disk.go) or simulated registered source buffers;
+// handoff.FailTransfer decides a transfer that failed past the claim
+// and handoff's Health.CleanupFailed a failed removal.
 type producerNode struct {
 	instanceID string
 	// checked is what checkCore last checked of the table.
@@ -367,9 +368,7 @@ func (w *World) removeDone(ev event) {
 			w.sd.remove(id, true) // the real Dir.Remove, its rename failing with EIO: ErrCleanup, the entry stays
 		}
 		p.table.RemovalFailed(id)
-		if w.opts.Mutant != MutantCleanupFailureSwallowed {
-			p.health.Fail(handoff.CheckCleanup, fmt.Sprintf("X-1 remove entry %s: I/O error", short(id)))
-		}
+		p.health.CleanupFailed(fmt.Sprintf("X-1 remove entry %s: I/O error", short(id)), w.decisions) // handoff decides
 		rec.removeFailed = true
 		w.ledger.removeFailures++
 		if p.health.Draining() {
@@ -558,7 +557,7 @@ func (w *World) stopProducer() {
 	}
 }
 
-// ---- transfer backend, producer side (engine/server/transfer.go) ----
+// ---- transfer backend, producer side (the core decides Q-3: handoff.FailTransfer) ----
 
 // transferArrive: TransferEncoderCache on E: rejections up to the claim are
 // before-write; ClaimForTransfer takes the entry out of the table
@@ -575,6 +574,7 @@ func (w *World) transferArrive(ev event) {
 	}
 	rec := w.ledger.get(rq.entry)
 	if err := w.producerCheckRef(rec, rq.form); err != nil {
+		reply.b = beforeWriteAnswer(err)
 		if w.tracing {
 			w.notef("%v: before-write", err)
 		}
@@ -593,6 +593,7 @@ func (w *World) transferArrive(ev event) {
 		return
 	}
 	if err := p.table.ClaimForTransfer(rq.entry); err != nil {
+		reply.b = beforeWriteAnswer(err)
 		if w.tracing {
 			w.notef("claim: %v: before-write", err)
 		}
@@ -619,6 +620,17 @@ func (w *World) transferArrive(ev event) {
 	}
 	w.after(d, event{kind: evWriteLand, a: wr.num})
 	w.after(w.set.ProducerTimeoutMs, event{kind: evWriteDeadline, a: wr.num})
+}
+
+// beforeWriteAnswer is the producer's answer to a rejection made before the
+// claim: handoff.BeforeWrite decides whether it carries the before-write
+// trailer; one that does not is UNAVAILABLE without it, an uncertain
+// outcome for the consumer.
+func beforeWriteAnswer(err error) int64 {
+	if handoff.BeforeWrite(err) {
+		return resBeforeWrite
+	}
+	return resUnavailable
 }
 
 // writeLand: the WRITE reaches the consumer's memory, or fails (the
@@ -691,26 +703,35 @@ func (w *World) writeDeadline(ev event) {
 	w.send(msgReply, event{kind: evTransferReply, c: int32(wr.c), a: wr.recv, b: res})
 }
 
-// failTransfer is engine/server's failTransfer: TransferFailed, quarantine
-// the source, health NOT_READY; it returns the answer,
-// UNAVAILABLE (never INVALID_ARGUMENT: the WRITE may have landed). The Q-3
-// mutant frees the source; the invalid-argument-after-removal mutant
-// answers a plain INVALID_ARGUMENT.
+// failTransfer: handoff.FailTransfer decides: TransferFailed,
+// the source quarantined, health NOT_READY, the answer UNAVAILABLE (never
+// INVALID_ARGUMENT: the WRITE may have landed); the driver carries it out
+// and returns the answer. The simulated transport gives no proof that a
+// WRITE ended, so a quarantined source stays for the life of the
+// process. The core's mutant switches free the source
+// (producer-frees-source-on-failure) or answer a plain INVALID_ARGUMENT
+// (invalid-argument-after-removal).
 func (w *World) failTransfer(wr *write, why string) int64 {
-	if err := w.prod.table.TransferFailed(wr.entry); err != nil {
-		panic(err)
-	}
+	d, err := w.prod.table.FailTransfer(handoff.TransferFailure{
+		EntryID:   wr.entry,
+		HasSource: true,
+		Provable:  false, // no Q-6 proof in the simulator
+		Reason:    fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", short(wr.entry), why),
+	}, w.decisions)
+	must(err)
 	w.ledger.get(wr.entry).quarantined = true
-	if w.opts.Mutant == MutantProducerFreesSourceOnFailure {
+	if d.Source == handoff.FreeSource {
 		w.sources[wr.entry] = sourceFreed
 	} else {
 		w.sources[wr.entry] = sourceQuarantined
 	}
-	w.prod.health.Fail(handoff.CheckQuarantine, fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", short(wr.entry), why))
-	if w.tracing {
-		w.notef("Q-3 transfer of %s failed (%s); source quarantined", short(wr.entry), why)
+	if d.Health != nil {
+		w.prod.health.Fail(d.Health.Check, d.Health.Reason)
 	}
-	if w.opts.Mutant == MutantInvalidArgumentAfterRemoval {
+	if w.tracing {
+		w.notef("Q-3 transfer of %s failed (%s); source %s", short(wr.entry), why, map[bool]string{true: "freed", false: "quarantined"}[d.Source == handoff.FreeSource])
+	}
+	if d.Code == handoff.CodeInvalidArgument {
 		return resPlainInvalid
 	}
 	return resUnavailable

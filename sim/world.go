@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime/debug"
+
+	"github.com/baton-dev/baton/engine/handoff"
 )
 
 // ErrBadSettings marks settings, a trace or a mutant name a run cannot use.
@@ -109,6 +111,9 @@ type World struct {
 	seed uint64
 	set  Settings
 	opts Options
+	// decisions are the core's broken decisions opts.Mutant switches on
+	// (handoff.Mutants): the core decides, the driver carries it out.
+	decisions handoff.Mutants
 
 	q       queue
 	now     int64
@@ -205,7 +210,7 @@ func RunSeed(seed uint64, opts Options) Result { return Run(seed, DrawSettings(s
 
 func newWorld(seed uint64, s Settings, opts Options) *World {
 	w := &World{
-		seed: seed, set: s, opts: opts,
+		seed: seed, set: s, opts: opts, decisions: opts.Mutant.decisions(),
 		workRNG: newRNG(seed, subWorkload), idRNG: newRNG(seed, subIDs), netRNG: newRNG(seed, subNetwork),
 		diskRNG: newRNG(seed, subDisk), procRNG: newRNG(seed, subProcess),
 		sources: map[string]sourceState{},

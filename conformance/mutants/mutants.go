@@ -28,9 +28,6 @@ import (
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/server"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 )
 
 // Mutant is one broken engine.
@@ -202,23 +199,15 @@ var all = []Mutant{
 			}
 		}},
 	{Name: "q1-release-on-any-error", Rule: "Q-1", Topology: TopologyTCPFaults, Breaks: "the consumer releases its buffers on any transfer error, even an uncertain one", Sim: "consumer-frees-on-transfer-error",
-		Apply: func(h *server.Hooks) {
-			h.ConsumerTransferDefinite = func(error, metadata.MD) bool { return true }
-		}},
+		Apply: func(h *server.Hooks) { h.Decisions.ReleaseOnUncertain = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q2-plain-invalid-argument-is-definite", Rule: "Q-2", Topology: TopologyTCPFaults, Sim: "plain-invalid-argument-definite", Breaks: "the consumer treats INVALID_ARGUMENT without the before-write trailer as a definite rejection",
-		Apply: func(h *server.Hooks) {
-			h.ConsumerTransferDefinite = func(err error, _ metadata.MD) bool { return status.Code(err) == codes.InvalidArgument }
-		}},
+		Apply: func(h *server.Hooks) { h.Decisions.PlainInvalidArgumentDefinite = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q3-invalid-argument-after-removal", Rule: "Q-3", Topology: TopologyTCPFaults, Sim: "invalid-argument-after-removal", Breaks: "the producer answers INVALID_ARGUMENT for a WRITE that failed after the entry left its table",
-		Apply: func(h *server.Hooks) {
-			h.ProducerTransferFailure = func(err error) error {
-				return status.Error(codes.InvalidArgument, "entry not available")
-			}
-		}},
+		Apply: func(h *server.Hooks) { h.Decisions.InvalidArgumentAfterRemoval = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call", Sim: "lock-across-transfer",
 		Apply: func(h *server.Hooks) { h.HoldLockAcrossTransfer = true }},
 	{Name: "c4-free-on-cancel", Rule: "C-4", Topology: TopologyTCPFaults, Sim: "free-on-cancel", Breaks: "a consumer cancelled mid-transfer frees its buffers without waiting for the outcome",
-		Apply: func(h *server.Hooks) { h.ReleaseOnCancel = true },
+		Apply: func(h *server.Hooks) { h.Decisions.FreeOnCancel = true }, // the core's switch: the sim mutant sets the same
 		// The kill needs the cancelled-while-held fault scenario (one
 		// faulted handoff in five, at most one a check): the default seed
 		// draws it in the 70th check, 17 s in, and on a loaded machine
@@ -282,16 +271,16 @@ var all = []Mutant{
 		// the kill table's 10); seed 5 kills in the first check, in 3.
 		PropsSeed: 5},
 	{Name: "q3-free-source-on-failure", Rule: "Q-3", Topology: TopologyTCPFaults, Sim: "producer-frees-source-on-failure", Breaks: "the producer frees a transfer's source after a failure past the claim instead of quarantining it, while the WRITE may still read it",
-		Apply: func(h *server.Hooks) { h.FreeSourceOnTransferFailure = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.FreeSourceOnTransferFailure = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "x1-cleanup-failure-swallowed", Rule: "X-1", Level: LevelLifecycle, Sim: "cleanup-failure-swallowed", Breaks: "a removal that fails is logged and forgotten: Health stays READY and new handoffs are admitted",
-		Apply: func(h *server.Hooks) { h.SwallowCleanupFailure = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.SwallowCleanupFailure = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "s2-shutdown-before-cleanup", Rule: "S-2", Level: LevelLifecycle, Sim: "shutdown-before-cleanup", Breaks: "the producer's drain returns before the removals of its unconsumed entries finish, so they stay consumable",
 		Apply: func(h *server.Hooks) { h.DrainBeforeCleanup = true }},
 	{Name: "c2-late-completion-revives", Rule: "C-2", Level: LevelLifecycle, Sim: "late-completion-revives", Breaks: "an encoder step that completes after its publish was cancelled publishes the entry anyway, for a client that never gets it",
 		Apply: func(h *server.Hooks) { h.ReviveLateCompletion = true }},
 	{Name: "q2-refused-connection-uncertain", Rule: "Q-2", AlsoBreaks: map[string]string{"SE-4": "a refused connection quarantines the consumer, which is what SE-4's forged and stale references must never do"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "a transfer whose connection to the producer was refused (nothing sent) counts as uncertain: the consumer quarantines for good, so a stale or forged reference takes it offline",
-		Apply:  func(h *server.Hooks) { h.RefusedConnectionUncertain = true }},
+		Apply:  func(h *server.Hooks) { h.Decisions.RefusedConnectionUncertain = true }}, // the core's switch
 	{Name: "q6-quarantine-never-ends", Rule: "Q-6", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "a quarantine lasts for the life of the process even once the backend proved no write can land (the engine before Q-6)",
 		Apply:  func(h *server.Hooks) { h.NeverEndQuarantine = true }},

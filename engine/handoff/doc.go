@@ -25,6 +25,24 @@
 //	for _, id := range table.Expire(nowMs) { remove; RemovalDone }  // X-2
 //	for _, id := range table.Drain() { remove; RemovalDone }        // S-2
 //
+// Where a decision has effects outside the tables, the core returns it as
+// data and the driver carries it out (decide.go): the end of a consumer's
+// transfer (ConsumerReceives.EndTransfer, EndCopy: release or quarantine
+// the buffers, the Health change, the reply; ), a producer's
+// transfer that failed past the claim (ProducerTable.FailTransfer: free or
+// quarantine the source, the Health change, the answer; ), and a
+// failed cleanup (Health.CleanupFailed, X-1). The deliberately broken
+// decisions the conformance mutants and the simulator's mutants make are
+// switches of Mutants, so both run the same broken decision:
+//
+//	d, err := receives.EndTransfer(TransferEnded{ReceiveID: id, StatusOK: ..., BeforeWrite: ...}, mutants)
+//	if err != nil { a driver bug: log it (engine) or panic (simulator) }
+//	switch d.Buffers {
+//	case QuarantineBuffers: keep and revoke the buffers, health.Fail(d.Health...) // BEFORE replying
+//	case ReleaseBuffers:    deregister and free them
+//	}
+//	answer according to d.Reply
+//
 // Invariants (CheckInvariants, called by tests and after every simulator step):
 //
 //  1. A published output leaves the table exactly once: Published ==

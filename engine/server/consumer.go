@@ -173,12 +173,14 @@ func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Refe
 	}
 	items, err := claim(e, ref)
 	e.mu.Lock()
+	var terr error
 	if err != nil {
-		_ = e.receives.Rejected(receiveID)
+		terr = e.receives.Rejected(receiveID) // the claim by rename failed: nothing of the entry is ours
 	} else {
-		_ = e.receives.Succeeded(receiveID)
+		terr = e.receives.Succeeded(receiveID)
 	}
 	e.mu.Unlock()
+	e.coreRefused("end shared-directory receive "+receiveID, terr)
 	if err != nil {
 		switch {
 		case errors.Is(err, shareddir.ErrUnknownProducer):

@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/engine/xfer"
 	"github.com/baton-dev/baton/gpu/cuda"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -277,8 +278,9 @@ func (e *Engine) lendIPC(ctx context.Context, store *ipcStore, req *pb.TransferE
 	}
 	store.lend(ref.EntryID, entry, callerAddr(ctx))
 	e.mu.Lock()
-	_ = e.table.TransferDone(ref.EntryID)
+	terr := e.table.TransferDone(ref.EntryID)
 	e.mu.Unlock()
+	e.coreRefused("TransferDone "+ref.EntryID, terr)
 	e.log.Info("lent", "entry", ref.EntryID, "bytes", entry.loan.Bytes, "backend", BackendCUDAIPC)
 	resp := &pb.TransferEncoderCacheResponse{BytesWritten: entry.loan.Bytes, TensorLayout: entry.loan.Marshal()}
 	for _, it := range ref.Items {
@@ -332,20 +334,38 @@ func (e *Engine) checkIPCTransfer(req *pb.TransferEncoderCacheRequest) (handoff.
 	return ref, nil
 }
 
-// failIPCLend quarantines a source after the entry left the table
-// and answers UNAVAILABLE.
+// failIPCLend carries out what handoff.FailTransfer decides for a loan
+// that failed after the entry left the table and answers
+// UNAVAILABLE. Only the test hook fails here with a source: a failure the
+// backend cannot explain (not Provable), kept for the life of the process
+//
 func (e *Engine) failIPCLend(store *ipcStore, id string, entry *ipcEntry, cause error) error {
 	e.mu.Lock()
-	_ = e.table.TransferFailed(id)
+	d, terr := e.table.FailTransfer(handoff.TransferFailure{EntryID: id, HasSource: entry != nil, WriteEnded: true,
+		Reason: quarantineReason("Q-3", "source of entry "+short(id), "cuda_ipc loan failed: "+cause.Error())}, e.decisions())
 	e.mu.Unlock()
-	if entry != nil {
-		// Only the test hook fails here with a source: a failure the
-		// backend cannot explain, kept for the life of the process.
+	e.coreRefused("FailTransfer "+id, terr)
+	switch d.Source {
+	case handoff.SourceNone:
+	case handoff.FreeSource: // the Q-3 source mutant (FreedEarly): freed while a process may map it
+		if err := store.dev.Free(entry.buf); err != nil {
+			e.failCleanup("free the cuda_ipc source of "+short(id), err)
+		}
+		if d.FreedEarly {
+			e.enterQuarantine(&quarantine{id: "source/" + id, reason: d.Health.Reason}, nil)
+		}
+	default:
 		store.quarantine(entry)
-		e.enterQuarantine(&quarantine{id: "source/" + id, reason: quarantineReason("Q-3", "source of entry "+short(id), "cuda_ipc loan failed: "+cause.Error()), keep: entry}, nil)
+		e.enterQuarantine(&quarantine{id: "source/" + id, reason: d.Health.Reason, keep: entry}, nil)
 	}
 	e.log.Error("Q-3 cuda_ipc loan failed after removal; source quarantined", "entry", id, "err", cause)
-	err := e.status(fmt.Errorf("%w: Q-3 transfer of entry %s failed after it left the table; its source is quarantined: %v", errAfterClaim, short(id), cause))
+	var err error
+	if d.Code == handoff.CodeInvalidArgument {
+		// Decisions.InvalidArgumentAfterRemoval (the Q-3 answer mutant).
+		err = status.Error(codes.InvalidArgument, "entry not available")
+	} else {
+		err = e.status(fmt.Errorf("%w: Q-3 transfer of entry %s failed after it left the table; its source is quarantined: %v", errAfterClaim, short(id), cause))
+	}
 	if e.cfg.Hooks.ProducerTransferFailure != nil {
 		return e.cfg.Hooks.ProducerTransferFailure(err)
 	}
@@ -415,8 +435,9 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	dst, err := dev.Alloc(int(total))
 	if err != nil {
 		e.mu.Lock()
-		_ = e.receives.Rejected(receiveID)
+		terr := e.receives.Rejected(receiveID) // nothing was sent: no buffer exists
 		e.mu.Unlock()
+		e.coreRefused("Rejected "+receiveID, terr)
 		return nil, fmt.Errorf("server: cuda_ipc: allocate the receive buffer: %w", err)
 	}
 	req := &pb.TransferEncoderCacheRequest{Ref: wire, TransferId: receiveID, ConsumerAgent: xfer.IPCPeer{Name: e.instanceID, Device: uint32(dev.Ordinal())}.Marshal()}
@@ -428,29 +449,34 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		off += lengths[i]
 	}
 	if err := e.checkTransferRequest(req); err != nil {
-		e.endIPCReceive(receiveID, dst, false) // nothing was sent: a definite outcome
+		e.endIPCReceive(receiveID, dst) // nothing was sent: a definite outcome
 		return nil, err
 	}
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
-		e.endIPCReceive(receiveID, dst, false) // the C-4 mutant: frees without knowing the outcome
+		e.freeIPCReceive(dst) // the C-4 mutant: freed without knowing the outcome
 		return nil, ctx.Err()
 	}
-	if call.definite || call.unsent {
-		e.endIPCReceive(receiveID, dst, false)
-		return nil, call.refusal()
-	}
 	if err != nil {
+		cause := status.Convert(err).Message()
+		d := e.endTransfer(call.event(receiveID, false, quarantineReason("Q-1", "receive "+receiveID, "cuda_ipc outcome uncertain: "+cause))) // handoff decides
+		if d.Buffers == handoff.ReleaseBuffers {
+			e.freeIPCReceive(dst)
+			if d.Reply == handoff.ReplyRefusal || d.Reply == handoff.ReplyUnreachable {
+				return nil, call.refusal(d.Reply)
+			}
+			return nil, fmt.Errorf("%w: Q-1 transfer outcome uncertain (%s)", handoff.ErrTransferUncertain, cause)
+		}
 		// The reply may have carried a loan we never saw: give it back,
 		// so the producer can free its source (it was never mapped here).
 		e.giveLoanBackAsync(pc, wire)
 		proofs := call.carriers
-		if call.noProof {
-			proofs = nil
+		if d.NoProof {
+			proofs = nil // the Q-2 mutant's uncertain outcome, which nothing can end
 		}
 		e.producers.pin(pc, proofs) // the cache never closes a carrier: Q-6's proof is the producer's
-		return nil, e.quarantineIPCReceive(receiveID, dst, nil, status.Convert(err).Message(), proofs)
+		return nil, e.quarantineIPCReceive(receiveID, dst, nil, d, cause, proofs)
 	}
 	loan, err := xfer.ParseIPCLoan(resp.GetTensorLayout(), lengths)
 	if err == nil && resp.GetBytesWritten() != loan.Bytes {
@@ -459,7 +485,7 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	if err != nil {
 		// Nothing was mapped or copied: the loan goes back, the receive fails.
 		e.giveLoanBackAsync(pc, wire)
-		e.endIPCReceive(receiveID, dst, false)
+		e.endIPCCopy(handoff.CopyEnded{ReceiveID: receiveID, Quiesced: true}, dst, nil, nil)
 		return nil, fmt.Errorf("%w: cuda_ipc: the producer answered OK with an unusable loan: %v", errKVTransferFailed, err)
 	}
 	src, err := dev.Open(loan.Handle, int(loan.Bytes))
@@ -468,7 +494,7 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		// producer and its data out of reach: a failed receive, no
 		// quarantine needed. The loan goes back.
 		e.giveLoanBack(pc, wire)
-		e.endIPCReceive(receiveID, dst, false)
+		e.endIPCCopy(handoff.CopyEnded{ReceiveID: receiveID, Quiesced: true}, dst, nil, nil)
 		return nil, fmt.Errorf("%w: cuda_ipc: open the producer's IPC handle: %v", errKVTransferFailed, err)
 	}
 	off = 0
@@ -489,7 +515,7 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	if err := dev.Download(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), total), dst, 0); err != nil {
 		return nil, e.failedIPCCopy(nil, nil, receiveID, dst, nil, "download of the received embeddings: "+err.Error())
 	}
-	e.endIPCReceive(receiveID, dst, true)
+	e.endIPCCopy(handoff.CopyEnded{ReceiveID: receiveID, OK: true}, dst, nil, nil)
 	images := make([]lm.Image, len(ref.Items))
 	off = 0
 	for i, it := range ref.Items {
@@ -506,7 +532,11 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 // and the mapping are quarantined for the life of the process.
 func (e *Engine) failedIPCCopy(pc *producerConn, wire *pb.EncoderCacheRef, receiveID string, dst, mapping xfer.DeviceBuffer, cause string) error {
 	if err := e.gpu.dev.Synchronize(); err != nil {
-		return e.quarantineIPCReceive(receiveID, dst, mapping, cause+"; the device does not synchronize: "+err.Error(), nil)
+		cause += "; the device does not synchronize: " + err.Error()
+		ev := handoff.CopyEnded{ReceiveID: receiveID, Reason: quarantineReason("Q-1", "receive "+receiveID, "cuda_ipc outcome uncertain: "+cause)}
+		if err := e.endIPCCopy(ev, dst, mapping, nil); err != nil { // handoff decides: quarantined for the life of the process
+			return err
+		}
 	}
 	if mapping != nil {
 		if err := e.gpu.dev.Free(mapping); err != nil {
@@ -516,7 +546,7 @@ func (e *Engine) failedIPCCopy(pc *producerConn, wire *pb.EncoderCacheRef, recei
 	if pc != nil {
 		e.giveLoanBackAsync(pc, wire)
 	}
-	e.endIPCReceive(receiveID, dst, false)
+	e.endIPCCopy(handoff.CopyEnded{ReceiveID: receiveID, Quiesced: true}, dst, nil, nil)
 	e.log.Warn("cuda_ipc copy failed; the device synchronized, so nothing touches the buffer any more (Q-6)", "receive", receiveID, "err", cause)
 	return fmt.Errorf("%w: cuda_ipc: %s", errKVTransferFailed, cause)
 }
@@ -545,32 +575,49 @@ func (e *Engine) giveLoanBackAsync(pc *producerConn, wire *pb.EncoderCacheRef) {
 	}()
 }
 
-// endIPCReceive ends a receive whose outcome is known and frees its buffer;
-// a failed free is a cleanup failure.
-func (e *Engine) endIPCReceive(receiveID string, dst xfer.DeviceBuffer, ok bool) {
+// endIPCReceive ends a receive before its request was sent (nothing can
+// touch its buffer: REJECTED) and frees its buffer.
+func (e *Engine) endIPCReceive(receiveID string, dst xfer.DeviceBuffer) {
 	e.mu.Lock()
-	if ok {
-		_ = e.receives.Succeeded(receiveID)
-	} else {
-		_ = e.receives.Rejected(receiveID)
-	}
+	err := e.receives.Rejected(receiveID)
 	e.mu.Unlock()
+	e.coreRefused("Rejected "+receiveID, err)
+	e.freeIPCReceive(dst)
+}
+
+// freeIPCReceive frees the receive buffer of a receive the core released
+// (handoff.ReleaseBuffers); a failed free is a cleanup failure.
+func (e *Engine) freeIPCReceive(dst xfer.DeviceBuffer) {
 	if err := e.gpu.dev.Free(dst); err != nil {
 		e.failCleanup("free the cuda_ipc receive buffer", err)
 	}
 }
 
-// quarantineIPCReceive keeps a receive buffer (and an open mapping, if
-// any) until every proof has arrived, for the life of the process when
-// proofs is nil, turns health NOT_READY, and returns the
-// consumer's UNAVAILABLE error.
-func (e *Engine) quarantineIPCReceive(receiveID string, dst, mapping xfer.DeviceBuffer, cause string, proofs []<-chan struct{}) error {
+// endIPCCopy lets the core decide how a receive whose own copy ended ends
+// (handoff.EndCopy) and carries it out: the buffer freed, or quarantined
+// with the mapping for the life of the process (then it returns the
+// consumer's UNAVAILABLE error, Q-1).
+func (e *Engine) endIPCCopy(ev handoff.CopyEnded, dst, mapping xfer.DeviceBuffer, proofs []<-chan struct{}) error {
 	e.mu.Lock()
-	_ = e.receives.Uncertain(receiveID)
+	d, err := e.receives.EndCopy(ev)
 	e.mu.Unlock()
-	e.enterQuarantine(&quarantine{id: "receive/" + receiveID, reason: quarantineReason("Q-1", "receive "+receiveID, "cuda_ipc outcome uncertain: "+cause),
+	e.coreRefused("EndCopy "+ev.ReceiveID, err)
+	if d.Buffers == handoff.QuarantineBuffers {
+		return e.quarantineIPCReceive(ev.ReceiveID, dst, mapping, d, ev.Reason, proofs)
+	}
+	e.freeIPCReceive(dst)
+	return nil
+}
+
+// quarantineIPCReceive carries out a quarantine the core decided (d:
+// already UNCERTAIN): it keeps a receive buffer (and an open mapping, if
+// any) until every proof has arrived, for the life of the process when
+// proofs is nil, turns health NOT_READY (Q-4, d.Health), and
+// returns the consumer's UNAVAILABLE error.
+func (e *Engine) quarantineIPCReceive(receiveID string, dst, mapping xfer.DeviceBuffer, d handoff.ReceiveDecision, cause string, proofs []<-chan struct{}) error {
+	e.enterQuarantine(&quarantine{id: "receive/" + receiveID, reason: d.Health.Reason,
 		keep: []xfer.DeviceBuffer{dst, mapping},
-		end:  func() { _ = e.receives.EndQuarantine(receiveID) },
+		end:  func() { e.coreRefused("EndQuarantine "+receiveID, e.receives.EndQuarantine(receiveID)) },
 		free: func() error {
 			if mapping != nil {
 				if err := e.gpu.dev.Free(mapping); err != nil {

@@ -256,13 +256,13 @@ func (e *Engine) admitHandoff() error {
 
 // failCleanup records a cleanup failure: sticky NOT_READY.
 func (e *Engine) failCleanup(what string, err error) {
-	if e.cfg.Hooks.SwallowCleanupFailure {
+	e.mu.Lock()
+	recorded := e.health.CleanupFailed(fmt.Sprintf("%s: %v", what, err), e.decisions()) // handoff decides
+	e.mu.Unlock()
+	if !recorded {
 		e.log.Error("cleanup failed", "what", what, "err", err) // the X-1 mutant: logged and forgotten
 		return
 	}
-	e.mu.Lock()
-	e.health.Fail(handoff.CheckCleanup, fmt.Sprintf("%s: %v", what, err))
-	e.mu.Unlock()
 	e.healthChanged()
 	e.metrics.observeCleanupFailure()
 	e.log.Error("X-1 cleanup failed; health NOT_READY until restart", "what", what, "err", err)

@@ -15,6 +15,14 @@ import (
 // deliberately broken engines from the real one (ARCHITECTURE.md: never a copy
 // of the engine); production code never sets them.
 type Hooks struct {
+	// Decisions switches the core's own decisions to broken ones
+	// (handoff.Mutants: the end of a transfer on either side, Q-1, Q-2,
+	// Q-3; a failed cleanup, X-1). The simulator's mutants set the same
+	// switches, so the same broken decision runs in both. The bool hooks
+	// FreeSourceOnTransferFailure, SwallowCleanupFailure,
+	// RefusedConnectionUncertain and ReleaseOnCancel set their switch too
+	// (Engine.decisions).
+	Decisions handoff.Mutants
 	// CheckRole replaces the L-4 role check.
 	CheckRole func(role Role, req *pb.GenerateRequest) error
 	// CheckModality replaces the L-3 modality check of one media item.
@@ -41,17 +49,22 @@ type Hooks struct {
 	DecideShutdown func(h *handoff.Health, expected, instanceID string) (handoff.ShutdownStatus, error)
 	// PrefixKey replaces the language model's prefix-cache key (H-2, B-2).
 	PrefixKey func(tokenIDs []uint32, imageIdentities []string) string
-	// ConsumerTransferDefinite replaces the consumer's Q-2 decision: whether a
-	// failed TransferEncoderCache is a definite rejection (release the
-	// buffers) rather than an uncertain outcome (quarantine them, Q-1).
+	// ConsumerTransferDefinite replaces how the consumer reads the Q-2
+	// trailer: whether a failed TransferEncoderCache carries the
+	// before-write mark (handoff.TransferEnded.BeforeWrite). The core then
+	// decides (release the buffers, or quarantine them, Q-1). The
+	// conformance mutants set Decisions instead.
 	ConsumerTransferDefinite func(err error, trailer metadata.MD) bool
 	// ProducerTransferFailure replaces the error the producer answers for a
-	// transfer that failed after the entry left the table.
+	// transfer that failed after the entry left the table, after the
+	// core decided it (handoff.FailTransfer; the conformance mutant that
+	// answers INVALID_ARGUMENT sets Decisions.InvalidArgumentAfterRemoval).
 	ProducerTransferFailure func(err error) error
 	// FreeSourceOnTransferFailure frees a tcp transfer's source buffers
 	// when the transfer fails after the entry left the table, instead of
 	// quarantining them while the WRITE may still read them (the Q-3 source
-	// mutant; sim: producer-frees-source-on-failure). The producer's
+	// mutant; sim: producer-frees-source-on-failure). It sets
+	// Decisions.FreeSourceOnTransferFailure. The producer's
 	// encoder.quarantine.* observables count the sources its store keeps,
 	// so they show it.
 	FreeSourceOnTransferFailure bool
@@ -59,7 +72,7 @@ type Hooks struct {
 	// TransferEncoderCache call (the Q-5 mutant).
 	HoldLockAcrossTransfer bool
 	// ReleaseOnCancel lets a client's cancellation end the consumer's
-	// transfer call at once (the C-4 mutant).
+	// transfer call at once (the C-4 mutant). It sets Decisions.FreeOnCancel.
 	ReleaseOnCancel bool
 	// ImageIdentity replaces the identity the model keys an image by (H-5):
 	// the contract's engine always uses the content hash, never MediaItem.uuid.
@@ -89,7 +102,8 @@ type Hooks struct {
 	RecomputeWithoutEncoder bool
 	// SwallowCleanupFailure logs a failed cleanup (a removal or
 	// deregistration that errors) and forgets it: Health stays READY and new
-	// handoffs are admitted (the X-1 mutant).
+	// handoffs are admitted (the X-1 mutant). It sets
+	// Decisions.SwallowCleanupFailure.
 	SwallowCleanupFailure bool
 	// DrainBeforeCleanup ends the producer's drain once it has marked its
 	// unconsumed entries for removal, before removing them, and skips the
@@ -110,7 +124,8 @@ type Hooks struct {
 	// uncertain outcome: the consumer quarantines its buffers, and, as no
 	// connection carried anything, nothing can ever end it (the Q-2
 	// mutant: the reported attack where a stale or forged reference takes
-	// a consumer offline until restart; SE-4 shows it too).
+	// a consumer offline until restart; SE-4 shows it too). It sets
+	// Decisions.RefusedConnectionUncertain.
 	RefusedConnectionUncertain bool
 	// TrustProducer replaces the consumer's SE-3 check of a transfer
 	// reference's producer endpoint; it returns the address to dial (the
@@ -211,4 +226,28 @@ type Hooks struct {
 	// contract's hash (the B-2 mutants: a producer whose hash two different
 	// images can share).
 	PublishedContentHash func(hash string, img image.Image) string
+}
+
+// decisions returns the core's mutant switches this engine runs with:
+// Hooks.Decisions plus the switches the bool hooks stand for.
+func (e *Engine) decisions() handoff.Mutants {
+	h := e.cfg.Hooks
+	m := h.Decisions
+	m.FreeSourceOnTransferFailure = m.FreeSourceOnTransferFailure || h.FreeSourceOnTransferFailure
+	m.SwallowCleanupFailure = m.SwallowCleanupFailure || h.SwallowCleanupFailure
+	m.RefusedConnectionUncertain = m.RefusedConnectionUncertain || h.RefusedConnectionUncertain
+	m.FreeOnCancel = m.FreeOnCancel || h.ReleaseOnCancel
+	return m
+}
+
+// coreRefused logs a transition the core refused (an error of a
+// handoff table method). It is a bug of this driver: the core's ordering
+// contract was broken (a receive ended twice, a transfer not in flight).
+// It reports whether err was one.
+func (e *Engine) coreRefused(op string, err error) bool {
+	if err == nil {
+		return false
+	}
+	e.log.Error("BUG: the lifecycle core refused a transition", "op", op, "err", err)
+	return true
 }

@@ -143,6 +143,12 @@ func (t checkedProducerTable) TransferFailed(id string) error {
 	return err
 }
 
+func (t checkedProducerTable) FailTransfer(ev handoff.TransferFailure, m handoff.Mutants) (handoff.TransferFailedDecision, error) {
+	d, err := t.ProducerTable.FailTransfer(ev, m)
+	t.checked("FailTransfer", ev.EntryID)
+	return d, err
+}
+
 // ---- consumer receives transitions ----
 
 func (c checkedReceives) Preflight(id string, payloadBytes int64) error {
@@ -191,4 +197,22 @@ func (c checkedReceives) EndQuarantine(id string) error {
 	err := c.ConsumerReceives.EndQuarantine(id)
 	c.checked("EndQuarantine", id)
 	return err
+}
+
+func (c checkedReceives) EndTransfer(ev handoff.TransferEnded, m handoff.Mutants) (handoff.ReceiveDecision, error) {
+	d, err := c.ConsumerReceives.EndTransfer(ev, m)
+	c.checked("EndTransfer", ev.ReceiveID)
+	return d, err
+}
+
+func (c checkedReceives) ClientCancelled(id string, m handoff.Mutants) (handoff.ReceiveDecision, bool, error) {
+	d, ended, err := c.ConsumerReceives.ClientCancelled(id, m)
+	c.checked("ClientCancelled", id)
+	return d, ended, err
+}
+
+func (c checkedReceives) EndCopy(ev handoff.CopyEnded) (handoff.ReceiveDecision, error) {
+	d, err := c.ConsumerReceives.EndCopy(ev)
+	c.checked("EndCopy", ev.ReceiveID)
+	return d, err
 }

@@ -79,8 +79,9 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 		return nil, e.failTransfer(ref.EntryID, entry, pending, err)
 	}
 	e.mu.Lock()
-	_ = e.table.TransferDone(ref.EntryID)
+	terr := e.table.TransferDone(ref.EntryID)
 	e.mu.Unlock()
+	e.coreRefused("TransferDone "+ref.EntryID, terr)
 	if err := store.free(entry); err != nil {
 		e.failCleanup("deregister source of "+ref.EntryID, err)
 	}
@@ -178,17 +179,15 @@ func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Ref
 	return ref, remote, agent, nil
 }
 
-// beforeWrite answers a definite pre-write rejection with the trailer
-// `baton-transfer-rejected: before-write` (Q-2): INVALID_ARGUMENT (SU-2,
+// beforeWrite answers a rejection made before the claim, with the trailer
+// `baton-transfer-rejected: before-write` when handoff.BeforeWrite decides
+// it is a definite pre-write rejection (Q-2): INVALID_ARGUMENT (SU-2,
 // SU-4, SU-5, H-3, L-1, a malformed request), FAILED_PRECONDITION (SE-3;
 // L-4, an engine that does not serve TransferEncoderCache) and
 // UNAVAILABLE (draining, X-1, Q-4). Anything else (an unexpected error)
 // carries no trailer: the consumer then treats the outcome as uncertain.
 func beforeWrite(ctx context.Context, err error) error {
-	rule, code := handoff.Classify(err)
-	switch {
-	case code == handoff.CodeInvalidArgument, rule == "SE-3", rule == "L-4",
-		code == handoff.CodeUnavailable && (rule == "S-2" || rule == "X-1" || rule == "Q-4"):
+	if handoff.BeforeWrite(err) {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(TrailerTransferRejected, TrailerBeforeWrite))
 	}
 	return err
@@ -246,56 +245,80 @@ func (e *Engine) writeTo(ctx context.Context, store *memoryStore, entry *memoryE
 // sentence; the Q-3 case needs a source quarantine it can see).
 var errHookTransferFail = errors.New("test hook " + HookTransferFail + ": WRITE failed after the entry left the table; the transport cannot prove it ended")
 
-// failTransfer handles a transfer that failed after the entry left the
-// table (Q-3) and answers UNAVAILABLE, never INVALID_ARGUMENT (the WRITE
-// may have landed). The source is quarantined until the transport proves
-// nothing reads it (Q-6): at once when the WRITE request has ended and was
-// released (pending nil), when pending ends otherwise, never for a failure
-// the transport cannot explain (the test hook).
+// failTransfer carries out what handoff.FailTransfer decides for a
+// transfer that failed after the entry left the table (Q-3) and answers
+// UNAVAILABLE, never INVALID_ARGUMENT (the WRITE may have landed). The
+// source is quarantined until the transport proves nothing reads it (Q-6):
+// freed at once when the WRITE request has ended and was released (pending
+// nil), kept until pending ends otherwise, and for the life of the process
+// for a failure the transport cannot explain (the test hook).
 func (e *Engine) failTransfer(id string, entry *memoryEntry, pending *xfer.Request, cause error) error {
 	e.mu.Lock()
-	_ = e.table.TransferFailed(id)
+	d, terr := e.table.FailTransfer(handoff.TransferFailure{
+		EntryID:    id,
+		HasSource:  entry != nil,
+		WriteEnded: pending == nil,
+		Provable:   !errors.Is(cause, errHookTransferFail),
+		Reason:     quarantineReason("Q-3", "source of entry "+short(id), cause),
+	}, e.decisions())
 	e.mu.Unlock()
+	e.coreRefused("FailTransfer "+id, terr)
 	store, _ := e.store.(*memoryStore)
-	switch {
-	case entry == nil:
-	case e.cfg.Hooks.FreeSourceOnTransferFailure:
-		if err := store.free(entry); err != nil { // the Q-3 source mutant: freed while the WRITE may still read it
-			e.failCleanup("deregister source of "+id, err)
-		}
-	case pending == nil && !errors.Is(cause, errHookTransferFail):
-		// The WRITE has ended and was released: nothing reads the source
-		// any more, so its quarantine ends as it begins (Q-6).
+	switch d.Source {
+	case handoff.SourceNone:
+	case handoff.FreeSource:
 		if err := store.free(entry); err != nil {
 			e.failCleanup("deregister source of "+id, err)
+		}
+		if d.FreedEarly {
+			// The Q-3 source mutant: freed while the WRITE may still read
+			// it; Health is NOT_READY for as long as the quarantine the
+			// contract makes would last.
+			e.enterQuarantine(&quarantine{id: "source/" + id, reason: d.Health.Reason}, e.writeEndProof(id, pending, d.Source))
+			break
 		}
 		e.log.Warn("Q-3 transfer failed after removal; its WRITE has ended, so the source is freed (Q-6)", "entry", id, "err", cause)
 	default:
 		store.quarantine(id, entry)
-		q := &quarantine{id: "source/" + id, reason: quarantineReason("Q-3", "source of entry "+short(id), cause), keep: entry,
+		q := &quarantine{id: "source/" + id, reason: d.Health.Reason, keep: entry,
 			end:  func() { store.unjail(id) },
 			free: func() error { return store.free(entry) }}
-		var proofs []<-chan struct{}
-		if pending != nil {
-			ended := make(chan struct{})
-			proofs = []<-chan struct{}{ended}
-			go func() {
-				<-pending.Done()
-				if err := e.agent.Release(pending); err != nil {
-					e.log.Error("Q-3 release of an ended WRITE failed; source kept", "entry", id, "err", err)
-					return // the quarantine stays: no proof
-				}
-				close(ended)
-			}()
-		}
-		e.enterQuarantine(q, proofs)
+		e.enterQuarantine(q, e.writeEndProof(id, pending, d.Source))
 		e.log.Error("Q-3 transfer failed after removal; source quarantined until its WRITE has ended", "entry", id, "err", cause)
 	}
-	err := e.status(fmt.Errorf("%w: Q-3 transfer of entry %s failed after it left the table: %v", errAfterClaim, short(id), cause))
+	var err error
+	if d.Code == handoff.CodeInvalidArgument {
+		// Decisions.InvalidArgumentAfterRemoval (the Q-3 answer mutant):
+		// INVALID_ARGUMENT without the trailer.
+		err = status.Error(codes.InvalidArgument, "entry not available")
+	} else {
+		err = e.status(fmt.Errorf("%w: Q-3 transfer of entry %s failed after it left the table: %v", errAfterClaim, short(id), cause))
+	}
 	if e.cfg.Hooks.ProducerTransferFailure != nil {
 		return e.cfg.Hooks.ProducerTransferFailure(err)
 	}
 	return err
+}
+
+// writeEndProof returns the Q-6 proofs of a source quarantine: a channel
+// closed once the pending WRITE has ended and was released, for
+// handoff.QuarantineSourceUntilWriteEnds (or the mutant's early free with
+// a WRITE in flight); nil (no proof: for the life of the process) for
+// handoff.QuarantineSourceForever, a failure the transport cannot explain.
+func (e *Engine) writeEndProof(id string, pending *xfer.Request, action handoff.SourceAction) []<-chan struct{} {
+	if pending == nil || action == handoff.QuarantineSourceForever {
+		return nil
+	}
+	ended := make(chan struct{})
+	go func() {
+		<-pending.Done()
+		if err := e.agent.Release(pending); err != nil {
+			e.log.Error("Q-3 release of an ended WRITE failed; source kept", "entry", id, "err", err)
+			return // the quarantine stays: no proof
+		}
+		close(ended)
+	}()
+	return []<-chan struct{}{ended}
 }
 
 // errAfterClaim: a transfer failed after the entry left the producer's
@@ -325,15 +348,19 @@ func (e *Engine) producerEndpoint(ep *pb.KvEndpoint) (string, error) {
 // receives share it.
 func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID string, req *pb.TransferEncoderCacheRequest, forwardFailHook bool) transferCall {
 	e.mu.Lock()
-	_ = e.receives.Registered(receiveID)
-	_ = e.receives.Requested(receiveID)
+	terr := e.receives.Registered(receiveID)
+	if terr == nil {
+		terr = e.receives.Requested(receiveID)
+	}
+	e.coreRefused("Registered, Requested "+receiveID, terr)
 	hold := e.cfg.Hooks.HoldLockAcrossTransfer
 	if !hold {
 		e.mu.Unlock()
 	}
+	decisions := e.decisions()
 	callCtx := context.WithoutCancel(ctx)
-	if ctx.Err() == nil && (e.cfg.Hooks.ReleaseOnCancel || e.cfg.Hooks.CancelCancelsTransfer) {
-		callCtx = ctx
+	if ctx.Err() == nil && (decisions.FreeOnCancel || e.cfg.Hooks.CancelCancelsTransfer) {
+		callCtx = ctx // the C-4 mutants: the client's cancellation reaches the call
 	}
 	callCtx, cancel := context.WithTimeout(callCtx, e.cfg.TransferTimeout)
 	defer cancel()
@@ -350,43 +377,68 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 		e.mu.Unlock()
 	}
 	call := transferCall{resp: resp, err: err, carriers: carriers}
-	if e.cfg.Hooks.ReleaseOnCancel && ctx.Err() != nil {
-		call.abandoned = true
-		return call
+	if ctx.Err() != nil {
+		// The client cancelled: handoff decides (C-4: wait for the outcome;
+		// the FreeOnCancel mutant ends the receive at once).
+		e.mu.Lock()
+		_, ended, terr := e.receives.ClientCancelled(receiveID, decisions)
+		e.mu.Unlock()
+		e.coreRefused("ClientCancelled "+receiveID, terr)
+		if ended {
+			call.abandoned = true
+			return call
+		}
 	}
 	if err == nil {
 		return call
 	}
-	decide := definiteRejection
+	read := definiteRejection
 	if e.cfg.Hooks.ConsumerTransferDefinite != nil {
-		decide = e.cfg.Hooks.ConsumerTransferDefinite
+		read = e.cfg.Hooks.ConsumerTransferDefinite
 	}
-	call.definite = decide(err, trailer)
-	call.unsent = !call.definite && !sent
+	call.beforeWrite = read(err, trailer)
+	call.invalidArgument = status.Code(err) == codes.InvalidArgument
+	call.unsent = !call.beforeWrite && !sent
 	if call.unsent {
 		e.producers.retire(pc) // its connection failed: nothing redials the address (attack A6)
 	}
-	if call.unsent && e.cfg.Hooks.RefusedConnectionUncertain {
-		call.unsent, call.carriers = false, nil // the Q-2 mutant: uncertain, and no proof can ever come
-		call.noProof = true
-	}
 	return call
+}
+
+// event is what the consumer knows of the call, for handoff.EndTransfer:
+// complete says an OK reply accounts for every byte, reason is the Health
+// reason of a quarantine.
+func (c transferCall) event(receiveID string, complete bool, reason string) handoff.TransferEnded {
+	return handoff.TransferEnded{ReceiveID: receiveID, StatusOK: c.err == nil, Complete: c.err == nil && complete,
+		BeforeWrite: c.beforeWrite, InvalidArgument: c.invalidArgument, Unsent: c.unsent, Reason: reason}
+}
+
+// endTransfer lets the core decide how a receive whose call ended ends
+// (handoff.EndTransfer: Q-1, Q-2, Q-4) and applies the transition; the
+// caller carries the decision out. A refused transition is a bug, logged.
+func (e *Engine) endTransfer(ev handoff.TransferEnded) handoff.ReceiveDecision {
+	e.mu.Lock()
+	d, err := e.receives.EndTransfer(ev, e.decisions())
+	e.mu.Unlock()
+	e.coreRefused("EndTransfer "+ev.ReceiveID, err)
+	return d
 }
 
 // transferCall is the outcome of callTransfer.
 type transferCall struct {
 	resp *pb.TransferEncoderCacheResponse
 	err  error
-	// definite: a definite pre-write rejection (Q-2: a status with the
-	// before-write trailer).
-	definite bool
+	// beforeWrite: a non-OK status with the before-write trailer (Q-2).
+	beforeWrite bool
+	// invalidArgument: a non-OK status INVALID_ARGUMENT (read by the
+	// core's Q-2 mutant only).
+	invalidArgument bool
 	// unsent: no connection to the producer was open or could be
 	// established, so the request was never sent (Q-2).
 	unsent bool
-	// abandoned: the C-4 mutant gave up on the client's cancellation.
+	// abandoned: the core ended the receive on the client's cancellation
+	// (handoff.ClientCancelled under the C-4 mutant): release the buffers.
 	abandoned bool
-	// noProof: the Q-2 mutant's uncertain outcome, which nothing can end.
-	noProof bool
 	// carriers are closed once every control connection that may have
 	// carried the request has closed (part of Q-6's proof).
 	carriers []<-chan struct{}
@@ -394,11 +446,11 @@ type transferCall struct {
 
 // refusal is the consumer's answer to its client for a definite outcome
 // of a transfer (Q-2): the producer's rejection, with the rule it named
-// (SU-2, SU-4, SU-5, H-3, SE-3, ...), or a producer that could not be
-// asked (UNAVAILABLE, retryable). Nothing was written; the consumer
-// stays READY.
-func (c transferCall) refusal() error {
-	if c.unsent {
+// (SU-2, SU-4, SU-5, H-3, SE-3, ...: handoff.ReplyRefusal), or a producer
+// that could not be asked (UNAVAILABLE, retryable:
+// handoff.ReplyUnreachable). Nothing was written; the consumer stays READY.
+func (c transferCall) refusal(reply handoff.ConsumerReply) error {
+	if reply == handoff.ReplyUnreachable {
 		return fmt.Errorf("%w: Q-2 the connection to the producer was refused or never established: %s", handoff.ErrPeerUnreachable, status.Convert(c.err).Message())
 	}
 	st := status.Convert(c.err)
@@ -450,7 +502,7 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	e.mu.Lock()
 	err = e.receives.Preflight(receiveID, ref.PayloadBytes())
 	if err == nil {
-		_ = e.receives.SetBuffers(receiveID, len(ref.Items))
+		e.coreRefused("SetBuffers "+receiveID, e.receives.SetBuffers(receiveID, len(ref.Items)))
 	}
 	e.mu.Unlock()
 	if err != nil {
@@ -463,13 +515,14 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	reg, err := e.agent.RegisterMemory(bufs)
 	if err != nil {
 		e.mu.Lock()
-		_ = e.receives.Rejected(receiveID)
+		terr := e.receives.Rejected(receiveID) // nothing was sent: the buffers are ours
 		e.mu.Unlock()
+		e.coreRefused("Rejected "+receiveID, terr)
 		return nil, fmt.Errorf("server: register receive buffers: %w", err)
 	}
 	md, err := e.agent.LocalMetadata()
 	if err != nil {
-		e.endReceive(receiveID, reg, false)
+		e.endReceive(receiveID, reg)
 		return nil, err
 	}
 	req := &pb.TransferEncoderCacheRequest{Ref: wire, TransferId: receiveID, ConsumerAgent: md}
@@ -477,27 +530,40 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: d.Address, Length: d.Length, DeviceId: d.DeviceID, MemoryKind: string(d.MemoryKind), RemoteKey: d.RemoteKey})
 	}
 	if err := e.checkTransferRequest(req); err != nil {
-		e.endReceive(receiveID, reg, false) // nothing was sent: a definite outcome
+		e.endReceive(receiveID, reg) // nothing was sent: a definite outcome
 		return nil, err
 	}
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
-		e.endReceive(receiveID, reg, false) // the C-4 mutant: frees without knowing the outcome
+		e.releaseReceive(reg) // the C-4 mutant: freed without knowing the outcome
 		return nil, ctx.Err()
 	}
-	switch {
-	case err == nil && resp.GetBytesWritten() == uint64(ref.PayloadBytes()):
-		e.endReceive(receiveID, reg, true)
-	case call.definite || call.unsent:
-		e.endReceive(receiveID, reg, false)
-		return nil, call.refusal()
-	default:
-		if err == nil {
-			err = fmt.Errorf("producer reports %d bytes written, want %d", resp.GetBytesWritten(), ref.PayloadBytes())
+	complete := err == nil && resp.GetBytesWritten() == uint64(ref.PayloadBytes())
+	if err == nil && !complete {
+		err = fmt.Errorf("producer reports %d bytes written, want %d", resp.GetBytesWritten(), ref.PayloadBytes())
+	}
+	var reason string
+	if !complete {
+		reason = quarantineReason("Q-1", "receive "+receiveID, fmt.Sprintf("transfer outcome uncertain: %v", err))
+	}
+	d := e.endTransfer(call.event(receiveID, complete, reason)) // handoff decides (Q-1, Q-2)
+	switch d.Buffers {
+	case handoff.QuarantineBuffers:
+		carriers := call.carriers
+		if d.NoProof {
+			carriers = nil // the Q-2 mutant's uncertain outcome, which nothing can end
 		}
-		e.producers.pin(pc, call.carriers) // the cache never closes a carrier: Q-6's proof is the producer's
-		e.quarantineReceive(receiveID, reg, bufs, err, call.carriers, call.noProof)
+		e.producers.pin(pc, carriers) // the cache never closes a carrier: Q-6's proof is the producer's
+		e.quarantineReceive(receiveID, reg, bufs, err, carriers, d)
+	default:
+		e.releaseReceive(reg)
+	}
+	switch d.Reply {
+	case handoff.ReplyData:
+	case handoff.ReplyRefusal, handoff.ReplyUnreachable:
+		return nil, call.refusal(d.Reply)
+	default:
 		return nil, fmt.Errorf("%w: Q-1 transfer outcome uncertain (%v); its buffers are quarantined until nothing can write them", handoff.ErrTransferUncertain, status.Convert(err).Message())
 	}
 	images := make([]lm.Image, len(ref.Items))
@@ -507,9 +573,10 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	return images, nil
 }
 
-// definiteRejection is the Q-2 decision: any non-OK status carrying the
-// before-write trailer is a definite pre-write rejection that lets the
-// consumer release its buffers; a status without it is uncertain.
+// definiteRejection reads the Q-2 mark: whether a non-OK status carries
+// the before-write trailer (handoff.TransferEnded.BeforeWrite); the core
+// decides what follows (handoff.EndTransfer: a definite rejection, release
+// the buffers).
 func definiteRejection(err error, trailer metadata.MD) bool {
 	if status.Code(err) == codes.OK {
 		return false
@@ -522,44 +589,40 @@ func definiteRejection(err error, trailer metadata.MD) bool {
 	return false
 }
 
-// endReceive ends a receive whose outcome is known and deregisters its
-// buffers; a deregistration failure is a cleanup failure (X-1).
-func (e *Engine) endReceive(receiveID string, reg *xfer.Registration, ok bool) {
+// endReceive ends a receive before its request was sent (nothing can
+// write its buffers: REJECTED) and deregisters its buffers.
+func (e *Engine) endReceive(receiveID string, reg *xfer.Registration) {
 	e.mu.Lock()
-	if ok {
-		_ = e.receives.Succeeded(receiveID)
-	} else {
-		_ = e.receives.Rejected(receiveID)
-	}
+	err := e.receives.Rejected(receiveID)
 	e.mu.Unlock()
+	e.coreRefused("Rejected "+receiveID, err)
+	e.releaseReceive(reg)
+}
+
+// releaseReceive deregisters the buffers of a receive the core released
+// (handoff.ReleaseBuffers); a deregistration failure is a cleanup failure
+// (X-1).
+func (e *Engine) releaseReceive(reg *xfer.Registration) {
 	if err := e.agent.Deregister(reg); err != nil {
 		e.failCleanup("deregister receive buffers", err)
 	}
 }
 
-// quarantineReceive keeps a receive's buffers (Q-1), turns health
-// NOT_READY (Q-4), and revokes their registration at once: from then on
-// every write addressed to them is refused. The quarantine ends (Q-6) once
-// the revocation is done (no write in flight, every agent connection that
-// carried one closed) and every control connection that may have carried
-// the request has closed.
-func (e *Engine) quarantineReceive(receiveID string, reg *xfer.Registration, bufs [][]byte, cause error, carriers []<-chan struct{}, noProof bool) {
-	e.mu.Lock()
-	_ = e.receives.Uncertain(receiveID)
-	quarantined := e.receives.Quarantined(receiveID)
-	e.mu.Unlock()
-	if !quarantined { // nothing was requested: the outcome is known (cannot happen after callTransfer)
-		if err := e.agent.Deregister(reg); err != nil {
-			e.failCleanup("deregister receive buffers", err)
-		}
-		return
-	}
-	q := &quarantine{id: "receive/" + receiveID, reason: quarantineReason("Q-1", "receive "+receiveID, fmt.Sprintf("transfer outcome uncertain: %v", cause)), keep: bufs,
-		end: func() { _ = e.receives.EndQuarantine(receiveID) }}
+// quarantineReceive carries out a quarantine handoff.EndTransfer decided
+// (d: already UNCERTAIN in the core): it keeps the receive's buffers
+// (Q-1), turns health NOT_READY (Q-4, d.Health), and revokes their
+// registration at once: from then on every write addressed to them is
+// refused. The quarantine ends (Q-6) once the revocation is done (no write
+// in flight, every agent connection that carried one closed) and every
+// control connection that may have carried the request has closed; never
+// when d.NoProof.
+func (e *Engine) quarantineReceive(receiveID string, reg *xfer.Registration, bufs [][]byte, cause error, carriers []<-chan struct{}, d handoff.ReceiveDecision) {
+	q := &quarantine{id: "receive/" + receiveID, reason: d.Health.Reason, keep: bufs,
+		end: func() { e.coreRefused("EndQuarantine "+receiveID, e.receives.EndQuarantine(receiveID)) }}
 	var proofs []<-chan struct{}
 	if done, err := e.agent.Revoke(reg); err != nil {
 		e.log.Error("Q-1 revoking quarantined receive buffers failed; kept for the life of the process", "receive", receiveID, "err", err)
-	} else if !noProof {
+	} else if !d.NoProof {
 		proofs = append([]<-chan struct{}{done}, carriers...)
 	}
 	e.enterQuarantine(q, proofs)
