@@ -129,6 +129,12 @@ const (
 // decisions returns the core's switches (handoff.Mutants) m sets: the
 // broken decisions handoff makes for the simulator and for the real engine
 // alike. The other mutants are hooks of the simulator's driver.
+// Decisions returns the lifecycle core's switches (handoff.Mutants) this
+// mutant sets: the same broken decision the engine runs under the
+// conformance mutant that names this one (its Hooks.CoreDecisions); zero
+// for a mutant of the simulator's driver.
+func (m Mutant) Decisions() handoff.Mutants { return m.decisions() }
+
 func (m Mutant) decisions() handoff.Mutants {
 	var d handoff.Mutants
 	switch m {

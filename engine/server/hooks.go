@@ -228,10 +228,16 @@ type Hooks struct {
 	PublishedContentHash func(hash string, img image.Image) string
 }
 
-// decisions returns the core's mutant switches this engine runs with:
-// Hooks.Decisions plus the switches the bool hooks stand for.
-func (e *Engine) decisions() handoff.Mutants {
-	h := e.cfg.Hooks
+// decisions returns the core's mutant switches this engine runs with
+// (Hooks.CoreDecisions).
+func (e *Engine) decisions() handoff.Mutants { return e.cfg.Hooks.CoreDecisions() }
+
+// CoreDecisions returns the lifecycle core's mutant switches (handoff.Mutants)
+// these hooks run the engine with: Hooks.Decisions plus the switches the
+// bool hooks stand for. The zero value is the correct core. The kill table
+// compares it with the simulator mutant's (sim.Mutant.Decisions) to show
+// that both run the same broken decision.
+func (h Hooks) CoreDecisions() handoff.Mutants {
 	m := h.Decisions
 	m.FreeSourceOnTransferFailure = m.FreeSourceOnTransferFailure || h.FreeSourceOnTransferFailure
 	m.SwallowCleanupFailure = m.SwallowCleanupFailure || h.SwallowCleanupFailure

@@ -1,0 +1,66 @@
+package mutants
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/server"
+	"github.com/baton-dev/baton/sim"
+)
+
+// CoreSwitches names the handoff.Mutants switches m sets ("" for none).
+func coreSwitches(m handoff.Mutants) string {
+	var on []string
+	v := reflect.ValueOf(m)
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).Bool() {
+			on = append(on, v.Type().Field(i).Name)
+		}
+	}
+	return strings.Join(on, "+")
+}
+
+// TestSameCoreDecisionAsSimulator: a conformance mutant whose broken
+// decision lives in the lifecycle core (its Hooks set handoff.Mutants
+// switches) names a simulator mutant (Mutant.Sim) that sets exactly the
+// same switches, so the kill table's three columns run one mutant, not a
+// counterpart (issue #16, one mutant vocabulary); and a simulator mutant
+// that sets core switches is named by such a conformance mutant.
+func TestSameCoreDecisionAsSimulator(t *testing.T) {
+	named := map[sim.Mutant]bool{}
+	shared := 0
+	for _, m := range append(All(), InProcess()...) {
+		var h server.Hooks
+		m.Apply(&h)
+		core := h.CoreDecisions()
+		if core == (handoff.Mutants{}) {
+			continue
+		}
+		if m.Sim == "" {
+			t.Logf("%s: core switch %s, no simulator mutant (the simulator cannot reach the decision)", m.Name, coreSwitches(core))
+			continue
+		}
+		sm, err := sim.ParseMutant(m.Sim)
+		if err != nil {
+			t.Errorf("%s: Sim %q: %v", m.Name, m.Sim, err)
+			continue
+		}
+		named[sm] = true
+		if got := sm.Decisions(); got != core {
+			t.Errorf("%s sets core switches %q; its simulator mutant %s sets %q: not the same broken decision", m.Name, coreSwitches(core), sm, coreSwitches(got))
+			continue
+		}
+		shared++
+		t.Logf("%s = sim %s: handoff.Mutants.%s", m.Name, sm, coreSwitches(core))
+	}
+	for sm := range sim.Mutants {
+		if sm.Decisions() != (handoff.Mutants{}) && !named[sm] {
+			t.Errorf("simulator mutant %s sets core switches %s but no conformance mutant with the same switches names it", sm, coreSwitches(sm.Decisions()))
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no conformance mutant shares a core switch with the simulator")
+	}
+}
