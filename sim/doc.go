@@ -24,10 +24,11 @@
 // A client holds the reference its publish returned (its form: sealed);
 // a few clients first probe with an altered copy, as the conformance
 // harness does: a forged tag (SU-5), padded past 64 KiB (L-1), relabelled
-// to an unlisted backend (N-1), or the consume sent to E (L-4). The nodes
-// check a presented reference in the contract's precedence, as
-// engine/server does (handoff.Reference.Verify for any tag that is not the
-// sealed one).
+// to an unlisted backend (N-1), or the consume sent to E (L-4). The core
+// decides a presented reference in the contract's precedence
+// (handoff.AdmitConsume on a consumer, handoff.AdmitTransfer on the
+// producer, the functions the engine calls too), with
+// handoff.Reference.Verify for any tag that is not the sealed one.
 //
 // The shared directory is not a model: the producer and the consumers run
 // the real engine/cache/shareddir code (OpenProducer and

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -573,21 +574,22 @@ func (w *World) transferArrive(ev event) {
 		return
 	}
 	rec := w.ledger.get(rq.entry)
-	if err := w.producerCheckRef(rec, rq.form); err != nil {
-		reply.b = beforeWriteAnswer(err)
-		if w.tracing {
-			w.notef("%v: before-write", err)
-		}
-		w.send(msgReply, reply)
-		return
-	}
-	if w.now >= rec.expiresMs {
+	err := w.producerCheckRef(rec, rq.form)
+	if errors.Is(err, handoff.ErrSpentReference) {
 		w.reach(stClaimRacesExpiry)
 		for _, id := range p.table.Expire(w.now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 		if w.tracing {
 			w.notef("SU-2 %s expired: before-write", short(rq.entry))
+		}
+		w.send(msgReply, reply)
+		return
+	}
+	if err != nil {
+		reply.b = beforeWriteAnswer(err)
+		if w.tracing {
+			w.notef("%v: before-write", err)
 		}
 		w.send(msgReply, reply)
 		return
