@@ -31,9 +31,8 @@
 // handoff.Reference.Verify for any tag that is not the sealed one.
 //
 // The shared directory is not a model: the producer and the consumers run
-// the real engine/cache/shareddir code (OpenProducer and
-// SweepDeadInstances at each start, Dir.Write, Claim, Dir.Remove,
-// Dir.Exists, CollectOrphans, Close) over sim/simfs, an in-memory,
+// the real engine/cache/shareddir code (StartProducer at each start,
+// Dir.Write, Claim, Dir.Remove, Dir.Exists, Dir.Collect, Close) over sim/simfs, an in-memory,
 // deterministic disk with one view per process (a crash frees its flock),
 // atomic one-winner renames and Sync/SyncDir durability (shared_disk.go).
 // The world injects its faults into those real calls through simfs's hook

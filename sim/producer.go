@@ -422,8 +422,9 @@ func (w *World) decideWaitingReleases(id string) {
 	}
 }
 
-// observeClaims: entries whose file is gone (Dir.Exists, as
-// engine/server's store.exists) were claimed (shared directory).
+// observeClaims: entries whose file is gone (shareddir's Dir.Exists, the
+// engine store's look too) were claimed (shared directory): the core's
+// ProducerTable.ObserveGone makes them CONSUMED.
 func (w *World) observeClaims() {
 	if w.set.Backend != BackendSharedDir {
 		return
@@ -442,8 +443,8 @@ func (w *World) observeClaims() {
 
 // collect is one pass of the producer's collector: files vanish (fault),
 // claims are observed, expired entries are removed; on the shared
-// directory, orphans are collected and dead instances swept as
-// engine/server/store.go's collect does.
+// directory, orphans are collected and dead instances swept by
+// shareddir's Dir.Collect, which the engine's collector calls too.
 func (w *World) collect(ev event) {
 	p := w.prod
 	if p.stopped {

@@ -53,7 +53,7 @@ var engineDecisions = map[string][]string{
 	"R-1":  {"engine/executor/request.go:(*Executor).ContextComputed", "engine/server/executor.go:(*execRequest).contextComputed"},
 	"R-2":  {"engine/executor/request.go:(*Executor).Preempt", "engine/server/executor.go:(*execRequest).preempt"},
 	"X-1":  {"engine/handoff/decide.go:(*Health).CleanupFailed", "engine/handoff/health.go:(*Health).Fail", "engine/handoff/producer.go:(*ProducerTable).RemovalFailed", "engine/server/engine.go:(*Engine).failCleanup"},
-	"X-2":  {"engine/handoff/producer.go:(*ProducerTable).Expire", "engine/server/producer.go:(*Engine).expire", "engine/cache/shareddir/collect.go:(*Dir).CollectOrphans"},
+	"X-2":  {"engine/handoff/producer.go:(*ProducerTable).Expire", "engine/server/producer.go:(*Engine).expire", "engine/cache/shareddir/producer.go:(*Dir).Collect", "engine/cache/shareddir/collect.go:(*Dir).CollectOrphans"},
 	"Q-1":  {"engine/handoff/decide.go:(*ConsumerReceives).EndTransfer", "engine/handoff/decide.go:(*ConsumerReceives).EndCopy", "engine/handoff/consumer.go:(*ConsumerReceives).Uncertain", "engine/server/transfer.go:(*Engine).quarantineReceive", "engine/server/cudaipc.go:(*Engine).quarantineIPCReceive"},
 	"Q-2":  {"engine/handoff/decide.go:decideTransferEnded", "engine/handoff/decide.go:BeforeWrite", "engine/server/transfer.go:transferCall.refusal", "engine/server/transfer.go:beforeWrite"},
 	"Q-3":  {"engine/handoff/decide.go:(*ProducerTable).FailTransfer", "engine/handoff/producer.go:(*ProducerTable).ClaimForTransfer", "engine/handoff/producer.go:(*ProducerTable).TransferFailed", "engine/server/transfer.go:(*Engine).failTransfer"},
