@@ -146,19 +146,23 @@ func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Refe
 	if ref.Backend == BackendCUDAIPC {
 		return e.ipcReceive(ctx, receiveID, ref, wire, addr, transferFailHook)
 	}
-	// SU-2 decides before L-5 (CONTRACT precedence): look before reserving.
-	if ok, err := shareddir.EntryExists(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID); err == nil && !ok {
-		return nil, fmt.Errorf("%w: SU-2 reference %s was already consumed, released or expired", handoff.ErrSpentReference, short(ref.EntryID))
-	}
-	e.mu.Lock()
-	err := e.receives.Preflight(receiveID, ref.PayloadBytes())
-	if err == nil {
-		err = e.receives.Registered(receiveID)
-	}
-	if err == nil {
-		err = e.receives.Requested(receiveID)
-	}
-	e.mu.Unlock()
+	// SU-2 decides before L-5 (handoff.AdmitReceive): look before reserving.
+	err := handoff.AdmitReceive(ref.EntryID,
+		func() (bool, error) {
+			return shareddir.EntryExists(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID)
+		},
+		func() error {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			err := e.receives.Preflight(receiveID, ref.PayloadBytes())
+			if err == nil {
+				err = e.receives.Registered(receiveID)
+			}
+			if err == nil {
+				err = e.receives.Requested(receiveID)
+			}
+			return err
+		})
 	if err != nil {
 		return nil, err
 	}
