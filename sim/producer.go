@@ -271,12 +271,13 @@ func (w *World) releaseArrive(ev event) {
 		return
 	}
 	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
-	if rec, ok := w.ledger.entries[ev.s]; ok && w.now >= rec.expiresMs {
-		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now
-		// (as engine/server's abortEncoderCache does). Found by the history
-		// check: the driver answered ABORTED for an entry a consumer had
-		// already rejected as expired.
-		for _, id := range w.prod.table.Expire(w.now) {
+	if rec, ok := w.ledger.entries[ev.s]; ok {
+		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now:
+		// the core's ProducerTable.ExpireBeforeRelease decides, before its
+		// Release (the engine's Abort(encoder_cache) calls it too). Found
+		// by the history check: the driver answered ABORTED for an entry a
+		// consumer had already rejected as expired.
+		for _, id := range w.prod.table.ExpireBeforeRelease(rec.expiresMs, w.now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 var engineDecisions = map[string][]string{
 	"SU-1": {"engine/handoff/producer.go:(*ProducerTable).ClaimForTransfer", "engine/cache/shareddir/claim.go:Claim", "engine/server/consumer.go:defaultClaim"},
 	"SU-2": {"engine/handoff/admit.go:AdmitTransfer", "engine/handoff/admit.go:AdmitReceive", "engine/cache/shareddir/claim.go:openError", "engine/server/consumer.go:(*Engine).receive"},
-	"SU-3": {"engine/handoff/producer.go:(*ProducerTable).Release", "engine/handoff/producer.go:(*ProducerTable).RemovalDone", "engine/server/control.go:(*Engine).abortEncoderCache"},
+	"SU-3": {"engine/handoff/producer.go:(*ProducerTable).Release", "engine/handoff/producer.go:(*ProducerTable).ExpireBeforeRelease", "engine/handoff/producer.go:(*ProducerTable).RemovalDone", "engine/server/control.go:(*Engine).abortEncoderCache"},
 	"SU-4": {"engine/handoff/reference.go:ParseReference", "engine/handoff/outer.go:checkOuter", "engine/handoff/admit.go:AdmitTransfer", "engine/server/consumer.go:(*Engine).parseReference"},
 	"SU-5": {"engine/handoff/reference.go:Reference.Verify", "engine/handoff/reference.go:Reference.CheckIDs", "engine/handoff/admit.go:AdmitConsume", "engine/handoff/admit.go:AdmitTransfer", "engine/cache/shareddir/names.go:NewEntryID"},
 	"SU-6": {"engine/cache/shareddir/names.go:NewEntryID", "engine/cache/shareddir/write.go:(*Dir).Write"},
