@@ -28,7 +28,10 @@ type producerNode struct {
 	cleanups int
 	stopped  bool
 	// releaseWaits are the releases waiting, by entry, for a removal in
-	// flight to end (handoff.ReleaseWait), as engine/server's release waits.
+	// flight to end: the core's ProducerTable.Release answered
+	// handoff.ReleaseWait, and each asks it again once RemovalDone or
+	// RemovalFailed ended that removal (the engine's release waits on a
+	// channel; the world on its event queue).
 	releaseWaits map[string][]releaseWaiter
 }
 
