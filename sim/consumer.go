@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
@@ -133,22 +134,20 @@ func (w *World) consumeArrive(ev event) {
 	num := int64(len(w.xreqs) + 1)
 	key := fmt.Sprintf("r%d/%s", num, ev.s)
 	w.xreqs = append(w.xreqs, xreq{h: int(ev.h), rpc: ev.a, c: c.idx, inc: c.inc, buf: -1, entry: ev.s, key: key, form: refForm(ev.f)})
+	exists := func() (bool, error) { return true, nil } // a transfer: the producer decides SU-2
 	if w.set.Backend == BackendSharedDir {
-		// SU-2 before L-5 (CONTRACT precedence): engine/server's receive
-		// looks (shareddir.EntryExists) before it reserves receive bytes.
-		if ok, err := shareddir.EntryExists(w.sd.cons[c.idx], cacheRoot, rec.instance, rec.id); err == nil && !ok {
-			reply.b = resSpent
-			if w.tracing {
-				w.notef("SU-2 %s is not in the shared directory", short(ev.s))
-			}
-			w.send(msgReply, reply)
-			return
-		}
+		exists = func() (bool, error) { return shareddir.EntryExists(w.sd.cons[c.idx], cacheRoot, rec.instance, rec.id) }
 	}
-	if err := c.receives.Preflight(key, rec.payloadBytes); err != nil {
+	// SU-2 before L-5 (CONTRACT precedence): the core's handoff.AdmitReceive
+	// looks (shareddir.EntryExists) before it reserves receive bytes.
+	if err := handoff.AdmitReceive(rec.id, exists, func() error { return c.receives.Preflight(key, rec.payloadBytes) }); err != nil {
 		reply.b = resOf(err)
 		if w.tracing {
-			w.notef("preflight: %v", err)
+			if errors.Is(err, handoff.ErrSpentReference) {
+				w.notef("SU-2 %s is not in the shared directory", short(ev.s))
+			} else {
+				w.notef("preflight: %v", err)
+			}
 		}
 		w.send(msgReply, reply)
 		return

@@ -24,15 +24,15 @@
 // A client holds the reference its publish returned (its form: sealed);
 // a few clients first probe with an altered copy, as the conformance
 // harness does: a forged tag (SU-5), padded past 64 KiB (L-1), relabelled
-// to an unlisted backend (N-1), or the consume sent to E (L-4). The nodes
-// check a presented reference in the contract's precedence, as
-// engine/server does (handoff.Reference.Verify for any tag that is not the
-// sealed one).
+// to an unlisted backend (N-1), or the consume sent to E (L-4). The core
+// decides a presented reference in the contract's precedence
+// (handoff.AdmitConsume on a consumer, handoff.AdmitTransfer on the
+// producer, the functions the engine calls too), with
+// handoff.Reference.Verify for any tag that is not the sealed one.
 //
 // The shared directory is not a model: the producer and the consumers run
-// the real engine/cache/shareddir code (OpenProducer and
-// SweepDeadInstances at each start, Dir.Write, Claim, Dir.Remove,
-// Dir.Exists, CollectOrphans, Close) over sim/simfs, an in-memory,
+// the real engine/cache/shareddir code (StartProducer at each start,
+// Dir.Write, Claim, Dir.Remove, Dir.Exists, Dir.Collect, Close) over sim/simfs, an in-memory,
 // deterministic disk with one view per process (a crash frees its flock),
 // atomic one-winner renames and Sync/SyncDir durability (shared_disk.go).
 // The world injects its faults into those real calls through simfs's hook

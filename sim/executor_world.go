@@ -13,12 +13,14 @@ import (
 
 // The executor world simulates the in-engine encoder -> decoder handoff
 // (CONTRACT section 2, "Inside one engine") around the real executor core
-// (engine/executor), as the engine's driver (engine/server/executor.go)
-// runs it: requests arrive, batches form, encoder steps complete
-// asynchronously in an order the seed chooses (or fail), the first context
-// step consumes each output and computes the request's context from its
-// view, decode steps release again and again, requests are preempted and
-// recomputed, and clients cancel at every step boundary.
+// (engine/executor): the core decides (Submit, Schedule, EncoderDone,
+// EncoderFailed and the actions they return) and the world carries its
+// actions out (carry), as any driver of the core does: requests arrive,
+// batches form, encoder steps complete asynchronously in an order the
+// seed chooses (or fail), the first context step consumes each output and
+// computes the request's context from its view, decode steps release again
+// and again, requests are preempted and recomputed, and clients
+// cancel at every step boundary.
 //
 // Numerics are a cheap deterministic stand-in: item i of request r encodes
 // to encoderOutputWidth words drawn from (r's input seed, i); a freed
@@ -89,9 +91,9 @@ func (r ExecutorResult) ReplayCommand(mutation string) string {
 
 // ExecutorMutation is one deliberately broken decision of the executor
 // world: in the core (Core, engine/executor's Mutation) or in the world's
-// driver, which stands for engine/server/executor.go and inference.go
-// (the decisions the engine's hooks ContextTwice and
-// RecomputeWithoutEncoder replace). The zero value is the correct world.
+// driver (the two a driver of the core could get wrong; the reference
+// engine's hooks ContextTwice and RecomputeWithoutEncoder break its own
+// driver the same way). The zero value is the correct world.
 type ExecutorMutation struct {
 	// Core breaks a decision of the executor core.
 	Core executor.Mutation

@@ -6,9 +6,10 @@ package sim
 // simulated disk (shared_disk.go): a temp file (.tmp-<entry>-<hex>),
 // fsync, rename to the entry's name, directory fsync; the table commits
 // the entry (CommitPublish) only after the Write, with the expiry computed
-// before it (engine/server/producer.go takes nowMs first). SiteSlowFsync
-// makes that write take up to NodeSettings.FsyncMsMax: the encoder step's
-// completion (encodeDone) is split in two, the checks first, then, once
+// from the clock reading taken before it (publishMs; the engine's publish
+// reads its clock before the Write too). SiteSlowFsync makes that write
+// take up to NodeSettings.FsyncMsMax: the encoder step's completion
+// (encodeDone) is split in two, the checks first, then, once
 // the fsync returned, the Write and the commit (the second encodeDone,
 // marked encodeResumed). (The Write runs whole at the second step: the
 // simulated disk's calls cannot block the world's one goroutine; nothing

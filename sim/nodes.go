@@ -162,10 +162,10 @@ func (w *World) drainNodes() {
 
 // consumerDrained: consumer p, draining, has no request in flight any more
 // (endCheck). A P releases the KV sessions its prefills made since its
-// drain began: engine/server's Drain releases P's sessions after its
-// in-flight requests ended (drainKVSessions after running.Wait), so a
-// consume that was in flight when the drain began (a slow WRITE) and ended
-// OK later leaves no session behind. Found by the simulator (seed 285515).
+// drain began, after its in-flight requests ended (the engine's Drain
+// releases them after its requests ended too), so a consume that was in
+// flight when the drain began (a slow WRITE) and ended OK later leaves no
+// session behind (S-2, S-4). Found by the simulator (seed 285515).
 func (w *World) consumerDrained(p int) {
 	if w.set.eppd() {
 		w.drainKVSessions(p)

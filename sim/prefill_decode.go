@@ -8,8 +8,9 @@ import (
 )
 
 // The P and D nodes of E+P+D (CONTRACT section 1, L-1, L-2, N-2, H-3),
-// deciding as engine/server does (prefill.go, kvsession.go, kvdecode.go,
-// decodeprep.go):
+// deciding by the contract's rules; the KV session's lifecycle has no core
+// package yet, so these are the world's own (the reference engine's P and
+// D decide the same rules in their own driver):
 //
 //   - P is a consumer node: it consumes the encoder output exactly as a PD
 //     does (the same consumerNode, core and checks). When it answers a
@@ -444,7 +445,8 @@ func (w *World) drainEPPD() {
 }
 
 // drainKVSessions: P node p releases every KV session it still holds
-// (S-2, S-4), as engine/server's drainKVSessions does.
+// (S-2, S-4): the contract's drain, which the engine's P carries out over
+// its own session table.
 func (w *World) drainKVSessions(p int) {
 	for _, s := range w.nodes.sessions {
 		if s.p == p && s.live(w) {

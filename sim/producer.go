@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -27,7 +28,10 @@ type producerNode struct {
 	cleanups int
 	stopped  bool
 	// releaseWaits are the releases waiting, by entry, for a removal in
-	// flight to end (handoff.ReleaseWait), as engine/server's release waits.
+	// flight to end: the core's ProducerTable.Release answered
+	// handoff.ReleaseWait, and each asks it again once RemovalDone or
+	// RemovalFailed ended that removal (the engine's release waits on a
+	// channel; the world on its event queue).
 	releaseWaits map[string][]releaseWaiter
 }
 
@@ -270,12 +274,13 @@ func (w *World) releaseArrive(ev event) {
 		return
 	}
 	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
-	if rec, ok := w.ledger.entries[ev.s]; ok && w.now >= rec.expiresMs {
-		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now
-		// (as engine/server's abortEncoderCache does). Found by the history
-		// check: the driver answered ABORTED for an entry a consumer had
-		// already rejected as expired.
-		for _, id := range w.prod.table.Expire(w.now) {
+	if rec, ok := w.ledger.entries[ev.s]; ok {
+		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now:
+		// the core's ProducerTable.ExpireBeforeRelease decides, before its
+		// Release (the engine's Abort(encoder_cache) calls it too). Found
+		// by the history check: the driver answered ABORTED for an entry a
+		// consumer had already rejected as expired.
+		for _, id := range w.prod.table.ExpireBeforeRelease(rec.expiresMs, w.now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 	}
@@ -421,8 +426,9 @@ func (w *World) decideWaitingReleases(id string) {
 	}
 }
 
-// observeClaims: entries whose file is gone (Dir.Exists, as
-// engine/server's store.exists) were claimed (shared directory).
+// observeClaims: entries whose file is gone (shareddir's Dir.Exists, the
+// engine store's look too) were claimed (shared directory): the core's
+// ProducerTable.ObserveGone makes them CONSUMED.
 func (w *World) observeClaims() {
 	if w.set.Backend != BackendSharedDir {
 		return
@@ -441,8 +447,8 @@ func (w *World) observeClaims() {
 
 // collect is one pass of the producer's collector: files vanish (fault),
 // claims are observed, expired entries are removed; on the shared
-// directory, orphans are collected and dead instances swept as
-// engine/server/store.go's collect does.
+// directory, orphans are collected and dead instances swept by
+// shareddir's Dir.Collect, which the engine's collector calls too.
 func (w *World) collect(ev event) {
 	p := w.prod
 	if p.stopped {
@@ -573,21 +579,22 @@ func (w *World) transferArrive(ev event) {
 		return
 	}
 	rec := w.ledger.get(rq.entry)
-	if err := w.producerCheckRef(rec, rq.form); err != nil {
-		reply.b = beforeWriteAnswer(err)
-		if w.tracing {
-			w.notef("%v: before-write", err)
-		}
-		w.send(msgReply, reply)
-		return
-	}
-	if w.now >= rec.expiresMs {
+	err := w.producerCheckRef(rec, rq.form)
+	if errors.Is(err, handoff.ErrSpentReference) {
 		w.reach(stClaimRacesExpiry)
 		for _, id := range p.table.Expire(w.now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 		if w.tracing {
 			w.notef("SU-2 %s expired: before-write", short(rq.entry))
+		}
+		w.send(msgReply, reply)
+		return
+	}
+	if err != nil {
+		reply.b = beforeWriteAnswer(err)
+		if w.tracing {
+			w.notef("%v: before-write", err)
 		}
 		w.send(msgReply, reply)
 		return

@@ -25,10 +25,9 @@ import (
 //
 // After a drawn down time (NodeSettings.ProducerDownMsMax) a supervisor
 // restarts it with a new instance id, a fresh table and health. On the
-// shared directory the new instance starts as the engine does
-// (engine/server/engine.go): shareddir.OpenProducer, then
-// Dir.SweepDeadInstances, the real code over the simulated disk
-// (shared_disk.go). The dead process's flock went with it (simfs), so the
+// shared directory the new instance starts with shareddir.StartProducer
+// (OpenProducer, then Dir.SweepDeadInstances), the engine's start too, the
+// real code over the simulated disk (shared_disk.go). The dead process's flock went with it (simfs), so the
 // sweep removes the dead instance's directory: its entries and orphaned
 // temp and claimed files. From then on a reference to the old instance is
 // refused (shareddir.Claim: ErrUnknownProducer, SU-2; a before-write
@@ -97,7 +96,7 @@ func (w *World) producerCrash(ev event) {
 	w.schedule(w.nodes.prodUpAt, event{kind: evProducerRestart})
 }
 
-// producerRestart boots E's next instance, whose SweepDeadInstances removes
+// producerRestart boots E's next instance, whose StartProducer sweep removes
 // the dead instance's directory (newProducerNode, shared_disk.go).
 func (w *World) producerRestart(ev event) {
 	if !w.nodes.prodDown {
@@ -116,7 +115,7 @@ func (w *World) producerRestart(ev event) {
 			rec.vanished = true
 		}
 	}
-	w.prod = newProducerNode(w) // OpenProducer, then SweepDeadInstances removes the dead instance's directory
+	w.prod = newProducerNode(w) // shareddir.StartProducer: its sweep removes the dead instance's directory
 	w.nodes.prodDown = false
 	w.nodes.prodRestarts++
 	// The new instance has no cleanup failure and no health history.

@@ -13,7 +13,8 @@ import (
 // of its plan present altered copies, as the conformance harness does
 // (CONTRACT SU-4, SU-5, L-1, N-1). The world carries the form, not the
 // bytes: the reference's fields and tag follow from the entry's ledger
-// record, and every node decides on them as engine/server does.
+// record, and every node hands them to the core's admission
+// (handoff.AdmitConsume, handoff.AdmitTransfer), which decides.
 type refForm uint8
 
 const (
@@ -103,36 +104,45 @@ func (w *World) verifyTag(rec *entryRecord, f refForm) error {
 	return w.presented(rec, f).Verify(w.prod.key)
 }
 
-// consumerCheckRef is engine/server's parseReference on a consumer: L-1
-// (size), SU-4 (malformed: every form parses), N-1 (backend), then SU-5
-// (the tag, shared directory only: over a transfer backend the producer
-// verifies its own tag). A tag that does not verify runs the
-// rejected-reference hook (the SU-4 mutant claims the entry anyway).
+// consumerCheckRef is a consumer's admission of the presented reference:
+// the core's handoff.AdmitConsume (engine/handoff/admit.go) decides it and
+// its order (L-1 size, SU-4 malformed: every form parses, N-1 backend,
+// then SU-5: the tag on the shared directory; over a transfer backend the
+// producer verifies its own tag and the consumer checks the ids). The
+// world supplies its form of the reference and the mutants' switches. A
+// tag that does not verify runs the rejected-reference hook (the SU-4
+// mutant claims the entry anyway).
 func (w *World) consumerCheckRef(c *consumerNode, rec *entryRecord, f refForm, h int32, rpc int64) error {
 	limit := handoff.MaxOpaqueStateBytes
 	if w.opts.Mutant == MutantNoReferenceLimit {
 		limit = 1 << 30
 	}
-	if n := f.opaqueBytes(); n > limit {
-		return fmt.Errorf("%w: L-1 opaque_state is %d bytes, limit %d", handoff.ErrTooLarge, n, limit)
-	}
-	backend := w.refBackend(f)
-	if backend != w.set.Backend && w.opts.Mutant != MutantAnyBackend {
-		return fmt.Errorf("%w: N-1 backend %q, %s accepts [%s]", handoff.ErrBackendNotAccepted, backend, c.name, w.set.Backend)
-	}
-	if backend == BackendTransfer {
-		return nil
-	}
-	if w.opts.Mutant == MutantUnsignedReferences {
-		return nil // the SU-5 mutant: no tag check
-	}
-	if err := w.verifyTag(rec, f); err != nil {
-		if w.opts.Mutant == MutantRejectedReferenceClaims {
-			w.claimAndDiscard(c, rec, h, rpc, f)
-		}
-		return err
-	}
-	return nil
+	_, err := handoff.AdmitConsume(handoff.ConsumeAdmission{
+		OpaqueBytes: f.opaqueBytes(),
+		MaxBytes:    limit,
+		Parse:       func() (handoff.Reference, error) { return w.parsed(rec, f), nil },
+		Accepts:     func(b string) bool { return b == w.set.Backend || w.opts.Mutant == MutantAnyBackend },
+		Accepted:    []string{w.set.Backend},
+		Transfer:    func(b string) bool { return b == BackendTransfer },
+		Verify: func(handoff.Reference) error {
+			if w.opts.Mutant == MutantUnsignedReferences {
+				return nil // the SU-5 mutant: no tag check
+			}
+			err := w.verifyTag(rec, f)
+			if err != nil && w.opts.Mutant == MutantRejectedReferenceClaims {
+				w.claimAndDiscard(c, rec, h, rpc, f)
+			}
+			return err
+		},
+	})
+	return err
+}
+
+// parsed is the reference a node decodes from rec's reference in form f,
+// without its tag (verifyTag checks that, computing it only where the form
+// needs it).
+func (w *World) parsed(rec *entryRecord, f refForm) handoff.Reference {
+	return handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.prod.instanceID, EntryID: rec.id, ExpiresUnixMs: rec.expiresMs, Items: refItems}
 }
 
 // claimAndDiscard is the SU-4 mutant's rejected-reference hook: it claims
@@ -149,18 +159,24 @@ func (w *World) claimAndDiscard(c *consumerNode, rec *entryRecord, h int32, rpc 
 	}
 }
 
-// producerCheckRef is engine/server's checkTransfer up to the claim:
-// L-1 (the contract's bound), the backend (SU-4 for another backend sent
-// to TransferEncoderCache), then the SU-5 tag. Each is a definite
-// pre-write rejection.
+// producerCheckRef is the producer's admission of a TransferEncoderCache
+// call up to the claim: the core's handoff.AdmitTransfer decides it and
+// its order (L-1, the backend: SU-4 for another backend sent to
+// TransferEncoderCache, the SU-5 instance and tag, SU-2 expired). The
+// world has no consumer agent or targets to check, and the producer's
+// health is not asked here (a stopped producer refuses the connection).
+// Each rejection is a pre-write one; an ErrSpentReference means the
+// reference expired.
 func (w *World) producerCheckRef(rec *entryRecord, f refForm) error {
-	if n := f.opaqueBytes(); n > handoff.MaxOpaqueStateBytes {
-		return fmt.Errorf("%w: L-1 opaque_state is %d bytes", handoff.ErrTooLarge, n)
-	}
-	if b := w.refBackend(f); b != BackendTransfer {
-		return fmt.Errorf("%w: SU-4 reference for backend %q sent to TransferEncoderCache", handoff.ErrMalformedReference, b)
-	}
-	return w.verifyTag(rec, f)
+	_, err := handoff.AdmitTransfer(handoff.TransferAdmission{
+		OpaqueBytes: f.opaqueBytes(),
+		Parse:       func() (handoff.Reference, error) { return w.parsed(rec, f), nil },
+		Serves:      []string{BackendTransfer},
+		Self:        w.prod.instanceID,
+		Verify:      func(handoff.Reference) error { return w.verifyTag(rec, f) },
+		NowUnixMs:   w.now,
+	})
+	return err
 }
 
 // took records that a call's presented reference got rec's data (a won

@@ -16,16 +16,16 @@ import (
 
 // The shared-directory backend under simulation (issue #16): the REAL
 // engine/cache/shareddir code over a simulated disk (package simfs). The
-// producer E opens its instance directory with shareddir.OpenProducer and
-// sweeps dead instances (as engine/server/engine.go does at start), writes
-// each entry with Dir.Write, releases and expires with Dir.Remove, looks for
-// claims with Dir.Exists, collects with Dir.CollectOrphans and
-// Dir.SweepDeadInstances (engine/server/store.go's collect) and closes with
-// Dir.Close(true) (S-4). A consumer claims with shareddir.Claim. Each
+// producer E starts with shareddir.StartProducer (OpenProducer, then the
+// sweep of dead instances), writes each entry with Dir.Write, releases and
+// expires with Dir.Remove, looks for claims with Dir.Exists, collects with
+// Dir.Collect (CollectOrphans, then SweepDeadInstances) and closes with
+// Dir.Close(true) (S-4): the same shareddir calls the engine's
+// shared-directory store makes. A consumer claims with shareddir.Claim. Each
 // process works through its own simfs.Proc, so a crash frees its flock.
 //
-// What stays modelled: the producer table's decisions (engine/handoff,
-// driven as engine/server does), the timing of a slow fsync (the write
+// What stays modelled: the producer table's decisions (engine/handoff's
+// ProducerTable decides; this world, like the engine, carries them out), the timing of a slow fsync (the write
 // runs when the fsync returns; a crash before then runs the write up to
 // its fsync and kills it there), the vanishing of a file (simfs.Disk.Vanish
 // behind every process's back), and which faults fire (drawn from the
@@ -160,22 +160,23 @@ func (sd *sharedDisk) published(rec *entryRecord) bool {
 	return sd.disk.Exists(entryPath(rec.instance, rec.id))
 }
 
-// openProducer starts E's instance p: OpenProducer, then the sweep of dead
-// instances (engine/server/engine.go), noting what the sweep removed.
+// openProducer starts E's instance p with shareddir.StartProducer (the
+// engine's producer start too): OpenProducer, then the sweep of dead
+// instances, noting what the sweep removed.
 func (sd *sharedDisk) openProducer(p *producerNode) {
 	if !sd.active() {
 		return
 	}
 	before := sd.disk.Files(cacheRoot)
 	sd.prod = sd.disk.Proc("E/" + p.instanceID)
-	dir, err := shareddir.OpenProducer(sd.prod, cacheRoot, p.instanceID, sd.rand)
+	dir, swept, err := shareddir.StartProducer(sd.prod, cacheRoot, p.instanceID, sd.rand, sd.w.now, false)
 	if err != nil {
-		panic(fmt.Sprintf("sim: OpenProducer: %v", err))
+		panic(fmt.Sprintf("sim: StartProducer: %v", err))
+	}
+	if swept.Err != nil {
+		panic(fmt.Sprintf("sim: SweepDeadInstances: %v", swept.Err))
 	}
 	sd.dir = dir
-	if _, err := dir.SweepDeadInstances(sd.w.now); err != nil {
-		panic(fmt.Sprintf("sim: SweepDeadInstances: %v", err))
-	}
 	if sd.w.tracing {
 		for _, f := range before {
 			if !sd.disk.Exists(f) {
@@ -396,22 +397,22 @@ func (sd *sharedDisk) crashProducer() {
 // files lists every file and directory under the root (the checkers' view).
 func (sd *sharedDisk) files() []string { return sd.disk.Paths(cacheRoot) }
 
-// collect is the shared-directory half of E's collector pass
-// (engine/server/store.go): CollectOrphans of files a minute old, then the
-// (throttled) sweep of dead instances.
+// collect is the shared-directory half of E's collector pass, the
+// engine's too: shareddir's Dir.Collect (CollectOrphans of files
+// shareddir.OrphanAgeMs old, then the throttled sweep of dead instances).
 func (sd *sharedDisk) collect() {
 	if !sd.active() {
 		return
 	}
-	n, err := sd.dir.CollectOrphans(60_000, sd.w.now)
+	n, swept, err := sd.dir.Collect(sd.w.now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: CollectOrphans: %v", err))
 	}
+	if swept.Err != nil {
+		panic(fmt.Sprintf("sim: SweepDeadInstances: %v", swept.Err))
+	}
 	if n > 0 && sd.w.tracing {
 		sd.w.notef("collected %d orphans", n)
-	}
-	if _, err := sd.dir.SweepDeadInstances(sd.w.now); err != nil {
-		panic(fmt.Sprintf("sim: SweepDeadInstances: %v", err))
 	}
 }
 

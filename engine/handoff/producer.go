@@ -317,6 +317,21 @@ func (t *ProducerTable) Expire(nowMs int64) []string {
 	return ids
 }
 
+// ExpireBeforeRelease is the producer's first step of an
+// Abort(encoder_cache) (SU-3, X-2): when the presented reference's TTL
+// (refExpiresMs) has passed at nowMs, every entry expired by then is
+// expired now (Expire) and returned for the caller to remove, so the
+// Release that follows answers ALREADY_FINISHED (once the removal ended:
+// ReleaseWait), never ABORTED, for an entry a consumer may already have
+// been refused as expired (SU-2). Before the TTL it changes nothing and
+// returns nil. Found by the simulator's history check.
+func (t *ProducerTable) ExpireBeforeRelease(refExpiresMs, nowMs int64) []string {
+	if nowMs < refExpiresMs {
+		return nil
+	}
+	return t.Expire(nowMs)
+}
+
 // Drain moves every Published entry to Removing for shutdown (CONTRACT S-2) and
 // returns their ids, sorted.
 func (t *ProducerTable) Drain() []string {

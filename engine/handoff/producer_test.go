@@ -375,3 +375,30 @@ func TestProducerTransfer(t *testing.T) {
 		})
 	}
 }
+
+// TestExpireBeforeRelease: an Abort of a reference whose TTL passed expires
+// the table first, so its Release waits for the removal and then answers
+// ALREADY_FINISHED, never ABORTED; before the TTL nothing changes and the
+// Release removes (ABORTED).
+func TestExpireBeforeRelease(t *testing.T) {
+	tb := NewProducerTable(ProducerConfig{})
+	a := published(t, tb, 1, 10, 100)
+	b := published(t, tb, 2, 10, 100)
+	v := tb.Version()
+	if ids := tb.ExpireBeforeRelease(100, 99); ids != nil || tb.Version() != v {
+		t.Fatalf("ExpireBeforeRelease before the TTL = %v (version %d -> %d); want nothing", ids, v, tb.Version())
+	}
+	ids := tb.ExpireBeforeRelease(100, 100)
+	if len(ids) != 2 || ids[0] != a || ids[1] != b {
+		t.Fatalf("ExpireBeforeRelease at the TTL = %v; want [%s %s]", ids, a, b)
+	}
+	if out := tb.Release(a); out != ReleaseWait {
+		t.Fatalf("Release of an expiring entry = %v; want ReleaseWait", out)
+	}
+	tb.RemovalDone(a, true)
+	tb.RemovalDone(b, true)
+	if out := tb.Release(a); out != ReleaseAlreadyFinished {
+		t.Fatalf("Release after the expiry's removal = %v; want ReleaseAlreadyFinished", out)
+	}
+	mustInvariants(t, tb)
+}

@@ -20,13 +20,13 @@ type ClaimedItem struct {
 	data []float32
 }
 
-// parseReference applies, in the contract's precedence, L-1 (size), SU-4
-// (malformed, including non-canonical bytes), H-3 (hash format), N-1
-// (backend), SE-3 (a transfer backend's producer endpoint must be a
-// trusted producer: refused before any connection) and SU-5 (the id
-// forms; on shared_dir the tag over every byte and the instance) to a
-// reference and returns it verified, with the address to dial for a
-// transfer backend ("" for shared_dir).
+// parseReference applies, in the contract's precedence (handoff.AdmitConsume
+// decides the order), L-1 (size), SU-4 (malformed, including non-canonical
+// bytes), H-3 (hash format), N-1 (backend), SE-3 (a transfer backend's
+// producer endpoint must be a trusted producer: refused before any
+// connection) and SU-5 (the id forms; on shared_dir the tag over every byte
+// and the instance) to a reference and returns it verified, with the
+// address to dial for a transfer backend ("" for shared_dir).
 func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, string, error) {
 	if wire == nil {
 		return handoff.Reference{}, "", fmt.Errorf("%w: SU-4 encoder.consume has no reference", handoff.ErrMalformedReference)
@@ -35,66 +35,61 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, st
 	if e.cfg.Hooks.ReadReference != nil {
 		opaque = e.cfg.Hooks.ReadReference(opaque)
 	}
-	var ref handoff.Reference
-	var err error
-	if e.cfg.Hooks.UnboundedReferenceFields {
-		// The A1 mutant: the opaque state alone is checked; the outer
-		// fields go on as they came.
-		ref, err = handoff.ParseReference("", "", handoff.Endpoint{}, opaque, e.cfg.Hooks.MaxReferenceBytes)
-		ref.Backend, ref.ProducerInstanceID, ref.Endpoint = wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint())
-	} else {
-		ref, err = handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), opaque, e.cfg.Hooks.MaxReferenceBytes)
-	}
-	if err != nil {
-		if e.cfg.Hooks.OnRejectedReference != nil && errors.Is(err, handoff.ErrMalformedReference) {
-			e.onRejected(looseReference(wire.GetProducerInstanceId(), opaque)) // the SU-4 mutant only
-		}
-		return handoff.Reference{}, "", err // L-1, SU-4, H-3
-	}
-	backend := wire.GetBackend()
 	accept := func(b string) bool { return slices.Contains(e.cfg.AcceptBackends, b) }
 	if e.cfg.Hooks.AcceptBackend != nil {
 		accept = e.cfg.Hooks.AcceptBackend
 	}
-	if !accept(backend) {
-		return handoff.Reference{}, "", fmt.Errorf("%w: N-1 backend %.40q, this consumer accepts %v", handoff.ErrBackendNotAccepted, backend, e.cfg.AcceptBackends)
-	}
-	transfer := backend == BackendTCP || backend == BackendCUDAIPC
-	var addr string
-	if transfer {
-		trusted := e.producerEndpoint
-		if e.cfg.Hooks.TrustProducer != nil {
-			trusted = e.cfg.Hooks.TrustProducer
-		}
-		a, err := trusted(wire.GetProducerEndpoint())
-		if err != nil {
-			return handoff.Reference{}, "", err // SE-3: before any connection
-		}
-		addr = a
-	}
-	if transfer {
-		// The producer verifies its own tag when asked to transfer (SU-5);
-		// a consumer holds no key for the transfer backends, but refuses ids
-		// that could name anything outside a producer's cache itself.
-		if err := ref.CheckIDs(); err != nil {
-			return handoff.Reference{}, "", err
-		}
-		return ref, addr, nil
-	}
-	key, err := e.producerKey(ref.ProducerInstanceID)
-	if err != nil {
-		e.onRejected(ref)
-		return handoff.Reference{}, "", err
+	trusted := e.producerEndpoint
+	if e.cfg.Hooks.TrustProducer != nil {
+		trusted = e.cfg.Hooks.TrustProducer
 	}
 	verify := handoff.Reference.Verify
 	if e.cfg.Hooks.VerifyReference != nil {
 		verify = e.cfg.Hooks.VerifyReference
 	}
-	if err := verify(ref, key); err != nil {
-		e.onRejected(ref)
+	var addr string
+	ref, err := handoff.AdmitConsume(handoff.ConsumeAdmission{
+		OpaqueBytes: len(opaque),
+		MaxBytes:    e.cfg.Hooks.MaxReferenceBytes,
+		Parse: func() (handoff.Reference, error) {
+			var ref handoff.Reference
+			var err error
+			if e.cfg.Hooks.UnboundedReferenceFields {
+				// The A1 mutant: the opaque state alone is checked; the
+				// outer fields go on as they came.
+				ref, err = handoff.ParseReference("", "", handoff.Endpoint{}, opaque, e.cfg.Hooks.MaxReferenceBytes)
+				ref.Backend, ref.ProducerInstanceID, ref.Endpoint = wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint())
+			} else {
+				ref, err = handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), opaque, e.cfg.Hooks.MaxReferenceBytes)
+			}
+			if err != nil && e.cfg.Hooks.OnRejectedReference != nil && errors.Is(err, handoff.ErrMalformedReference) {
+				e.onRejected(looseReference(wire.GetProducerInstanceId(), opaque)) // the SU-4 mutant only
+			}
+			return ref, err
+		},
+		Accepts:  accept,
+		Accepted: e.cfg.AcceptBackends,
+		Transfer: func(b string) bool { return b == BackendTCP || b == BackendCUDAIPC },
+		Trust: func(handoff.Reference) error {
+			a, err := trusted(wire.GetProducerEndpoint())
+			addr = a
+			return err
+		},
+		Verify: func(ref handoff.Reference) error {
+			key, err := e.producerKey(ref.ProducerInstanceID)
+			if err == nil {
+				err = verify(ref, key)
+			}
+			if err != nil {
+				e.onRejected(ref)
+			}
+			return err
+		},
+	})
+	if err != nil {
 		return handoff.Reference{}, "", err
 	}
-	return ref, "", nil
+	return ref, addr, nil
 }
 
 // looseReference reads the entry id of a malformed opaque state the way a
@@ -151,19 +146,23 @@ func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Refe
 	if ref.Backend == BackendCUDAIPC {
 		return e.ipcReceive(ctx, receiveID, ref, wire, addr, transferFailHook)
 	}
-	// SU-2 decides before L-5 (CONTRACT precedence): look before reserving.
-	if ok, err := shareddir.EntryExists(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID); err == nil && !ok {
-		return nil, fmt.Errorf("%w: SU-2 reference %s was already consumed, released or expired", handoff.ErrSpentReference, short(ref.EntryID))
-	}
-	e.mu.Lock()
-	err := e.receives.Preflight(receiveID, ref.PayloadBytes())
-	if err == nil {
-		err = e.receives.Registered(receiveID)
-	}
-	if err == nil {
-		err = e.receives.Requested(receiveID)
-	}
-	e.mu.Unlock()
+	// SU-2 decides before L-5 (handoff.AdmitReceive): look before reserving.
+	err := handoff.AdmitReceive(ref.EntryID,
+		func() (bool, error) {
+			return shareddir.EntryExists(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID)
+		},
+		func() error {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			err := e.receives.Preflight(receiveID, ref.PayloadBytes())
+			if err == nil {
+				err = e.receives.Registered(receiveID)
+			}
+			if err == nil {
+				err = e.receives.Requested(receiveID)
+			}
+			return err
+		})
 	if err != nil {
 		return nil, err
 	}

@@ -257,9 +257,8 @@ func (e *Engine) abortEncoderCache(ctx context.Context, wire *pb.EncoderCacheRef
 	if !e.cfg.Hooks.ReleaseAnswersFromTable {
 		e.observeClaims()
 	}
-	if ref.Expired(e.now().UnixMilli()) {
-		e.expire() // SU-3: an expired entry is ALREADY_FINISHED, and is collected now
-	}
+	// SU-3: an expired entry is ALREADY_FINISHED, and is collected now.
+	e.expireBy(func(nowMs int64) []string { return e.table.ExpireBeforeRelease(ref.ExpiresUnixMs, nowMs) })
 	out, err := e.release(ctx, ref.EntryID)
 	if err != nil {
 		return 0, err

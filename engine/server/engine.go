@@ -180,7 +180,9 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		}
 		e.store = store
 	} else if cfg.Role == RoleEncoder && e.store == nil { // cuda_ipc: startGPU made the store
-		dir, err := shareddir.OpenProducer(e.fsys, cfg.CacheDir, id, rand.Reader)
+		// Crashed producers' directories go now (and later every
+		// shareddir.SweepIntervalMs from the collector).
+		dir, swept, err := shareddir.StartProducer(e.fsys, cfg.CacheDir, id, rand.Reader, e.now().UnixMilli(), cfg.Hooks.SkipDeadInstanceSweep)
 		if err != nil {
 			return nil, fmt.Errorf("server: open shared directory: %w", err)
 		}
@@ -190,9 +192,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 			}
 		}
 		store := sharedDirStore{dir: dir, log: e.log, skipSweep: cfg.Hooks.SkipDeadInstanceSweep}
-		// Crashed producers' directories go now (and later every
-		// shareddir.SweepIntervalMs from the collector).
-		store.sweep(e.now().UnixMilli())
+		store.logSweep(swept)
 		e.store = store
 	}
 	e.health.Started()

@@ -119,6 +119,12 @@ func (t checkedProducerTable) Expire(nowMs int64) []string {
 	return ids
 }
 
+func (t checkedProducerTable) ExpireBeforeRelease(refExpiresMs, nowMs int64) []string {
+	ids := t.ProducerTable.ExpireBeforeRelease(refExpiresMs, nowMs)
+	t.checked("ExpireBeforeRelease", "")
+	return ids
+}
+
 func (t checkedProducerTable) Drain() []string {
 	ids := t.ProducerTable.Drain()
 	t.checked("Drain", "")

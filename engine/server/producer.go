@@ -319,9 +319,13 @@ func (e *Engine) collect() {
 }
 
 // expire removes every entry whose TTL passed.
-func (e *Engine) expire() {
+func (e *Engine) expire() { e.expireBy(e.table.Expire) }
+
+// expireBy removes the entries decide expires at the engine's clock
+// (ProducerTable.Expire, ExpireBeforeRelease).
+func (e *Engine) expireBy(decide func(nowMs int64) []string) {
 	e.mu.Lock()
-	expired := e.table.Expire(e.now().UnixMilli())
+	expired := decide(e.now().UnixMilli())
 	e.cleanups += len(expired)
 	e.mu.Unlock()
 	for _, id := range expired {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"log/slog"
-	"time"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 )
@@ -50,22 +49,19 @@ func (s sharedDirStore) keepsTensors() bool             { return false }
 func (s sharedDirStore) remove(id string) (bool, error) { return s.dir.Remove(id) }
 func (s sharedDirStore) exists(id string) (bool, error) { return s.dir.Exists(id) }
 func (s sharedDirStore) collect(nowMs int64) error {
-	_, err := s.dir.CollectOrphans(time.Minute.Milliseconds(), nowMs)
-	s.sweep(nowMs)
+	_, swept, err := s.dir.Collect(nowMs, s.skipSweep)
+	s.logSweep(swept)
 	return err
 }
 
-// sweep removes dead producers' instance directories (throttled inside
-// shareddir). Failures there concern another instance and never change
-// this one's Health; they are logged.
-func (s sharedDirStore) sweep(nowMs int64) {
-	if s.skipSweep {
-		return
-	}
-	if n, err := s.dir.SweepDeadInstances(nowMs); err != nil {
-		s.log.Warn("removing dead producer instance directories", "removed", n, "err", err)
-	} else if n > 0 {
-		s.log.Info("removed dead producer instance directories", "removed", n)
+// logSweep logs what a sweep of dead producers' instance directories did
+// (shareddir.StartProducer, Dir.Collect). Failures there concern another
+// instance and never change this one's Health.
+func (s sharedDirStore) logSweep(swept shareddir.Swept) {
+	if swept.Err != nil {
+		s.log.Warn("removing dead producer instance directories", "removed", swept.Removed, "err", swept.Err)
+	} else if swept.Removed > 0 {
+		s.log.Info("removed dead producer instance directories", "removed", swept.Removed)
 	}
 }
 func (s sharedDirStore) close() error { return s.dir.Close(true) }

@@ -104,69 +104,57 @@ type consumerAgent struct {
 }
 
 // checkTransfer validates everything that can be checked before the claim,
-// in the contract's order: health (S-2, X-1, Q-4), L-1, SU-4, H-3, the
-// consumer agent (malformed or non-canonical metadata: INVALID_ARGUMENT;
-// SE-3: a trusted agent, before any connection), SU-5, SU-2 (expired), the
-// targets. It loads nothing into the transfer agent: the WRITE is created
-// from this call's own consumer_agent after the claim (writeTo), so a
-// spent or refused reference leaves nothing behind (the attack run's A3)
-// and no call can redirect another's WRITE (A4).
+// in the contract's order, which handoff.AdmitTransfer decides: health
+// (S-2, X-1, Q-4), L-1, SU-4, H-3, the consumer agent (malformed or
+// non-canonical metadata: INVALID_ARGUMENT; SE-3: a trusted agent, before
+// any connection), SU-5, SU-2 (expired), the targets. It loads nothing into
+// the transfer agent: the WRITE is created from this call's own
+// consumer_agent after the claim (writeTo), so a spent or refused reference
+// leaves nothing behind (the attack run's A3) and no call can redirect
+// another's WRITE (A4).
 func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Reference, []xfer.Descriptor, consumerAgent, error) {
 	var none consumerAgent
-	if err := e.admitHandoff(); err != nil {
-		return handoff.Reference{}, nil, none, err
-	}
 	wire := req.GetRef()
-	ref, err := handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), 0)
+	var md xfer.PeerMetadata
+	var remote []xfer.Descriptor
+	ref, err := handoff.AdmitTransfer(handoff.TransferAdmission{
+		Health:      e.admitHandoff,
+		OpaqueBytes: len(wire.GetOpaqueState()),
+		Parse: func() (handoff.Reference, error) {
+			return handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), wire.GetOpaqueState(), 0)
+		},
+		Serves: []string{BackendTCP},
+		Agent: func() error {
+			// Malformed metadata, a non-canonical address included (a port
+			// with leading zeros, xfer.CanonicalAddress), is a malformed
+			// request (INVALID_ARGUMENT, before-write): it names no endpoint
+			// at all, so it is not SE-3's untrusted endpoint, and malformed
+			// input comes first.
+			var err error
+			md, err = xfer.ParseMetadata(req.GetConsumerAgent())
+			if err != nil || md.Backend != xfer.BackendTCP {
+				return fmt.Errorf("%w: consumer_agent is not tcp transfer-agent metadata: %v", handoff.ErrBadRequest, err)
+			}
+			trusted := func(a string) error { _, err := e.trustedConsumers.address("consumer agent", a); return err }
+			if e.cfg.Hooks.TrustConsumerAgent != nil {
+				trusted = e.cfg.Hooks.TrustConsumerAgent
+			}
+			return trusted(md.Address) // SE-3: before any connection
+		},
+		Self:      e.instanceID,
+		Verify:    func(ref handoff.Reference) error { return ref.Verify(e.store.key()) },
+		NowUnixMs: e.now().UnixMilli(),
+		Targets: func(ref handoff.Reference) error {
+			var err error
+			remote, err = transferTargets(req.GetTargets(), ref)
+			return err
+		},
+	})
 	if err != nil {
-		return ref, nil, none, err // L-1, SU-4, H-3
-	}
-	if ref.Backend != BackendTCP {
-		return ref, nil, none, fmt.Errorf("%w: SU-4 reference for backend %.40q sent to TransferEncoderCache", handoff.ErrMalformedReference, ref.Backend)
-	}
-	// Malformed metadata, a non-canonical address included (a port with
-	// leading zeros, xfer.CanonicalAddress), is a malformed request
-	// (INVALID_ARGUMENT, before-write): it names no endpoint at all, so
-	// it is not SE-3's untrusted endpoint, and malformed input comes first.
-	md, err := xfer.ParseMetadata(req.GetConsumerAgent())
-	if err != nil || md.Backend != xfer.BackendTCP {
-		return ref, nil, none, fmt.Errorf("%w: consumer_agent is not tcp transfer-agent metadata: %v", handoff.ErrBadRequest, err)
-	}
-	trusted := func(a string) error { _, err := e.trustedConsumers.address("consumer agent", a); return err }
-	if e.cfg.Hooks.TrustConsumerAgent != nil {
-		trusted = e.cfg.Hooks.TrustConsumerAgent
-	}
-	if err := trusted(md.Address); err != nil {
-		return ref, nil, none, err // SE-3: before any connection
-	}
-	if ref.ProducerInstanceID != e.instanceID {
-		return ref, nil, none, fmt.Errorf("%w: SU-5 reference names producer %s, this is %s", handoff.ErrForeignReference, ref.ProducerInstanceID, e.instanceID)
-	}
-	if err := ref.Verify(e.store.key()); err != nil {
+		if errors.Is(err, handoff.ErrSpentReference) {
+			e.expire()
+		}
 		return ref, nil, none, err
-	}
-	if ref.Expired(e.now().UnixMilli()) {
-		e.expire()
-		return ref, nil, none, fmt.Errorf("%w: SU-2 reference %s expired", handoff.ErrSpentReference, short(ref.EntryID))
-	}
-	targets := req.GetTargets()
-	if len(targets) != len(ref.Items) {
-		return ref, nil, none, fmt.Errorf("%w: %d target regions for %d items", handoff.ErrBadRequest, len(targets), len(ref.Items))
-	}
-	remote := make([]xfer.Descriptor, len(targets))
-	for i, t := range targets {
-		if uint64(ref.Items[i].PayloadBytes()) != t.GetLength() {
-			return ref, nil, none, fmt.Errorf("%w: target %d is %d bytes, item needs %d", handoff.ErrBadRequest, i, t.GetLength(), ref.Items[i].PayloadBytes())
-		}
-		if t.GetMemoryKind() != string(xfer.MemoryHost) {
-			return ref, nil, none, fmt.Errorf("%w: target %d memory kind %.20q (this producer writes host memory)", handoff.ErrBadRequest, i, t.GetMemoryKind())
-		}
-		remote[i] = xfer.Descriptor{Address: t.GetAddress(), Length: t.GetLength(), DeviceID: t.GetDeviceId(), MemoryKind: xfer.MemoryHost, RemoteKey: t.GetRemoteKey()}
-	}
-	if err := xfer.CheckRemote(remote); err != nil {
-		// Everything CreateWriteTo checks of the targets, before the
-		// claim: a bad one is a definite pre-write rejection.
-		return ref, nil, none, fmt.Errorf("%w: targets: %v", handoff.ErrBadRequest, err)
 	}
 	agent := consumerAgent{md: req.GetConsumerAgent(), name: md.Name}
 	if e.cfg.Hooks.SharedAgentTable {
@@ -177,6 +165,30 @@ func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Ref
 		}
 	}
 	return ref, remote, agent, nil
+}
+
+// transferTargets checks a call's target regions against its reference:
+// one per item, of the item's size, host memory, and everything
+// CreateWriteTo checks, before the claim: a bad one is a definite
+// pre-write rejection.
+func transferTargets(targets []*pb.MemoryRegion, ref handoff.Reference) ([]xfer.Descriptor, error) {
+	if len(targets) != len(ref.Items) {
+		return nil, fmt.Errorf("%w: %d target regions for %d items", handoff.ErrBadRequest, len(targets), len(ref.Items))
+	}
+	remote := make([]xfer.Descriptor, len(targets))
+	for i, t := range targets {
+		if uint64(ref.Items[i].PayloadBytes()) != t.GetLength() {
+			return nil, fmt.Errorf("%w: target %d is %d bytes, item needs %d", handoff.ErrBadRequest, i, t.GetLength(), ref.Items[i].PayloadBytes())
+		}
+		if t.GetMemoryKind() != string(xfer.MemoryHost) {
+			return nil, fmt.Errorf("%w: target %d memory kind %.20q (this producer writes host memory)", handoff.ErrBadRequest, i, t.GetMemoryKind())
+		}
+		remote[i] = xfer.Descriptor{Address: t.GetAddress(), Length: t.GetLength(), DeviceID: t.GetDeviceId(), MemoryKind: xfer.MemoryHost, RemoteKey: t.GetRemoteKey()}
+	}
+	if err := xfer.CheckRemote(remote); err != nil {
+		return nil, fmt.Errorf("%w: targets: %v", handoff.ErrBadRequest, err)
+	}
+	return remote, nil
 }
 
 // beforeWrite answers a rejection made before the claim, with the trailer
