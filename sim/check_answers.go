@@ -42,6 +42,7 @@ type upstreamAnswer struct {
 // probeAnswer is the answer that reached client h for its probe call.
 type probeAnswer struct {
 	h     int32
+	rpc   int64
 	probe probeKind
 	entry string
 	res   int64
@@ -134,10 +135,17 @@ func checkUnpublished(w *World) (string, string) {
 // the one the contract gives it: a forged reference is never served; an
 // oversize one is INVALID_ARGUMENT (L-1); one for an unlisted backend
 // FAILED_PRECONDITION (N-1); a consume sent to E FAILED_PRECONDITION (L-4).
+// A consumer that refused the call for its health (UNAVAILABLE) decided
+// before looking at the reference (CONTRACT's order: health refusals
+// first), so that probe is not judged on its reference; it took nothing
+// either way (checkReferenceTakes).
 func checkProbeAnswers(w *World) (string, string) {
 	for w.judged.probes < len(w.probeAnswers) {
 		a := w.probeAnswers[w.judged.probes]
 		w.judged.probes++
+		if a.res == resUnavailable && w.ledger.healthRefused[callKey{a.h, a.rpc}] {
+			continue
+		}
 		pr := probeRules[a.probe]
 		if (pr.want == 0 && a.res == resOK) || (pr.want != 0 && a.res != pr.want) {
 			want := "a rejection"

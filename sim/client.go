@@ -265,7 +265,7 @@ func (w *World) consumeReplyArrive(ev event) {
 	w.histReturn(ev.h, ev.a, OpConsume, ev.b, ev.s)
 	c := w.clients[ev.h]
 	if c.plan.probe != probeNone && ev.a == c.probeRPC && ev.a != 0 {
-		w.probeAnswers = append(w.probeAnswers, probeAnswer{h: ev.h, probe: c.plan.probe, entry: ev.s, res: ev.b})
+		w.probeAnswers = append(w.probeAnswers, probeAnswer{h: ev.h, rpc: ev.a, probe: c.plan.probe, entry: ev.s, res: ev.b})
 	}
 	if ev.b == resOK {
 		// Counted even if the client stopped waiting: the PD served it. A

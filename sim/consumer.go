@@ -84,31 +84,17 @@ func (c *consumerNode) boot(w *World) {
 	c.quarantineSeen = 0
 }
 
-// consumeArrive: a consumer's Generate(encoder.consume=ref): SU-2 (expired),
-// admission (Q-4, X-1, S-2), Preflight (L-5), then the backend's claim.
+// consumeArrive: a consumer's Generate(encoder.consume=ref) in CONTRACT's
+// order of which rule decides: health (S-2, X-1, Q-4, under the consumer's
+// lock, which the Q-5 mutant holds across a transfer), the reference
+// (handoff.AdmitConsume: L-1, SU-4, H-3, N-1, SE-3, SU-5), SU-2 (expired,
+// then handoff.AdmitReceive: not in the shared directory), Preflight (L-5),
+// then the backend's claim.
 func (w *World) consumeArrive(ev event) {
 	c := w.cons[ev.c]
 	reply := event{kind: evConsumeReplyArrive, h: ev.h, c: ev.c, a: ev.a, s: ev.s}
 	if !c.up {
 		return // connection refused; the client's deadline ends its call
-	}
-	rec := w.ledger.get(ev.s)
-	if err := w.consumerCheckRef(c, rec, refForm(ev.f), ev.h, ev.a); err != nil {
-		reply.b = resOf(err)
-		w.ledger.rejectCall(callKey{ev.h, ev.a}, reply.b)
-		if w.tracing {
-			w.notef("%v", err)
-		}
-		w.send(msgReply, reply)
-		return
-	}
-	if w.now >= rec.expiresMs {
-		reply.b = resSpent
-		if w.tracing {
-			w.notef("SU-2 %s expired", short(ev.s))
-		}
-		w.send(msgReply, reply)
-		return
 	}
 	if w.opts.Mutant == MutantLockAcrossTransfer && c.transferInFlight() {
 		if ev.b == 0 {
@@ -125,8 +111,27 @@ func (w *World) consumeArrive(ev event) {
 	}
 	if err := c.health.Admit(); err != nil {
 		reply.b = resOf(err)
+		w.ledger.refuseForHealth(callKey{ev.h, ev.a})
 		if w.tracing {
 			w.notef("admit: %v", err)
+		}
+		w.send(msgReply, reply)
+		return
+	}
+	rec := w.ledger.get(ev.s)
+	if err := w.consumerCheckRef(c, rec, refForm(ev.f), ev.h, ev.a); err != nil {
+		reply.b = resOf(err)
+		w.ledger.rejectCall(callKey{ev.h, ev.a}, reply.b)
+		if w.tracing {
+			w.notef("%v", err)
+		}
+		w.send(msgReply, reply)
+		return
+	}
+	if w.now >= rec.expiresMs {
+		reply.b = resSpent
+		if w.tracing {
+			w.notef("SU-2 %s expired", short(ev.s))
 		}
 		w.send(msgReply, reply)
 		return

@@ -70,6 +70,11 @@ type ledger struct {
 	// reference (L-4, L-1, SU-4, N-1, SU-5) to that answer.
 	takes    []take
 	rejected map[callKey]int64
+	// healthRefused holds the consume calls a consumer refused for its
+	// health (S-2, X-1, Q-4: UNAVAILABLE), which CONTRACT's order puts
+	// before every check of the reference: a probe refused so was never
+	// judged on its reference (checkProbeAnswers).
+	healthRefused map[callKey]bool
 }
 
 // unpublished is a publish that ended with nothing published.
@@ -84,6 +89,14 @@ func (l *ledger) rejectCall(call callKey, res int64) {
 		l.rejected = map[callKey]int64{}
 	}
 	l.rejected[call] = res
+}
+
+// refuseForHealth records that call was refused for the consumer's health.
+func (l *ledger) refuseForHealth(call callKey) {
+	if l.healthRefused == nil {
+		l.healthRefused = map[callKey]bool{}
+	}
+	l.healthRefused[call] = true
 }
 
 func newLedger() *ledger { return &ledger{entries: map[string]*entryRecord{}} }
