@@ -80,7 +80,7 @@ func checkReceiveEnds(w *World) (string, string) {
 	for w.judged.recvEnds < len(w.recvEnds) {
 		e := w.recvEnds[w.judged.recvEnds]
 		w.judged.recvEnds++
-		if !e.freed || e.cause == resOK || e.cause == resBeforeWrite {
+		if !e.freed || e.cause == resOK || e.cause == resBeforeWrite || e.cause == resUnavailableBeforeWrite {
 			continue
 		}
 		switch e.cause {

@@ -295,7 +295,7 @@ func (w *World) transferEnded(c *consumerNode, r *recv, why string, cause int64)
 		ReceiveID:       r.key,
 		StatusOK:        cause == resOK,
 		Complete:        cause == resOK, // a simulated WRITE lands whole or not at all
-		BeforeWrite:     cause == resBeforeWrite,
+		BeforeWrite:     cause == resBeforeWrite || cause == resUnavailableBeforeWrite,
 		InvalidArgument: cause == resPlainInvalid,
 		Reason:          fmt.Sprintf("Q-1 receive %s quarantined: %s", r.key, why),
 	}, w.decisions)
@@ -308,6 +308,8 @@ func (w *World) transferEnded(c *consumerNode, r *recv, why string, cause int64)
 		w.endReceive(c, r, resOK, cause)
 	case cause == resBeforeWrite || cause == resPlainInvalid:
 		w.endReceive(c, r, resSpent, cause) // the producer's rejection, relayed
+	case cause == resUnavailableBeforeWrite:
+		w.endReceive(c, r, resUnavailable, cause) // the producer refused for its health: retryable
 	default:
 		w.endReceive(c, r, resUnavailable, cause)
 	}

@@ -103,7 +103,7 @@ var answerCodes = map[int64]handoff.Code{
 	resAlreadyFinished: handoff.CodeOK, resBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled,
 	resTooLarge: handoff.CodeInvalidArgument, resMalformed: handoff.CodeInvalidArgument, resForeign: handoff.CodeInvalidArgument,
 	resBackend: handoff.CodeFailedPrecondition, resWrongRole: handoff.CodeFailedPrecondition, resPlainInvalid: handoff.CodeInvalidArgument,
-	resUnimplemented: handoff.CodeUnimplemented,
+	resUnimplemented: handoff.CodeUnimplemented, resUnavailableBeforeWrite: handoff.CodeUnavailable,
 }
 
 // ErrDriver wraps a checker's failure or a call that was never answered:

@@ -90,13 +90,18 @@ const (
 	resWrongRole    // FAILED_PRECONDITION, L-4
 	resPlainInvalid // INVALID_ARGUMENT without the before-write trailer (Q-2: uncertain)
 	resUnimplemented
+	// resUnavailableBeforeWrite: UNAVAILABLE with the before-write trailer,
+	// a producer that refused for its health (S-2, X-1, Q-4) before
+	// looking at the reference: definite, relayed as UNAVAILABLE.
+	resUnavailableBeforeWrite
 )
 
 var resNames = map[int64]string{resOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", resUnavailable: "UNAVAILABLE",
 	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", resAborted: "ABORTED", resAlreadyFinished: "ALREADY_FINISHED",
 	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED",
 	resTooLarge: "INVALID_ARGUMENT(L-1)", resMalformed: "INVALID_ARGUMENT(SU-4)", resForeign: "INVALID_ARGUMENT(SU-5)",
-	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", resPlainInvalid: "INVALID_ARGUMENT(no trailer)", resUnimplemented: "UNIMPLEMENTED"}
+	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", resPlainInvalid: "INVALID_ARGUMENT(no trailer)", resUnimplemented: "UNIMPLEMENTED",
+	resUnavailableBeforeWrite: "UNAVAILABLE+before-write"}
 
 // resOf maps a core rejection to a reply code through handoff.Classify.
 func resOf(err error) int64 {
@@ -635,6 +640,9 @@ func (w *World) transferArrive(ev event) {
 // outcome for the consumer.
 func beforeWriteAnswer(err error) int64 {
 	if handoff.BeforeWrite(err) {
+		if _, code := handoff.Classify(err); code == handoff.CodeUnavailable {
+			return resUnavailableBeforeWrite
+		}
 		return resBeforeWrite
 	}
 	return resUnavailable

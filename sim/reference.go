@@ -162,13 +162,14 @@ func (w *World) claimAndDiscard(c *consumerNode, rec *entryRecord, h int32, rpc 
 // producerCheckRef is the producer's admission of a TransferEncoderCache
 // call up to the claim: the core's handoff.AdmitTransfer decides it and
 // its order (L-1, the backend: SU-4 for another backend sent to
-// TransferEncoderCache, the SU-5 instance and tag, SU-2 expired). The
-// world has no consumer agent or targets to check, and the producer's
-// health is not asked here (a stopped producer refuses the connection).
-// Each rejection is a pre-write one; an ErrSpentReference means the
-// reference expired.
+// TransferEncoderCache, the SU-5 instance and tag, SU-2 expired), after
+// the producer's health (S-2, X-1, Q-4: UNAVAILABLE), as the engine's
+// TransferEncoderCache. The world has no consumer agent or targets to
+// check. Each rejection is a pre-write one; an ErrSpentReference
+// means the reference expired.
 func (w *World) producerCheckRef(rec *entryRecord, f refForm) error {
 	_, err := handoff.AdmitTransfer(handoff.TransferAdmission{
+		Health:      w.prod.health.Admit,
 		OpaqueBytes: f.opaqueBytes(),
 		Parse:       func() (handoff.Reference, error) { return w.parsed(rec, f), nil },
 		Serves:      []string{BackendTransfer},
