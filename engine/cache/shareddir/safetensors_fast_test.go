@@ -122,3 +122,36 @@ func FuzzSafetensorsFastPath(f *testing.F) {
 		checkFastPathAgrees(t, b, 1<<16)
 	})
 }
+
+// TestHeaderWritersMatchJSON: writeJSONString and writeTensorHeader write
+// exactly what writeJSON (encoding/json) writes.
+func TestHeaderWritersMatchJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x1e))
+	alphabet := []string{"a", "Z", "0", " ", "~", "<", ">", "&", `"`, `\`, "\n", "\x00", "\x7f", "é", "\u2028", "\xff", "/", "__metadata__"}
+	for i := 0; i < 5000; i++ {
+		var s string
+		for k := rng.IntN(6); k > 0; k-- {
+			s += alphabet[rng.IntN(len(alphabet))]
+		}
+		var a, b bytes.Buffer
+		writeJSON(&a, s)
+		writeJSONString(&b, s)
+		if a.String() != b.String() {
+			t.Fatalf("string %q: writeJSON %s, writeJSONString %s", s, a.String(), b.String())
+		}
+		shape := make([]int, rng.IntN(4))
+		dims := make([]uint64, len(shape))
+		for j := range shape {
+			shape[j] = rng.IntN(1 << (rng.IntN(62) + 1))
+			dims[j] = uint64(shape[j])
+		}
+		begin, end := rng.Uint64(), rng.Uint64()
+		a.Reset()
+		b.Reset()
+		writeJSON(&a, tensorHeader{DType: s, Shape: dims, DataOffsets: []uint64{begin, end}})
+		writeTensorHeader(&b, s, shape, begin, end)
+		if a.String() != b.String() {
+			t.Fatalf("tensor header: writeJSON %s, writeTensorHeader %s", a.String(), b.String())
+		}
+	}
+}
