@@ -225,6 +225,8 @@ func newWorld(seed uint64, s Settings, opts Options) *World {
 	w.q.heap = make([]int32, 0, 16+2*s.Handoffs)
 	w.hist.ops = make([]HistoryOp, 0, 4*s.Handoffs)
 	w.clients = make([]*client, 0, s.Handoffs)
+	w.ledger.entries = make(map[string]*entryRecord, s.Handoffs)
+	w.ledger.all = make([]*entryRecord, 0, s.Handoffs)
 	w.tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
 	w.initNodes()
@@ -237,8 +239,10 @@ func (w *World) start() {
 	for i := 0; i < w.set.Consumers; i++ {
 		w.cons = append(w.cons, newConsumerNode(w, i))
 	}
-	for i := 0; i < w.set.Handoffs; i++ {
-		c := newClient(w, i)
+	slab := make([]client, w.set.Handoffs) // one allocation for all clients
+	for i := range slab {
+		c := &slab[i]
+		c.idx, c.plan = i, drawPlan(w)
 		w.clients = append(w.clients, c)
 		w.schedule(c.plan.startTick, event{kind: evClientStart, h: int32(i)})
 	}
