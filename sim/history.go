@@ -108,7 +108,11 @@ func (w *World) histReturn(client int32, rpc int64, kind OpKind, res int64, entr
 // ledger; publishes whose answer never came are left out (nobody learned
 // their reference).
 func (w *World) History() []HistoryOp {
-	out := make([]HistoryOp, 0, len(w.hist.ops))
+	return w.appendHistory(make([]HistoryOp, 0, len(w.hist.ops)))
+}
+
+// appendHistory appends History's operations to out.
+func (w *World) appendHistory(out []HistoryOp) []HistoryOp {
 	for _, op := range w.hist.ops {
 		if op.Entry == "" {
 			continue

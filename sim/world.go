@@ -224,6 +224,7 @@ type runBufs struct {
 	slab       []event
 	heap, free []int32
 	ops        []HistoryOp
+	checked    []HistoryOp // checkHistory's copy of the history
 	clients    []client
 	clientPtrs []*client
 }
