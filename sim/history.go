@@ -1,11 +1,15 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -301,16 +305,19 @@ func CheckHistory(ops []HistoryOp) string {
 // linearizable, for porcupine to decide and describe: porcupine has the
 // last word on every failure.
 func sequentialRest(ops []HistoryOp) []HistoryOp {
-	order := make([]int, len(ops))
-	for i := range order {
-		order[i] = i
+	op := orderPool.Get().(*[]int)
+	defer orderPool.Put(op)
+	order := (*op)[:0]
+	for i := range ops {
+		order = append(order, i)
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		x, y := &ops[order[a]], &ops[order[b]]
-		if x.Entry != y.Entry {
-			return x.Entry < y.Entry
+	*op = order
+	slices.SortStableFunc(order, func(a, b int) int {
+		x, y := &ops[a], &ops[b]
+		if c := strings.Compare(x.Entry, y.Entry); c != 0 {
+			return c
 		}
-		return x.Call < y.Call
+		return cmp.Compare(x.Call, y.Call)
 	})
 	var rest []HistoryOp
 	var states, next []entryState
@@ -357,6 +364,10 @@ func sequentialRest(ops []HistoryOp) []HistoryOp {
 	}
 	return rest
 }
+
+// orderPool holds sequentialRest's index buffers (issue #16: one per run
+// was ~4% of a run's bytes).
+var orderPool = sync.Pool{New: func() any { return new([]int) }}
 
 // searchLinearizable decides one entry's operations (at most 30; more go
 // to porcupine) by depth-first search over linearization orders (Wing and
