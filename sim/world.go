@@ -222,7 +222,8 @@ func newWorld(seed uint64, s Settings, opts Options) *World { return newWorldBuf
 // back in releaseBufs, cleared, when nothing can read it any more.
 type runBufs struct {
 	slab       []event
-	heap, free []int32
+	heap       []qent
+	free       []int32
 	ops        []HistoryOp
 	checked    []HistoryOp // checkHistory's copy of the history
 	clients    []client
