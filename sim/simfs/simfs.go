@@ -220,6 +220,9 @@ func clean(p string) string {
 	if p == "" || p[0] != '/' || (len(p) > 1 && p[len(p)-1] == '/') {
 		return filepath.Clean(p)
 	}
+	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
+		return p // no empty element and none that starts with '.'
+	}
 	start := 1
 	for i := 1; i <= len(p); i++ {
 		if i == len(p) || p[i] == '/' {
