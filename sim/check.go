@@ -6,7 +6,8 @@ func (w *World) checkStep() {
 	if w.fail != nil || w.opts.HistoryOnly {
 		return
 	}
-	for _, c := range stepCheckers {
+	for i := range stepCheckers {
+		c := &stepCheckers[i]
 		rule, msg := c.rule, ""
 		if c.ruled != nil {
 			rule, msg = c.ruled(w)

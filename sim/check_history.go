@@ -9,5 +9,13 @@ package sim
 // was answered OK (SU-3), a consume answered OK after a release was
 // answered ABORTED (SU-2).
 func checkHistory(w *World) string {
-	return CheckHistory(w.History())
+	if w.bufs == nil {
+		return CheckHistory(w.History())
+	}
+	// Run's pooled buffer (CheckHistory keeps nothing of ops).
+	ops := w.appendHistory(w.bufs.checked[:0])
+	msg := CheckHistory(ops)
+	clear(ops)
+	w.bufs.checked = ops[:0]
+	return msg
 }

@@ -29,12 +29,13 @@ func checkSingleUse(w *World) string {
 // checkReleaseAnswers: SU-3. ABORTED is answered at most once per entry and
 // only when the release really removed the storage.
 func checkReleaseAnswers(w *World) string {
+	released := causeNames[handoff.CauseRelease] // one map lookup per step, not per entry
 	for _, e := range w.ledger.all {
 		id := e.id
 		if e.aborted > 1 {
 			return fmt.Sprintf("entry %s answered ABORTED %d times", short(id), e.aborted)
 		}
-		if e.aborted == 1 && e.removedCause != causeNames[handoff.CauseRelease] {
+		if e.aborted == 1 && e.removedCause != released {
 			return fmt.Sprintf("entry %s answered ABORTED but its storage was %q (consumptions %v)", short(id), e.removedCause, e.consumptions)
 		}
 	}

@@ -118,7 +118,8 @@ type client struct {
 	lastEntry        string
 }
 
-func newClient(w *World, idx int) *client {
+// drawPlan draws a seeded client's plan from the workload stream.
+func drawPlan(w *World) plan {
 	r := w.workRNG
 	p := plan{
 		startTick:    between(r, 0, w.set.SafetyTicks/2),
@@ -160,7 +161,7 @@ func newClient(w *World, idx int) *client {
 		p.probe = probeWrongRole
 	}
 	p.media = w.drawMedia()
-	return &client{idx: idx, plan: p}
+	return p
 }
 
 // streamCancelled reports whether the client cancelled its publish call rpc.

@@ -1,11 +1,15 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -108,7 +112,11 @@ func (w *World) histReturn(client int32, rpc int64, kind OpKind, res int64, entr
 // ledger; publishes whose answer never came are left out (nobody learned
 // their reference).
 func (w *World) History() []HistoryOp {
-	out := make([]HistoryOp, 0, len(w.hist.ops))
+	return w.appendHistory(make([]HistoryOp, 0, len(w.hist.ops)))
+}
+
+// appendHistory appends History's operations to out.
+func (w *World) appendHistory(out []HistoryOp) []HistoryOp {
 	for _, op := range w.hist.ops {
 		if op.Entry == "" {
 			continue
@@ -160,62 +168,14 @@ var historyModel = porcupine.NondeterministicModel{
 	},
 	Init: func() []any { return []any{esUnpublished} },
 	Step: func(state, input, _ any) []any {
-		s, op := state.(entryState), input.(HistoryOp)
-		var out []any
-		add := func(s entryState) { out = append(out, s) }
-		pre := []entryState{s}
-		if s == esLive && op.MayLapse {
-			pre = append(pre, esGone)
+		var buf [4]entryState
+		next := stepEntry(buf[:0], state.(entryState), input.(HistoryOp))
+		if len(next) == 0 {
+			return nil
 		}
-		for _, s := range pre {
-			if op.Probe {
-				if op.Result != resOK && s != esUnpublished {
-					add(s)
-				}
-				continue
-			}
-			switch op.Kind {
-			case OpPublish:
-				if s == esUnpublished && op.Result == resOK {
-					add(esLive)
-				}
-			case OpConsume:
-				switch op.Result {
-				case resOK:
-					if s == esLive {
-						add(esConsumed)
-					}
-				case resSpent:
-					if s != esLive && s != esUnpublished {
-						add(s)
-					}
-				default:
-					if s != esUnpublished {
-						add(s)
-						if s == esLive {
-							add(esGone)
-						}
-					}
-				}
-			case OpRelease:
-				switch op.Result {
-				case resAborted:
-					if s == esLive {
-						add(esReleased)
-					}
-				case resAlreadyFinished:
-					if s != esLive && s != esUnpublished {
-						add(s)
-					}
-				default:
-					if s != esUnpublished {
-						add(s)
-						if s == esLive {
-							add(esReleased)
-						}
-					}
-				}
-			}
+		out := make([]any, len(next))
+		for i, n := range next {
+			out[i] = n
 		}
 		return out
 	},
@@ -239,6 +199,69 @@ var historyModel = porcupine.NondeterministicModel{
 		return s
 	},
 	DescribeState: func(state any) string { return entryStateNames[state.(entryState)] },
+}
+
+// stepEntry appends to out the states op may take an entry in state s0 to,
+// in the model's order: historyModel's Step, without boxing, for the fast
+// paths of CheckHistory (issue #16: the boxed Step allocated per call).
+func stepEntry(out []entryState, s0 entryState, op HistoryOp) []entryState {
+	add := func(s entryState) { out = append(out, s) }
+	pre := [2]entryState{s0, esGone}
+	npre := 1
+	if s0 == esLive && op.MayLapse {
+		npre = 2
+	}
+	for _, s := range pre[:npre] {
+		if op.Probe {
+			if op.Result != resOK && s != esUnpublished {
+				add(s)
+			}
+			continue
+		}
+		switch op.Kind {
+		case OpPublish:
+			if s == esUnpublished && op.Result == resOK {
+				add(esLive)
+			}
+		case OpConsume:
+			switch op.Result {
+			case resOK:
+				if s == esLive {
+					add(esConsumed)
+				}
+			case resSpent:
+				if s != esLive && s != esUnpublished {
+					add(s)
+				}
+			default:
+				if s != esUnpublished {
+					add(s)
+					if s == esLive {
+						add(esGone)
+					}
+				}
+			}
+		case OpRelease:
+			switch op.Result {
+			case resAborted:
+				if s == esLive {
+					add(esReleased)
+				}
+			case resAlreadyFinished:
+				if s != esLive && s != esUnpublished {
+					add(s)
+				}
+			default:
+				if s != esUnpublished {
+					add(s)
+					if s == esLive {
+						add(esReleased)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // porcupineOps converts a history for porcupine (unknown returns become
@@ -282,19 +305,22 @@ func CheckHistory(ops []HistoryOp) string {
 // linearizable, for porcupine to decide and describe: porcupine has the
 // last word on every failure.
 func sequentialRest(ops []HistoryOp) []HistoryOp {
-	order := make([]int, len(ops))
-	for i := range order {
-		order[i] = i
+	op := orderPool.Get().(*[]int)
+	defer orderPool.Put(op)
+	order := (*op)[:0]
+	for i := range ops {
+		order = append(order, i)
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		x, y := &ops[order[a]], &ops[order[b]]
-		if x.Entry != y.Entry {
-			return x.Entry < y.Entry
+	*op = order
+	slices.SortStableFunc(order, func(a, b int) int {
+		x, y := &ops[a], &ops[b]
+		if c := strings.Compare(x.Entry, y.Entry); c != 0 {
+			return c
 		}
-		return x.Call < y.Call
+		return cmp.Compare(x.Call, y.Call)
 	})
 	var rest []HistoryOp
-	var states, next []any
+	var states, next []entryState
 	for lo := 0; lo < len(order); {
 		hi := lo + 1
 		for hi < len(order) && ops[order[hi]].Entry == ops[order[lo]].Entry {
@@ -312,7 +338,8 @@ func sequentialRest(ops []HistoryOp) []HistoryOp {
 			lastReturn = max(lastReturn, op.Return)
 			next = next[:0]
 			for _, st := range states {
-				for _, n := range historyModel.Step(st, *op, nil) {
+				var buf [4]entryState
+				for _, n := range stepEntry(buf[:0], st, *op) {
 					if !containsState(next, n) {
 						next = append(next, n)
 					}
@@ -337,6 +364,10 @@ func sequentialRest(ops []HistoryOp) []HistoryOp {
 	}
 	return rest
 }
+
+// orderPool holds sequentialRest's index buffers (issue #16: one per run
+// was ~4% of a run's bytes).
+var orderPool = sync.Pool{New: func() any { return new([]int) }}
 
 // searchLinearizable decides one entry's operations (at most 30; more go
 // to porcupine) by depth-first search over linearization orders (Wing and
@@ -373,8 +404,9 @@ func searchLinearizable(part []HistoryOp) bool {
 			if done&(1<<i) != 0 || part[i].Call > minRet {
 				continue
 			}
-			for _, next := range historyModel.Step(s, part[i], nil) {
-				if dfs(done|1<<i, next.(entryState)) {
+			var buf [4]entryState
+			for _, next := range stepEntry(buf[:0], s, part[i]) {
+				if dfs(done|1<<i, next) {
 					return true
 				}
 			}
@@ -384,7 +416,7 @@ func searchLinearizable(part []HistoryOp) bool {
 	return dfs(0, esUnpublished)
 }
 
-func containsState(states []any, s any) bool {
+func containsState(states []entryState, s entryState) bool {
 	for _, x := range states {
 		if x == s {
 			return true

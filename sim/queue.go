@@ -74,23 +74,34 @@ type event struct {
 
 // queue is a binary min-heap of events ordered by (tick, seq): equal ticks
 // run in the order they were scheduled, so the order is a function of the
-// seed alone. The events live in a slab and the heap holds their slab
-// indices, so sifting moves int32s, never the events' pointers (no write
-// barriers on the hot path); freed slots are reused.
+// seed alone. The events live in a slab and the heap holds their keys with
+// their slab indices, so sifting compares and moves small pointer-free
+// entries without loading the events (no write barriers, no indirection
+// on the hot path); freed slots are reused. The heap's layout, and so the
+// order at() walks, is exactly that of the classic swap-based sift (the
+// simulator's claim-inside-claim walks it), sifting only moves a hole.
 type queue struct {
-	heap []int32
+	heap []qent
 	slab []event
 	free []int32
 	seq  uint64
 }
 
-func (q *queue) less(i, j int) bool {
-	a, b := &q.slab[q.heap[i]], &q.slab[q.heap[j]]
+// qent is a heap entry: its event's key and slab index.
+type qent struct {
+	tick int64
+	seq  uint64
+	slot int32
+}
+
+func (a *qent) before(b *qent) bool {
 	if a.tick != b.tick {
 		return a.tick < b.tick
 	}
 	return a.seq < b.seq
 }
+
+func (q *queue) less(i, j int) bool { return q.heap[i].before(&q.heap[j]) }
 
 // push schedules ev (its seq is assigned here).
 func (q *queue) push(ev event) {
@@ -105,37 +116,47 @@ func (q *queue) push(ev event) {
 		slot = int32(len(q.slab))
 		q.slab = append(q.slab, ev)
 	}
-	q.heap = append(q.heap, slot)
+	q.heap = append(q.heap, qent{tick: ev.tick, seq: ev.seq, slot: slot})
 	q.up(len(q.heap) - 1)
 }
 
 func (q *queue) up(i int) {
+	h := q.heap
+	x := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !q.less(i, p) {
+		if !x.before(&h[p]) {
 			break
 		}
-		q.heap[i], q.heap[p] = q.heap[p], q.heap[i]
+		h[i] = h[p]
 		i = p
 	}
+	h[i] = x
 }
 
+// down sifts the entry at i down: at each level it takes the place of the
+// earlier child when that child is earlier than it (keys are unique, so
+// this is the swap-based sift's every step).
 func (q *queue) down(i int) {
-	n := len(q.heap)
+	h := q.heap
+	n := len(h)
+	x := h[i]
 	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && q.less(l, m) {
-			m = l
+		l := 2*i + 1
+		if l >= n {
+			break
 		}
-		if r < n && q.less(r, m) {
+		m := l
+		if r := l + 1; r < n && h[r].before(&h[l]) {
 			m = r
 		}
-		if m == i {
-			return
+		if !h[m].before(&x) {
+			break
 		}
-		q.heap[i], q.heap[m] = q.heap[m], q.heap[i]
+		h[i] = h[m]
 		i = m
 	}
+	h[i] = x
 }
 
 // pop removes and returns the earliest event; ok is false when empty.
@@ -148,7 +169,7 @@ func (q *queue) pop() (ev event, ok bool) {
 
 // removeAt removes the event at heap position i (0 is the earliest).
 func (q *queue) removeAt(i int) event {
-	slot := q.heap[i]
+	slot := q.heap[i].slot
 	ev := q.slab[slot]
 	q.slab[slot] = event{} // drop the string reference
 	q.free = append(q.free, slot)
@@ -164,7 +185,7 @@ func (q *queue) removeAt(i int) event {
 
 // at returns the event at heap position i (0 is the earliest; the rest
 // are in no particular order).
-func (q *queue) at(i int) *event { return &q.slab[q.heap[i]] }
+func (q *queue) at(i int) *event { return &q.slab[q.heap[i].slot] }
 
 // len is the number of scheduled events.
 func (q *queue) len() int { return len(q.heap) }

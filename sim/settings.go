@@ -131,12 +131,8 @@ func (s Settings) Validate() error {
 		bad = append(bad, fmt.Sprintf("fire probability %v", s.FireProbability))
 	}
 	bad = append(bad, s.NodeSettings.validate()...)
-	known := map[Site]bool{}
-	for _, site := range AllSites {
-		known[site] = true
-	}
 	for _, site := range s.Faults {
-		if !known[site] {
+		if !knownSites[site] {
 			bad = append(bad, fmt.Sprintf("unknown fault site %q", site))
 		}
 	}
@@ -164,3 +160,12 @@ func (s Settings) Lines() []string {
 	}
 	return out
 }
+
+// knownSites is AllSites as a set (Validate runs once per run).
+var knownSites = func() map[Site]bool {
+	m := make(map[Site]bool, len(AllSites))
+	for _, site := range AllSites {
+		m[site] = true
+	}
+	return m
+}()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime/debug"
+	"sync"
 
 	"github.com/baton-dev/baton/engine/handoff"
 )
@@ -164,6 +165,9 @@ type World struct {
 	// cov is the run's coverage counts (coverage.go).
 	cov runCoverage
 
+	// bufs are the pooled buffers Run gave this world (nil otherwise).
+	bufs *runBufs
+
 	fail    *failure
 	tracing bool
 	note    string
@@ -178,7 +182,9 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 		res.Verdict, res.Failure = Crash, err.Error()
 		return res
 	}
-	w := newWorld(seed, s, opts)
+	bufs := runBufPool.Get().(*runBufs)
+	w := newWorldBufs(seed, s, opts, bufs)
+	defer w.releaseBufs()         // last: nothing reads the world after it
 	defer opts.Coverage.addRun(w) // after the recover below
 	defer func() {
 		if p := recover(); p != nil {
@@ -208,7 +214,50 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 // RunSeed runs seed with the settings it draws.
 func RunSeed(seed uint64, opts Options) Result { return Run(seed, DrawSettings(seed), opts) }
 
-func newWorld(seed uint64, s Settings, opts Options) *World {
+func newWorld(seed uint64, s Settings, opts Options) *World { return newWorldBufs(seed, s, opts, nil) }
+
+// runBufs are the per-run buffers a finished Run hands to the next one
+// (issue #16: allocating them for every run was a fifth of a run's bytes,
+// so of its garbage-collection work). A World that has them gives them
+// back in releaseBufs, cleared, when nothing can read it any more.
+type runBufs struct {
+	slab       []event
+	heap       []qent
+	free       []int32
+	ops        []HistoryOp
+	checked    []HistoryOp // checkHistory's copy of the history
+	clients    []client
+	clientPtrs []*client
+}
+
+var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
+
+// reuse returns b[:0] when it can hold n, else a new slice of capacity n.
+func reuse[T any](b []T, n int) []T {
+	if cap(b) >= n {
+		return b[:0]
+	}
+	return make([]T, 0, n)
+}
+
+// releaseBufs clears the run's buffers and returns them to the pool.
+func (w *World) releaseBufs() {
+	b := w.bufs
+	if b == nil {
+		return
+	}
+	w.bufs = nil
+	clear(w.q.slab)
+	clear(w.hist.ops)
+	clear(w.clients)
+	clear(b.clients)
+	b.slab, b.heap, b.free = w.q.slab[:0], w.q.heap[:0], w.q.free[:0]
+	b.ops, b.clientPtrs = w.hist.ops[:0], w.clients[:0]
+	runBufPool.Put(b)
+}
+
+// newWorldBufs is newWorld taking its buffers from bufs when not nil.
+func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w := &World{
 		seed: seed, set: s, opts: opts, decisions: opts.Mutant.decisions(),
 		workRNG: newRNG(seed, subWorkload), idRNG: newRNG(seed, subIDs), netRNG: newRNG(seed, subNetwork),
@@ -221,10 +270,17 @@ func newWorld(seed uint64, s Settings, opts Options) *World {
 	w.faults.cov = &w.cov
 	// Sized for a run's usual peak (about two events and four operations
 	// per handoff in flight), so a run does not grow them step by step.
-	w.q.slab = make([]event, 0, 16+2*s.Handoffs)
-	w.q.heap = make([]int32, 0, 16+2*s.Handoffs)
-	w.hist.ops = make([]HistoryOp, 0, 4*s.Handoffs)
-	w.clients = make([]*client, 0, s.Handoffs)
+	var b runBufs // empty: fresh buffers, never pooled
+	if bufs != nil {
+		w.bufs, b = bufs, *bufs
+	}
+	w.q.slab = reuse(b.slab, 16+2*s.Handoffs)
+	w.q.heap = reuse(b.heap, 16+2*s.Handoffs)
+	w.q.free = b.free[:0]
+	w.hist.ops = reuse(b.ops, 4*s.Handoffs)
+	w.clients = reuse(b.clientPtrs, s.Handoffs)
+	w.ledger.entries = make(map[string]*entryRecord, s.Handoffs)
+	w.ledger.all = make([]*entryRecord, 0, s.Handoffs)
 	w.tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
 	w.initNodes()
@@ -237,8 +293,18 @@ func (w *World) start() {
 	for i := 0; i < w.set.Consumers; i++ {
 		w.cons = append(w.cons, newConsumerNode(w, i))
 	}
-	for i := 0; i < w.set.Handoffs; i++ {
-		c := newClient(w, i)
+	var slab []client // one allocation for all clients, or Run's pooled one (cleared by releaseBufs)
+	if w.bufs != nil && cap(w.bufs.clients) >= w.set.Handoffs {
+		slab = w.bufs.clients[:w.set.Handoffs]
+	} else {
+		slab = make([]client, w.set.Handoffs)
+		if w.bufs != nil {
+			w.bufs.clients = slab
+		}
+	}
+	for i := range slab {
+		c := &slab[i]
+		c.idx, c.plan = i, drawPlan(w)
 		w.clients = append(w.clients, c)
 		w.schedule(c.plan.startTick, event{kind: evClientStart, h: int32(i)})
 	}

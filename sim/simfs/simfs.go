@@ -189,8 +189,16 @@ func (d *Disk) lookup(path string) (*inode, error) {
 	if path == "" {
 		return nil, syscall.ENOENT
 	}
+	return d.lookupClean(clean(path))
+}
+
+// lookupClean is lookup of a path clean already (parent's directory).
+func (d *Disk) lookupClean(path string) (*inode, error) {
 	n := d.root
-	rest := strings.TrimLeft(clean(path), "/")
+	rest := path
+	for rest != "" && rest[0] == '/' {
+		rest = rest[1:]
+	}
 	for rest != "" && rest != "." {
 		var part string
 		part, rest, _ = strings.Cut(rest, "/")
@@ -211,6 +219,9 @@ func (d *Disk) lookup(path string) (*inode, error) {
 func clean(p string) string {
 	if p == "" || p[0] != '/' || (len(p) > 1 && p[len(p)-1] == '/') {
 		return filepath.Clean(p)
+	}
+	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
+		return p // no empty element and none that starts with '.'
 	}
 	start := 1
 	for i := 1; i <= len(p); i++ {
@@ -237,7 +248,7 @@ func (d *Disk) parent(path string) (*inode, string, error) {
 	if base == "" || base == "." || base == ".." {
 		return nil, "", syscall.EINVAL
 	}
-	pn, err := d.lookup(dir)
+	pn, err := d.lookupClean(dir) // a prefix of a clean path is clean
 	if err != nil {
 		return nil, "", err
 	}

@@ -372,3 +372,18 @@ func TestClean(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanIsFilepathClean: clean agrees with filepath.Clean.
+func TestCleanIsFilepathClean(t *testing.T) {
+	parts := []string{"/", "a", "b", ".", "..", ".x", "x.", "...", "//", "/."}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 100000; i++ {
+		p := ""
+		for k := r.IntN(8); k > 0; k-- {
+			p += parts[r.IntN(len(parts))]
+		}
+		if got, want := clean(p), filepath.Clean(p); got != want {
+			t.Fatalf("clean(%q) = %q, want %q", p, got, want)
+		}
+	}
+}

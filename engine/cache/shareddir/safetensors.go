@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"strconv"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -209,9 +210,9 @@ func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, er
 			if i > 0 {
 				hdr.WriteByte(',')
 			}
-			writeJSON(&hdr, k)
+			writeJSONString(&hdr, k)
 			hdr.WriteByte(':')
-			writeJSON(&hdr, metadata[k])
+			writeJSONString(&hdr, metadata[k])
 		}
 		hdr.WriteByte('}')
 	}
@@ -225,15 +226,11 @@ func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, er
 			return nil, fmt.Errorf("%w: duplicate tensor name %q", ErrBadSafetensors, t.Name)
 		}
 		seen[t.Name] = true
-		shape := make([]uint64, len(t.Shape))
-		for i, d := range t.Shape {
-			shape[i] = uint64(d)
-		}
 		end := offset + uint64(len(t.Data))
 		sep()
-		writeJSON(&hdr, t.Name)
+		writeJSONString(&hdr, t.Name)
 		hdr.WriteByte(':')
-		writeJSON(&hdr, tensorHeader{DType: t.DType, Shape: shape, DataOffsets: []uint64{offset, end}})
+		writeTensorHeader(&hdr, t.DType, t.Shape, offset, end)
 		offset = end
 	}
 	hdr.WriteByte('}')
@@ -258,4 +255,40 @@ func writeJSON(w *bytes.Buffer, v any) {
 		panic(fmt.Sprintf("shareddir: marshal %T: %v", v, err))
 	}
 	w.Truncate(w.Len() - 1) // Encode appends a newline
+}
+
+// writeJSONString appends s as writeJSON would: printable ASCII without '"'
+// or '\' is its own JSON (no HTML escaping), anything else goes through
+// encoding/json.
+func writeJSONString(w *bytes.Buffer, s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			writeJSON(w, s)
+			return
+		}
+	}
+	w.WriteByte('"')
+	w.WriteString(s)
+	w.WriteByte('"')
+}
+
+// writeTensorHeader appends a tensor entry exactly as writeJSON of its
+// tensorHeader{DType: dtype, Shape: shape, DataOffsets: {begin, end}} does
+// (shape's dims are non-negative: Tensor.check), without reflection.
+func writeTensorHeader(w *bytes.Buffer, dtype string, shape []int, begin, end uint64) {
+	w.WriteString(`{"dtype":`)
+	writeJSONString(w, dtype)
+	w.WriteString(`,"shape":[`)
+	var num [20]byte
+	for i, d := range shape {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		w.Write(strconv.AppendUint(num[:0], uint64(d), 10))
+	}
+	w.WriteString(`],"data_offsets":[`)
+	w.Write(strconv.AppendUint(num[:0], begin, 10))
+	w.WriteByte(',')
+	w.Write(strconv.AppendUint(num[:0], end, 10))
+	w.WriteString(`]}`)
 }

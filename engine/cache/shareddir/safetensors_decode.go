@@ -24,7 +24,21 @@ import (
 // begin; and the tensors, in offset order, tile the data region exactly: the
 // first begins at 0, each begins where the previous ends (no gap, no
 // overlap) and the last ends at the end of b.
+//
+// Headers in the canonical form EncodeSafetensors writes are read by a fast
+// path (safetensors_fast.go) that accepts a strict subset of what the JSON
+// path accepts and returns exactly what it would; anything else, and every
+// rejection, goes through the JSON path, so its errors are the JSON path's.
 func DecodeSafetensors(b []byte, maxHeaderBytes int) ([]Tensor, map[string]string, error) {
+	if ts, md, ok := decodeSafetensorsCanonical(b, maxHeaderBytes); ok {
+		return ts, md, nil
+	}
+	return decodeSafetensorsJSON(b, maxHeaderBytes)
+}
+
+// decodeSafetensorsJSON is DecodeSafetensors through encoding/json: every
+// input, every error.
+func decodeSafetensorsJSON(b []byte, maxHeaderBytes int) ([]Tensor, map[string]string, error) {
 	if len(b) < headerLenBytes {
 		return nil, nil, fmt.Errorf("%w: %d bytes, shorter than the 8-byte header length", ErrBadSafetensors, len(b))
 	}

@@ -1,0 +1,245 @@
+package shareddir
+
+import (
+	"encoding/binary"
+	"math"
+	"sort"
+)
+
+// decodeSafetensorsCanonical is DecodeSafetensors' fast path. It reads only
+// headers in the canonical shape EncodeSafetensors writes: no whitespace
+// inside the object (only trailing " \t\r\n" after it), keys and string
+// values of printable ASCII without '"' or '\' (so their JSON value is their
+// bytes), an optional "__metadata__" object of such strings, and tensor
+// entries exactly {"dtype":S,"shape":[N,...],"data_offsets":[N,N]} with
+// integers 0 or [1-9][0-9]* of at most 19 digits (no uint64 overflow). Every
+// such header is valid JSON that the JSON path decodes to the same keys and
+// values, so when the same checks as the JSON path's all pass here, the JSON
+// path accepts the input with the same result. ok is false for anything
+// else (any other syntax, a duplicate key, any failed check): the caller
+// then runs the JSON path, which owns every rejection and its message.
+// FuzzSafetensorsFastPath checks the two agree.
+func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor, metadata map[string]string, ok bool) {
+	if len(b) < headerLenBytes {
+		return nil, nil, false
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n < 2 || maxHeaderBytes < 0 || n > uint64(maxHeaderBytes) || n > uint64(len(b)-headerLenBytes) {
+		return nil, nil, false
+	}
+	p := canonParser{b: b[headerLenBytes : headerLenBytes+int(n)]}
+	data := b[headerLenBytes+int(n):]
+	if !p.eat('{') {
+		return nil, nil, false
+	}
+	type located struct {
+		t          Tensor
+		begin, end uint64
+	}
+	var all []located
+	var keys []string
+	if !p.eat('}') {
+		for {
+			key, ok := p.str()
+			if !ok || !p.eat(':') {
+				return nil, nil, false
+			}
+			for _, k := range keys { // duplicates: the JSON path rejects them
+				if k == key {
+					return nil, nil, false
+				}
+			}
+			keys = append(keys, key)
+			if key == metadataKey {
+				md, ok := p.metadata()
+				if !ok {
+					return nil, nil, false
+				}
+				metadata = md
+			} else {
+				t, begin, end, ok := p.tensor(key)
+				if !ok {
+					return nil, nil, false
+				}
+				all = append(all, located{t, begin, end})
+			}
+			if p.eat(',') {
+				continue
+			}
+			if p.eat('}') {
+				break
+			}
+			return nil, nil, false
+		}
+	}
+	for ; p.i < len(p.b); p.i++ {
+		switch p.b[p.i] {
+		case ' ', '\t', '\r', '\n':
+		default:
+			return nil, nil, false
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].begin != all[j].begin {
+			return all[i].begin < all[j].begin
+		}
+		return all[i].end < all[j].end
+	})
+	var next uint64
+	tensors = make([]Tensor, len(all))
+	for i, l := range all {
+		if l.begin != next || l.end > uint64(len(data)) {
+			return nil, nil, false
+		}
+		l.t.Data = data[l.begin:l.end:l.end]
+		tensors[i] = l.t
+		next = l.end
+	}
+	if next != uint64(len(data)) {
+		return nil, nil, false
+	}
+	return tensors, metadata, true
+}
+
+// canonParser reads the canonical header b from i on.
+type canonParser struct {
+	b []byte
+	i int
+}
+
+func (p *canonParser) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// lit eats the bytes of s.
+func (p *canonParser) lit(s string) bool {
+	if len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
+		return false
+	}
+	p.i += len(s)
+	return true
+}
+
+// str reads a string of printable ASCII without '"' or '\'.
+func (p *canonParser) str() (string, bool) {
+	if !p.eat('"') {
+		return "", false
+	}
+	start := p.i
+	for ; p.i < len(p.b); p.i++ {
+		c := p.b[p.i]
+		if c == '"' {
+			s := string(p.b[start:p.i])
+			p.i++
+			return s, true
+		}
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// num reads 0 or [1-9][0-9]* of at most 19 digits.
+func (p *canonParser) num() (uint64, bool) {
+	start := p.i
+	var v uint64
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		v = v*10 + uint64(p.b[p.i]-'0')
+		p.i++
+	}
+	digits := p.i - start
+	if digits == 0 || digits > 19 || (digits > 1 && p.b[start] == '0') {
+		return 0, false
+	}
+	return v, true
+}
+
+// metadata reads the "__metadata__" object: strings to strings, no
+// duplicate keys.
+func (p *canonParser) metadata() (map[string]string, bool) {
+	if !p.eat('{') {
+		return nil, false
+	}
+	md := map[string]string{}
+	if p.eat('}') {
+		return md, true
+	}
+	for {
+		k, ok := p.str()
+		if !ok || !p.eat(':') {
+			return nil, false
+		}
+		v, ok := p.str()
+		if !ok {
+			return nil, false
+		}
+		if _, dup := md[k]; dup {
+			return nil, false
+		}
+		md[k] = v
+		if p.eat(',') {
+			continue
+		}
+		return md, p.eat('}')
+	}
+}
+
+// tensor reads one tensor entry and makes decodeTensorHeader's checks.
+func (p *canonParser) tensor(name string) (Tensor, uint64, uint64, bool) {
+	if checkTensorName(name) != nil || !p.lit(`{"dtype":`) {
+		return Tensor{}, 0, 0, false
+	}
+	dtype, ok := p.str()
+	if !ok || !p.lit(`,"shape":[`) {
+		return Tensor{}, 0, 0, false
+	}
+	size, known := dtypeSizes[dtype]
+	if !known {
+		return Tensor{}, 0, 0, false
+	}
+	var dimsBuf [4]uint64
+	dims := dimsBuf[:0]
+	if !p.eat(']') {
+		for {
+			d, ok := p.num()
+			if !ok {
+				return Tensor{}, 0, 0, false
+			}
+			dims = append(dims, d)
+			if p.eat(',') {
+				continue
+			}
+			if p.eat(']') {
+				break
+			}
+			return Tensor{}, 0, 0, false
+		}
+	}
+	if !p.lit(`,"data_offsets":[`) {
+		return Tensor{}, 0, 0, false
+	}
+	begin, ok := p.num()
+	if !ok || !p.eat(',') {
+		return Tensor{}, 0, 0, false
+	}
+	end, ok := p.num()
+	if !ok || !p.lit(`]}`) || begin > end {
+		return Tensor{}, 0, 0, false
+	}
+	if want, ok := tensorBytes(dims, size); !ok || want != end-begin {
+		return Tensor{}, 0, 0, false
+	}
+	shape := make([]int, len(dims))
+	for i, d := range dims {
+		if d > math.MaxInt {
+			return Tensor{}, 0, 0, false
+		}
+		shape[i] = int(d)
+	}
+	return Tensor{Name: name, DType: dtype, Shape: shape}, begin, end, true
+}
