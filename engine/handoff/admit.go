@@ -10,8 +10,10 @@ import "slices"
 // only it can run (a parse of the bytes it holds, a look-up in its own
 // configuration, the key it loaded); the core runs them in the contract's
 // order and returns the first rejection, one of this package's sentinel
-// errors. Health (S-2, X-1, Q-4) and L-4 come before either function, in
-// the driver (Health.Admit); SU-2's claim and L-5's reservation after.
+// errors. On a consumer, health (S-2, X-1, Q-4) and L-4 come before
+// AdmitConsume, in the driver (Health.Admit); AdmitTransfer runs the
+// producer's health itself (TransferAdmission.Health) as its first check.
+// SU-2's claim and L-5's reservation come after (AdmitReceive).
 
 // ConsumeAdmission is what a consumer knows of one reference presented in
 // encoder.consume, before it claims the entry.

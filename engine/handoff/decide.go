@@ -210,7 +210,8 @@ func (c *ConsumerReceives) EndTransfer(ev TransferEnded, m Mutants) (ReceiveDeci
 // the transfer's outcome, so ended is false and the table is unchanged.
 // Under the FreeOnCancel mutant it ends the receive REJECTED at once:
 // ended is true and d says to release the buffers and answer
-// ReplyCancelled. Error: the receive is not in flight.
+// ReplyCancelled. Error (the mutant's path only): the receive is not in
+// flight; the correct path looks at nothing and cannot fail.
 func (c *ConsumerReceives) ClientCancelled(id string, m Mutants) (d ReceiveDecision, ended bool, err error) {
 	if !m.FreeOnCancel {
 		return ReceiveDecision{}, false, nil

@@ -428,10 +428,12 @@ func (t *ProducerTable) TransferDone(id string) error {
 	return nil
 }
 
-// TransferFailed ends a transfer that failed AFTER the entry left the table:
-// the WRITE may have been posted, so the source buffers are QUARANTINED for
-// the life of the process, never freed, and the caller's answer must
-// never be INVALID_ARGUMENT. The caller marks Health NOT_READY.
+// TransferFailed ends a transfer that failed AFTER the entry left the table
+// the entry stays spent and the caller's answer must never be
+// INVALID_ARGUMENT (the WRITE may have been posted). What happens to the
+// source buffers (freed once the WRITE provably ended, else quarantined
+// until it does, or for good) and to Health is
+// FailTransfer's decision, which calls this; drivers call FailTransfer.
 func (t *ProducerTable) TransferFailed(id string) error {
 	t.version++
 	e, ok := t.transfers[id]

@@ -211,7 +211,7 @@ func defaultClaim(e *Engine, ref handoff.Reference) ([]ClaimedItem, error) {
 	return MatchEntry(ref, tensors, meta)
 }
 
-// matchEntry checks a claimed entry against the reference that named it.
+// MatchEntry checks a claimed entry against the reference that named it.
 func MatchEntry(ref handoff.Reference, tensors []shareddir.Tensor, meta map[string]string) ([]ClaimedItem, error) {
 	if meta[metaEntry] != ref.EntryID || meta[metaProducer] != ref.ProducerInstanceID || len(tensors) != len(ref.Items) {
 		return nil, fmt.Errorf("server: claimed entry %s does not match its reference", short(ref.EntryID))

@@ -18,7 +18,7 @@ import (
 // fails the test; `go run ./tools/ruleindex -candidates` lists the engine
 // functions whose messages name each rule, for a rule that needs an entry.
 var engineDecisions = map[string][]string{
-	"SU-1": {"engine/handoff/producer.go:(*ProducerTable).ClaimForTransfer", "engine/cache/shareddir/claim.go:Claim", "engine/server/consumer.go:defaultClaim"},
+	"SU-1": {"engine/handoff/producer.go:(*ProducerTable).ClaimForTransfer", "engine/cache/shareddir/claim.go:Claim", "engine/cache/shareddir/release.go:(*Dir).Remove", "engine/server/consumer.go:defaultClaim", "engine/server/transfer.go:(*Engine).claimForTransfer", "engine/server/producer.go:(*Engine).release"},
 	"SU-2": {"engine/handoff/admit.go:AdmitTransfer", "engine/handoff/admit.go:AdmitReceive", "engine/cache/shareddir/claim.go:openError", "engine/server/consumer.go:(*Engine).receive"},
 	"SU-3": {"engine/handoff/producer.go:(*ProducerTable).Release", "engine/handoff/producer.go:(*ProducerTable).ExpireBeforeRelease", "engine/handoff/producer.go:(*ProducerTable).RemovalDone", "engine/server/control.go:(*Engine).abortEncoderCache"},
 	"SU-4": {"engine/handoff/reference.go:ParseReference", "engine/handoff/outer.go:checkOuter", "engine/handoff/admit.go:AdmitTransfer", "engine/server/consumer.go:(*Engine).parseReference"},
@@ -56,7 +56,7 @@ var engineDecisions = map[string][]string{
 	"X-2":  {"engine/handoff/producer.go:(*ProducerTable).Expire", "engine/server/producer.go:(*Engine).expire", "engine/cache/shareddir/producer.go:(*Dir).Collect", "engine/cache/shareddir/collect.go:(*Dir).CollectOrphans"},
 	"Q-1":  {"engine/handoff/decide.go:(*ConsumerReceives).EndTransfer", "engine/handoff/decide.go:(*ConsumerReceives).EndCopy", "engine/handoff/consumer.go:(*ConsumerReceives).Uncertain", "engine/server/transfer.go:(*Engine).quarantineReceive", "engine/server/cudaipc.go:(*Engine).quarantineIPCReceive"},
 	"Q-2":  {"engine/handoff/decide.go:decideTransferEnded", "engine/handoff/decide.go:BeforeWrite", "engine/server/transfer.go:transferCall.refusal", "engine/server/transfer.go:beforeWrite"},
-	"Q-3":  {"engine/handoff/decide.go:(*ProducerTable).FailTransfer", "engine/handoff/producer.go:(*ProducerTable).ClaimForTransfer", "engine/handoff/producer.go:(*ProducerTable).TransferFailed", "engine/server/transfer.go:(*Engine).failTransfer"},
+	"Q-3":  {"engine/handoff/decide.go:(*ProducerTable).FailTransfer", "engine/handoff/producer.go:(*ProducerTable).ClaimForTransfer", "engine/handoff/producer.go:(*ProducerTable).TransferFailed", "engine/server/transfer.go:(*Engine).transferEncoderCache", "engine/server/transfer.go:(*Engine).failTransfer", "engine/server/cudaipc.go:(*Engine).failIPCLend"},
 	"Q-4":  {"engine/handoff/consumer.go:(*ConsumerReceives).Preflight", "engine/handoff/health.go:(*Health).Admit"},
 	"Q-5":  {"engine/server/transfer.go:(*Engine).transferReceive", "engine/server/transfer.go:(*Engine).writeTo", "engine/server/producer.go:(*Engine).release"},
 	"Q-6":  {"engine/handoff/consumer.go:(*ConsumerReceives).EndQuarantine", "engine/server/quarantine.go:(*Engine).enterQuarantine", "engine/server/quarantine.go:(*Engine).endQuarantine"},
@@ -79,15 +79,48 @@ func printCandidates(root string) error {
 	for _, r := range l.Rules {
 		known[r.Rule] = true
 	}
-	dirs, err := goDirs(root, "engine")
+	counts, err := engineMentions(root, known)
 	if err != nil {
 		return err
+	}
+	for _, r := range l.Rules {
+		fmt.Printf("%s (now: %s)\n", r.Rule, strings.Join(engineDecisions[r.Rule], ", "))
+		for _, p := range byCount(counts[r.Rule]) {
+			fmt.Printf("  %3d %s\n", counts[r.Rule][p], p)
+		}
+	}
+	return nil
+}
+
+// byCount returns the places of counts, most literals first, then by name.
+func byCount(counts map[string]int) []string {
+	places := make([]string, 0, len(counts))
+	for p := range counts {
+		places = append(places, p)
+	}
+	sort.Slice(places, func(i, j int) bool {
+		if counts[places[i]] != counts[places[j]] {
+			return counts[places[i]] > counts[places[j]]
+		}
+		return places[i] < places[j]
+	})
+	return places
+}
+
+// engineMentions counts, per known rule ID, the string literals (errors,
+// log lines) of each function of engine/ that name it: rule -> place ->
+// count. The index lists them as engine_mentions, so a function that names
+// a rule is never missing from it even when engineDecisions leaves it out.
+func engineMentions(root string, known map[string]bool) (map[string]map[string]int, error) {
+	dirs, err := goDirs(root, "engine")
+	if err != nil {
+		return nil, err
 	}
 	counts := map[string]map[string]int{}
 	for _, dir := range dirs {
 		pkg, err := loadPkg(root, dir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, f := range pkg.Funcs {
 			if f.Decl.Body == nil {
@@ -110,23 +143,7 @@ func printCandidates(root string) error {
 			})
 		}
 	}
-	for _, r := range l.Rules {
-		fmt.Printf("%s (now: %s)\n", r.Rule, strings.Join(engineDecisions[r.Rule], ", "))
-		places := make([]string, 0, len(counts[r.Rule]))
-		for p := range counts[r.Rule] {
-			places = append(places, p)
-		}
-		sort.Slice(places, func(i, j int) bool {
-			if counts[r.Rule][places[i]] != counts[r.Rule][places[j]] {
-				return counts[r.Rule][places[i]] > counts[r.Rule][places[j]]
-			}
-			return places[i] < places[j]
-		})
-		for _, p := range places {
-			fmt.Printf("  %3d %s\n", counts[r.Rule][p], p)
-		}
-	}
-	return nil
+	return counts, nil
 }
 
 // goDirs returns dir and its subdirectories holding non-test Go files

@@ -36,6 +36,10 @@ type Rule struct {
 	// Engine are the reference engine's functions that make the rule's
 	// decision (hand-kept: engineDecisions).
 	Engine []string `yaml:"engine"`
+	// EngineMentions are the other functions of engine/ whose string
+	// literals (errors, log lines) name the rule, most first (generated:
+	// engineMentions); places that name it only in comments are not found.
+	EngineMentions []string `yaml:"engine_mentions,omitempty"`
 	// Suite are the registered cases of the rule (conformance/suite), each
 	// with the function that runs it; copies made from them (under
 	// injected faults, through E+P+D's prefill) are counted, not listed.
@@ -120,6 +124,10 @@ func Build(root string) (Index, error) {
 	if err != nil {
 		return Index{}, err
 	}
+	mentions, err := engineMentions(root, known)
+	if err != nil {
+		return Index{}, err
+	}
 	var idx Index
 	for _, lr := range l.Rules {
 		r := Rule{Rule: lr.Rule, Level: lr.Level, Engine: append([]string{}, engineDecisions[lr.Rule]...),
@@ -128,6 +136,15 @@ func Build(root string) (Index, error) {
 			problems = append(problems, fmt.Sprintf("rule %s has no engine decision in engineDecisions (tools/ruleindex/engine.go)", lr.Rule))
 		}
 		r.Mutants = mutantsOf(lr.Rule, simMuts)
+		listed := map[string]bool{}
+		for _, p := range r.Engine {
+			listed[p] = true
+		}
+		for _, p := range byCount(mentions[lr.Rule]) {
+			if !listed[p] {
+				r.EngineMentions = append(r.EngineMentions, p)
+			}
+		}
 		for _, p := range []*[]string{&r.Sim, &r.SimMutants} {
 			if *p == nil {
 				*p = []string{}

@@ -102,6 +102,9 @@ func TestIndexPlacesExist(t *testing.T) {
 		for _, p := range r.Engine {
 			fn(r.Rule, "engine", p)
 		}
+		for _, p := range r.EngineMentions {
+			fn(r.Rule, "engine mention", p)
+		}
 		for _, c := range r.Suite {
 			if cases[c.Case] != r.Rule {
 				t.Errorf("%s: case %q is not a registered case of the rule", r.Rule, c.Case)
