@@ -139,13 +139,13 @@ func (w *World) consumeArrive(ev event) {
 	num := int64(len(w.xreqs) + 1)
 	key := fmt.Sprintf("r%d/%s", num, ev.s)
 	w.xreqs = append(w.xreqs, xreq{h: int(ev.h), rpc: ev.a, c: c.idx, inc: c.inc, buf: -1, entry: ev.s, key: key, form: refForm(ev.f)})
-	exists := func() (bool, error) { return true, nil } // a transfer: the producer decides SU-2
+	exists, lookErr := true, error(nil) // a transfer: the producer decides SU-2
 	if w.set.Backend == BackendSharedDir {
-		exists = func() (bool, error) { return shareddir.EntryExists(w.sd.cons[c.idx], cacheRoot, rec.instance, rec.id) }
+		exists, lookErr = shareddir.EntryExists(w.sd.cons[c.idx], cacheRoot, rec.instance, rec.id)
 	}
 	// SU-2 before L-5 (CONTRACT precedence): the core's handoff.AdmitReceive
 	// looks (shareddir.EntryExists) before it reserves receive bytes.
-	if err := handoff.AdmitReceive(rec.id, exists, func() error { return c.receives.Preflight(key, rec.payloadBytes) }); err != nil {
+	if err := handoff.AdmitReceive(rec.id, exists, lookErr, func() error { return c.receives.Preflight(key, rec.payloadBytes) }); err != nil {
 		reply.b = resOf(err)
 		if w.tracing {
 			if errors.Is(err, handoff.ErrSpentReference) {

@@ -158,13 +158,14 @@ func shortID(id string) string {
 
 // AdmitReceive decides a shared-directory receive's SU-2 and L-5 in the
 // contract's order (SU-2 before L-5): the consumer looks whether the
-// entry's file is still there (exists, shareddir.EntryExists) before it
-// reserves receive bytes (preflight: ConsumerReceives.Preflight, Q-4 and
-// L-5), so a spent reference is answered INVALID_ARGUMENT, never
-// RESOURCE_EXHAUSTED. A look that fails decides nothing: the claim by
-// rename will tell.
-func AdmitReceive(entryID string, exists func() (bool, error), preflight func() error) error {
-	if ok, err := exists(); err == nil && !ok {
+// entry's file is still there (the driver's look, shareddir.EntryExists:
+// exists and lookErr, taken before this call, so the core does no I/O)
+// before it reserves receive bytes (preflight: ConsumerReceives.Preflight,
+// Q-4 and L-5), so a spent reference is answered INVALID_ARGUMENT, never
+// RESOURCE_EXHAUSTED. A look that failed (lookErr != nil) decides nothing:
+// the claim by rename will tell.
+func AdmitReceive(entryID string, exists bool, lookErr error, preflight func() error) error {
+	if lookErr == nil && !exists {
 		return rejectf(ErrSpentReference, "SU-2 reference %s was already consumed, released or expired", shortID(entryID))
 	}
 	return preflight()

@@ -183,17 +183,15 @@ func TestAdmitPrecedence(t *testing.T) {
 func TestAdmitReceiveSpentBeforeQuota(t *testing.T) {
 	c := NewConsumerReceives(ConsumerConfig{InflightQuotaBytes: 10})
 	id := strings.Repeat("cd", 16)
-	gone := func() (bool, error) { return false, nil }
-	there := func() (bool, error) { return true, nil }
-	unknown := func() (bool, error) { return false, errors.New("EIO") }
+	eio := errors.New("EIO")
 	preflight := func(n int64) func() error { return func() error { return c.Preflight("r/"+id, n) } }
-	if err := AdmitReceive(id, gone, preflight(100)); !errors.Is(err, ErrSpentReference) || c.Inflight() != 0 {
+	if err := AdmitReceive(id, false, nil, preflight(100)); !errors.Is(err, ErrSpentReference) || c.Inflight() != 0 {
 		t.Fatalf("spent and over quota = %v (%d in flight); want SU-2, nothing reserved", err, c.Inflight())
 	}
-	if err := AdmitReceive(id, there, preflight(100)); !errors.Is(err, ErrQuotaExceeded) {
+	if err := AdmitReceive(id, true, nil, preflight(100)); !errors.Is(err, ErrQuotaExceeded) {
 		t.Fatalf("there and over quota = %v; want L-5", err)
 	}
-	if err := AdmitReceive(id, unknown, preflight(5)); err != nil || c.Inflight() != 1 {
+	if err := AdmitReceive(id, false, eio, preflight(5)); err != nil || c.Inflight() != 1 {
 		t.Fatalf("a failed look = %v (%d in flight); want the receive reserved", err, c.Inflight())
 	}
 }

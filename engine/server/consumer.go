@@ -147,10 +147,8 @@ func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Refe
 		return e.ipcReceive(ctx, receiveID, ref, wire, addr, transferFailHook)
 	}
 	// SU-2 decides before L-5 (handoff.AdmitReceive): look before reserving.
-	err := handoff.AdmitReceive(ref.EntryID,
-		func() (bool, error) {
-			return shareddir.EntryExists(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID)
-		},
+	exists, lookErr := shareddir.EntryExists(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID)
+	err := handoff.AdmitReceive(ref.EntryID, exists, lookErr,
 		func() error {
 			e.mu.Lock()
 			defer e.mu.Unlock()
