@@ -10,6 +10,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/baton-dev/baton/engine/cache"
 	"slices"
 	"time"
 
@@ -38,16 +39,16 @@ func (r Role) consumes() bool { return r == RolePD || r == RolePrefill }
 const (
 	// BackendSharedDir: safetensors files in a directory shared on one host;
 	// consumers claim entries by atomic rename.
-	BackendSharedDir = "shared_dir"
+	BackendSharedDir = cache.BackendSharedDir
 	// BackendTCP: NIXL-style WRITE from the producer's memory into the
 	// consumer's registered buffers over TCP (engine/xfer), asked for with
 	// TransferEncoderCache.
-	BackendTCP = "tcp"
+	BackendTCP = cache.BackendTCP
 	// BackendCUDAIPC: the producer keeps an entry in device memory and
 	// lends its CUDA IPC handle through TransferEncoderCache; the consumer
 	// copies device-to-device and gives the loan back (cudaipc.go,
 	// engine/xfer/cuda_ipc.go; CONTRACT S-3). Needs a GPU on both sides.
-	BackendCUDAIPC = xfer.BackendCUDAIPC
+	BackendCUDAIPC = cache.BackendCUDAIPC
 )
 
 // Config configures one engine instance.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/engine/cache"
 	"slices"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
@@ -229,13 +230,8 @@ func MatchEntry(ref handoff.Reference, tensors []shareddir.Tensor, meta map[stri
 	return items, nil
 }
 
-// short abbreviates an id for messages.
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8] + ".."
-	}
-	return id
-}
+// short abbreviates an id for messages (cache.Short).
+func short(id string) string { return cache.Short(id) }
 
 // CacheDir is the shared directory root.
 func (e *Engine) CacheDir() string { return e.cfg.CacheDir }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/baton-dev/baton/engine/cache"
 	"time"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -136,8 +137,8 @@ func (e *Engine) Observables() map[string]float64 {
 // sources itself (tcp, cuda_ipc), so the observable shows what is kept,
 // not what the table decided; else the table's count. Called with e.mu held.
 func (e *Engine) sourceQuarantine() (int, int64) {
-	if s, ok := e.store.(interface{ quarantinedSources() (int, int64) }); ok {
-		return s.quarantinedSources()
+	if s, ok := e.store.(cache.Quarantining); ok {
+		return s.QuarantinedSources()
 	}
 	c := e.table.Counters()
 	return int(c.Quarantined), c.QuarantinedBytes
@@ -241,13 +242,13 @@ func (e *Engine) abortEncoderCache(ctx context.Context, wire *pb.EncoderCacheRef
 	if err != nil {
 		return 0, err
 	}
-	if ref.Backend != e.store.backend() {
+	if ref.Backend != e.store.Backend() {
 		return 0, fmt.Errorf("%w: N-1 backend %.40q", handoff.ErrBackendNotAccepted, ref.Backend)
 	}
 	if ref.ProducerInstanceID != e.instanceID {
 		return 0, fmt.Errorf("%w: SU-5 reference names producer %s, this is %s", handoff.ErrForeignReference, ref.ProducerInstanceID, e.instanceID)
 	}
-	if err := ref.Verify(e.store.key()); err != nil {
+	if err := ref.Verify(e.store.Key()); err != nil {
 		return 0, err
 	}
 	if e.returnLoan(ref.EntryID, caller) {

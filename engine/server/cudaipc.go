@@ -2,14 +2,13 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"sync"
 	"time"
 	"unsafe"
 
-	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -88,201 +87,32 @@ func (e *Engine) ipcDevice() (xfer.IPCDevice, error) {
 
 // ---- producer ----
 
-// ipcStore is the cuda_ipc producer's storage: each entry in one device
-// allocation whose IPC handle is exported at publish; claimed entries are
-// lent until their consumer gives them back.
-type ipcStore struct {
-	dev    xfer.IPCDevice
-	hmac   []byte
-	mu     sync.Mutex
-	items  map[string]*ipcEntry
-	lent   map[string]*ipcEntry
-	jailed []*ipcEntry // quarantined sources
-}
-
-type ipcEntry struct {
-	buf  xfer.DeviceBuffer
-	loan xfer.IPCLoan
-	// borrower is the network peer of the TransferEncoderCache call that
-	// was lent the allocation (callerAddr): only an Abort(encoder_cache)
-	// from that peer gives the loan back.
-	borrower string
-}
-
-func newIPCStore(dev xfer.IPCDevice) (*ipcStore, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("server: reference key: %w", err)
-	}
-	return &ipcStore{dev: dev, hmac: key, items: map[string]*ipcEntry{}, lent: map[string]*ipcEntry{}}, nil
-}
-
-func (s *ipcStore) backend() string { return BackendCUDAIPC }
-func (s *ipcStore) key() []byte     { return s.hmac }
-
-// keepsTensors: write uploads the bytes at once.
-func (s *ipcStore) keepsTensors() bool { return false }
-
-// write uploads the entry's tensors, item after item, into one device
-// allocation and exports its IPC handle.
-func (s *ipcStore) write(id string, tensors []shareddir.Tensor, _ map[string]string) error {
-	total := 0
-	segs := make([]xfer.IPCSegment, len(tensors))
-	for i, t := range tensors {
-		segs[i] = xfer.IPCSegment{Offset: uint64(total), Length: uint64(len(t.Data))}
-		total += len(t.Data)
-	}
-	b, err := s.dev.Alloc(total)
-	if err != nil {
-		return fmt.Errorf("server: cuda_ipc: allocate %d bytes: %w", total, err)
-	}
-	for i, t := range tensors {
-		if err = s.dev.Upload(b, int(segs[i].Offset), t.Data); err != nil {
-			break
-		}
-	}
-	var h [xfer.IPCHandleBytes]byte
-	if err == nil {
-		h, err = s.dev.Export(b)
-	}
-	if err != nil {
-		return errors.Join(fmt.Errorf("server: cuda_ipc: publish entry %s: %w", short(id), err), s.dev.Free(b))
-	}
-	s.mu.Lock()
-	s.items[id] = &ipcEntry{buf: b, loan: xfer.IPCLoan{Handle: h, Bytes: uint64(total), Segments: segs}}
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *ipcStore) take(id string) (*ipcEntry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.items[id]
-	delete(s.items, id)
-	return m, ok
-}
-
-func (s *ipcStore) lend(id string, m *ipcEntry, borrower string) {
-	s.mu.Lock()
-	m.borrower = borrower
-	s.lent[id] = m
-	s.mu.Unlock()
-}
-
-// giveBack frees a lent source when caller is its borrower; lent is false
-// when id is not lent, returned false when it is lent to another peer
-// (anyone holding the reference may Abort it, but only the process that
-// maps the allocation may say it no longer does: CONTRACT Q-6).
-func (s *ipcStore) giveBack(id, caller string) (lent, returned bool, err error) {
-	s.mu.Lock()
-	m, lent := s.lent[id]
-	if lent && m.borrower == caller {
-		delete(s.lent, id)
-		returned = true
-	}
-	s.mu.Unlock()
-	if !returned {
-		return lent, false, nil
-	}
-	return true, true, s.dev.Free(m.buf)
-}
-
-func (s *ipcStore) quarantine(m *ipcEntry) {
-	s.mu.Lock()
-	s.jailed = append(s.jailed, m)
-	s.mu.Unlock()
-}
-
-// quarantinedSources returns how many sources the store keeps quarantined
-// and their bytes.
-func (s *ipcStore) quarantinedSources() (int, int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n int64
-	for _, m := range s.jailed {
-		n += int64(m.buf.Bytes())
-	}
-	return len(s.jailed), n
-}
-
-func (s *ipcStore) remove(id string) (bool, error) {
-	m, ok := s.take(id)
-	if !ok {
-		return false, nil
-	}
-	if err := s.dev.Free(m.buf); err != nil {
-		return true, fmt.Errorf("server: cuda_ipc: free entry %s: %w", short(id), err)
-	}
-	return true, nil
-}
-
-func (s *ipcStore) exists(id string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.items[id]
-	return ok, nil
-}
-
-// collect does nothing: a loan is freed only when it comes back,
-// never because time passed.
-func (s *ipcStore) collect(int64) error { return nil }
-
-// close frees every entry (S-4). Loans still out stay: their consumer
-// may map them, so they become quarantined sources (Q-6: no proof).
-func (s *ipcStore) close() error {
-	s.mu.Lock()
-	var ids []string
-	for id := range s.items {
-		ids = append(ids, id)
-	}
-	for _, m := range s.lent {
-		s.jailed = append(s.jailed, m)
-	}
-	s.lent = map[string]*ipcEntry{}
-	s.mu.Unlock()
-	var errs []error
-	for _, id := range ids {
-		if _, err := s.remove(id); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// outstanding is the number of sources lent or quarantined: while any
-// exists another process may map this device's memory.
-func (s *ipcStore) outstanding() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.lent) + len(s.jailed)
-}
-
 // lendIPC serves TransferEncoderCache for cuda_ipc: every rejection up to
 // the claim is INVALID_ARGUMENT with the before-write trailer; the
 // entry leaves the table before it is lent, and a failure after that point
 // quarantines the source and answers UNAVAILABLE, never INVALID_ARGUMENT
 // . The response's tensor_layout is the xfer.IPCLoan; bytes_written
 // is the bytes lent.
-func (e *Engine) lendIPC(ctx context.Context, store *ipcStore, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, error) {
+func (e *Engine) lendIPC(ctx context.Context, store *cudaipc.Store, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, error) {
 	ref, err := e.checkIPCTransfer(req)
 	if err := e.claimForTransfer(ctx, ref, err); err != nil {
 		return nil, err
 	}
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
-	entry, ok := store.take(ref.EntryID)
+	entry, ok := store.Take(ref.EntryID)
 	if !ok {
 		return nil, e.failIPCLend(store, ref.EntryID, nil, errors.New("entry storage missing"))
 	}
 	if e.cfg.TestHooks && len(metadata.ValueFromIncomingContext(ctx, HookTransferFail)) > 0 {
 		return nil, e.failIPCLend(store, ref.EntryID, entry, errors.New("test hook "+HookTransferFail+": the loan failed after the entry left the table"))
 	}
-	store.lend(ref.EntryID, entry, callerAddr(ctx))
+	store.Lend(ref.EntryID, entry, callerAddr(ctx))
 	e.mu.Lock()
 	terr := e.table.TransferDone(ref.EntryID)
 	e.mu.Unlock()
 	e.coreRefused("TransferDone "+ref.EntryID, terr)
-	e.log.Info("lent", "entry", ref.EntryID, "bytes", entry.loan.Bytes, "backend", BackendCUDAIPC)
-	resp := &pb.TransferEncoderCacheResponse{BytesWritten: entry.loan.Bytes, TensorLayout: entry.loan.Marshal()}
+	e.log.Info("lent", "entry", ref.EntryID, "bytes", entry.Loan.Bytes, "backend", BackendCUDAIPC)
+	resp := &pb.TransferEncoderCacheResponse{BytesWritten: entry.Loan.Bytes, TensorLayout: entry.Loan.Marshal()}
 	for _, it := range ref.Items {
 		resp.Items = append(resp.Items, &pb.EncodedItem{ContentHash: it.ContentHash, EmbeddingRows: it.Rows, Modality: pb.Modality_MODALITY_IMAGE})
 	}
@@ -309,7 +139,7 @@ func (e *Engine) checkIPCTransfer(req *pb.TransferEncoderCacheRequest) (handoff.
 	if ref.ProducerInstanceID != e.instanceID {
 		return ref, fmt.Errorf("%w: SU-5 reference names producer %s, this is %s", handoff.ErrForeignReference, ref.ProducerInstanceID, e.instanceID)
 	}
-	if err := ref.Verify(e.store.key()); err != nil {
+	if err := ref.Verify(e.store.Key()); err != nil {
 		return ref, err
 	}
 	if ref.Expired(e.now().UnixMilli()) {
@@ -339,7 +169,7 @@ func (e *Engine) checkIPCTransfer(req *pb.TransferEncoderCacheRequest) (handoff.
 // UNAVAILABLE. Only the test hook fails here with a source: a failure the
 // backend cannot explain (not Provable), kept for the life of the process
 //
-func (e *Engine) failIPCLend(store *ipcStore, id string, entry *ipcEntry, cause error) error {
+func (e *Engine) failIPCLend(store *cudaipc.Store, id string, entry *cudaipc.Entry, cause error) error {
 	e.mu.Lock()
 	d, terr := e.table.FailTransfer(handoff.TransferFailure{EntryID: id, HasSource: entry != nil, WriteEnded: true,
 		Reason: quarantineReason("Q-3", "source of entry "+short(id), "cuda_ipc loan failed: "+cause.Error())}, e.decisions())
@@ -348,14 +178,14 @@ func (e *Engine) failIPCLend(store *ipcStore, id string, entry *ipcEntry, cause 
 	switch d.Source {
 	case handoff.SourceNone:
 	case handoff.FreeSource: // the Q-3 source mutant (FreedEarly): freed while a process may map it
-		if err := store.dev.Free(entry.buf); err != nil {
+		if err := store.Free(entry); err != nil {
 			e.failCleanup("free the cuda_ipc source of "+short(id), err)
 		}
 		if d.FreedEarly {
 			e.enterQuarantine(&quarantine{id: "source/" + id, reason: d.Health.Reason}, nil)
 		}
 	default:
-		store.quarantine(entry)
+		store.Quarantine(entry)
 		e.enterQuarantine(&quarantine{id: "source/" + id, reason: d.Health.Reason, keep: entry}, nil)
 	}
 	e.log.Error("Q-3 cuda_ipc loan failed after removal; source quarantined", "entry", id, "err", cause)
@@ -381,11 +211,11 @@ func (e *Engine) failIPCLend(store *ipcStore, id string, entry *ipcEntry, cause 
 // allocation is freed only once no process maps it). A failed free is a
 // cleanup failure.
 func (e *Engine) returnLoan(id, caller string) (lent bool) {
-	store, ok := e.store.(*ipcStore)
+	store, ok := e.store.(*cudaipc.Store)
 	if !ok {
 		return false
 	}
-	lent, returned, err := store.giveBack(id, caller)
+	lent, returned, err := store.GiveBack(id, caller)
 	if err != nil {
 		e.failCleanup("free the returned cuda_ipc loan of "+short(id), err)
 	}
@@ -649,8 +479,8 @@ func (e *Engine) collectGPU(prior error) error {
 	e.mu.Lock()
 	unhealthy := e.health.Failure()
 	e.mu.Unlock()
-	if s, ok := e.store.(*ipcStore); ok && unhealthy == "" && s.outstanding() > 0 {
-		unhealthy = fmt.Sprintf("%d cuda_ipc sources lent or quarantined: another process may map them", s.outstanding())
+	if s, ok := e.store.(*cudaipc.Store); ok && unhealthy == "" && s.Outstanding() > 0 {
+		unhealthy = fmt.Sprintf("%d cuda_ipc sources lent or quarantined: another process may map them", s.Outstanding())
 	}
 	switch {
 	case prior != nil:

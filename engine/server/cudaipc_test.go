@@ -426,7 +426,7 @@ func TestCUDAIPCLoansAreNotFreedByTime(t *testing.T) {
 	if _, err := pb.NewControlClient(cc).TransferEncoderCache(ctx, req); err != nil {
 		t.Fatalf("TransferEncoderCache: %v", err)
 	}
-	if err := prodSrv.Engine.store.collect(time.Now().Add(24 * time.Hour).UnixMilli()); err != nil { // a day later
+	if err := prodSrv.Engine.store.Collect(time.Now().Add(24 * time.Hour).UnixMilli()); err != nil { // a day later
 		t.Fatal(err)
 	}
 	if _, live, _ := fake.Counts(); live != 1 {

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/engine/cache"
+	"github.com/baton-dev/baton/engine/cache/memory"
 	"log/slog"
 	"sync"
 	"time"
@@ -26,8 +28,8 @@ type Engine struct {
 	encoder     encoder.Encoder
 	model       *lm.Model
 	fsys        shareddir.FS
-	store       entryStore // producer only
-	agent       xfer.Agent // tcp transfer agent (producer with the tcp backend, consumers accepting tcp)
+	store       cache.Store // producer only
+	agent       xfer.Agent  // tcp transfer agent (producer with the tcp backend, consumers accepting tcp)
 	producers   producerClients
 	log         *slog.Logger
 	now         func() time.Time
@@ -174,7 +176,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, err
 	}
 	if cfg.Role == RoleEncoder && cfg.Backend == BackendTCP {
-		store, err := newMemoryStore(e.agent)
+		store, err := memory.New(e.agent)
 		if err != nil {
 			return nil, err
 		}
@@ -191,8 +193,8 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 				return nil, fmt.Errorf("server: chmod the shared directory (hook ChmodCacheDir): %w", err)
 			}
 		}
-		store := sharedDirStore{dir: dir, log: e.log, skipSweep: cfg.Hooks.SkipDeadInstanceSweep}
-		store.logSweep(swept)
+		store := shareddir.Store{Dir: dir, Log: e.log, SkipSweep: cfg.Hooks.SkipDeadInstanceSweep}
+		store.LogSweep(swept)
 		e.store = store
 	}
 	e.health.Started()

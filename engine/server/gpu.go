@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,7 +68,7 @@ func (e *Engine) startGPU() error {
 			e.closeEncoder()
 			return err
 		}
-		store, err := newIPCStore(dev)
+		store, err := cudaipc.New(dev)
 		if err != nil {
 			e.closeEncoder()
 			return err

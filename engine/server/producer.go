@@ -87,7 +87,7 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	tensors := make([]shareddir.Tensor, len(images))
 	// A store that copies out as it writes (file, device upload) reads the
 	// packed storage directly; the view is released after the write.
-	view := !e.store.keepsTensors()
+	view := !e.store.KeepsTensors()
 	for i, emb := range embeddings {
 		hash := images[i].hash
 		if e.cfg.Hooks.PublishedContentHash != nil {
@@ -115,7 +115,7 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 		metaFormat: formatValue, metaProducer: e.instanceID, metaEntry: id, metaItems: string(itemsJSON),
 		metaCreated: strconv.FormatInt(nowMs, 10), metaTTL: strconv.FormatInt(ttl, 10), metaPreset: e.preset.Name,
 	}
-	if err := e.store.write(id, tensors, meta); err != nil {
+	if err := e.store.Write(id, tensors, meta); err != nil {
 		return e.writeFailed(err)
 	}
 	e.storageHasRoom()
@@ -133,13 +133,13 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 		e.mu.Unlock()
 	}
 	endpoint := e.controlEndpoint()
-	ref := handoff.Reference{Backend: e.store.backend(), ProducerInstanceID: e.instanceID, Endpoint: endpointOf(endpoint), EntryID: id, ExpiresUnixMs: nowMs + ttl, Items: items}
+	ref := handoff.Reference{Backend: e.store.Backend(), ProducerInstanceID: e.instanceID, Endpoint: endpointOf(endpoint), EntryID: id, ExpiresUnixMs: nowMs + ttl, Items: items}
 	ready := &pb.EncoderReady{
 		Ref: &pb.EncoderCacheRef{
-			Backend:            e.store.backend(),
+			Backend:            e.store.Backend(),
 			ProducerInstanceId: e.instanceID,
 			ProducerEndpoint:   endpoint, // the tag covers it (SU-5)
-			OpaqueState:        ref.Seal(e.store.key()),
+			OpaqueState:        ref.Seal(e.store.Key()),
 		},
 	}
 	for _, it := range items {
@@ -253,7 +253,7 @@ func (e *Engine) finishRemoval(id string) (handoff.ReleaseOutcome, error) {
 
 // finishRemovalOf is finishRemoval; expiry says the collector expires the entry.
 func (e *Engine) finishRemovalOf(id string, expiry bool) (handoff.ReleaseOutcome, error) {
-	won, err := e.store.remove(id)
+	won, err := e.store.Remove(id)
 	if expiry && e.cfg.Hooks.CollectorTrustsTable && err == nil && !won {
 		// The X-2 race mutant: an entry gone before its expiry's removal is a failure.
 		err = fmt.Errorf("entry %s vanished before its removal", id)
@@ -313,7 +313,7 @@ func (e *Engine) collect() {
 	if !e.cfg.Hooks.NoExpiryCollection {
 		e.expire()
 	}
-	if err := e.store.collect(e.now().UnixMilli()); err != nil {
+	if err := e.store.Collect(e.now().UnixMilli()); err != nil {
 		e.failCleanup("collect orphans", err)
 	}
 }
@@ -344,7 +344,7 @@ func (e *Engine) observeClaims() {
 	ids := e.table.Published()
 	e.mu.Unlock()
 	for _, id := range ids {
-		ok, err := e.store.exists(id)
+		ok, err := e.store.Exists(id)
 		if err != nil || ok {
 			continue
 		}
@@ -377,7 +377,7 @@ func (e *Engine) drainProducer() error {
 			first = err
 		}
 	}
-	if err := e.store.close(); err != nil {
+	if err := e.store.Close(); err != nil {
 		e.failCleanup("close the entry store", err)
 		if first == nil {
 			first = err

@@ -41,7 +41,7 @@ func TestSharedDirLayoutMatchesTheDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := parsed.Verify(prodSrv.Engine.store.key()); err != nil {
+	if err := parsed.Verify(prodSrv.Engine.store.Key()); err != nil {
 		t.Fatalf("SU-5 the producer's own reference does not verify over its advertised endpoint %v: %v", ref.GetProducerEndpoint(), err)
 	}
 	inst := filepath.Join(root, ref.GetProducerInstanceId())

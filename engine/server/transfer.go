@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
+	"github.com/baton-dev/baton/engine/cache/memory"
 	"math"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -50,10 +52,10 @@ func (e *Engine) claimForTransfer(ctx context.Context, ref handoff.Reference, ch
 // WRITE is posted, and a failure after that point quarantines the source
 // until the WRITE has ended (Q-3, Q-6) and is never INVALID_ARGUMENT.
 func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncoderCacheRequest) (*pb.TransferEncoderCacheResponse, error) {
-	if s, ok := e.store.(*ipcStore); ok && e.cfg.Role == RoleEncoder {
+	if s, ok := e.store.(*cudaipc.Store); ok && e.cfg.Role == RoleEncoder {
 		return e.lendIPC(ctx, s, req) // cuda_ipc (cudaipc.go)
 	}
-	store, ok := e.store.(*memoryStore)
+	store, ok := e.store.(*memory.Store)
 	if e.cfg.Role != RoleEncoder || !ok {
 		// Rejected before anything is looked at, so nothing was claimed
 		// or written: a definite rejection, with the trailer (Q-2), or a
@@ -70,7 +72,7 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 		return nil, err
 	}
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
-	entry, ok := store.take(ref.EntryID)
+	entry, ok := store.Take(ref.EntryID)
 	if !ok {
 		return nil, e.failTransfer(ref.EntryID, nil, nil, errors.New("entry storage missing"))
 	}
@@ -82,7 +84,7 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	terr := e.table.TransferDone(ref.EntryID)
 	e.mu.Unlock()
 	e.coreRefused("TransferDone "+ref.EntryID, terr)
-	if err := store.free(entry); err != nil {
+	if err := store.Free(entry); err != nil {
 		e.failCleanup("deregister source of "+ref.EntryID, err)
 	}
 	e.log.Info("transferred", "entry", ref.EntryID, "bytes", written, "peer", agent.name)
@@ -142,7 +144,7 @@ func (e *Engine) checkTransfer(req *pb.TransferEncoderCacheRequest) (handoff.Ref
 			return trusted(md.Address) // SE-3: before any connection
 		},
 		Self:      e.instanceID,
-		Verify:    func(ref handoff.Reference) error { return ref.Verify(e.store.key()) },
+		Verify:    func(ref handoff.Reference) error { return ref.Verify(e.store.Key()) },
 		NowUnixMs: e.now().UnixMilli(),
 		Targets: func(ref handoff.Reference) error {
 			var err error
@@ -214,16 +216,16 @@ func beforeWrite(ctx context.Context, err error) error {
 // a freed source. No lock is held (Q-5). pending is the request when it is
 // still in flight at the deadline (Release refused): the source may still
 // be read until it ends.
-func (e *Engine) writeTo(ctx context.Context, store *memoryStore, entry *memoryEntry, agent consumerAgent, remote []xfer.Descriptor) (uint64, *xfer.Request, error) {
+func (e *Engine) writeTo(ctx context.Context, store *memory.Store, entry *memory.Entry, agent consumerAgent, remote []xfer.Descriptor) (uint64, *xfer.Request, error) {
 	if e.cfg.TestHooks && len(metadata.ValueFromIncomingContext(ctx, HookTransferFail)) > 0 {
 		return 0, nil, errHookTransferFail
 	}
 	var xreq *xfer.Request
 	var err error
 	if agent.loaded != "" { // the SharedAgentTable mutant: whatever the table holds for the name now
-		xreq, err = e.agent.CreateWrite(entry.reg.Descriptors, agent.loaded, remote)
+		xreq, err = e.agent.CreateWrite(entry.Reg.Descriptors, agent.loaded, remote)
 	} else {
-		xreq, err = e.agent.CreateWriteTo(entry.reg.Descriptors, agent.md, remote)
+		xreq, err = e.agent.CreateWriteTo(entry.Reg.Descriptors, agent.md, remote)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -264,7 +266,7 @@ var errHookTransferFail = errors.New("test hook " + HookTransferFail + ": WRITE 
 // freed at once when the WRITE request has ended and was released (pending
 // nil), kept until pending ends otherwise, and for the life of the process
 // for a failure the transport cannot explain (the test hook).
-func (e *Engine) failTransfer(id string, entry *memoryEntry, pending *xfer.Request, cause error) error {
+func (e *Engine) failTransfer(id string, entry *memory.Entry, pending *xfer.Request, cause error) error {
 	e.mu.Lock()
 	d, terr := e.table.FailTransfer(handoff.TransferFailure{
 		EntryID:    id,
@@ -275,11 +277,11 @@ func (e *Engine) failTransfer(id string, entry *memoryEntry, pending *xfer.Reque
 	}, e.decisions())
 	e.mu.Unlock()
 	e.coreRefused("FailTransfer "+id, terr)
-	store, _ := e.store.(*memoryStore)
+	store, _ := e.store.(*memory.Store)
 	switch d.Source {
 	case handoff.SourceNone:
 	case handoff.FreeSource:
-		if err := store.free(entry); err != nil {
+		if err := store.Free(entry); err != nil {
 			e.failCleanup("deregister source of "+id, err)
 		}
 		if d.FreedEarly {
@@ -291,10 +293,10 @@ func (e *Engine) failTransfer(id string, entry *memoryEntry, pending *xfer.Reque
 		}
 		e.log.Warn("Q-3 transfer failed after removal; its WRITE has ended, so the source is freed (Q-6)", "entry", id, "err", cause)
 	default:
-		store.quarantine(id, entry)
+		store.Quarantine(id, entry)
 		q := &quarantine{id: "source/" + id, reason: d.Health.Reason, keep: entry,
-			end:  func() { store.unjail(id) },
-			free: func() error { return store.free(entry) }}
+			end:  func() { store.Unjail(id) },
+			free: func() error { return store.Free(entry) }}
 		e.enterQuarantine(q, e.writeEndProof(id, pending, d.Source))
 		e.log.Error("Q-3 transfer failed after removal; source quarantined until its WRITE has ended", "entry", id, "err", cause)
 	}

@@ -1,0 +1,159 @@
+// Package memory is the tcp backend's producer store: each entry's tensors
+// stay in this process's memory, registered with the transfer agent so a
+// WRITE can stream them into a consumer's buffers (NIXL model, engine/xfer).
+// Entries whose transfer failed after removal while its WRITE may still read
+// them are quarantined: kept registered and referenced until the WRITE has
+// ended (CONTRACT ).
+package memory
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/baton-dev/baton/engine/cache"
+	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/xfer"
+)
+
+// Store is a cache.Store and cache.Quarantining over registered host memory.
+type Store struct {
+	agent  xfer.Agent
+	hmac   []byte
+	mu     sync.Mutex
+	items  map[string]*Entry
+	jailed map[string]*Entry // quarantined source buffers by entry id
+}
+
+// Entry is one published entry: its tensors and their registration with
+// the agent (one region per tensor, in order).
+type Entry struct {
+	Tensors []shareddir.Tensor
+	Reg     *xfer.Registration
+}
+
+var _ cache.Quarantining = (*Store)(nil)
+
+// New returns an empty store whose entries agent registers, with a fresh
+// 32-byte reference key (SU-5); the error is crypto/rand's.
+func New(agent xfer.Agent) (*Store, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("memory: reference key: %w", err)
+	}
+	return &Store{agent: agent, hmac: key, items: map[string]*Entry{}, jailed: map[string]*Entry{}}, nil
+}
+
+// Backend is cache.BackendTCP.
+func (s *Store) Backend() string { return cache.BackendTCP }
+
+// Key is the instance's reference key.
+func (s *Store) Key() []byte { return s.hmac }
+
+// KeepsTensors: the tensors' bytes are registered as the WRITE's source.
+func (s *Store) KeepsTensors() bool { return true }
+
+// Write registers the tensors' bytes (one region per tensor) under id;
+// errors are the agent's RegisterMemory errors.
+func (s *Store) Write(id string, tensors []shareddir.Tensor, _ map[string]string) error {
+	regions := make([][]byte, len(tensors))
+	for i, t := range tensors {
+		regions[i] = t.Data
+	}
+	reg, err := s.agent.RegisterMemory(regions)
+	if err != nil {
+		return fmt.Errorf("memory: register source buffers: %w", err)
+	}
+	s.mu.Lock()
+	s.items[id] = &Entry{Tensors: tensors, Reg: reg}
+	s.mu.Unlock()
+	return nil
+}
+
+// Take removes an entry from the store without deregistering it: the
+// caller is about to WRITE from it (after handoff's ClaimForTransfer).
+func (s *Store) Take(id string) (*Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.items[id]
+	delete(s.items, id)
+	return m, ok
+}
+
+// Free deregisters a taken entry's buffers once its WRITE completed (or a
+// proof says none is in flight: Q-6); the error is the agent's Deregister
+// error (xfer.ErrNotAllowed while a request still uses them).
+func (s *Store) Free(m *Entry) error {
+	return s.agent.Deregister(m.Reg)
+}
+
+// Quarantine keeps a taken entry's buffers until Unjail.
+func (s *Store) Quarantine(id string, m *Entry) {
+	s.mu.Lock()
+	s.jailed[id] = m
+	s.mu.Unlock()
+}
+
+// Unjail ends the quarantine of entry id's source; the caller frees it.
+func (s *Store) Unjail(id string) {
+	s.mu.Lock()
+	delete(s.jailed, id)
+	s.mu.Unlock()
+}
+
+// QuarantinedSources returns how many taken entries' sources the store
+// keeps quarantined and their bytes.
+func (s *Store) QuarantinedSources() (int, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, m := range s.jailed {
+		for _, t := range m.Tensors {
+			n += int64(len(t.Data))
+		}
+	}
+	return len(s.jailed), n
+}
+
+// Remove deregisters and forgets entry id; won is false when it was not
+// (or no longer) in the store.
+func (s *Store) Remove(id string) (bool, error) {
+	m, ok := s.Take(id)
+	if !ok {
+		return false, nil
+	}
+	if err := s.agent.Deregister(m.Reg); err != nil {
+		return true, fmt.Errorf("memory: deregister entry %s: %w", cache.Short(id), err)
+	}
+	return true, nil
+}
+
+// Exists reports whether id is in the store (not taken, not removed).
+func (s *Store) Exists(id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.items[id]
+	return ok, nil
+}
+
+// Collect does nothing: memory leaves no temp files.
+func (s *Store) Collect(int64) error { return nil }
+
+// Close removes every entry still in the store (S-4); quarantined sources
+// stay registered (their WRITE may still read them).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.items))
+	for id := range s.items {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		if _, err := s.Remove(id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
