@@ -16,9 +16,9 @@ import (
 // that fails every seed.
 const DefaultKeepFailures = 1000
 
-// maxDivergences is how many divergent seeds a Summary keeps with their
+// MaxDivergences is how many divergent seeds a Summary keeps with their
 // two traces (the rest are counted in Diverged).
-const maxDivergences = 8
+const MaxDivergences = 8
 
 // DeterminismOneIn is the determinism sample's rate: one passing seed in
 // DeterminismOneIn is run a second time and its trace compared byte for
@@ -155,8 +155,8 @@ func Sweep(cfg SweepConfig) Summary {
 	}
 	s.FailuresOmitted = failing - len(s.Failures)
 	sort.Slice(s.Divergences, func(i, j int) bool { return s.Divergences[i].Seed < s.Divergences[j].Seed })
-	if len(s.Divergences) > maxDivergences {
-		s.Divergences = s.Divergences[:maxDivergences]
+	if len(s.Divergences) > MaxDivergences {
+		s.Divergences = s.Divergences[:MaxDivergences]
 	}
 	return s
 }
@@ -196,7 +196,7 @@ func (p *sweepPart) run(cfg SweepConfig, seed uint64) {
 		rerun(seed, s, Options{Mutant: cfg.Mutant, Trace: &p.second})
 		if !bytes.Equal(p.first.Bytes(), p.second.Bytes()) {
 			p.diverged++
-			if len(p.divergences) < maxDivergences {
+			if len(p.divergences) < MaxDivergences {
 				p.divergences = append(p.divergences, Divergence{Seed: seed, Mutant: cfg.Mutant, Settings: s,
 					First: bytes.Clone(p.first.Bytes()), Second: bytes.Clone(p.second.Bytes())})
 			}
@@ -250,19 +250,12 @@ func WriteTrace(dir string, r Result) (string, error) {
 // WriteDivergence writes d's two traces to dir/seed-<N>.run1.jsonl and
 // dir/seed-<N>.run2.jsonl and returns the paths.
 func WriteDivergence(dir string, d Divergence) ([2]string, error) {
-	return writeRunPair(dir, fmt.Sprintf("seed-%d", d.Seed), "jsonl", d.First, d.Second)
+	return WriteRunPair(dir, fmt.Sprintf("seed-%d", d.Seed), "jsonl", d.First, d.Second)
 }
 
-// WriteExecutorDivergence writes d's two outcomes (ExecutorOutcome: the
-// executor world's traces) to dir/executor-seed-<N>.run1.txt and
-// dir/executor-seed-<N>.run2.txt and returns the paths.
-func WriteExecutorDivergence(dir string, d ExecutorDivergence) ([2]string, error) {
-	return writeRunPair(dir, fmt.Sprintf("executor-seed-%d", d.Seed), "txt", d.First, d.Second)
-}
-
-// writeRunPair writes a sampled seed's two runs to dir/<name>.run1.<ext>
+// WriteRunPair writes a sampled seed's two runs to dir/<name>.run1.<ext>
 // and dir/<name>.run2.<ext>, creating dir.
-func writeRunPair(dir, name, ext string, first, second []byte) ([2]string, error) {
+func WriteRunPair(dir, name, ext string, first, second []byte) ([2]string, error) {
 	var paths [2]string
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return paths, err

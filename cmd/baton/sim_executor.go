@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
+	"github.com/baton-dev/baton/sim/executorworld"
 	"io"
 	"os"
 	"sort"
 	"strings"
 
 	"github.com/baton-dev/baton/reports"
-	"github.com/baton-dev/baton/sim"
 	"github.com/spf13/cobra"
 )
 
@@ -48,10 +48,10 @@ Exit codes: 0 passed; 1 a checker failed; 3 bad flags; 6 a sampled seed's
 two runs differed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var m sim.ExecutorMutation
+			var m executorworld.Mutation
 			if mutation != "" {
 				var ok bool
-				if m, ok = sim.ExecutorMutations()[mutation]; !ok {
+				if m, ok = executorworld.Mutations()[mutation]; !ok {
 					return exitError{ExitUsage, fmt.Sprintf("--mutation %q: want one of %s", mutation, strings.Join(executorMutationNames(), ", "))}
 				}
 			}
@@ -69,7 +69,7 @@ two runs differed.`,
 				return exitError{ExitUsage, "give --seed N or --seeds A..B"}
 			}
 			if seeds == "" {
-				r := sim.RunExecutorSeed(from, m)
+				r := executorworld.RunSeed(from, m)
 				fmt.Fprintf(out, "SEED=%d\n%s\n", r.Seed, r.Settings)
 				if mutation != "" {
 					fmt.Fprintf(out, "mutation=%s (a seed with max_batch=1 or no cancellation cannot show a batch mutation; explore a range)\n", mutation)
@@ -94,7 +94,7 @@ two runs differed.`,
 
 func executorMutationNames() []string {
 	var names []string
-	for n := range sim.ExecutorMutations() {
+	for n := range executorworld.Mutations() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -102,7 +102,7 @@ func executorMutationNames() []string {
 }
 
 // executorRange sweeps this shard's part of from..to of the executor world.
-func executorRange(out io.Writer, from, to uint64, m sim.ExecutorMutation, mutation, traceDir string, f sweepFlags) error {
+func executorRange(out io.Writer, from, to uint64, m executorworld.Mutation, mutation, traceDir string, f sweepFlags) error {
 	sh, err := f.resolveShard()
 	if err != nil {
 		return err
@@ -111,7 +111,7 @@ func executorRange(out io.Writer, from, to uint64, m sim.ExecutorMutation, mutat
 	if !ok {
 		a, b = 1, 0
 	}
-	sum := sim.SweepExecutor(a, b, m, nil)
+	sum := executorworld.Sweep(a, b, m, nil)
 	res.Runs, res.Events = int64(sum.Runs), sum.Steps
 	res.Verdicts[reports.SweepPassed] = int64(sum.Runs - sum.Failed)
 	if sum.Failed > 0 {
@@ -134,7 +134,7 @@ func executorRange(out io.Writer, from, to uint64, m sim.ExecutorMutation, mutat
 // them in res, as keepDivergences does for the handoff world. A seed whose
 // files could not be written is still listed (without files), so the
 // divergence fails the range either way.
-func keepExecutorDivergences(res *reports.SweepResult, ds []sim.ExecutorDivergence, dir string) error {
+func keepExecutorDivergences(res *reports.SweepResult, ds []executorworld.Divergence, dir string) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -146,7 +146,7 @@ func keepExecutorDivergences(res *reports.SweepResult, ds []sim.ExecutorDivergen
 		dv := reports.SweepDivergence{Seed: d.Seed}
 		if err == nil {
 			var paths [2]string
-			if paths, err = sim.WriteExecutorDivergence(dir, d); err == nil {
+			if paths, err = executorworld.WriteDivergence(dir, d); err == nil {
 				dv.Traces = paths[:]
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/baton-dev/baton/sim/executorworld"
 	"os"
 	"path/filepath"
 	"strings"
@@ -308,12 +309,12 @@ func TestReportMergeJudgesEveryCoverageTarget(t *testing.T) {
 // are kept as files (in --trace-dir, else a new temporary directory) and
 // listed in the result, which then fails as nondeterministic.
 func TestKeepExecutorDivergences(t *testing.T) {
-	d := sim.ExecutorDivergence{Seed: 7, First: []byte("seed=7 steps=3 err=<nil>\n"), Second: []byte("seed=7 steps=4 err=<nil>\n")}
+	d := executorworld.Divergence{Seed: 7, First: []byte("seed=7 steps=3 err=<nil>\n"), Second: []byte("seed=7 steps=4 err=<nil>\n")}
 	for _, dir := range []string{t.TempDir(), ""} {
 		res, _, _, _ := newSweepResult(reports.SweepWorldExecutor, 7, 7, sim.Shard{}, "")
 		res.Runs, res.Verdicts[reports.SweepPassed] = 1, 1
 		res.Determinism.Sampled, res.Determinism.Diverged = 1, 1
-		if err := keepExecutorDivergences(&res, []sim.ExecutorDivergence{d}, dir); err != nil {
+		if err := keepExecutorDivergences(&res, []executorworld.Divergence{d}, dir); err != nil {
 			t.Fatal(err)
 		}
 		if len(res.Determinism.Divergences) != 1 || len(res.Determinism.Divergences[0].Traces) != 2 {
@@ -337,7 +338,7 @@ func TestKeepExecutorDivergences(t *testing.T) {
 			t.Errorf("dir %q: %v\n%s", dir, err, out.String())
 		}
 	}
-	if err := keepExecutorDivergences(&reports.SweepResult{}, []sim.ExecutorDivergence{d}, "/dev/null/x"); err == nil {
+	if err := keepExecutorDivergences(&reports.SweepResult{}, []executorworld.Divergence{d}, "/dev/null/x"); err == nil {
 		t.Error("an unwritable --trace-dir: no error")
 	}
 }

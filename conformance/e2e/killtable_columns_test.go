@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/baton-dev/baton/sim/executorworld"
 	"sort"
 	"strings"
 	"testing"
@@ -145,7 +146,7 @@ func TestMutantKillTableColumns(t *testing.T) {
 			t.Errorf("simulator mutant %s (%s) is no conformance mutant's counterpart (Mutant.Sim): its row would have no suite or props column", sm, sim.Mutants[sm])
 		}
 	}
-	for name := range sim.ExecutorMutations() {
+	for name := range executorworld.Mutations() {
 		if !counterpart["executor:"+name] {
 			t.Errorf("executor-world mutation %s is no conformance mutant's counterpart (Mutant.Sim)", name)
 		}
@@ -260,12 +261,12 @@ func simColumn(t *testing.T, name, rule string) killVerdict {
 		return killVerdict{cell: "no simulator counterpart (Mutant.Sim)"}
 	}
 	if mutation, ok := strings.CutPrefix(name, "executor:"); ok {
-		mut, ok := sim.ExecutorMutations()[mutation]
+		mut, ok := executorworld.Mutations()[mutation]
 		if !ok {
 			return killVerdict{cell: "unknown executor mutation " + mutation}
 		}
 		for seed := uint64(1); seed <= simColumnSeeds; seed++ {
-			if r := sim.RunExecutorSeed(seed, mut); r.Err != nil {
+			if r := executorworld.RunSeed(seed, mut); r.Err != nil {
 				return killVerdict{killed: true, cell: fmt.Sprintf("KILLED seed %d, executor world (%.2fs)", seed, time.Since(start).Seconds())}
 			}
 		}

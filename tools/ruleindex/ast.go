@@ -50,27 +50,31 @@ type pkgAST struct {
 	callers map[string]int // callerCounts, computed once
 }
 
-// loadPkg parses the non-test .go files of dir (a slash path from root).
-func loadPkg(root, dir string) (*pkgAST, error) {
-	paths, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(dir), "*.go"))
-	if err != nil {
-		return nil, err
-	}
+// loadPkg parses the non-test .go files of dir (a slash path from root),
+// and of more directories as one package when given (the simulator and its
+// executor world).
+func loadPkg(root, dir string, more ...string) (*pkgAST, error) {
 	p := &pkgAST{Dir: dir, Fset: token.NewFileSet(), Files: map[string]*ast.File{}}
-	sort.Strings(paths)
-	for _, path := range paths {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(p.Fset, path, nil, parser.SkipObjectResolution)
+	for _, dir := range append([]string{dir}, more...) {
+		paths, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(dir), "*.go"))
 		if err != nil {
 			return nil, err
 		}
-		rel := dir + "/" + filepath.Base(path)
-		p.Files[rel] = f
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok {
-				p.Funcs = append(p.Funcs, funcDecl{File: rel, Recv: recvName(fd), Name: fd.Name.Name, Decl: fd})
+		sort.Strings(paths)
+		for _, path := range paths {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(p.Fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return nil, err
+			}
+			rel := dir + "/" + filepath.Base(path)
+			p.Files[rel] = f
+			for _, d := range f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok {
+					p.Funcs = append(p.Funcs, funcDecl{File: rel, Recv: recvName(fd), Name: fd.Name.Name, Decl: fd})
+				}
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/baton-dev/baton/sim/executorworld"
 	"go/ast"
 	"reflect"
 	"runtime"
@@ -54,7 +55,7 @@ type Rule struct {
 	// rule (conformance/mutants), with their simulator counterparts.
 	Mutants []Mutant `yaml:"mutants"`
 	// SimMutants are the simulator's own mutants breaking the rule
-	// (sim/mutant.go, sim.ExecutorMutations).
+	// (sim/mutant.go, executorworld.Mutations).
 	SimMutants []string `yaml:"sim_mutants"`
 }
 
@@ -271,7 +272,7 @@ func mutantsOf(rule string, simMuts map[string][]string) []Mutant {
 
 // simMutants returns each rule's simulator mutants as "name (place)":
 // sim.Mutants with the constant declaring each (sim/mutant.go), and the
-// executor world's mutations (sim.ExecutorMutations) under the rule of the
+// executor world's mutations (executorworld.Mutations) under the rule of the
 // conformance mutant that names them ("executor:<name>").
 func simMutants(root string) (map[string][]string, error) {
 	pkg, err := loadPkg(root, "sim")
@@ -301,16 +302,16 @@ func simMutants(root string) (map[string][]string, error) {
 		}
 		out[rule] = append(out[rule], fmt.Sprintf("%s (%s)", m, at))
 	}
-	execs := sim.ExecutorMutations()
+	execs := executorworld.Mutations()
 	for _, m := range append(mutants.All(), mutants.InProcess()...) {
 		name, ok := strings.CutPrefix(m.Sim, "executor:")
 		if !ok {
 			continue
 		}
 		if _, known := execs[name]; !known {
-			return nil, fmt.Errorf("mutant %s: sim %q is not in sim.ExecutorMutations", m.Name, m.Sim)
+			return nil, fmt.Errorf("mutant %s: sim %q is not in executorworld.Mutations", m.Name, m.Sim)
 		}
-		p := fmt.Sprintf("%s (sim/executor_world.go:ExecutorMutations)", m.Sim)
+		p := fmt.Sprintf("%s (sim/executorworld/world.go:Mutations)", m.Sim)
 		if !slices.Contains(out[m.Rule], p) {
 			out[m.Rule] = append(out[m.Rule], p)
 		}

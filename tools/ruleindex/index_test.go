@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/baton-dev/baton/sim/executorworld"
 	"go/ast"
 	"os"
 	"path/filepath"
@@ -156,7 +157,7 @@ func TestIndexPlacesExist(t *testing.T) {
 
 // checkSimMutant checks an index entry "name (file:Const)": Const is a
 // constant of file with value name and the simulator knows name, or
-// "executor:name (sim/executor_world.go:ExecutorMutations)".
+// "executor:name (sim/executorworld/world.go:Mutations)".
 func checkSimMutant(t *testing.T, rule, entry string) {
 	t.Helper()
 	name, place, ok := strings.Cut(strings.TrimSuffix(entry, ")"), " (")
@@ -165,8 +166,8 @@ func checkSimMutant(t *testing.T, rule, entry string) {
 		return
 	}
 	if exec, ok := strings.CutPrefix(name, "executor:"); ok {
-		if _, known := sim.ExecutorMutations()[exec]; !known {
-			t.Errorf("%s: %s is not in sim.ExecutorMutations", rule, name)
+		if _, known := executorworld.Mutations()[exec]; !known {
+			t.Errorf("%s: %s is not in executorworld.Mutations", rule, name)
 		}
 		if err := findFunc(root, place); err != nil {
 			t.Errorf("%s: %v", rule, err)

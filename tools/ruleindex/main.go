@@ -6,7 +6,7 @@
 //
 // It reads the code: the suite's case registry and the mutant tables are
 // imported (suite.Cases, mutants.All, mutants.InProcess, sim.Mutants,
-// sim.ExecutorMutations); the property's actions and the simulator's
+// executorworld.Mutations); the property's actions and the simulator's
 // checkers are found by parsing conformance/props and sim (go/parser); only
 // the engine's decision functions are a hand-kept map (engine.go), whose
 // every entry the test looks up. TestCommittedIndexIsCurrent fails when the

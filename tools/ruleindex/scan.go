@@ -317,7 +317,7 @@ func (p *pkgAST) callerCounts() map[string]int {
 // in `if msg := f(w); msg != "" { return "X-2", msg }` (or failf) belongs
 // to f; otherwise to the function it is written in.
 func simCheckers(root string, known map[string]bool) (map[string][]string, error) {
-	pkg, err := loadPkg(root, "sim")
+	pkg, err := loadPkg(root, "sim", "sim/executorworld")
 	if err != nil {
 		return nil, err
 	}

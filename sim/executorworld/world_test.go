@@ -1,4 +1,4 @@
-package sim
+package executorworld
 
 import (
 	"slices"
@@ -13,7 +13,7 @@ import (
 // passes on the real core.
 func TestExecutorWorldSeeds(t *testing.T) {
 	n := uint64(1_000)
-	failures, ran := ExploreExecutor(1, n, ExecutorMutation{})
+	failures, ran := Explore(1, n, Mutation{})
 	for _, f := range failures[:min(len(failures), 5)] {
 		t.Errorf("seed %d (%s): %v\nreplay: %s", f.Seed, f.Settings, f.Err, f.ReplayCommand(""))
 	}
@@ -23,9 +23,9 @@ func TestExecutorWorldSeeds(t *testing.T) {
 // TestExecutorWorldKillsMutations: each broken core decision is found
 // within the first 2,000 seeds, by the checker of its rule.
 func TestExecutorWorldKillsMutations(t *testing.T) {
-	for name, m := range ExecutorMutations() {
+	for name, m := range Mutations() {
 		t.Run(name, func(t *testing.T) {
-			failures, ran := ExploreExecutor(1, 2000, m)
+			failures, ran := Explore(1, 2000, m)
 			if len(failures) == 0 {
 				t.Fatalf("mutation %s survived %d seeds", name, ran)
 			}
@@ -46,9 +46,9 @@ func TestExecutorWorldKillsMutations(t *testing.T) {
 
 // TestExecutorWorldIsDeterministic: a seed's result is the same twice.
 func TestExecutorWorldIsDeterministic(t *testing.T) {
-	m := ExecutorMutation{Core: executor.Mutation{ScatterLiveOnly: true}}
+	m := Mutation{Core: executor.Mutation{ScatterLiveOnly: true}}
 	for seed := uint64(1); seed <= 50; seed++ {
-		a, b := RunExecutorSeed(seed, m), RunExecutorSeed(seed, m)
+		a, b := RunSeed(seed, m), RunSeed(seed, m)
 		if a.Steps != b.Steps || (a.Err == nil) != (b.Err == nil) || (a.Err != nil && a.Err.Error() != b.Err.Error()) {
 			t.Fatalf("seed %d: %d steps %v, then %d steps %v", seed, a.Steps, a.Err, b.Steps, b.Err)
 		}

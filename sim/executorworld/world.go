@@ -1,8 +1,13 @@
-package sim
+// Package executorworld is the simulator of the in-engine encoder ->
+// decoder handoff around the real executor core (engine/executor): the
+// second world of `baton sim` (`baton sim executor`), beside package sim's
+// handoff world, drawing from the same seeded streams (sim/internal/seeded).
+package executorworld
 
 import (
 	"errors"
 	"fmt"
+	"github.com/baton-dev/baton/sim/internal/seeded"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -34,8 +39,8 @@ import (
 // cancellations produced exactly the tokens it produces in the same seed's
 // run without them.
 
-// ExecutorSettings are one executor run's parameters, drawn per seed.
-type ExecutorSettings struct {
+// Settings are one executor run's parameters, drawn per seed.
+type Settings struct {
 	Requests          int     // requests submitted in all
 	MaxBatchRequests  int     // executor.Config.MaxBatchRequests
 	MaxPendingBatches int     // executor.Config.MaxPendingBatches
@@ -52,36 +57,36 @@ const encoderOutputWidth = 4
 // poison overwrites a freed storage.
 const poison uint64 = 0xdeadbeefdeadbeef
 
-// DrawExecutorSettings draws the settings of seed.
-func DrawExecutorSettings(seed uint64) ExecutorSettings {
-	r := newRNG(seed, subSettings)
-	return ExecutorSettings{
-		Requests:          int(between(r, 2, 24)),
-		MaxBatchRequests:  int(between(r, 1, 6)),
-		MaxPendingBatches: int(between(r, 1, 3)),
-		Ranks:             int(between(r, 1, 2)),
-		CancelRate:        float64(between(r, 0, 30)) / 100,
-		PreemptRate:       float64(between(r, 0, 10)) / 100,
-		FailRate:          float64(between(r, 0, 15)) / 100,
-		Tokens:            int(between(r, 1, 8)),
+// DrawSettings draws the settings of seed.
+func DrawSettings(seed uint64) Settings {
+	r := seeded.New(seed, seeded.Settings)
+	return Settings{
+		Requests:          int(seeded.Between(r, 2, 24)),
+		MaxBatchRequests:  int(seeded.Between(r, 1, 6)),
+		MaxPendingBatches: int(seeded.Between(r, 1, 3)),
+		Ranks:             int(seeded.Between(r, 1, 2)),
+		CancelRate:        float64(seeded.Between(r, 0, 30)) / 100,
+		PreemptRate:       float64(seeded.Between(r, 0, 10)) / 100,
+		FailRate:          float64(seeded.Between(r, 0, 15)) / 100,
+		Tokens:            int(seeded.Between(r, 1, 8)),
 	}
 }
 
-func (s ExecutorSettings) String() string {
+func (s Settings) String() string {
 	return fmt.Sprintf("requests=%d max_batch=%d max_pending=%d ranks=%d cancel_rate=%.2f preempt_rate=%.2f fail_rate=%.2f tokens=%d",
 		s.Requests, s.MaxBatchRequests, s.MaxPendingBatches, s.Ranks, s.CancelRate, s.PreemptRate, s.FailRate, s.Tokens)
 }
 
-// ExecutorResult is one seed's outcome: Err is nil when every checker passed.
-type ExecutorResult struct {
+// Result is one seed's outcome: Err is nil when every checker passed.
+type Result struct {
 	Seed     uint64
-	Settings ExecutorSettings
+	Settings Settings
 	Steps    int // scheduler steps of the run with cancellations
 	Err      error
 }
 
 // ReplayCommand is the command that re-runs this seed.
-func (r ExecutorResult) ReplayCommand(mutation string) string {
+func (r Result) ReplayCommand(mutation string) string {
 	cmd := fmt.Sprintf("baton sim executor --seed %d", r.Seed)
 	if mutation != "" {
 		cmd += " --mutation " + mutation
@@ -89,12 +94,12 @@ func (r ExecutorResult) ReplayCommand(mutation string) string {
 	return cmd
 }
 
-// ExecutorMutation is one deliberately broken decision of the executor
+// Mutation is one deliberately broken decision of the executor
 // world: in the core (Core, engine/executor's Mutation) or in the world's
 // driver (the two a driver of the core could get wrong; the reference
 // engine's hooks ContextTwice and RecomputeWithoutEncoder break its own
 // driver the same way). The zero value is the correct world.
-type ExecutorMutation struct {
+type Mutation struct {
 	// Core breaks a decision of the executor core.
 	Core executor.Mutation
 	// ContextTwice: the first context step computes the request's context
@@ -106,10 +111,10 @@ type ExecutorMutation struct {
 	RecomputeWithoutEncoder bool
 }
 
-// ExecutorMutations are the executor world's deliberately broken
+// Mutations are the executor world's deliberately broken
 // decisions, by the name `baton sim executor --mutation` takes.
-func ExecutorMutations() map[string]ExecutorMutation {
-	return map[string]ExecutorMutation{
+func Mutations() map[string]Mutation {
+	return map[string]Mutation{
 		"c2-scatter-shifts-siblings": {Core: executor.Mutation{ScatterLiveOnly: true}},
 		"c3-view-kept-after-end":     {Core: executor.Mutation{KeepViewOnEnd: true}},
 		"c3-release-every-step":      {Core: executor.Mutation{ReleaseEveryCall: true}},
@@ -118,11 +123,11 @@ func ExecutorMutations() map[string]ExecutorMutation {
 	}
 }
 
-// RunExecutorSeed runs seed twice (with and without cancellations) with
+// RunSeed runs seed twice (with and without cancellations) with
 // mutation m and checks both.
-func RunExecutorSeed(seed uint64, m ExecutorMutation) ExecutorResult {
-	s := DrawExecutorSettings(seed)
-	res := ExecutorResult{Seed: seed, Settings: s}
+func RunSeed(seed uint64, m Mutation) Result {
+	s := DrawSettings(seed)
+	res := Result{Seed: seed, Settings: s}
 	with := runExecutorWorld(seed, s, m, true)
 	res.Steps = with.steps
 	if with.err != nil {
@@ -147,12 +152,12 @@ func RunExecutorSeed(seed uint64, m ExecutorMutation) ExecutorResult {
 	return res
 }
 
-// ExploreExecutor runs seeds [from, to] and returns the failing results, in
+// Explore runs seeds [from, to] and returns the failing results, in
 // seed order, and the number run.
-func ExploreExecutor(from, to uint64, m ExecutorMutation) (failures []ExecutorResult, ran int) {
+func Explore(from, to uint64, m Mutation) (failures []Result, ran int) {
 	for seed := from; seed <= to; seed++ {
 		ran++
-		if r := RunExecutorSeed(seed, m); r.Err != nil {
+		if r := RunSeed(seed, m); r.Err != nil {
 			failures = append(failures, r)
 		}
 		if seed == to {
@@ -184,9 +189,9 @@ type simRun struct {
 
 // executorWorld is one run.
 type executorWorld struct {
-	s        ExecutorSettings
+	s        Settings
 	cancel   bool
-	mut      ExecutorMutation // the world driver's broken decision, if any
+	mut      Mutation // the world driver's broken decision, if any
 	ranks    *executor.Ranks
 	work     *rand.Rand // workload: arrivals, inputs
 	order    *rand.Rand // interleaving: which enabled action runs
@@ -202,11 +207,11 @@ type executorWorld struct {
 	step     int
 }
 
-func runExecutorWorld(seed uint64, s ExecutorSettings, m ExecutorMutation, cancellations bool) (out simRun) {
+func runExecutorWorld(seed uint64, s Settings, m Mutation, cancellations bool) (out simRun) {
 	w := &executorWorld{
 		s: s, cancel: cancellations, mut: m,
 		ranks: executor.NewRanks(s.Ranks, executor.Config{MaxBatchRequests: s.MaxBatchRequests, MaxPendingBatches: s.MaxPendingBatches, Mutation: m.Core}),
-		work:  newRNG(seed, subWorkload), order: newRNG(seed, subNetwork), faults: newRNG(seed, subFaults),
+		work:  seeded.New(seed, seeded.Workload), order: seeded.New(seed, seeded.Network), faults: seeded.New(seed, seeded.Faults),
 		byID: map[string]*simRequest{}, members: map[executor.BatchID][]executor.Member{}, storages: map[executor.BatchID][]uint64{},
 		freed: map[executor.BatchID][]uint64{}, views: map[string]executor.View{}, tokens: map[string][]uint64{},
 	}
@@ -216,7 +221,7 @@ func runExecutorWorld(seed uint64, s ExecutorSettings, m ExecutorMutation, cance
 		}
 	}()
 	for i := range s.Requests {
-		r := &simRequest{id: fmt.Sprintf("r%02d", i), items: int(between(w.work, 1, 3)), input: w.work.Uint64(), arrivesAt: int(between(w.work, 0, int64(4*s.Requests))), state: "waiting"}
+		r := &simRequest{id: fmt.Sprintf("r%02d", i), items: int(seeded.Between(w.work, 1, 3)), input: w.work.Uint64(), arrivesAt: int(seeded.Between(w.work, 0, int64(4*s.Requests))), state: "waiting"}
 		w.reqs = append(w.reqs, r)
 		w.byID[r.id] = r
 	}
@@ -257,7 +262,7 @@ func (w *executorWorld) act(safety bool) bool {
 		case "generating":
 			enabled = append(enabled, action{"decode " + r.id, func() error { return w.decode(r, safety) }})
 		}
-		if safety && w.cancel && r.state != "waiting" && r.state != "done" && chance(w.faults, w.s.CancelRate/float64(len(w.reqs))) {
+		if safety && w.cancel && r.state != "waiting" && r.state != "done" && seeded.Chance(w.faults, w.s.CancelRate/float64(len(w.reqs))) {
 			enabled = append(enabled, action{"cancel " + r.id, func() error { return w.end(r, false) }})
 		}
 	}
@@ -320,7 +325,7 @@ func (w *executorWorld) carry(actions []executor.Action) {
 func (w *executorWorld) complete(i int, safety bool) error {
 	b := w.pending[i]
 	w.pending = append(w.pending[:i], w.pending[i+1:]...)
-	if safety && chance(w.faults, w.s.FailRate) {
+	if safety && seeded.Chance(w.faults, w.s.FailRate) {
 		acts, err := w.ranks.EncoderFailed(b, errors.New("simulated encoder failure"))
 		w.carry(acts)
 		return err
@@ -330,7 +335,7 @@ func (w *executorWorld) complete(i int, safety bool) error {
 		r := w.byID[m.Request]
 		for item := range m.Items {
 			for word := range encoderOutputWidth {
-				out = append(out, mix64(r.input^uint64(item)<<32^uint64(word)))
+				out = append(out, seeded.Mix64(r.input^uint64(item)<<32^uint64(word)))
 			}
 		}
 	}
@@ -385,7 +390,7 @@ func contextOf(st []uint64, v executor.View) uint64 {
 	words := st[v.FirstItem*encoderOutputWidth : (v.FirstItem+v.Items)*encoderOutputWidth]
 	ctx := uint64(v.Items)
 	for _, x := range words {
-		ctx = mix64(ctx ^ x)
+		ctx = seeded.Mix64(ctx ^ x)
 	}
 	return ctx
 }
@@ -412,7 +417,7 @@ func (w *executorWorld) recomputeFromLastView(r *simRequest) error {
 // after Settings.Tokens.
 func (w *executorWorld) decode(r *simRequest, safety bool) error {
 	w.carry(w.ranks.Release(r.id))
-	if safety && chance(w.faults, w.s.PreemptRate) {
+	if safety && seeded.Chance(w.faults, w.s.PreemptRate) {
 		if w.mut.RecomputeWithoutEncoder {
 			return w.recomputeFromLastView(r)
 		}
@@ -424,7 +429,7 @@ func (w *executorWorld) decode(r *simRequest, safety bool) error {
 		r.state = "queued"
 		return nil
 	}
-	tok := mix64(r.context ^ uint64(len(r.decided))<<40)
+	tok := seeded.Mix64(r.context ^ uint64(len(r.decided))<<40)
 	r.decided = append(r.decided, tok)
 	if len(r.decided) >= w.s.Tokens {
 		w.tokens[r.id] = r.decided
@@ -471,14 +476,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// mix64 is the splitmix64 finalizer: the stand-in encoder's and decoder's arithmetic.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }
