@@ -33,9 +33,10 @@ func simCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Run the deterministic fault-injecting simulator of the handoff lifecycle (one seed or a range)",
-		Long: `Run baton's deterministic simulator: one producer E and 1..3 PD consumers
-driving the real engine/handoff core over a simulated shared directory or
-transfer backend, with BUGGIFY-style faults (each site enabled per run with
+		Long: `Run baton's deterministic simulator: one producer E and 1..3 consumers (PD;
+for one seed in four P nodes and a D node: E+P+D) driving the real
+engine/handoff core and the real shared-directory code over an in-memory
+disk (sim/simfs), or the transfer backend, with BUGGIFY-style faults (each site enabled per run with
 probability 0.25, firing per hit with 0.25), a safety phase with faults and a
 liveness phase with faults healed.
 
