@@ -616,6 +616,10 @@ func (c *core) Post(r *Request) (Status, error) {
 		c.finish(r, run(ctx, w))
 		return c.Status(r)
 	}
+	if h, ok := c.tr.(holder); ok {
+		h.hold(r, w) // ManualNetwork: the driver moves it (manual.go)
+		return StatusInProgress, nil
+	}
 	go func() { c.finish(r, run(ctx, w)) }()
 	return StatusInProgress, nil
 }
@@ -708,6 +712,9 @@ func (c *core) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.cancelAll()
+	if h, ok := c.tr.(holder); ok {
+		h.abandon() // held transfers have no goroutine to see ctx end
+	}
 	c.writers.Wait()
 	err := c.tr.close()
 	c.inbounds.Wait()
