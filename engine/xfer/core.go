@@ -228,26 +228,27 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 			return nil, fmt.Errorf("xfer: RegisterMemory region %d is empty: %w", i, ErrInvalidParam)
 		}
 	}
-	keys := make([][]byte, len(regions))
-	for i := range keys {
-		keys[i] = make([]byte, remoteKeyBytes)
-		if _, err := io.ReadFull(c.rand, keys[i]); err != nil {
-			return nil, fmt.Errorf("xfer: drawing a remote key: %v: %w", err, ErrBackend)
-		}
+	// One allocation for the keys, the regions and their pointers each
+	// (the simulator registers a buffer per receive; issue #16).
+	keyBuf := make([]byte, len(regions)*remoteKeyBytes)
+	if _, err := io.ReadFull(c.rand, keyBuf); err != nil {
+		return nil, fmt.Errorf("xfer: drawing a remote key: %v: %w", err, ErrBackend)
 	}
+	key := func(i int) []byte { return keyBuf[i*remoteKeyBytes : (i+1)*remoteKeyBytes : (i+1)*remoteKeyBytes] }
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, errClosed("RegisterMemory")
 	}
-	for _, k := range keys {
-		if c.byKey[string(k)] != nil {
+	for i := range regions {
+		if c.byKey[string(key(i))] != nil {
 			return nil, fmt.Errorf("xfer: remote key collision (broken random source): %w", ErrBackend)
 		}
 	}
 	c.nextID++
-	reg := &Registration{id: c.nextID, owner: c}
-	var rs []*region
+	reg := &Registration{id: c.nextID, owner: c, Descriptors: make([]Descriptor, len(regions))}
+	slab := make([]region, len(regions))
+	rs := make([]*region, len(regions))
 	next := c.nextAddr
 	for i, buf := range regions {
 		size := uint64(len(buf))
@@ -255,13 +256,13 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		if next+span < next || size > 1<<62 {
 			return nil, fmt.Errorf("xfer: address space exhausted: %w", ErrInvalidParam)
 		}
-		r := &region{regID: reg.id, buf: buf, base: next, key: string(keys[i])}
+		r := &slab[i]
+		*r = region{regID: reg.id, buf: buf, base: next, key: string(key(i))}
 		next += span
-		rs = append(rs, r)
-		reg.Descriptors = append(reg.Descriptors, Descriptor{
-			Address: r.base, Length: size, MemoryKind: MemoryHost,
-			RemoteKey: append([]byte(nil), keys[i]...),
-		})
+		rs[i] = r
+		// The descriptor's key is keyBuf's own bytes: the agent keeps
+		// only the string copy, so the caller's copy is its alone.
+		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
 	for _, r := range rs {
