@@ -177,3 +177,30 @@ func (w *World) closeProducerAgent() {
 
 // consumerAgentName names consumer idx's incarnation inc's agent.
 func consumerAgentName(idx int, inc int64) string { return fmt.Sprintf("PD%d.%d", idx, inc) }
+
+// xferLeaks is the transfer backend's part of a drained world (S-4; CONTRACT
+// section 4: nothing but quarantine left): no transfer pending on the
+// network, E's agent holds no request, and each consumer's agent holds no
+// registration, no revocation still waiting and no inbound transfer
+// (quarantined buffers were revoked, and their revocations are done once
+// no WRITE can land). "" when drained.
+func (w *World) xferLeaks() string {
+	if w.xf.net == nil {
+		return ""
+	}
+	if n := w.xf.net.Pending(); n != 0 {
+		return fmt.Sprintf("%d transfers still pending on the network", n)
+	}
+	if a := w.prod.agent; a != nil && !w.nodes.prodDown {
+		if n := a.Counters(); n.Requests != 0 || n.InFlight != 0 {
+			return fmt.Sprintf("E's xfer agent still holds %d requests (%d in flight)", n.Requests, n.InFlight)
+		}
+	}
+	for _, c := range w.cons {
+		if n := c.agent.Counters(); n.Registrations != 0 || n.Revoked != 0 || n.InboundInFlight != 0 {
+			return fmt.Sprintf("PD%d's xfer agent still holds %d registrations, %d revocations not done, %d inbound transfers",
+				c.idx, n.Registrations, n.Revoked, n.InboundInFlight)
+		}
+	}
+	return ""
+}

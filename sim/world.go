@@ -585,9 +585,12 @@ func (w *World) endCheck() bool {
 			return false
 		}
 	}
-	if w.nodesBusy() {
+	if w.nodesBusy() || (w.xf.net != nil && w.xf.net.Pending() > 0) {
 		w.after(100, event{kind: evEndCheck})
 		return false
+	}
+	if msg := w.xferLeaks(); msg != "" {
+		w.failf(Correctness, "S-4", "drained world: %s", msg)
 	}
 	if w.tracing {
 		w.notef("converged")
