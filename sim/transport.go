@@ -62,6 +62,16 @@ func (k *xferKeys) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// onInbound records a consumer agent's report of an inbound transfer.
+func (x *xferWorld) onInbound(ev xfer.InboundEvent) { x.inbound, x.seen = ev, true }
+
+// nextFault hands E's agent the fault its Post takes, once.
+func (x *xferWorld) nextFault(xfer.WriteInfo) xfer.Fault {
+	f := x.fault
+	x.fault = xfer.Fault{}
+	return f
+}
+
 // newAgent starts an xfer agent named name on the world's network; a
 // consumer's reports its inbound transfers to the driver.
 func (w *World) newAgent(name string, consumer bool) xfer.Agent {
@@ -71,9 +81,9 @@ func (w *World) newAgent(name string, consumer bool) xfer.Agent {
 	}
 	opts := xfer.Options{Name: name, Rand: &w.xf.keys}
 	if consumer {
-		opts.OnInbound = func(ev xfer.InboundEvent) { w.xf.inbound, w.xf.seen = ev, true }
+		opts.OnInbound = w.xf.onInbound
 	} else {
-		opts.Faults = func(xfer.WriteInfo) xfer.Fault { f := w.xf.fault; w.xf.fault = xfer.Fault{}; return f }
+		opts.Faults = w.xf.nextFault
 	}
 	a, err := xfer.NewManual(w.xf.net, opts)
 	must(err)

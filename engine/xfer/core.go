@@ -228,9 +228,26 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 			return nil, fmt.Errorf("xfer: RegisterMemory region %d is empty: %w", i, ErrInvalidParam)
 		}
 	}
-	// One allocation for the keys, the regions and their pointers each
-	// (the simulator registers a buffer per receive; issue #16).
-	keyBuf := make([]byte, len(regions)*remoteKeyBytes)
+	// One allocation for the keys, the regions and their pointers each,
+	// and one for all of them when there is one region, the usual case
+	// (the simulator registers a buffer per receive and a source per
+	// entry; issue #16).
+	var (
+		reg    *Registration
+		keyBuf []byte
+		slab   []region
+		rs     []*region
+	)
+	if len(regions) == 1 {
+		one := new(oneRegion)
+		reg, keyBuf, slab, rs = &one.reg, one.key[:], one.region[:], one.ptr[:]
+		reg.Descriptors = one.desc[:]
+	} else {
+		reg = &Registration{Descriptors: make([]Descriptor, len(regions))}
+		keyBuf = make([]byte, len(regions)*remoteKeyBytes)
+		slab = make([]region, len(regions))
+		rs = make([]*region, len(regions))
+	}
 	if _, err := io.ReadFull(c.rand, keyBuf); err != nil {
 		return nil, fmt.Errorf("xfer: drawing a remote key: %v: %w", err, ErrBackend)
 	}
@@ -246,9 +263,7 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		}
 	}
 	c.nextID++
-	reg := &Registration{id: c.nextID, owner: c, Descriptors: make([]Descriptor, len(regions))}
-	slab := make([]region, len(regions))
-	rs := make([]*region, len(regions))
+	reg.id, reg.owner = c.nextID, c
 	next := c.nextAddr
 	for i, buf := range regions {
 		size := uint64(len(buf))
@@ -271,6 +286,15 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 	c.regs[reg.id] = reg
 	c.regions[reg.id] = rs
 	return reg, nil
+}
+
+// oneRegion is a one-region registration in one allocation (RegisterMemory).
+type oneRegion struct {
+	reg    Registration
+	desc   [1]Descriptor
+	region [1]region
+	ptr    [1]*region
+	key    [remoteKeyBytes]byte
 }
 
 func (c *core) Deregister(reg *Registration) error {
