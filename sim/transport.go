@@ -141,7 +141,13 @@ func (w *World) postWrite(wr *write, rq *xreq, fault xfer.Fault) error {
 	}
 	wr.req, wr.agent = req, w.prod.agent
 	w.xf.fault = fault
-	_, err = w.prod.agent.Post(req)
+	w.xf.seen = false
+	_, err = w.prod.agent.Post(req) // the consumer's agent accepts or refuses it now
+	if w.xf.seen && w.xf.inbound.Outcome == xfer.InboundRefused {
+		if c := w.cons[wr.c]; c.up && c.inc == wr.inc && c.bufs[wr.buf].quarantined {
+			w.reach(stWriteRefusedAfterRevoke)
+		}
+	}
 	return err
 }
 
