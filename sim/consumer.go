@@ -320,7 +320,7 @@ func (w *World) transferEnded(c *consumerNode, r *recv, why string, cause int64)
 	d, err := c.receives.EndTransfer(handoff.TransferEnded{
 		ReceiveID:       r.key,
 		StatusOK:        cause == resOK,
-		Complete:        cause == resOK, // a simulated WRITE lands whole or not at all
+		Complete:        cause == resOK, // the world's WRITE faults land every byte or none (transport.go)
 		BeforeWrite:     cause == resBeforeWrite || cause == resUnavailableBeforeWrite,
 		InvalidArgument: cause == resPlainInvalid,
 		Reason:          fmt.Sprintf("Q-1 receive %s quarantined: %s", r.key, why),
