@@ -6,16 +6,24 @@ import (
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/xfer"
 )
 
-// buffer is one registered receive buffer of a consumer.
+// buffer is one receive buffer of a consumer: memory its xfer agent
+// registers for each transfer receive that uses it (transport.go).
 type buffer struct {
 	// owner is the receive number using it (0: free).
 	owner int64
 	// quarantined buffers are never freed or reused in this incarnation.
 	quarantined bool
-	// content is the entry whose data a WRITE last put here.
-	content string
+	// mem is the buffer's memory (entryIDBytes): what a WRITE landed here
+	// last put there, through the consumer's xfer agent.
+	mem []byte
+	// reg is its registration while a receive owns it (nil otherwise).
+	reg *xfer.Registration
+	// revoked is the done channel of the Revoke of a quarantined buffer:
+	// closed once no WRITE can land in it any more.
+	revoked <-chan struct{}
 }
 
 // recv is one receive in flight on a consumer.
@@ -42,6 +50,10 @@ type consumerNode struct {
 	health   *handoff.Health
 	recvs    map[int64]*recv
 	bufs     []buffer
+	// agent is the incarnation's transfer agent and md its metadata (the
+	// transfer backend only).
+	agent xfer.Agent
+	md    []byte
 	// quarantineSeen is the most quarantined buffers the core reported in this incarnation (Q-1: never shrinks).
 	quarantineSeen int
 	// healthSig is the signature checkHealth last checked fully; cheapSig
@@ -82,6 +94,16 @@ func (c *consumerNode) boot(w *World) {
 	c.recvs = map[int64]*recv{}
 	c.bufs = make([]buffer, w.set.BuffersPerConsumer)
 	c.quarantineSeen = 0
+	if w.set.Backend == BackendTransfer {
+		c.agent = w.newAgent(consumerAgentName(c.idx, c.inc), true)
+		md, err := c.agent.LocalMetadata()
+		must(err)
+		c.md = md
+		mem := make([]byte, entryIDBytes*len(c.bufs))
+		for i := range c.bufs {
+			c.bufs[i].mem = mem[i*entryIDBytes : (i+1)*entryIDBytes : (i+1)*entryIDBytes]
+		}
+	}
 }
 
 // consumeArrive: a consumer's Generate(encoder.consume=ref) in CONTRACT's
@@ -248,7 +270,11 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
 	}
 	c.bufs[buf].owner = r.num
 	r.buf = buf
-	w.xreqs[r.num-1].buf = buf
+	reg, err := c.agent.RegisterMemory([][]byte{c.bufs[buf].mem})
+	must(err)
+	c.bufs[buf].reg = reg
+	rq := &w.xreqs[r.num-1]
+	rq.buf, rq.md, rq.targets = buf, c.md, reg.Descriptors
 	must(c.receives.Registered(r.key))
 	must(c.receives.Requested(r.key))
 	if w.tracing {
@@ -277,8 +303,8 @@ func (w *World) transferReply(ev event) {
 	}
 	if ev.b == resOK {
 		b := &c.bufs[r.buf]
-		if b.content != r.entry || b.owner != r.num {
-			w.failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, short(b.content), b.owner)
+		if string(b.mem) != r.entry || b.owner != r.num {
+			w.failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, b.mem, b.owner)
 		}
 	}
 	w.transferEnded(c, r, "producer answered "+resNames[ev.b], ev.b)
@@ -294,7 +320,7 @@ func (w *World) transferEnded(c *consumerNode, r *recv, why string, cause int64)
 	d, err := c.receives.EndTransfer(handoff.TransferEnded{
 		ReceiveID:       r.key,
 		StatusOK:        cause == resOK,
-		Complete:        cause == resOK, // a simulated WRITE lands whole or not at all
+		Complete:        cause == resOK, // the world's WRITE faults land every byte or none (transport.go)
 		BeforeWrite:     cause == resBeforeWrite || cause == resUnavailableBeforeWrite,
 		InvalidArgument: cause == resPlainInvalid,
 		Reason:          fmt.Sprintf("Q-1 receive %s quarantined: %s", r.key, why),
@@ -362,16 +388,28 @@ func (w *World) transferTimeout(ev event) {
 }
 
 // quarantineReceive carries out a quarantine handoff.EndTransfer decided
-// the buffer is kept for the life of the incarnation (the
-// simulator models no Q-6 proof for receive buffers), health NOT_READY
+// the buffer's registration is revoked with the consumer's xfer
+// agent (every later WRITE to it is refused; one it accepted before may
+// still land, and the revocation's done channel closes once none can: the
+// Q-6 proof), the buffer is kept for the life of the incarnation (the
+// simulator does not end quarantines on that proof yet), health NOT_READY
 // the client answered UNAVAILABLE.
 func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDecision, why string, cause int64) {
 	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause})
-	c.bufs[r.buf].quarantined = true
+	b := &c.bufs[r.buf]
+	b.quarantined = true
+	done, err := c.agent.Revoke(b.reg)
+	must(err)
+	b.reg, b.revoked = nil, done
 	c.health.Fail(d.Health.Check, d.Health.Reason)
 	delete(c.recvs, r.num)
 	if w.tracing {
 		w.notef("Q-1 %s uncertain (%s): buffer %d quarantined", r.key, why, r.buf)
+		select {
+		case <-done:
+		default:
+			w.notef("its revocation waits for a WRITE in flight")
+		}
 	}
 	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: int32(c.idx), a: r.rpc, s: r.entry, b: resUnavailable})
 }
@@ -380,7 +418,15 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 // cause is the producer's answer (or causeDeadline, causeCancelled) it ended on.
 func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
 	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause, freed: true})
-	c.bufs[r.buf].owner = 0
+	b := &c.bufs[r.buf]
+	if err := c.agent.Deregister(b.reg); err != nil {
+		// A WRITE the agent accepted may still land (only a broken
+		// decision frees the buffer then): revoke, and reuse it early.
+		_, err = c.agent.Revoke(b.reg)
+		must(err)
+	}
+	b.reg = nil
+	b.owner = 0
 	delete(c.recvs, r.num)
 	if w.tracing {
 		w.notef("%s ended %s; buffer %d freed", r.key, resNames[res], r.buf)
@@ -409,6 +455,9 @@ func (w *World) crash(ev event) {
 	}
 	c.up = false
 	w.sd.cons[c.idx].Crash()
+	if c.agent != nil {
+		must(c.agent.Close()) // its process is gone: a WRITE to it fails (transport.go)
+	}
 	if len(c.recvs) > 0 {
 		w.reach(stCrashWithReceive)
 	}

@@ -52,6 +52,7 @@ const (
 	stRemovalInsideClaim
 	stCrashInsideClaim
 	stClaimInsideClaim
+	stWriteRefusedAfterRevoke
 	numSometimes
 )
 
@@ -67,6 +68,9 @@ var SometimesStates = [numSometimes]SometimesState{
 	stRemovalInsideClaim:     {"shareddir.removal-inside-claim", "SU-1", "the producer's Dir.Remove of an entry landed between a consumer's shareddir.Claim open and its rename"},
 	stCrashInsideClaim:       {"shareddir.crash-inside-claim", "SU-1", "a consumer died inside shareddir.Claim after its rename won, leaving the claimed file as an orphan"},
 	stClaimInsideClaim:       {"shareddir.claim-inside-claim", "SU-1", "another consumer's whole shareddir.Claim of an entry ran between a Claim's open and its rename"},
+
+	// The real xfer agent refuses what a revoked registration would receive (transport.go).
+	stWriteRefusedAfterRevoke: {"xfer.write-refused-after-revoke", "Q-6", "a WRITE reached a consumer's xfer agent after it had revoked the quarantined buffer, and was refused before a byte landed"},
 }
 
 // Lifecycle points: index 0 is "start" (before the first step), then the

@@ -8,9 +8,9 @@
 // ordered by (tick, sequence) and stepped in one goroutine.
 //
 // The world holds one producer E (a handoff.ProducerTable, a handoff.Health
-// and a store: the shared directory or a registered-memory source map),
-// 1..3 PD consumers (handoff.ConsumerReceives, handoff.Health and
-// a pool of registered receive buffers) and one client per handoff that
+// and a store: the shared directory or sources registered with its xfer
+// agent), 1..3 PD consumers (handoff.ConsumerReceives, handoff.Health,
+// an xfer agent and a pool of receive buffers) and one client per handoff that
 // publishes, consumes, replays, releases (once or twice), cancels and shuts
 // the producer down. The nodes drive the SAME lifecycle core the reference
 // engine drives, in the same order: Reserve -> write -> CommitPublish ->
@@ -42,6 +42,22 @@
 // Claim's open and its rename. So SU-1's claim-by-rename race is checked on
 // the engine's code; TestSimFindsPlantedClaimBug plants a bug in Claim
 // itself (shareddir.PlantClaimBugForTest) and the simulator finds it.
+//
+// Nor is the transfer backend (transport.go): E and each consumer
+// incarnation run a real engine/xfer agent on an xfer.ManualNetwork, whose
+// transfers move only when the world steps them. E registers each source,
+// validates the consumer's agent metadata and descriptors
+// (xfer.ParseMetadata, xfer.CheckRemote) before its claim, then
+// CreateWriteTo, Post; at the ticks the world draws the network Delivers
+// the WRITE into the consumer's registered buffer (or Cuts it: a
+// partition) and Completes it, and E reads Status, Releases the request and
+// Deregisters the source or keeps it quarantined. A consumer
+// registers each receive buffer, Deregisters it on a known outcome and
+// Revokes it on an uncertain one: a WRITE its agent accepted before
+// still lands, later ones are refused. The revocation's done channel is the
+// Q-6 proof; the simulator records it but does not end quarantines on it.
+// The landing check reads the bytes xfer put in the buffer; crashes Close
+// the agents, so a WRITE to a dead incarnation fails.
 //
 // Faults are BUGGIFY-style: each Site is enabled for a run with probability
 // 0.25 and then fires at each hit with probability 0.25. They stay within what

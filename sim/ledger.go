@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+
+	"github.com/baton-dev/baton/engine/xfer"
 )
 
 // entryRecord is the ground truth about one entry: what really happened to
@@ -142,22 +144,8 @@ type xreq struct {
 	// request (ClaimForTransfer); from then on it is never answered
 	// INVALID_ARGUMENT.
 	claimed bool
+	// md and targets are what the request carries of the consumer's xfer
+	// agent: its metadata and the registered buffer's descriptors.
+	md      []byte
+	targets []xfer.Descriptor
 }
-
-// write is one WRITE the producer posted into a consumer's buffer.
-type write struct {
-	num   int64
-	entry string
-	recv  int64 // receive number (index into xreqs + 1)
-	c     int
-	inc   int64
-	buf   int
-	// fails: the WRITE ends in error; landsAnyway: it lands before erroring.
-	fails, landsAnyway bool
-	landed, failed     bool
-	// producerDone: the producer ended the transfer (done, failed or deadline).
-	producerDone bool
-}
-
-// pending reports whether the WRITE may still land.
-func (wr *write) pending() bool { return !wr.landed && !wr.failed }

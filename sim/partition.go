@@ -72,8 +72,8 @@ func (w *World) partitionDropsArrival(ev event) bool {
 		}
 	case evWriteLand:
 		wr := w.writes[ev.a-1]
-		if w.partitioned(int32(wr.c)) && !wr.landed && !wr.failed {
-			wr.failed, wr.fails = true, true
+		if w.partitioned(int32(wr.c)) && wr.pending() {
+			_ = w.deliverWrite(wr, true) // xfer's Cut: nothing lands (transport.go)
 			if w.tracing {
 				w.notef("partition: WRITE #%d of %s into PD%d failed: link cut", wr.num, short(wr.entry), wr.c)
 			}

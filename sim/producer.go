@@ -6,11 +6,13 @@ import (
 	"fmt"
 
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/xfer"
 )
 
 // producerNode is E: the core's ProducerTable and Health, driven in the
 // real engine's order over a store: the real engine/cache/shareddir code on
-// a simulated disk (shared_disk.go) or simulated registered source buffers;
+// a simulated disk (shared_disk.go) or source buffers registered with its
+// real engine/xfer agent on a simulated transport (transport.go);
 // handoff.FailTransfer decides a transfer that failed past the claim
 // and handoff's Health.CleanupFailed a failed removal.
 type producerNode struct {
@@ -27,6 +29,8 @@ type producerNode struct {
 	// cleanups counts removals between the table's decision and RemovalDone.
 	cleanups int
 	stopped  bool
+	// agent is the instance's transfer agent (the transfer backend only).
+	agent xfer.Agent
 	// releaseWaits are the releases waiting, by entry, for a removal in
 	// flight to end: the core's ProducerTable.Release answered
 	// handoff.ReleaseWait, and each asks it again once RemovalDone or
@@ -51,6 +55,9 @@ func newProducerNode(w *World) *producerNode {
 	}
 	p.key = []byte("baton-sim reference key\x00" + p.instanceID)
 	w.sd.openProducer(p)
+	if w.set.Backend == BackendTransfer {
+		p.agent = w.newAgent("E-"+p.instanceID, false)
+	}
 	p.health.Started()
 	return p
 }
@@ -234,7 +241,7 @@ func (w *World) encodeDone(ev event) {
 		}
 		w.sd.publish(rec)
 	} else {
-		w.sources[id] = sourceLive
+		w.registerSource(id) // with E's xfer agent (transport.go)
 	}
 committed:
 	w.publishMedia(rec, &cl.plan.media)
@@ -397,7 +404,7 @@ func (w *World) removeDone(ev event) {
 	} else if w.set.Backend == BackendSharedDir {
 		won = w.sd.remove(id, false)
 	} else if w.sources[id] == sourceLive {
-		w.sources[id] = sourceFreed
+		w.freeSource(id)
 		won = true
 	}
 	if won {
@@ -559,7 +566,7 @@ func (w *World) stopProducer() {
 			if !w.ledger.get(id).removeFailed {
 				w.failf(Correctness, "S-4", "drained producer left the source of %s registered", short(id))
 			}
-			w.sources[id] = sourceFreed
+			w.freeSource(id)
 		}
 	}
 	w.prod.stopped = true
@@ -604,6 +611,19 @@ func (w *World) transferArrive(ev event) {
 		w.send(msgReply, reply)
 		return
 	}
+	// The consumer's agent metadata and descriptors, checked before the
+	// claim as the engine's producer does (xfer.ParseMetadata,
+	// xfer.CheckRemote): a bad one is a definite pre-write rejection.
+	if _, err := xfer.ParseMetadata(rq.md); err != nil {
+		reply.b = resBeforeWrite
+		w.send(msgReply, reply)
+		return
+	}
+	if err := xfer.CheckRemote(rq.targets); err != nil {
+		reply.b = resBeforeWrite
+		w.send(msgReply, reply)
+		return
+	}
 	if err := p.table.ClaimForTransfer(rq.entry); err != nil {
 		reply.b = beforeWriteAnswer(err)
 		if w.tracing {
@@ -618,11 +638,15 @@ func (w *World) transferArrive(ev event) {
 		panic(fmt.Sprintf("sim: transfer source of %s is %d", rq.entry, w.sources[rq.entry]))
 	}
 	wr := &write{num: int64(len(w.writes) + 1), entry: rq.entry, recv: ev.a, c: rq.c, inc: rq.inc, buf: rq.buf}
+	var fault xfer.Fault // SiteWriteError: the WRITE fails before a byte lands, or lands and loses its acknowledgement
 	if w.faults.buggify(SiteWriteError) {
-		wr.fails = true
-		wr.landsAnyway = w.netRNG.IntN(2) == 0
+		fault.Kind = xfer.FaultFailAfter
+		if w.netRNG.IntN(2) == 0 {
+			fault.Kind = xfer.FaultLoseAck
+		}
 	}
 	w.writes = append(w.writes, wr)
+	must(w.postWrite(wr, rq, fault)) // CreateWriteTo + Post on E's agent (transport.go)
 	d := between(w.netRNG, 1, w.set.WriteMsMax)
 	if w.faults.buggify(SiteSlowWrite) {
 		d += between(w.netRNG, 1, w.set.LongDelayMaxMs)
@@ -648,31 +672,33 @@ func beforeWriteAnswer(err error) int64 {
 	return resUnavailable
 }
 
-// writeLand: the WRITE reaches the consumer's memory, or fails (the
-// consumer's process is gone, or the injected error).
+// writeLand: the WRITE's bytes reach the consumer (xfer's Deliver): they
+// land in its registered buffer, or the WRITE fails (the injected fault,
+// the consumer's agent refused it or is gone with its process).
 func (w *World) writeLand(ev event) {
 	wr := w.writes[ev.a-1]
+	err := w.deliverWrite(wr, false)
 	c := w.cons[wr.c]
 	switch {
-	case wr.fails && !wr.landsAnyway:
-		wr.failed = true
-		if w.tracing {
-			w.notef("WRITE #%d failed before landing", wr.num)
-		}
-	case !c.up || c.inc != wr.inc:
-		wr.failed = true
-		wr.fails = true
+	case !wr.landed && (!c.up || c.inc != wr.inc):
 		if w.tracing {
 			w.notef("WRITE #%d failed: PD%d incarnation %d is gone", wr.num, wr.c, wr.inc)
 		}
+	case !wr.landed:
+		if w.tracing {
+			w.notef("WRITE #%d failed before landing: %v", wr.num, err)
+		}
+	case !c.up || c.inc != wr.inc:
+		w.failf(Correctness, "Q-1", "WRITE #%d of %s landed in PD%d incarnation %d, whose agent was closed", wr.num, short(wr.entry), wr.c, wr.inc)
 	default:
-		wr.landed = true
 		if _, open := c.recvs[wr.recv]; !open {
 			w.reach(stWriteLandedAfterGiveUp)
 		}
 		b := &c.bufs[wr.buf]
 		w.checkLanding(wr, b)
-		b.content = wr.entry
+		if string(b.mem) != wr.entry {
+			w.failf(Correctness, "Q-4", "xfer reported WRITE #%d of %s landed, but PD%d buffer %d holds %q", wr.num, short(wr.entry), wr.c, wr.buf, b.mem)
+		}
 		rq := &w.xreqs[wr.recv-1]
 		w.took(w.ledger.get(wr.entry), rq.key, int32(rq.h), rq.rpc, rq.form)
 		if w.tracing {
@@ -682,22 +708,27 @@ func (w *World) writeLand(ev event) {
 	w.after(1, event{kind: evWriteComplete, a: wr.num})
 }
 
-// writeComplete: the producer learns the WRITE's status: TransferDone and
-// free the source, or fail the transfer.
+// writeComplete: the producer learns the WRITE's status (xfer's Complete,
+// then Status and Release): TransferDone and deregister the source, or
+// fail the transfer.
 func (w *World) writeComplete(ev event) {
 	wr := w.writes[ev.a-1]
+	if wr.orphan {
+		return // its producer process crashed: the agent's Close ended it
+	}
+	err := w.completeWrite(wr)
 	if wr.producerDone || w.prod.stopped {
 		return
 	}
 	wr.producerDone = true
 	reply := event{kind: evTransferReply, c: int32(wr.c), a: wr.recv}
-	if wr.fails {
+	if err != nil {
 		reply.b = w.failTransfer(wr, "WRITE failed")
 	} else {
 		if err := w.prod.table.TransferDone(wr.entry); err != nil {
 			panic(err)
 		}
-		w.sources[wr.entry] = sourceFreed
+		w.freeSource(wr.entry)
 		reply.b = resOK
 		if w.tracing {
 			w.notef("transfer of %s done", short(wr.entry))
@@ -721,9 +752,10 @@ func (w *World) writeDeadline(ev event) {
 // failTransfer: handoff.FailTransfer decides: TransferFailed,
 // the source quarantined, health NOT_READY, the answer UNAVAILABLE (never
 // INVALID_ARGUMENT: the WRITE may have landed); the driver carries it out
-// and returns the answer. The simulated transport gives no proof that a
-// WRITE ended, so a quarantined source stays for the life of the
-// process. The core's mutant switches free the source
+// and returns the answer. The driver claims no Q-6 proof for the source
+// (Provable false: E's xfer request ends later, but the simulator does not
+// end producer quarantines), so a quarantined source stays registered for
+// the life of the process. The core's mutant switches free the source
 // (producer-frees-source-on-failure) or answer a plain INVALID_ARGUMENT
 // (invalid-argument-after-removal).
 func (w *World) failTransfer(wr *write, why string) int64 {
@@ -736,7 +768,7 @@ func (w *World) failTransfer(wr *write, why string) int64 {
 	must(err)
 	w.ledger.get(wr.entry).quarantined = true
 	if d.Source == handoff.FreeSource {
-		w.sources[wr.entry] = sourceFreed
+		w.freeSource(wr.entry)
 	} else {
 		w.sources[wr.entry] = sourceQuarantined
 	}
@@ -778,7 +810,7 @@ func (w *World) producerConsume(ev event) {
 		}
 	} else if w.now < rec.expiresMs && p.table.ClaimForTransfer(rec.id) == nil {
 		must(p.table.TransferDone(rec.id))
-		w.sources[rec.id] = sourceFreed
+		w.freeSource(rec.id)
 		w.took(rec, key, ev.h, ev.a, refForm(ev.f))
 		reply.b = resOK
 	}

@@ -77,14 +77,12 @@ func (w *World) producerCrash(ev event) {
 		}
 	}
 	for _, wr := range w.writes {
-		if wr.pending() {
-			wr.failed, wr.fails, wr.producerDone = true, true, true
-			if w.tracing {
-				w.notef("WRITE #%d of %s failed with the process", wr.num, short(wr.entry))
-			}
+		if wr.pending() && w.tracing {
+			w.notef("WRITE #%d of %s failed with the process", wr.num, short(wr.entry))
 		}
 		wr.producerDone = true
 	}
+	w.closeProducerAgent() // its WRITEs in flight end cancelled, nothing lands (transport.go)
 	for id, st := range w.sources {
 		if st == sourceLive || st == sourceQuarantined {
 			w.sources[id] = sourceFreed // the process's registered memory is gone; no WRITE reads it now
@@ -157,7 +155,7 @@ func (w *World) staleProducerEvent(ev event) bool {
 	case evDrainTick:
 		stale = !w.prod.health.Draining()
 	case evWriteLand:
-		stale = w.writes[ev.a-1].failed // failed with the crashed process
+		stale = w.writes[ev.a-1].orphan // failed with the crashed process
 	}
 	if stale {
 		if w.tracing {

@@ -136,7 +136,9 @@ type World struct {
 	sd      *sharedDisk
 	sources map[string]sourceState
 	writes  []*write // every WRITE posted, by number-1
-	xreqs   []xreq   // every transfer request, by receive number-1
+	// xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
+	xf    xferWorld
+	xreqs []xreq // every transfer request, by receive number-1
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
 	dir *directed
 	// recvEnds lists how each transfer receive ended; upstream the
@@ -583,9 +585,12 @@ func (w *World) endCheck() bool {
 			return false
 		}
 	}
-	if w.nodesBusy() {
+	if w.nodesBusy() || (w.xf.net != nil && w.xf.net.Pending() > 0) {
 		w.after(100, event{kind: evEndCheck})
 		return false
+	}
+	if msg := w.xferLeaks(); msg != "" {
+		w.failf(Correctness, "S-4", "drained world: %s", msg)
 	}
 	if w.tracing {
 		w.notef("converged")

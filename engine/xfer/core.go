@@ -228,26 +228,42 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 			return nil, fmt.Errorf("xfer: RegisterMemory region %d is empty: %w", i, ErrInvalidParam)
 		}
 	}
-	keys := make([][]byte, len(regions))
-	for i := range keys {
-		keys[i] = make([]byte, remoteKeyBytes)
-		if _, err := io.ReadFull(c.rand, keys[i]); err != nil {
-			return nil, fmt.Errorf("xfer: drawing a remote key: %v: %w", err, ErrBackend)
-		}
+	// One allocation for the keys, the regions and their pointers each,
+	// and one for all of them when there is one region, the usual case
+	// (the simulator registers a buffer per receive and a source per
+	// entry; issue #16).
+	var (
+		reg    *Registration
+		keyBuf []byte
+		slab   []region
+		rs     []*region
+	)
+	if len(regions) == 1 {
+		one := new(oneRegion)
+		reg, keyBuf, slab, rs = &one.reg, one.key[:], one.region[:], one.ptr[:]
+		reg.Descriptors = one.desc[:]
+	} else {
+		reg = &Registration{Descriptors: make([]Descriptor, len(regions))}
+		keyBuf = make([]byte, len(regions)*remoteKeyBytes)
+		slab = make([]region, len(regions))
+		rs = make([]*region, len(regions))
 	}
+	if _, err := io.ReadFull(c.rand, keyBuf); err != nil {
+		return nil, fmt.Errorf("xfer: drawing a remote key: %v: %w", err, ErrBackend)
+	}
+	key := func(i int) []byte { return keyBuf[i*remoteKeyBytes : (i+1)*remoteKeyBytes : (i+1)*remoteKeyBytes] }
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, errClosed("RegisterMemory")
 	}
-	for _, k := range keys {
-		if c.byKey[string(k)] != nil {
+	for i := range regions {
+		if c.byKey[string(key(i))] != nil {
 			return nil, fmt.Errorf("xfer: remote key collision (broken random source): %w", ErrBackend)
 		}
 	}
 	c.nextID++
-	reg := &Registration{id: c.nextID, owner: c}
-	var rs []*region
+	reg.id, reg.owner = c.nextID, c
 	next := c.nextAddr
 	for i, buf := range regions {
 		size := uint64(len(buf))
@@ -255,13 +271,13 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		if next+span < next || size > 1<<62 {
 			return nil, fmt.Errorf("xfer: address space exhausted: %w", ErrInvalidParam)
 		}
-		r := &region{regID: reg.id, buf: buf, base: next, key: string(keys[i])}
+		r := &slab[i]
+		*r = region{regID: reg.id, buf: buf, base: next, key: string(key(i))}
 		next += span
-		rs = append(rs, r)
-		reg.Descriptors = append(reg.Descriptors, Descriptor{
-			Address: r.base, Length: size, MemoryKind: MemoryHost,
-			RemoteKey: append([]byte(nil), keys[i]...),
-		})
+		rs[i] = r
+		// The descriptor's key is keyBuf's own bytes: the agent keeps
+		// only the string copy, so the caller's copy is its alone.
+		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
 	for _, r := range rs {
@@ -270,6 +286,15 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 	c.regs[reg.id] = reg
 	c.regions[reg.id] = rs
 	return reg, nil
+}
+
+// oneRegion is a one-region registration in one allocation (RegisterMemory).
+type oneRegion struct {
+	reg    Registration
+	desc   [1]Descriptor
+	region [1]region
+	ptr    [1]*region
+	key    [remoteKeyBytes]byte
 }
 
 func (c *core) Deregister(reg *Registration) error {
@@ -616,6 +641,10 @@ func (c *core) Post(r *Request) (Status, error) {
 		c.finish(r, run(ctx, w))
 		return c.Status(r)
 	}
+	if h, ok := c.tr.(holder); ok {
+		h.hold(r, w) // ManualNetwork: the driver moves it (manual.go)
+		return StatusInProgress, nil
+	}
 	go func() { c.finish(r, run(ctx, w)) }()
 	return StatusInProgress, nil
 }
@@ -708,6 +737,9 @@ func (c *core) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.cancelAll()
+	if h, ok := c.tr.(holder); ok {
+		h.abandon() // held transfers have no goroutine to see ctx end
+	}
 	c.writers.Wait()
 	err := c.tr.close()
 	c.inbounds.Wait()

@@ -178,6 +178,13 @@
 // network and the clock are injected (Network, Clock) so the simulator can
 // run the same code over a simulated network in virtual time.
 //
+// manual (ManualNetwork, NewManual; manual.go) is loopback for a
+// single-goroutine simulator: Post has the target accept (or refuse) the
+// transfer and returns StatusInProgress without a goroutine; the network's
+// owner later Delivers it (the bytes land, faults applied), Cuts it, and
+// Completes it (Status answers). An accepted transfer holds the target's
+// regions in flight until it is delivered or cut, so Revoke waits for it.
+//
 // cuda_ipc (cuda_ipc.go) is no Agent: the producer lends one device
 // allocation per entry by its CUDA IPC handle (IPCLoan, in
 // TransferEncoderCacheResponse.tensor_layout) and the consumer copies out
