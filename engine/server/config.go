@@ -10,10 +10,10 @@ package server
 
 import (
 	"fmt"
-	"github.com/baton-dev/baton/engine/cache"
 	"slices"
 	"time"
 
+	"github.com/baton-dev/baton/engine/cache"
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/lm"

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/baton-dev/baton/engine/cache"
 	"slices"
 
+	"github.com/baton-dev/baton/engine/cache"
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"

@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
-	"github.com/baton-dev/baton/engine/cache"
 	"time"
 
+	"github.com/baton-dev/baton/engine/cache"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"

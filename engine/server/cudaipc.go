@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"

@@ -2,12 +2,12 @@ package server
 
 import (
 	"fmt"
-	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	cudaenc "github.com/baton-dev/baton/engine/encoder/cuda"
 	"github.com/baton-dev/baton/gpu/nvml"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-dev/baton/engine/cache/cudaipc"
-	"github.com/baton-dev/baton/engine/cache/memory"
 	"math"
 
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
+	"github.com/baton-dev/baton/engine/cache/memory"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
