@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/baton-dev/baton/sim/executorworld"
 	"io"
 	"os"
 	"sort"
 	"strings"
 
 	"github.com/baton-dev/baton/reports"
+	"github.com/baton-dev/baton/sim/executorworld"
 	"github.com/spf13/cobra"
 )
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/baton-dev/baton/sim/executorworld"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/baton-dev/baton/reports"
 	"github.com/baton-dev/baton/sim"
+	"github.com/baton-dev/baton/sim/executorworld"
 )
 
 // comparable is what a merge must share with one process's run of the

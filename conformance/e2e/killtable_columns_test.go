@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/baton-dev/baton/sim/executorworld"
 	"sort"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/server"
 	"github.com/baton-dev/baton/sim"
+	"github.com/baton-dev/baton/sim/executorworld"
 )
 
 // killColumnChecks is the props column's budget per mutant (checks of the

@@ -3,9 +3,10 @@ package executorworld
 import (
 	"bytes"
 	"fmt"
-	"github.com/baton-dev/baton/sim"
 	"sort"
 	"strconv"
+
+	"github.com/baton-dev/baton/sim"
 )
 
 // Summary is the outcome of sweeping a seed range of the executor world.

@@ -7,13 +7,13 @@ package executorworld
 import (
 	"errors"
 	"fmt"
-	"github.com/baton-dev/baton/sim/internal/seeded"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/baton-dev/baton/engine/executor"
+	"github.com/baton-dev/baton/sim/internal/seeded"
 )
 
 // The executor world simulates the in-engine encoder -> decoder handoff

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/baton-dev/baton/sim/executorworld"
 	"go/ast"
 	"reflect"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"github.com/baton-dev/baton/conformance/suite"
 	"github.com/baton-dev/baton/conformance/testlist"
 	"github.com/baton-dev/baton/sim"
+	"github.com/baton-dev/baton/sim/executorworld"
 	"gopkg.in/yaml.v3"
 )
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/baton-dev/baton/sim/executorworld"
 	"go/ast"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"github.com/baton-dev/baton/conformance/suite"
 	"github.com/baton-dev/baton/conformance/testlist"
 	"github.com/baton-dev/baton/sim"
+	"github.com/baton-dev/baton/sim/executorworld"
 	"gopkg.in/yaml.v3"
 )
 
