@@ -148,4 +148,7 @@ type xreq struct {
 	// agent: its metadata and the registered buffer's descriptors.
 	md      []byte
 	targets []xfer.Descriptor
+	// revoked: the consumer quarantined the receive and revoked the
+	// registration of its buffer.
+	revoked bool
 }

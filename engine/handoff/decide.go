@@ -323,9 +323,10 @@ type TransferFailure struct {
 	// can prove it (Provable).
 	WriteEnded bool
 	// Provable: the transport explains the failure and can prove the
-	// WRITE's end. False for a failure it cannot explain (the
-	// baton.transfer_fail test hook) or a backend without such proofs
-	// (the simulator's): the source is kept for the life of the process.
+	// WRITE's end (Q-6; the engine's xfer requests and the simulator's).
+	// False for a failure it cannot explain (the baton.transfer_fail test
+	// hook) or a backend without such proofs: the source is kept for the
+	// life of the process.
 	Provable bool
 	// Reason is the Health reason recorded if the source is quarantined.
 	Reason string
