@@ -12,7 +12,8 @@ import (
 // receive leaves the core's quarantine (ConsumerReceives.Quarantined) only
 // once the revocation of its buffer is done (the done channel the checker
 // took when it first saw the quarantine is closed: no WRITE in flight into
-// the buffer, none can land); a producer's quarantined source leaves
+// the buffer, none can land) and the E process its request went to is
+// gone (its connection closed); a producer's quarantined source leaves
 // E's quarantines only once its WRITE request ended and was released. A
 // crashed or restarted process takes its quarantines with it.
 //
@@ -41,6 +42,9 @@ func checkQuarantineProofs(w *World) string {
 			if !closed(q.proof) {
 				return fmt.Sprintf("PD%d's quarantine of receive %s ended, but the revocation of its buffer is not done: a WRITE may still land (no Q-6 proof)", c.idx, q.key)
 			}
+			if q.carrier == w.prod && !w.nodes.prodDown && !q.carrier.stopped {
+				return fmt.Sprintf("PD%d's quarantine of receive %s ended while the E process its request went to still runs: its connection may still carry the transfer (no Q-6 proof)", c.idx, q.key)
+			}
 		}
 		seen.held = seen.held[:0]
 		for j := range c.bufs {
@@ -52,7 +56,7 @@ func checkQuarantineProofs(w *World) string {
 			if !c.receives.Quarantined(key) {
 				return fmt.Sprintf("PD%d's buffer %d is kept quarantined for receive %s, which the core's quarantine does not hold", c.idx, j, key)
 			}
-			seen.held = append(seen.held, heldQuarantine{key: key, proof: b.revoked})
+			seen.held = append(seen.held, heldQuarantine{key: key, proof: b.revoked, carrier: w.xreqs[b.owner-1].carrier})
 		}
 		seen.version = c.receives.Version()
 	}
@@ -89,8 +93,8 @@ func checkProofsHonoured(w *World) string {
 		}
 		for i := range c.bufs {
 			b := &c.bufs[i]
-			if b.quarantined && b.revoked != nil && closed(b.revoked) {
-				return fmt.Sprintf("PD%d's buffer %d is still quarantined for receive %s although the revocation of its registration is done: no WRITE can land, so the quarantine should have ended and Health recovered",
+			if b.quarantined && b.revoked != nil && w.receiveProved(b.revoked, b.carrier) {
+				return fmt.Sprintf("PD%d's buffer %d is still quarantined for receive %s although the revocation of its registration is done and the producer connection that carried it closed: no WRITE can land, so the quarantine should have ended and Health recovered",
 					c.idx, i, w.xreqs[b.owner-1].key)
 			}
 		}
@@ -127,11 +131,14 @@ type consumerProofs struct {
 	held    []heldQuarantine
 }
 
-// heldQuarantine is a quarantined receive and the done channel of its
-// buffer's revocation (nil: no proof can end it).
+// heldQuarantine is a quarantined receive, the done channel of its
+// buffer's revocation (nil: no proof can end it) and the E process whose
+// connection may carry its transfer.
 type heldQuarantine struct {
 	key   string
 	proof <-chan struct{}
+	// carrier is the E process the receive's request went to.
+	carrier *producerNode
 }
 
 // closed reports, without waiting, whether ch is closed (nil: never).

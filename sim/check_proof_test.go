@@ -8,7 +8,8 @@ import (
 // TestQuarantineEndWithoutProofIsCaught plants the bug check_proof.go
 // exists for: a driver that ends a quarantine before its Q-6 proof came
 // (a consumer's while the revocation of its buffer waits for a WRITE in
-// flight; E's source while its WRITE has not ended). It steps seeds
+// flight or the E process its request went to still runs; E's source
+// while its WRITE has not ended). It steps seeds
 // until a quarantine waits for its proof, ends it there by hand, and
 // checkQuarantineProofs must report it; the unplanted runs pass.
 func TestQuarantineEndWithoutProofIsCaught(t *testing.T) {
@@ -37,12 +38,12 @@ func TestQuarantineEndWithoutProofIsCaught(t *testing.T) {
 				for _, c := range w.cons {
 					for i := range c.bufs {
 						b := &c.bufs[i]
-						if !c.up || !b.quarantined || b.revoked == nil || closed(b.revoked) {
+						if !c.up || !b.quarantined || b.revoked == nil || w.receiveProved(b.revoked, b.carrier) {
 							continue
 						}
 						// The planted bug: end it now, while a WRITE may still land.
 						must(c.receives.EndQuarantine(w.xreqs[b.owner-1].key))
-						b.quarantined, b.owner, b.revoked = false, 0, nil
+						b.quarantined, b.owner, b.revoked, b.carrier = false, 0, nil, nil
 						consumer, planted = checkQuarantineProofs(w), true
 						if consumer == "" {
 							t.Fatalf("seed %d: PD%d's quarantine ended without its proof and checkQuarantineProofs found nothing", seed, c.idx)
@@ -77,7 +78,7 @@ func TestQuarantineEndWithoutProofIsCaught(t *testing.T) {
 		t.Fatalf("no seed of 1..3000 had a consumer quarantine (%q) and a producer one (%q) waiting for a proof", consumer, producer)
 	}
 	for _, msg := range []string{consumer, producer} {
-		if !strings.Contains(msg, "Q-6 proof") {
+		if !strings.Contains(msg, "no Q-6 proof") {
 			t.Errorf("message %q does not name the missing Q-6 proof", msg)
 		}
 	}

@@ -29,6 +29,10 @@ type buffer struct {
 	// revoked is the done channel of the Revoke of a quarantined buffer:
 	// closed once no WRITE can land in it any more.
 	revoked <-chan struct{}
+	// carrier is the E process the quarantined receive's request went to
+	// (xreq.carrier): the Q-6 proof also needs its control connection
+	// closed, which happens when that process is gone.
+	carrier *producerNode
 }
 
 // recv is one receive in flight on a consumer.
@@ -276,7 +280,7 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
 	must(err)
 	c.bufs[buf].reg = reg
 	rq := &w.xreqs[r.num-1]
-	rq.buf, rq.md, rq.targets = buf, c.md, reg.Descriptors
+	rq.buf, rq.md, rq.targets, rq.carrier = buf, c.md, reg.Descriptors, w.prod
 	must(c.receives.Registered(r.key))
 	must(c.receives.Requested(r.key))
 	if w.tracing {
@@ -393,9 +397,9 @@ func (w *World) transferTimeout(ev event) {
 // the buffer's registration is revoked with the consumer's xfer
 // agent (every later WRITE to it is refused; one it accepted before may
 // still land, and the revocation's done channel closes once none can: the
-// Q-6 proof), the buffer is kept until that proof ends the quarantine
-// (endProvedQuarantines), health NOT_READY, the client answered
-// UNAVAILABLE.
+// Q-6 proof, with the E process the request went to gone), the buffer is
+// kept until that proof ends the quarantine (endProvedQuarantines),
+// health NOT_READY, the client answered UNAVAILABLE.
 func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDecision, why string, cause int64) {
 	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause})
 	b := &c.bufs[r.buf]
@@ -405,7 +409,7 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 	b.reg = nil
 	w.xreqs[r.num-1].revoked = true
 	if !d.NoProof { // nothing proves a NoProof quarantine over: kept for the incarnation
-		b.revoked = done
+		b.revoked, b.carrier = done, w.xreqs[r.num-1].carrier
 		w.xf.proofWaits++
 	}
 	c.health.Fail(d.Health.Check, d.Health.Reason)

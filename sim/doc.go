@@ -57,16 +57,16 @@
 // A consumer registers each receive buffer, Deregisters it on a
 // known outcome and Revokes it on an uncertain one: a WRITE its
 // agent accepted before still lands, later ones are refused. Quarantines
-// end by proof, as in the engine (quarantine.go, Q-6): the revocation's
-// done channel closed (looked at after every step, without blocking), or
-// the source's WRITE request ended and released; the core decides
-// (handoff.EndsOnProof, Health.QuarantineEnded), the buffer or source is
-// freed and Health recovers once nothing is quarantined. The simulator
-// models no control connections: a request still on the wire when the
-// quarantine ended makes a WRITE the revoked registration refuses
-// (xfer.write-refused-after-revoke). check_proof.go checks that a
-// quarantine ends only with its proof, and that one whose proof came has
-// ended by the end of a converged run.
+// end by proof, as in the engine (quarantine.go, Q-6): a consumer's once
+// the revocation's done channel is closed and the E process its request
+// went to is gone (crashed or stopped: the control connection that
+// carried the transfer closed; looked at after every step, without
+// blocking), E's source once its WRITE request ended and was released;
+// the core decides (handoff.EndsOnProof, Health.QuarantineEnded), the
+// buffer or source is freed and Health recovers once nothing is
+// quarantined. check_proof.go checks that a quarantine ends only with its
+// proof, and that one whose proof came has ended by the end of a
+// converged run.
 // The landing check reads the bytes xfer put in the buffer; crashes Close
 // the agents, so a WRITE to a dead incarnation fails.
 //

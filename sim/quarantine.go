@@ -11,10 +11,16 @@ import (
 //     with the consumer's xfer agent at the quarantine (quarantineReceive);
 //     the revocation's done channel closes once no WRITE is in flight into
 //     it and none can land (xfer ends the WRITEs it accepted before at the
-//     network's Deliver, Cut or Complete, or when their initiator closes).
-//     The world looks at the done channels at one deterministic point,
-//     after every step (dispatch), without blocking: no goroutine, no
-//     timer. A closed one is the proof;
+//     network's Deliver, Cut or Complete, or when their initiator closes);
+//     and every connection that carried the transfer has closed: the
+//     control connection to the E process the request was sent to, which
+//     closes when that process is gone (crashed, or stopped at its drain),
+//     as the engine's producer client is pinned until its connection closes
+//     by itself (engine/server peers.go). A request still on that
+//     connection could make E post a WRITE later; the simulator models no
+//     keepalive, so a partition alone never closes it. The world looks at
+//     the proofs at one deterministic point, after every step (dispatch),
+//     without blocking: no goroutine, no timer;
 //   - the producer's quarantined source: its WRITE request ended (the
 //     network's Complete) and E released it (completeWrite), in
 //     writeComplete.
@@ -42,15 +48,22 @@ func (w *World) endProvedQuarantines() {
 			if !b.quarantined || b.revoked == nil || b.proved {
 				continue
 			}
-			select {
-			case <-b.revoked:
+			if w.receiveProved(b.revoked, b.carrier) {
 				w.quarantineProved(c, i)
-			default:
+			} else {
 				waits++
 			}
 		}
 	}
 	w.xf.proofWaits = waits
+}
+
+// receiveProved reports whether a consumer quarantine's Q-6 proof came:
+// the revocation is done and the E process its request went to (carrier)
+// is gone, so no connection can carry its transfer any more.
+func (w *World) receiveProved(revoked <-chan struct{}, carrier *producerNode) bool {
+	gone := carrier != w.prod || w.nodes.prodDown || carrier.stopped
+	return gone && closed(revoked)
 }
 
 // quarantineProved: the Q-6 proof of consumer c's quarantined buffer i
@@ -61,17 +74,17 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 	if !handoff.EndsOnProof(w.decisions) {
 		b.proved = true // the Q-6 mutant: kept for the life of the incarnation
 		if w.tracing {
-			w.notef("Q-6 %s: revocation of buffer %d done, quarantine kept", key, i)
+			w.notef("Q-6 %s: revocation of buffer %d done and its producer connection closed; quarantine kept", key, i)
 		}
 		return
 	}
 	must(c.receives.EndQuarantine(key))
-	b.quarantined, b.owner, b.revoked = false, 0, nil
+	b.quarantined, b.owner, b.revoked, b.carrier = false, 0, nil, nil
 	left, _ := c.receives.Quarantine()
 	c.health.QuarantineEnded(left)
 	w.reach(stQuarantineEndedByProof)
 	if w.tracing {
-		w.notef("Q-6 %s: revocation of buffer %d done; quarantine ended, buffer freed (%d quarantined left)", key, i, left)
+		w.notef("Q-6 %s: revocation of buffer %d done and its producer connection closed; quarantine ended, buffer freed (%d quarantined left)", key, i, left)
 	}
 }
 
