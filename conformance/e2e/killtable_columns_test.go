@@ -105,8 +105,12 @@ func TestMutantKillTableColumns(t *testing.T) {
 			if m.PropsNA != "" {
 				// The property cannot see this decision; the simulator can (Mutant.PropsNA).
 				r.props = killVerdict{killed: true, cell: "n/a (props): " + m.PropsNA}
+				var h server.Hooks
+				m.Apply(&h)
 				if r.simul = simColumn(t, m.Sim, m.Rule); !r.simul.killed {
 					t.Errorf("mutant %s (%s): sim column: %s", m.Name, m.Rule, r.simul.cell)
+				} else if h.CoreDecisions() != (handoff.Mutants{}) {
+					r.simul.cell += " same core switch"
 				}
 				rows = append(rows, r)
 				return
