@@ -14,9 +14,9 @@ import (
 // (incarnation, quarantine, cleanup failures, draining) changed; the cheap
 // "healthy means no failure" check runs every step.
 func checkHealth(w *World) string {
-	pc := w.prod.table.Counters()
-	sig := healthSig{0, int(pc.Quarantined), w.ledger.removeFailures, w.prod.health.Draining()}
-	if msg := healthAgrees("E", w.prod.health, pc.Quarantined > 0, w.prodCleanupFailed(), &w.prodHealthSig, &w.prodCheapSig, sig); msg != "" {
+	q := len(w.prod.quarantines) // sources quarantined until their WRITE ends
+	sig := healthSig{0, q, w.ledger.removeFailures, w.prod.health.Draining()}
+	if msg := healthAgrees("E", w.prod.health, q > 0, w.prodCleanupFailed(), &w.prodHealthSig, &w.prodCheapSig, sig); msg != "" {
 		return msg
 	}
 	for _, c := range w.cons {

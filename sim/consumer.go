@@ -14,8 +14,13 @@ import (
 type buffer struct {
 	// owner is the receive number using it (0: free).
 	owner int64
-	// quarantined buffers are never freed or reused in this incarnation.
+	// quarantined buffers are never freed or reused until their
+	// quarantine ends on its Q-6 proof.
 	quarantined bool
+	// proved: the revocation of this quarantined buffer is done (the Q-6
+	// proof came) but the core kept the quarantine (its
+	// NeverEndQuarantine mutant).
+	proved bool
 	// mem is the buffer's memory (entryIDBytes): what a WRITE landed here
 	// last put there, through the consumer's xfer agent.
 	mem []byte
@@ -24,6 +29,10 @@ type buffer struct {
 	// revoked is the done channel of the Revoke of a quarantined buffer:
 	// closed once no WRITE can land in it any more.
 	revoked <-chan struct{}
+	// carrier is the E process the quarantined receive's request went to
+	// (xreq.carrier): the Q-6 proof also needs its control connection
+	// closed, which happens when that process is gone.
+	carrier *producerNode
 }
 
 // recv is one receive in flight on a consumer.
@@ -54,8 +63,6 @@ type consumerNode struct {
 	// transfer backend only).
 	agent xfer.Agent
 	md    []byte
-	// quarantineSeen is the most quarantined buffers the core reported in this incarnation (Q-1: never shrinks).
-	quarantineSeen int
 	// healthSig is the signature checkHealth last checked fully; cheapSig
 	// the one it last checked cheaply; name is "PD<idx>".
 	healthSig healthSig
@@ -93,7 +100,6 @@ func (c *consumerNode) boot(w *World) {
 	c.health.Started()
 	c.recvs = map[int64]*recv{}
 	c.bufs = make([]buffer, w.set.BuffersPerConsumer)
-	c.quarantineSeen = 0
 	if w.set.Backend == BackendTransfer {
 		c.agent = w.newAgent(consumerAgentName(c.idx, c.inc), true)
 		md, err := c.agent.LocalMetadata()
@@ -274,7 +280,7 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
 	must(err)
 	c.bufs[buf].reg = reg
 	rq := &w.xreqs[r.num-1]
-	rq.buf, rq.md, rq.targets = buf, c.md, reg.Descriptors
+	rq.buf, rq.md, rq.targets, rq.carrier = buf, c.md, reg.Descriptors, w.prod
 	must(c.receives.Registered(r.key))
 	must(c.receives.Requested(r.key))
 	if w.tracing {
@@ -391,16 +397,21 @@ func (w *World) transferTimeout(ev event) {
 // the buffer's registration is revoked with the consumer's xfer
 // agent (every later WRITE to it is refused; one it accepted before may
 // still land, and the revocation's done channel closes once none can: the
-// Q-6 proof), the buffer is kept for the life of the incarnation (the
-// simulator does not end quarantines on that proof yet), health NOT_READY
-// the client answered UNAVAILABLE.
+// Q-6 proof, with the E process the request went to gone), the buffer is
+// kept until that proof ends the quarantine (endProvedQuarantines),
+// health NOT_READY, the client answered UNAVAILABLE.
 func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDecision, why string, cause int64) {
 	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause})
 	b := &c.bufs[r.buf]
 	b.quarantined = true
 	done, err := c.agent.Revoke(b.reg)
 	must(err)
-	b.reg, b.revoked = nil, done
+	b.reg = nil
+	w.xreqs[r.num-1].revoked = true
+	if !d.NoProof { // nothing proves a NoProof quarantine over: kept for the incarnation
+		b.revoked, b.carrier = done, w.xreqs[r.num-1].carrier
+		w.xf.proofWaits++
+	}
 	c.health.Fail(d.Health.Check, d.Health.Reason)
 	delete(c.recvs, r.num)
 	if w.tracing {

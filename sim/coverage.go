@@ -53,6 +53,8 @@ const (
 	stCrashInsideClaim
 	stClaimInsideClaim
 	stWriteRefusedAfterRevoke
+	stQuarantineEndedByProof
+	stSourceQuarantineEndedByProof
 	numSometimes
 )
 
@@ -71,6 +73,10 @@ var SometimesStates = [numSometimes]SometimesState{
 
 	// The real xfer agent refuses what a revoked registration would receive (transport.go).
 	stWriteRefusedAfterRevoke: {"xfer.write-refused-after-revoke", "Q-6", "a WRITE reached a consumer's xfer agent after it had revoked the quarantined buffer, and was refused before a byte landed"},
+
+	// Quarantines end by proof (quarantine.go).
+	stQuarantineEndedByProof:       {"consumer.quarantine-ended-by-proof", "Q-6", "a consumer's quarantine ended once the revocation of its buffer was done (no WRITE in flight, none can land) and the E process its request went to was gone, and the buffer was freed"},
+	stSourceQuarantineEndedByProof: {"producer.quarantine-ended-by-proof", "Q-6", "the producer's source quarantine ended once its WRITE request had ended and was released, and the source was freed"},
 }
 
 // Lifecycle points: index 0 is "start" (before the first step), then the

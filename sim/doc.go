@@ -51,11 +51,22 @@
 // CreateWriteTo, Post; at the ticks the world draws the network Delivers
 // the WRITE into the consumer's registered buffer (or Cuts it: a
 // partition) and Completes it, and E reads Status, Releases the request and
-// Deregisters the source or keeps it quarantined. A consumer
-// registers each receive buffer, Deregisters it on a known outcome and
-// Revokes it on an uncertain one: a WRITE its agent accepted before
-// still lands, later ones are refused. The revocation's done channel is the
-// Q-6 proof; the simulator records it but does not end quarantines on it.
+// Deregisters the source; after a failure past the claim the core
+// (handoff.FailTransfer) frees it when the WRITE request has ended, or
+// quarantines it until it ends (the producer's deadline passed first;
+// A consumer registers each receive buffer, Deregisters it on a
+// known outcome and Revokes it on an uncertain one: a WRITE its
+// agent accepted before still lands, later ones are refused. Quarantines
+// end by proof, as in the engine (quarantine.go, Q-6): a consumer's once
+// the revocation's done channel is closed and the E process its request
+// went to is gone (crashed or stopped: the control connection that
+// carried the transfer closed; looked at after every step, without
+// blocking), E's source once its WRITE request ended and was released;
+// the core decides (handoff.EndsOnProof, Health.QuarantineEnded), the
+// buffer or source is freed and Health recovers once nothing is
+// quarantined. check_proof.go checks that a quarantine ends only with its
+// proof, and that one whose proof came has ended by the end of a
+// converged run.
 // The landing check reads the bytes xfer put in the buffer; crashes Close
 // the agents, so a WRITE to a dead incarnation fails.
 //

@@ -77,8 +77,9 @@ func (d *Driver) TransferCalls() []DirectedCall {
 }
 
 // RestartConsumer crashes consumer pd and boots its next incarnation at
-// once (quarantine is sticky until restart, Q-4), as after any crash (a
-// claimed file it left is E's CollectOrphans' to take). Errors: ErrDriver when a checker fires.
+// once (a quarantine lasts until its Q-6 proof or the restart, Q-4), as
+// after any crash (a claimed file it left is E's CollectOrphans' to
+// take). Errors: ErrDriver when a checker fires.
 func (d *Driver) RestartConsumer(pd int) error {
 	w := d.w
 	if pd < 0 || pd >= len(w.cons) {

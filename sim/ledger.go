@@ -148,4 +148,12 @@ type xreq struct {
 	// agent: its metadata and the registered buffer's descriptors.
 	md      []byte
 	targets []xfer.Descriptor
+	// revoked: the consumer quarantined the receive and revoked the
+	// registration of its buffer (Q-1, Q-6).
+	revoked bool
+	// carrier is the E process the request was sent to: its control
+	// connection may carry the transfer until that process is gone
+	// (crashed or stopped; Q-6's "every connection that carried the
+	// transfer has closed").
+	carrier *producerNode
 }

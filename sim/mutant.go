@@ -126,6 +126,12 @@ const (
 	MutantVideoAsImage Mutant = "video-as-image"
 )
 
+// MutantQuarantineNeverEnds: a quarantine lasts for the life of the
+// process even once the backend proved that nothing can touch its memory
+// any more (the revocation done, the WRITE ended): the core's
+// NeverEndQuarantine switch (breaks Q-6).
+const MutantQuarantineNeverEnds Mutant = "quarantine-never-ends"
+
 // decisions returns the core's switches (handoff.Mutants) m sets: the
 // broken decisions handoff makes for the simulator and for the real engine
 // alike. The other mutants are hooks of the simulator's driver.
@@ -150,6 +156,8 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.SwallowCleanupFailure = true
 	case MutantFreeOnCancel:
 		d.FreeOnCancel = true
+	case MutantQuarantineNeverEnds:
+		d.NeverEndQuarantine = true
 	}
 	return d
 }
@@ -186,6 +194,8 @@ var Mutants = map[Mutant]string{
 	MutantMissingHashKeyedByTokens: "H-2",
 	MutantTextKeyedCache:           "B-2",
 	MutantVideoAsImage:             "L-3",
+	// quarantines end by proof
+	MutantQuarantineNeverEnds: "Q-6",
 }
 
 // ParseMutant returns the mutant named s ("" or "none" is MutantNone).

@@ -31,6 +31,12 @@ type producerNode struct {
 	stopped  bool
 	// agent is the instance's transfer agent (the transfer backend only).
 	agent xfer.Agent
+	// quarantines are the sources quarantined until their WRITE ends, by
+	// entry, with that WRITE (quarantine.go; ): Health is NOT_READY
+	// while one is held.
+	quarantines map[string]*write
+	// qver counts the changes of quarantines (check_proof.go).
+	qver int
 	// releaseWaits are the releases waiting, by entry, for a removal in
 	// flight to end: the core's ProducerTable.Release answered
 	// handoff.ReleaseWait, and each asks it again once RemovalDone or
@@ -717,6 +723,7 @@ func (w *World) writeComplete(ev event) {
 		return // its producer process crashed: the agent's Close ended it
 	}
 	err := w.completeWrite(wr)
+	w.writeEndedProof(wr) // ends its source's quarantine, if any
 	if wr.producerDone || w.prod.stopped {
 		return
 	}
@@ -749,21 +756,25 @@ func (w *World) writeDeadline(ev event) {
 	w.send(msgReply, event{kind: evTransferReply, c: int32(wr.c), a: wr.recv, b: res})
 }
 
-// failTransfer: handoff.FailTransfer decides: TransferFailed,
-// the source quarantined, health NOT_READY, the answer UNAVAILABLE (never
-// INVALID_ARGUMENT: the WRITE may have landed); the driver carries it out
-// and returns the answer. The driver claims no Q-6 proof for the source
-// (Provable false: E's xfer request ends later, but the simulator does not
-// end producer quarantines), so a quarantined source stays registered for
-// the life of the process. The core's mutant switches free the source
-// (producer-frees-source-on-failure) or answer a plain INVALID_ARGUMENT
-// (invalid-argument-after-removal).
+// failTransfer: handoff.FailTransfer decides from what
+// E's transport explains, as the engine's failTransfer: the WRITE request
+// ended and was released (WriteEnded: its Complete reported the failure)
+// or is still in flight (the producer's deadline passed first), and the
+// xfer agent can prove its end (Provable: the simulator injects no failure
+// the transport cannot explain). The core frees the source of an ended
+// WRITE; otherwise it quarantines the source until the WRITE ends, with
+// health NOT_READY (writeEndedProof ends it); the answer is UNAVAILABLE
+// (never INVALID_ARGUMENT: the WRITE may have landed). The driver carries
+// it out and returns the answer. The core's mutant switches free the
+// source (producer-frees-source-on-failure) or answer a plain
+// INVALID_ARGUMENT (invalid-argument-after-removal).
 func (w *World) failTransfer(wr *write, why string) int64 {
 	d, err := w.prod.table.FailTransfer(handoff.TransferFailure{
-		EntryID:   wr.entry,
-		HasSource: true,
-		Provable:  false, // no Q-6 proof in the simulator
-		Reason:    fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", short(wr.entry), why),
+		EntryID:    wr.entry,
+		HasSource:  true,
+		WriteEnded: wr.released,
+		Provable:   true, // E's xfer request tells when it ended (Complete, Release)
+		Reason:     fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", short(wr.entry), why),
 	}, w.decisions)
 	must(err)
 	w.ledger.get(wr.entry).quarantined = true
@@ -774,6 +785,7 @@ func (w *World) failTransfer(wr *write, why string) int64 {
 	}
 	if d.Health != nil {
 		w.prod.health.Fail(d.Health.Check, d.Health.Reason)
+		w.quarantineSource(wr) // until the WRITE ends; the mutant's early free keeps Health NOT_READY as long
 	}
 	if w.tracing {
 		w.notef("Q-3 transfer of %s failed (%s); source %s", short(wr.entry), why, map[bool]string{true: "freed", false: "quarantined"}[d.Source == handoff.FreeSource])

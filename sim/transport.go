@@ -23,9 +23,11 @@ import (
 // with a known outcome, and Revokes it on an uncertain one: a WRITE
 // its agent accepted before still lands (xfer holds the region in flight),
 // every later one is refused, and the revocation's done channel closes
-// once none is in flight (the Q-6 proof, recorded; quarantines still last
-// for the incarnation). A crashed consumer's agent is Closed, so a WRITE to
-// it fails; a crashed E's agent is Closed, so its WRITEs end cancelled.
+// once none is in flight: with the E process the request went to gone,
+// the Q-6 proof that ends the quarantine (quarantine.go). E's source quarantined after its deadline passed is
+// freed once its WRITE request ended and was released. A crashed
+// consumer's agent is Closed, so a WRITE to it fails; a crashed E's agent
+// is Closed, so its WRITEs end cancelled.
 
 // entryIDBytes is the size of a transfer payload and of a receive buffer:
 // the source holds the entry id, so the receive buffer holds the id of the
@@ -45,6 +47,9 @@ type xferWorld struct {
 	seen    bool
 	// srcRegs are E's source registrations, by entry id.
 	srcRegs map[string]*xfer.Registration
+	// proofWaits counts the consumers' quarantines waiting for their Q-6
+	// proof (quarantine.go): while it is 0 no step looks for one.
+	proofWaits int
 }
 
 // xferKeys issues remote keys deterministically: a counter, unique across
@@ -126,6 +131,12 @@ type write struct {
 	producerDone bool
 	// orphan: E's process crashed with it; its agent's Close ended it.
 	orphan bool
+	// released: E completed and released its request (completeWrite):
+	// nothing reads the source any more (the Q-6 proof of its quarantine).
+	released bool
+	// proved: released while its source was quarantined, and the core kept
+	// the quarantine (the NeverEndQuarantine mutant).
+	proved bool
 }
 
 // pending reports whether the WRITE may still land.
@@ -144,7 +155,8 @@ func (w *World) postWrite(wr *write, rq *xreq, fault xfer.Fault) error {
 	w.xf.seen = false
 	_, err = w.prod.agent.Post(req) // the consumer's agent accepts or refuses it now
 	if w.xf.seen && w.xf.inbound.Outcome == xfer.InboundRefused {
-		if c := w.cons[wr.c]; c.up && c.inc == wr.inc && c.bufs[wr.buf].quarantined {
+		wr.ended = true // refused: it can land no more (its buffer may be freed and reused, Q-6)
+		if c := w.cons[wr.c]; c.up && c.inc == wr.inc && rq.revoked {
 			w.reach(stWriteRefusedAfterRevoke)
 		}
 	}
@@ -173,6 +185,7 @@ func (w *World) completeWrite(wr *write) error {
 	wr.ended = true
 	_, err := wr.agent.Status(wr.req)
 	must(wr.agent.Release(wr.req))
+	wr.released = true
 	return err
 }
 

@@ -115,6 +115,8 @@ type World struct {
 	// decisions are the core's broken decisions opts.Mutant switches on
 	// (handoff.Mutants): the core decides, the driver carries it out.
 	decisions handoff.Mutants
+	// proofSeen is what the Q-6 checker saw at its last look (check_proof.go).
+	proofSeen proofSeen
 
 	q       queue
 	now     int64
@@ -446,8 +448,19 @@ func (w *World) loop() {
 	}
 }
 
-// dispatch runs ev's handler; it returns true when the run is complete.
+// dispatch runs ev's handler, then ends the quarantines whose Q-6 proof
+// came in the step (quarantine.go); it returns true when the run is
+// complete.
 func (w *World) dispatch(ev event) bool {
+	done := w.handle(ev)
+	if w.xf.proofWaits > 0 {
+		w.endProvedQuarantines()
+	}
+	return done
+}
+
+// handle runs ev's handler; it returns true when the run is complete.
+func (w *World) handle(ev event) bool {
 	if ev.kind >= evNodeFirst {
 		return w.dispatchNode(ev)
 	}

@@ -67,9 +67,10 @@ var suiteColumn = map[string]killVerdict{}
 // rows whose kill depends on the draw.
 //
 // A mutant whose decision neither the property nor the simulator models
-// (Mutant.SuiteOnly: trusted peers, refused connections, grpc.health.v1,
-// the proof that ends a quarantine) is judged by the suite alone; its props
-// and sim cells say why.
+// (Mutant.SuiteOnly: trusted peers, refused connections, grpc.health.v1)
+// is judged by the suite alone; its props and sim cells say why. One the
+// simulator sees but the property does not (Mutant.PropsNA: the end of a
+// quarantine on its Q-6 proof) is judged by the suite and the simulator.
 //
 // Every simulator mutant must be the counterpart of a conformance mutant,
 // so that no row has a column it cannot be killed in.
@@ -98,6 +99,19 @@ func TestMutantKillTableColumns(t *testing.T) {
 				// Only the suite can see this decision (Mutant.SuiteOnly).
 				r.props = killVerdict{killed: true, cell: "n/a (suite only)"}
 				r.simul = killVerdict{killed: true, cell: "n/a: " + m.SuiteOnly}
+				rows = append(rows, r)
+				return
+			}
+			if m.PropsNA != "" {
+				// The property cannot see this decision; the simulator can (Mutant.PropsNA).
+				r.props = killVerdict{killed: true, cell: "n/a (props): " + m.PropsNA}
+				var h server.Hooks
+				m.Apply(&h)
+				if r.simul = simColumn(t, m.Sim, m.Rule); !r.simul.killed {
+					t.Errorf("mutant %s (%s): sim column: %s", m.Name, m.Rule, r.simul.cell)
+				} else if h.CoreDecisions() != (handoff.Mutants{}) {
+					r.simul.cell += " same core switch"
+				}
 				rows = append(rows, r)
 				return
 			}

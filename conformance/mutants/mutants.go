@@ -78,6 +78,10 @@ type Mutant struct {
 	// verifiable). Mutants of the in-engine handoff, whose cases run on
 	// the aggregated engine itself, break it too.
 	SparesBaseline bool
+	// PropsNA, when set, says why the props column of the kill table does
+	// not apply although the suite's and the simulator's do: the handoff
+	// property cannot see the decision. The props cell then says so.
+	PropsNA string
 }
 
 // Declares reports whether rule is one the mutant declares it breaks
@@ -109,8 +113,13 @@ func DefaultPropsSeed(name string) uint64 {
 }
 
 // suiteOnlySecurity is the SuiteOnly reason of the mutants of Q-2's
-// refused connection, Q-6 and SE-3..SE-5.
-const suiteOnlySecurity = "the handoff property and the simulator model no trusted-peer lists, refused connections, grpc.health.v1 or proofs that end a quarantine"
+// refused connection and SE-3..SE-5.
+const suiteOnlySecurity = "the handoff property and the simulator model no trusted-peer lists, refused connections or grpc.health.v1"
+
+// propsNAQuarantineEnd is the PropsNA reason of the Q-6 mutant: the
+// simulator ends quarantines on their proofs and kills it; the property
+// does not look for the end of a quarantine.
+const propsNAQuarantineEnd = "the handoff property restarts every instance a quarantine poisons and never waits for a quarantine to end on its Q-6 proof"
 
 // suiteOnlyDecode is the SuiteOnly reason of the SE-4 decode-budget mutant.
 const suiteOnlyDecode = "the handoff property and the simulator model no media decoding (the simulator's encoder is a stand-in without pixels), so neither can hold decoded images"
@@ -281,9 +290,9 @@ var all = []Mutant{
 	{Name: "q2-refused-connection-uncertain", Rule: "Q-2", AlsoBreaks: map[string]string{"SE-4": "a refused connection quarantines the consumer, which is what SE-4's forged and stale references must never do"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "a transfer whose connection to the producer was refused (nothing sent) counts as uncertain: the consumer quarantines for good, so a stale or forged reference takes it offline",
 		Apply:  func(h *server.Hooks) { h.Decisions.RefusedConnectionUncertain = true }}, // the core's switch
-	{Name: "q6-quarantine-never-ends", Rule: "Q-6", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
+	{Name: "q6-quarantine-never-ends", Rule: "Q-6", Topology: TopologyTCPFaults, Sim: "quarantine-never-ends", PropsNA: propsNAQuarantineEnd,
 		Breaks: "a quarantine lasts for the life of the process even once the backend proved no write can land (the engine before Q-6)",
-		Apply:  func(h *server.Hooks) { h.NeverEndQuarantine = true }},
+		Apply:  func(h *server.Hooks) { h.Decisions.NeverEndQuarantine = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "se3-trust-any-producer", Rule: "SE-3", AlsoBreaks: map[string]string{"SE-4": "dialling an untrusted endpoint a forged reference names is one of the SE-4 attacks"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "the consumer dials whatever producer endpoint a reference names",
 		Apply:  func(h *server.Hooks) { h.TrustProducer = TrustAnyProducer }},

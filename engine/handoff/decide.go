@@ -53,6 +53,11 @@ type Mutants struct {
 	// and new handoffs are admitted (breaks X-1; conformance
 	// x1-cleanup-failure-swallowed, sim cleanup-failure-swallowed).
 	SwallowCleanupFailure bool
+	// NeverEndQuarantine keeps every quarantine for the life of the
+	// process even once the backend proved that nothing can touch its
+	// memory any more (breaks Q-6; conformance q6-quarantine-never-ends,
+	// sim quarantine-never-ends): EndsOnProof answers false.
+	NeverEndQuarantine bool
 }
 
 // BufferAction is what the driver does with memory a transfer used.
@@ -318,9 +323,10 @@ type TransferFailure struct {
 	// can prove it (Provable).
 	WriteEnded bool
 	// Provable: the transport explains the failure and can prove the
-	// WRITE's end. False for a failure it cannot explain (the
-	// baton.transfer_fail test hook) or a backend without such proofs
-	// (the simulator's): the source is kept for the life of the process.
+	// WRITE's end (Q-6; the engine's xfer requests and the simulator's).
+	// False for a failure it cannot explain (the baton.transfer_fail test
+	// hook) or a backend without such proofs: the source is kept for the
+	// life of the process.
 	Provable bool
 	// Reason is the Health reason recorded if the source is quarantined.
 	Reason string
@@ -429,4 +435,30 @@ func BeforeWrite(err error) bool {
 		return true
 	}
 	return false
+}
+
+// EndsOnProof decides whether a quarantine ends once the backend proved
+// that nothing can touch its memory any more (CONTRACT Q-6: on the
+// consumer, its registration revoked and the revocation done, every
+// connection that carried the transfer closed; on the producer, its WRITE
+// request terminal and released): true, so the driver ends it in its
+// table (ConsumerReceives.EndQuarantine; the producer's source), frees the
+// memory and calls Health.QuarantineEnded. False only under the
+// NeverEndQuarantine mutant, which keeps it for the life of the process.
+// A quarantine with no proof to wait for (ReceiveDecision.NoProof,
+// QuarantineSourceForever) never gets here.
+func EndsOnProof(m Mutants) bool { return !m.NeverEndQuarantine }
+
+// QuarantineEnded decides Health once a quarantine of this side ended on
+// its proof (CONTRACT ), left being the quarantines of this side
+// still held (every kind: receive buffers, sources, KV READ buffers): with
+// none left the encoder_cache check recovers, so Health is READY again
+// unless something else holds it NOT_READY (X-1 lasts until restart);
+// otherwise it stays NOT_READY. It reports whether the check recovered.
+func (h *Health) QuarantineEnded(left int) (recovered bool) {
+	if left > 0 {
+		return false
+	}
+	h.Recover(CheckQuarantine)
+	return true
 }

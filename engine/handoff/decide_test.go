@@ -184,9 +184,8 @@ func (d *decideHarness) do(td *datadriven.TestData) (string, error) {
 		if err := d.receives.EndQuarantine(a["id"]); err != nil {
 			return "", err
 		}
-		if buffers, _ := d.receives.Quarantine(); buffers == 0 {
-			d.health.Recover(CheckQuarantine)
-		}
+		buffers, _ := d.receives.Quarantine()
+		d.health.QuarantineEnded(buffers)
 		d.state(&b)
 	case "publish":
 		payload, err := strconv.ParseInt(a["payload"], 10, 64)

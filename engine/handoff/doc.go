@@ -50,5 +50,7 @@
 //  2. Held bytes equal the sum of live entries and never pass the quota (L-5);
 //     the same holds for the consumer's in-flight bytes.
 //  3. No terminal entry stays in the table.
-//  4. Quarantine only grows; once non-zero, no new receive is admitted.
+//  4. Quarantine shrinks only by EndQuarantine, once the backend proved no
+//     write can land (Q-6, EndsOnProof); while non-zero, no new receive is
+//     admitted.
 package handoff

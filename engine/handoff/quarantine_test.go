@@ -87,3 +87,37 @@ func TestHealthRecoverEndsOnlyTheQuarantine(t *testing.T) {
 		t.Errorf("Admit after Recover(cleanup) = %v; want X-1 still failing", err)
 	}
 }
+
+// TestQuarantineEndsOnProof: a quarantine ends on its Q-6 proof
+// (EndsOnProof) except under the NeverEndQuarantine mutant, and Health
+// recovers only once no quarantine of the side is left (QuarantineEnded),
+// never over X-1's cleanup check.
+func TestQuarantineEndsOnProof(t *testing.T) {
+	if !EndsOnProof(Mutants{}) {
+		t.Error("EndsOnProof of the contract's core = false")
+	}
+	if EndsOnProof(Mutants{NeverEndQuarantine: true}) {
+		t.Error("EndsOnProof under NeverEndQuarantine = true")
+	}
+	h := NewHealth()
+	h.Started()
+	h.Fail(CheckQuarantine, "q1")
+	if h.QuarantineEnded(1) {
+		t.Error("QuarantineEnded(1 left) recovered")
+	}
+	if st, _ := h.State(); st != HealthNotReady {
+		t.Errorf("state %v with a quarantine left, want NOT_READY", st)
+	}
+	if !h.QuarantineEnded(0) {
+		t.Error("QuarantineEnded(0 left) did not recover")
+	}
+	if st, _ := h.State(); st != HealthReady {
+		t.Errorf("state %v once no quarantine is left, want READY", st)
+	}
+	h.Fail(CheckQuarantine, "q2")
+	h.Fail(CheckCleanup, "x")
+	h.QuarantineEnded(0)
+	if err := h.Admit(); !errors.Is(err, ErrCleanupFailed) {
+		t.Errorf("Admit after the last quarantine ended with a failed cleanup = %v; want X-1", err)
+	}
+}

@@ -22,6 +22,7 @@ func TestDecisionsFromHooks(t *testing.T) {
 		{"SwallowCleanupFailure", Hooks{SwallowCleanupFailure: true}, handoff.Mutants{SwallowCleanupFailure: true}},
 		{"RefusedConnectionUncertain", Hooks{RefusedConnectionUncertain: true}, handoff.Mutants{RefusedConnectionUncertain: true}},
 		{"ReleaseOnCancel", Hooks{ReleaseOnCancel: true}, handoff.Mutants{FreeOnCancel: true}},
+		{"NeverEndQuarantine", Hooks{NeverEndQuarantine: true}, handoff.Mutants{NeverEndQuarantine: true}},
 		{"Decisions", Hooks{Decisions: handoff.Mutants{ReleaseOnUncertain: true, InvalidArgumentAfterRemoval: true}},
 			handoff.Mutants{ReleaseOnUncertain: true, InvalidArgumentAfterRemoval: true}},
 	}

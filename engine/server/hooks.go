@@ -117,7 +117,7 @@ type Hooks struct {
 	ReviveLateCompletion bool
 	// NeverEndQuarantine keeps every quarantine for the life of the
 	// process, whatever the backend proves (the Q-6 mutant: the engine
-	// before Q-6).
+	// before Q-6). It sets Decisions.NeverEndQuarantine.
 	NeverEndQuarantine bool
 	// RefusedConnectionUncertain counts a transfer whose connection to the
 	// producer was refused or never established (nothing was sent) as an
@@ -243,6 +243,7 @@ func (h Hooks) CoreDecisions() handoff.Mutants {
 	m.SwallowCleanupFailure = m.SwallowCleanupFailure || h.SwallowCleanupFailure
 	m.RefusedConnectionUncertain = m.RefusedConnectionUncertain || h.RefusedConnectionUncertain
 	m.FreeOnCancel = m.FreeOnCancel || h.ReleaseOnCancel
+	m.NeverEndQuarantine = m.NeverEndQuarantine || h.NeverEndQuarantine
 	return m
 }
 

@@ -58,7 +58,7 @@ func (e *Engine) enterQuarantine(q *quarantine, proofs []<-chan struct{}) {
 	e.health.Fail(handoff.CheckQuarantine, q.reason)
 	e.mu.Unlock()
 	e.healthChanged()
-	if proofs == nil || e.cfg.Hooks.NeverEndQuarantine {
+	if proofs == nil || !handoff.EndsOnProof(e.decisions()) { // the core decides (Q-6; its NeverEndQuarantine mutant)
 		e.log.Warn("quarantine kept for the life of the process: the backend cannot prove that nothing touches it any more (CONTRACT Q-6)", "quarantine", q.id)
 		return
 	}
@@ -100,9 +100,7 @@ func (e *Engine) endQuarantine(id string) {
 		q.end()
 	}
 	left := len(e.quarantines)
-	if left == 0 {
-		e.health.Recover(handoff.CheckQuarantine)
-	}
+	e.health.QuarantineEnded(left) // the core decides Health
 	e.mu.Unlock()
 	if q.free != nil {
 		if err := q.free(); err != nil {
