@@ -150,6 +150,20 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.SwallowCleanupFailure = true
 	case MutantFreeOnCancel:
 		d.FreeOnCancel = true
+	case MutantNoReferenceLimit:
+		d.NoReferenceLimit = true
+	case MutantRejectedReferenceClaims:
+		d.RejectedReferenceClaims = true
+	case MutantUnsignedReferences:
+		d.UnsignedReferences = true
+	case MutantAnyBackend:
+		d.AnyBackend = true
+	case MutantShutdownIgnoresID:
+		d.ShutdownIgnoresID = true
+	case MutantReleaseAlwaysAborted:
+		d.ReleaseAlwaysAborted = true
+	case MutantNoExpiryCollection:
+		d.NoExpiryCollection = true
 	}
 	return d
 }

@@ -333,8 +333,8 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 // producer decided (the SU-3 mutant turns every ALREADY_FINISHED into
 // ABORTED); the ledger counts the ABORTED answers given.
 func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
-	if res == resAlreadyFinished && w.opts.Mutant == MutantReleaseAlwaysAborted {
-		res = resAborted
+	if res == resAlreadyFinished && handoff.AnswerRelease(handoff.ReleaseAlreadyFinished, w.decisions) == handoff.ReleaseAborted {
+		res = resAborted // the SU-3 mutant (handoff.Mutants.ReleaseAlwaysAborted)
 	}
 	if res == resAborted {
 		w.ledger.get(id).aborted++
@@ -472,10 +472,8 @@ func (w *World) collect(ev event) {
 		}
 	}
 	w.observeClaims()
-	if w.opts.Mutant != MutantNoExpiryCollection {
-		for _, id := range p.table.Expire(w.now) {
-			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
-		}
+	for _, id := range p.table.Collect(w.now, w.decisions) { // X-2 (handoff.Mutants.NoExpiryCollection)
+		w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 	}
 	w.sd.collect()
 	w.after(w.set.CollectPeriodMs, event{kind: evCollect})
@@ -517,11 +515,7 @@ func (w *World) shutdown(ev event) {
 // decideShutdown is E's S-1 decision for Shutdown(expected); the S-1
 // mutant accepts any non-empty id as its own.
 func (w *World) decideShutdown(expected string) (handoff.ShutdownStatus, error) {
-	p := w.prod
-	if expected != "" && w.opts.Mutant == MutantShutdownIgnoresID {
-		expected = p.instanceID
-	}
-	return p.health.DecideShutdown(expected, p.instanceID)
+	return w.prod.health.DecideShutdownWith(expected, w.prod.instanceID, w.decisions)
 }
 
 // drainTick: release every unconsumed entry (S-2); stop once nothing is

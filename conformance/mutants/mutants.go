@@ -5,7 +5,6 @@
 package mutants
 
 import (
-	"bytes"
 	crand "crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -149,11 +148,9 @@ var all = []Mutant{
 			"SU-3": "the producer never sees a consumed entry claimed, so its Abort still releases it and answers ABORTED, not ALREADY_FINISHED",
 		}},
 	{Name: "su3-release-always-aborted", Rule: "SU-3", Sim: "release-always-aborted", Breaks: "Abort(encoder_cache) answers ABORTED every time",
-		Apply: func(h *server.Hooks) {
-			h.ReleaseAnswer = func(pb.AbortStatus) pb.AbortStatus { return pb.AbortStatus_ABORT_STATUS_ABORTED }
-		}},
+		Apply: func(h *server.Hooks) { h.Decisions.ReleaseAlwaysAborted = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "su4-malformed-consumes", Rule: "SU-4", Sim: "rejected-reference-claims", Breaks: "a rejected reference still claims the entry it names",
-		Apply: func(h *server.Hooks) { h.OnRejectedReference = server.ClaimAndDiscard },
+		Apply: func(h *server.Hooks) { h.Decisions.RejectedReferenceClaims = true }, // the core's switch: the sim mutant sets the same
 		AlsoBreaks: map[string]string{
 			"SU-5": "SU-5 says an altered reference consumes nothing; the rejection of a forged one claims the entry it names, which then no longer consumes",
 		},
@@ -162,7 +159,7 @@ var all = []Mutant{
 		// default seed's 100 checks draw none; seed 5 draws it in its 3rd.
 		PropsSeed: 5},
 	{Name: "su5-unsigned-references", Rule: "SU-5", Sim: "unsigned-references", Breaks: "the consumer does not verify a reference's tag, so forged references address any entry",
-		Apply: func(h *server.Hooks) { h.VerifyReference = func(handoff.Reference, []byte) error { return nil } },
+		Apply: func(h *server.Hooks) { h.Decisions.UnsignedReferences = true }, // the core's switch: the sim mutant sets the same
 		// The kill needs the tag-digit corruption of a live reference (one
 		// malformed action in four draws it); seed 8 draws it in the first
 		// check, in 5 actions, where the default seed needs 23 checks and
@@ -174,30 +171,15 @@ var all = []Mutant{
 	// the whitespace around an oversize opaque state instead of refusing it
 	// by its length (under the bound it reads the bytes as they are).
 	{Name: "l1-no-reference-limit", Rule: "L-1", Sim: "no-reference-limit", Breaks: "opaque_state has no size limit: an oversize one is read as JSON, surrounding whitespace skipped",
-		Apply: func(h *server.Hooks) {
-			h.MaxReferenceBytes = 1 << 30
-			h.ReadReference = func(b []byte) []byte {
-				if len(b) > handoff.MaxOpaqueStateBytes {
-					return bytes.TrimSpace(b)
-				}
-				return b
-			}
-		}},
+		Apply: func(h *server.Hooks) { h.Decisions.NoReferenceLimit = true }}, // the core's switch (handoff.Mutants.ReadOpaqueState): the sim mutant sets the same
 	{Name: "l3-video-as-image", Rule: "L-3", Sim: "video-as-image", Breaks: "video and audio items are treated as images",
 		Apply: func(h *server.Hooks) { h.CheckModality = func(pb.Modality) error { return nil } }},
 	{Name: "l4-role-unchecked", Rule: "L-4", Sim: "role-unchecked", Breaks: "requests for another role are served",
 		Apply: func(h *server.Hooks) { h.CheckRole = func(server.Role, *pb.GenerateRequest) error { return nil } }},
 	{Name: "n1-any-backend", Rule: "N-1", Sim: "any-backend", Breaks: "the consumer accepts references for any backend",
-		Apply: func(h *server.Hooks) { h.AcceptBackend = func(string) bool { return true } }},
+		Apply: func(h *server.Hooks) { h.Decisions.AnyBackend = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "s1-shutdown-ignores-id", Rule: "S-1", Sim: "shutdown-ignores-id", Breaks: "Shutdown accepts any non-empty expected_instance_id",
-		Apply: func(h *server.Hooks) {
-			h.DecideShutdown = func(hl *handoff.Health, expected, id string) (handoff.ShutdownStatus, error) {
-				if expected == "" {
-					return hl.DecideShutdown(expected, id)
-				}
-				return hl.DecideShutdown(id, id)
-			}
-		}},
+		Apply: func(h *server.Hooks) { h.Decisions.ShutdownIgnoresID = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q1-release-on-any-error", Rule: "Q-1", Topology: TopologyTCPFaults, Breaks: "the consumer releases its buffers on any transfer error, even an uncertain one", Sim: "consumer-frees-on-transfer-error",
 		Apply: func(h *server.Hooks) { h.Decisions.ReleaseOnUncertain = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q2-plain-invalid-argument-is-definite", Rule: "Q-2", Topology: TopologyTCPFaults, Sim: "plain-invalid-argument-definite", Breaks: "the consumer treats INVALID_ARGUMENT without the before-write trailer as a definite rejection",
@@ -238,7 +220,7 @@ var all = []Mutant{
 	{Name: "su6-entry-id-from-content", Rule: "SU-6", Level: LevelLifecycle, Sim: "entry-id-from-content", Breaks: "entry ids derive from the items' content hashes, so a second publish of the same media collides with the first entry",
 		Apply: func(h *server.Hooks) { h.EntryID = entryIDFromContent }},
 	{Name: "x2-no-expiry-collection", Rule: "X-2", Level: LevelLifecycle, Sim: "no-expiry-collection", Breaks: "the producer's collector never expires entries past their TTL",
-		Apply: func(h *server.Hooks) { h.NoExpiryCollection = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.NoExpiryCollection = true }}, // the core's switch (ProducerTable.Collect): the sim mutant sets the same
 	{Name: "h1-premultiplied-hash", Rule: "H-1", Level: LevelLifecycle, Sim: "premultiplied-hash", Breaks: "the content hash is taken over premultiplied RGBA64 pixels, so alpha changes colours and alpha-0 pixels collide",
 		Apply: func(h *server.Hooks) { h.ContentHash = premultipliedHash }},
 	{Name: "h4-wire-bytes-hash", Rule: "H-4", Level: LevelLifecycle, Sim: "wire-bytes-hash", Breaks: "the content hash is taken over the wire bytes, so pixel-equal media in different encodings hash differently",

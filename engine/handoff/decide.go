@@ -53,6 +53,43 @@ type Mutants struct {
 	// and new handoffs are admitted (breaks X-1; conformance
 	// x1-cleanup-failure-swallowed, sim cleanup-failure-swallowed).
 	SwallowCleanupFailure bool
+
+	// The switches below break the consumer's admission of a reference
+	// (AdmitConsume, ReadOpaqueState), the producer's answers (Shutdown,
+	// Abort(encoder_cache)) and its collector (Collect).
+
+	// NoReferenceLimit puts no bound on a consumed reference's opaque
+	// state and reads an oversize one leniently, as a JSON decoder does,
+	// skipping the whitespace around it (breaks L-1; conformance
+	// l1-no-reference-limit, sim no-reference-limit).
+	NoReferenceLimit bool
+	// RejectedReferenceClaims claims the entry a rejected reference names
+	// (a malformed one, SU-4, or one whose tag does not verify, SU-5) and
+	// throws it away, so the valid reference it imitates is spent (breaks
+	// SU-4; conformance su4-malformed-consumes, sim
+	// rejected-reference-claims). ConsumeAdmission.Discard carries it out.
+	RejectedReferenceClaims bool
+	// UnsignedReferences skips the SU-5 tag check of a shared-directory
+	// reference, so a forged one consumes the entry it names (breaks SU-5;
+	// conformance su5-unsigned-references, sim unsigned-references).
+	UnsignedReferences bool
+	// AnyBackend accepts a reference for any backend (breaks N-1;
+	// conformance n1-any-backend, sim any-backend).
+	AnyBackend bool
+	// ShutdownIgnoresID accepts any non-empty expected_instance_id as this
+	// instance's (breaks S-1; conformance s1-shutdown-ignores-id, sim
+	// shutdown-ignores-id).
+	ShutdownIgnoresID bool
+	// ReleaseAlwaysAborted answers Abort(encoder_cache) ABORTED every time,
+	// also for an entry already consumed, released or expired (breaks
+	// SU-3; conformance su3-release-always-aborted, sim
+	// release-always-aborted).
+	ReleaseAlwaysAborted bool
+	// NoExpiryCollection makes the producer's collector expire nothing
+	// (ProducerTable.Collect): entries past their TTL stay (breaks X-2;
+	// conformance x2-no-expiry-collection, sim no-expiry-collection).
+	// Abort(encoder_cache) still finds them expired (ExpireBeforeRelease).
+	NoExpiryCollection bool
 }
 
 // BufferAction is what the driver does with memory a transfer used.

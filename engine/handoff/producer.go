@@ -317,6 +317,28 @@ func (t *ProducerTable) Expire(nowMs int64) []string {
 	return ids
 }
 
+// Collect is the expiry step of one pass of the producer's collector
+// Expire at nowMs, or nothing under Mutants.NoExpiryCollection
+// (breaks X-2).
+func (t *ProducerTable) Collect(nowMs int64, m Mutants) []string {
+	if m.NoExpiryCollection {
+		return nil // the X-2 mutant
+	}
+	return t.Expire(nowMs)
+}
+
+// AnswerRelease is the answer an Abort(encoder_cache) gives for the
+// outcome the table decided (SU-3): ABORTED only when this call released
+// the entry (ReleaseAborted), ALREADY_FINISHED (ReleaseAlreadyFinished)
+// after. Under Mutants.ReleaseAlwaysAborted (breaks SU-3) every
+// ALREADY_FINISHED is answered ABORTED.
+func AnswerRelease(out ReleaseOutcome, m Mutants) ReleaseOutcome {
+	if out == ReleaseAlreadyFinished && m.ReleaseAlwaysAborted {
+		return ReleaseAborted // the SU-3 mutant
+	}
+	return out
+}
+
 // ExpireBeforeRelease is the producer's first step of an
 // Abort(encoder_cache) (SU-3, X-2): when the presented reference's TTL
 // (refExpiresMs) has passed at nowMs, every entry expired by then is

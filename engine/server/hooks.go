@@ -17,8 +17,10 @@ import (
 type Hooks struct {
 	// Decisions switches the core's own decisions to broken ones
 	// (handoff.Mutants: the end of a transfer on either side, Q-1, Q-2,
-	// Q-3; a failed cleanup, X-1). The simulator's mutants set the same
-	// switches, so the same broken decision runs in both. The bool hooks
+	// Q-3; a failed cleanup, X-1; the consumer's admission of a reference,
+	// L-1, SU-4, SU-5, N-1; the Shutdown and Abort(encoder_cache) answers,
+	// S-1, SU-3; the collector's expiry, X-2). The simulator's mutants set
+	// the same switches, so the same broken decision runs in both. The bool hooks
 	// FreeSourceOnTransferFailure, SwallowCleanupFailure,
 	// RefusedConnectionUncertain and ReleaseOnCancel set their switch too
 	// (Engine.decisions).
@@ -27,26 +29,8 @@ type Hooks struct {
 	CheckRole func(role Role, req *pb.GenerateRequest) error
 	// CheckModality replaces the L-3 modality check of one media item.
 	CheckModality func(m pb.Modality) error
-	// MaxReferenceBytes replaces the L-1 bound on opaque_state (0 = contract's 65,536).
-	MaxReferenceBytes int
-	// ReadReference replaces how the consumer reads opaque_state before
-	// parsing it; the contract's engine takes the bytes as they are (SU-5:
-	// the tag covers every byte).
-	ReadReference func(opaque []byte) []byte
-	// VerifyReference replaces the SU-5 tag check.
-	VerifyReference func(ref handoff.Reference, key []byte) error
-	// OnRejectedReference runs when a reference is rejected as malformed
-	// (SU-4; with the id a lenient JSON parser reads from it) or fails its
-	// tag or instance check (SU-5); the contract's engine does nothing.
-	OnRejectedReference func(e *Engine, ref handoff.Reference)
-	// AcceptBackend replaces the N-1 backend check.
-	AcceptBackend func(backend string) bool
 	// Claim replaces the consumer's claim by atomic rename (SU-1, SU-2).
 	Claim func(e *Engine, ref handoff.Reference) (items []ClaimedItem, err error)
-	// ReleaseAnswer replaces the answer Abort(encoder_cache) gives (SU-3).
-	ReleaseAnswer func(decided pb.AbortStatus) pb.AbortStatus
-	// DecideShutdown replaces the S-1 decision.
-	DecideShutdown func(h *handoff.Health, expected, instanceID string) (handoff.ShutdownStatus, error)
 	// PrefixKey replaces the language model's prefix-cache key (H-2, B-2).
 	PrefixKey func(tokenIDs []uint32, imageIdentities []string) string
 	// ConsumerTransferDefinite replaces how the consumer reads the Q-2
@@ -87,9 +71,6 @@ type Hooks struct {
 	// KeepReservationOnEncoderFailure keeps a publish's reserved bytes and
 	// table entry when its encoder step fails (the C-6 mutant).
 	KeepReservationOnEncoderFailure bool
-	// NoExpiryCollection stops the producer's collector from expiring
-	// entries past their TTL (the X-2 mutant); Abort still finds them expired.
-	NoExpiryCollection bool
 	// ExecutorMutation breaks one decision of the executor core (the C-2,
 	// C-3 and release-idempotency mutants).
 	ExecutorMutation executor.Mutation

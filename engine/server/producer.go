@@ -310,9 +310,7 @@ func (e *Engine) collect() {
 	if !e.cfg.Hooks.CollectorTrustsTable {
 		e.observeClaims()
 	}
-	if !e.cfg.Hooks.NoExpiryCollection {
-		e.expire()
-	}
+	e.expireBy(func(nowMs int64) []string { return e.table.Collect(nowMs, e.decisions()) })
 	if err := e.store.collect(e.now().UnixMilli()); err != nil {
 		e.failCleanup("collect orphans", err)
 	}
