@@ -164,6 +164,14 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.ReleaseAlwaysAborted = true
 	case MutantNoExpiryCollection:
 		d.NoExpiryCollection = true
+	case MutantRoleUnchecked:
+		d.RoleUnchecked = true
+	case MutantEntryIDFromContent:
+		d.EntryIDFromContent = true
+	case MutantEncoderFailureKeepsReservation:
+		d.KeepReservationOnEncoderFailure = true
+	case MutantShutdownBeforeCleanup:
+		d.DrainBeforeCleanup = true
 	}
 	return d
 }

@@ -158,8 +158,8 @@ func (w *World) publishArrive(ev event) {
 		return
 	}
 	id := w.newEntryID()
-	if w.opts.Mutant == MutantEntryIDFromContent {
-		id = contentEntryID(cl.plan.content)
+	if w.decisions.EntryIDFromContent {
+		id = handoff.EntryID(id, fmt.Sprint(cl.plan.content), w.decisions) // the SU-6 mutant's id
 	}
 	if err := p.table.Reserve(id, cl.plan.payloadBytes); err != nil {
 		reply.b = resOf(err)
@@ -193,12 +193,17 @@ func (w *World) encodeDone(ev event) {
 	p.publishing--
 	abandon := func(res int64, rule, why string) {
 		w.ledger.unpublished = append(w.ledger.unpublished, unpublished{rec: rec, rule: rule, why: why})
-		if rule == "C-6" && w.opts.Mutant == MutantEncoderFailureKeepsReservation {
+		abandoned := true
+		if rule == "C-6" {
+			abandoned = p.table.EncoderFailed(id, w.decisions) // the C-6 mutant keeps it
+		} else {
+			p.table.AbandonPublish(id)
+		}
+		if !abandoned {
 			if w.tracing {
 				w.notef("encoder failed; %s keeps its reservation", short(id))
 			}
 		} else {
-			p.table.AbandonPublish(id)
 			rec.abandoned = true
 			if w.tracing {
 				w.notef("abandoned %s: %s", short(id), why)
@@ -529,11 +534,7 @@ func (w *World) drainTick(ev event) {
 	for _, id := range p.table.Drain() {
 		w.startRemoval(id, handoff.CauseDrain, -1, 0)
 	}
-	busy := p.table.Entries() > 0 || p.cleanups > 0 || p.publishing > 0
-	if w.opts.Mutant == MutantShutdownBeforeCleanup {
-		busy = len(p.table.Published()) > 0 || p.publishing > 0 // the removals it started are left running
-	}
-	if busy {
+	if !p.table.DrainDone(p.cleanups, p.publishing, w.decisions) { // the S-2 mutant leaves the removals it started running
 		w.after(10, event{kind: evDrainTick})
 		return
 	}
@@ -756,8 +757,8 @@ func (w *World) producerConsume(ev event) {
 		return // no process: the client's deadline ends the call
 	}
 	reply := event{kind: evConsumeReplyArrive, h: ev.h, c: -1, a: ev.a, s: ev.s}
-	if w.opts.Mutant != MutantRoleUnchecked {
-		reply.b = resOf(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole))
+	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.decisions); err != nil {
+		reply.b = resOf(err)
 		w.ledger.rejectCall(callKey{ev.h, ev.a}, reply.b)
 		w.send(msgReply, reply)
 		return

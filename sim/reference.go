@@ -190,10 +190,3 @@ type callKey struct {
 	h   int32
 	rpc int64
 }
-
-// contentEntryID is the SU-6 mutant's entry id: 32 hex digits of SHA-256
-// over the published content (a valid id, the same for the same media).
-func contentEntryID(content int) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("baton-sim content %d", content)))
-	return hex.EncodeToString(sum[:16])
-}

@@ -175,7 +175,7 @@ var all = []Mutant{
 	{Name: "l3-video-as-image", Rule: "L-3", Sim: "video-as-image", Breaks: "video and audio items are treated as images",
 		Apply: func(h *server.Hooks) { h.CheckModality = func(pb.Modality) error { return nil } }},
 	{Name: "l4-role-unchecked", Rule: "L-4", Sim: "role-unchecked", Breaks: "requests for another role are served",
-		Apply: func(h *server.Hooks) { h.CheckRole = func(server.Role, *pb.GenerateRequest) error { return nil } }},
+		Apply: func(h *server.Hooks) { h.Decisions.RoleUnchecked = true }},
 	{Name: "n1-any-backend", Rule: "N-1", Sim: "any-backend", Breaks: "the consumer accepts references for any backend",
 		Apply: func(h *server.Hooks) { h.Decisions.AnyBackend = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "s1-shutdown-ignores-id", Rule: "S-1", Sim: "shutdown-ignores-id", Breaks: "Shutdown accepts any non-empty expected_instance_id",
@@ -216,9 +216,9 @@ var all = []Mutant{
 			}
 		}},
 	{Name: "c6-encoder-failure-keeps-reservation", Rule: "C-6", Level: LevelLifecycle, Sim: "encoder-failure-keeps-reservation", Breaks: "a publish whose encoder step fails keeps its reserved bytes and table entry (no AbandonPublish)",
-		Apply: func(h *server.Hooks) { h.KeepReservationOnEncoderFailure = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.KeepReservationOnEncoderFailure = true }},
 	{Name: "su6-entry-id-from-content", Rule: "SU-6", Level: LevelLifecycle, Sim: "entry-id-from-content", Breaks: "entry ids derive from the items' content hashes, so a second publish of the same media collides with the first entry",
-		Apply: func(h *server.Hooks) { h.EntryID = entryIDFromContent }},
+		Apply: func(h *server.Hooks) { h.Decisions.EntryIDFromContent = true }},
 	{Name: "x2-no-expiry-collection", Rule: "X-2", Level: LevelLifecycle, Sim: "no-expiry-collection", Breaks: "the producer's collector never expires entries past their TTL",
 		Apply: func(h *server.Hooks) { h.Decisions.NoExpiryCollection = true }}, // the core's switch (ProducerTable.Collect): the sim mutant sets the same
 	{Name: "h1-premultiplied-hash", Rule: "H-1", Level: LevelLifecycle, Sim: "premultiplied-hash", Breaks: "the content hash is taken over premultiplied RGBA64 pixels, so alpha changes colours and alpha-0 pixels collide",
@@ -257,7 +257,7 @@ var all = []Mutant{
 	{Name: "x1-cleanup-failure-swallowed", Rule: "X-1", Level: LevelLifecycle, Sim: "cleanup-failure-swallowed", Breaks: "a removal that fails is logged and forgotten: Health stays READY and new handoffs are admitted",
 		Apply: func(h *server.Hooks) { h.Decisions.SwallowCleanupFailure = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "s2-shutdown-before-cleanup", Rule: "S-2", Level: LevelLifecycle, Sim: "shutdown-before-cleanup", Breaks: "the producer's drain returns before the removals of its unconsumed entries finish, so they stay consumable",
-		Apply: func(h *server.Hooks) { h.DrainBeforeCleanup = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.DrainBeforeCleanup = true }},
 	{Name: "c2-late-completion-revives", Rule: "C-2", Level: LevelLifecycle, Sim: "late-completion-revives", Breaks: "an encoder step that completes after its publish was cancelled publishes the entry anyway, for a client that never gets it",
 		Apply: func(h *server.Hooks) { h.ReviveLateCompletion = true }},
 	{Name: "q2-refused-connection-uncertain", Rule: "Q-2", AlsoBreaks: map[string]string{"SE-4": "a refused connection quarantines the consumer, which is what SE-4's forged and stale references must never do"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
@@ -535,14 +535,6 @@ func readWithoutClaim(e *server.Engine, ref handoff.Reference) ([]server.Claimed
 		return nil, err
 	}
 	return server.MatchEntry(ref, tensors, meta)
-}
-
-// entryIDFromContent is the SU-6 mutant's entry id: the first 32 hex digits
-// of SHA-256 over the joined content hashes (a valid id, the same for the
-// same media).
-func entryIDFromContent(hashes []string) string {
-	sum := sha256.Sum256([]byte("su6-mutant\x00" + strings.Join(hashes, ",")))
-	return hex.EncodeToString(sum[:16])
 }
 
 // premultipliedHash is the H-1 mutant's content hash: the contract's

@@ -40,8 +40,11 @@ type ConsumeAdmission struct {
 	// Trust is SE-3 on a transfer backend's producer endpoint, before any
 	// connection (nil: every endpoint is trusted).
 	Trust func(Reference) error
+	// Known is SU-5 on the shared directory: the producer instance is one
+	// the consumer knows (its key loads). nil: every instance is known.
+	Known func(Reference) error
 	// Verify is SU-5 on the shared directory: the tag under the producer's
-	// key, the instance the consumer knows.
+	// key.
 	Verify func(Reference) error
 	// Mutants switches the admission's decisions to broken ones
 	// (NoReferenceLimit, AnyBackend, UnsignedReferences,
@@ -111,10 +114,14 @@ func AdmitConsume(a ConsumeAdmission) (Reference, error) {
 		}
 		return ref, nil
 	}
-	if m.UnsignedReferences {
-		return ref, nil // the SU-5 mutant: no tag check
+	err = nil
+	if a.Known != nil {
+		err = a.Known(ref)
 	}
-	if err := a.Verify(ref); err != nil {
+	if err == nil && !m.UnsignedReferences { // the SU-5 mutant checks no tag
+		err = a.Verify(ref)
+	}
+	if err != nil {
 		if m.RejectedReferenceClaims && a.Discard != nil {
 			a.Discard(ref, false) // the SU-4 mutant
 		}
@@ -216,4 +223,15 @@ func AdmitReceive(entryID string, exists bool, lookErr error, preflight func() e
 		return rejectf(ErrSpentReference, "SU-2 reference %s was already consumed, released or expired", shortID(entryID))
 	}
 	return preflight()
+}
+
+// AdmitRole applies L-4: violation is the driver's finding that the
+// request is one its role does not serve (an ErrWrongRole; nil: it
+// serves it), and the request is rejected with it. Under
+// Mutants.RoleUnchecked (breaks L-4) it is served anyway.
+func AdmitRole(violation error, m Mutants) error {
+	if m.RoleUnchecked {
+		return nil // the L-4 mutant
+	}
+	return violation
 }

@@ -90,6 +90,26 @@ type Mutants struct {
 	// conformance x2-no-expiry-collection, sim no-expiry-collection).
 	// Abort(encoder_cache) still finds them expired (ExpireBeforeRelease).
 	NoExpiryCollection bool
+	// RoleUnchecked serves a request its role does not serve instead of
+	// rejecting it with FAILED_PRECONDITION (AdmitRole; breaks L-4;
+	// conformance l4-role-unchecked, sim role-unchecked).
+	RoleUnchecked bool
+	// EntryIDFromContent derives a publish's entry id from its content
+	// instead of 128 random bits (EntryID), so a second publish of the
+	// same media collides with the first entry (breaks SU-6; conformance
+	// su6-entry-id-from-content, sim entry-id-from-content).
+	EntryIDFromContent bool
+	// KeepReservationOnEncoderFailure keeps the reserved bytes and table
+	// entry of a publish whose encoder step failed (no AbandonPublish;
+	// ProducerTable.EncoderFailed; breaks C-6; conformance
+	// c6-encoder-failure-keeps-reservation, sim
+	// encoder-failure-keeps-reservation).
+	KeepReservationOnEncoderFailure bool
+	// DrainBeforeCleanup ends the producer's drain once nothing is
+	// published or being published, with the removals it started still
+	// running (ProducerTable.DrainDone; breaks S-2; conformance
+	// s2-shutdown-before-cleanup, sim shutdown-before-cleanup).
+	DrainBeforeCleanup bool
 }
 
 // BufferAction is what the driver does with memory a transfer used.

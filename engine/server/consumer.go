@@ -59,6 +59,10 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, st
 			addr = a
 			return err
 		},
+		Known: func(ref handoff.Reference) error {
+			_, err := e.producerKey(ref.ProducerInstanceID)
+			return err
+		},
 		Verify: func(ref handoff.Reference) error {
 			key, err := e.producerKey(ref.ProducerInstanceID)
 			if err == nil {

@@ -19,14 +19,14 @@ type Hooks struct {
 	// (handoff.Mutants: the end of a transfer on either side, Q-1, Q-2,
 	// Q-3; a failed cleanup, X-1; the consumer's admission of a reference,
 	// L-1, SU-4, SU-5, N-1; the Shutdown and Abort(encoder_cache) answers,
-	// S-1, SU-3; the collector's expiry, X-2). The simulator's mutants set
+	// S-1, SU-3; the collector's expiry, X-2; the role check, L-4; the
+	// entry id, SU-6; a failed encoder step, C-6; the drain's end, S-2).
+	// The simulator's mutants set
 	// the same switches, so the same broken decision runs in both. The bool hooks
 	// FreeSourceOnTransferFailure, SwallowCleanupFailure,
 	// RefusedConnectionUncertain and ReleaseOnCancel set their switch too
 	// (Engine.decisions).
 	Decisions handoff.Mutants
-	// CheckRole replaces the L-4 role check.
-	CheckRole func(role Role, req *pb.GenerateRequest) error
 	// CheckModality replaces the L-3 modality check of one media item.
 	CheckModality func(m pb.Modality) error
 	// Claim replaces the consumer's claim by atomic rename (SU-1, SU-2).
@@ -65,12 +65,6 @@ type Hooks struct {
 	// is the preprocessing preset's name, wire the item's encoded bytes,
 	// img the decoded pixels (the H-1 and H-4 mutants).
 	ContentHash func(preset string, wire []byte, img image.Image) string
-	// EntryID replaces the producer's random entry id (128 bits, SU-5) with
-	// one derived from the items' content hashes (the SU-6 mutant).
-	EntryID func(contentHashes []string) string
-	// KeepReservationOnEncoderFailure keeps a publish's reserved bytes and
-	// table entry when its encoder step fails (the C-6 mutant).
-	KeepReservationOnEncoderFailure bool
 	// ExecutorMutation breaks one decision of the executor core (the C-2,
 	// C-3 and release-idempotency mutants).
 	ExecutorMutation executor.Mutation
@@ -86,11 +80,6 @@ type Hooks struct {
 	// handoffs are admitted (the X-1 mutant). It sets
 	// Decisions.SwallowCleanupFailure.
 	SwallowCleanupFailure bool
-	// DrainBeforeCleanup ends the producer's drain once it has marked its
-	// unconsumed entries for removal, before removing them, and skips the
-	// store's close that would remove them as a backstop: the process exits
-	// with the removals still to do (the S-2 mutant).
-	DrainBeforeCleanup bool
 	// ReviveLateCompletion ignores the cancellation of a publish whose
 	// encoder step is pending: the step's late completion is written,
 	// committed and answered on the stream nobody listens to, and the
