@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
@@ -174,6 +175,15 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.DrainBeforeCleanup = true
 	}
 	return d
+}
+
+// SharedDirDecisions returns the shared-directory backend's switches
+// (shareddir.Mutants) this mutant sets: the same broken decision the engine
+// runs under the conformance mutant that names this one (its
+// Hooks.SharedDir), in the engine/cache/shareddir code the simulator runs
+// over its simulated file system; zero for the other mutants.
+func (m Mutant) SharedDirDecisions() shareddir.Mutants {
+	return shareddir.Mutants{ReadWithoutClaim: m == MutantReadWithoutClaim}
 }
 
 // Mutants maps each mutant to the rule it breaks.

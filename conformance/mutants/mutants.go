@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/server"
@@ -89,6 +90,48 @@ func (m Mutant) Declares(rule string) bool {
 	return ok
 }
 
+// Kinds of simulator column (Mutant.SimKinship).
+const (
+	// SimSameCoreSwitch: the mutant sets handoff.Mutants switches and its
+	// simulator mutant sets the same ones, at decision points of the
+	// lifecycle core that the engine and the simulator both call.
+	SimSameCoreSwitch = "same core switch"
+	// SimSameSharedDirSwitch: the mutant sets shareddir.Mutants switches,
+	// in the backend code the simulator runs over its simulated file
+	// system, and its simulator mutant sets the same ones.
+	SimSameSharedDirSwitch = "same shareddir switch"
+	// SimSameExecutorSwitch: the mutant breaks the executor core
+	// (executor.Mutation) and the executor world runs the same mutation.
+	SimSameExecutorSwitch = "same executor switch"
+	// SimCounterpart: the simulator's mutant is a hand-written decision of
+	// the simulator's own driver that breaks the same rule, not the
+	// engine's broken decision.
+	SimCounterpart = "counterpart"
+)
+
+// SimKinship says what the kill table's sim column runs for m: one of
+// SimSameCoreSwitch, SimSameSharedDirSwitch, SimSameExecutorSwitch (the
+// same broken decision: TestSameCoreDecisionAsSimulator checks that the
+// simulator's mutant sets the same switches) or SimCounterpart; "" when m
+// has no simulator mutant (Sim "": SuiteOnly or the in-process mutants,
+// "n/a (driver)").
+func (m Mutant) SimKinship() string {
+	if m.Sim == "" {
+		return ""
+	}
+	var h server.Hooks
+	m.Apply(&h)
+	switch {
+	case h.CoreDecisions() != (handoff.Mutants{}):
+		return SimSameCoreSwitch
+	case h.SharedDir != (shareddir.Mutants{}):
+		return SimSameSharedDirSwitch
+	case strings.HasPrefix(m.Sim, "executor:") && h.ExecutorMutation != (executor.Mutation{}):
+		return SimSameExecutorSwitch
+	}
+	return SimCounterpart
+}
+
 // Seed is the props column's rapid seed: PropsSeed, else
 // DefaultPropsSeed(m.Name).
 func (m Mutant) Seed() uint64 {
@@ -142,7 +185,7 @@ const noTransportSecurityModel = "the handoff property and the simulator model n
 
 var all = []Mutant{
 	{Name: "su1-read-without-claim", Rule: "SU-1", Breaks: "the consumer reads an entry without claiming it by rename, so it can be consumed twice",
-		Sim: "read-without-claim", Apply: func(h *server.Hooks) { h.Claim = readWithoutClaim },
+		Sim: "read-without-claim", Apply: func(h *server.Hooks) { h.SharedDir.ReadWithoutClaim = true }, // the backend's switch: the sim mutant sets the same
 		AlsoBreaks: map[string]string{
 			"SU-2": "the claim is what spends a shared-directory entry: an entry read in place stays, so a replay of the consumed reference gets tokens again",
 			"SU-3": "the producer never sees a consumed entry claimed, so its Abort still releases it and answers ABORTED, not ALREADY_FINISHED",
@@ -523,14 +566,10 @@ func sampledPixelHash(img image.Image, step int) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// readWithoutClaim reads the entry file in place instead of renaming it.
+// readWithoutClaim reads the entry file in place instead of renaming it
+// (shareddir.Receive under its SU-1 switch).
 func readWithoutClaim(e *server.Engine, ref handoff.Reference) ([]server.ClaimedItem, error) {
-	path := filepath.Join(e.CacheDir(), ref.ProducerInstanceID, ref.EntryID+".safetensors")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", shareddir.ErrGone, err)
-	}
-	tensors, meta, err := shareddir.DecodeSafetensors(raw, 1<<20)
+	tensors, meta, err := shareddir.Receive(shareddir.OSFS{}, e.CacheDir(), ref.ProducerInstanceID, ref.EntryID, crand.Reader, 1<<20, shareddir.Mutants{ReadWithoutClaim: true})
 	if err != nil {
 		return nil, err
 	}

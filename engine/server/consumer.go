@@ -187,9 +187,10 @@ func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Refe
 }
 
 // defaultClaim claims the entry by atomic rename (one winner across
-// processes, SU-1) and checks it matches its reference.
+// processes, SU-1; shareddir.Receive, whose switch Hooks.SharedDir breaks
+// it) and checks it matches its reference.
 func defaultClaim(e *Engine, ref handoff.Reference) ([]ClaimedItem, error) {
-	tensors, meta, err := shareddir.Claim(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID, rand.Reader, ref.PayloadBytes()+1<<20)
+	tensors, meta, err := shareddir.Receive(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID, rand.Reader, ref.PayloadBytes()+1<<20, e.cfg.Hooks.SharedDir)
 	if err != nil {
 		return nil, err
 	}

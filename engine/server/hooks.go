@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"image"
 
+	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -29,6 +30,11 @@ type Hooks struct {
 	Decisions handoff.Mutants
 	// CheckModality replaces the L-3 modality check of one media item.
 	CheckModality func(m pb.Modality) error
+	// SharedDir switches the shared-directory backend's decisions to broken
+	// ones (shareddir.Mutants: the claim by rename, SU-1). The simulator,
+	// which runs engine/cache/shareddir over its simulated file system,
+	// sets the same switches (sim.Mutant.SharedDirDecisions).
+	SharedDir shareddir.Mutants
 	// Claim replaces the consumer's claim by atomic rename (SU-1, SU-2).
 	Claim func(e *Engine, ref handoff.Reference) (items []ClaimedItem, err error)
 	// PrefixKey replaces the language model's prefix-cache key (H-2, B-2).
