@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -66,7 +65,8 @@ var mediaUUIDs = [...]string{"", "0b8f4a52-4c1e-4d0a-9a51-5a0c2f7e3b11", "7d3e9c
 var mediaPrompts = [...][]uint32{{201, 202, 203}, {201, 204}, {205, 206, 207, 208}}
 
 // Content-hash functions the producer can apply: the contract's and the
-// two broken ones of the H-1 and H-4 mutants.
+// two broken ones of the H-1 and H-4 mutants (contenthash.Of under each of
+// its switches).
 const (
 	hashContract = iota
 	hashPremultiplied
@@ -137,10 +137,10 @@ func buildMediaPool() []mediaImage {
 		}
 		m.digest = fnv64(m.pixels)
 		for e, enc := range mediaEncodings {
+			wire := wireBytes(enc, m.img)
 			m.hashes[hashContract][e] = contenthash.ContentHash(mediaPreset, m.img)
-			m.hashes[hashPremultiplied][e] = premultipliedHash(mediaPreset, m.img)
-			sum := sha256.Sum256(wireBytes(enc, m.img))
-			m.hashes[hashWireBytes][e] = hex.EncodeToString(sum[:])
+			m.hashes[hashPremultiplied][e] = contenthash.Of(mediaPreset, wire, m.img, contenthash.Mutants{Premultiplied: true})
+			m.hashes[hashWireBytes][e] = contenthash.Of(mediaPreset, wire, m.img, contenthash.Mutants{WireBytes: true})
 		}
 	}
 	return pool
@@ -183,31 +183,6 @@ func wireBytes(enc string, img image.Image) []byte {
 		return append(append(out, "nrgba64\x00"...), m.Pix...)
 	}
 	panic(fmt.Sprintf("sim: media pool image of type %T", img))
-}
-
-// premultipliedHash is the H-1 mutant's content hash (as the engine's
-// mutant computes it): the contract's pre-image, but with premultiplied
-// 16-bit pixels (color.Color.RGBA), so alpha-0 pixels lose their colour.
-func premultipliedHash(preset string, img image.Image) string {
-	h := sha256.New()
-	b := img.Bounds()
-	var buf []byte
-	buf = append(buf, contenthash.ContentHashTag...)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(preset)))
-	buf = append(buf, preset...)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(b.Dx()))
-	buf = binary.BigEndian.AppendUint32(buf, uint32(b.Dy()))
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, a := img.At(x, y).RGBA()
-			buf = binary.BigEndian.AppendUint16(buf, uint16(r))
-			buf = binary.BigEndian.AppendUint16(buf, uint16(g))
-			buf = binary.BigEndian.AppendUint16(buf, uint16(bl))
-			buf = binary.BigEndian.AppendUint16(buf, uint16(a))
-		}
-	}
-	h.Write(buf)
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // fnv64 is FNV-1a over s.
@@ -371,11 +346,11 @@ func (w *World) publishMedia(rec *entryRecord, p *mediaPlan) {
 	if p.n == 0 {
 		return
 	}
-	fn := hashContract
-	switch w.opts.Mutant {
-	case MutantPremultipliedHash:
+	fn := hashContract // the pool's hashes under each contenthash.Of switch
+	switch d := w.opts.Mutant.ContentHashDecisions(); {
+	case d.Premultiplied:
 		fn = hashPremultiplied
-	case MutantWireBytesHash:
+	case d.WireBytes:
 		fn = hashWireBytes
 	}
 	pm := w.media.newPublished(w.set.Handoffs)

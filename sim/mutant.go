@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
@@ -184,6 +185,14 @@ func (m Mutant) decisions() handoff.Mutants {
 // over its simulated file system; zero for the other mutants.
 func (m Mutant) SharedDirDecisions() shareddir.Mutants {
 	return shareddir.Mutants{ReadWithoutClaim: m == MutantReadWithoutClaim}
+}
+
+// ContentHashDecisions returns the content hash's switches
+// (contenthash.Mutants) this mutant sets: the same broken hash the engine
+// runs under the conformance mutant that names this one (its
+// Hooks.ContentHashing); zero for the other mutants.
+func (m Mutant) ContentHashDecisions() contenthash.Mutants {
+	return contenthash.Mutants{Premultiplied: m == MutantPremultipliedHash, WireBytes: m == MutantWireBytesHash}
 }
 
 // Mutants maps each mutant to the rule it breaks.

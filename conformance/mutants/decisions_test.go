@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/server"
@@ -68,8 +69,9 @@ func TestSameCoreDecisionAsSimulator(t *testing.T) {
 }
 
 // TestSameBackendAndExecutorSwitchAsSimulator: a conformance mutant that
-// sets a shared-directory backend switch (Hooks.SharedDir) names a
-// simulator mutant that sets the same (sim.Mutant.SharedDirDecisions), and
+// sets a shared-directory backend switch (Hooks.SharedDir) or a content
+// hash switch (Hooks.ContentHashing) names a simulator mutant that sets the
+// same (sim.Mutant.SharedDirDecisions, ContentHashDecisions), and
 // one that breaks the executor core (Hooks.ExecutorMutation) names an
 // executor-world mutation whose Core is the same; every kill-table row's
 // SimKinship says which it is (issue #16, one mutant vocabulary).
@@ -89,6 +91,17 @@ func TestSameBackendAndExecutorSwitchAsSimulator(t *testing.T) {
 				t.Errorf("%s sets shareddir switches %+v; its simulator mutant %s sets %+v", m.Name, h.SharedDir, sm, got)
 			}
 		}
+		if h.ContentHashing != (contenthash.Mutants{}) {
+			sm, err := sim.ParseMutant(m.Sim)
+			if err != nil || m.Sim == "" {
+				t.Errorf("%s sets contenthash switches %+v but names no simulator mutant (%q: %v)", m.Name, h.ContentHashing, m.Sim, err)
+				continue
+			}
+			named[sm] = true
+			if got := sm.ContentHashDecisions(); got != h.ContentHashing {
+				t.Errorf("%s sets contenthash switches %+v; its simulator mutant %s sets %+v", m.Name, h.ContentHashing, sm, got)
+			}
+		}
 		if h.ExecutorMutation != (executor.Mutation{}) {
 			name, ok := strings.CutPrefix(m.Sim, "executor:")
 			mut, known := sim.ExecutorMutations()[name]
@@ -105,8 +118,8 @@ func TestSameBackendAndExecutorSwitchAsSimulator(t *testing.T) {
 		}
 	}
 	for sm := range sim.Mutants {
-		if sm.SharedDirDecisions() != (shareddir.Mutants{}) && !named[sm] {
-			t.Errorf("simulator mutant %s sets shareddir switches but no conformance mutant with the same switches names it", sm)
+		if (sm.SharedDirDecisions() != (shareddir.Mutants{}) || sm.ContentHashDecisions() != (contenthash.Mutants{})) && !named[sm] {
+			t.Errorf("simulator mutant %s sets shareddir or contenthash switches but no conformance mutant with the same switches names it", sm)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	crand "crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
@@ -100,6 +100,10 @@ const (
 	// in the backend code the simulator runs over its simulated file
 	// system, and its simulator mutant sets the same ones.
 	SimSameSharedDirSwitch = "same shareddir switch"
+	// SimSameContentHashSwitch: the mutant sets contenthash.Mutants
+	// switches, the package the simulator's producer hashes with, and its
+	// simulator mutant sets the same ones.
+	SimSameContentHashSwitch = "same contenthash switch"
 	// SimSameExecutorSwitch: the mutant breaks the executor core
 	// (executor.Mutation) and the executor world runs the same mutation.
 	SimSameExecutorSwitch = "same executor switch"
@@ -110,7 +114,8 @@ const (
 )
 
 // SimKinship says what the kill table's sim column runs for m: one of
-// SimSameCoreSwitch, SimSameSharedDirSwitch, SimSameExecutorSwitch (the
+// SimSameCoreSwitch, SimSameSharedDirSwitch, SimSameContentHashSwitch,
+// SimSameExecutorSwitch (the
 // same broken decision: TestSameCoreDecisionAsSimulator checks that the
 // simulator's mutant sets the same switches) or SimCounterpart; "" when m
 // has no simulator mutant (Sim "": SuiteOnly or the in-process mutants,
@@ -126,6 +131,8 @@ func (m Mutant) SimKinship() string {
 		return SimSameCoreSwitch
 	case h.SharedDir != (shareddir.Mutants{}):
 		return SimSameSharedDirSwitch
+	case h.ContentHashing != (contenthash.Mutants{}):
+		return SimSameContentHashSwitch
 	case strings.HasPrefix(m.Sim, "executor:") && h.ExecutorMutation != (executor.Mutation{}):
 		return SimSameExecutorSwitch
 	}
@@ -265,14 +272,9 @@ var all = []Mutant{
 	{Name: "x2-no-expiry-collection", Rule: "X-2", Level: LevelLifecycle, Sim: "no-expiry-collection", Breaks: "the producer's collector never expires entries past their TTL",
 		Apply: func(h *server.Hooks) { h.Decisions.NoExpiryCollection = true }}, // the core's switch (ProducerTable.Collect): the sim mutant sets the same
 	{Name: "h1-premultiplied-hash", Rule: "H-1", Level: LevelLifecycle, Sim: "premultiplied-hash", Breaks: "the content hash is taken over premultiplied RGBA64 pixels, so alpha changes colours and alpha-0 pixels collide",
-		Apply: func(h *server.Hooks) { h.ContentHash = premultipliedHash }},
+		Apply: func(h *server.Hooks) { h.ContentHashing.Premultiplied = true }}, // the contenthash switch: the sim mutant sets the same
 	{Name: "h4-wire-bytes-hash", Rule: "H-4", Level: LevelLifecycle, Sim: "wire-bytes-hash", Breaks: "the content hash is taken over the wire bytes, so pixel-equal media in different encodings hash differently",
-		Apply: func(h *server.Hooks) {
-			h.ContentHash = func(_ string, wire []byte, _ image.Image) string {
-				sum := sha256.Sum256(wire)
-				return hex.EncodeToString(sum[:])
-			}
-		}},
+		Apply: func(h *server.Hooks) { h.ContentHashing.WireBytes = true }}, // the contenthash switch: the sim mutant sets the same
 	{Name: "c2-scatter-shifts-siblings", Rule: "C-2", Level: LevelLifecycle, Sim: "executor:c2-scatter-shifts-siblings", Breaks: "a batch's completion advances the item offset only past members still pending, so a cancelled member's slice goes to its next sibling",
 		Apply: func(h *server.Hooks) { h.ExecutorMutation.ScatterLiveOnly = true },
 		// The default seed's first failing check is 29 actions long and its
@@ -574,31 +576,4 @@ func readWithoutClaim(e *server.Engine, ref handoff.Reference) ([]server.Claimed
 		return nil, err
 	}
 	return server.MatchEntry(ref, tensors, meta)
-}
-
-// premultipliedHash is the H-1 mutant's content hash: the contract's
-// pre-image (domain tag, preset, width, height) but with premultiplied
-// 16-bit RGBA pixels (color.Color.RGBA) instead of non-premultiplied ones.
-func premultipliedHash(preset string, _ []byte, img image.Image) string {
-	h := sha256.New()
-	b := img.Bounds()
-	var hdr []byte
-	hdr = append(hdr, "baton.encoder.v1/content-hash\x00"...)
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(preset)))
-	hdr = append(hdr, preset...)
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dx()))
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dy()))
-	h.Write(hdr)
-	px := make([]byte, 8)
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, a := img.At(x, y).RGBA()
-			binary.BigEndian.PutUint16(px[0:], uint16(r))
-			binary.BigEndian.PutUint16(px[2:], uint16(g))
-			binary.BigEndian.PutUint16(px[4:], uint16(bl))
-			binary.BigEndian.PutUint16(px[6:], uint16(a))
-			h.Write(px)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

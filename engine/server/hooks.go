@@ -5,6 +5,7 @@ import (
 	"image"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -67,10 +68,12 @@ type Hooks struct {
 	// ImageIdentity replaces the identity the model keys an image by (H-5):
 	// the contract's engine always uses the content hash, never MediaItem.uuid.
 	ImageIdentity func(uuid, contentHash string) string
-	// ContentHash replaces the H-1 content hash of one decoded image: preset
-	// is the preprocessing preset's name, wire the item's encoded bytes,
-	// img the decoded pixels (the H-1 and H-4 mutants).
-	ContentHash func(preset string, wire []byte, img image.Image) string
+	// ContentHashing switches the H-1 content hash of one decoded image to
+	// a broken one (contenthash.Mutants: premultiplied pixels, H-1; the wire
+	// bytes, H-4). The simulator's producer hashes with the same package
+	// and its mutants set the same switches
+	// (sim.Mutant.ContentHashDecisions).
+	ContentHashing contenthash.Mutants
 	// ExecutorMutation breaks one decision of the executor core (the C-2,
 	// C-3 and release-idempotency mutants).
 	ExecutorMutation executor.Mutation

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image"
 
+	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -107,10 +108,7 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 			if img, _, derr = encoder.Decode(data, e.cfg.MediaLimits); derr != nil {
 				return
 			}
-			hash = encoder.ContentHash(e.preset, img)
-			if e.cfg.Hooks.ContentHash != nil {
-				hash = e.cfg.Hooks.ContentHash(e.preset.Name, data, img)
-			}
+			hash = contenthash.Of(e.preset.Name, data, img, e.cfg.Hooks.ContentHashing) // encoder.ContentHash, unless an H-1 or H-4 mutant
 		}); err != nil {
 			return nil, err // the client went away while waiting for a decode slot
 		}
