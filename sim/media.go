@@ -7,7 +7,6 @@ import (
 	"image"
 	"image/color"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 
 	"github.com/baton-dev/baton/engine/contenthash"
@@ -410,14 +409,11 @@ func (w *World) consumeMedia(c *consumerNode, r *recv) {
 }
 
 // imageIdentity is the identity the consumer keys an item by: its content
-// hash, or a fresh random identity when it has none (H-2). The H-5 mutant
-// keys an item that has a uuid by the uuid.
+// hash (lm.ImageIdentity, whose H-5 switch keys an item that has a uuid by
+// the uuid), or a fresh random identity when it has none (H-2).
 func (w *World) imageIdentity(it mediaItem, hash string) string {
-	if w.opts.Mutant == MutantUUIDIdentity && it.uuid != 0 {
-		return "uuid:" + mediaUUIDs[it.uuid]
-	}
-	if hash != "" {
-		return hash
+	if id := lm.ImageIdentity(mediaUUIDs[it.uuid], hash, w.opts.Mutant.ModelDecisions()); id != "" {
+		return id
 	}
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], w.media.pcg.Uint64())
@@ -425,37 +421,12 @@ func (w *World) imageIdentity(it mediaItem, hash string) string {
 	return lm.FreshIdentityPrefix + hex.EncodeToString(b[:])
 }
 
-// prefixKey is the consumer's prefix-cache key: lm.DefaultPrefixKey. The
-// B-2 mutant keys by the token ids alone; the H-2 mutant leaves the fresh
-// identities out.
+// prefixKey is the consumer's prefix-cache key: lm.PrefixKeyWith under the
+// model switches the mutant sets (lm.DefaultPrefixKey without; the B-2
+// mutant keys by the token ids alone, the H-2 mutant leaves the fresh
+// identities out).
 func (w *World) prefixKey(ids []uint32, identities []string) string {
-	switch w.opts.Mutant {
-	case MutantTextKeyedCache:
-		return tokenKey(ids)
-	case MutantMissingHashKeyedByTokens:
-		kept := identities[:0:0]
-		for _, id := range identities {
-			if !strings.HasPrefix(id, lm.FreshIdentityPrefix) {
-				kept = append(kept, id)
-			}
-		}
-		identities = kept
-	}
-	return lm.DefaultPrefixKey(ids, identities)
-}
-
-// tokenKey is the B-2 mutant's key: the token ids alone, as decimal text
-// (the engine's mutant's fmt.Sprint(ids), without making ids escape).
-func tokenKey(ids []uint32) string {
-	var stack [64]byte
-	b := append(stack[:0], '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ' ')
-		}
-		b = strconv.AppendUint(b, uint64(id), 10)
-	}
-	return string(append(b, ']'))
+	return lm.PrefixKeyWith(ids, identities, w.opts.Mutant.ModelDecisions())
 }
 
 // answerOf is the answer to prompt over items' decoded content: the

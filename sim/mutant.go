@@ -8,6 +8,7 @@ import (
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
 )
 
 // Mutant names one broken decision the simulator's driver can make instead
@@ -193,6 +194,14 @@ func (m Mutant) SharedDirDecisions() shareddir.Mutants {
 // Hooks.ContentHashing); zero for the other mutants.
 func (m Mutant) ContentHashDecisions() contenthash.Mutants {
 	return contenthash.Mutants{Premultiplied: m == MutantPremultipliedHash, WireBytes: m == MutantWireBytesHash}
+}
+
+// ModelDecisions returns the language model's switches (lm.Mutants) this
+// mutant sets: the same broken identity or prefix-cache key the engine
+// runs under the conformance mutant that names this one (its Hooks.Model);
+// zero for the other mutants.
+func (m Mutant) ModelDecisions() lm.Mutants {
+	return lm.Mutants{UUIDIdentity: m == MutantUUIDIdentity, TokensOnlyKey: m == MutantTextKeyedCache, DropFreshIdentities: m == MutantMissingHashKeyedByTokens}
 }
 
 // Mutants maps each mutant to the rule it breaks.

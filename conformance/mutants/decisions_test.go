@@ -9,6 +9,7 @@ import (
 	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/server"
 	"github.com/baton-dev/baton/sim"
 )
@@ -70,8 +71,9 @@ func TestSameCoreDecisionAsSimulator(t *testing.T) {
 
 // TestSameBackendAndExecutorSwitchAsSimulator: a conformance mutant that
 // sets a shared-directory backend switch (Hooks.SharedDir) or a content
-// hash switch (Hooks.ContentHashing) names a simulator mutant that sets the
-// same (sim.Mutant.SharedDirDecisions, ContentHashDecisions), and
+// hash switch (Hooks.ContentHashing) or a model switch (Hooks.Model) names
+// a simulator mutant that sets the same (sim.Mutant.SharedDirDecisions,
+// ContentHashDecisions, ModelDecisions), and
 // one that breaks the executor core (Hooks.ExecutorMutation) names an
 // executor-world mutation whose Core is the same; every kill-table row's
 // SimKinship says which it is (issue #16, one mutant vocabulary).
@@ -102,6 +104,17 @@ func TestSameBackendAndExecutorSwitchAsSimulator(t *testing.T) {
 				t.Errorf("%s sets contenthash switches %+v; its simulator mutant %s sets %+v", m.Name, h.ContentHashing, sm, got)
 			}
 		}
+		if h.Model != (lm.Mutants{}) {
+			sm, err := sim.ParseMutant(m.Sim)
+			if err != nil || m.Sim == "" {
+				t.Errorf("%s sets lm switches %+v but names no simulator mutant (%q: %v)", m.Name, h.Model, m.Sim, err)
+				continue
+			}
+			named[sm] = true
+			if got := sm.ModelDecisions(); got != h.Model {
+				t.Errorf("%s sets lm switches %+v; its simulator mutant %s sets %+v", m.Name, h.Model, sm, got)
+			}
+		}
 		if h.ExecutorMutation != (executor.Mutation{}) {
 			name, ok := strings.CutPrefix(m.Sim, "executor:")
 			mut, known := sim.ExecutorMutations()[name]
@@ -118,8 +131,8 @@ func TestSameBackendAndExecutorSwitchAsSimulator(t *testing.T) {
 		}
 	}
 	for sm := range sim.Mutants {
-		if (sm.SharedDirDecisions() != (shareddir.Mutants{}) || sm.ContentHashDecisions() != (contenthash.Mutants{})) && !named[sm] {
-			t.Errorf("simulator mutant %s sets shareddir or contenthash switches but no conformance mutant with the same switches names it", sm)
+		if (sm.SharedDirDecisions() != (shareddir.Mutants{}) || sm.ContentHashDecisions() != (contenthash.Mutants{}) || sm.ModelDecisions() != (lm.Mutants{})) && !named[sm] {
+			t.Errorf("simulator mutant %s sets shareddir, contenthash or lm switches but no conformance mutant with the same switches names it", sm)
 		}
 	}
 }

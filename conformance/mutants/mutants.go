@@ -104,6 +104,10 @@ const (
 	// switches, the package the simulator's producer hashes with, and its
 	// simulator mutant sets the same ones.
 	SimSameContentHashSwitch = "same contenthash switch"
+	// SimSameModelSwitch: the mutant sets lm.Mutants switches (an image's
+	// identity, the prefix-cache key), the functions the simulator's
+	// consumer keys with, and its simulator mutant sets the same ones.
+	SimSameModelSwitch = "same lm switch"
 	// SimSameExecutorSwitch: the mutant breaks the executor core
 	// (executor.Mutation) and the executor world runs the same mutation.
 	SimSameExecutorSwitch = "same executor switch"
@@ -115,7 +119,7 @@ const (
 
 // SimKinship says what the kill table's sim column runs for m: one of
 // SimSameCoreSwitch, SimSameSharedDirSwitch, SimSameContentHashSwitch,
-// SimSameExecutorSwitch (the
+// SimSameModelSwitch, SimSameExecutorSwitch (the
 // same broken decision: TestSameCoreDecisionAsSimulator checks that the
 // simulator's mutant sets the same switches) or SimCounterpart; "" when m
 // has no simulator mutant (Sim "": SuiteOnly or the in-process mutants,
@@ -133,6 +137,8 @@ func (m Mutant) SimKinship() string {
 		return SimSameSharedDirSwitch
 	case h.ContentHashing != (contenthash.Mutants{}):
 		return SimSameContentHashSwitch
+	case h.Model != (lm.Mutants{}):
+		return SimSameModelSwitch
 	case strings.HasPrefix(m.Sim, "executor:") && h.ExecutorMutation != (executor.Mutation{}):
 		return SimSameExecutorSwitch
 	}
@@ -248,23 +254,14 @@ var all = []Mutant{
 		// it in the 10th check, in 1 action, 4 s in.
 		PropsSeed: 8},
 	{Name: "b2-text-keyed-cache", Rule: "B-2", Sim: "text-keyed-cache", Breaks: "the prefix cache is keyed by token ids only, so two images with one prompt share an answer",
-		Apply: func(h *server.Hooks) {
-			h.PrefixKey = func(ids []uint32, _ []string) string { return fmt.Sprint(ids) }
-		},
+		Apply: func(h *server.Hooks) { h.Model.TokensOnlyKey = true }, // the lm switch: the sim mutant sets the same
 		AlsoBreaks: map[string]string{
 			"H-5": "every image with one prompt shares the first one's answer, so two different images sent with one uuid do too",
 			"B-1": "cross-image reuse in the consumer's prefix cache also makes an E+PD answer differ from its (unbroken) baseline",
 		},
 		SparesBaseline: true},
 	{Name: "h5-uuid-identity", Rule: "H-5", Sim: "uuid-identity", Breaks: "MediaItem.uuid stands in for the content hash",
-		Apply: func(h *server.Hooks) {
-			h.ImageIdentity = func(uuid, hash string) string {
-				if uuid != "" {
-					return "uuid:" + uuid
-				}
-				return hash
-			}
-		}},
+		Apply: func(h *server.Hooks) { h.Model.UUIDIdentity = true }}, // the lm switch: the sim mutant sets the same
 	{Name: "c6-encoder-failure-keeps-reservation", Rule: "C-6", Level: LevelLifecycle, Sim: "encoder-failure-keeps-reservation", Breaks: "a publish whose encoder step fails keeps its reserved bytes and table entry (no AbandonPublish)",
 		Apply: func(h *server.Hooks) { h.Decisions.KeepReservationOnEncoderFailure = true }},
 	{Name: "su6-entry-id-from-content", Rule: "SU-6", Level: LevelLifecycle, Sim: "entry-id-from-content", Breaks: "entry ids derive from the items' content hashes, so a second publish of the same media collides with the first entry",
@@ -293,7 +290,7 @@ var all = []Mutant{
 	{Name: "r2-recompute-skips-encoder", Rule: "R-2", Level: LevelLifecycle, Sim: "executor:r2-recompute-skips-encoder", Breaks: "a preempted request recomputes from the view it had, whose storage was freed, instead of running the encoder again",
 		Apply: func(h *server.Hooks) { h.RecomputeWithoutEncoder = true }},
 	{Name: "h2-missing-hash-keyed-by-tokens", Rule: "H-2", Level: LevelLifecycle, Sim: "missing-hash-keyed-by-tokens", Breaks: "an item without content hash is keyed in the prefix cache by its placeholder tokens alone (its fresh identity is left out of the key)",
-		Apply: func(h *server.Hooks) { h.PrefixKey = keyWithoutFreshIdentities },
+		Apply: func(h *server.Hooks) { h.Model.DropFreshIdentities = true }, // the lm switch: the sim mutant sets the same
 		// The default seed's first failing check is 14 actions long (over
 		// the kill table's 10); seed 5 kills in the first check, in 3.
 		PropsSeed: 5},
@@ -347,18 +344,6 @@ var all = []Mutant{
 		Apply:  func(h *server.Hooks) { h.AbortOwner = func(string, string, bool) bool { return true } }},
 	{Name: "c3-keep-output-after-cancel", Rule: "C-3", Level: LevelLifecycle, Sim: "keep-output-after-cancel", Breaks: "a publish cancelled once its output is ready writes the entry and keeps it although its EncoderReady never reached the client",
 		Apply: func(h *server.Hooks) { h.KeepOutputAfterCancel = true }},
-}
-
-// keyWithoutFreshIdentities is the prefix-cache key with every fresh
-// identity (an item without content hash, H-2) left out.
-func keyWithoutFreshIdentities(tokenIDs []uint32, identities []string) string {
-	kept := make([]string, 0, len(identities))
-	for _, id := range identities {
-		if !strings.HasPrefix(id, lm.FreshIdentityPrefix) {
-			kept = append(kept, id)
-		}
-	}
-	return lm.DefaultPrefixKey(tokenIDs, kept)
 }
 
 // All returns every mutant, sorted by name.

@@ -8,6 +8,7 @@ import (
 	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/metadata"
 )
@@ -38,8 +39,6 @@ type Hooks struct {
 	SharedDir shareddir.Mutants
 	// Claim replaces the consumer's claim by atomic rename (SU-1, SU-2).
 	Claim func(e *Engine, ref handoff.Reference) (items []ClaimedItem, err error)
-	// PrefixKey replaces the language model's prefix-cache key (H-2, B-2).
-	PrefixKey func(tokenIDs []uint32, imageIdentities []string) string
 	// ConsumerTransferDefinite replaces how the consumer reads the Q-2
 	// trailer: whether a failed TransferEncoderCache carries the
 	// before-write mark (handoff.TransferEnded.BeforeWrite). The core then
@@ -65,9 +64,12 @@ type Hooks struct {
 	// ReleaseOnCancel lets a client's cancellation end the consumer's
 	// transfer call at once (the C-4 mutant). It sets Decisions.FreeOnCancel.
 	ReleaseOnCancel bool
-	// ImageIdentity replaces the identity the model keys an image by (H-5):
-	// the contract's engine always uses the content hash, never MediaItem.uuid.
-	ImageIdentity func(uuid, contentHash string) string
+	// Model switches how the language model keys an image and its prefix
+	// cache to broken decisions (lm.Mutants: the uuid for the content
+	// hash, H-5; the token ids alone, B-2; without fresh identities, H-2).
+	// The simulator's consumer keys with the same functions and its
+	// mutants set the same switches (sim.Mutant.ModelDecisions).
+	Model lm.Mutants
 	// ContentHashing switches the H-1 content hash of one decoded image to
 	// a broken one (contenthash.Mutants: premultiplied pixels, H-1; the wire
 	// bytes, H-4). The simulator's producer hashes with the same package

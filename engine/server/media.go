@@ -10,6 +10,7 @@ import (
 	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 )
 
@@ -121,12 +122,9 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 }
 
 // imageIdentity is the identity the model keys an image by: its content hash
-// (H-1, H-5), unless a hook replaces the decision.
+// (H-1, H-5; lm.ImageIdentity, whose switch Hooks.Model breaks it).
 func (e *Engine) imageIdentity(im decodedImage) string {
-	if e.cfg.Hooks.ImageIdentity != nil {
-		return e.cfg.Hooks.ImageIdentity(im.uuid, im.hash)
-	}
-	return im.hash
+	return lm.ImageIdentity(im.uuid, im.hash, e.cfg.Hooks.Model)
 }
 
 // Per-request media bounds (CONTRACT L-6): the item count equals the items
