@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/baton-dev/baton/engine/contenthash"
+	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 )
 
@@ -324,14 +325,15 @@ func (m *mediaWorld) newPublished(chunk int) *publishedMedia {
 }
 
 // modalityError is the L-3 decision on a publish's items: "" when every
-// item is an image. The mutant treats video and audio as images.
+// item is an image. The core decides (handoff.AdmitModality); its L-3
+// switch treats video and audio as images.
 func (w *World) modalityError(p *mediaPlan) string {
-	if w.opts.Mutant == MutantVideoAsImage {
-		return ""
-	}
 	for i, it := range p.list() {
 		if it.modality != modalityImage {
-			return fmt.Sprintf("L-3 item %d is %s: not served", i, modalityNames[it.modality])
+			why := fmt.Sprintf("L-3 item %d is %s: not served", i, modalityNames[it.modality])
+			if handoff.AdmitModality(fmt.Errorf("%w: %s", handoff.ErrModalityUnsupported, why), w.decisions) != nil {
+				return why
+			}
 		}
 	}
 	return ""

@@ -175,6 +175,8 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.KeepReservationOnEncoderFailure = true
 	case MutantShutdownBeforeCleanup:
 		d.DrainBeforeCleanup = true
+	case MutantVideoAsImage:
+		d.VideoAsImage = true
 	}
 	return d
 }

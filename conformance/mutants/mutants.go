@@ -229,7 +229,7 @@ var all = []Mutant{
 	{Name: "l1-no-reference-limit", Rule: "L-1", Sim: "no-reference-limit", Breaks: "opaque_state has no size limit: an oversize one is read as JSON, surrounding whitespace skipped",
 		Apply: func(h *server.Hooks) { h.Decisions.NoReferenceLimit = true }}, // the core's switch (handoff.Mutants.ReadOpaqueState): the sim mutant sets the same
 	{Name: "l3-video-as-image", Rule: "L-3", Sim: "video-as-image", Breaks: "video and audio items are treated as images",
-		Apply: func(h *server.Hooks) { h.CheckModality = func(pb.Modality) error { return nil } }},
+		Apply: func(h *server.Hooks) { h.Decisions.VideoAsImage = true }},
 	{Name: "l4-role-unchecked", Rule: "L-4", Sim: "role-unchecked", Breaks: "requests for another role are served",
 		Apply: func(h *server.Hooks) { h.Decisions.RoleUnchecked = true }},
 	{Name: "n1-any-backend", Rule: "N-1", Sim: "any-backend", Breaks: "the consumer accepts references for any backend",

@@ -235,3 +235,15 @@ func AdmitRole(violation error, m Mutants) error {
 	}
 	return violation
 }
+
+// AdmitModality applies L-3 to one media item: violation is the driver's
+// finding that the item is not an image (an ErrModalityUnsupported; nil:
+// it is one), and the request is rejected with it before anything is
+// reserved. Under Mutants.VideoAsImage (breaks L-3) the item is served as
+// an image.
+func AdmitModality(violation error, m Mutants) error {
+	if m.VideoAsImage {
+		return nil // the L-3 mutant
+	}
+	return violation
+}

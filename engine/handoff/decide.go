@@ -105,6 +105,10 @@ type Mutants struct {
 	// c6-encoder-failure-keeps-reservation, sim
 	// encoder-failure-keeps-reservation).
 	KeepReservationOnEncoderFailure bool
+	// VideoAsImage serves video and audio items as images instead of
+	// rejecting them with UNIMPLEMENTED (AdmitModality; breaks L-3;
+	// conformance l3-video-as-image, sim video-as-image).
+	VideoAsImage bool
 	// DrainBeforeCleanup ends the producer's drain once nothing is
 	// published or being published, with the removals it started still
 	// running (ProducerTable.DrainDone; breaks S-2; conformance

@@ -23,15 +23,14 @@ type Hooks struct {
 	// Q-3; a failed cleanup, X-1; the consumer's admission of a reference,
 	// L-1, SU-4, SU-5, N-1; the Shutdown and Abort(encoder_cache) answers,
 	// S-1, SU-3; the collector's expiry, X-2; the role check, L-4; the
-	// entry id, SU-6; a failed encoder step, C-6; the drain's end, S-2).
+	// entry id, SU-6; a failed encoder step, C-6; the drain's end, S-2;
+	// the modality check, L-3).
 	// The simulator's mutants set
 	// the same switches, so the same broken decision runs in both. The bool hooks
 	// FreeSourceOnTransferFailure, SwallowCleanupFailure,
 	// RefusedConnectionUncertain and ReleaseOnCancel set their switch too
 	// (Engine.decisions).
 	Decisions handoff.Mutants
-	// CheckModality replaces the L-3 modality check of one media item.
-	CheckModality func(m pb.Modality) error
 	// SharedDir switches the shared-directory backend's decisions to broken
 	// ones (shareddir.Mutants: the claim by rename, SU-1). The simulator,
 	// which runs engine/cache/shareddir over its simulated file system,

@@ -46,12 +46,9 @@ func (e *Engine) decodeMedia(ctx context.Context, items []*pb.MediaItem) (images
 }
 
 func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem, release *func()) ([]decodedImage, error) {
-	check := checkModality
-	if e.cfg.Hooks.CheckModality != nil {
-		check = e.cfg.Hooks.CheckModality
-	}
+	decisions := e.decisions()
 	for _, it := range items {
-		if err := check(it.GetModality()); err != nil {
+		if err := handoff.AdmitModality(checkModality(it.GetModality()), decisions); err != nil { // L-3
 			return nil, err
 		}
 	}

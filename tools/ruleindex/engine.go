@@ -26,7 +26,7 @@ var engineDecisions = map[string][]string{
 	"SU-6": {"engine/handoff/producer.go:EntryID", "engine/cache/shareddir/names.go:NewEntryID", "engine/cache/shareddir/write.go:(*Dir).Write"},
 	"L-1":  {"engine/handoff/admit.go:AdmitConsume", "engine/handoff/admit.go:AdmitTransfer", "engine/handoff/reference.go:ParseReference", "engine/server/decodeprep.go:ParseDecodePreparation"},
 	"L-2":  {"engine/server/kvdecode.go:(*Engine).checkPreparation"},
-	"L-3":  {"engine/server/media.go:checkModality"},
+	"L-3":  {"engine/handoff/admit.go:AdmitModality", "engine/server/media.go:checkModality"},
 	"L-4":  {"engine/handoff/admit.go:AdmitRole", "engine/server/inference.go:checkRole", "engine/server/kvdecode.go:checkDecodeRole"},
 	"L-5":  {"engine/handoff/producer.go:(*ProducerTable).Reserve", "engine/handoff/consumer.go:(*ConsumerReceives).Preflight"},
 	"L-6":  {"engine/encoder/decode.go:validateStrict", "engine/server/media.go:(*Engine).decodeMediaBudgeted"},
