@@ -11,12 +11,17 @@ import (
 	"github.com/baton-dev/baton/engine/lm"
 )
 
-// Mutant names one broken decision the simulator's driver can make instead
-// of the right one: a hook in this package, or, for the decisions the core
-// makes (the end of a transfer on either side, a failed cleanup), a switch
-// of handoff.Mutants that the real engine's test hooks set too, so the same
-// broken decision runs in both (decisions). The
-// checkers must catch each; Mutants lists them with the rule each breaks.
+// Mutant names one broken decision the simulator can make instead of the
+// right one. Most are switches of the code the simulator runs that the
+// real engine's test hooks set too, so the same broken decision runs in
+// both: handoff.Mutants for the lifecycle core's decisions (Decisions: the
+// end of a transfer on either side, a failed cleanup, the admission of a
+// reference, the answers, the collector, the drain), shareddir.Mutants
+// (SharedDirDecisions), contenthash.Mutants (ContentHashDecisions) and
+// lm.Mutants (ModelDecisions). The rest are counterparts in this package's
+// driver (lock-across-transfer, late-completion-revives,
+// keep-output-after-cancel). The checkers must catch each; Mutants lists
+// them with the rule each breaks.
 type Mutant string
 
 // Mutants.
@@ -56,7 +61,7 @@ const (
 	// of released (breaks C-3; C-7 on the stream).
 	MutantKeepOutputAfterCancel Mutant = "keep-output-after-cancel"
 
-	// ---- handoff-lifecycle counterparts (references, answers, collection) ----
+	// ---- handoff-lifecycle mutants (references, answers, collection) ----
 
 	// MutantReleaseAlwaysAborted: Abort(encoder_cache) answers ABORTED every
 	// time, also for an entry already consumed, released or expired (breaks SU-3).
@@ -129,9 +134,6 @@ const (
 	MutantVideoAsImage Mutant = "video-as-image"
 )
 
-// decisions returns the core's switches (handoff.Mutants) m sets: the
-// broken decisions handoff makes for the simulator and for the real engine
-// alike. The other mutants are hooks of the simulator's driver.
 // Decisions returns the lifecycle core's switches (handoff.Mutants) this
 // mutant sets: the same broken decision the engine runs under the
 // conformance mutant that names this one (its Hooks.CoreDecisions); zero
@@ -217,7 +219,7 @@ var Mutants = map[Mutant]string{
 	MutantLateCompletionRevives:        "C-2",
 	MutantKeepOutputAfterCancel:        "C-3",
 
-	// ---- handoff-lifecycle counterparts ----
+	// ---- handoff-lifecycle mutants ----
 	MutantReleaseAlwaysAborted:           "SU-3",
 	MutantRejectedReferenceClaims:        "SU-4",
 	MutantUnsignedReferences:             "SU-5",

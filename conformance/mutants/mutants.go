@@ -44,11 +44,13 @@ type Mutant struct {
 	// Core suite over the shared directory) or TopologyTCPFaults (tcp
 	// backend with the fault proxy, the Faults level).
 	Topology string
-	// Sim names the same broken decision in the simulator, whose nodes
-	// drive the same lifecycle core: a sim.Mutant of the handoff world
-	// ("read-without-claim") or "executor:" and a mutation of the executor
-	// world ("executor:c3-view-kept-after-end"). The kill table's sim
-	// column runs it; "" means the simulator cannot express it yet.
+	// Sim names the mutant the kill table's sim column runs: a sim.Mutant
+	// of the handoff world ("read-without-claim") or "executor:" and a
+	// mutation of the executor world ("executor:c3-view-kept-after-end").
+	// SimKinship says whether it is the same broken decision (the same
+	// switch of handoff, shareddir, contenthash, lm or the executor core)
+	// or a counterpart in the simulator's driver; "" means the simulator
+	// cannot express it (n/a (driver)).
 	Sim string
 	// Level is the conformance level whose cases kill it: "" or LevelCore,
 	// or LevelLifecycle (the kill table then starts the engines with
