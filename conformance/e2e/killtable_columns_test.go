@@ -164,7 +164,7 @@ func TestMutantKillTableColumns(t *testing.T) {
 	if *exploreFlag {
 		mode = "explore: fresh seeds, shrunk"
 	}
-	t.Logf("kill table (%s; suite: cases on real processes; props: the handoff property; sim: the same switch the engine's mutant sets (\"same core switch\": handoff.Mutants, \"same shareddir switch\", \"same executor switch\"), a \"counterpart\" in the simulator's own driver, or \"n/a (driver)\" with the reason; times in parentheses):\n%-38s %-5s %-17s %-20s %-42s %s\n%s\nprops time to kill (to the first failing check), median over %d mutants: %s (issue #3 target: < 2 s)",
+	t.Logf("kill table (%s; suite: cases on real processes; props: the handoff property; sim: the same switch the engine's mutant sets (\"same core switch\": handoff.Mutants; \"same shareddir switch\", \"same contenthash switch\", \"same lm switch\", \"same executor switch\"), a \"counterpart\" in the simulator's own driver, or \"n/a (driver)\" with the reason; times in parentheses):\n%-38s %-5s %-17s %-20s %-42s %s\n%s\nprops time to kill (to the first failing check), median over %d mutants: %s (issue #3 target: < 2 s)",
 		mode, "mutant", "rule", "suite", "props seed", "props", "sim (first failing seed)", strings.Join(lines, "\n"), len(times), median)
 }
 
