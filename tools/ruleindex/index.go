@@ -89,9 +89,10 @@ type Mutant struct {
 	// "n/a (driver): why" without one.
 	Sim string `yaml:"sim"`
 	// SimKind says whether Sim is the same broken decision as the engine's
-	// mutant ("same core switch", "same shareddir switch", "same executor
-	// switch") or a hand-written "counterpart" (mutants.Mutant.SimKinship);
-	// absent with "n/a (driver)".
+	// mutant ("same core switch", "same shareddir switch", "same
+	// contenthash switch", "same lm switch", "same executor switch") or a
+	// hand-written "counterpart" (mutants.Mutant.SimKinship); absent with
+	// "n/a (driver)".
 	SimKind string `yaml:"sim_kind,omitempty"`
 }
 
