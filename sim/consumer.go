@@ -205,23 +205,18 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply event) {
 	must(c.receives.Requested(r.key))
 	rec := w.ledger.get(r.entry)
 	ok := false
-	if w.opts.Mutant == MutantReadWithoutClaim {
-		_, err := w.sd.cons[c.idx].ReadFile(entryPath(rec.instance, rec.id))
-		ok = err == nil
-	} else {
-		crash := w.faults.enabled[SiteConsumerCrash] && !w.faults.healed && w.sd.rng.IntN(16) == 0
-		switch w.sd.claim(w.sd.cons[c.idx], c.idx, rec, crash) {
-		case claimWon:
-			ok = true
-		case claimCrashed:
-			w.took(rec, r.key, int32(r.h), r.rpc, r.form)
-			w.reach(stCrashInsideClaim)
-			if w.tracing {
-				w.notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.idx, short(r.entry))
-			}
-			w.crash(event{kind: evCrash, c: int32(c.idx)})
-			return
+	crash := w.faults.enabled[SiteConsumerCrash] && !w.faults.healed && w.sd.rng.IntN(16) == 0
+	switch w.sd.claim(w.sd.cons[c.idx], c.idx, rec, crash) {
+	case claimWon:
+		ok = true
+	case claimCrashed:
+		w.took(rec, r.key, int32(r.h), r.rpc, r.form)
+		w.reach(stCrashInsideClaim)
+		if w.tracing {
+			w.notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.idx, short(r.entry))
 		}
+		w.crash(event{kind: evCrash, c: int32(c.idx)})
+		return
 	}
 	if !ok {
 		must(c.receives.Rejected(r.key))

@@ -1,17 +1,16 @@
 package sim
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"image"
 	"image/color"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 
 	"github.com/baton-dev/baton/engine/contenthash"
+	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 )
 
@@ -66,7 +65,8 @@ var mediaUUIDs = [...]string{"", "0b8f4a52-4c1e-4d0a-9a51-5a0c2f7e3b11", "7d3e9c
 var mediaPrompts = [...][]uint32{{201, 202, 203}, {201, 204}, {205, 206, 207, 208}}
 
 // Content-hash functions the producer can apply: the contract's and the
-// two broken ones of the H-1 and H-4 mutants.
+// two broken ones of the H-1 and H-4 mutants (contenthash.Of under each of
+// its switches).
 const (
 	hashContract = iota
 	hashPremultiplied
@@ -137,10 +137,10 @@ func buildMediaPool() []mediaImage {
 		}
 		m.digest = fnv64(m.pixels)
 		for e, enc := range mediaEncodings {
+			wire := wireBytes(enc, m.img)
 			m.hashes[hashContract][e] = contenthash.ContentHash(mediaPreset, m.img)
-			m.hashes[hashPremultiplied][e] = premultipliedHash(mediaPreset, m.img)
-			sum := sha256.Sum256(wireBytes(enc, m.img))
-			m.hashes[hashWireBytes][e] = hex.EncodeToString(sum[:])
+			m.hashes[hashPremultiplied][e] = contenthash.Of(mediaPreset, wire, m.img, contenthash.Mutants{Premultiplied: true})
+			m.hashes[hashWireBytes][e] = contenthash.Of(mediaPreset, wire, m.img, contenthash.Mutants{WireBytes: true})
 		}
 	}
 	return pool
@@ -183,31 +183,6 @@ func wireBytes(enc string, img image.Image) []byte {
 		return append(append(out, "nrgba64\x00"...), m.Pix...)
 	}
 	panic(fmt.Sprintf("sim: media pool image of type %T", img))
-}
-
-// premultipliedHash is the H-1 mutant's content hash (as the engine's
-// mutant computes it): the contract's pre-image, but with premultiplied
-// 16-bit pixels (color.Color.RGBA), so alpha-0 pixels lose their colour.
-func premultipliedHash(preset string, img image.Image) string {
-	h := sha256.New()
-	b := img.Bounds()
-	var buf []byte
-	buf = append(buf, contenthash.ContentHashTag...)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(preset)))
-	buf = append(buf, preset...)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(b.Dx()))
-	buf = binary.BigEndian.AppendUint32(buf, uint32(b.Dy()))
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, a := img.At(x, y).RGBA()
-			buf = binary.BigEndian.AppendUint16(buf, uint16(r))
-			buf = binary.BigEndian.AppendUint16(buf, uint16(g))
-			buf = binary.BigEndian.AppendUint16(buf, uint16(bl))
-			buf = binary.BigEndian.AppendUint16(buf, uint16(a))
-		}
-	}
-	h.Write(buf)
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // fnv64 is FNV-1a over s.
@@ -350,14 +325,15 @@ func (m *mediaWorld) newPublished(chunk int) *publishedMedia {
 }
 
 // modalityError is the L-3 decision on a publish's items: "" when every
-// item is an image. The mutant treats video and audio as images.
+// item is an image. The core decides (handoff.AdmitModality); its L-3
+// switch treats video and audio as images.
 func (w *World) modalityError(p *mediaPlan) string {
-	if w.opts.Mutant == MutantVideoAsImage {
-		return ""
-	}
 	for i, it := range p.list() {
 		if it.modality != modalityImage {
-			return fmt.Sprintf("L-3 item %d is %s: not served", i, modalityNames[it.modality])
+			why := fmt.Sprintf("L-3 item %d is %s: not served", i, modalityNames[it.modality])
+			if handoff.AdmitModality(fmt.Errorf("%w: %s", handoff.ErrModalityUnsupported, why), w.decisions) != nil {
+				return why
+			}
 		}
 	}
 	return ""
@@ -371,11 +347,11 @@ func (w *World) publishMedia(rec *entryRecord, p *mediaPlan) {
 	if p.n == 0 {
 		return
 	}
-	fn := hashContract
-	switch w.opts.Mutant {
-	case MutantPremultipliedHash:
+	fn := hashContract // the pool's hashes under each contenthash.Of switch
+	switch d := w.opts.Mutant.ContentHashDecisions(); {
+	case d.Premultiplied:
 		fn = hashPremultiplied
-	case MutantWireBytesHash:
+	case d.WireBytes:
 		fn = hashWireBytes
 	}
 	pm := w.media.newPublished(w.set.Handoffs)
@@ -435,14 +411,11 @@ func (w *World) consumeMedia(c *consumerNode, r *recv) {
 }
 
 // imageIdentity is the identity the consumer keys an item by: its content
-// hash, or a fresh random identity when it has none (H-2). The H-5 mutant
-// keys an item that has a uuid by the uuid.
+// hash (lm.ImageIdentity, whose H-5 switch keys an item that has a uuid by
+// the uuid), or a fresh random identity when it has none (H-2).
 func (w *World) imageIdentity(it mediaItem, hash string) string {
-	if w.opts.Mutant == MutantUUIDIdentity && it.uuid != 0 {
-		return "uuid:" + mediaUUIDs[it.uuid]
-	}
-	if hash != "" {
-		return hash
+	if id := lm.ImageIdentity(mediaUUIDs[it.uuid], hash, w.opts.Mutant.ModelDecisions()); id != "" {
+		return id
 	}
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], w.media.pcg.Uint64())
@@ -450,37 +423,12 @@ func (w *World) imageIdentity(it mediaItem, hash string) string {
 	return lm.FreshIdentityPrefix + hex.EncodeToString(b[:])
 }
 
-// prefixKey is the consumer's prefix-cache key: lm.DefaultPrefixKey. The
-// B-2 mutant keys by the token ids alone; the H-2 mutant leaves the fresh
-// identities out.
+// prefixKey is the consumer's prefix-cache key: lm.PrefixKeyWith under the
+// model switches the mutant sets (lm.DefaultPrefixKey without; the B-2
+// mutant keys by the token ids alone, the H-2 mutant leaves the fresh
+// identities out).
 func (w *World) prefixKey(ids []uint32, identities []string) string {
-	switch w.opts.Mutant {
-	case MutantTextKeyedCache:
-		return tokenKey(ids)
-	case MutantMissingHashKeyedByTokens:
-		kept := identities[:0:0]
-		for _, id := range identities {
-			if !strings.HasPrefix(id, lm.FreshIdentityPrefix) {
-				kept = append(kept, id)
-			}
-		}
-		identities = kept
-	}
-	return lm.DefaultPrefixKey(ids, identities)
-}
-
-// tokenKey is the B-2 mutant's key: the token ids alone, as decimal text
-// (the engine's mutant's fmt.Sprint(ids), without making ids escape).
-func tokenKey(ids []uint32) string {
-	var stack [64]byte
-	b := append(stack[:0], '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ' ')
-		}
-		b = strconv.AppendUint(b, uint64(id), 10)
-	}
-	return string(append(b, ']'))
+	return lm.PrefixKeyWith(ids, identities, w.opts.Mutant.ModelDecisions())
 }
 
 // answerOf is the answer to prompt over items' decoded content: the

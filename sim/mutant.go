@@ -5,15 +5,23 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
 )
 
-// Mutant names one broken decision the simulator's driver can make instead
-// of the right one: a hook in this package, or, for the decisions the core
-// makes (the end of a transfer on either side, a failed cleanup), a switch
-// of handoff.Mutants that the real engine's test hooks set too, so the same
-// broken decision runs in both (decisions). The
-// checkers must catch each; Mutants lists them with the rule each breaks.
+// Mutant names one broken decision the simulator can make instead of the
+// right one. Most are switches of the code the simulator runs that the
+// real engine's test hooks set too, so the same broken decision runs in
+// both: handoff.Mutants for the lifecycle core's decisions (Decisions: the
+// end of a transfer on either side, a failed cleanup, the admission of a
+// reference, the answers, the collector, the drain), shareddir.Mutants
+// (SharedDirDecisions), contenthash.Mutants (ContentHashDecisions) and
+// lm.Mutants (ModelDecisions). The rest are counterparts in this package's
+// driver (lock-across-transfer, late-completion-revives,
+// keep-output-after-cancel). The checkers must catch each; Mutants lists
+// them with the rule each breaks.
 type Mutant string
 
 // Mutants.
@@ -53,7 +61,7 @@ const (
 	// of released (breaks C-3; C-7 on the stream).
 	MutantKeepOutputAfterCancel Mutant = "keep-output-after-cancel"
 
-	// ---- handoff-lifecycle counterparts (references, answers, collection) ----
+	// ---- handoff-lifecycle mutants (references, answers, collection) ----
 
 	// MutantReleaseAlwaysAborted: Abort(encoder_cache) answers ABORTED every
 	// time, also for an entry already consumed, released or expired (breaks SU-3).
@@ -132,9 +140,6 @@ const (
 // NeverEndQuarantine switch (breaks Q-6).
 const MutantQuarantineNeverEnds Mutant = "quarantine-never-ends"
 
-// decisions returns the core's switches (handoff.Mutants) m sets: the
-// broken decisions handoff makes for the simulator and for the real engine
-// alike. The other mutants are hooks of the simulator's driver.
 // Decisions returns the lifecycle core's switches (handoff.Mutants) this
 // mutant sets: the same broken decision the engine runs under the
 // conformance mutant that names this one (its Hooks.CoreDecisions); zero
@@ -158,8 +163,57 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.FreeOnCancel = true
 	case MutantQuarantineNeverEnds:
 		d.NeverEndQuarantine = true
+	case MutantNoReferenceLimit:
+		d.NoReferenceLimit = true
+	case MutantRejectedReferenceClaims:
+		d.RejectedReferenceClaims = true
+	case MutantUnsignedReferences:
+		d.UnsignedReferences = true
+	case MutantAnyBackend:
+		d.AnyBackend = true
+	case MutantShutdownIgnoresID:
+		d.ShutdownIgnoresID = true
+	case MutantReleaseAlwaysAborted:
+		d.ReleaseAlwaysAborted = true
+	case MutantNoExpiryCollection:
+		d.NoExpiryCollection = true
+	case MutantRoleUnchecked:
+		d.RoleUnchecked = true
+	case MutantEntryIDFromContent:
+		d.EntryIDFromContent = true
+	case MutantEncoderFailureKeepsReservation:
+		d.KeepReservationOnEncoderFailure = true
+	case MutantShutdownBeforeCleanup:
+		d.DrainBeforeCleanup = true
+	case MutantVideoAsImage:
+		d.VideoAsImage = true
 	}
 	return d
+}
+
+// SharedDirDecisions returns the shared-directory backend's switches
+// (shareddir.Mutants) this mutant sets: the same broken decision the engine
+// runs under the conformance mutant that names this one (its
+// Hooks.SharedDir), in the engine/cache/shareddir code the simulator runs
+// over its simulated file system; zero for the other mutants.
+func (m Mutant) SharedDirDecisions() shareddir.Mutants {
+	return shareddir.Mutants{ReadWithoutClaim: m == MutantReadWithoutClaim}
+}
+
+// ContentHashDecisions returns the content hash's switches
+// (contenthash.Mutants) this mutant sets: the same broken hash the engine
+// runs under the conformance mutant that names this one (its
+// Hooks.ContentHashing); zero for the other mutants.
+func (m Mutant) ContentHashDecisions() contenthash.Mutants {
+	return contenthash.Mutants{Premultiplied: m == MutantPremultipliedHash, WireBytes: m == MutantWireBytesHash}
+}
+
+// ModelDecisions returns the language model's switches (lm.Mutants) this
+// mutant sets: the same broken identity or prefix-cache key the engine
+// runs under the conformance mutant that names this one (its Hooks.Model);
+// zero for the other mutants.
+func (m Mutant) ModelDecisions() lm.Mutants {
+	return lm.Mutants{UUIDIdentity: m == MutantUUIDIdentity, TokensOnlyKey: m == MutantTextKeyedCache, DropFreshIdentities: m == MutantMissingHashKeyedByTokens}
 }
 
 // Mutants maps each mutant to the rule it breaks.
@@ -173,7 +227,7 @@ var Mutants = map[Mutant]string{
 	MutantLateCompletionRevives:        "C-2",
 	MutantKeepOutputAfterCancel:        "C-3",
 
-	// ---- handoff-lifecycle counterparts ----
+	// ---- handoff-lifecycle mutants ----
 	MutantReleaseAlwaysAborted:           "SU-3",
 	MutantRejectedReferenceClaims:        "SU-4",
 	MutantUnsignedReferences:             "SU-5",

@@ -171,8 +171,8 @@ func (w *World) publishArrive(ev event) {
 		return
 	}
 	id := w.newEntryID()
-	if w.opts.Mutant == MutantEntryIDFromContent {
-		id = contentEntryID(cl.plan.content)
+	if w.decisions.EntryIDFromContent {
+		id = handoff.EntryID(id, fmt.Sprint(cl.plan.content), w.decisions) // the SU-6 mutant's id
 	}
 	if err := p.table.Reserve(id, cl.plan.payloadBytes); err != nil {
 		reply.b = resOf(err)
@@ -206,12 +206,17 @@ func (w *World) encodeDone(ev event) {
 	p.publishing--
 	abandon := func(res int64, rule, why string) {
 		w.ledger.unpublished = append(w.ledger.unpublished, unpublished{rec: rec, rule: rule, why: why})
-		if rule == "C-6" && w.opts.Mutant == MutantEncoderFailureKeepsReservation {
+		abandoned := true
+		if rule == "C-6" {
+			abandoned = p.table.EncoderFailed(id, w.decisions) // the C-6 mutant keeps it
+		} else {
+			p.table.AbandonPublish(id)
+		}
+		if !abandoned {
 			if w.tracing {
 				w.notef("encoder failed; %s keeps its reservation", short(id))
 			}
 		} else {
-			p.table.AbandonPublish(id)
 			rec.abandoned = true
 			if w.tracing {
 				w.notef("abandoned %s: %s", short(id), why)
@@ -346,8 +351,8 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 // producer decided (the SU-3 mutant turns every ALREADY_FINISHED into
 // ABORTED); the ledger counts the ABORTED answers given.
 func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
-	if res == resAlreadyFinished && w.opts.Mutant == MutantReleaseAlwaysAborted {
-		res = resAborted
+	if res == resAlreadyFinished && handoff.AnswerRelease(handoff.ReleaseAlreadyFinished, w.decisions) == handoff.ReleaseAborted {
+		res = resAborted // the SU-3 mutant (handoff.Mutants.ReleaseAlwaysAborted)
 	}
 	if res == resAborted {
 		w.ledger.get(id).aborted++
@@ -485,10 +490,8 @@ func (w *World) collect(ev event) {
 		}
 	}
 	w.observeClaims()
-	if w.opts.Mutant != MutantNoExpiryCollection {
-		for _, id := range p.table.Expire(w.now) {
-			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
-		}
+	for _, id := range p.table.Collect(w.now, w.decisions) { // X-2 (handoff.Mutants.NoExpiryCollection)
+		w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 	}
 	w.sd.collect()
 	w.after(w.set.CollectPeriodMs, event{kind: evCollect})
@@ -530,11 +533,7 @@ func (w *World) shutdown(ev event) {
 // decideShutdown is E's S-1 decision for Shutdown(expected); the S-1
 // mutant accepts any non-empty id as its own.
 func (w *World) decideShutdown(expected string) (handoff.ShutdownStatus, error) {
-	p := w.prod
-	if expected != "" && w.opts.Mutant == MutantShutdownIgnoresID {
-		expected = p.instanceID
-	}
-	return p.health.DecideShutdown(expected, p.instanceID)
+	return w.prod.health.DecideShutdownWith(expected, w.prod.instanceID, w.decisions)
 }
 
 // drainTick: release every unconsumed entry (S-2); stop once nothing is
@@ -548,11 +547,7 @@ func (w *World) drainTick(ev event) {
 	for _, id := range p.table.Drain() {
 		w.startRemoval(id, handoff.CauseDrain, -1, 0)
 	}
-	busy := p.table.Entries() > 0 || p.cleanups > 0 || p.publishing > 0
-	if w.opts.Mutant == MutantShutdownBeforeCleanup {
-		busy = len(p.table.Published()) > 0 || p.publishing > 0 // the removals it started are left running
-	}
-	if busy {
+	if !p.table.DrainDone(p.cleanups, p.publishing, w.decisions) { // the S-2 mutant leaves the removals it started running
 		w.after(10, event{kind: evDrainTick})
 		return
 	}
@@ -806,8 +801,8 @@ func (w *World) producerConsume(ev event) {
 		return // no process: the client's deadline ends the call
 	}
 	reply := event{kind: evConsumeReplyArrive, h: ev.h, c: -1, a: ev.a, s: ev.s}
-	if w.opts.Mutant != MutantRoleUnchecked {
-		reply.b = resOf(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole))
+	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.decisions); err != nil {
+		reply.b = resOf(err)
 		w.ledger.rejectCall(callKey{ev.h, ev.a}, reply.b)
 		w.send(msgReply, reply)
 		return

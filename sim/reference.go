@@ -109,31 +109,20 @@ func (w *World) verifyTag(rec *entryRecord, f refForm) error {
 // its order (L-1 size, SU-4 malformed: every form parses, N-1 backend,
 // then SU-5: the tag on the shared directory; over a transfer backend the
 // producer verifies its own tag and the consumer checks the ids). The
-// world supplies its form of the reference and the mutants' switches. A
-// tag that does not verify runs the rejected-reference hook (the SU-4
-// mutant claims the entry anyway).
+// world supplies its form of the reference and the core's switches the
+// mutant sets (handoff.Mutants: NoReferenceLimit, AnyBackend,
+// UnsignedReferences, RejectedReferenceClaims, whose claim of a rejected
+// reference's entry claimAndDiscard carries out).
 func (w *World) consumerCheckRef(c *consumerNode, rec *entryRecord, f refForm, h int32, rpc int64) error {
-	limit := handoff.MaxOpaqueStateBytes
-	if w.opts.Mutant == MutantNoReferenceLimit {
-		limit = 1 << 30
-	}
 	_, err := handoff.AdmitConsume(handoff.ConsumeAdmission{
 		OpaqueBytes: f.opaqueBytes(),
-		MaxBytes:    limit,
 		Parse:       func() (handoff.Reference, error) { return w.parsed(rec, f), nil },
-		Accepts:     func(b string) bool { return b == w.set.Backend || w.opts.Mutant == MutantAnyBackend },
+		Accepts:     func(b string) bool { return b == w.set.Backend },
 		Accepted:    []string{w.set.Backend},
 		Transfer:    func(b string) bool { return b == BackendTransfer },
-		Verify: func(handoff.Reference) error {
-			if w.opts.Mutant == MutantUnsignedReferences {
-				return nil // the SU-5 mutant: no tag check
-			}
-			err := w.verifyTag(rec, f)
-			if err != nil && w.opts.Mutant == MutantRejectedReferenceClaims {
-				w.claimAndDiscard(c, rec, h, rpc, f)
-			}
-			return err
-		},
+		Verify:      func(handoff.Reference) error { return w.verifyTag(rec, f) },
+		Mutants:     w.decisions,
+		Discard:     func(handoff.Reference, bool) { w.claimAndDiscard(c, rec, h, rpc, f) },
 	})
 	return err
 }
@@ -145,8 +134,8 @@ func (w *World) parsed(rec *entryRecord, f refForm) handoff.Reference {
 	return handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.prod.instanceID, EntryID: rec.id, ExpiresUnixMs: rec.expiresMs, Items: refItems}
 }
 
-// claimAndDiscard is the SU-4 mutant's rejected-reference hook: it claims
-// the named entry by rename and throws it away.
+// claimAndDiscard carries out handoff.Mutants.RejectedReferenceClaims (the
+// SU-4 mutant): it claims the named entry by rename and throws it away.
 func (w *World) claimAndDiscard(c *consumerNode, rec *entryRecord, h int32, rpc int64, f refForm) {
 	if w.set.Backend != BackendSharedDir {
 		return
@@ -200,11 +189,4 @@ type take struct {
 type callKey struct {
 	h   int32
 	rpc int64
-}
-
-// contentEntryID is the SU-6 mutant's entry id: 32 hex digits of SHA-256
-// over the published content (a valid id, the same for the same media).
-func contentEntryID(content int) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("baton-sim content %d", content)))
-	return hex.EncodeToString(sum[:16])
 }

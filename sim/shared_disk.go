@@ -283,7 +283,7 @@ func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *entryRecord, crashAfte
 			out = claimCrashed
 		}
 	}()
-	tensors, _, err := shareddir.Claim(p, cacheRoot, rec.instance, rec.id, sd.rand, 1<<20)
+	tensors, _, err := shareddir.Receive(p, cacheRoot, rec.instance, rec.id, sd.rand, 1<<20, sd.w.opts.Mutant.SharedDirDecisions()) // the SU-1 mutant reads in place
 	switch {
 	case err == nil:
 		if v, derr := tensors[0].Float32s(); len(tensors) != 1 || derr != nil || len(v) != 1 || v[0] != float32(rec.h) {

@@ -5,9 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/contenthash"
+	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/server"
 	"github.com/baton-dev/baton/sim"
+	"github.com/baton-dev/baton/sim/executorworld"
 )
 
 // CoreSwitches names the handoff.Mutants switches m sets ("" for none).
@@ -62,5 +67,73 @@ func TestSameCoreDecisionAsSimulator(t *testing.T) {
 	}
 	if shared == 0 {
 		t.Fatal("no conformance mutant shares a core switch with the simulator")
+	}
+}
+
+// TestSameBackendAndExecutorSwitchAsSimulator: a conformance mutant that
+// sets a shared-directory backend switch (Hooks.SharedDir) or a content
+// hash switch (Hooks.ContentHashing) or a model switch (Hooks.Model) names
+// a simulator mutant that sets the same (sim.Mutant.SharedDirDecisions,
+// ContentHashDecisions, ModelDecisions), and
+// one that breaks the executor core (Hooks.ExecutorMutation) names an
+// executor-world mutation whose Core is the same; every kill-table row's
+// SimKinship says which it is (issue #16, one mutant vocabulary).
+func TestSameBackendAndExecutorSwitchAsSimulator(t *testing.T) {
+	named := map[sim.Mutant]bool{}
+	for _, m := range append(All(), InProcess()...) {
+		var h server.Hooks
+		m.Apply(&h)
+		if h.SharedDir != (shareddir.Mutants{}) {
+			sm, err := sim.ParseMutant(m.Sim)
+			if err != nil || m.Sim == "" {
+				t.Errorf("%s sets shareddir switches %+v but names no simulator mutant (%q: %v)", m.Name, h.SharedDir, m.Sim, err)
+				continue
+			}
+			named[sm] = true
+			if got := sm.SharedDirDecisions(); got != h.SharedDir {
+				t.Errorf("%s sets shareddir switches %+v; its simulator mutant %s sets %+v", m.Name, h.SharedDir, sm, got)
+			}
+		}
+		if h.ContentHashing != (contenthash.Mutants{}) {
+			sm, err := sim.ParseMutant(m.Sim)
+			if err != nil || m.Sim == "" {
+				t.Errorf("%s sets contenthash switches %+v but names no simulator mutant (%q: %v)", m.Name, h.ContentHashing, m.Sim, err)
+				continue
+			}
+			named[sm] = true
+			if got := sm.ContentHashDecisions(); got != h.ContentHashing {
+				t.Errorf("%s sets contenthash switches %+v; its simulator mutant %s sets %+v", m.Name, h.ContentHashing, sm, got)
+			}
+		}
+		if h.Model != (lm.Mutants{}) {
+			sm, err := sim.ParseMutant(m.Sim)
+			if err != nil || m.Sim == "" {
+				t.Errorf("%s sets lm switches %+v but names no simulator mutant (%q: %v)", m.Name, h.Model, m.Sim, err)
+				continue
+			}
+			named[sm] = true
+			if got := sm.ModelDecisions(); got != h.Model {
+				t.Errorf("%s sets lm switches %+v; its simulator mutant %s sets %+v", m.Name, h.Model, sm, got)
+			}
+		}
+		if h.ExecutorMutation != (executor.Mutation{}) {
+			name, ok := strings.CutPrefix(m.Sim, "executor:")
+			mut, known := executorworld.Mutations()[name]
+			if !ok || !known {
+				t.Errorf("%s breaks the executor core (%+v) but names no executor-world mutation (%q)", m.Name, h.ExecutorMutation, m.Sim)
+				continue
+			}
+			if mut.Core != h.ExecutorMutation || mut.ContextTwice || mut.RecomputeWithoutEncoder {
+				t.Errorf("%s breaks the executor core with %+v; its executor-world mutation %s is %+v", m.Name, h.ExecutorMutation, name, mut)
+			}
+		}
+		if k := m.SimKinship(); k != "" {
+			t.Logf("%-40s sim %-36s %s", m.Name, m.Sim, k)
+		}
+	}
+	for sm := range sim.Mutants {
+		if (sm.SharedDirDecisions() != (shareddir.Mutants{}) || sm.ContentHashDecisions() != (contenthash.Mutants{}) || sm.ModelDecisions() != (lm.Mutants{})) && !named[sm] {
+			t.Errorf("simulator mutant %s sets shareddir, contenthash or lm switches but no conformance mutant with the same switches names it", sm)
+		}
 	}
 }

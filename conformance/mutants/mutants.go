@@ -5,11 +5,9 @@
 package mutants
 
 import (
-	"bytes"
 	crand "crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -24,6 +22,8 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/contenthash"
+	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/server"
@@ -44,11 +44,13 @@ type Mutant struct {
 	// Core suite over the shared directory) or TopologyTCPFaults (tcp
 	// backend with the fault proxy, the Faults level).
 	Topology string
-	// Sim names the same broken decision in the simulator, whose nodes
-	// drive the same lifecycle core: a sim.Mutant of the handoff world
-	// ("read-without-claim") or "executor:" and a mutation of the executor
-	// world ("executor:c3-view-kept-after-end"). The kill table's sim
-	// column runs it; "" means the simulator cannot express it yet.
+	// Sim names the mutant the kill table's sim column runs: a sim.Mutant
+	// of the handoff world ("read-without-claim") or "executor:" and a
+	// mutation of the executor world ("executor:c3-view-kept-after-end").
+	// SimKinship says whether it is the same broken decision (the same
+	// switch of handoff, shareddir, contenthash, lm or the executor core)
+	// or a counterpart in the simulator's driver; "" means the simulator
+	// cannot express it (n/a (driver)).
 	Sim string
 	// Level is the conformance level whose cases kill it: "" or LevelCore,
 	// or LevelLifecycle (the kill table then starts the engines with
@@ -92,6 +94,61 @@ func (m Mutant) Declares(rule string) bool {
 	}
 	_, ok := m.AlsoBreaks[rule]
 	return ok
+}
+
+// Kinds of simulator column (Mutant.SimKinship).
+const (
+	// SimSameCoreSwitch: the mutant sets handoff.Mutants switches and its
+	// simulator mutant sets the same ones, at decision points of the
+	// lifecycle core that the engine and the simulator both call.
+	SimSameCoreSwitch = "same core switch"
+	// SimSameSharedDirSwitch: the mutant sets shareddir.Mutants switches,
+	// in the backend code the simulator runs over its simulated file
+	// system, and its simulator mutant sets the same ones.
+	SimSameSharedDirSwitch = "same shareddir switch"
+	// SimSameContentHashSwitch: the mutant sets contenthash.Mutants
+	// switches, the package the simulator's producer hashes with, and its
+	// simulator mutant sets the same ones.
+	SimSameContentHashSwitch = "same contenthash switch"
+	// SimSameModelSwitch: the mutant sets lm.Mutants switches (an image's
+	// identity, the prefix-cache key), the functions the simulator's
+	// consumer keys with, and its simulator mutant sets the same ones.
+	SimSameModelSwitch = "same lm switch"
+	// SimSameExecutorSwitch: the mutant breaks the executor core
+	// (executor.Mutation) and the executor world runs the same mutation.
+	SimSameExecutorSwitch = "same executor switch"
+	// SimCounterpart: the simulator's mutant is a hand-written decision of
+	// the simulator's own driver that breaks the same rule, not the
+	// engine's broken decision.
+	SimCounterpart = "counterpart"
+)
+
+// SimKinship says what the kill table's sim column runs for m: one of
+// SimSameCoreSwitch, SimSameSharedDirSwitch, SimSameContentHashSwitch,
+// SimSameModelSwitch, SimSameExecutorSwitch (the
+// same broken decision: TestSameCoreDecisionAsSimulator checks that the
+// simulator's mutant sets the same switches) or SimCounterpart; "" when m
+// has no simulator mutant (Sim "": SuiteOnly or the in-process mutants,
+// "n/a (driver)").
+func (m Mutant) SimKinship() string {
+	if m.Sim == "" {
+		return ""
+	}
+	var h server.Hooks
+	m.Apply(&h)
+	switch {
+	case h.CoreDecisions() != (handoff.Mutants{}):
+		return SimSameCoreSwitch
+	case h.SharedDir != (shareddir.Mutants{}):
+		return SimSameSharedDirSwitch
+	case h.ContentHashing != (contenthash.Mutants{}):
+		return SimSameContentHashSwitch
+	case h.Model != (lm.Mutants{}):
+		return SimSameModelSwitch
+	case strings.HasPrefix(m.Sim, "executor:") && h.ExecutorMutation != (executor.Mutation{}):
+		return SimSameExecutorSwitch
+	}
+	return SimCounterpart
 }
 
 // Seed is the props column's rapid seed: PropsSeed, else
@@ -152,17 +209,15 @@ const noTransportSecurityModel = "the handoff property and the simulator model n
 
 var all = []Mutant{
 	{Name: "su1-read-without-claim", Rule: "SU-1", Breaks: "the consumer reads an entry without claiming it by rename, so it can be consumed twice",
-		Sim: "read-without-claim", Apply: func(h *server.Hooks) { h.Claim = readWithoutClaim },
+		Sim: "read-without-claim", Apply: func(h *server.Hooks) { h.SharedDir.ReadWithoutClaim = true }, // the backend's switch: the sim mutant sets the same
 		AlsoBreaks: map[string]string{
 			"SU-2": "the claim is what spends a shared-directory entry: an entry read in place stays, so a replay of the consumed reference gets tokens again",
 			"SU-3": "the producer never sees a consumed entry claimed, so its Abort still releases it and answers ABORTED, not ALREADY_FINISHED",
 		}},
 	{Name: "su3-release-always-aborted", Rule: "SU-3", Sim: "release-always-aborted", Breaks: "Abort(encoder_cache) answers ABORTED every time",
-		Apply: func(h *server.Hooks) {
-			h.ReleaseAnswer = func(pb.AbortStatus) pb.AbortStatus { return pb.AbortStatus_ABORT_STATUS_ABORTED }
-		}},
+		Apply: func(h *server.Hooks) { h.Decisions.ReleaseAlwaysAborted = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "su4-malformed-consumes", Rule: "SU-4", Sim: "rejected-reference-claims", Breaks: "a rejected reference still claims the entry it names",
-		Apply: func(h *server.Hooks) { h.OnRejectedReference = server.ClaimAndDiscard },
+		Apply: func(h *server.Hooks) { h.Decisions.RejectedReferenceClaims = true }, // the core's switch: the sim mutant sets the same
 		AlsoBreaks: map[string]string{
 			"SU-5": "SU-5 says an altered reference consumes nothing; the rejection of a forged one claims the entry it names, which then no longer consumes",
 		},
@@ -171,7 +226,7 @@ var all = []Mutant{
 		// default seed's 100 checks draw none; seed 5 draws it in its 3rd.
 		PropsSeed: 5},
 	{Name: "su5-unsigned-references", Rule: "SU-5", Sim: "unsigned-references", Breaks: "the consumer does not verify a reference's tag, so forged references address any entry",
-		Apply: func(h *server.Hooks) { h.VerifyReference = func(handoff.Reference, []byte) error { return nil } },
+		Apply: func(h *server.Hooks) { h.Decisions.UnsignedReferences = true }, // the core's switch: the sim mutant sets the same
 		// The kill needs the tag-digit corruption of a live reference (one
 		// malformed action in four draws it); seed 8 draws it in the first
 		// check, in 5 actions, where the default seed needs 23 checks and
@@ -183,30 +238,15 @@ var all = []Mutant{
 	// the whitespace around an oversize opaque state instead of refusing it
 	// by its length (under the bound it reads the bytes as they are).
 	{Name: "l1-no-reference-limit", Rule: "L-1", Sim: "no-reference-limit", Breaks: "opaque_state has no size limit: an oversize one is read as JSON, surrounding whitespace skipped",
-		Apply: func(h *server.Hooks) {
-			h.MaxReferenceBytes = 1 << 30
-			h.ReadReference = func(b []byte) []byte {
-				if len(b) > handoff.MaxOpaqueStateBytes {
-					return bytes.TrimSpace(b)
-				}
-				return b
-			}
-		}},
+		Apply: func(h *server.Hooks) { h.Decisions.NoReferenceLimit = true }}, // the core's switch (handoff.Mutants.ReadOpaqueState): the sim mutant sets the same
 	{Name: "l3-video-as-image", Rule: "L-3", Sim: "video-as-image", Breaks: "video and audio items are treated as images",
-		Apply: func(h *server.Hooks) { h.CheckModality = func(pb.Modality) error { return nil } }},
+		Apply: func(h *server.Hooks) { h.Decisions.VideoAsImage = true }},
 	{Name: "l4-role-unchecked", Rule: "L-4", Sim: "role-unchecked", Breaks: "requests for another role are served",
-		Apply: func(h *server.Hooks) { h.CheckRole = func(server.Role, *pb.GenerateRequest) error { return nil } }},
+		Apply: func(h *server.Hooks) { h.Decisions.RoleUnchecked = true }},
 	{Name: "n1-any-backend", Rule: "N-1", Sim: "any-backend", Breaks: "the consumer accepts references for any backend",
-		Apply: func(h *server.Hooks) { h.AcceptBackend = func(string) bool { return true } }},
+		Apply: func(h *server.Hooks) { h.Decisions.AnyBackend = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "s1-shutdown-ignores-id", Rule: "S-1", Sim: "shutdown-ignores-id", Breaks: "Shutdown accepts any non-empty expected_instance_id",
-		Apply: func(h *server.Hooks) {
-			h.DecideShutdown = func(hl *handoff.Health, expected, id string) (handoff.ShutdownStatus, error) {
-				if expected == "" {
-					return hl.DecideShutdown(expected, id)
-				}
-				return hl.DecideShutdown(id, id)
-			}
-		}},
+		Apply: func(h *server.Hooks) { h.Decisions.ShutdownIgnoresID = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q1-release-on-any-error", Rule: "Q-1", Topology: TopologyTCPFaults, Breaks: "the consumer releases its buffers on any transfer error, even an uncertain one", Sim: "consumer-frees-on-transfer-error",
 		Apply: func(h *server.Hooks) { h.Decisions.ReleaseOnUncertain = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q2-plain-invalid-argument-is-definite", Rule: "Q-2", Topology: TopologyTCPFaults, Sim: "plain-invalid-argument-definite", Breaks: "the consumer treats INVALID_ARGUMENT without the before-write trailer as a definite rejection",
@@ -225,38 +265,24 @@ var all = []Mutant{
 		// it in the 10th check, in 1 action, 4 s in.
 		PropsSeed: 8},
 	{Name: "b2-text-keyed-cache", Rule: "B-2", Sim: "text-keyed-cache", Breaks: "the prefix cache is keyed by token ids only, so two images with one prompt share an answer",
-		Apply: func(h *server.Hooks) {
-			h.PrefixKey = func(ids []uint32, _ []string) string { return fmt.Sprint(ids) }
-		},
+		Apply: func(h *server.Hooks) { h.Model.TokensOnlyKey = true }, // the lm switch: the sim mutant sets the same
 		AlsoBreaks: map[string]string{
 			"H-5": "every image with one prompt shares the first one's answer, so two different images sent with one uuid do too",
 			"B-1": "cross-image reuse in the consumer's prefix cache also makes an E+PD answer differ from its (unbroken) baseline",
 		},
 		SparesBaseline: true},
 	{Name: "h5-uuid-identity", Rule: "H-5", Sim: "uuid-identity", Breaks: "MediaItem.uuid stands in for the content hash",
-		Apply: func(h *server.Hooks) {
-			h.ImageIdentity = func(uuid, hash string) string {
-				if uuid != "" {
-					return "uuid:" + uuid
-				}
-				return hash
-			}
-		}},
+		Apply: func(h *server.Hooks) { h.Model.UUIDIdentity = true }}, // the lm switch: the sim mutant sets the same
 	{Name: "c6-encoder-failure-keeps-reservation", Rule: "C-6", Level: LevelLifecycle, Sim: "encoder-failure-keeps-reservation", Breaks: "a publish whose encoder step fails keeps its reserved bytes and table entry (no AbandonPublish)",
-		Apply: func(h *server.Hooks) { h.KeepReservationOnEncoderFailure = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.KeepReservationOnEncoderFailure = true }},
 	{Name: "su6-entry-id-from-content", Rule: "SU-6", Level: LevelLifecycle, Sim: "entry-id-from-content", Breaks: "entry ids derive from the items' content hashes, so a second publish of the same media collides with the first entry",
-		Apply: func(h *server.Hooks) { h.EntryID = entryIDFromContent }},
+		Apply: func(h *server.Hooks) { h.Decisions.EntryIDFromContent = true }},
 	{Name: "x2-no-expiry-collection", Rule: "X-2", Level: LevelLifecycle, Sim: "no-expiry-collection", Breaks: "the producer's collector never expires entries past their TTL",
-		Apply: func(h *server.Hooks) { h.NoExpiryCollection = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.NoExpiryCollection = true }}, // the core's switch (ProducerTable.Collect): the sim mutant sets the same
 	{Name: "h1-premultiplied-hash", Rule: "H-1", Level: LevelLifecycle, Sim: "premultiplied-hash", Breaks: "the content hash is taken over premultiplied RGBA64 pixels, so alpha changes colours and alpha-0 pixels collide",
-		Apply: func(h *server.Hooks) { h.ContentHash = premultipliedHash }},
+		Apply: func(h *server.Hooks) { h.ContentHashing.Premultiplied = true }}, // the contenthash switch: the sim mutant sets the same
 	{Name: "h4-wire-bytes-hash", Rule: "H-4", Level: LevelLifecycle, Sim: "wire-bytes-hash", Breaks: "the content hash is taken over the wire bytes, so pixel-equal media in different encodings hash differently",
-		Apply: func(h *server.Hooks) {
-			h.ContentHash = func(_ string, wire []byte, _ image.Image) string {
-				sum := sha256.Sum256(wire)
-				return hex.EncodeToString(sum[:])
-			}
-		}},
+		Apply: func(h *server.Hooks) { h.ContentHashing.WireBytes = true }}, // the contenthash switch: the sim mutant sets the same
 	{Name: "c2-scatter-shifts-siblings", Rule: "C-2", Level: LevelLifecycle, Sim: "executor:c2-scatter-shifts-siblings", Breaks: "a batch's completion advances the item offset only past members still pending, so a cancelled member's slice goes to its next sibling",
 		Apply: func(h *server.Hooks) { h.ExecutorMutation.ScatterLiveOnly = true },
 		// The default seed's first failing check is 29 actions long and its
@@ -275,7 +301,7 @@ var all = []Mutant{
 	{Name: "r2-recompute-skips-encoder", Rule: "R-2", Level: LevelLifecycle, Sim: "executor:r2-recompute-skips-encoder", Breaks: "a preempted request recomputes from the view it had, whose storage was freed, instead of running the encoder again",
 		Apply: func(h *server.Hooks) { h.RecomputeWithoutEncoder = true }},
 	{Name: "h2-missing-hash-keyed-by-tokens", Rule: "H-2", Level: LevelLifecycle, Sim: "missing-hash-keyed-by-tokens", Breaks: "an item without content hash is keyed in the prefix cache by its placeholder tokens alone (its fresh identity is left out of the key)",
-		Apply: func(h *server.Hooks) { h.PrefixKey = keyWithoutFreshIdentities },
+		Apply: func(h *server.Hooks) { h.Model.DropFreshIdentities = true }, // the lm switch: the sim mutant sets the same
 		// The default seed's first failing check is 14 actions long (over
 		// the kill table's 10); seed 5 kills in the first check, in 3.
 		PropsSeed: 5},
@@ -284,7 +310,7 @@ var all = []Mutant{
 	{Name: "x1-cleanup-failure-swallowed", Rule: "X-1", Level: LevelLifecycle, Sim: "cleanup-failure-swallowed", Breaks: "a removal that fails is logged and forgotten: Health stays READY and new handoffs are admitted",
 		Apply: func(h *server.Hooks) { h.Decisions.SwallowCleanupFailure = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "s2-shutdown-before-cleanup", Rule: "S-2", Level: LevelLifecycle, Sim: "shutdown-before-cleanup", Breaks: "the producer's drain returns before the removals of its unconsumed entries finish, so they stay consumable",
-		Apply: func(h *server.Hooks) { h.DrainBeforeCleanup = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.DrainBeforeCleanup = true }},
 	{Name: "c2-late-completion-revives", Rule: "C-2", Level: LevelLifecycle, Sim: "late-completion-revives", Breaks: "an encoder step that completes after its publish was cancelled publishes the entry anyway, for a client that never gets it",
 		Apply: func(h *server.Hooks) { h.ReviveLateCompletion = true }},
 	{Name: "q2-refused-connection-uncertain", Rule: "Q-2", AlsoBreaks: map[string]string{"SE-4": "a refused connection quarantines the consumer, which is what SE-4's forged and stale references must never do"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
@@ -329,18 +355,6 @@ var all = []Mutant{
 		Apply:  func(h *server.Hooks) { h.AbortOwner = func(string, string, bool) bool { return true } }},
 	{Name: "c3-keep-output-after-cancel", Rule: "C-3", Level: LevelLifecycle, Sim: "keep-output-after-cancel", Breaks: "a publish cancelled once its output is ready writes the entry and keeps it although its EncoderReady never reached the client",
 		Apply: func(h *server.Hooks) { h.KeepOutputAfterCancel = true }},
-}
-
-// keyWithoutFreshIdentities is the prefix-cache key with every fresh
-// identity (an item without content hash, H-2) left out.
-func keyWithoutFreshIdentities(tokenIDs []uint32, identities []string) string {
-	kept := make([]string, 0, len(identities))
-	for _, id := range identities {
-		if !strings.HasPrefix(id, lm.FreshIdentityPrefix) {
-			kept = append(kept, id)
-		}
-	}
-	return lm.DefaultPrefixKey(tokenIDs, kept)
 }
 
 // All returns every mutant, sorted by name.
@@ -550,51 +564,12 @@ func sampledPixelHash(img image.Image, step int) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// readWithoutClaim reads the entry file in place instead of renaming it.
+// readWithoutClaim reads the entry file in place instead of renaming it
+// (shareddir.Receive under its SU-1 switch).
 func readWithoutClaim(e *server.Engine, ref handoff.Reference) ([]server.ClaimedItem, error) {
-	path := filepath.Join(e.CacheDir(), ref.ProducerInstanceID, ref.EntryID+".safetensors")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", shareddir.ErrGone, err)
-	}
-	tensors, meta, err := shareddir.DecodeSafetensors(raw, 1<<20)
+	tensors, meta, err := shareddir.Receive(shareddir.OSFS{}, e.CacheDir(), ref.ProducerInstanceID, ref.EntryID, crand.Reader, 1<<20, shareddir.Mutants{ReadWithoutClaim: true})
 	if err != nil {
 		return nil, err
 	}
 	return server.MatchEntry(ref, tensors, meta)
-}
-
-// entryIDFromContent is the SU-6 mutant's entry id: the first 32 hex digits
-// of SHA-256 over the joined content hashes (a valid id, the same for the
-// same media).
-func entryIDFromContent(hashes []string) string {
-	sum := sha256.Sum256([]byte("su6-mutant\x00" + strings.Join(hashes, ",")))
-	return hex.EncodeToString(sum[:16])
-}
-
-// premultipliedHash is the H-1 mutant's content hash: the contract's
-// pre-image (domain tag, preset, width, height) but with premultiplied
-// 16-bit RGBA pixels (color.Color.RGBA) instead of non-premultiplied ones.
-func premultipliedHash(preset string, _ []byte, img image.Image) string {
-	h := sha256.New()
-	b := img.Bounds()
-	var hdr []byte
-	hdr = append(hdr, "baton.encoder.v1/content-hash\x00"...)
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(preset)))
-	hdr = append(hdr, preset...)
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dx()))
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(b.Dy()))
-	h.Write(hdr)
-	px := make([]byte, 8)
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, a := img.At(x, y).RGBA()
-			binary.BigEndian.PutUint16(px[0:], uint16(r))
-			binary.BigEndian.PutUint16(px[2:], uint16(g))
-			binary.BigEndian.PutUint16(px[4:], uint16(bl))
-			binary.BigEndian.PutUint16(px[6:], uint16(a))
-			h.Write(px)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

@@ -1,6 +1,10 @@
 package handoff
 
-import "slices"
+import (
+	"bytes"
+	"errors"
+	"slices"
+)
 
 // This file holds the core's admission of a presented reference: which of
 // the contract's rules rejects it, and which wins when several apply
@@ -36,27 +40,67 @@ type ConsumeAdmission struct {
 	// Trust is SE-3 on a transfer backend's producer endpoint, before any
 	// connection (nil: every endpoint is trusted).
 	Trust func(Reference) error
+	// Known is SU-5 on the shared directory: the producer instance is one
+	// the consumer knows (its key loads). nil: every instance is known.
+	Known func(Reference) error
 	// Verify is SU-5 on the shared directory: the tag under the producer's
-	// key, the instance the consumer knows.
+	// key.
 	Verify func(Reference) error
+	// Mutants switches the admission's decisions to broken ones
+	// (NoReferenceLimit, AnyBackend, UnsignedReferences,
+	// RejectedReferenceClaims); the zero value is the contract's.
+	Mutants Mutants
+	// Discard carries out Mutants.RejectedReferenceClaims (SU-4): it claims
+	// the entry a rejected reference names and throws it away. ref is the
+	// parsed reference whose tag did not verify, or, for a malformed one
+	// (malformed true), the zero Reference: the driver reads the id a
+	// lenient parser would from the bytes it holds. nil: nothing to claim.
+	// The core calls it only under the switch.
+	Discard func(ref Reference, malformed bool)
 }
+
+// ReadOpaqueState is how a consumer reads a presented opaque state before
+// AdmitConsume parses it, and the L-1 bound the parse applies (0:
+// MaxOpaqueStateBytes): the contract's consumer takes the bytes as they
+// are (SU-5: the tag covers every byte). Under NoReferenceLimit (breaks
+// L-1) there is no bound and an oversize state is read as a JSON decoder
+// would, the whitespace around it skipped.
+func (m Mutants) ReadOpaqueState(opaque []byte) (state []byte, maxBytes int) {
+	if !m.NoReferenceLimit {
+		return opaque, 0
+	}
+	if len(opaque) > MaxOpaqueStateBytes {
+		opaque = bytes.TrimSpace(opaque)
+	}
+	return opaque, noReferenceLimit
+}
+
+// noReferenceLimit is the L-1 bound under Mutants.NoReferenceLimit.
+const noReferenceLimit = 1 << 30
 
 // AdmitConsume applies L-1, SU-4 and H-3, N-1, SE-3 (transfer backends)
 // and SU-5 to a presented reference in the contract's order and returns
 // it, or the first rule's rejection.
 func AdmitConsume(a ConsumeAdmission) (Reference, error) {
+	m := a.Mutants
 	limit := a.MaxBytes
 	if limit <= 0 {
 		limit = MaxOpaqueStateBytes
+	}
+	if m.NoReferenceLimit {
+		limit = noReferenceLimit // the L-1 mutant
 	}
 	if a.OpaqueBytes > limit {
 		return Reference{}, rejectf(ErrTooLarge, "L-1 opaque_state is %d bytes, limit %d", a.OpaqueBytes, limit)
 	}
 	ref, err := a.Parse()
 	if err != nil {
+		if m.RejectedReferenceClaims && a.Discard != nil && errors.Is(err, ErrMalformedReference) {
+			a.Discard(Reference{}, true) // the SU-4 mutant
+		}
 		return Reference{}, err // SU-4, H-3
 	}
-	if !a.Accepts(ref.Backend) {
+	if !a.Accepts(ref.Backend) && !m.AnyBackend {
 		return Reference{}, rejectf(ErrBackendNotAccepted, "N-1 backend %.40q, this consumer accepts %v", ref.Backend, a.Accepted)
 	}
 	if a.Transfer != nil && a.Transfer(ref.Backend) {
@@ -70,7 +114,17 @@ func AdmitConsume(a ConsumeAdmission) (Reference, error) {
 		}
 		return ref, nil
 	}
-	if err := a.Verify(ref); err != nil {
+	err = nil
+	if a.Known != nil {
+		err = a.Known(ref)
+	}
+	if err == nil && !m.UnsignedReferences { // the SU-5 mutant checks no tag
+		err = a.Verify(ref)
+	}
+	if err != nil {
+		if m.RejectedReferenceClaims && a.Discard != nil {
+			a.Discard(ref, false) // the SU-4 mutant
+		}
 		return Reference{}, err // SU-5
 	}
 	return ref, nil
@@ -169,4 +223,27 @@ func AdmitReceive(entryID string, exists bool, lookErr error, preflight func() e
 		return rejectf(ErrSpentReference, "SU-2 reference %s was already consumed, released or expired", shortID(entryID))
 	}
 	return preflight()
+}
+
+// AdmitRole applies L-4: violation is the driver's finding that the
+// request is one its role does not serve (an ErrWrongRole; nil: it
+// serves it), and the request is rejected with it. Under
+// Mutants.RoleUnchecked (breaks L-4) it is served anyway.
+func AdmitRole(violation error, m Mutants) error {
+	if m.RoleUnchecked {
+		return nil // the L-4 mutant
+	}
+	return violation
+}
+
+// AdmitModality applies L-3 to one media item: violation is the driver's
+// finding that the item is not an image (an ErrModalityUnsupported; nil:
+// it is one), and the request is rejected with it before anything is
+// reserved. Under Mutants.VideoAsImage (breaks L-3) the item is served as
+// an image.
+func AdmitModality(violation error, m Mutants) error {
+	if m.VideoAsImage {
+		return nil // the L-3 mutant
+	}
+	return violation
 }

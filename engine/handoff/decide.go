@@ -58,6 +58,67 @@ type Mutants struct {
 	// memory any more (breaks Q-6; conformance q6-quarantine-never-ends,
 	// sim quarantine-never-ends): EndsOnProof answers false.
 	NeverEndQuarantine bool
+
+	// The switches below break the consumer's admission of a reference
+	// (AdmitConsume, ReadOpaqueState), the producer's answers (Shutdown,
+	// Abort(encoder_cache)) and its collector (Collect).
+
+	// NoReferenceLimit puts no bound on a consumed reference's opaque
+	// state and reads an oversize one leniently, as a JSON decoder does,
+	// skipping the whitespace around it (breaks L-1; conformance
+	// l1-no-reference-limit, sim no-reference-limit).
+	NoReferenceLimit bool
+	// RejectedReferenceClaims claims the entry a rejected reference names
+	// (a malformed one, SU-4, or one whose tag does not verify, SU-5) and
+	// throws it away, so the valid reference it imitates is spent (breaks
+	// SU-4; conformance su4-malformed-consumes, sim
+	// rejected-reference-claims). ConsumeAdmission.Discard carries it out.
+	RejectedReferenceClaims bool
+	// UnsignedReferences skips the SU-5 tag check of a shared-directory
+	// reference, so a forged one consumes the entry it names (breaks SU-5;
+	// conformance su5-unsigned-references, sim unsigned-references).
+	UnsignedReferences bool
+	// AnyBackend accepts a reference for any backend (breaks N-1;
+	// conformance n1-any-backend, sim any-backend).
+	AnyBackend bool
+	// ShutdownIgnoresID accepts any non-empty expected_instance_id as this
+	// instance's (breaks S-1; conformance s1-shutdown-ignores-id, sim
+	// shutdown-ignores-id).
+	ShutdownIgnoresID bool
+	// ReleaseAlwaysAborted answers Abort(encoder_cache) ABORTED every time,
+	// also for an entry already consumed, released or expired (breaks
+	// SU-3; conformance su3-release-always-aborted, sim
+	// release-always-aborted).
+	ReleaseAlwaysAborted bool
+	// NoExpiryCollection makes the producer's collector expire nothing
+	// (ProducerTable.Collect): entries past their TTL stay (breaks X-2;
+	// conformance x2-no-expiry-collection, sim no-expiry-collection).
+	// Abort(encoder_cache) still finds them expired (ExpireBeforeRelease).
+	NoExpiryCollection bool
+	// RoleUnchecked serves a request its role does not serve instead of
+	// rejecting it with FAILED_PRECONDITION (AdmitRole; breaks L-4;
+	// conformance l4-role-unchecked, sim role-unchecked).
+	RoleUnchecked bool
+	// EntryIDFromContent derives a publish's entry id from its content
+	// instead of 128 random bits (EntryID), so a second publish of the
+	// same media collides with the first entry (breaks SU-6; conformance
+	// su6-entry-id-from-content, sim entry-id-from-content).
+	EntryIDFromContent bool
+	// KeepReservationOnEncoderFailure keeps the reserved bytes and table
+	// entry of a publish whose encoder step failed (no AbandonPublish;
+	// ProducerTable.EncoderFailed; breaks C-6; conformance
+	// c6-encoder-failure-keeps-reservation, sim
+	// encoder-failure-keeps-reservation).
+	KeepReservationOnEncoderFailure bool
+	// VideoAsImage serves video and audio items as images instead of
+	// rejecting them with UNIMPLEMENTED (AdmitModality; breaks L-3;
+	// conformance l3-video-as-image, sim video-as-image).
+	VideoAsImage bool
+	// DrainBeforeCleanup ends the producer's drain once nothing is
+	// published or being published, with the removals it started still
+	// running (ProducerTable.DrainDone; breaks S-2; conformance
+	// s2-shutdown-before-cleanup, sim shutdown-before-cleanup).
+	DrainBeforeCleanup bool
 }
 
 // BufferAction is what the driver does with memory a transfer used.

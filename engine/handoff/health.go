@@ -171,6 +171,16 @@ const (
 // ErrShutdownIDMismatch (FAILED_PRECONDITION); a match -> ACCEPTED the first
 // time, ALREADY_SHUTTING_DOWN after. It starts the drain on ACCEPTED.
 func (h *Health) DecideShutdown(expected, instanceID string) (ShutdownStatus, error) {
+	return h.DecideShutdownWith(expected, instanceID, Mutants{})
+}
+
+// DecideShutdownWith is DecideShutdown under the switches m: under
+// ShutdownIgnoresID (breaks S-1) any non-empty expected_instance_id is
+// taken for this instance's.
+func (h *Health) DecideShutdownWith(expected, instanceID string, m Mutants) (ShutdownStatus, error) {
+	if expected != "" && m.ShutdownIgnoresID {
+		expected = instanceID // the S-1 mutant
+	}
 	if expected == "" {
 		return 0, rejectf(ErrShutdownIDMissing, "S-1 Shutdown needs expected_instance_id")
 	}

@@ -1,6 +1,8 @@
 package handoff
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 )
@@ -315,6 +317,65 @@ func (t *ProducerTable) Expire(nowMs int64) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// EntryID is the id of a new entry: random, the driver's 128 random bits
+// as 32 hex digits (SU-5, SU-6). Under Mutants.EntryIDFromContent (breaks
+// SU-6) it is derived from content, the driver's text of what the publish
+// carries (its items' content hashes), so the same media get the same id.
+func EntryID(random, content string, m Mutants) string {
+	if !m.EntryIDFromContent {
+		return random
+	}
+	sum := sha256.Sum256([]byte("su6-mutant\x00" + content)) // the SU-6 mutant
+	return hex.EncodeToString(sum[:16])
+}
+
+// EncoderFailed ends a Reserved publish whose encoder step failed (C-6):
+// it abandons it (AbandonPublish: the reserved bytes and the table entry
+// go) and reports true. Under Mutants.KeepReservationOnEncoderFailure
+// (breaks C-6) it keeps both and reports false.
+func (t *ProducerTable) EncoderFailed(id string, m Mutants) (abandoned bool) {
+	if m.KeepReservationOnEncoderFailure {
+		return false // the C-6 mutant
+	}
+	t.AbandonPublish(id)
+	return true
+}
+
+// DrainDone reports whether a draining producer may stop (S-2, S-4): no
+// entry is left in its table (the removals the drain started ended),
+// removalsPending (the driver's removals not yet reported) is 0 and no
+// publish is in flight (publishing). Under Mutants.DrainBeforeCleanup
+// (breaks S-2) the removals do not count: it may stop once no entry is
+// published and no publish is in flight.
+func (t *ProducerTable) DrainDone(removalsPending, publishing int, m Mutants) bool {
+	if m.DrainBeforeCleanup {
+		return len(t.Published()) == 0 && publishing == 0 // the S-2 mutant
+	}
+	return t.Entries() == 0 && removalsPending == 0 && publishing == 0
+}
+
+// Collect is the expiry step of one pass of the producer's collector
+// Expire at nowMs, or nothing under Mutants.NoExpiryCollection
+// (breaks X-2).
+func (t *ProducerTable) Collect(nowMs int64, m Mutants) []string {
+	if m.NoExpiryCollection {
+		return nil // the X-2 mutant
+	}
+	return t.Expire(nowMs)
+}
+
+// AnswerRelease is the answer an Abort(encoder_cache) gives for the
+// outcome the table decided (SU-3): ABORTED only when this call released
+// the entry (ReleaseAborted), ALREADY_FINISHED (ReleaseAlreadyFinished)
+// after. Under Mutants.ReleaseAlwaysAborted (breaks SU-3) every
+// ALREADY_FINISHED is answered ABORTED.
+func AnswerRelease(out ReleaseOutcome, m Mutants) ReleaseOutcome {
+	if out == ReleaseAlreadyFinished && m.ReleaseAlwaysAborted {
+		return ReleaseAborted // the SU-3 mutant
+	}
+	return out
 }
 
 // ExpireBeforeRelease is the producer's first step of an

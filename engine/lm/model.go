@@ -47,6 +47,10 @@ type Config struct {
 	// covers both). It is the injection point for deliberately broken engines
 	// (conformance/mutants); a correct engine never keys by token ids alone.
 	PrefixKey func(tokenIDs []uint32, imageIdentities []string) string
+	// Mutants, when PrefixKey is nil, keys the prefix cache with
+	// PrefixKeyWith under these switches (the conformance mutants of B-2
+	// and H-2); the zero value is DefaultPrefixKey.
+	Mutants Mutants
 	// Architecture selects how images reach the language side (default
 	// DecoderOnly).
 	Architecture Architecture
@@ -116,6 +120,9 @@ func New(cfg Config) *Model {
 	}
 	if cfg.PrefixKey == nil {
 		cfg.PrefixKey = DefaultPrefixKey
+		if m := cfg.Mutants; m != (Mutants{}) {
+			cfg.PrefixKey = func(ids []uint32, identities []string) string { return PrefixKeyWith(ids, identities, m) }
+		}
 	}
 	return &Model{
 		cfg:   cfg,

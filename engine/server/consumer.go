@@ -32,43 +32,27 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, st
 	if wire == nil {
 		return handoff.Reference{}, "", fmt.Errorf("%w: SU-4 encoder.consume has no reference", handoff.ErrMalformedReference)
 	}
-	opaque := wire.GetOpaqueState()
-	if e.cfg.Hooks.ReadReference != nil {
-		opaque = e.cfg.Hooks.ReadReference(opaque)
-	}
-	accept := func(b string) bool { return slices.Contains(e.cfg.AcceptBackends, b) }
-	if e.cfg.Hooks.AcceptBackend != nil {
-		accept = e.cfg.Hooks.AcceptBackend
-	}
+	decisions := e.decisions()
+	opaque, maxBytes := decisions.ReadOpaqueState(wire.GetOpaqueState())
 	trusted := e.producerEndpoint
 	if e.cfg.Hooks.TrustProducer != nil {
 		trusted = e.cfg.Hooks.TrustProducer
 	}
-	verify := handoff.Reference.Verify
-	if e.cfg.Hooks.VerifyReference != nil {
-		verify = e.cfg.Hooks.VerifyReference
-	}
 	var addr string
 	ref, err := handoff.AdmitConsume(handoff.ConsumeAdmission{
 		OpaqueBytes: len(opaque),
-		MaxBytes:    e.cfg.Hooks.MaxReferenceBytes,
+		MaxBytes:    maxBytes,
 		Parse: func() (handoff.Reference, error) {
-			var ref handoff.Reference
-			var err error
 			if e.cfg.Hooks.UnboundedReferenceFields {
 				// The A1 mutant: the opaque state alone is checked; the
 				// outer fields go on as they came.
-				ref, err = handoff.ParseReference("", "", handoff.Endpoint{}, opaque, e.cfg.Hooks.MaxReferenceBytes)
+				ref, err := handoff.ParseReference("", "", handoff.Endpoint{}, opaque, maxBytes)
 				ref.Backend, ref.ProducerInstanceID, ref.Endpoint = wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint())
-			} else {
-				ref, err = handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), opaque, e.cfg.Hooks.MaxReferenceBytes)
+				return ref, err
 			}
-			if err != nil && e.cfg.Hooks.OnRejectedReference != nil && errors.Is(err, handoff.ErrMalformedReference) {
-				e.onRejected(looseReference(wire.GetProducerInstanceId(), opaque)) // the SU-4 mutant only
-			}
-			return ref, err
+			return handoff.ParseReference(wire.GetBackend(), wire.GetProducerInstanceId(), endpointOf(wire.GetProducerEndpoint()), opaque, maxBytes)
 		},
-		Accepts:  accept,
+		Accepts:  func(b string) bool { return slices.Contains(e.cfg.AcceptBackends, b) },
 		Accepted: e.cfg.AcceptBackends,
 		Transfer: func(b string) bool { return b == BackendTCP || b == BackendCUDAIPC },
 		Trust: func(handoff.Reference) error {
@@ -76,15 +60,23 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, st
 			addr = a
 			return err
 		},
+		Known: func(ref handoff.Reference) error {
+			_, err := e.producerKey(ref.ProducerInstanceID)
+			return err
+		},
 		Verify: func(ref handoff.Reference) error {
 			key, err := e.producerKey(ref.ProducerInstanceID)
 			if err == nil {
-				err = verify(ref, key)
-			}
-			if err != nil {
-				e.onRejected(ref)
+				err = ref.Verify(key)
 			}
 			return err
+		},
+		Mutants: decisions,
+		Discard: func(ref handoff.Reference, malformed bool) {
+			if malformed {
+				ref = looseReference(wire.GetProducerInstanceId(), opaque)
+			}
+			e.claimAndDiscard(ref)
 		},
 	})
 	if err != nil {
@@ -94,21 +86,16 @@ func (e *Engine) parseReference(wire *pb.EncoderCacheRef) (handoff.Reference, st
 }
 
 // looseReference reads the entry id of a malformed opaque state the way a
-// lenient JSON parser would (any JSON object with an "id" string), for the
-// hook OnRejectedReference only: the SU-4 mutant claims what a malformed
-// imitation names. The contract's engine never reads a malformed reference.
+// lenient JSON parser would (any JSON object with an "id" string), for
+// handoff.Mutants.RejectedReferenceClaims only: the SU-4 mutant claims what
+// a malformed imitation names. The contract's engine never reads a
+// malformed reference.
 func looseReference(producer string, opaque []byte) handoff.Reference {
 	var loose struct {
 		ID string `json:"id"`
 	}
 	_ = json.Unmarshal(opaque, &loose)
 	return handoff.Reference{ProducerInstanceID: producer, EntryID: loose.ID}
-}
-
-func (e *Engine) onRejected(ref handoff.Reference) {
-	if e.cfg.Hooks.OnRejectedReference != nil {
-		e.cfg.Hooks.OnRejectedReference(e, ref)
-	}
 }
 
 // producerKey loads (once) a producer instance's HMAC key from the shared directory.
@@ -201,9 +188,10 @@ func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Refe
 }
 
 // defaultClaim claims the entry by atomic rename (one winner across
-// processes, SU-1) and checks it matches its reference.
+// processes, SU-1; shareddir.Receive, whose switch Hooks.SharedDir breaks
+// it) and checks it matches its reference.
 func defaultClaim(e *Engine, ref handoff.Reference) ([]ClaimedItem, error) {
-	tensors, meta, err := shareddir.Claim(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID, rand.Reader, ref.PayloadBytes()+1<<20)
+	tensors, meta, err := shareddir.Receive(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID, rand.Reader, ref.PayloadBytes()+1<<20, e.cfg.Hooks.SharedDir)
 	if err != nil {
 		return nil, err
 	}
@@ -236,8 +224,12 @@ func short(id string) string { return cache.Short(id) }
 // CacheDir is the shared directory root.
 func (e *Engine) CacheDir() string { return e.cfg.CacheDir }
 
-// ClaimAndDiscard claims the entry a reference names and throws it away. It
-// exists only for the SU-4 mutant (a rejected reference that still consumes).
-func ClaimAndDiscard(e *Engine, ref handoff.Reference) {
+// claimAndDiscard claims the entry a reference names and throws it away:
+// the engine carrying out handoff.Mutants.RejectedReferenceClaims only (the
+// SU-4 mutant, a rejected reference that still consumes).
+func (e *Engine) claimAndDiscard(ref handoff.Reference) {
+	if ref.EntryID == "" || e.cfg.CacheDir == "" {
+		return
+	}
 	_, _, _ = shareddir.Claim(e.fsys, e.cfg.CacheDir, ref.ProducerInstanceID, ref.EntryID, rand.Reader, handoff.MaxItemBytes)
 }

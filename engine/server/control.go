@@ -221,8 +221,8 @@ func (s *control) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortRes
 		if err != nil {
 			return nil, e.status(err)
 		}
-		if e.cfg.Hooks.ReleaseAnswer != nil {
-			st = e.cfg.Hooks.ReleaseAnswer(st)
+		if st == pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED && handoff.AnswerRelease(handoff.ReleaseAlreadyFinished, e.decisions()) == handoff.ReleaseAborted {
+			st = pb.AbortStatus_ABORT_STATUS_ABORTED // the SU-3 mutant's answer (handoff.Mutants.ReleaseAlwaysAborted)
 		}
 		return &pb.AbortResponse{Status: st}, nil
 	default:
@@ -292,14 +292,8 @@ func (s *control) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.Sh
 	if err := e.authorizeOperator(ctx, "Shutdown"); err != nil {
 		return nil, e.status(err)
 	}
-	decide := func(h *handoff.Health, expected, id string) (handoff.ShutdownStatus, error) {
-		return h.DecideShutdown(expected, id)
-	}
-	if e.cfg.Hooks.DecideShutdown != nil {
-		decide = e.cfg.Hooks.DecideShutdown
-	}
 	e.mu.Lock()
-	st, err := decide(e.health, req.GetExpectedInstanceId(), e.instanceID)
+	st, err := e.health.DecideShutdownWith(req.GetExpectedInstanceId(), e.instanceID, e.decisions())
 	e.mu.Unlock()
 	if err != nil {
 		return nil, e.status(err)

@@ -7,8 +7,8 @@ import (
 )
 
 // TestDecisionsFromHooks: the engine runs the core's broken decisions
-// (handoff.Mutants) that Hooks.Decisions names plus those its bool hooks
-// stand for, and none with no hooks set (the contract's engine).
+// (handoff.Mutants) that Hooks.Decisions names, and none with no hooks set
+// (the contract's engine).
 func TestDecisionsFromHooks(t *testing.T) {
 	if got := (&Engine{}).decisions(); got != (handoff.Mutants{}) {
 		t.Errorf("decisions() with no hooks = %+v, want none", got)
@@ -18,11 +18,6 @@ func TestDecisionsFromHooks(t *testing.T) {
 		hooks Hooks
 		want  handoff.Mutants
 	}{
-		{"FreeSourceOnTransferFailure", Hooks{FreeSourceOnTransferFailure: true}, handoff.Mutants{FreeSourceOnTransferFailure: true}},
-		{"SwallowCleanupFailure", Hooks{SwallowCleanupFailure: true}, handoff.Mutants{SwallowCleanupFailure: true}},
-		{"RefusedConnectionUncertain", Hooks{RefusedConnectionUncertain: true}, handoff.Mutants{RefusedConnectionUncertain: true}},
-		{"ReleaseOnCancel", Hooks{ReleaseOnCancel: true}, handoff.Mutants{FreeOnCancel: true}},
-		{"NeverEndQuarantine", Hooks{NeverEndQuarantine: true}, handoff.Mutants{NeverEndQuarantine: true}},
 		{"Decisions", Hooks{Decisions: handoff.Mutants{ReleaseOnUncertain: true, InvalidArgumentAfterRemoval: true}},
 			handoff.Mutants{ReleaseOnUncertain: true, InvalidArgumentAfterRemoval: true}},
 	}

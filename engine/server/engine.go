@@ -125,7 +125,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		instanceID: id,
 		preset:     preset,
 		encoder:    encoder.NewCPU(preset, cfg.EncoderSeed),
-		model:      lm.New(lm.Config{Seed: cfg.ModelSeed, PrefixKey: cfg.Hooks.PrefixKey, Architecture: arch}),
+		model:      lm.New(lm.Config{Seed: cfg.ModelSeed, Mutants: cfg.Hooks.Model, Architecture: arch}),
 		fsys:       cfg.FS,
 		log:        log.With("instance", id, "role", string(cfg.Role)),
 		now:        time.Now,

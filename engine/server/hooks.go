@@ -4,8 +4,11 @@ import (
 	"crypto/tls"
 	"image"
 
+	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/executor"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/metadata"
 )
@@ -17,38 +20,23 @@ import (
 type Hooks struct {
 	// Decisions switches the core's own decisions to broken ones
 	// (handoff.Mutants: the end of a transfer on either side, Q-1, Q-2,
-	// Q-3; a failed cleanup, X-1). The simulator's mutants set the same
-	// switches, so the same broken decision runs in both. The bool hooks
-	// FreeSourceOnTransferFailure, SwallowCleanupFailure,
-	// RefusedConnectionUncertain and ReleaseOnCancel set their switch too
-	// (Engine.decisions).
+	// Q-3; a failed cleanup, X-1; the consumer's admission of a reference,
+	// L-1, SU-4, SU-5, N-1; the Shutdown and Abort(encoder_cache) answers,
+	// S-1, SU-3; the collector's expiry, X-2; the role check, L-4; the
+	// entry id, SU-6; a failed encoder step, C-6; the drain's end, S-2;
+	// the modality check, L-3).
+	// The simulator's mutants set the same switches, so the same broken
+	// decision runs in both: a broken decision of the core has this one
+	// name (the quarantine's end, Q-6; a refused connection, Q-2; the
+	// source after a failed WRITE, Q-3; a cancelled receive, C-4 included).
 	Decisions handoff.Mutants
-	// CheckRole replaces the L-4 role check.
-	CheckRole func(role Role, req *pb.GenerateRequest) error
-	// CheckModality replaces the L-3 modality check of one media item.
-	CheckModality func(m pb.Modality) error
-	// MaxReferenceBytes replaces the L-1 bound on opaque_state (0 = contract's 65,536).
-	MaxReferenceBytes int
-	// ReadReference replaces how the consumer reads opaque_state before
-	// parsing it; the contract's engine takes the bytes as they are (SU-5:
-	// the tag covers every byte).
-	ReadReference func(opaque []byte) []byte
-	// VerifyReference replaces the SU-5 tag check.
-	VerifyReference func(ref handoff.Reference, key []byte) error
-	// OnRejectedReference runs when a reference is rejected as malformed
-	// (SU-4; with the id a lenient JSON parser reads from it) or fails its
-	// tag or instance check (SU-5); the contract's engine does nothing.
-	OnRejectedReference func(e *Engine, ref handoff.Reference)
-	// AcceptBackend replaces the N-1 backend check.
-	AcceptBackend func(backend string) bool
+	// SharedDir switches the shared-directory backend's decisions to broken
+	// ones (shareddir.Mutants: the claim by rename, SU-1). The simulator,
+	// which runs engine/cache/shareddir over its simulated file system,
+	// sets the same switches (sim.Mutant.SharedDirDecisions).
+	SharedDir shareddir.Mutants
 	// Claim replaces the consumer's claim by atomic rename (SU-1, SU-2).
 	Claim func(e *Engine, ref handoff.Reference) (items []ClaimedItem, err error)
-	// ReleaseAnswer replaces the answer Abort(encoder_cache) gives (SU-3).
-	ReleaseAnswer func(decided pb.AbortStatus) pb.AbortStatus
-	// DecideShutdown replaces the S-1 decision.
-	DecideShutdown func(h *handoff.Health, expected, instanceID string) (handoff.ShutdownStatus, error)
-	// PrefixKey replaces the language model's prefix-cache key (H-2, B-2).
-	PrefixKey func(tokenIDs []uint32, imageIdentities []string) string
 	// ConsumerTransferDefinite replaces how the consumer reads the Q-2
 	// trailer: whether a failed TransferEncoderCache carries the
 	// before-write mark (handoff.TransferEnded.BeforeWrite). The core then
@@ -60,36 +48,21 @@ type Hooks struct {
 	// core decided it (handoff.FailTransfer; the conformance mutant that
 	// answers INVALID_ARGUMENT sets Decisions.InvalidArgumentAfterRemoval).
 	ProducerTransferFailure func(err error) error
-	// FreeSourceOnTransferFailure frees a tcp transfer's source buffers
-	// when the transfer fails after the entry left the table, instead of
-	// quarantining them while the WRITE may still read them (the Q-3 source
-	// mutant; sim: producer-frees-source-on-failure). It sets
-	// Decisions.FreeSourceOnTransferFailure. The producer's
-	// encoder.quarantine.* observables count the sources its store keeps,
-	// so they show it.
-	FreeSourceOnTransferFailure bool
 	// HoldLockAcrossTransfer holds the engine's lock across the consumer's
 	// TransferEncoderCache call (the Q-5 mutant).
 	HoldLockAcrossTransfer bool
-	// ReleaseOnCancel lets a client's cancellation end the consumer's
-	// transfer call at once (the C-4 mutant). It sets Decisions.FreeOnCancel.
-	ReleaseOnCancel bool
-	// ImageIdentity replaces the identity the model keys an image by (H-5):
-	// the contract's engine always uses the content hash, never MediaItem.uuid.
-	ImageIdentity func(uuid, contentHash string) string
-	// ContentHash replaces the H-1 content hash of one decoded image: preset
-	// is the preprocessing preset's name, wire the item's encoded bytes,
-	// img the decoded pixels (the H-1 and H-4 mutants).
-	ContentHash func(preset string, wire []byte, img image.Image) string
-	// EntryID replaces the producer's random entry id (128 bits, SU-5) with
-	// one derived from the items' content hashes (the SU-6 mutant).
-	EntryID func(contentHashes []string) string
-	// KeepReservationOnEncoderFailure keeps a publish's reserved bytes and
-	// table entry when its encoder step fails (the C-6 mutant).
-	KeepReservationOnEncoderFailure bool
-	// NoExpiryCollection stops the producer's collector from expiring
-	// entries past their TTL (the X-2 mutant); Abort still finds them expired.
-	NoExpiryCollection bool
+	// Model switches how the language model keys an image and its prefix
+	// cache to broken decisions (lm.Mutants: the uuid for the content
+	// hash, H-5; the token ids alone, B-2; without fresh identities, H-2).
+	// The simulator's consumer keys with the same functions and its
+	// mutants set the same switches (sim.Mutant.ModelDecisions).
+	Model lm.Mutants
+	// ContentHashing switches the H-1 content hash of one decoded image to
+	// a broken one (contenthash.Mutants: premultiplied pixels, H-1; the wire
+	// bytes, H-4). The simulator's producer hashes with the same package
+	// and its mutants set the same switches
+	// (sim.Mutant.ContentHashDecisions).
+	ContentHashing contenthash.Mutants
 	// ExecutorMutation breaks one decision of the executor core (the C-2,
 	// C-3 and release-idempotency mutants).
 	ExecutorMutation executor.Mutation
@@ -100,33 +73,11 @@ type Hooks struct {
 	// it had, whose storage was freed, instead of running the encoder again
 	// (the R-2 mutant).
 	RecomputeWithoutEncoder bool
-	// SwallowCleanupFailure logs a failed cleanup (a removal or
-	// deregistration that errors) and forgets it: Health stays READY and new
-	// handoffs are admitted (the X-1 mutant). It sets
-	// Decisions.SwallowCleanupFailure.
-	SwallowCleanupFailure bool
-	// DrainBeforeCleanup ends the producer's drain once it has marked its
-	// unconsumed entries for removal, before removing them, and skips the
-	// store's close that would remove them as a backstop: the process exits
-	// with the removals still to do (the S-2 mutant).
-	DrainBeforeCleanup bool
 	// ReviveLateCompletion ignores the cancellation of a publish whose
 	// encoder step is pending: the step's late completion is written,
 	// committed and answered on the stream nobody listens to, and the
 	// entry is kept whatever that send says (the C-2 mutant).
 	ReviveLateCompletion bool
-	// NeverEndQuarantine keeps every quarantine for the life of the
-	// process, whatever the backend proves (the Q-6 mutant: the engine
-	// before Q-6). It sets Decisions.NeverEndQuarantine.
-	NeverEndQuarantine bool
-	// RefusedConnectionUncertain counts a transfer whose connection to the
-	// producer was refused or never established (nothing was sent) as an
-	// uncertain outcome: the consumer quarantines its buffers, and, as no
-	// connection carried anything, nothing can ever end it (the Q-2
-	// mutant: the reported attack where a stale or forged reference takes
-	// a consumer offline until restart; SE-4 shows it too). It sets
-	// Decisions.RefusedConnectionUncertain.
-	RefusedConnectionUncertain bool
 	// TrustProducer replaces the consumer's SE-3 check of a transfer
 	// reference's producer endpoint; it returns the address to dial (the
 	// SE-3 mutant trusts every endpoint).
@@ -233,19 +184,11 @@ type Hooks struct {
 func (e *Engine) decisions() handoff.Mutants { return e.cfg.Hooks.CoreDecisions() }
 
 // CoreDecisions returns the lifecycle core's mutant switches (handoff.Mutants)
-// these hooks run the engine with: Hooks.Decisions plus the switches the
-// bool hooks stand for. The zero value is the correct core. The kill table
+// these hooks run the engine with: Hooks.Decisions. The zero value is the
+// correct core. The kill table
 // compares it with the simulator mutant's (sim.Mutant.Decisions) to show
 // that both run the same broken decision.
-func (h Hooks) CoreDecisions() handoff.Mutants {
-	m := h.Decisions
-	m.FreeSourceOnTransferFailure = m.FreeSourceOnTransferFailure || h.FreeSourceOnTransferFailure
-	m.SwallowCleanupFailure = m.SwallowCleanupFailure || h.SwallowCleanupFailure
-	m.RefusedConnectionUncertain = m.RefusedConnectionUncertain || h.RefusedConnectionUncertain
-	m.FreeOnCancel = m.FreeOnCancel || h.ReleaseOnCancel
-	m.NeverEndQuarantine = m.NeverEndQuarantine || h.NeverEndQuarantine
-	return m
-}
+func (h Hooks) CoreDecisions() handoff.Mutants { return h.Decisions }
 
 // coreRefused logs a transition the core refused (an error of a
 // handoff table method). It is a bug of this driver: the core's ordering

@@ -103,11 +103,7 @@ func (e *Engine) generate(ctx context.Context, requestID string, req *pb.Generat
 	if m := req.GetModel(); m != "" && m != ModelName(e.preset.Name) {
 		return fmt.Errorf("%w: model %.60q (serving %s)", errModelNotFound, m, ModelName(e.preset.Name))
 	}
-	roleCheck := checkRole
-	if e.cfg.Hooks.CheckRole != nil {
-		roleCheck = e.cfg.Hooks.CheckRole
-	}
-	if err := roleCheck(e.cfg.Role, req); err != nil {
+	if err := handoff.AdmitRole(checkRole(e.cfg.Role, req), e.decisions()); err != nil { // L-4
 		return err
 	}
 	if e.cfg.Role == RoleDecode {

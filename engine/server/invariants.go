@@ -119,6 +119,18 @@ func (t checkedProducerTable) Expire(nowMs int64) []string {
 	return ids
 }
 
+func (t checkedProducerTable) Collect(nowMs int64, m handoff.Mutants) []string {
+	ids := t.ProducerTable.Collect(nowMs, m)
+	t.checked("Collect", "")
+	return ids
+}
+
+func (t checkedProducerTable) EncoderFailed(id string, m handoff.Mutants) bool {
+	abandoned := t.ProducerTable.EncoderFailed(id, m)
+	t.checked("EncoderFailed", id)
+	return abandoned
+}
+
 func (t checkedProducerTable) ExpireBeforeRelease(refExpiresMs, nowMs int64) []string {
 	ids := t.ProducerTable.ExpireBeforeRelease(refExpiresMs, nowMs)
 	t.checked("ExpireBeforeRelease", "")

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"image"
 
+	"github.com/baton-dev/baton/engine/contenthash"
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/lm"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 )
 
@@ -44,12 +46,9 @@ func (e *Engine) decodeMedia(ctx context.Context, items []*pb.MediaItem) (images
 }
 
 func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem, release *func()) ([]decodedImage, error) {
-	check := checkModality
-	if e.cfg.Hooks.CheckModality != nil {
-		check = e.cfg.Hooks.CheckModality
-	}
+	decisions := e.decisions()
 	for _, it := range items {
-		if err := check(it.GetModality()); err != nil {
+		if err := handoff.AdmitModality(checkModality(it.GetModality()), decisions); err != nil { // L-3
 			return nil, err
 		}
 	}
@@ -107,10 +106,7 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 			if img, _, derr = encoder.Decode(data, e.cfg.MediaLimits); derr != nil {
 				return
 			}
-			hash = encoder.ContentHash(e.preset, img)
-			if e.cfg.Hooks.ContentHash != nil {
-				hash = e.cfg.Hooks.ContentHash(e.preset.Name, data, img)
-			}
+			hash = contenthash.Of(e.preset.Name, data, img, e.cfg.Hooks.ContentHashing) // encoder.ContentHash, unless an H-1 or H-4 mutant
 		}); err != nil {
 			return nil, err // the client went away while waiting for a decode slot
 		}
@@ -123,12 +119,9 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 }
 
 // imageIdentity is the identity the model keys an image by: its content hash
-// (H-1, H-5), unless a hook replaces the decision.
+// (H-1, H-5; lm.ImageIdentity, whose switch Hooks.Model breaks it).
 func (e *Engine) imageIdentity(im decodedImage) string {
-	if e.cfg.Hooks.ImageIdentity != nil {
-		return e.cfg.Hooks.ImageIdentity(im.uuid, im.hash)
-	}
-	return im.hash
+	return lm.ImageIdentity(im.uuid, im.hash, e.cfg.Hooks.Model)
 }
 
 // Per-request media bounds (CONTRACT L-6): the item count equals the items

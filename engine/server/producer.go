@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
@@ -43,12 +44,12 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	if err != nil {
 		return fmt.Errorf("server: entry id: %w", err)
 	}
-	if e.cfg.Hooks.EntryID != nil {
+	if m := e.decisions(); m.EntryIDFromContent {
 		hashes := make([]string, len(images))
 		for i, im := range images {
 			hashes[i] = im.hash
 		}
-		id = e.cfg.Hooks.EntryID(hashes)
+		id = handoff.EntryID(id, strings.Join(hashes, ","), m) // the SU-6 mutant's id
 	}
 	e.mu.Lock()
 	err = e.table.Reserve(id, payload)
@@ -76,7 +77,12 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	ignoreCancel := e.cfg.Hooks.ReviveLateCompletion || e.cfg.Hooks.KeepOutputAfterCancel
 	xr, embeddings, err := e.exec.encode(encodeCtx, req.GetRequestId(), hooks, imgs)
 	if err != nil {
-		keep = e.cfg.Hooks.KeepReservationOnEncoderFailure && errors.Is(err, errEncoderFailed)
+		if errors.Is(err, errEncoderFailed) {
+			e.mu.Lock()
+			e.table.EncoderFailed(id, e.decisions()) // C-6: the core abandons the publish (or keeps it, the C-6 mutant)
+			e.mu.Unlock()
+			keep = true // ended by the core
+		}
 		return err // C-1 (cancelled during the held step), C-3 (cancelled while published, unconsumed) or C-6 (failed step)
 	}
 	defer xr.end() // drops the view if the entry was never written (C-3)
@@ -310,9 +316,7 @@ func (e *Engine) collect() {
 	if !e.cfg.Hooks.CollectorTrustsTable {
 		e.observeClaims()
 	}
-	if !e.cfg.Hooks.NoExpiryCollection {
-		e.expire()
-	}
+	e.expireBy(func(nowMs int64) []string { return e.table.Collect(nowMs, e.decisions()) })
 	if err := e.store.Collect(e.now().UnixMilli()); err != nil {
 		e.failCleanup("collect orphans", err)
 	}
@@ -364,9 +368,11 @@ func (e *Engine) drainProducer() error {
 	e.mu.Lock()
 	ids := e.table.Drain()
 	e.cleanups += len(ids)
+	done := len(ids) > 0 && e.table.DrainDone(len(ids), 0, e.decisions())
 	e.mu.Unlock()
-	if e.cfg.Hooks.DrainBeforeCleanup {
-		// The S-2 mutant: the removals are left to run after the drain
+	if done {
+		// Only the S-2 mutant (handoff.Mutants.DrainBeforeCleanup) ends the
+		// drain with removals pending: they are left to run after the drain
 		// returned, and the process exits first.
 		e.log.Warn("drain returns before its removals", "pending", len(ids))
 		return nil

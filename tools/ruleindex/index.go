@@ -86,8 +86,15 @@ type Mutant struct {
 	Declares string `yaml:"declares"`
 	// Table is "kill table" (mutants.All) or "in-process" (mutants.InProcess).
 	Table string `yaml:"table"`
-	// Sim is the simulator counterpart, "n/a (driver): why" without one.
+	// Sim is the simulator's mutant the kill table's sim column runs,
+	// "n/a (driver): why" without one.
 	Sim string `yaml:"sim"`
+	// SimKind says whether Sim is the same broken decision as the engine's
+	// mutant ("same core switch", "same shareddir switch", "same
+	// contenthash switch", "same lm switch", "same executor switch") or a
+	// hand-written "counterpart" (mutants.Mutant.SimKinship); absent with
+	// "n/a (driver)".
+	SimKind string `yaml:"sim_kind,omitempty"`
 }
 
 // allowNoEngine lets Build leave a rule's engine column empty (-draft).
@@ -264,7 +271,7 @@ func mutantsOf(rule string, simMuts map[string][]string) []Mutant {
 			default:
 				s = "n/a (driver): the simulator cannot express it yet"
 			}
-			out = append(out, Mutant{Name: m.Name, Declares: d, Table: set.table, Sim: s})
+			out = append(out, Mutant{Name: m.Name, Declares: d, Table: set.table, Sim: s, SimKind: m.SimKinship()})
 		}
 	}
 	return out
