@@ -120,7 +120,7 @@ func (d *Dir) initLockAndKey() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(d.dir, tmpPrefix+lockTmpInfix+"-"+suffix)
+	tmp := join(d.dir, tmpPrefix+lockTmpInfix+"-"+suffix)
 	lock, err := d.fsys.TryLock(tmp, true, filePerm)
 	if err != nil {
 		return fmt.Errorf("shareddir: create the instance lock: %w", err)
@@ -129,7 +129,7 @@ func (d *Dir) initLockAndKey() error {
 	if err := d.fsys.Chmod(tmp, filePerm); err != nil {
 		return fmt.Errorf("shareddir: chmod %s 0600: %w", tmp, err)
 	}
-	if err := d.fsys.Rename(tmp, filepath.Join(d.dir, lockFileName)); err != nil {
+	if err := d.fsys.Rename(tmp, join(d.dir, lockFileName)); err != nil {
 		return fmt.Errorf("shareddir: rename the instance lock into place: %w", err)
 	}
 	return d.initKey()
