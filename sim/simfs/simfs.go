@@ -132,12 +132,18 @@ type Disk struct {
 	Hook func(p *Proc, op Op, path string) error
 	// Ops counts the operations run (for the simulator's statistics).
 	Ops int64
+	// dirs caches the directories found by path (a path as looked up,
+	// clean): every operation looks up its directory, so the cache saves
+	// one map lookup per element of the path. A cached entry is exact
+	// while no directory is removed or renamed; both clear the cache.
+	dirs map[string]*inode
 }
 
 // NewDisk returns an empty disk (only "/") whose modification times are
 // nowMs() Unix ms.
 func NewDisk(nowMs func() int64) *Disk {
-	return &Disk{root: &inode{dir: true, perm: 0o755, children: map[string]*inode{}, named: true, synced: true}, now: nowMs}
+	return &Disk{root: &inode{dir: true, perm: 0o755, children: map[string]*inode{}, named: true, synced: true}, now: nowMs,
+		dirs: map[string]*inode{}}
 }
 
 // Proc returns a new process's view of the disk.
@@ -194,6 +200,40 @@ func (d *Disk) lookup(path string) (*inode, error) {
 
 // lookupClean is lookup of a path clean already (parent's directory).
 func (d *Disk) lookupClean(path string) (*inode, error) {
+	if i := strings.LastIndexByte(path, '/'); i > 0 {
+		if pn, ok := d.dirs[path[:i]]; ok {
+			c, ok := pn.children[path[i+1:]]
+			if !ok {
+				return nil, syscall.ENOENT
+			}
+			return c, nil
+		}
+	}
+	return d.walkClean(path)
+}
+
+// lookupDir is lookupClean of a directory's path, through the cache.
+func (d *Disk) lookupDir(path string) (*inode, error) {
+	if n, ok := d.dirs[path]; ok {
+		return n, nil
+	}
+	n, err := d.walkClean(path)
+	if err == nil && n.dir {
+		d.dirs[path] = n
+	}
+	return n, err
+}
+
+// dirGone clears the directory cache when n, a removed or renamed inode,
+// is a directory.
+func (d *Disk) dirGone(n *inode) {
+	if n.dir {
+		clear(d.dirs)
+	}
+}
+
+// walkClean is lookupClean element by element, without the cache.
+func (d *Disk) walkClean(path string) (*inode, error) {
 	n := d.root
 	rest := path
 	for rest != "" && rest[0] == '/' {
@@ -248,7 +288,7 @@ func (d *Disk) parent(path string) (*inode, string, error) {
 	if base == "" || base == "." || base == ".." {
 		return nil, "", syscall.EINVAL
 	}
-	pn, err := d.lookupClean(dir) // a prefix of a clean path is clean
+	pn, err := d.lookupDir(dir) // a prefix of a clean path is clean
 	if err != nil {
 		return nil, "", err
 	}
@@ -370,6 +410,7 @@ func (p *Proc) Rename(oldpath, newpath string) error {
 	}
 	op.delChild(ob)
 	np.setChild(nb, n)
+	p.d.dirGone(n)
 	n.named = false
 	now := p.d.now()
 	op.modMs, np.modMs = now, now
@@ -393,6 +434,7 @@ func (p *Proc) Remove(name string) error {
 		return perr("remove", name, syscall.ENOTEMPTY)
 	}
 	pn.delChild(base)
+	p.d.dirGone(n)
 	pn.modMs = p.d.now()
 	return nil
 }
@@ -750,10 +792,12 @@ func (d *Disk) Vanish(path string) bool {
 	if err != nil {
 		return false
 	}
-	if _, ok := pn.children[base]; !ok {
+	n, ok := pn.children[base]
+	if !ok {
 		return false
 	}
 	pn.delChild(base)
+	d.dirGone(n)
 	return true
 }
 

@@ -387,3 +387,54 @@ func TestCleanIsFilepathClean(t *testing.T) {
 		}
 	}
 }
+
+// TestDirCacheFollowsRenameAndRemove: the directory cache never answers for
+// a directory that was renamed, removed or vanished: lookups through the
+// old path fail and the new path (or a new directory there) is found.
+func TestDirCacheFollowsRenameAndRemove(t *testing.T) {
+	d, _ := newDisk()
+	p := d.Proc("p")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(name string) {
+		t.Helper()
+		f, err := p.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		must(err)
+		must(f.Close())
+	}
+	must(p.MkdirAll("/a/b", 0o700))
+	create("/a/b/f")
+	if _, err := p.Lstat("/a/b/f"); err != nil { // caches /a/b
+		t.Fatal(err)
+	}
+	must(p.Rename("/a/b", "/a/c"))
+	if _, err := p.Lstat("/a/b/f"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Lstat through a renamed directory: %v, want ENOENT", err)
+	}
+	if _, err := p.Lstat("/a/c/f"); err != nil {
+		t.Fatalf("Lstat in the renamed directory: %v", err)
+	}
+	must(p.Remove("/a/c/f"))
+	must(p.Remove("/a/c"))
+	if _, err := p.OpenFile("/a/c/g", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("create in a removed directory: %v, want ENOENT", err)
+	}
+	must(p.Mkdir("/a/c", 0o700))
+	create("/a/c/g")
+	if !d.Exists("/a/c/g") || d.Exists("/a/c/f") {
+		t.Fatalf("new directory /a/c: %v", d.Paths("/a"))
+	}
+	if !d.Vanish("/a/c/g") || !d.Vanish("/a/c") {
+		t.Fatal("Vanish")
+	}
+	if _, err := p.Lstat("/a/c/g"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Lstat in a vanished directory: %v, want ENOENT", err)
+	}
+	if err := p.Mkdir("/a/c/x", 0o700); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("mkdir in a vanished directory: %v, want ENOENT", err)
+	}
+}
