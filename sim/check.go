@@ -34,9 +34,7 @@ type checker struct {
 var stepCheckers = []checker{
 	{rule: "core", check: checkCore},
 	{ruled: checkAnswers},
-	{"SU-1", checkSingleUse, nil},
-	{"SU-3", checkReleaseAnswers, nil},
-	{"SU-1", checkNoUseAfterRelease, nil},
+	{ruled: checkEntries}, // SU-1 checkSingleUse, SU-3 checkReleaseAnswers, SU-1 checkNoUseAfterRelease
 	{"Q-1", checkReceiveBuffers, nil},
 	{"Q-3", checkSources, nil},
 	{"Q-5", checkNoLockAcrossCalls, nil},

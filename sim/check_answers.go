@@ -28,9 +28,18 @@ func checkAnswers(w *World) (string, string) {
 	return "", ""
 }
 
-// judgedLogs counts the entries of each log the answer checks have judged.
+// judgedLogs counts the entries of each log the answer checks have judged,
+// and holds what the incremental step checkers carry from step to step
+// (check_buffers.go, check_cancel.go).
 type judgedLogs struct {
 	takes, recvEnds, upstream, unpublished, probes int
+
+	// pending lists the WRITEs that may still land, in posting order, and
+	// writesSeen how many of w.writes were added to it (pendingWrites).
+	pending    []*write
+	writesSeen int
+	// undelivered is what checkUndeliveredReleased last found holding.
+	undelivered undeliveredSeen
 }
 
 // upstreamAnswer is the producer's answer to one TransferEncoderCache
