@@ -260,16 +260,23 @@ func clean(p string) string {
 	if p == "" || p[0] != '/' || (len(p) > 1 && p[len(p)-1] == '/') {
 		return filepath.Clean(p)
 	}
-	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
-		return p // no empty element and none that starts with '.'
-	}
-	start := 1
-	for i := 1; i <= len(p); i++ {
-		if i == len(p) || p[i] == '/' {
-			if el := p[start:i]; (el == "" && len(p) > 1) || el == "." || el == ".." {
+	// One pass: an absolute path without a trailing slash is clean unless
+	// an element is empty ("//"), "." or "..".
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		rest := p[i+1:]
+		if rest == "" && len(p) > 1 {
+			return filepath.Clean(p)
+		}
+		if rest != "" && rest[0] == '/' {
+			return filepath.Clean(p)
+		}
+		if rest != "" && rest[0] == '.' {
+			if len(rest) == 1 || rest[1] == '/' || (rest[1] == '.' && (len(rest) == 2 || rest[2] == '/')) {
 				return filepath.Clean(p)
 			}
-			start = i + 1
 		}
 	}
 	return p

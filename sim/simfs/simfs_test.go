@@ -438,3 +438,4 @@ func TestDirCacheFollowsRenameAndRemove(t *testing.T) {
 		t.Fatalf("mkdir in a vanished directory: %v, want ENOENT", err)
 	}
 }
+
