@@ -263,9 +263,11 @@ func clean(p string) string {
 	// One pass: an absolute path without a trailing slash is clean unless
 	// an element is empty ("//"), "." or "..".
 	for i := 0; i < len(p); i++ {
-		if p[i] != '/' {
-			continue
+		j := strings.IndexByte(p[i:], '/')
+		if j < 0 {
+			break
 		}
+		i += j
 		rest := p[i+1:]
 		if rest == "" && len(p) > 1 {
 			return filepath.Clean(p)

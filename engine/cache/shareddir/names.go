@@ -121,6 +121,9 @@ func isElement(name string) bool {
 	if name == "" || name == "." || name == ".." {
 		return false
 	}
+	if filepath.Separator == '/' {
+		return strings.IndexByte(name, '/') < 0
+	}
 	for i := 0; i < len(name); i++ {
 		if os.IsPathSeparator(name[i]) {
 			return false
