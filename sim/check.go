@@ -6,6 +6,13 @@ func (w *World) checkStep() {
 	if w.fail != nil || w.opts.HistoryOnly {
 		return
 	}
+	w.judged.pendingFresh = false
+	w.runStepCheckers()
+	w.judged.pendingFresh = false
+}
+
+// runStepCheckers runs stepCheckers in order until one fails.
+func (w *World) runStepCheckers() {
 	for i := range stepCheckers {
 		c := &stepCheckers[i]
 		rule, msg := c.rule, ""

@@ -43,8 +43,15 @@ func bufferHeld(wr *write, b *buffer) string {
 // then the WRITEs posted since. A WRITE that landed or failed never becomes
 // pending again (landed and failed are only ever set), and w.writes only
 // grows, so the list is exactly the pending WRITEs of w.writes, in order.
+//
+// both ask within one checkStep: the second gets the list the
+// first brought up to date (nothing changes the world between two
+// checkers; checkStep clears pendingFresh before and after its checkers).
 func (w *World) pendingWrites() []*write {
 	j := &w.judged
+	if j.pendingFresh {
+		return j.pending
+	}
 	kept := j.pending[:0]
 	for _, wr := range j.pending {
 		if wr.pending() {
@@ -57,7 +64,7 @@ func (w *World) pendingWrites() []*write {
 			kept = append(kept, wr)
 		}
 	}
-	j.pending, j.writesSeen = kept, len(w.writes)
+	j.pending, j.writesSeen, j.pendingFresh = kept, len(w.writes), true
 	return kept
 }
 

@@ -438,4 +438,3 @@ func TestDirCacheFollowsRenameAndRemove(t *testing.T) {
 		t.Fatalf("mkdir in a vanished directory: %v, want ENOENT", err)
 	}
 }
-
