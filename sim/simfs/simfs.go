@@ -109,6 +109,8 @@ type inode struct {
 	// list caches a directory's sorted ReadDir answer until its children
 	// change (CollectOrphans lists its directory at every collector pass).
 	list []fs.DirEntry
+	// stat is the last FileInfo handed out for it (see stat).
+	stat *fileInfo
 }
 
 // setChild names c name in directory n.
@@ -510,7 +512,7 @@ func (p *Proc) Lstat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, perr("lstat", name, err)
 	}
-	return info(filepath.Base(name), n), nil
+	return n.statAs(filepath.Base(name)), nil
 }
 
 // Chmod sets the permission bits of name.
@@ -653,7 +655,7 @@ func (f *file) Stat() (fs.FileInfo, error) {
 	if f.p.dead {
 		return nil, perr("stat", f.name, fs.ErrClosed)
 	}
-	return info(filepath.Base(f.name), f.n), nil
+	return f.n.statAs(filepath.Base(f.name)), nil
 }
 
 func (f *file) Sync() error {
@@ -686,6 +688,20 @@ func info(name string, n *inode) fileInfo {
 		m |= fs.ModeDir
 	}
 	return fileInfo{name: name, size: int64(len(n.data)), mode: m, mod: n.modMs}
+}
+
+// statAs is info(name, n) as an fs.FileInfo: the one handed out last when
+// it still describes n under name (a producer looks at each published
+// entry at every collector pass), else a new one. A fileInfo is never
+// changed once handed out, so each is the snapshot of its call, as with
+// os.Lstat.
+func (n *inode) statAs(name string) fs.FileInfo {
+	fi := info(name, n)
+	if n.stat != nil && *n.stat == fi {
+		return n.stat
+	}
+	n.stat = &fi
+	return n.stat
 }
 
 func (i fileInfo) Name() string       { return i.name }
