@@ -29,8 +29,9 @@ type Dir struct {
 	lastSweepMs int64
 	sweptOnce   bool
 
-	mu     sync.Mutex // guards rand and closed
+	mu     sync.Mutex // guards rand, suffix and closed
 	rand   io.Reader
+	suffix [randSuffixHex / 2]byte // randSuffix's buffer (no allocation per suffix)
 	closed bool
 }
 
@@ -185,14 +186,14 @@ func (d *Dir) randSuffix() (string, error) {
 	if d.closed {
 		return "", fmt.Errorf("shareddir: producer instance %s: %w", d.instanceID, fs.ErrClosed)
 	}
-	return randHex(d.rand, randSuffixHex/2)
+	return randHexInto(d.rand, d.suffix[:])
 }
 
 // suffixNoCheck returns 16 fresh lowercase hex digits, closed or not.
 func (d *Dir) suffixNoCheck() (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return randHex(d.rand, randSuffixHex/2)
+	return randHexInto(d.rand, d.suffix[:])
 }
 
 // checkOpen returns fs.ErrClosed after Close.

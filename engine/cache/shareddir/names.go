@@ -78,7 +78,11 @@ func allLowerHex(s string) bool {
 
 // randHex reads n bytes from rand and returns 2n lowercase hex digits.
 func randHex(rand io.Reader, n int) (string, error) {
-	b := make([]byte, n)
+	return randHexInto(rand, make([]byte, n))
+}
+
+// randHexInto is randHex reading into b (len(b) bytes).
+func randHexInto(rand io.Reader, b []byte) (string, error) {
 	if _, err := io.ReadFull(rand, b); err != nil {
 		return "", fmt.Errorf("shareddir: read randomness: %w", err)
 	}
