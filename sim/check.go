@@ -6,6 +6,13 @@ func (w *World) checkStep() {
 	if w.fail != nil || w.opts.HistoryOnly {
 		return
 	}
+	w.judged.pendingFresh = false
+	w.runStepCheckers()
+	w.judged.pendingFresh = false
+}
+
+// runStepCheckers runs stepCheckers in order until one fails.
+func (w *World) runStepCheckers() {
 	for i := range stepCheckers {
 		c := &stepCheckers[i]
 		rule, msg := c.rule, ""
@@ -34,9 +41,7 @@ type checker struct {
 var stepCheckers = []checker{
 	{rule: "core", check: checkCore},
 	{ruled: checkAnswers},
-	{"SU-1", checkSingleUse, nil},
-	{"SU-3", checkReleaseAnswers, nil},
-	{"SU-1", checkNoUseAfterRelease, nil},
+	{ruled: checkEntries}, // SU-1 checkSingleUse, SU-3 checkReleaseAnswers, SU-1 checkNoUseAfterRelease
 	{"Q-1", checkReceiveBuffers, nil},
 	{"Q-3", checkSources, nil},
 	{"Q-5", checkNoLockAcrossCalls, nil},

@@ -21,11 +21,31 @@ func checkNoRevival(w *World) string {
 // checkUndeliveredReleased: C-3 (and C-7). A published entry whose
 // EncoderReady never reached its client has no holder; the producer
 // releases it in the same step, so it is never Published after that step.
+//
+// Incremental: the answer depends on the cancelled list (which only grows;
+// an entry's readyUndelivered is set in the step that appends it) and on
+// the producer table's states, which change only with its Version; when
+// neither moved since it last held, it still holds.
 func checkUndeliveredReleased(w *World) string {
+	seen := undeliveredSeen{w.prod.table, w.prod.table.Version(), len(w.ledger.cancelled), true}
+	if seen == w.judged.undelivered {
+		return ""
+	}
 	for _, rec := range w.ledger.cancelled {
 		if rec.readyUndelivered && w.prod.table.State(rec.id) == handoff.EntryPublished {
 			return fmt.Sprintf("entry %s of client %d is still published though its EncoderReady never reached the client (release it: C-3, C-7)", short(rec.id), rec.h)
 		}
 	}
+	w.judged.undelivered = seen
 	return ""
+}
+
+// undeliveredSeen is the producer table (a restarted producer's is a new
+// one), its Version and the length of the cancelled list when
+// checkUndeliveredReleased last held.
+type undeliveredSeen struct {
+	table     *handoff.ProducerTable
+	version   uint64
+	cancelled int
+	held      bool
 }

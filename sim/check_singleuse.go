@@ -6,6 +6,45 @@ import (
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
+// checkEntries runs the three checks of every entry's ground truth, in
+// this order: checkSingleUse (SU-1), checkReleaseAnswers (SU-3),
+// checkNoUseAfterRelease (SU-1). One pass over the ledger first asks
+// whether any entry breaks any of them (entrySuspect, the union of their
+// conditions); only then do they run, each over the whole ledger in turn,
+// so the rule and message are exactly theirs.
+func checkEntries(w *World) (rule, msg string) {
+	released := causeNames[handoff.CauseRelease]
+	suspect := false
+	for _, e := range w.ledger.all {
+		if entrySuspect(e, released) {
+			suspect = true
+			break
+		}
+	}
+	if !suspect {
+		return "", ""
+	}
+	if msg := checkSingleUse(w); msg != "" {
+		return "SU-1", msg
+	}
+	if msg := checkReleaseAnswers(w); msg != "" {
+		return "SU-3", msg
+	}
+	if msg := checkNoUseAfterRelease(w); msg != "" {
+		return "SU-1", msg
+	}
+	return "", ""
+}
+
+// entrySuspect reports whether e breaks a condition of checkSingleUse,
+// checkReleaseAnswers or checkNoUseAfterRelease (keep it their union).
+func entrySuspect(e *entryRecord, released string) bool {
+	nc, nok := len(e.consumptions), len(e.okCalls)
+	return nc > 1 || nok > 1 || (nok == 1 && nc == 0) || // checkSingleUse
+		e.aborted > 1 || (e.aborted == 1 && e.removedCause != released) || // checkReleaseAnswers
+		(e.removedCause != "" && nc > 0) || (e.abandoned && (e.published || nc > 0)) // checkNoUseAfterRelease
+}
+
 // checkSingleUse: SU-1 against the ground truth. An entry's data reaches at
 // most one receive (a won rename, a read, a landed WRITE), at most one
 // consume answer OK reaches a client, and every OK answer is backed by a

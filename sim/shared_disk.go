@@ -167,7 +167,10 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 	if !sd.active() {
 		return
 	}
-	before := sd.disk.Files(cacheRoot)
+	var before []string // what the sweep may remove, listed only for the trace
+	if sd.w.tracing {
+		before = sd.disk.Files(cacheRoot)
+	}
 	sd.prod = sd.disk.Proc("E/" + p.instanceID)
 	dir, swept, err := shareddir.StartProducer(sd.prod, cacheRoot, p.instanceID, sd.rand, sd.w.now, false)
 	if err != nil {

@@ -109,6 +109,8 @@ type inode struct {
 	// list caches a directory's sorted ReadDir answer until its children
 	// change (CollectOrphans lists its directory at every collector pass).
 	list []fs.DirEntry
+	// stat is the last FileInfo handed out for it (see stat).
+	stat *fileInfo
 }
 
 // setChild names c name in directory n.
@@ -132,12 +134,18 @@ type Disk struct {
 	Hook func(p *Proc, op Op, path string) error
 	// Ops counts the operations run (for the simulator's statistics).
 	Ops int64
+	// dirs caches the directories found by path (a path as looked up,
+	// clean): every operation looks up its directory, so the cache saves
+	// one map lookup per element of the path. A cached entry is exact
+	// while no directory is removed or renamed; both clear the cache.
+	dirs map[string]*inode
 }
 
 // NewDisk returns an empty disk (only "/") whose modification times are
 // nowMs() Unix ms.
 func NewDisk(nowMs func() int64) *Disk {
-	return &Disk{root: &inode{dir: true, perm: 0o755, children: map[string]*inode{}, named: true, synced: true}, now: nowMs}
+	return &Disk{root: &inode{dir: true, perm: 0o755, children: map[string]*inode{}, named: true, synced: true}, now: nowMs,
+		dirs: map[string]*inode{}}
 }
 
 // Proc returns a new process's view of the disk.
@@ -194,6 +202,40 @@ func (d *Disk) lookup(path string) (*inode, error) {
 
 // lookupClean is lookup of a path clean already (parent's directory).
 func (d *Disk) lookupClean(path string) (*inode, error) {
+	if i := strings.LastIndexByte(path, '/'); i > 0 {
+		if pn, ok := d.dirs[path[:i]]; ok {
+			c, ok := pn.children[path[i+1:]]
+			if !ok {
+				return nil, syscall.ENOENT
+			}
+			return c, nil
+		}
+	}
+	return d.walkClean(path)
+}
+
+// lookupDir is lookupClean of a directory's path, through the cache.
+func (d *Disk) lookupDir(path string) (*inode, error) {
+	if n, ok := d.dirs[path]; ok {
+		return n, nil
+	}
+	n, err := d.walkClean(path)
+	if err == nil && n.dir {
+		d.dirs[path] = n
+	}
+	return n, err
+}
+
+// dirGone clears the directory cache when n, a removed or renamed inode,
+// is a directory.
+func (d *Disk) dirGone(n *inode) {
+	if n.dir {
+		clear(d.dirs)
+	}
+}
+
+// walkClean is lookupClean element by element, without the cache.
+func (d *Disk) walkClean(path string) (*inode, error) {
 	n := d.root
 	rest := path
 	for rest != "" && rest[0] == '/' {
@@ -220,16 +262,25 @@ func clean(p string) string {
 	if p == "" || p[0] != '/' || (len(p) > 1 && p[len(p)-1] == '/') {
 		return filepath.Clean(p)
 	}
-	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
-		return p // no empty element and none that starts with '.'
-	}
-	start := 1
-	for i := 1; i <= len(p); i++ {
-		if i == len(p) || p[i] == '/' {
-			if el := p[start:i]; (el == "" && len(p) > 1) || el == "." || el == ".." {
+	// One pass: an absolute path without a trailing slash is clean unless
+	// an element is empty ("//"), "." or "..".
+	for i := 0; i < len(p); i++ {
+		j := strings.IndexByte(p[i:], '/')
+		if j < 0 {
+			break
+		}
+		i += j
+		rest := p[i+1:]
+		if rest == "" && len(p) > 1 {
+			return filepath.Clean(p)
+		}
+		if rest != "" && rest[0] == '/' {
+			return filepath.Clean(p)
+		}
+		if rest != "" && rest[0] == '.' {
+			if len(rest) == 1 || rest[1] == '/' || (rest[1] == '.' && (len(rest) == 2 || rest[2] == '/')) {
 				return filepath.Clean(p)
 			}
-			start = i + 1
 		}
 	}
 	return p
@@ -248,7 +299,7 @@ func (d *Disk) parent(path string) (*inode, string, error) {
 	if base == "" || base == "." || base == ".." {
 		return nil, "", syscall.EINVAL
 	}
-	pn, err := d.lookupClean(dir) // a prefix of a clean path is clean
+	pn, err := d.lookupDir(dir) // a prefix of a clean path is clean
 	if err != nil {
 		return nil, "", err
 	}
@@ -370,6 +421,7 @@ func (p *Proc) Rename(oldpath, newpath string) error {
 	}
 	op.delChild(ob)
 	np.setChild(nb, n)
+	p.d.dirGone(n)
 	n.named = false
 	now := p.d.now()
 	op.modMs, np.modMs = now, now
@@ -393,6 +445,7 @@ func (p *Proc) Remove(name string) error {
 		return perr("remove", name, syscall.ENOTEMPTY)
 	}
 	pn.delChild(base)
+	p.d.dirGone(n)
 	pn.modMs = p.d.now()
 	return nil
 }
@@ -459,7 +512,7 @@ func (p *Proc) Lstat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, perr("lstat", name, err)
 	}
-	return info(filepath.Base(name), n), nil
+	return n.statAs(filepath.Base(name)), nil
 }
 
 // Chmod sets the permission bits of name.
@@ -602,7 +655,7 @@ func (f *file) Stat() (fs.FileInfo, error) {
 	if f.p.dead {
 		return nil, perr("stat", f.name, fs.ErrClosed)
 	}
-	return info(filepath.Base(f.name), f.n), nil
+	return f.n.statAs(filepath.Base(f.name)), nil
 }
 
 func (f *file) Sync() error {
@@ -635,6 +688,20 @@ func info(name string, n *inode) fileInfo {
 		m |= fs.ModeDir
 	}
 	return fileInfo{name: name, size: int64(len(n.data)), mode: m, mod: n.modMs}
+}
+
+// statAs is info(name, n) as an fs.FileInfo: the one handed out last when
+// it still describes n under name (a producer looks at each published
+// entry at every collector pass), else a new one. A fileInfo is never
+// changed once handed out, so each is the snapshot of its call, as with
+// os.Lstat.
+func (n *inode) statAs(name string) fs.FileInfo {
+	fi := info(name, n)
+	if n.stat != nil && *n.stat == fi {
+		return n.stat
+	}
+	n.stat = &fi
+	return n.stat
 }
 
 func (i fileInfo) Name() string       { return i.name }
@@ -750,10 +817,12 @@ func (d *Disk) Vanish(path string) bool {
 	if err != nil {
 		return false
 	}
-	if _, ok := pn.children[base]; !ok {
+	n, ok := pn.children[base]
+	if !ok {
 		return false
 	}
 	pn.delChild(base)
+	d.dirGone(n)
 	return true
 }
 

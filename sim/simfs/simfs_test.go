@@ -387,3 +387,98 @@ func TestCleanIsFilepathClean(t *testing.T) {
 		}
 	}
 }
+
+// TestDirCacheFollowsRenameAndRemove: the directory cache never answers for
+// a directory that was renamed, removed or vanished: lookups through the
+// old path fail and the new path (or a new directory there) is found.
+func TestDirCacheFollowsRenameAndRemove(t *testing.T) {
+	d, _ := newDisk()
+	p := d.Proc("p")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(name string) {
+		t.Helper()
+		f, err := p.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		must(err)
+		must(f.Close())
+	}
+	must(p.MkdirAll("/a/b", 0o700))
+	create("/a/b/f")
+	if _, err := p.Lstat("/a/b/f"); err != nil { // caches /a/b
+		t.Fatal(err)
+	}
+	must(p.Rename("/a/b", "/a/c"))
+	if _, err := p.Lstat("/a/b/f"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Lstat through a renamed directory: %v, want ENOENT", err)
+	}
+	if _, err := p.Lstat("/a/c/f"); err != nil {
+		t.Fatalf("Lstat in the renamed directory: %v", err)
+	}
+	must(p.Remove("/a/c/f"))
+	must(p.Remove("/a/c"))
+	if _, err := p.OpenFile("/a/c/g", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("create in a removed directory: %v, want ENOENT", err)
+	}
+	must(p.Mkdir("/a/c", 0o700))
+	create("/a/c/g")
+	if !d.Exists("/a/c/g") || d.Exists("/a/c/f") {
+		t.Fatalf("new directory /a/c: %v", d.Paths("/a"))
+	}
+	if !d.Vanish("/a/c/g") || !d.Vanish("/a/c") {
+		t.Fatal("Vanish")
+	}
+	if _, err := p.Lstat("/a/c/g"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Lstat in a vanished directory: %v, want ENOENT", err)
+	}
+	if err := p.Mkdir("/a/c/x", 0o700); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("mkdir in a vanished directory: %v, want ENOENT", err)
+	}
+}
+
+// TestLstatIsASnapshot: a FileInfo describes the file as it was at its
+// call, also when Lstat hands out a reused one for an unchanged file.
+func TestLstatIsASnapshot(t *testing.T) {
+	d, now := newDisk()
+	p := d.Proc("p")
+	if err := p.MkdirAll("/a", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := p.OpenFile("/a/f", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := p.Lstat("/a/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := p.Lstat("/a/f"); again.Size() != 0 || again.Mode() != before.Mode() || again.Name() != "f" {
+		t.Fatalf("unchanged file: %v %v %q", again.Size(), again.Mode(), again.Name())
+	}
+	*now += 5
+	if _, err := f.Write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Chmod("/a/f", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Rename("/a/f", "/a/g"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := p.Lstat("/a/g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Size() != 3 || after.Mode().Perm() != 0o644 || after.Name() != "g" || after.ModTime().UnixMilli() != *now {
+		t.Fatalf("after write, chmod, rename: size %d mode %v name %q mod %v", after.Size(), after.Mode(), after.Name(), after.ModTime())
+	}
+	if before.Size() != 0 || before.Mode().Perm() != 0o600 || before.Name() != "f" || before.ModTime().UnixMilli() != *now-5 {
+		t.Fatalf("the earlier FileInfo changed: size %d mode %v name %q", before.Size(), before.Mode(), before.Name())
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != 3 {
+		t.Fatalf("Stat of the open file: %v, %v", st, err)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // Claim consumes entry entryID of producer instance producerInstanceID under
@@ -52,7 +51,7 @@ func Claim(fsys FS, root, producerInstanceID, entryID string, rand io.Reader, ma
 		return nil, nil, fmt.Errorf("shareddir: Claim needs a file system, a randomness source and maxBytes > 0 (got %d)", maxBytes)
 	}
 	dir := instanceDir(root, producerInstanceID)
-	entry := filepath.Join(dir, entryName(entryID))
+	entry := entryPath(dir, entryID)
 	f, err := fsys.OpenFile(entry, os.O_RDONLY|oNoFollow, 0)
 	if err != nil {
 		return nil, nil, openError(fsys, dir, entry, producerInstanceID, entryID, err)
@@ -99,7 +98,7 @@ func claimOpened(fsys FS, f File, dir, entry, entryID string, rand io.Reader, ma
 		f.Close()
 		return nil, err
 	}
-	claimed := filepath.Join(dir, claimedPrefix+entryID+"-"+suffix)
+	claimed := join(dir, claimedPrefix+entryID+"-"+suffix)
 	if err := fsys.Rename(entry, claimed); err != nil {
 		f.Close()
 		if errors.Is(err, fs.ErrNotExist) {

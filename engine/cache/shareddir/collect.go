@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 )
 
 // CollectOrphans deletes the temp files (.tmp-*) and claimed files
@@ -34,7 +33,7 @@ func (d *Dir) CollectOrphans(olderThanMs int64, nowMs int64) (removed int, err e
 		if !isOrphanCandidate(name) {
 			continue
 		}
-		p := filepath.Join(d.dir, name)
+		p := join(d.dir, name)
 		info, err := d.fsys.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // claimed, deleted or renamed into place meanwhile
@@ -135,12 +134,12 @@ func removeDirFiles(fsys FS, dir string) []error {
 			hasLock = true
 			continue
 		}
-		if err := removeFile(fsys, filepath.Join(dir, de.Name())); err != nil {
+		if err := removeFile(fsys, join(dir, de.Name())); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if hasLock && len(errs) == 0 {
-		if err := removeFile(fsys, filepath.Join(dir, lockFileName)); err != nil {
+		if err := removeFile(fsys, join(dir, lockFileName)); err != nil {
 			errs = append(errs, err)
 		}
 	}

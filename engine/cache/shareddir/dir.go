@@ -29,8 +29,9 @@ type Dir struct {
 	lastSweepMs int64
 	sweptOnce   bool
 
-	mu     sync.Mutex // guards rand and closed
+	mu     sync.Mutex // guards rand, suffix and closed
 	rand   io.Reader
+	suffix [randSuffixHex / 2]byte // randSuffix's buffer (no allocation per suffix)
 	closed bool
 }
 
@@ -120,7 +121,7 @@ func (d *Dir) initLockAndKey() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(d.dir, tmpPrefix+lockTmpInfix+"-"+suffix)
+	tmp := join(d.dir, tmpPrefix+lockTmpInfix+"-"+suffix)
 	lock, err := d.fsys.TryLock(tmp, true, filePerm)
 	if err != nil {
 		return fmt.Errorf("shareddir: create the instance lock: %w", err)
@@ -129,7 +130,7 @@ func (d *Dir) initLockAndKey() error {
 	if err := d.fsys.Chmod(tmp, filePerm); err != nil {
 		return fmt.Errorf("shareddir: chmod %s 0600: %w", tmp, err)
 	}
-	if err := d.fsys.Rename(tmp, filepath.Join(d.dir, lockFileName)); err != nil {
+	if err := d.fsys.Rename(tmp, join(d.dir, lockFileName)); err != nil {
 		return fmt.Errorf("shareddir: rename the instance lock into place: %w", err)
 	}
 	return d.initKey()
@@ -185,14 +186,14 @@ func (d *Dir) randSuffix() (string, error) {
 	if d.closed {
 		return "", fmt.Errorf("shareddir: producer instance %s: %w", d.instanceID, fs.ErrClosed)
 	}
-	return randHex(d.rand, randSuffixHex/2)
+	return randHexInto(d.rand, d.suffix[:])
 }
 
 // suffixNoCheck returns 16 fresh lowercase hex digits, closed or not.
 func (d *Dir) suffixNoCheck() (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return randHex(d.rand, randSuffixHex/2)
+	return randHexInto(d.rand, d.suffix[:])
 }
 
 // checkOpen returns fs.ErrClosed after Close.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 )
 
 // LoadProducerKey returns the 32-byte HMAC key of producer instance
@@ -18,7 +17,7 @@ func LoadProducerKey(fsys FS, root, producerInstanceID string) ([]byte, error) {
 	if err := ValidateInstanceID(producerInstanceID); err != nil {
 		return nil, err
 	}
-	p := filepath.Join(instanceDir(root, producerInstanceID), keyFileName)
+	p := join(instanceDir(root, producerInstanceID), keyFileName)
 	info, err := fsys.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s has no %s", ErrUnknownProducer, producerInstanceID, keyFileName)

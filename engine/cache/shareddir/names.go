@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -77,15 +78,77 @@ func allLowerHex(s string) bool {
 
 // randHex reads n bytes from rand and returns 2n lowercase hex digits.
 func randHex(rand io.Reader, n int) (string, error) {
-	b := make([]byte, n)
+	return randHexInto(rand, make([]byte, n))
+}
+
+// randHexInto is randHex reading into b (len(b) bytes).
+func randHexInto(rand io.Reader, b []byte) (string, error) {
 	if _, err := io.ReadFull(rand, b); err != nil {
 		return "", fmt.Errorf("shareddir: read randomness: %w", err)
 	}
 	return hex.EncodeToString(b), nil
 }
 
-// instanceDir is <root>/<id>; id must have been validated.
-func instanceDir(root, instanceID string) string { return filepath.Join(root, instanceID) }
+// instanceDir is <root>/<id>, filepath.Join(root, instanceID); id must
+// have been validated (one element: no separator, not "." or "..").
+func instanceDir(root, instanceID string) string {
+	if isCleanDir(root) {
+		return root + string(filepath.Separator) + instanceID
+	}
+	return filepath.Join(root, instanceID)
+}
+
+// join is filepath.Join(dir, name) for a dir formed by instanceDir or
+// filepath.Join (so clean: every dir this package joins under is), without
+// Join's cleaning pass (each shared-directory operation joins a path; the
+// simulator runs millions). A name that is not one plain element, or a
+// dir that Join would change, goes through filepath.Join.
+func join(dir, name string) string {
+	if !isElement(name) || !joinsPlain(dir) {
+		return filepath.Join(dir, name)
+	}
+	return dir + string(filepath.Separator) + name
+}
+
+// entryPath is join(dir, entryName(entryID)) in one allocation; entryID
+// must have been validated.
+func entryPath(dir, entryID string) string {
+	if !joinsPlain(dir) {
+		return filepath.Join(dir, entryName(entryID))
+	}
+	return dir + string(filepath.Separator) + entryID + entrySuffix
+}
+
+// isElement reports whether name is one path element that filepath.Join
+// appends unchanged: not empty, no separator, not "." or "..".
+func isElement(name string) bool {
+	if name == "" || name == "." || name == ".." {
+		return false
+	}
+	if filepath.Separator == '/' {
+		return strings.IndexByte(name, '/') < 0
+	}
+	for i := 0; i < len(name); i++ {
+		if os.IsPathSeparator(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// joinsPlain reports whether a clean dir joins an element with one
+// separator: it is not "" or "." (Join drops them), does not end in a
+// separator (the root: Join adds none) and is not a bare volume name
+// (Windows: Join("C:", x) is "C:x").
+func joinsPlain(dir string) bool {
+	return dir != "" && dir != "." && !os.IsPathSeparator(dir[len(dir)-1]) && len(filepath.VolumeName(dir)) != len(dir)
+}
+
+// isCleanDir reports whether dir + separator + element is what
+// filepath.Join(dir, element) returns for any dir (instanceDir's root, the
+// caller's): dir joins plainly and is clean (filepath.Clean does not
+// allocate for a clean path).
+func isCleanDir(dir string) bool { return joinsPlain(dir) && filepath.Clean(dir) == dir }
 
 // entryName is <entryID>.safetensors; entryID must have been validated.
 func entryName(entryID string) string { return entryID + entrySuffix }

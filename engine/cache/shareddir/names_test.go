@@ -154,3 +154,31 @@ func TestBadNamesTouchNothing(t *testing.T) {
 		t.Errorf("SU-4 the valid entry after malformed attempts: Exists = %v, %v; want true", ok, err)
 	}
 }
+
+// TestJoinIsFilepathJoin: the package's path joins (instanceDir, join,
+// entryPath) return exactly what filepath.Join does, for clean and unclean
+// roots and for names that are and are not one plain element.
+func TestJoinIsFilepathJoin(t *testing.T) {
+	const inst = "0123abcd-0123-4567-89ab-0123456789ab"
+	const id = "0123456789abcdef0123456789abcdef"
+	roots := []string{"/var/cache/baton", "/var/cache/baton/", "/", "", ".", "..", "../x", "./x", "x", "x/", "a//b",
+		"/a/./b", "/a/../b", "/a/b/..", "/a/b/.", "//", "/.", "rel/dir", "C:", `C:\x`, "/.hidden", "/a/.b"}
+	names := []string{"hmac.key", "lock", ".tmp-key-0123456789abcdef", ".claimed-" + id + "-0123456789abcdef",
+		id + entrySuffix, "", ".", "..", "a/b", "/a", "a/", "...", ".x", "x."}
+	for _, root := range roots {
+		dir := instanceDir(root, inst)
+		if want := filepath.Join(root, inst); dir != want {
+			t.Errorf("instanceDir(%q) = %q, want %q", root, dir, want)
+		}
+		for _, d := range []string{dir, filepath.Join(root, "x")} {
+			for _, name := range names {
+				if got, want := join(d, name), filepath.Join(d, name); got != want {
+					t.Errorf("join(%q, %q) = %q, want %q", d, name, got, want)
+				}
+			}
+			if got, want := entryPath(d, id), filepath.Join(d, entryName(id)); got != want {
+				t.Errorf("entryPath(%q) = %q, want %q", d, got, want)
+			}
+		}
+	}
+}

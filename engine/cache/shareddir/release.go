@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"sort"
 )
 
@@ -34,8 +33,8 @@ func (d *Dir) remove(entryID string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	claimed := filepath.Join(d.dir, claimedPrefix+entryID+"-"+suffix)
-	if err := d.fsys.Rename(filepath.Join(d.dir, entryName(entryID)), claimed); err != nil {
+	claimed := join(d.dir, claimedPrefix+entryID+"-"+suffix)
+	if err := d.fsys.Rename(entryPath(d.dir, entryID), claimed); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
@@ -56,7 +55,7 @@ func (d *Dir) Exists(entryID string) (bool, error) {
 	if err := d.checkOpen(); err != nil {
 		return false, err
 	}
-	_, err := d.fsys.Lstat(filepath.Join(d.dir, entryName(entryID)))
+	_, err := d.fsys.Lstat(entryPath(d.dir, entryID))
 	switch {
 	case err == nil:
 		return true, nil
@@ -106,7 +105,7 @@ func EntryExists(fsys FS, root, producerInstanceID, entryID string) (bool, error
 	if err := ValidateEntryID(entryID); err != nil {
 		return false, err
 	}
-	_, err := fsys.Lstat(filepath.Join(instanceDir(root, producerInstanceID), entryName(entryID)))
+	_, err := fsys.Lstat(entryPath(instanceDir(root, producerInstanceID), entryID))
 	switch {
 	case err == nil:
 		return true, nil

@@ -93,7 +93,7 @@ func removeIfDead(fsys FS, dir string, nowMs int64) (removed bool, err error) {
 	if !info.IsDir() {
 		return false, nil // a file or a symlink named like an instance: not ours
 	}
-	lock, err := fsys.TryLock(filepath.Join(dir, lockFileName), false, 0)
+	lock, err := fsys.TryLock(join(dir, lockFileName), false, 0)
 	switch {
 	case err == nil:
 		defer lock.Close() // released after the directory is gone

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // Write publishes entryID: it encodes tensors and metadata as safetensors,
@@ -34,7 +33,7 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 		return 0, err
 	}
 	final := entryName(entryID)
-	if _, err := d.fsys.Lstat(filepath.Join(d.dir, final)); err == nil {
+	if _, err := d.fsys.Lstat(join(d.dir, final)); err == nil {
 		return 0, fmt.Errorf("shareddir: SU-6 entry %s: %w", entryID, fs.ErrExist)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("shareddir: stat entry %s: %w", entryID, err)
@@ -66,7 +65,7 @@ func (e *dirSyncError) Unwrap() error { return e.err }
 // removes tmp (a failed removal is joined as ErrCleanup); a failed directory
 // fsync after the rename is a *dirSyncError.
 func writeFileAtomic(fsys FS, dir, tmp, final string, data []byte) (err error) {
-	tmpPath := filepath.Join(dir, tmp)
+	tmpPath := join(dir, tmp)
 	f, err := fsys.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 	if err != nil {
 		return fmt.Errorf("shareddir: create %s: %w", tmpPath, err)
@@ -92,7 +91,7 @@ func writeFileAtomic(fsys FS, dir, tmp, final string, data []byte) (err error) {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("shareddir: close %s: %w", tmpPath, err)
 	}
-	if err := fsys.Rename(tmpPath, filepath.Join(dir, final)); err != nil {
+	if err := fsys.Rename(tmpPath, join(dir, final)); err != nil {
 		return fmt.Errorf("shareddir: rename %s to %s: %w", tmp, final, err)
 	}
 	renamed = true
