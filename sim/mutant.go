@@ -19,8 +19,7 @@ import (
 // reference, the answers, the collector, the drain), shareddir.Mutants
 // (SharedDirDecisions), contenthash.Mutants (ContentHashDecisions) and
 // lm.Mutants (ModelDecisions). The rest are counterparts in this package's
-// driver (lock-across-transfer, late-completion-revives,
-// keep-output-after-cancel). The checkers must catch each; Mutants lists
+// driver (lock-across-transfer). The checkers must catch each; Mutants lists
 // them with the rule each breaks.
 type Mutant string
 
@@ -54,11 +53,13 @@ const (
 	MutantShutdownBeforeCleanup Mutant = "shutdown-before-cleanup"
 	// MutantLateCompletionRevives: an encoder step that completes after its
 	// publish was cancelled publishes the entry anyway and answers the
-	// stream nobody listens to (breaks C-2).
+	// stream nobody listens to (breaks C-2): the core's
+	// ReviveLateCompletion switch.
 	MutantLateCompletionRevives Mutant = "late-completion-revives"
 	// MutantKeepOutputAfterCancel: a published entry whose EncoderReady
 	// never reached its client is kept (until its TTL or the drain) instead
-	// of released (breaks C-3; C-7 on the stream).
+	// of released (breaks C-3; C-7 on the stream): the core's
+	// KeepOutputAfterCancel switch.
 	MutantKeepOutputAfterCancel Mutant = "keep-output-after-cancel"
 
 	// ---- handoff-lifecycle mutants (references, answers, collection) ----
@@ -187,6 +188,10 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.DrainBeforeCleanup = true
 	case MutantVideoAsImage:
 		d.VideoAsImage = true
+	case MutantLateCompletionRevives:
+		d.ReviveLateCompletion = true
+	case MutantKeepOutputAfterCancel:
+		d.KeepOutputAfterCancel = true
 	}
 	return d
 }

@@ -312,7 +312,7 @@ var all = []Mutant{
 	{Name: "s2-shutdown-before-cleanup", Rule: "S-2", Level: LevelLifecycle, Sim: "shutdown-before-cleanup", Breaks: "the producer's drain returns before the removals of its unconsumed entries finish, so they stay consumable",
 		Apply: func(h *server.Hooks) { h.Decisions.DrainBeforeCleanup = true }},
 	{Name: "c2-late-completion-revives", Rule: "C-2", Level: LevelLifecycle, Sim: "late-completion-revives", Breaks: "an encoder step that completes after its publish was cancelled publishes the entry anyway, for a client that never gets it",
-		Apply: func(h *server.Hooks) { h.ReviveLateCompletion = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.ReviveLateCompletion = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q2-refused-connection-uncertain", Rule: "Q-2", AlsoBreaks: map[string]string{"SE-4": "a refused connection quarantines the consumer, which is what SE-4's forged and stale references must never do"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "a transfer whose connection to the producer was refused (nothing sent) counts as uncertain: the consumer quarantines for good, so a stale or forged reference takes it offline",
 		Apply:  func(h *server.Hooks) { h.Decisions.RefusedConnectionUncertain = true }}, // the core's switch
@@ -354,7 +354,7 @@ var all = []Mutant{
 		Breaks: "Abort(request_id) cancels a request whoever asks, not only its own caller's",
 		Apply:  func(h *server.Hooks) { h.AbortOwner = func(string, string, bool) bool { return true } }},
 	{Name: "c3-keep-output-after-cancel", Rule: "C-3", Level: LevelLifecycle, Sim: "keep-output-after-cancel", Breaks: "a publish cancelled once its output is ready writes the entry and keeps it although its EncoderReady never reached the client",
-		Apply: func(h *server.Hooks) { h.KeepOutputAfterCancel = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.KeepOutputAfterCancel = true }}, // the core's switch: the sim mutant sets the same
 }
 
 // All returns every mutant, sorted by name.

@@ -83,7 +83,8 @@ type execRequest struct {
 	admission    int
 	preemptCount int
 
-	// keepAfterReady: the C-3 mutant ignores the cancellation once the output is ready.
+	// keepAfterReady: the core decided that a cancellation once the output
+	// is ready does not end the wait (handoff.StopsOnCancel; the C-3 mutant).
 	keepAfterReady bool
 }
 
