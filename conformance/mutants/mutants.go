@@ -297,9 +297,9 @@ var all = []Mutant{
 		// the kill table's 10); seed 8 kills in the first check, in 1.
 		PropsSeed: 8},
 	{Name: "r1-context-computed-twice", Rule: "R-1", Level: LevelLifecycle, Sim: "executor:r1-context-computed-twice", Breaks: "the first context step computes the cross-attention KV twice per admission",
-		Apply: func(h *server.Hooks) { h.ContextTwice = true }},
+		Apply: func(h *server.Hooks) { h.ExecutorMutation.ContextTwice = true }}, // the executor core's switch: the executor world sets the same
 	{Name: "r2-recompute-skips-encoder", Rule: "R-2", Level: LevelLifecycle, Sim: "executor:r2-recompute-skips-encoder", Breaks: "a preempted request recomputes from the view it had, whose storage was freed, instead of running the encoder again",
-		Apply: func(h *server.Hooks) { h.RecomputeWithoutEncoder = true }},
+		Apply: func(h *server.Hooks) { h.ExecutorMutation.RecomputeWithoutEncoder = true }}, // the executor core's switch: the executor world sets the same
 	{Name: "h2-missing-hash-keyed-by-tokens", Rule: "H-2", Level: LevelLifecycle, Sim: "missing-hash-keyed-by-tokens", Breaks: "an item without content hash is keyed in the prefix cache by its placeholder tokens alone (its fresh identity is left out of the key)",
 		Apply: func(h *server.Hooks) { h.Model.DropFreshIdentities = true }, // the lm switch: the sim mutant sets the same
 		// The default seed's first failing check is 14 actions long (over

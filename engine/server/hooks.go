@@ -64,15 +64,10 @@ type Hooks struct {
 	// (sim.Mutant.ContentHashDecisions).
 	ContentHashing contenthash.Mutants
 	// ExecutorMutation breaks one decision of the executor core (the C-2,
-	// C-3 and release-idempotency mutants).
+	// C-3 and release-idempotency mutants; the context computed twice per
+	// admission, R-1; a recompute without the encoder, R-2). The
+	// simulator's executor world runs the same mutations.
 	ExecutorMutation executor.Mutation
-	// ContextTwice computes a request's context (cross-attention KV) twice
-	// per admission (the R-1 mutant).
-	ContextTwice bool
-	// RecomputeWithoutEncoder recomputes a preempted request from the view
-	// it had, whose storage was freed, instead of running the encoder again
-	// (the R-2 mutant).
-	RecomputeWithoutEncoder bool
 	// TrustProducer replaces the consumer's SE-3 check of a transfer
 	// reference's producer endpoint; it returns the address to dial (the
 	// SE-3 mutant trusts every endpoint).

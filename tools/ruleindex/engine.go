@@ -50,7 +50,7 @@ var engineDecisions = map[string][]string{
 	"C-5":  {"engine/server/control.go:(*control).Abort", "engine/server/inference.go:(*Engine).generate"},
 	"C-6":  {"engine/executor/batch.go:(*Executor).EncoderFailed", "engine/handoff/producer.go:(*ProducerTable).AbandonPublish", "engine/handoff/producer.go:(*ProducerTable).EncoderFailed", "engine/server/executor.go:(*execDriver).applyLocked"},
 	"C-7":  {"engine/handoff/publishend.go:DecideReadySent", "engine/server/producer.go:(*Engine).publish"},
-	"R-1":  {"engine/executor/request.go:(*Executor).ContextComputed", "engine/server/executor.go:(*execRequest).contextComputed"},
+	"R-1":  {"engine/executor/request.go:(*Executor).ContextComputations", "engine/executor/request.go:(*Executor).ContextComputed", "engine/server/executor.go:(*execRequest).contextComputed"},
 	"R-2":  {"engine/executor/request.go:(*Executor).Preempt", "engine/server/executor.go:(*execRequest).preempt"},
 	"X-1":  {"engine/handoff/decide.go:(*Health).CleanupFailed", "engine/handoff/health.go:(*Health).Fail", "engine/handoff/producer.go:(*ProducerTable).RemovalFailed", "engine/server/engine.go:(*Engine).failCleanup"},
 	"X-2":  {"engine/handoff/producer.go:(*ProducerTable).Expire", "engine/handoff/producer.go:(*ProducerTable).Collect", "engine/server/producer.go:(*Engine).expire", "engine/cache/shareddir/producer.go:(*Dir).Collect", "engine/cache/shareddir/collect.go:(*Dir).CollectOrphans"},
