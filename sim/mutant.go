@@ -18,8 +18,11 @@ import (
 // end of a transfer on either side, a failed cleanup, the admission of a
 // reference, the answers, the collector, the drain), shareddir.Mutants
 // (SharedDirDecisions), contenthash.Mutants (ContentHashDecisions) and
-// lm.Mutants (ModelDecisions). The rest are counterparts in this package's
-// driver (lock-across-transfer). The checkers must catch each; Mutants lists
+// lm.Mutants (ModelDecisions). One is a self-test of this package's driver
+// (lock-across-transfer): the engine's Q-5 decision lives in its
+// goroutines, which the simulator does not have, so the kill table's Q-5
+// row says n/a (driver) and names this mutant as the test of the Q-5
+// checker (conformance/mutants Mutant.SimSelfTest). The checkers must catch each; Mutants lists
 // them with the rule each breaks.
 type Mutant string
 
@@ -41,7 +44,10 @@ const (
 	MutantProducerFreesSourceOnFailure Mutant = "producer-frees-source-on-failure"
 	// MutantLockAcrossTransfer: the consumer holds its lock across the
 	// TransferEncoderCache call, so a consume that arrives while a transfer
-	// is in flight waits for it instead of being admitted (breaks Q-5).
+	// is in flight waits for it instead of being admitted (breaks Q-5). A
+	// self-test of the simulator's Q-5 checker: the broken decision is
+	// this driver's, not the engine's (its Q-5 mutant's sim cell is n/a
+	// (driver)), and no core switch is shared.
 	MutantLockAcrossTransfer Mutant = "lock-across-transfer"
 	// MutantCleanupFailureSwallowed: a removal that fails with an I/O error
 	// is logged and forgotten: Health stays READY and new handoffs are

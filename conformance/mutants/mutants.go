@@ -84,6 +84,18 @@ type Mutant struct {
 	// not apply although the suite's and the simulator's do: the handoff
 	// property cannot see the decision. The props cell then says so.
 	PropsNA string
+	// SimNA, when set (with Sim ""), says why the sim column of the kill
+	// table does not apply although the suite's and the property's do:
+	// the broken decision lives in the engine's driver, where a
+	// single-goroutine simulator has nothing that could make it. The sim
+	// cell then says "n/a (driver): " and the reason.
+	SimNA string
+	// SimSelfTest names the simulator's own mutant of the same rule, when
+	// it has one, for a row whose sim column does not apply (SimNA): a
+	// broken decision of the simulator's driver that tests the simulator's
+	// checker of the rule (sim/mutant_test.go), not the engine's decision.
+	// The kill table does not run it.
+	SimSelfTest string
 }
 
 // Declares reports whether rule is one the mutant declares it breaks
@@ -178,6 +190,9 @@ const suiteOnlySecurity = "the handoff property and the simulator model no trust
 // does not look for the end of a quarantine.
 const propsNAQuarantineEnd = "the handoff property restarts every instance a quarantine poisons and never waits for a quarantine to end on its Q-6 proof"
 
+// simNALockAcrossTransfer is the SimNA reason of the Q-5 mutant.
+const simNALockAcrossTransfer = "Q-5 is about the engine's goroutines: a lock held while a TransferEncoderCache call blocks; the simulator runs each node as one event loop that never blocks on a call, so it holds no such lock to keep"
+
 // suiteOnlyDecode is the SuiteOnly reason of the SE-4 decode-budget mutant.
 const suiteOnlyDecode = "the handoff property and the simulator model no media decoding (the simulator's encoder is a stand-in without pixels), so neither can hold decoded images"
 
@@ -253,7 +268,8 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.Decisions.PlainInvalidArgumentDefinite = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q3-invalid-argument-after-removal", Rule: "Q-3", Topology: TopologyTCPFaults, Sim: "invalid-argument-after-removal", Breaks: "the producer answers INVALID_ARGUMENT for a WRITE that failed after the entry left its table",
 		Apply: func(h *server.Hooks) { h.Decisions.InvalidArgumentAfterRemoval = true }}, // the core's switch: the sim mutant sets the same
-	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call", Sim: "lock-across-transfer",
+	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call",
+		SimNA: simNALockAcrossTransfer, SimSelfTest: "lock-across-transfer",
 		Apply: func(h *server.Hooks) { h.HoldLockAcrossTransfer = true }},
 	{Name: "c4-free-on-cancel", Rule: "C-4", Topology: TopologyTCPFaults, Sim: "free-on-cancel", Breaks: "a consumer cancelled mid-transfer frees its buffers without waiting for the outcome",
 		Apply: func(h *server.Hooks) { h.Decisions.FreeOnCancel = true }, // the core's switch: the sim mutant sets the same
