@@ -18,9 +18,11 @@ import (
 // end of a transfer on either side, a failed cleanup, the admission of a
 // reference, the answers, the collector, the drain), shareddir.Mutants
 // (SharedDirDecisions), contenthash.Mutants (ContentHashDecisions) and
-// lm.Mutants (ModelDecisions). The rest are counterparts in this package's
-// driver (lock-across-transfer, late-completion-revives,
-// keep-output-after-cancel). The checkers must catch each; Mutants lists
+// lm.Mutants (ModelDecisions). One is a self-test of this package's driver
+// (lock-across-transfer): the engine's Q-5 decision lives in its
+// goroutines, which the simulator does not have, so the kill table's Q-5
+// row says n/a (driver) and names this mutant as the test of the Q-5
+// checker (conformance/mutants Mutant.SimSelfTest). The checkers must catch each; Mutants lists
 // them with the rule each breaks.
 type Mutant string
 
@@ -42,7 +44,10 @@ const (
 	MutantProducerFreesSourceOnFailure Mutant = "producer-frees-source-on-failure"
 	// MutantLockAcrossTransfer: the consumer holds its lock across the
 	// TransferEncoderCache call, so a consume that arrives while a transfer
-	// is in flight waits for it instead of being admitted (breaks Q-5).
+	// is in flight waits for it instead of being admitted (breaks Q-5). A
+	// self-test of the simulator's Q-5 checker: the broken decision is
+	// this driver's, not the engine's (its Q-5 mutant's sim cell is n/a
+	// (driver)), and no core switch is shared.
 	MutantLockAcrossTransfer Mutant = "lock-across-transfer"
 	// MutantCleanupFailureSwallowed: a removal that fails with an I/O error
 	// is logged and forgotten: Health stays READY and new handoffs are
@@ -54,11 +59,13 @@ const (
 	MutantShutdownBeforeCleanup Mutant = "shutdown-before-cleanup"
 	// MutantLateCompletionRevives: an encoder step that completes after its
 	// publish was cancelled publishes the entry anyway and answers the
-	// stream nobody listens to (breaks C-2).
+	// stream nobody listens to (breaks C-2): the core's
+	// ReviveLateCompletion switch.
 	MutantLateCompletionRevives Mutant = "late-completion-revives"
 	// MutantKeepOutputAfterCancel: a published entry whose EncoderReady
 	// never reached its client is kept (until its TTL or the drain) instead
-	// of released (breaks C-3; C-7 on the stream).
+	// of released (breaks C-3; C-7 on the stream): the core's
+	// KeepOutputAfterCancel switch.
 	MutantKeepOutputAfterCancel Mutant = "keep-output-after-cancel"
 
 	// ---- handoff-lifecycle mutants (references, answers, collection) ----
@@ -187,6 +194,10 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.DrainBeforeCleanup = true
 	case MutantVideoAsImage:
 		d.VideoAsImage = true
+	case MutantLateCompletionRevives:
+		d.ReviveLateCompletion = true
+	case MutantKeepOutputAfterCancel:
+		d.KeepOutputAfterCancel = true
 	}
 	return d
 }

@@ -233,7 +233,9 @@ func (w *World) encodeDone(ev event) {
 	case w.faults.buggify(SiteEncoderFail):
 		abandon(resInternal, "C-6", "encoder failed")
 		return
-	case cl.streamCancelled(ev.a) && w.opts.Mutant != MutantLateCompletionRevives:
+	case cl.streamCancelled(ev.a) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.decisions) == handoff.PublishAbandon:
+		// The step completed after its client cancelled: the core decides
+		// (C-1, C-2; the C-2 mutant writes it).
 		abandon(0, "C-1", "cancelled before publication")
 		return
 	case p.health.Draining():
@@ -263,16 +265,24 @@ committed:
 	rec.published = true
 	rec.expiresMs = pubMs + ttl
 	rec.committedMs = w.now
-	if cl.streamCancelled(ev.a) {
+	cancelled := cl.streamCancelled(ev.a)
+	if cancelled {
 		rec.cancelledBeforeReady = true // C-2: the late completion of a cancelled publish
 		w.ledger.cancelled = append(w.ledger.cancelled, rec)
 	}
-	if (cl.streamCancelled(ev.a) && w.opts.Mutant != MutantLateCompletionRevives) || w.faults.buggify(SiteSendFails) {
+	// The EncoderReady send: a fault may fail it on a live stream. The
+	// core decides the entry's end (C-7; the C-2 mutant answers a
+	// cancelled stream, the C-3 mutant keeps what never reached its client).
+	sent := handoff.ReadySent{Cancelled: cancelled}
+	if !cancelled {
+		sent.SendFailed = w.faults.buggify(SiteSendFails)
+	}
+	if act := handoff.DecideReadySent(sent, w.decisions); act != handoff.PublishAnswered {
 		rec.readyUndelivered = true
 		if !rec.cancelledBeforeReady {
 			w.ledger.cancelled = append(w.ledger.cancelled, rec)
 		}
-		if w.opts.Mutant == MutantKeepOutputAfterCancel {
+		if act == handoff.PublishKeep {
 			if w.tracing {
 				w.notef("EncoderReady send failed; %s kept", short(id))
 			}

@@ -84,6 +84,18 @@ type Mutant struct {
 	// not apply although the suite's and the simulator's do: the handoff
 	// property cannot see the decision. The props cell then says so.
 	PropsNA string
+	// SimNA, when set (with Sim ""), says why the sim column of the kill
+	// table does not apply although the suite's and the property's do:
+	// the broken decision lives in the engine's driver, where a
+	// single-goroutine simulator has nothing that could make it. The sim
+	// cell then says "n/a (driver): " and the reason.
+	SimNA string
+	// SimSelfTest names the simulator's own mutant of the same rule, when
+	// it has one, for a row whose sim column does not apply (SimNA): a
+	// broken decision of the simulator's driver that tests the simulator's
+	// checker of the rule (sim/mutant_test.go), not the engine's decision.
+	// The kill table does not run it.
+	SimSelfTest string
 }
 
 // Declares reports whether rule is one the mutant declares it breaks
@@ -178,6 +190,9 @@ const suiteOnlySecurity = "the handoff property and the simulator model no trust
 // does not look for the end of a quarantine.
 const propsNAQuarantineEnd = "the handoff property restarts every instance a quarantine poisons and never waits for a quarantine to end on its Q-6 proof"
 
+// simNALockAcrossTransfer is the SimNA reason of the Q-5 mutant.
+const simNALockAcrossTransfer = "Q-5 is about the engine's goroutines: a lock held while a TransferEncoderCache call blocks; the simulator runs each node as one event loop that never blocks on a call, so it holds no such lock to keep"
+
 // suiteOnlyDecode is the SuiteOnly reason of the SE-4 decode-budget mutant.
 const suiteOnlyDecode = "the handoff property and the simulator model no media decoding (the simulator's encoder is a stand-in without pixels), so neither can hold decoded images"
 
@@ -253,7 +268,8 @@ var all = []Mutant{
 		Apply: func(h *server.Hooks) { h.Decisions.PlainInvalidArgumentDefinite = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q3-invalid-argument-after-removal", Rule: "Q-3", Topology: TopologyTCPFaults, Sim: "invalid-argument-after-removal", Breaks: "the producer answers INVALID_ARGUMENT for a WRITE that failed after the entry left its table",
 		Apply: func(h *server.Hooks) { h.Decisions.InvalidArgumentAfterRemoval = true }}, // the core's switch: the sim mutant sets the same
-	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call", Sim: "lock-across-transfer",
+	{Name: "q5-lock-across-transfer", Rule: "Q-5", Topology: TopologyTCPFaults, Breaks: "the consumer holds its engine lock across the TransferEncoderCache call",
+		SimNA: simNALockAcrossTransfer, SimSelfTest: "lock-across-transfer",
 		Apply: func(h *server.Hooks) { h.HoldLockAcrossTransfer = true }},
 	{Name: "c4-free-on-cancel", Rule: "C-4", Topology: TopologyTCPFaults, Sim: "free-on-cancel", Breaks: "a consumer cancelled mid-transfer frees its buffers without waiting for the outcome",
 		Apply: func(h *server.Hooks) { h.Decisions.FreeOnCancel = true }, // the core's switch: the sim mutant sets the same
@@ -297,9 +313,9 @@ var all = []Mutant{
 		// the kill table's 10); seed 8 kills in the first check, in 1.
 		PropsSeed: 8},
 	{Name: "r1-context-computed-twice", Rule: "R-1", Level: LevelLifecycle, Sim: "executor:r1-context-computed-twice", Breaks: "the first context step computes the cross-attention KV twice per admission",
-		Apply: func(h *server.Hooks) { h.ContextTwice = true }},
+		Apply: func(h *server.Hooks) { h.ExecutorMutation.ContextTwice = true }}, // the executor core's switch: the executor world sets the same
 	{Name: "r2-recompute-skips-encoder", Rule: "R-2", Level: LevelLifecycle, Sim: "executor:r2-recompute-skips-encoder", Breaks: "a preempted request recomputes from the view it had, whose storage was freed, instead of running the encoder again",
-		Apply: func(h *server.Hooks) { h.RecomputeWithoutEncoder = true }},
+		Apply: func(h *server.Hooks) { h.ExecutorMutation.RecomputeWithoutEncoder = true }}, // the executor core's switch: the executor world sets the same
 	{Name: "h2-missing-hash-keyed-by-tokens", Rule: "H-2", Level: LevelLifecycle, Sim: "missing-hash-keyed-by-tokens", Breaks: "an item without content hash is keyed in the prefix cache by its placeholder tokens alone (its fresh identity is left out of the key)",
 		Apply: func(h *server.Hooks) { h.Model.DropFreshIdentities = true }, // the lm switch: the sim mutant sets the same
 		// The default seed's first failing check is 14 actions long (over
@@ -312,7 +328,7 @@ var all = []Mutant{
 	{Name: "s2-shutdown-before-cleanup", Rule: "S-2", Level: LevelLifecycle, Sim: "shutdown-before-cleanup", Breaks: "the producer's drain returns before the removals of its unconsumed entries finish, so they stay consumable",
 		Apply: func(h *server.Hooks) { h.Decisions.DrainBeforeCleanup = true }},
 	{Name: "c2-late-completion-revives", Rule: "C-2", Level: LevelLifecycle, Sim: "late-completion-revives", Breaks: "an encoder step that completes after its publish was cancelled publishes the entry anyway, for a client that never gets it",
-		Apply: func(h *server.Hooks) { h.ReviveLateCompletion = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.ReviveLateCompletion = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "q2-refused-connection-uncertain", Rule: "Q-2", AlsoBreaks: map[string]string{"SE-4": "a refused connection quarantines the consumer, which is what SE-4's forged and stale references must never do"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "a transfer whose connection to the producer was refused (nothing sent) counts as uncertain: the consumer quarantines for good, so a stale or forged reference takes it offline",
 		Apply:  func(h *server.Hooks) { h.Decisions.RefusedConnectionUncertain = true }}, // the core's switch
@@ -354,7 +370,7 @@ var all = []Mutant{
 		Breaks: "Abort(request_id) cancels a request whoever asks, not only its own caller's",
 		Apply:  func(h *server.Hooks) { h.AbortOwner = func(string, string, bool) bool { return true } }},
 	{Name: "c3-keep-output-after-cancel", Rule: "C-3", Level: LevelLifecycle, Sim: "keep-output-after-cancel", Breaks: "a publish cancelled once its output is ready writes the entry and keeps it although its EncoderReady never reached the client",
-		Apply: func(h *server.Hooks) { h.KeepOutputAfterCancel = true }},
+		Apply: func(h *server.Hooks) { h.Decisions.KeepOutputAfterCancel = true }}, // the core's switch: the sim mutant sets the same
 }
 
 // All returns every mutant, sorted by name.

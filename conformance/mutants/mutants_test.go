@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/baton-dev/baton/conformance/suite"
+	"github.com/baton-dev/baton/sim"
 )
 
 // TestDeclarations: every mutant names a rule of the level table (or a
@@ -38,6 +39,14 @@ func TestDeclarations(t *testing.T) {
 		}
 		if !m.Declares(m.Rule) || m.Seed() == 0 || m.Seed() != m.Seed() {
 			t.Errorf("mutant %s: Declares(own rule) %v, seed %d", m.Name, m.Declares(m.Rule), m.Seed())
+		}
+		if m.SimNA != "" && (m.Sim != "" || m.SuiteOnly != "") {
+			t.Errorf("mutant %s: SimNA with Sim %q or SuiteOnly: the sim column either runs or says why not, once", m.Name, m.Sim)
+		}
+		if m.SimSelfTest != "" {
+			if sm, err := sim.ParseMutant(m.SimSelfTest); m.SimNA == "" || err != nil || sim.Mutants[sm] != m.Rule {
+				t.Errorf("mutant %s: SimSelfTest %q wants SimNA and a simulator mutant of %s (%v)", m.Name, m.SimSelfTest, m.Rule, err)
+			}
 		}
 	}
 	if DefaultPropsSeed("a") == DefaultPropsSeed("b") || DefaultPropsSeed("a")>>63 != 0 {

@@ -40,6 +40,18 @@ type FreeStorage struct {
 	Batch BatchID
 }
 
+// RecomputeFromView answers a Preempt under Mutation.RecomputeWithoutEncoder
+// (the R-2 mutant): Request is not re-admitted and no encoder step runs;
+// the driver recomputes its context from View, the view it last consumed,
+// whose storage may have been freed since, and records it with
+// ContextComputed. The contract's Preempt never returns it.
+type RecomputeFromView struct {
+	Request string
+	View    View
+}
+
+func (RecomputeFromView) isAction() {}
+
 func (RunEncoder) isAction()  {}
 func (Ready) isAction()       {}
 func (Fail) isAction()        {}

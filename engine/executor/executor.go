@@ -106,6 +106,14 @@ type Mutation struct {
 	// Release, not only the first: a decode loop that releases every step
 	// frees the storage under its siblings' views (release idempotency).
 	ReleaseEveryCall bool
+	// ContextTwice has the driver compute a request's context twice per
+	// admission (ContextComputations answers 2; breaks R-1).
+	ContextTwice bool
+	// RecomputeWithoutEncoder answers a Preempt with RecomputeFromView: the
+	// request is not re-admitted, no encoder step runs, and the driver
+	// recomputes its context from the view it last consumed, whose storage
+	// may have been freed since (breaks R-2).
+	RecomputeWithoutEncoder bool
 }
 
 // Counters are the executor's totals since New (all counts).
@@ -137,8 +145,9 @@ type request struct {
 	admission int // 1 for the first admission, +1 per Preempt
 	batch     BatchID
 	view      *View
-	consumed  int // Consume calls this admission
-	contexts  int // ContextComputed calls this admission
+	consumed  int  // Consume calls this admission
+	contexts  int  // ContextComputed calls this admission
+	lastView  View // the view the last Consume returned (the R-2 mutant's)
 	preempt   PreemptMode
 }
 

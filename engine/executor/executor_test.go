@@ -409,3 +409,86 @@ func TestRandomWalkKeepsInvariants(t *testing.T) {
 		}
 	}
 }
+
+// TestR1ContextTwiceMutation: the core decides how many times a driver
+// computes a request's context per admission: once, or twice under the
+// ContextTwice mutation, which the R-1 invariant then reports.
+func TestR1ContextTwiceMutation(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		mutation Mutation
+		want     int
+	}{
+		{"contract", Mutation{}, 1},
+		{"mutant context-twice", Mutation{ContextTwice: true}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := New(Config{Mutation: tc.mutation})
+			if got := x.ContextComputations(); got != tc.want {
+				t.Fatalf("ContextComputations() = %d; want %d", got, tc.want)
+			}
+			run := batchOf(t, x, 1, "a")
+			if _, err := x.EncoderDone(run.Batch); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := x.Consume("a"); err != nil {
+				t.Fatal(err)
+			}
+			for range x.ContextComputations() {
+				if err := x.ContextComputed("a"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := x.CheckInvariants(); (err != nil) != (tc.want > 1) {
+				t.Errorf("CheckInvariants() = %v; want an R-1 error %v", err, tc.want > 1)
+			}
+		})
+	}
+}
+
+// TestR2RecomputeWithoutEncoderMutation: the contract's Preempt re-admits
+// the request through the encoder; the RecomputeWithoutEncoder mutation
+// answers RecomputeFromView with the view it last consumed, whose storage
+// its release freed, and changes nothing.
+func TestR2RecomputeWithoutEncoderMutation(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		mutation Mutation
+	}{
+		{"contract", Mutation{}},
+		{"mutant recompute-without-encoder", Mutation{RecomputeWithoutEncoder: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := New(Config{Mutation: tc.mutation})
+			run := batchOf(t, x, 1, "a")
+			if _, err := x.EncoderDone(run.Batch); err != nil {
+				t.Fatal(err)
+			}
+			v, err := x.Consume("a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := x.ContextComputed("a"); err != nil {
+				t.Fatal(err)
+			}
+			if frees(x.Release("a")) != 1 {
+				t.Fatal("Release(a), the last view, freed nothing")
+			}
+			acts, err := x.Preempt("a", PreemptMode(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			state, admission, _ := x.StateOf("a")
+			if !tc.mutation.RecomputeWithoutEncoder {
+				if len(acts) != 0 || state != StateEncoderInit || admission != 2 {
+					t.Errorf("Preempt = %v, state %s, admission %d; want no action, ENCODER_INIT, admission 2", acts, state, admission)
+				}
+				return
+			}
+			want := []Action{RecomputeFromView{Request: "a", View: v}}
+			if !reflect.DeepEqual(acts, want) || state != StateGeneration || admission != 1 {
+				t.Errorf("mutant Preempt = %v, state %s, admission %d; want %v, GENERATION, admission 1", acts, state, admission, want)
+			}
+		})
+	}
+}

@@ -115,6 +115,10 @@ func (rs *Ranks) ContextComputed(id string) error {
 	return rs.on("ContextComputed", func(x *Executor) answer { return answer{err: x.ContextComputed(id)} }).err
 }
 
+// ContextComputations: see Executor.ContextComputations (every rank runs
+// one configuration).
+func (rs *Ranks) ContextComputations() int { return rs.ranks[0].ContextComputations() }
+
 // Release: see Executor.Release.
 func (rs *Ranks) Release(id string) []Action {
 	return rs.on("Release", func(x *Executor) answer { return answer{actions: x.Release(id)} }).actions

@@ -53,7 +53,19 @@ func (x *Executor) Consume(id string) (View, error) {
 	}
 	r.state = StateContext
 	r.consumed++
+	r.lastView = *r.view
 	return *r.view, nil
+}
+
+// ContextComputations is how many times the driver computes a request's
+// context (the cross-attention KV, or the prefill over the image
+// embeddings) from the output it consumed, in one admission, calling
+// ContextComputed after each: 1. Under Mutation.ContextTwice, 2.
+func (x *Executor) ContextComputations() int {
+	if x.cfg.Mutation.ContextTwice {
+		return 2 // the R-1 mutant
+	}
+	return 1
 }
 
 // ContextComputed records that the driver computed id's cross-attention KV
@@ -98,8 +110,10 @@ func (x *Executor) Release(id string) []Action {
 
 // Preempt sends id, in CONTEXT or GENERATION, back to ENCODER_INIT as a new
 // admission: its view is dropped if still held, Schedule batches it
-// again, and the driver recomputes in mode. Errors: ErrUnknownRequest,
-// ErrNotGenerating, ErrCannotRecompute.
+// again, and the driver recomputes in mode, through the encoder. Under
+// Mutation.RecomputeWithoutEncoder it answers RecomputeFromView alone and
+// changes nothing. Errors: ErrUnknownRequest, ErrNotGenerating,
+// ErrCannotRecompute.
 func (x *Executor) Preempt(id string, mode PreemptMode) ([]Action, error) {
 	r, ok := x.requests[id]
 	if !ok {
@@ -110,6 +124,9 @@ func (x *Executor) Preempt(id string, mode PreemptMode) ([]Action, error) {
 	}
 	if r.items == 0 {
 		return nil, fmt.Errorf("%w: %q", ErrCannotRecompute, id)
+	}
+	if x.cfg.Mutation.RecomputeWithoutEncoder {
+		return []Action{RecomputeFromView{Request: id, View: r.lastView}}, nil // the R-2 mutant
 	}
 	actions := x.dropView(r)
 	r.state, r.batch, r.consumed, r.contexts, r.preempt = StateEncoderInit, 0, 0, 0, mode

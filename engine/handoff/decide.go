@@ -119,6 +119,23 @@ type Mutants struct {
 	// running (ProducerTable.DrainDone; breaks S-2; conformance
 	// s2-shutdown-before-cleanup, sim shutdown-before-cleanup).
 	DrainBeforeCleanup bool
+
+	// The switches below break the end of a publish (DecidePublishStep,
+	// DecideReadySent): whether a cancelled publish is abandoned (C-1) or
+	// written, and whether an entry whose EncoderReady never reached its
+	// client is released (C-7) or kept.
+
+	// ReviveLateCompletion ignores the cancellation of a publish whose
+	// encoder step was pending: the step's late completion is written,
+	// committed and answered on the stream nobody listens to (breaks C-2;
+	// conformance c2-late-completion-revives, sim late-completion-revives).
+	ReviveLateCompletion bool
+	// KeepOutputAfterCancel ignores the cancellation of a publish once its
+	// encoder output is ready: the entry is written, and kept when its
+	// EncoderReady cannot reach the client (cancelled, or the send failed)
+	// instead of released (breaks C-3, C-7 on the stream; conformance
+	// c3-keep-output-after-cancel, sim keep-output-after-cancel).
+	KeepOutputAfterCancel bool
 }
 
 // BufferAction is what the driver does with memory a transfer used.

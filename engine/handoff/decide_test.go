@@ -28,11 +28,14 @@ import (
 //	transfer-failed id=<id> [source] [write-ended] [provable] [reason=<text>] [mutants=<m>,...]
 //	producer-rejects err=<spent|malformed|foreign|untrusted|wrong-role|draining|cleanup-failed|quarantined|quota|unexpected> [rule=<text>]
 //	cleanup-failed reason=<text> [mutants=<m>,...]
+//	publish-step id=<id> payload=<bytes> [cancel=during-step|with-output] [mutants=<m>,...]
+//	ready-sent id=<id> [cancelled] [send-failed] [mutants=<m>,...]
 //
 // Mutant names are the Mutants fields in kebab case (release-on-uncertain,
 // plain-invalid-argument-definite, refused-connection-uncertain,
 // free-source-on-transfer-failure, invalid-argument-after-removal,
-// free-on-cancel, swallow-cleanup-failure).
+// free-on-cancel, swallow-cleanup-failure, revive-late-completion,
+// keep-output-after-cancel).
 func TestDecide(t *testing.T) {
 	datadriven.Walk(t, "testdata/decide", func(t *testing.T, path string) {
 		d := newDecideHarness()
@@ -98,6 +101,10 @@ func parseMutants(s string) (Mutants, error) {
 			m.FreeOnCancel = true
 		case "swallow-cleanup-failure":
 			m.SwallowCleanupFailure = true
+		case "revive-late-completion":
+			m.ReviveLateCompletion = true
+		case "keep-output-after-cancel":
+			m.KeepOutputAfterCancel = true
 		default:
 			return m, fmt.Errorf("unknown mutant %q", name)
 		}
@@ -237,10 +244,59 @@ func (d *decideHarness) do(td *datadriven.TestData) (string, error) {
 		recorded := d.health.CleanupFailed(a["reason"], m)
 		fmt.Fprintf(&b, "recorded: %v\n", recorded)
 		d.state(&b)
+	case "publish-step":
+		payload, err := strconv.ParseInt(a["payload"], 10, 64)
+		if err != nil {
+			return "", err
+		}
+		cancel, ok := publishCancels[a["cancel"]]
+		if !ok {
+			return "", fmt.Errorf("unknown cancel %q", a["cancel"])
+		}
+		id := d.entry(a["id"])
+		if err := d.table.Reserve(id, payload); err != nil {
+			return "", err
+		}
+		act := DecidePublishStep(cancel, m)
+		fmt.Fprintf(&b, "action: %s\n", act)
+		if cancel != NotCancelled {
+			fmt.Fprintf(&b, "the wait on the step stops on this cancel: %v\n", StopsOnCancel(cancel, m))
+		}
+		switch act {
+		case PublishAbandon:
+			d.table.AbandonPublish(id)
+		case PublishWrite:
+			if err := d.table.CommitPublish(id, 1<<40); err != nil {
+				return "", err
+			}
+		}
+		d.publishState(&b, a["id"])
+	case "ready-sent":
+		id := d.entry(a["id"])
+		act := DecideReadySent(ReadySent{Cancelled: a["cancelled"] != "", SendFailed: a["send-failed"] != ""}, m)
+		fmt.Fprintf(&b, "action: %s\n", act)
+		if act == PublishRelease {
+			if out := d.table.Release(id); out == ReleaseRemove {
+				d.table.RemovalDone(id, true)
+			}
+		}
+		d.publishState(&b, a["id"])
 	default:
 		return "", fmt.Errorf("unknown command %q", td.Cmd)
 	}
 	return b.String(), nil
+}
+
+var publishCancels = map[string]PublishCancel{"": NotCancelled, "during-step": CancelledDuringStep, "with-output": CancelledWithOutput}
+
+// publishState prints the entry's state and the producer's publish counters.
+func (d *decideHarness) publishState(b *strings.Builder, name string) {
+	st := "GONE"
+	if n, ok := entryStateNames[d.table.State(d.entry(name))]; ok {
+		st = n
+	}
+	c := d.table.Counters()
+	fmt.Fprintf(b, "state: %s %s; producer entries %d, published %d, abandoned %d, released %d\n", name, st, d.table.Entries(), c.Published, c.Abandoned, c.Released)
 }
 
 func (d *decideHarness) receiveDecision(b *strings.Builder, rd ReceiveDecision, err error) {

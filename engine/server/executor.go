@@ -78,12 +78,13 @@ type execRequest struct {
 	events       chan execEvent
 	batch        executor.BatchID    // the batch it is pending in
 	view         []encoder.Embedding // its view after Consume, until release
-	lastView     []encoder.Embedding // the R-2 mutant reuses it after a preemption
+	lastView     []encoder.Embedding // the view it last released: the core's R-2 mutant recomputes from it (executor.RecomputeFromView)
 	ended        bool
 	admission    int
 	preemptCount int
 
-	// keepAfterReady: the C-3 mutant ignores the cancellation once the output is ready.
+	// keepAfterReady: the core decided that a cancellation once the output
+	// is ready does not end the wait (handoff.StopsOnCancel; the C-3 mutant).
 	keepAfterReady bool
 }
 
@@ -220,6 +221,17 @@ func (r *execRequest) await(ctx context.Context) ([]encoder.Embedding, error) {
 	return r.view, nil
 }
 
+// contextComputations is how many times the request's context is computed
+// from its output in one admission, as the executor core decides
+// (executor.Ranks.ContextComputations: once, R-1); 1 for a request
+// without an executor handle.
+func (r *execRequest) contextComputations() int {
+	if r == nil {
+		return 1
+	}
+	return r.d.core.ContextComputations()
+}
+
 // contextComputed records one computation of the request's context (the
 // cross-attention KV, or the prefill over the image embeddings) from its
 // output: once per admission.
@@ -260,17 +272,21 @@ func (r *execRequest) release() {
 func (r *execRequest) preempt(ctx context.Context, mode executor.PreemptMode) ([]encoder.Embedding, error) {
 	d := r.d
 	d.mu.Lock()
-	if d.e.cfg.Hooks.RecomputeWithoutEncoder {
-		// The R-2 mutant: the recompute reuses the view it had, whose
-		// storage was freed after the first context step.
-		view := r.lastView
-		d.mu.Unlock()
-		return view, nil
-	}
 	acts, err := d.core.Preempt(r.key, mode)
 	if err != nil {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("server: executor: %w", err)
+	}
+	if len(acts) == 1 {
+		if _, ok := acts[0].(executor.RecomputeFromView); ok {
+			// The core's R-2 mutant (executor.Mutation.RecomputeWithoutEncoder):
+			// no re-admission, no encoder step; the recompute reads the view
+			// it last released, whose storage was freed after its first
+			// context step.
+			view := r.lastView
+			d.mu.Unlock()
+			return view, nil
+		}
 	}
 	r.admission++
 	r.preemptCount++

@@ -24,7 +24,7 @@ type Hooks struct {
 	// L-1, SU-4, SU-5, N-1; the Shutdown and Abort(encoder_cache) answers,
 	// S-1, SU-3; the collector's expiry, X-2; the role check, L-4; the
 	// entry id, SU-6; a failed encoder step, C-6; the drain's end, S-2;
-	// the modality check, L-3).
+	// the modality check, L-3; the end of a publish, C-2, C-3, C-7).
 	// The simulator's mutants set the same switches, so the same broken
 	// decision runs in both: a broken decision of the core has this one
 	// name (the quarantine's end, Q-6; a refused connection, Q-2; the
@@ -64,20 +64,10 @@ type Hooks struct {
 	// (sim.Mutant.ContentHashDecisions).
 	ContentHashing contenthash.Mutants
 	// ExecutorMutation breaks one decision of the executor core (the C-2,
-	// C-3 and release-idempotency mutants).
+	// C-3 and release-idempotency mutants; the context computed twice per
+	// admission, R-1; a recompute without the encoder, R-2). The
+	// simulator's executor world runs the same mutations.
 	ExecutorMutation executor.Mutation
-	// ContextTwice computes a request's context (cross-attention KV) twice
-	// per admission (the R-1 mutant).
-	ContextTwice bool
-	// RecomputeWithoutEncoder recomputes a preempted request from the view
-	// it had, whose storage was freed, instead of running the encoder again
-	// (the R-2 mutant).
-	RecomputeWithoutEncoder bool
-	// ReviveLateCompletion ignores the cancellation of a publish whose
-	// encoder step is pending: the step's late completion is written,
-	// committed and answered on the stream nobody listens to, and the
-	// entry is kept whatever that send says (the C-2 mutant).
-	ReviveLateCompletion bool
 	// TrustProducer replaces the consumer's SE-3 check of a transfer
 	// reference's producer endpoint; it returns the address to dial (the
 	// SE-3 mutant trusts every endpoint).
@@ -137,11 +127,6 @@ type Hooks struct {
 	// StaticGRPCHealth sets grpc.health.v1 only at start (SERVING) and at
 	// the drain (NOT_SERVING), whatever Health says (the SE-5 mutant).
 	StaticGRPCHealth bool
-	// KeepOutputAfterCancel ignores the cancellation of a publish once its
-	// encoder output is ready (published, not yet consumed): the entry is
-	// written, and kept when its EncoderReady cannot reach the cancelled
-	// client instead of released (the C-3 mutant; C-7 on the stream).
-	KeepOutputAfterCancel bool
 	// ServerTLS adjusts the listeners' TLS configuration after it is built
 	// (the SE-1 mutant: client certificates requested but not required).
 	ServerTLS func(cfg *tls.Config)

@@ -272,16 +272,16 @@ func (e *Engine) runModel(ctx context.Context, requestID string, r lm.Request, x
 
 // contextStep is the first context step of a request: prefill over the
 // prompt and the consumed output (for the encoder-decoder model this
-// computes the cross-attention KV), recorded once with the executor,
-// then the output's view is released.
+// computes the cross-attention KV), as many times as the executor core
+// says (once, R-1; twice under its ContextTwice mutant), each recorded
+// with the executor, then the output's view is released.
 func (e *Engine) contextStep(r lm.Request, xr *execRequest) (*lm.Session, error) {
-	session, err := e.model.Prefill(r)
-	if err == nil && xr != nil && e.cfg.Hooks.ContextTwice {
-		xr.contextComputed() // the R-1 mutant computes it a second time
-		session, err = e.model.Prefill(r)
-	}
-	if err == nil {
-		xr.contextComputed()
+	var session *lm.Session
+	var err error
+	for i, n := 0, xr.contextComputations(); i < n && err == nil; i++ {
+		if session, err = e.model.Prefill(r); err == nil {
+			xr.contextComputed()
+		}
 	}
 	xr.release()
 	if err != nil {

@@ -32,8 +32,10 @@ const (
 func tensorName(i int) string { return "item." + strconv.Itoa(i) }
 
 // publish encodes images and publishes them as one entry: reserve bytes (L-5),
-// encode, write the file, commit, then send EncoderReady. If the send fails
-// the entry is released (C-7).
+// encode, write the file, commit, then send EncoderReady. The core decides
+// its end (handoff.DecidePublishStep, DecideReadySent): a publish cancelled
+// before publication is abandoned (C-1, C-2, C-3); an entry whose
+// EncoderReady failed to send or was cancelled is released (C-7).
 func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks requestHooks, images []decodedImage, send func(*pb.GenerateResponse) error) error {
 	if err := e.admitHandoff(); err != nil {
 		return err
@@ -44,7 +46,8 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	if err != nil {
 		return fmt.Errorf("server: entry id: %w", err)
 	}
-	if m := e.decisions(); m.EntryIDFromContent {
+	m := e.decisions()
+	if m.EntryIDFromContent {
 		hashes := make([]string, len(images))
 		for i, im := range images {
 			hashes[i] = im.hash
@@ -69,24 +72,31 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	for i, im := range images {
 		imgs[i] = im.img
 	}
+	// The executor's wait carries out the core's decision about a
+	// cancellation while the step is pending and once its output is ready:
+	// it stops, and the publish is abandoned (C-1), unless the core decides
+	// to write anyway (the C-2 and C-3 mutants).
 	encodeCtx := ctx
-	if e.cfg.Hooks.ReviveLateCompletion {
+	if !handoff.StopsOnCancel(handoff.CancelledDuringStep, m) {
 		encodeCtx = context.WithoutCancel(ctx) // the C-2 mutant: the cancellation is not looked at
 	}
-	hooks.keepAfterReady = e.cfg.Hooks.KeepOutputAfterCancel
-	ignoreCancel := e.cfg.Hooks.ReviveLateCompletion || e.cfg.Hooks.KeepOutputAfterCancel
+	hooks.keepAfterReady = !handoff.StopsOnCancel(handoff.CancelledWithOutput, m)
 	xr, embeddings, err := e.exec.encode(encodeCtx, req.GetRequestId(), hooks, imgs)
 	if err != nil {
 		if errors.Is(err, errEncoderFailed) {
 			e.mu.Lock()
-			e.table.EncoderFailed(id, e.decisions()) // C-6: the core abandons the publish (or keeps it, the C-6 mutant)
+			e.table.EncoderFailed(id, m) // C-6: the core abandons the publish (or keeps it, the C-6 mutant)
 			e.mu.Unlock()
 			keep = true // ended by the core
 		}
 		return err // C-1 (cancelled during the held step), C-3 (cancelled while published, unconsumed) or C-6 (failed step)
 	}
 	defer xr.end() // drops the view if the entry was never written (C-3)
-	if err := ctx.Err(); err != nil && !ignoreCancel {
+	// A cancellation during the step ended the executor's wait above, as
+	// the core decided (StopsOnCancel); one seen now came with the output
+	// ready, or during a step whose wait the core said not to stop (then
+	// it decides the same for both kinds).
+	if err := ctx.Err(); err != nil && handoff.DecidePublishStep(handoff.CancelledWithOutput, m) == handoff.PublishAbandon {
 		return err // C-1: cancelled before publication, nothing published
 	}
 	items := make([]handoff.ItemMeta, len(images))
@@ -153,25 +163,26 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	}
 	e.log.InfoContext(ctx, "published", "entry", id, "items", len(items), "payload_bytes", payload, "ttl_ms", ttl)
 	err = send(&pb.GenerateResponse{RequestId: req.GetRequestId(), Event: &pb.GenerateResponse_EncoderReady{EncoderReady: ready}, Usage: &pb.Usage{}})
-	if err == nil && ctx.Err() != nil {
-		// C-7: the client cancelled during the send, which reported success
-		// into a buffer: a client that cancels its own stream has no claim
-		// on the reference, so the entry goes as if the send had failed.
-		err = ctx.Err()
+	// A send into a buffer may report success although the client
+	// cancelled during it: a client that cancels its own stream has no
+	// claim on the reference (C-7), so the cancellation counts apart from
+	// a send that failed for another cause.
+	cancelErr := ctx.Err()
+	act := handoff.DecideReadySent(handoff.ReadySent{Cancelled: cancelErr != nil, SendFailed: err != nil && cancelErr == nil}, m)
+	if err == nil {
+		err = cancelErr
 	}
-	if err != nil {
-		if ignoreCancel {
-			// The C-2 and C-3 mutants: the entry is kept for a client that never got it.
-			e.log.Warn("EncoderReady send failed or cancelled; entry kept", "entry", id, "err", err)
-			return err
-		}
+	switch act {
+	case handoff.PublishKeep:
+		// The C-3 mutant: the entry is kept for a client that never got it.
+		e.log.Warn("EncoderReady send failed or cancelled; entry kept", "entry", id, "err", err)
+	case handoff.PublishRelease:
 		// C-7: nobody can consume what the client never got.
 		if _, rerr := e.release(context.WithoutCancel(ctx), id); rerr != nil {
 			e.log.Error("C-7 release after failed send", "entry", id, "err", rerr)
 		}
-		return err
 	}
-	return nil
+	return err // nil once answered on a live stream; the C-2 mutant answered a cancelled one
 }
 
 // writeFailed answers a failed entry write. Out of space (ENOSPC) is

@@ -80,9 +80,11 @@ type requestHooks struct {
 	contextDelay time.Duration
 	preemptAfter uint32
 	preemptMode  executor.PreemptMode
-	// keepAfterReady is no test hook: the C-3 mutant
-	// (Hooks.KeepOutputAfterCancel) sets it on a publish, whose
-	// cancellation is then ignored once its output is ready.
+	// keepAfterReady is no test hook: publish sets it when the core
+	// decides to write a publish cancelled once its output is ready
+	// (handoff.StopsOnCancel; the C-3 mutant,
+	// handoff.Mutants.KeepOutputAfterCancel), whose executor wait then
+	// ignores that cancellation.
 	keepAfterReady bool
 }
 

@@ -95,20 +95,14 @@ func (r Result) ReplayCommand(mutation string) string {
 }
 
 // Mutation is one deliberately broken decision of the executor
-// world: in the core (Core, engine/executor's Mutation) or in the world's
-// driver (the two a driver of the core could get wrong; the reference
-// engine's hooks ContextTwice and RecomputeWithoutEncoder break its own
-// driver the same way). The zero value is the correct world.
+// world: a decision of the executor core (Core, engine/executor's
+// Mutation), which the world's driver carries out as the reference
+// engine's does (the context computed twice, ContextComputations, R-1; a
+// recompute without the encoder, RecomputeFromView, R-2). The zero value
+// is the correct world.
 type Mutation struct {
 	// Core breaks a decision of the executor core.
 	Core executor.Mutation
-	// ContextTwice: the first context step computes the request's context
-	// (the cross-attention KV) twice per admission (breaks R-1).
-	ContextTwice bool
-	// RecomputeWithoutEncoder: a preempted request is not re-admitted (no
-	// Preempt, no encoder step) but recomputes its context from the view it
-	// had, whose storage may have been freed since (breaks R-2).
-	RecomputeWithoutEncoder bool
 }
 
 // Mutations are the executor world's deliberately broken
@@ -118,8 +112,8 @@ func Mutations() map[string]Mutation {
 		"c2-scatter-shifts-siblings": {Core: executor.Mutation{ScatterLiveOnly: true}},
 		"c3-view-kept-after-end":     {Core: executor.Mutation{KeepViewOnEnd: true}},
 		"c3-release-every-step":      {Core: executor.Mutation{ReleaseEveryCall: true}},
-		"r1-context-computed-twice":  {ContextTwice: true},
-		"r2-recompute-skips-encoder": {RecomputeWithoutEncoder: true},
+		"r1-context-computed-twice":  {Core: executor.Mutation{ContextTwice: true}},
+		"r2-recompute-skips-encoder": {Core: executor.Mutation{RecomputeWithoutEncoder: true}},
 	}
 }
 
@@ -171,10 +165,9 @@ func Explore(from, to uint64, m Mutation) (failures []Result, ran int) {
 type simRequest struct {
 	id        string
 	items     int
-	input     uint64        // seeds its encoder output
-	arrivesAt int           // step of its Submit
-	context   uint64        // computed by its first context step
-	lastView  executor.View // the view its last context step consumed
+	input     uint64 // seeds its encoder output
+	arrivesAt int    // step of its Submit
+	context   uint64 // computed by its first context step
 	hasCtx    bool
 	decided   []uint64
 	emitted   int
@@ -357,14 +350,10 @@ func (w *executorWorld) context(r *simRequest) error {
 	if !ok {
 		return fmt.Errorf("C-3 the storage of batch %d is gone under %s's live view", v.Batch, r.id)
 	}
-	r.lastView = v
-	ctx := contextOf(st, v)
-	if err := w.ranks.ContextComputed(r.id); err != nil {
-		return err
-	}
-	if w.mut.ContextTwice {
-		// The R-1 mutant: the cross-attention KV is computed a second time
-		// in this admission (engine hook ContextTwice).
+	// As many computations as the core says: once; twice under its
+	// ContextTwice mutant.
+	var ctx uint64
+	for i := 0; i < w.ranks.ContextComputations(); i++ {
 		ctx = contextOf(st, v)
 		if err := w.ranks.ContextComputed(r.id); err != nil {
 			return err
@@ -395,12 +384,12 @@ func contextOf(st []uint64, v executor.View) uint64 {
 	return ctx
 }
 
-// recomputeFromLastView is the R-2 mutant's preemption (engine hook
-// RecomputeWithoutEncoder): no Preempt, no encoder step; the context is
-// recomputed from the view the request had, reading its storage whether or
-// not it was freed since, and recorded with the core again.
-func (w *executorWorld) recomputeFromLastView(r *simRequest) error {
-	v := r.lastView
+// recomputeFromView carries out the core's R-2 mutant's answer to a
+// Preempt (executor.RecomputeFromView, Mutation.RecomputeWithoutEncoder):
+// no re-admission, no encoder step; the context is recomputed from view v,
+// the one the request last consumed, reading its storage whether or not it
+// was freed since, and recorded with the core again.
+func (w *executorWorld) recomputeFromView(r *simRequest, v executor.View) error {
 	st, ok := w.storages[v.Batch]
 	if !ok {
 		st = w.freed[v.Batch] // freed and poisoned: what the engine reads from a freed pack
@@ -418,12 +407,14 @@ func (w *executorWorld) recomputeFromLastView(r *simRequest) error {
 func (w *executorWorld) decode(r *simRequest, safety bool) error {
 	w.carry(w.ranks.Release(r.id))
 	if safety && seeded.Chance(w.faults, w.s.PreemptRate) {
-		if w.mut.RecomputeWithoutEncoder {
-			return w.recomputeFromLastView(r)
-		}
 		acts, err := w.ranks.Preempt(r.id, executor.PreemptMode(1+w.faults.IntN(2)))
 		if err != nil {
 			return err
+		}
+		if len(acts) == 1 {
+			if rv, ok := acts[0].(executor.RecomputeFromView); ok {
+				return w.recomputeFromView(r, rv.View) // the core's R-2 mutant
+			}
 		}
 		w.carry(acts)
 		r.state = "queued"

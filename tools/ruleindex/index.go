@@ -266,6 +266,8 @@ func mutantsOf(rule string, simMuts map[string][]string) []Mutant {
 				s += " (unknown to the simulator)" // the test fails on it
 			case m.SuiteOnly != "":
 				s = "n/a (driver): " + m.SuiteOnly
+			case m.SimNA != "":
+				s = "n/a (driver): " + m.SimNA
 			case set.table == "in-process":
 				s = "n/a (driver): an in-process mutant of a race, near-pair or volume case; the simulator has no counterpart yet"
 			default:
