@@ -34,7 +34,7 @@ func simCommand() *cobra.Command {
 		Use:   "sim",
 		Short: "Run the deterministic fault-injecting simulator of the handoff lifecycle (one seed or a range)",
 		Long: `Run baton's deterministic simulator: one producer E and 1..3 consumers (PD;
-for one seed in four P nodes and a D node: E+P+D) driving the real
+for one seed in four P nodes and D nodes: E+P+D) driving the real
 engine/handoff core and the real shared-directory code over an in-memory
 disk (sim/simfs), or the transfer backend, with BUGGIFY-style faults (each site enabled per run with
 probability 0.25, firing per hit with 0.25), a safety phase with faults and a
@@ -59,10 +59,13 @@ adds the shards' results up into one verdict.
 
 Every range counts its coverage: how often each fault site fired, at which
 lifecycle point (the step the world was taking), and how often each
-"sometimes" state was reached (a reply lost after its WRITE landed, a WRITE
-landing after the consumer gave up, a cancellation mid-transfer, a crash
-with a receive in flight, Shutdown with a handoff in flight, a claim racing
-an expiry, a cleanup failure during drain). A range of at least 10,000
+"sometimes" state was reached (the range's output prints them all with
+their rules: replies lost after a WRITE landed, WRITEs landing after the
+consumer gave up or refused after its revocation, cancellations
+mid-transfer, crashes with a receive in flight, Shutdown with a handoff in
+flight, claims racing an expiry, cleanup failures during drain, removals,
+claims and crashes inside shareddir.Claim, quarantines ended by their Q-6
+proof). A range of at least 10,000
 seeds fails unless every site fired and every state was reached. One
 passing seed in 100 (chosen by a hash of the seed, so shards agree) is run
 twice and its two traces compared byte for byte.
@@ -72,18 +75,19 @@ under DIR/<commit>/; --replay-store DIR re-runs every stored seed before
 the range (a regression gate). The layout is in sim/store.go and README.
 
 Without --seed or --seeds a random seed is drawn (and printed).
---mutant injects one broken decision into the simulator's driver (never the
-core), to check that the checkers catch it: ` + mutantNames() + `.
+--mutant injects one broken decision, to check that the checkers catch it:
+most set the same switch the engine's conformance mutant sets (in the
+lifecycle core, handoff.Mutants, or in shareddir, contenthash, lm), a few
+break the simulator's own driver (conformance/rules.yaml, sim_kind): ` + mutantNames() + `.
 
 Exit codes: 0 passed; 1 correctness failure (a safety checker: SU-1, SU-3,
-Q-1, Q-3, Q-4, X-1, S-1, S-4, core invariants, and the media model's L-3,
+Q-1, Q-3, Q-4, Q-6, X-1, S-1, S-4, core invariants, and the media model's L-3,
 H-4, H-1, B-2; or the end-of-run history check: the client-visible
 publish/consume/release operations must be linearizable per reference,
 porcupine, whose HTML visualization goes to --trace-dir as
 seed-N.history.html; then the end-of-run H-2 and H-5 answer checks); 2 liveness failure (no
 convergence within the tick budget after faults healed); 3 bad flags (as
-every baton command); 5 crash (a panic in the world). For a range, the worst: crash, then correctness,
-then liveness. ` + sweepExitHelp,
+every baton command); 5 crash (a panic in the world). ` + sweepExitHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := sim.ParseMutant(f.mutant)
