@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"github.com/baton-dev/baton/engine/cache/memory"
+	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -288,15 +289,15 @@ func (e *Engine) failTransfer(id string, entry *memory.Entry, pending *xfer.Requ
 			// The Q-3 source mutant: freed while the WRITE may still read
 			// it; Health is NOT_READY for as long as the quarantine the
 			// contract makes would last.
-			e.enterQuarantine(&quarantine{id: "source/" + id, reason: d.Health.Reason}, e.writeEndProof(id, pending, d.Source))
+			e.enterQuarantine(&consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason}, e.writeEndProof(id, pending, d.Source))
 			break
 		}
 		e.log.Warn("Q-3 transfer failed after removal; its WRITE has ended, so the source is freed (Q-6)", "entry", id, "err", cause)
 	default:
 		store.Quarantine(id, entry)
-		q := &quarantine{id: "source/" + id, reason: d.Health.Reason, keep: entry,
-			end:  func() { store.Unjail(id) },
-			free: func() error { return store.Free(entry) }}
+		q := &consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason, Keep: entry,
+			End:  func() { store.Unjail(id) },
+			Free: func() error { return store.Free(entry) }}
 		e.enterQuarantine(q, e.writeEndProof(id, pending, d.Source))
 		e.log.Error("Q-3 transfer failed after removal; source quarantined until its WRITE has ended", "entry", id, "err", cause)
 	}
@@ -631,8 +632,8 @@ func (e *Engine) releaseReceive(reg *xfer.Registration) {
 // control connection that may have carried the request has closed; never
 // when d.NoProof.
 func (e *Engine) quarantineReceive(receiveID string, reg *xfer.Registration, bufs [][]byte, cause error, carriers []<-chan struct{}, d handoff.ReceiveDecision) {
-	q := &quarantine{id: "receive/" + receiveID, reason: d.Health.Reason, keep: bufs,
-		end: func() { e.coreRefused("EndQuarantine "+receiveID, e.receives.EndQuarantine(receiveID)) }}
+	q := &consumer.Quarantine{ID: "receive/" + receiveID, Reason: d.Health.Reason, Keep: bufs,
+		End: func() { e.coreRefused("EndQuarantine "+receiveID, e.receives.EndQuarantine(receiveID)) }}
 	var proofs []<-chan struct{}
 	if done, err := e.agent.Revoke(reg); err != nil {
 		e.log.Error("Q-1 revoking quarantined receive buffers failed; kept for the life of the process", "receive", receiveID, "err", err)

@@ -59,7 +59,7 @@ var engineDecisions = map[string][]string{
 	"Q-3":  {"engine/handoff/decide.go:(*ProducerTable).FailTransfer", "engine/handoff/producer.go:(*ProducerTable).ClaimForTransfer", "engine/handoff/producer.go:(*ProducerTable).TransferFailed", "engine/server/transfer.go:(*Engine).transferEncoderCache", "engine/server/transfer.go:(*Engine).failTransfer", "engine/server/cudaipc.go:(*Engine).failIPCLend"},
 	"Q-4":  {"engine/handoff/consumer.go:(*ConsumerReceives).Preflight", "engine/handoff/health.go:(*Health).Admit"},
 	"Q-5":  {"engine/server/transfer.go:(*Engine).transferReceive", "engine/server/transfer.go:(*Engine).writeTo", "engine/server/producer.go:(*Engine).release"},
-	"Q-6":  {"engine/handoff/consumer.go:(*ConsumerReceives).EndQuarantine", "engine/server/quarantine.go:(*Engine).enterQuarantine", "engine/server/quarantine.go:(*Engine).endQuarantine"},
+	"Q-6":  {"engine/handoff/consumer.go:(*ConsumerReceives).EndQuarantine", "engine/consumer/quarantine.go:OnProof", "engine/consumer/quarantine.go:(*Receives).RemoveQuarantine", "engine/server/quarantine.go:(*Engine).enterQuarantine", "engine/server/quarantine.go:(*Engine).endQuarantine"},
 	"SE-1": {"engine/server/security.go:(*security).peerCredentials", "engine/server/security.go:loadSecurity", "engine/server/serve.go:(*Server).ServeMetrics"},
 	"SE-2": {"engine/server/security.go:(*Engine).authorizeOperator", "engine/server/security.go:(*Engine).authorizeAbort"},
 	"SE-3": {"engine/server/trust.go:(*peerTrust).endpoint", "engine/server/trust.go:(*peerTrust).address", "engine/server/transfer.go:(*Engine).producerEndpoint"},
