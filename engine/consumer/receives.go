@@ -2,9 +2,11 @@
 // lifecycle core of its receives (handoff.ConsumerReceives), reached only
 // through Receives' checked transitions, and the quarantines that keep
 // memory a WRITE (or a read of a source) may still touch until the backend
-// proves nothing can (CONTRACT ). engine/server carries
-// the decisions out (registers, deregisters, frees, answers gRPC); this
-// package imports no gRPC.
+// proves nothing can (CONTRACT ); and Driver, the tcp
+// receive's buffer life (register, release, quarantine on the core's
+// decision, tcp.go). engine/server makes the call to the producer and maps
+// the wire (gRPC codes, trailers), and carries out the cuda_ipc receive's
+// decisions; this package imports no gRPC.
 //
 // Locking: Receives has no lock of its own. Every method is called with
 // the driver's lock held (engine/server: Engine.mu), which is never held
