@@ -5,7 +5,7 @@ import (
 )
 
 // Quarantines end by proof (CONTRACT Q-6), as in the engine
-// (engine/server quarantine.go), never because time passed:
+// (engine/consumer quarantine.go, engine/server quarantine.go), never because time passed:
 //
 //   - a consumer's quarantined receive buffer: its registration was revoked
 //     with the consumer's xfer agent at the quarantine (quarantineReceive);

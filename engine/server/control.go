@@ -107,7 +107,7 @@ func (e *Engine) Observables() map[string]float64 {
 	qBuffers, qBytes := e.receives.Quarantine()
 	// The producer's quarantined sources count too, and D's KV READ buffers.
 	srcBuffers, srcBytes := e.sourceQuarantine()
-	kvBuffers, kvBytes := e.quarantineCounts()
+	kvBuffers, kvBytes := e.receives.UncountedQuarantine()
 	qBuffers += srcBuffers + kvBuffers
 	qBytes += srcBytes + kvBytes
 	out := map[string]float64{

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/baton-dev/baton/engine/cache/cudaipc"
+	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -182,11 +183,11 @@ func (e *Engine) failIPCLend(store *cudaipc.Store, id string, entry *cudaipc.Ent
 			e.failCleanup("free the cuda_ipc source of "+short(id), err)
 		}
 		if d.FreedEarly {
-			e.enterQuarantine(&quarantine{id: "source/" + id, reason: d.Health.Reason}, nil)
+			e.enterQuarantine(&consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason}, nil)
 		}
 	default:
 		store.Quarantine(entry)
-		e.enterQuarantine(&quarantine{id: "source/" + id, reason: d.Health.Reason, keep: entry}, nil)
+		e.enterQuarantine(&consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason, Keep: entry}, nil)
 	}
 	e.log.Error("Q-3 cuda_ipc loan failed after removal; source quarantined", "entry", id, "err", cause)
 	var err error
@@ -445,10 +446,10 @@ func (e *Engine) endIPCCopy(ev handoff.CopyEnded, dst, mapping xfer.DeviceBuffer
 // proofs is nil, turns health NOT_READY (Q-4, d.Health), and
 // returns the consumer's UNAVAILABLE error.
 func (e *Engine) quarantineIPCReceive(receiveID string, dst, mapping xfer.DeviceBuffer, d handoff.ReceiveDecision, cause string, proofs []<-chan struct{}) error {
-	e.enterQuarantine(&quarantine{id: "receive/" + receiveID, reason: d.Health.Reason,
-		keep: []xfer.DeviceBuffer{dst, mapping},
-		end:  func() { e.coreRefused("EndQuarantine "+receiveID, e.receives.EndQuarantine(receiveID)) },
-		free: func() error {
+	e.enterQuarantine(&consumer.Quarantine{ID: "receive/" + receiveID, Reason: d.Health.Reason,
+		Keep: []xfer.DeviceBuffer{dst, mapping},
+		End:  func() { e.coreRefused("EndQuarantine "+receiveID, e.receives.EndQuarantine(receiveID)) },
+		Free: func() error {
 			if mapping != nil {
 				if err := e.gpu.dev.Free(mapping); err != nil {
 					return err

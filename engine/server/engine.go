@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/engine/cache"
 	"github.com/baton-dev/baton/engine/cache/memory"
 	"github.com/baton-dev/baton/engine/cache/shareddir"
+	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
@@ -55,15 +56,17 @@ type Engine struct {
 
 	mu sync.Mutex // guards the fields below; never held across I/O
 	// table and receives are the lifecycle core, each transition checked
-	// under -tags invariants (invariants.go).
+	// under -tags invariants (invariants.go; engine/consumer). receives
+	// also keeps the quarantines (memory a write may still touch, until
+	// Q-6 ends it: quarantine.go); it has no lock of its own, e.mu guards
+	// it.
 	table       checkedProducerTable
-	receives    checkedReceives
+	receives    *consumer.Receives
 	health      *handoff.Health
 	requests    map[string]context.CancelFunc
-	owners      map[string]string      // request id -> the caller that started it (SE-2)
-	keys        map[string][]byte      // consumer: producer instance id -> HMAC key
-	quarantines map[string]*quarantine // memory a write may still touch, until Q-6 ends it (quarantine.go)
-	running     sync.WaitGroup         // Add only under mu while not draining
+	owners      map[string]string // request id -> the caller that started it (SE-2)
+	keys        map[string][]byte // consumer: producer instance id -> HMAC key
+	running     sync.WaitGroup    // Add only under mu while not draining
 	runningN    int
 	cleanups    int  // cleanup tasks in flight (encoder.cleanup.pending)
 	storageFull bool // the last entry write failed with ENOSPC (Health note cache_dir)
@@ -132,14 +135,13 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		table: checkedProducerTable{handoff.NewProducerTable(handoff.ProducerConfig{
 			QuotaBytes: cfg.ProducerQuotaBytes, DefaultTTLMs: cfg.DefaultTTL.Milliseconds(), MaxTTLMs: cfg.MaxTTL.Milliseconds(),
 		})},
-		receives:    checkedReceives{handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes})},
-		health:      handoff.NewHealth(),
-		requests:    map[string]context.CancelFunc{},
-		owners:      map[string]string{},
-		sec:         sec,
-		decodes:     newDecodeBudget(cfg.DecodeBudget),
-		keys:        map[string][]byte{},
-		quarantines: map[string]*quarantine{},
+		receives: consumer.New(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes}),
+		health:   handoff.NewHealth(),
+		requests: map[string]context.CancelFunc{},
+		owners:   map[string]string{},
+		sec:      sec,
+		decodes:  newDecodeBudget(cfg.DecodeBudget),
+		keys:     map[string][]byte{},
 
 		trustedProducers: trustedProducers,
 		trustedConsumers: trustedConsumers,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
@@ -46,7 +47,7 @@ func TestInvariantsTagPanicsOnViolation(t *testing.T) {
 		t.Errorf("violation %+v: %v", v, v)
 	}
 
-	rc := checkedReceives{handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: 1 << 20})}
+	rc := consumer.New(handoff.ConsumerConfig{InflightQuotaBytes: 1 << 20})
 	if err := rc.Preflight(idR, 10); err != nil {
 		t.Fatal(err)
 	}

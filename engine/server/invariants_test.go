@@ -53,17 +53,24 @@ func methodsOf(t *testing.T, dir, recv string) []string {
 
 // TestCheckedTablesWrapEveryTransition: every exported method of
 // handoff.ProducerTable and handoff.ConsumerReceives is either a read
-// (coreReads) or wrapped by checkedProducerTable / checkedReceives, so that
-// -tags invariants checks after every transition the engine makes; a new
-// transition of the core fails this test until it is wrapped (or listed as
-// a read).
+// (coreReads) or wrapped by checkedProducerTable (invariants.go) /
+// consumer.Receives (engine/consumer/checked.go), so that -tags invariants
+// checks after every transition the engine makes; a new transition of the
+// core fails this test until it is wrapped (or listed as a read).
 func TestCheckedTablesWrapEveryTransition(t *testing.T) {
-	for core, wrapper := range map[string]string{"ProducerTable": "checkedProducerTable", "ConsumerReceives": "checkedReceives"} {
-		wrapped := methodsOf(t, ".", wrapper)
+	type wrapper struct{ dir, typ string }
+	for core, w := range map[string]wrapper{
+		"ProducerTable":    {".", "checkedProducerTable"},
+		"ConsumerReceives": {filepath.Join("..", "consumer"), "Receives"},
+	} {
+		wrapped := methodsOf(t, w.dir, w.typ)
+		if len(wrapped) == 0 {
+			t.Fatalf("no methods of %s found in %s: the wrapper moved", w.typ, w.dir)
+		}
 		for _, m := range methodsOf(t, filepath.Join("..", "handoff"), core) {
 			read := slices.Contains(coreReads[core], m)
 			if !read && !slices.Contains(wrapped, m) {
-				t.Errorf("handoff.%s.%s is neither wrapped by %s (invariants.go) nor listed in coreReads", core, m, wrapper)
+				t.Errorf("handoff.%s.%s is neither wrapped by %s (%s) nor listed in coreReads", core, m, w.typ, w.dir)
 			}
 			if read && slices.Contains(wrapped, m) {
 				t.Errorf("handoff.%s.%s is listed as a read and wrapped too", core, m)

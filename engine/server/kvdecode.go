@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -234,8 +235,8 @@ func (e *Engine) readKVSession(ctx context.Context, ref kvSessionRef) ([]byte, e
 			}
 			close(ended)
 		}()
-		e.enterQuarantine(&quarantine{id: "kv/" + ref.ID + "/" + mustRandomHex(4), reason: quarantineReason("Q-1", "KV READ buffer of session "+short(ref.ID), "READ still in flight after its deadline"),
-			keep: kvQuarantine{buf: buf}, free: func() error { return e.agent.Deregister(reg) }}, []<-chan struct{}{ended})
+		e.enterQuarantine(&consumer.Quarantine{ID: "kv/" + ref.ID + "/" + mustRandomHex(4), Reason: quarantineReason("Q-1", "KV READ buffer of session "+short(ref.ID), "READ still in flight after its deadline"),
+			Keep: buf, UncountedBytes: int64(len(buf)), Free: func() error { return e.agent.Deregister(reg) }}, []<-chan struct{}{ended})
 		return nil, fmt.Errorf("READ still in flight after %v: %w", e.cfg.TransferTimeout, rerr)
 	}
 	e.deregisterKVBuffer(reg)

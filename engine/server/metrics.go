@@ -194,7 +194,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	inflight := e.receives.Inflight()
 	qBuffers, qBytes := e.receives.Quarantine()
 	srcBuffers, srcBytes := e.sourceQuarantine()
-	kvBuffers, kvBytes := e.quarantineCounts()
+	kvBuffers, kvBytes := e.receives.UncountedQuarantine()
 	srcBuffers, srcBytes = srcBuffers+kvBuffers, srcBytes+kvBytes
 	pending, running := e.cleanups, e.runningN
 	state, _ := e.health.State()

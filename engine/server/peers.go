@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/baton-dev/baton/engine/consumer"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -268,7 +269,7 @@ func (p *producerClients) hold(c *producerConn) {
 // . Neither eviction nor the idle sweep closes a pinned client, so
 // only the producer or keepalive ends those connections.
 func (p *producerClients) pin(c *producerConn, proofs []<-chan struct{}) {
-	if allClosed(proofs) {
+	if consumer.AllClosed(proofs) {
 		return
 	}
 	p.hold(c)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
@@ -75,11 +76,11 @@ func TestHealthRefusalsComeFirst(t *testing.T) {
 	wrongRole := &pb.GenerateRequest{Media: []*pb.MediaItem{imageItem(t, "basn6a08.png")}, Input: &pb.GenerateRequest_Prompt{Prompt: "x"},
 		Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: &pb.EncoderCacheRef{}}}}
 	for _, poison := range []string{"Q-4", "X-1", "S-2"} {
-		srv, consumer := startEngineAlone(t, Config{Role: RolePD}, nil)
+		srv, client := startEngineAlone(t, Config{Role: RolePD}, nil)
 		e := srv.Engine
 		switch poison {
 		case "Q-4":
-			e.enterQuarantine(&quarantine{id: "test", reason: "Q-1 injected by the test"}, nil)
+			e.enterQuarantine(&consumer.Quarantine{ID: "test", Reason: "Q-1 injected by the test"}, nil)
 		case "X-1":
 			e.failCleanup("test", errTest)
 		case "S-2":
@@ -87,7 +88,7 @@ func TestHealthRefusalsComeFirst(t *testing.T) {
 			e.health.StartDrain()
 			e.mu.Unlock()
 		}
-		res, err := consumer.Generate(context.Background(), wrongRole)
+		res, err := client.Generate(context.Background(), wrongRole)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +96,7 @@ func TestHealthRefusalsComeFirst(t *testing.T) {
 			t.Errorf("%s: a handoff request to the wrong role = %v; want UNAVAILABLE naming %s before L-4", poison, res.Status, poison)
 		}
 		if poison == "Q-4" {
-			text, _ := consumer.Generate(context.Background(), &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "hello"}})
+			text, _ := client.Generate(context.Background(), &pb.GenerateRequest{Input: &pb.GenerateRequest_Prompt{Prompt: "hello"}})
 			if text.Code() != codes.OK {
 				t.Errorf("Q-4: a text-only request on a quarantined consumer = %v; want OK", text.Status)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"github.com/baton-dev/baton/engine/cache/memory"
+	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -288,15 +289,15 @@ func (e *Engine) failTransfer(id string, entry *memory.Entry, pending *xfer.Requ
 			// The Q-3 source mutant: freed while the WRITE may still read
 			// it; Health is NOT_READY for as long as the quarantine the
 			// contract makes would last.
-			e.enterQuarantine(&quarantine{id: "source/" + id, reason: d.Health.Reason}, e.writeEndProof(id, pending, d.Source))
+			e.enterQuarantine(&consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason}, e.writeEndProof(id, pending, d.Source))
 			break
 		}
 		e.log.Warn("Q-3 transfer failed after removal; its WRITE has ended, so the source is freed (Q-6)", "entry", id, "err", cause)
 	default:
 		store.Quarantine(id, entry)
-		q := &quarantine{id: "source/" + id, reason: d.Health.Reason, keep: entry,
-			end:  func() { store.Unjail(id) },
-			free: func() error { return store.Free(entry) }}
+		q := &consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason, Keep: entry,
+			End:  func() { store.Unjail(id) },
+			Free: func() error { return store.Free(entry) }}
 		e.enterQuarantine(q, e.writeEndProof(id, pending, d.Source))
 		e.log.Error("Q-3 transfer failed after removal; source quarantined until its WRITE has ended", "entry", id, "err", cause)
 	}
@@ -507,50 +508,37 @@ func (c transferCall) refusal(reply handoff.ConsumerReply) error {
 // or a definite outcome and quarantine on anything else until
 // Q-6 ends it. A consumer whose client cancels keeps waiting (bounded) for
 // the outcome (C-4). addr was checked against the trusted producers (SE-3).
+// The buffers' life (register, release, quarantine on the core's
+// decision) is engine/consumer's Driver; the call and the wire mapping
+// (request, trailer, refusal codes) stay here.
 func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref handoff.Reference, wire *pb.EncoderCacheRef, addr string, forwardFailHook bool) ([]lm.Image, error) {
 	pc, err := e.producers.get(addr)
 	if err != nil {
 		return nil, err
 	}
 	defer e.producers.put(pc)
-	e.mu.Lock()
-	err = e.receives.Preflight(receiveID, ref.PayloadBytes())
-	if err == nil {
-		e.coreRefused("SetBuffers "+receiveID, e.receives.SetBuffers(receiveID, len(ref.Items)))
-	}
-	e.mu.Unlock()
+	drv := e.tcpDriver()
+	r, err := drv.BeginTCP(receiveID, ref.Items)
 	if err != nil {
 		return nil, err
-	}
-	bufs := make([][]byte, len(ref.Items))
-	for i, it := range ref.Items {
-		bufs[i] = make([]byte, it.PayloadBytes())
-	}
-	reg, err := e.agent.RegisterMemory(bufs)
-	if err != nil {
-		e.mu.Lock()
-		terr := e.receives.Rejected(receiveID) // nothing was sent: the buffers are ours
-		e.mu.Unlock()
-		e.coreRefused("Rejected "+receiveID, terr)
-		return nil, fmt.Errorf("server: register receive buffers: %w", err)
 	}
 	md, err := e.agent.LocalMetadata()
 	if err != nil {
-		e.endReceive(receiveID, reg)
+		drv.Unsent(r)
 		return nil, err
 	}
 	req := &pb.TransferEncoderCacheRequest{Ref: wire, TransferId: receiveID, ConsumerAgent: md}
-	for _, d := range reg.Descriptors {
+	for _, d := range r.Reg.Descriptors {
 		req.Targets = append(req.Targets, &pb.MemoryRegion{Address: d.Address, Length: d.Length, DeviceId: d.DeviceID, MemoryKind: string(d.MemoryKind), RemoteKey: d.RemoteKey})
 	}
 	if err := e.checkTransferRequest(req); err != nil {
-		e.endReceive(receiveID, reg) // nothing was sent: a definite outcome
+		drv.Unsent(r) // nothing was sent: a definite outcome
 		return nil, err
 	}
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
-		e.releaseReceive(reg) // the C-4 mutant: freed without knowing the outcome
+		drv.Release(r) // the C-4 mutant: freed without knowing the outcome
 		return nil, ctx.Err()
 	}
 	complete := err == nil && resp.GetBytesWritten() == uint64(ref.PayloadBytes())
@@ -561,17 +549,13 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	if !complete {
 		reason = quarantineReason("Q-1", "receive "+receiveID, fmt.Sprintf("transfer outcome uncertain: %v", err))
 	}
-	d := e.endTransfer(call.event(receiveID, complete, reason)) // handoff decides
-	switch d.Buffers {
-	case handoff.QuarantineBuffers:
+	d := drv.EndTCP(r, call.event(receiveID, complete, reason), err, call.carriers) // handoff decides and engine/consumer carries it out
+	if d.Buffers == handoff.QuarantineBuffers {
 		carriers := call.carriers
 		if d.NoProof {
 			carriers = nil // the Q-2 mutant's uncertain outcome, which nothing can end
 		}
 		e.producers.pin(pc, carriers) // the cache never closes a carrier: Q-6's proof is the producer's
-		e.quarantineReceive(receiveID, reg, bufs, err, carriers, d)
-	default:
-		e.releaseReceive(reg)
 	}
 	switch d.Reply {
 	case handoff.ReplyData:
@@ -582,7 +566,7 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	}
 	images := make([]lm.Image, len(ref.Items))
 	for i, it := range ref.Items {
-		images[i] = lm.Image{ContentHash: it.ContentHash, Rows: int(it.Rows), Cols: int(it.Cols), Data: float32s(bufs[i])}
+		images[i] = lm.Image{ContentHash: it.ContentHash, Rows: int(it.Rows), Cols: int(it.Cols), Data: float32s(r.Bufs[i])}
 	}
 	return images, nil
 }
@@ -603,44 +587,24 @@ func definiteRejection(err error, trailer metadata.MD) bool {
 	return false
 }
 
-// endReceive ends a receive before its request was sent (nothing can
-// write its buffers: REJECTED) and deregisters its buffers.
-func (e *Engine) endReceive(receiveID string, reg *xfer.Registration) {
-	e.mu.Lock()
-	err := e.receives.Rejected(receiveID)
-	e.mu.Unlock()
-	e.coreRefused("Rejected "+receiveID, err)
-	e.releaseReceive(reg)
+// tcpDriver is the consumer's tcp receive driver (engine/consumer) over
+// this engine: its receives, its lock, its agent.
+func (e *Engine) tcpDriver() *consumer.Driver {
+	return &consumer.Driver{Receives: e.receives, Env: consumerEnv{e}, Agent: e.agent, Log: e.log}
 }
 
-// releaseReceive deregisters the buffers of a receive the core released
-// (handoff.ReleaseBuffers); a deregistration failure is a cleanup failure
-//
-func (e *Engine) releaseReceive(reg *xfer.Registration) {
-	if err := e.agent.Deregister(reg); err != nil {
-		e.failCleanup("deregister receive buffers", err)
-	}
-}
+// consumerEnv is the engine as engine/consumer's driver sees it
+// (consumer.Env): e.mu, X-1, the core-bug log, the quarantine entry, the
+// core's decisions.
+type consumerEnv struct{ e *Engine }
 
-// quarantineReceive carries out a quarantine handoff.EndTransfer decided
-// (d: already UNCERTAIN in the core): it keeps the receive's buffers
-// turns health NOT_READY (Q-4, d.Health), and revokes their
-// registration at once: from then on every write addressed to them is
-// refused. The quarantine ends once the revocation is done (no write
-// in flight, every agent connection that carried one closed) and every
-// control connection that may have carried the request has closed; never
-// when d.NoProof.
-func (e *Engine) quarantineReceive(receiveID string, reg *xfer.Registration, bufs [][]byte, cause error, carriers []<-chan struct{}, d handoff.ReceiveDecision) {
-	q := &quarantine{id: "receive/" + receiveID, reason: d.Health.Reason, keep: bufs,
-		end: func() { e.coreRefused("EndQuarantine "+receiveID, e.receives.EndQuarantine(receiveID)) }}
-	var proofs []<-chan struct{}
-	if done, err := e.agent.Revoke(reg); err != nil {
-		e.log.Error("Q-1 revoking quarantined receive buffers failed; kept for the life of the process", "receive", receiveID, "err", err)
-	} else if !d.NoProof {
-		proofs = append([]<-chan struct{}{done}, carriers...)
-	}
-	e.enterQuarantine(q, proofs)
-	e.log.Error("Q-1 transfer outcome uncertain; receive buffers quarantined until nothing can write them (Q-6)", "receive", receiveID, "err", cause)
+func (c consumerEnv) Lock()                              { c.e.mu.Lock() }
+func (c consumerEnv) Unlock()                            { c.e.mu.Unlock() }
+func (c consumerEnv) FailCleanup(what string, err error) { c.e.failCleanup(what, err) }
+func (c consumerEnv) CoreRefused(op string, err error)   { c.e.coreRefused(op, err) }
+func (c consumerEnv) Decisions() handoff.Mutants         { return c.e.decisions() }
+func (c consumerEnv) EnterQuarantine(q *consumer.Quarantine, proofs []<-chan struct{}) {
+	c.e.enterQuarantine(q, proofs)
 }
 
 // float32s reads little-endian float32s.
