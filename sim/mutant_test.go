@@ -77,3 +77,30 @@ func TestMutantsFailOnlyTheirRule(t *testing.T) {
 		})
 	}
 }
+
+// mutantSeeds are seeds on which a mutant's broken path once crashed the
+// world instead of being judged: each must end Passed or with a
+// correctness failure of the mutant's rule, never Crash.
+var mutantSeeds = map[Mutant][]uint64{
+	// A wrong-role probe arrived while E was down after a crash: the
+	// mutant served it with the dead process's shared-directory handle
+	// ("file already closed"); a down E now refuses the connection, as it
+	// does every other request.
+	MutantRoleUnchecked: {831, 1987},
+}
+
+// TestMutantSeedsDoNotCrash: the seeds of mutantSeeds are judged, not
+// crashed.
+func TestMutantSeedsDoNotCrash(t *testing.T) {
+	for m, seeds := range mutantSeeds {
+		for _, seed := range seeds {
+			r := RunSeed(seed, Options{Mutant: m})
+			if r.Verdict == Passed {
+				continue
+			}
+			if r.Verdict != Correctness || r.Rule != Mutants[m] {
+				t.Errorf("mutant %s seed %d: %v %q, want PASSED or a CORRECTNESS FAILURE of %s: %s\n  replay: %s", m, seed, r.Verdict, r.Rule, Mutants[m], r.Failure, r.ReplayCommand())
+			}
+		}
+	}
+}

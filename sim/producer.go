@@ -804,7 +804,8 @@ func (w *World) failTransfer(wr *write, why string) int64 {
 // producerConsume: a consume sent to E, which does not serve it: L-4
 // decides first, FAILED_PRECONDITION. The L-4 mutant serves it from its
 // own store (a read of its own file, or a local copy of the source) and
-// answers OK.
+// answers OK. While E is down the call never arrives (staleProducerEvent:
+// connection refused), so only a live process serves it.
 func (w *World) producerConsume(ev event) {
 	p := w.prod
 	if p.stopped {

@@ -131,7 +131,7 @@ func (w *World) producerRestart(ev event) {
 func (w *World) staleProducerEvent(ev event) bool {
 	if w.nodes.prodDown {
 		switch ev.kind {
-		case evPublishArrive, evReleaseArrive, evTransferArrive:
+		case evPublishArrive, evReleaseArrive, evTransferArrive, evProducerConsume:
 			if w.tracing {
 				w.notef("%s: producer down, connection refused", ev.kind)
 			}

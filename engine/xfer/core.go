@@ -24,8 +24,11 @@ type Options struct {
 	// OnInbound, if set, is called once for every peer write addressed to
 	// this agent, after the agent has stopped touching the target memory
 	// for it (and, for a landed write, BEFORE the acknowledgement leaves).
-	// Called from the agent's goroutines without locks held; must not block
-	// for long.
+	// Called from the agent's goroutines (on a ManualNetwork: from the
+	// driver's call) without locks held; must not block for long. It may
+	// call the agent's and a ManualNetwork's methods (Post, Pending, and on
+	// loopback and manual agents Close, which then does not wait for the
+	// hook to return).
 	OnInbound func(InboundEvent)
 }
 
@@ -728,6 +731,13 @@ func (c *core) Counters() Counters {
 	return n
 }
 
+// isClosed reports whether Close has begun.
+func (c *core) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 func (c *core) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -824,8 +834,10 @@ func (in *inboundWrite) end(landed uint64, err error) {
 	if err != nil {
 		ev.Outcome, ev.Reason = InboundBroken, err.Error()
 	}
-	c.emit(ev)
+	// Done before the hook: Close waits for the memory to be left alone,
+	// not for hooks, so a hook may call its own agent's Close.
 	c.inbounds.Done()
+	c.emit(ev)
 }
 
 func (c *core) emit(ev InboundEvent) {

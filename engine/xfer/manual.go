@@ -83,11 +83,36 @@ func NewManual(n *ManualNetwork, opts Options) (Agent, error) {
 	return c, nil
 }
 
-// Pending is the number of posted transfers not yet completed.
+// Pending is the number of posted transfers not yet completed (0 for a
+// nil network).
 func (n *ManualNetwork) Pending() int {
+	if n == nil {
+		return 0
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return len(n.pending)
+}
+
+// errNoNetwork answers a step of a nil network.
+func errNoNetwork(op string) error {
+	return fmt.Errorf("xfer: %s of a nil ManualNetwork: %w", op, ErrInvalidParam)
+}
+
+// inEnd is an accepted transfer its target must end. The network decides
+// it under n.mu and runs it after unlocking: ending calls the target's
+// Options.OnInbound, which is promised to run without locks held (a hook
+// may call Pending, Post or Close, which take n.mu).
+type inEnd struct {
+	in     *inboundWrite
+	landed uint64
+	err    error
+}
+
+func (e inEnd) run() {
+	if e.in != nil {
+		e.in.end(e.landed, e.err)
+	}
 }
 
 // Deliver moves the posted transfer req now: the source bytes land in the
@@ -98,22 +123,33 @@ func (n *ManualNetwork) Pending() int {
 // (FaultFailAfter; FaultLoseAck, whose bytes all landed), or the error of a
 // transfer the target refused (ErrBackend) or could not be reached or
 // closed before the bytes arrived (ErrRemoteDisconnect), which moves
-// nothing, as does a transfer Cut before. ErrInvalidParam if req is not a
-// pending transfer of n; ErrNotAllowed if it was delivered before.
+// nothing, as does a transfer Cut before. ErrInvalidParam if n is nil or
+// req is not a pending transfer of n; ErrNotAllowed if it was delivered
+// before.
 func (n *ManualNetwork) Deliver(req *Request) error {
+	if n == nil {
+		return errNoNetwork("Deliver")
+	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	end, err := n.deliverLocked(req)
+	n.mu.Unlock()
+	end.run()
+	return err
+}
+
+// deliverLocked is Deliver under n.mu; the target's end is left to the caller.
+func (n *ManualNetwork) deliverLocked(req *Request) (inEnd, error) {
 	t, err := n.lookup("Deliver", req)
 	if err != nil {
-		return err
+		return inEnd{}, err
 	}
 	if t.delivered {
-		return fmt.Errorf("xfer: Deliver of a transfer delivered before: %w", ErrNotAllowed)
+		return inEnd{}, fmt.Errorf("xfer: Deliver of a transfer delivered before: %w", ErrNotAllowed)
 	}
 	t.moved, t.delivered = true, true
 	in := t.in
 	if in == nil {
-		return t.err // refused, cut, or the target closed: nothing lands
+		return inEnd{}, t.err // refused, cut, or the target closed: nothing lands
 	}
 	t.in = nil
 	w := t.w
@@ -134,45 +170,53 @@ func (n *ManualNetwork) Deliver(req *Request) error {
 		}
 		return nil
 	})
+	end := inEnd{in: in, landed: w.total}
 	switch f.Kind {
 	case FaultFailAfter:
-		in.end(limit, fmt.Errorf("initiator fault: cut after %d bytes", limit))
+		end.landed, end.err = limit, fmt.Errorf("initiator fault: cut after %d bytes", limit)
 		t.err = fmt.Errorf("xfer: %s %q cut after %d of %d bytes: %w", verb, w.peer.name, limit, w.total, ErrRemoteDisconnect)
 	case FaultLoseAck:
-		in.end(w.total, nil)
 		t.err = fmt.Errorf("xfer: %s %q: acknowledgement lost: %w", verb, w.peer.name, ErrRemoteDisconnect)
-	default:
-		in.end(w.total, nil)
 	}
-	return t.err
+	return end, t.err
 }
 
 // Cut breaks req's connection now: bytes not yet delivered never land (the
 // target ends an accepted transfer as broken, 0 bytes landed), and the
 // transfer will fail with ErrRemoteDisconnect, also when it was delivered
 // already (its acknowledgement is lost with the connection). It returns
-// that error. ErrInvalidParam if req is not a pending transfer of n.
+// that error. ErrInvalidParam if n is nil or req is not a pending transfer
+// of n.
 func (n *ManualNetwork) Cut(req *Request) error {
+	if n == nil {
+		return errNoNetwork("Cut")
+	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	t, err := n.lookup("Cut", req)
 	if err != nil {
+		n.mu.Unlock()
 		return err
 	}
-	n.cutLocked(t, "connection cut")
-	return t.err
+	end := n.cutLocked(t, "connection cut")
+	err = t.err
+	n.mu.Unlock()
+	end.run()
+	return err
 }
 
-// cutLocked ends t's accepted transfer as broken and fails it. Caller holds n.mu.
-func (n *ManualNetwork) cutLocked(t *manualTransfer, why string) {
+// cutLocked fails t and takes its accepted transfer from it, to be ended
+// as broken by the caller once n.mu is released. Caller holds n.mu.
+func (n *ManualNetwork) cutLocked(t *manualTransfer, why string) inEnd {
 	t.moved = true
+	var end inEnd
 	if t.in != nil {
-		t.in.end(0, fmt.Errorf("%s before any byte landed", why))
+		end = inEnd{in: t.in, err: fmt.Errorf("%s before any byte landed", why)}
 		t.in = nil
 	}
 	if t.err == nil {
 		t.err = fmt.Errorf("xfer: transfer with %q: %s: %w", t.w.peer.name, why, ErrRemoteDisconnect)
 	}
+	return end
 }
 
 // Complete ends req's post as the initiator sees it: from now on Status
@@ -180,19 +224,24 @@ func (n *ManualNetwork) cutLocked(t *manualTransfer, why string) {
 // came back) or the error Deliver or Cut returned; a transfer neither
 // delivered nor cut is cut first (ErrRemoteDisconnect, nothing lands). The
 // request may then be released or posted again. It returns the outcome.
-// ErrInvalidParam if req is not a pending transfer of n.
+// ErrInvalidParam if n is nil or req is not a pending transfer of n.
 func (n *ManualNetwork) Complete(req *Request) error {
+	if n == nil {
+		return errNoNetwork("Complete")
+	}
 	n.mu.Lock()
 	t, err := n.lookup("Complete", req)
 	if err != nil {
 		n.mu.Unlock()
 		return err
 	}
+	var end inEnd
 	if !t.moved || t.in != nil {
-		n.cutLocked(t, "completed before delivery")
+		end = n.cutLocked(t, "completed before delivery")
 	}
 	delete(n.pending, req)
 	n.mu.Unlock()
+	end.run()
 	t.c.finish(t.r, t.err)
 	return t.err
 }
@@ -218,7 +267,13 @@ func (m *manual) inline(Fault) bool { return false }
 // hold records a posted transfer (core.Post, for a holding transport): the
 // target accepts or refuses it now, the bytes move at Deliver.
 func (m *manual) hold(r *Request, w *outbound) {
-	t := &manualTransfer{c: m.c, r: r, w: w}
+	m.record(r, m.accept(w))
+}
+
+// accept asks w's target to accept it (beginInbound, which reports a
+// refusal to the target's OnInbound: no lock of the network is held).
+func (m *manual) accept(w *outbound) *manualTransfer {
+	t := &manualTransfer{c: m.c, w: w}
 	if target := m.reg.lookup(w.peer.name); target == nil {
 		t.moved = true
 		t.err = fmt.Errorf("xfer: loopback peer %q is gone: %w", w.peer.name, ErrRemoteDisconnect)
@@ -228,44 +283,92 @@ func (m *manual) hold(r *Request, w *outbound) {
 	} else {
 		t.in = in
 	}
+	return t
+}
+
+// record makes t, accepted or refused for r, a pending transfer of the
+// network. Either agent may have closed since Post checked the initiator
+// and accept the target, their Close having scanned the pending transfers
+// before t was among them: an initiator closed by now ends t at once with
+// ErrCanceled (its Close waits for it), a target closed by now has it cut
+// (its Close waits for the accepted transfer), as abandon and close would
+// have. The check and the recording happen under n.mu, which abandon and
+// close take after their agent is marked closed, so each transfer is
+// either seen by their scan or sees the agent closed.
+func (m *manual) record(r *Request, t *manualTransfer) {
+	t.r = r
+	var end inEnd
 	m.n.mu.Lock()
-	m.n.pending[r] = t
+	canceled := m.c.isClosed()
+	switch {
+	case canceled:
+		end = abandonLocked(t)
+	case t.in != nil && t.in.c.isClosed():
+		end = m.n.cutLocked(t, "target agent closed")
+		m.n.pending[r] = t
+	default:
+		m.n.pending[r] = t
+	}
 	m.n.mu.Unlock()
+	end.run()
+	if canceled {
+		t.c.finish(t.r, t.err)
+	}
+}
+
+// abandonLocked fails t with ErrCanceled as its initiator's Close does and
+// takes its accepted transfer from it, to be ended by the caller once n.mu
+// is released. Caller holds n.mu.
+func abandonLocked(t *manualTransfer) inEnd {
+	var end inEnd
+	if t.in != nil {
+		end = inEnd{in: t.in, err: fmt.Errorf("initiator closed")}
+		t.in = nil
+	}
+	t.err = fmt.Errorf("xfer: transfer with %q cancelled by Close: %w", t.w.peer.name, ErrCanceled)
+	return end
 }
 
 // abandon ends every pending transfer this agent initiated with
-// ErrCanceled (core.Close, before it waits for its writers).
+// ErrCanceled (core.Close, before it waits for its writers): the targets
+// end their accepted transfers, then the posts finish, in the order of the
+// scan, after n.mu is released.
 func (m *manual) abandon() {
 	m.n.mu.Lock()
 	var mine []*manualTransfer
+	var ends []inEnd
 	for r, t := range m.n.pending {
 		if t.c != m.c {
 			continue
 		}
-		if t.in != nil {
-			t.in.end(0, fmt.Errorf("initiator closed"))
-			t.in = nil
-		}
-		t.err = fmt.Errorf("xfer: transfer with %q cancelled by Close: %w", t.w.peer.name, ErrCanceled)
+		ends = append(ends, abandonLocked(t))
 		delete(m.n.pending, r)
 		mine = append(mine, t)
 	}
 	m.n.mu.Unlock()
+	for _, e := range ends {
+		e.run()
+	}
 	for _, t := range mine {
 		t.c.finish(t.r, t.err)
 	}
 }
 
 // close leaves the registry and ends the transfers this agent accepted as
-// targets as broken, so core.Close does not wait for them.
+// targets as broken, so core.Close does not wait for them; they end after
+// n.mu is released, in the order of the scan.
 func (m *manual) close() error {
 	err := m.loopback.close()
 	m.n.mu.Lock()
-	defer m.n.mu.Unlock()
+	var ends []inEnd
 	for _, t := range m.n.pending {
 		if t.in != nil && t.in.c == m.c {
-			m.n.cutLocked(t, "target agent closed")
+			ends = append(ends, m.n.cutLocked(t, "target agent closed"))
 		}
+	}
+	m.n.mu.Unlock()
+	for _, e := range ends {
+		e.run()
 	}
 	return err
 }

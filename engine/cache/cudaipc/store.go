@@ -25,6 +25,9 @@ type Store struct {
 	items  map[string]*Entry
 	lent   map[string]*Entry
 	jailed []*Entry // quarantined sources
+	// closed: Close ran; loans still out count as quarantined sources
+	// from then on, until they come back.
+	closed bool
 }
 
 // Entry is one published entry: its allocation and the loan (handle,
@@ -64,8 +67,13 @@ func (s *Store) KeepsTensors() bool { return false }
 
 // Write uploads the entry's tensors, item after item, into one device
 // allocation and exports its IPC handle; on an error (allocation, upload,
-// export: the device's) nothing stays allocated.
+// export: the device's; ErrDuplicate for an id already in the store, a
+// caller's bug since entry ids are 128-bit random, SU-6) nothing stays
+// allocated.
 func (s *Store) Write(id string, tensors []shareddir.Tensor, _ map[string]string) error {
+	if ok, _ := s.Exists(id); ok {
+		return fmt.Errorf("cudaipc: publish entry %s: %w", cache.Short(id), ErrDuplicate)
+	}
 	total := 0
 	segs := make([]xfer.IPCSegment, len(tensors))
 	for i, t := range tensors {
@@ -89,10 +97,17 @@ func (s *Store) Write(id string, tensors []shareddir.Tensor, _ map[string]string
 		return errors.Join(fmt.Errorf("cudaipc: publish entry %s: %w", cache.Short(id), err), s.dev.Free(b))
 	}
 	s.mu.Lock()
+	if _, dup := s.items[id]; dup { // a concurrent Write of the same id won
+		s.mu.Unlock()
+		return errors.Join(fmt.Errorf("cudaipc: publish entry %s: %w", cache.Short(id), ErrDuplicate), s.dev.Free(b))
+	}
 	s.items[id] = &Entry{Buf: b, Loan: xfer.IPCLoan{Handle: h, Bytes: uint64(total), Segments: segs}}
 	s.mu.Unlock()
 	return nil
 }
+
+// ErrDuplicate answers a Write of an id already in the store.
+var ErrDuplicate = errors.New("entry id already in the store")
 
 // Take removes an entry from the store without freeing it: the caller is
 // about to lend it (after handoff's ClaimForTransfer).
@@ -116,7 +131,8 @@ func (s *Store) Lend(id string, m *Entry, borrower string) {
 // when id is not lent, returned false when it is lent to another peer
 // (anyone holding the reference may Abort it, but only the process that
 // maps the allocation may say it no longer does: CONTRACT Q-6). err is the
-// device's Free error (a cleanup failure, X-1).
+// device's Free error (a cleanup failure, X-1). A loan that comes back
+// after Close is freed too (it counted as quarantined until then).
 func (s *Store) GiveBack(id, caller string) (lent, returned bool, err error) {
 	s.mu.Lock()
 	m, lent := s.lent[id]
@@ -144,7 +160,7 @@ func (s *Store) Quarantine(m *Entry) {
 }
 
 // QuarantinedSources returns how many sources the store keeps quarantined
-// and their bytes.
+// and their bytes; after Close, loans still out count too.
 func (s *Store) QuarantinedSources() (int, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,19 +168,31 @@ func (s *Store) QuarantinedSources() (int, int64) {
 	for _, m := range s.jailed {
 		n += int64(m.Buf.Bytes())
 	}
-	return len(s.jailed), n
+	count := len(s.jailed)
+	if s.closed {
+		for _, m := range s.lent {
+			n += int64(m.Buf.Bytes())
+		}
+		count += len(s.lent)
+	}
+	return count, n
 }
 
 // Remove frees and forgets entry id; won is false when it was not (or no
-// longer) in the store.
+// longer) in the store. When the device's Free fails (a cleanup failure,
+// the caller reports it) the entry stays in the store, so a retry or
+// Close can still free it.
 func (s *Store) Remove(id string) (bool, error) {
-	m, ok := s.Take(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.items[id]
 	if !ok {
 		return false, nil
 	}
 	if err := s.dev.Free(m.Buf); err != nil {
 		return true, fmt.Errorf("cudaipc: free entry %s: %w", cache.Short(id), err)
 	}
+	delete(s.items, id)
 	return true, nil
 }
 
@@ -181,17 +209,15 @@ func (s *Store) Exists(id string) (bool, error) {
 func (s *Store) Collect(int64) error { return nil }
 
 // Close frees every entry (S-4). Loans still out stay: their consumer
-// may map them, so they become quarantined sources (Q-6: no proof).
+// may map them, so they count as quarantined sources (Q-6: no proof yet)
+// until they come back (GiveBack frees them then).
 func (s *Store) Close() error {
 	s.mu.Lock()
 	var ids []string
 	for id := range s.items {
 		ids = append(ids, id)
 	}
-	for _, m := range s.lent {
-		s.jailed = append(s.jailed, m)
-	}
-	s.lent = map[string]*Entry{}
+	s.closed = true
 	s.mu.Unlock()
 	var errs []error
 	for _, id := range ids {

@@ -55,8 +55,13 @@ func (s *Store) Key() []byte { return s.hmac }
 func (s *Store) KeepsTensors() bool { return true }
 
 // Write registers the tensors' bytes (one region per tensor) under id;
-// errors are the agent's RegisterMemory errors.
+// errors are the agent's RegisterMemory errors, and ErrDuplicate for an id
+// already in the store (entry ids are 128-bit random, SU-6: a duplicate is
+// the caller's bug, and overwriting would leak the first registration).
 func (s *Store) Write(id string, tensors []shareddir.Tensor, _ map[string]string) error {
+	if ok, _ := s.Exists(id); ok {
+		return fmt.Errorf("memory: write entry %s: %w", cache.Short(id), ErrDuplicate)
+	}
 	regions := make([][]byte, len(tensors))
 	for i, t := range tensors {
 		regions[i] = t.Data
@@ -66,10 +71,17 @@ func (s *Store) Write(id string, tensors []shareddir.Tensor, _ map[string]string
 		return fmt.Errorf("memory: register source buffers: %w", err)
 	}
 	s.mu.Lock()
+	if _, dup := s.items[id]; dup { // a concurrent Write of the same id won
+		s.mu.Unlock()
+		return errors.Join(fmt.Errorf("memory: write entry %s: %w", cache.Short(id), ErrDuplicate), s.agent.Deregister(reg))
+	}
 	s.items[id] = &Entry{Tensors: tensors, Reg: reg}
 	s.mu.Unlock()
 	return nil
 }
+
+// ErrDuplicate answers a Write of an id already in the store.
+var ErrDuplicate = errors.New("entry id already in the store")
 
 // Take removes an entry from the store without deregistering it: the
 // caller is about to WRITE from it (after handoff's ClaimForTransfer).
@@ -117,15 +129,20 @@ func (s *Store) QuarantinedSources() (int, int64) {
 }
 
 // Remove deregisters and forgets entry id; won is false when it was not
-// (or no longer) in the store.
+// (or no longer) in the store. When the Deregister fails (a cleanup
+// failure, X-1: the caller reports it) the entry stays in the store, so a
+// retry or Close can still release it.
 func (s *Store) Remove(id string) (bool, error) {
-	m, ok := s.Take(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.items[id]
 	if !ok {
 		return false, nil
 	}
 	if err := s.agent.Deregister(m.Reg); err != nil {
 		return true, fmt.Errorf("memory: deregister entry %s: %w", cache.Short(id), err)
 	}
+	delete(s.items, id)
 	return true, nil
 }
 

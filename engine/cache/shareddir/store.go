@@ -8,7 +8,7 @@ import "log/slog"
 type Store struct {
 	Dir *Dir
 	// Log gets the sweeps of dead producers' instance directories: another
-	// instance's cleanup, never this one's (no X-1).
+	// instance's cleanup, never this one's (no X-1). Nil discards them.
 	Log *slog.Logger
 	// SkipSweep leaves dead instances' directories alone (a test hook:
 	// Dir.Collect's skipSweep).
@@ -48,12 +48,19 @@ func (s Store) Collect(nowMs int64) error {
 // (StartProducer, Dir.Collect). Failures there concern another instance
 // and never change this one's Health.
 func (s Store) LogSweep(swept Swept) {
+	log := s.Log
+	if log == nil {
+		log = discard
+	}
 	if swept.Err != nil {
-		s.Log.Warn("removing dead producer instance directories", "removed", swept.Removed, "err", swept.Err)
+		log.Warn("removing dead producer instance directories", "removed", swept.Removed, "err", swept.Err)
 	} else if swept.Removed > 0 {
-		s.Log.Info("removed dead producer instance directories", "removed", swept.Removed)
+		log.Info("removed dead producer instance directories", "removed", swept.Removed)
 	}
 }
+
+// discard is the logger of a Store without Log.
+var discard = slog.New(slog.DiscardHandler)
 
 // Close is Dir.Close(true): removes the instance's directory (S-4).
 func (s Store) Close() error { return s.Dir.Close(true) }
