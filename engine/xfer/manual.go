@@ -1,7 +1,9 @@
 package xfer
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -40,14 +42,16 @@ type ManualNetwork struct {
 	reg     *Registry
 	mu      sync.Mutex
 	pending map[*Request]*manualTransfer
+	seq     uint64 // transfers recorded so far (manualTransfer.seq)
 }
 
 // manualTransfer is one posted transfer of a ManualNetwork.
 type manualTransfer struct {
-	c  *core // the initiator
-	r  *Request
-	w  *outbound
-	in *inboundWrite // accepted by the target and not yet ended; nil otherwise
+	seq uint64 // the order it was recorded in: a scan of pending ends transfers in this order
+	c   *core  // the initiator
+	r   *Request
+	w   *outbound
+	in  *inboundWrite // accepted by the target and not yet ended; nil otherwise
 	// moved: Deliver or Cut has run (or the target refused or closed);
 	// delivered: Deliver has run.
 	moved, delivered bool
@@ -299,6 +303,8 @@ func (m *manual) record(r *Request, t *manualTransfer) {
 	t.r = r
 	var end inEnd
 	m.n.mu.Lock()
+	m.n.seq++
+	t.seq = m.n.seq
 	canceled := m.c.isClosed()
 	switch {
 	case canceled:
@@ -337,12 +343,12 @@ func (m *manual) abandon() {
 	m.n.mu.Lock()
 	var mine []*manualTransfer
 	var ends []inEnd
-	for r, t := range m.n.pending {
+	for _, t := range m.n.inOrderLocked() {
 		if t.c != m.c {
 			continue
 		}
 		ends = append(ends, abandonLocked(t))
-		delete(m.n.pending, r)
+		delete(m.n.pending, t.r)
 		mine = append(mine, t)
 	}
 	m.n.mu.Unlock()
@@ -361,7 +367,7 @@ func (m *manual) close() error {
 	err := m.loopback.close()
 	m.n.mu.Lock()
 	var ends []inEnd
-	for _, t := range m.n.pending {
+	for _, t := range m.n.inOrderLocked() {
 		if t.in != nil && t.in.c == m.c {
 			ends = append(ends, m.n.cutLocked(t, "target agent closed"))
 		}
@@ -371,6 +377,19 @@ func (m *manual) close() error {
 		e.run()
 	}
 	return err
+}
+
+// inOrderLocked returns the pending transfers in the order they were
+// recorded, so a Close that ends several ends them (and calls their
+// targets' OnInbound) in the same order on every run: the simulator's
+// traces depend on it. Caller holds n.mu.
+func (n *ManualNetwork) inOrderLocked() []*manualTransfer {
+	ts := make([]*manualTransfer, 0, len(n.pending))
+	for _, t := range n.pending {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b *manualTransfer) int { return cmp.Compare(a.seq, b.seq) })
+	return ts
 }
 
 // holder is a transport whose transfers wait for an outside driver
