@@ -49,7 +49,7 @@ func (w *World) checkEncoderUntouched(before encoderState, ev event) {
 		return
 	}
 	if ev.kind == evDecodeArrive {
-		if r := w.nodes.reqs[ev.b-1]; r.entryRef != "" {
+		if r := w.nodes.reqs[decodeRequestOf(ev).req-1]; r.entryRef != "" {
 			w.nodes.n2 = fmt.Sprintf("decode request %d to D%d carries encoder reference %s", r.num, r.d, short(r.entryRef))
 		}
 	}

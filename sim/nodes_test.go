@@ -333,15 +333,15 @@ func TestSlowFsyncRaces(t *testing.T) {
 			}
 			w.now = ev.tick
 			w.steps++
-			if ev.kind == evEncodeDone && ev.c == encodeResumed && !w.nodes.prodDown && w.prod.table.State(ev.s) != 0 {
-				c := w.clients[ev.h]
-				if c.streamCancelled(ev.a) {
+			if e := encodeDoneOf(ev); ev.kind == evEncodeDone && e.resumed && !w.nodes.prodDown && w.prod.table.State(e.entry) != 0 {
+				c := w.clients[e.client]
+				if c.streamCancelled(e.rpc) {
 					cancelled++
 				}
 				if w.prod.health.Draining() {
 					draining++
 				}
-				if ev.b+w.prod.table.TTL(c.plan.ttlMs) <= w.now {
+				if e.startedMs+w.prod.table.TTL(c.plan.ttlMs) <= w.now {
 					expired++
 				}
 			}
