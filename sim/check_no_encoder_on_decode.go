@@ -13,7 +13,7 @@ import (
 // ground truth and every consumer's receives as they were, and no decode
 // request carries an encoder reference. onDecoder records the first
 // violation; this checker reports it.
-func checkNoEncoderOnDecode(w *World) string { return w.nodes.n2 }
+func checkNoEncoderOnDecode(w *World) error { return asFailure(w.nodes.n2) }
 
 // encoderState is what a D step must leave unchanged.
 type encoderState struct {

@@ -572,8 +572,8 @@ func (w *World) drainTick(ev event) {
 // directory; only files whose removal failed (X-1, reported) may remain for
 // the close to take.
 func (w *World) stopProducer() {
-	if msg := checkStopped(w); msg != "" {
-		w.failf(Correctness, "S-2", "%s", msg)
+	if err := checkStopped(w); err != nil {
+		w.failf(Correctness, "S-2", "%s", err)
 	}
 	w.sd.stop()
 	for id, st := range w.sources {
