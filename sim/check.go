@@ -1,5 +1,7 @@
 package sim
 
+import "errors"
+
 // checkStep runs every per-step checker (one per check_*.go file) after a
 // step; the first failure ends the run.
 func (w *World) checkStep() {
@@ -15,26 +17,36 @@ func (w *World) checkStep() {
 func (w *World) runStepCheckers() {
 	for i := range stepCheckers {
 		c := &stepCheckers[i]
-		rule, msg := c.rule, ""
+		rule, err := c.rule, error(nil)
 		if c.ruled != nil {
-			rule, msg = c.ruled(w)
+			rule, err = c.ruled(w)
 		} else {
-			msg = c.check(w)
+			err = c.check(w)
 		}
-		if msg != "" {
-			w.failf(Correctness, rule, "%s", msg)
+		if err != nil {
+			w.failf(Correctness, rule, "%s", err)
 			return
 		}
 	}
 }
 
-// checker is one named check over the whole world; check returns "" when
-// it holds. A check of several rules is ruled instead: it returns the rule
-// it found broken with its message.
+// checker is one named check over the whole world; check returns nil when
+// it holds, else an error whose text is the failure line's message. A
+// check of several rules is ruled instead: it returns the rule it found
+// broken with its error.
 type checker struct {
 	rule  string
-	check func(w *World) string
-	ruled func(w *World) (rule, msg string)
+	check func(w *World) error
+	ruled func(w *World) (rule string, err error)
+}
+
+// asFailure turns a message kept as a string (a stored diagnosis, the
+// history check's) into a checker's error: nil for "".
+func asFailure(msg string) error {
+	if msg == "" {
+		return nil
+	}
+	return errors.New(msg)
 }
 
 // stepCheckers run after every step, in this order.
@@ -54,30 +66,30 @@ var stepCheckers = []checker{
 // checkEnd runs the end-of-run checks once the world converged.
 func (w *World) checkEnd() {
 	if w.opts.HistoryOnly {
-		if msg := checkHistory(w); msg != "" {
-			w.failf(Correctness, "history", "%s", msg)
+		if err := checkHistory(w); err != nil {
+			w.failf(Correctness, "history", "%s", err)
 		}
 		return
 	}
-	if msg := checkDrained(w); msg != "" {
-		w.failf(Correctness, "S-4", "%s", msg)
+	if err := checkDrained(w); err != nil {
+		w.failf(Correctness, "S-4", "%s", err)
 		return
 	}
-	if msg := checkKVSessionsEnd(w); msg != "" {
-		w.failf(Correctness, "kv-session", "%s", msg)
+	if err := checkKVSessionsEnd(w); err != nil {
+		w.failf(Correctness, "kv-session", "%s", err)
 		return
 	}
-	if msg := checkHandoffsEnded(w); msg != "" {
-		w.failf(Liveness, "liveness", "%s", msg)
+	if err := checkHandoffsEnded(w); err != nil {
+		w.failf(Liveness, "liveness", "%s", err)
 		return
 	}
-	if msg := checkHistory(w); msg != "" {
-		w.failf(Correctness, "history", "%s", msg)
+	if err := checkHistory(w); err != nil {
+		w.failf(Correctness, "history", "%s", err)
 		return
 	}
 	for _, c := range endCheckers {
-		if msg := c.check(w); msg != "" {
-			w.failf(Correctness, c.rule, "%s", msg)
+		if err := c.check(w); err != nil {
+			w.failf(Correctness, c.rule, "%s", err)
 			return
 		}
 	}

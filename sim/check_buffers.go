@@ -10,30 +10,30 @@ import "fmt"
 // Incremental: it looks only at the WRITEs still pending (pendingWrites),
 // in the order they were posted, so it finds the first violation the whole
 // list would.
-func checkReceiveBuffers(w *World) string {
+func checkReceiveBuffers(w *World) error {
 	for _, wr := range w.pendingWrites() {
 		c := w.cons[wr.c]
 		if !c.up || c.inc != wr.inc {
 			continue
 		}
-		if msg := bufferHeld(wr, &c.bufs[wr.buf]); msg != "" {
-			return msg
+		if err := bufferHeld(wr, &c.bufs[wr.buf]); err != nil {
+			return err
 		}
 	}
-	return ""
+	return nil
 }
 
 // bufferHeld says what is wrong when wr may land in b.
-func bufferHeld(wr *write, b *buffer) string {
+func bufferHeld(wr *write, b *buffer) error {
 	switch {
 	case b.quarantined && b.owner == wr.recv:
-		return ""
+		return nil
 	case b.owner == wr.recv:
-		return ""
+		return nil
 	case b.owner == 0:
-		return fmt.Sprintf("PD%d freed buffer %d while WRITE #%d of %s may still land in it", wr.c, wr.buf, wr.num, short(wr.entry))
+		return fmt.Errorf("PD%d freed buffer %d while WRITE #%d of %s may still land in it", wr.c, wr.buf, wr.num, short(wr.entry))
 	default:
-		return fmt.Sprintf("PD%d reused buffer %d for receive %d while WRITE #%d of %s for receive %d may still land in it",
+		return fmt.Errorf("PD%d reused buffer %d for receive %d while WRITE #%d of %s for receive %d may still land in it",
 			wr.c, wr.buf, b.owner, wr.num, short(wr.entry), wr.recv)
 	}
 }
@@ -70,8 +70,8 @@ func (w *World) pendingWrites() []*write {
 
 // checkLanding is the same check at the moment a WRITE lands.
 func (w *World) checkLanding(wr *write, b *buffer) {
-	if msg := bufferHeld(wr, b); msg != "" {
-		w.failf(Correctness, "Q-1", "WRITE landed: %s", msg)
+	if err := bufferHeld(wr, b); err != nil {
+		w.failf(Correctness, "Q-1", "WRITE landed: %s", err)
 	}
 }
 
@@ -80,11 +80,11 @@ func (w *World) checkLanding(wr *write, b *buffer) {
 // quarantined.
 //
 // Incremental as checkReceiveBuffers: only the pending WRITEs.
-func checkSources(w *World) string {
+func checkSources(w *World) error {
 	for _, wr := range w.pendingWrites() {
 		if w.sources[wr.entry] == sourceFreed {
-			return fmt.Sprintf("producer freed the source of %s while WRITE #%d may still read it", short(wr.entry), wr.num)
+			return fmt.Errorf("producer freed the source of %s while WRITE #%d may still read it", short(wr.entry), wr.num)
 		}
 	}
-	return ""
+	return nil
 }

@@ -9,13 +9,13 @@ import (
 // checkNoRevival: C-2. A publish cancelled while its encoder step was
 // pending ends with nothing published: a late completion must not revive
 // it (the driver abandons the reservation, C-1).
-func checkNoRevival(w *World) string {
+func checkNoRevival(w *World) error {
 	for _, rec := range w.ledger.cancelled {
 		if rec.cancelledBeforeReady && rec.published && !rec.readyUndelivered {
-			return fmt.Sprintf("entry %s of client %d was published after its publish was cancelled (a late encoder completion revived it)", short(rec.id), rec.h)
+			return fmt.Errorf("entry %s of client %d was published after its publish was cancelled (a late encoder completion revived it)", short(rec.id), rec.h)
 		}
 	}
-	return ""
+	return nil
 }
 
 // checkUndeliveredReleased: C-3 (and C-7). A published entry whose
@@ -26,18 +26,18 @@ func checkNoRevival(w *World) string {
 // an entry's readyUndelivered is set in the step that appends it) and on
 // the producer table's states, which change only with its Version; when
 // neither moved since it last held, it still holds.
-func checkUndeliveredReleased(w *World) string {
+func checkUndeliveredReleased(w *World) error {
 	seen := undeliveredSeen{w.prod.table, w.prod.table.Version(), len(w.ledger.cancelled), true}
 	if seen == w.judged.undelivered {
-		return ""
+		return nil
 	}
 	for _, rec := range w.ledger.cancelled {
 		if rec.readyUndelivered && w.prod.table.State(rec.id) == handoff.EntryPublished {
-			return fmt.Sprintf("entry %s of client %d is still published though its EncoderReady never reached the client (release it: C-3, C-7)", short(rec.id), rec.h)
+			return fmt.Errorf("entry %s of client %d is still published though its EncoderReady never reached the client (release it: C-3, C-7)", short(rec.id), rec.h)
 		}
 	}
 	w.judged.undelivered = seen
-	return ""
+	return nil
 }
 
 // undeliveredSeen is the producer table (a restarted producer's is a new

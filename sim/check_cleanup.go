@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -11,15 +12,15 @@ import (
 // cleanup check and a reason, and new handoffs are refused with
 // UNAVAILABLE: a failed cleanup is never swallowed. Checked fully once per
 // new failure (State and Admit allocate).
-func checkCleanupFailures(w *World) string {
+func checkCleanupFailures(w *World) error {
 	n := w.ledger.removeFailures
 	if n == 0 || n == w.cleanupFailuresSeen {
-		return ""
+		return nil
 	}
 	w.cleanupFailuresSeen = n
 	st, checks := w.prod.health.State()
 	if st != handoff.HealthNotReady {
-		return fmt.Sprintf("E had %d removal(s) fail but Health is %d, want NOT_READY (the cleanup failure was swallowed)", n, st)
+		return fmt.Errorf("E had %d removal(s) fail but Health is %d, want NOT_READY (the cleanup failure was swallowed)", n, st)
 	}
 	found := false
 	for _, c := range checks {
@@ -28,10 +29,10 @@ func checkCleanupFailures(w *World) string {
 		}
 	}
 	if !found {
-		return fmt.Sprintf("E had %d removal(s) fail but Health names no %s check with a reason", n, handoff.CheckCleanup)
+		return fmt.Errorf("E had %d removal(s) fail but Health names no %s check with a reason", n, handoff.CheckCleanup)
 	}
 	if _, code := handoff.Classify(w.prod.health.Admit()); code != handoff.CodeUnavailable {
-		return "E admits a new handoff after a cleanup failure, want UNAVAILABLE"
+		return errors.New("E admits a new handoff after a cleanup failure, want UNAVAILABLE")
 	}
-	return ""
+	return nil
 }

@@ -10,7 +10,7 @@ import (
 // different colour under alpha 0) never share a hash: no published item's
 // content hash equals that of an earlier published item with other pixels
 // (checked once per newly published entry).
-func checkContentHash(w *World) string {
+func checkContentHash(w *World) error {
 	m := &w.media
 	for ; m.contentHashSeen < len(m.published); m.contentHashSeen++ {
 		pm := m.published[m.contentHashSeen]
@@ -25,9 +25,9 @@ func checkContentHash(w *World) string {
 				continue
 			}
 			if first := m.byHash[k]; mediaPool[first.pm.items[first.i].img].pixels != mediaPool[it.img].pixels {
-				return fmt.Sprintf("items with different non-premultiplied pixels share the content hash %s: %s and %s", short(h), itemRef{pm, i}, first)
+				return fmt.Errorf("items with different non-premultiplied pixels share the content hash %s: %s and %s", short(h), itemRef{pm, i}, first)
 			}
 		}
 	}
-	return ""
+	return nil
 }

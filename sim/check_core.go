@@ -12,22 +12,22 @@ import (
 //
 // A table whose Version did not move since its last check is unchanged and
 // is not checked again.
-func checkCore(w *World) string {
+func checkCore(w *World) error {
 	if v := (checkedCore{w.prod.table, nil, w.prod.table.Version()}); v != w.prod.checked {
 		if err := w.prod.table.CheckInvariants(); err != nil {
-			return "producer: " + err.Error()
+			return fmt.Errorf("producer: %w", err)
 		}
 		w.prod.checked = v
 	}
 	for _, c := range w.cons {
 		if v := (checkedCore{nil, c.receives, c.receives.Version()}); v != c.checked {
 			if err := c.receives.CheckInvariants(); err != nil {
-				return fmt.Sprintf("PD%d: %v", c.idx, err)
+				return fmt.Errorf("PD%d: %v", c.idx, err)
 			}
 			c.checked = v
 		}
 	}
-	return ""
+	return nil
 }
 
 // checkedCore is the core table a node's last invariant check saw and its

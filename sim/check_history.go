@@ -8,14 +8,14 @@ package sim
 // OK for one reference (SU-1), a release answered ABORTED after a consume
 // was answered OK (SU-3), a consume answered OK after a release was
 // answered ABORTED (SU-2).
-func checkHistory(w *World) string {
+func checkHistory(w *World) error {
 	if w.bufs == nil {
-		return CheckHistory(w.History())
+		return asFailure(CheckHistory(w.History()))
 	}
 	// Run's pooled buffer (CheckHistory keeps nothing of ops).
 	ops := w.appendHistory(w.bufs.checked[:0])
 	msg := CheckHistory(ops)
 	clear(ops)
 	w.bufs.checked = ops[:0]
-	return msg
+	return asFailure(msg)
 }

@@ -9,16 +9,16 @@ import "fmt"
 // answer; a wrong answer in the narrower situation of H-2 (neither side
 // carries a content hash) or H-5 (the images differ only under one uuid)
 // is left to those end-of-run checkers.
-func checkMediaAnswers(w *World) string {
+func checkMediaAnswers(w *World) error {
 	m := &w.media
 	for ; m.answerSeen < len(m.answers); m.answerSeen++ {
 		b := wrongAnswer(w, m.answerSeen)
 		if b == nil || b.missingHashSituation() || b.uuidSituation() {
 			continue
 		}
-		return fmt.Sprintf("%s; different images with one prompt must get their own answers (is the prefix cache keyed by the prompt alone?)", b)
+		return fmt.Errorf("%s; different images with one prompt must get their own answers (is the prefix cache keyed by the prompt alone?)", b)
 	}
-	return ""
+	return nil
 }
 
 // badAnswer is a consume answered with another content's answer: the

@@ -7,13 +7,13 @@ import "fmt"
 // for it: a consume whose items all lack a hash never gets the answer of
 // another such consume with the same prompt. Run at the end (the wrong
 // answers checkMediaAnswers left to it).
-func checkMissingHashAnswers(w *World) string {
+func checkMissingHashAnswers(w *World) error {
 	for i := range w.media.answers {
 		if b := wrongAnswer(w, i); b != nil && b.missingHashSituation() {
-			return fmt.Sprintf("%s; neither carries a content hash, so each must get a fresh identity and its own answer (a missing hash keyed by placeholder tokens alone?)", b)
+			return fmt.Errorf("%s; neither carries a content hash, so each must get a fresh identity and its own answer (a missing hash keyed by placeholder tokens alone?)", b)
 		}
 	}
-	return ""
+	return nil
 }
 
 // missingHashSituation reports whether neither b's items nor those of one

@@ -13,7 +13,7 @@ import (
 // ground truth and every consumer's receives as they were, and no decode
 // request carries an encoder reference. onDecoder records the first
 // violation; this checker reports it.
-func checkNoEncoderOnDecode(w *World) string { return w.nodes.n2 }
+func checkNoEncoderOnDecode(w *World) error { return asFailure(w.nodes.n2) }
 
 // encoderState is what a D step must leave unchanged.
 type encoderState struct {
@@ -49,7 +49,7 @@ func (w *World) checkEncoderUntouched(before encoderState, ev event) {
 		return
 	}
 	if ev.kind == evDecodeArrive {
-		if r := w.nodes.reqs[ev.b-1]; r.entryRef != "" {
+		if r := w.nodes.reqs[decodeRequestOf(ev).req-1]; r.entryRef != "" {
 			w.nodes.n2 = fmt.Sprintf("decode request %d to D%d carries encoder reference %s", r.num, r.d, short(r.entryRef))
 		}
 	}

@@ -20,7 +20,7 @@ import (
 // The checker keeps what it saw at its last look (proofSeen); a
 // consumer whose receive table did not change since (Version) and a
 // producer whose quarantines did not change cost one comparison.
-func checkQuarantineProofs(w *World) string {
+func checkQuarantineProofs(w *World) error {
 	ps := &w.proofSeen
 	if len(ps.cons) != len(w.cons) {
 		ps.cons = make([]consumerProofs, len(w.cons))
@@ -40,10 +40,10 @@ func checkQuarantineProofs(w *World) string {
 				continue
 			}
 			if !closed(q.proof) {
-				return fmt.Sprintf("PD%d's quarantine of receive %s ended, but the revocation of its buffer is not done: a WRITE may still land (no Q-6 proof)", c.idx, q.key)
+				return fmt.Errorf("PD%d's quarantine of receive %s ended, but the revocation of its buffer is not done: a WRITE may still land (no Q-6 proof)", c.idx, q.key)
 			}
 			if q.carrier == w.prod && !w.nodes.prodDown && !q.carrier.stopped {
-				return fmt.Sprintf("PD%d's quarantine of receive %s ended while the E process its request went to still runs: its connection may still carry the transfer (no Q-6 proof)", c.idx, q.key)
+				return fmt.Errorf("PD%d's quarantine of receive %s ended while the E process its request went to still runs: its connection may still carry the transfer (no Q-6 proof)", c.idx, q.key)
 			}
 		}
 		seen.held = seen.held[:0]
@@ -54,7 +54,7 @@ func checkQuarantineProofs(w *World) string {
 			}
 			key := w.xreqs[b.owner-1].key
 			if !c.receives.Quarantined(key) {
-				return fmt.Sprintf("PD%d's buffer %d is kept quarantined for receive %s, which the core's quarantine does not hold", c.idx, j, key)
+				return fmt.Errorf("PD%d's buffer %d is kept quarantined for receive %s, which the core's quarantine does not hold", c.idx, j, key)
 			}
 			seen.held = append(seen.held, heldQuarantine{key: key, proof: b.revoked, carrier: w.xreqs[b.owner-1].carrier})
 		}
@@ -65,11 +65,11 @@ func checkQuarantineProofs(w *World) string {
 		ps.prod, ps.sources, ps.qver, ps.qlen = p, ps.sources[:0], -1, 0
 	}
 	if w.nodes.prodDown || p.stopped || (p.qver == ps.qver && len(p.quarantines) == ps.qlen) {
-		return ""
+		return nil
 	}
 	for _, wr := range ps.sources {
 		if p.quarantines[wr.entry] != wr && !wr.released {
-			return fmt.Sprintf("E's quarantine of the source of %s ended while its WRITE #%d had not ended (no Q-6 proof)", short(wr.entry), wr.num)
+			return fmt.Errorf("E's quarantine of the source of %s ended while its WRITE #%d had not ended (no Q-6 proof)", short(wr.entry), wr.num)
 		}
 	}
 	ps.sources = ps.sources[:0]
@@ -78,7 +78,7 @@ func checkQuarantineProofs(w *World) string {
 	}
 	sort.Slice(ps.sources, func(i, j int) bool { return ps.sources[i].num < ps.sources[j].num })
 	ps.qver, ps.qlen = p.qver, len(p.quarantines)
-	return ""
+	return nil
 }
 
 // checkProofsHonoured: Q-6 at the end of a converged run. A quarantine
@@ -86,7 +86,7 @@ func checkQuarantineProofs(w *World) string {
 // the revocation of its registration is done, and E keeps no source
 // quarantined once its WRITE request ended and was released (the
 // NeverEndQuarantine mutant keeps them for the life of the process).
-func checkProofsHonoured(w *World) string {
+func checkProofsHonoured(w *World) error {
 	for _, c := range w.cons {
 		if !c.up {
 			continue
@@ -94,7 +94,7 @@ func checkProofsHonoured(w *World) string {
 		for i := range c.bufs {
 			b := &c.bufs[i]
 			if b.quarantined && b.revoked != nil && w.receiveProved(b.revoked, b.carrier) {
-				return fmt.Sprintf("PD%d's buffer %d is still quarantined for receive %s although the revocation of its registration is done and the producer connection that carried it closed: no WRITE can land, so the quarantine should have ended and Health recovered",
+				return fmt.Errorf("PD%d's buffer %d is still quarantined for receive %s although the revocation of its registration is done and the producer connection that carried it closed: no WRITE can land, so the quarantine should have ended and Health recovered",
 					c.idx, i, w.xreqs[b.owner-1].key)
 			}
 		}
@@ -102,11 +102,11 @@ func checkProofsHonoured(w *World) string {
 	if p := w.prod; !w.nodes.prodDown && !p.stopped && len(p.quarantines) > 0 {
 		for _, wr := range w.writes { // in WRITE order: the same message on every run
 			if p.quarantines[wr.entry] == wr && wr.released {
-				return fmt.Sprintf("E still quarantines the source of %s although its WRITE #%d ended and was released: nothing reads it, so the quarantine should have ended and Health recovered", short(wr.entry), wr.num)
+				return fmt.Errorf("E still quarantines the source of %s although its WRITE #%d ended and was released: nothing reads it, so the quarantine should have ended and Health recovered", short(wr.entry), wr.num)
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 func init() {

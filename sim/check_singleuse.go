@@ -12,7 +12,7 @@ import (
 // whether any entry breaks any of them (entrySuspect, the union of their
 // conditions); only then do they run, each over the whole ledger in turn,
 // so the rule and message are exactly theirs.
-func checkEntries(w *World) (rule, msg string) {
+func checkEntries(w *World) (rule string, err error) {
 	released := causeNames[handoff.CauseRelease]
 	suspect := false
 	for _, e := range w.ledger.all {
@@ -22,18 +22,18 @@ func checkEntries(w *World) (rule, msg string) {
 		}
 	}
 	if !suspect {
-		return "", ""
+		return "", nil
 	}
-	if msg := checkSingleUse(w); msg != "" {
-		return "SU-1", msg
+	if err := checkSingleUse(w); err != nil {
+		return "SU-1", err
 	}
-	if msg := checkReleaseAnswers(w); msg != "" {
-		return "SU-3", msg
+	if err := checkReleaseAnswers(w); err != nil {
+		return "SU-3", err
 	}
-	if msg := checkNoUseAfterRelease(w); msg != "" {
-		return "SU-1", msg
+	if err := checkNoUseAfterRelease(w); err != nil {
+		return "SU-1", err
 	}
-	return "", ""
+	return "", nil
 }
 
 // entrySuspect reports whether e breaks a condition of checkSingleUse,
@@ -49,34 +49,34 @@ func entrySuspect(e *entryRecord, released string) bool {
 // most one receive (a won rename, a read, a landed WRITE), at most one
 // consume answer OK reaches a client, and every OK answer is backed by a
 // real consumption.
-func checkSingleUse(w *World) string {
+func checkSingleUse(w *World) error {
 	for _, e := range w.ledger.all {
 		id := e.id
 		if len(e.consumptions) > 1 {
-			return fmt.Sprintf("entry %s consumed %d times: %v", short(id), len(e.consumptions), e.consumptions)
+			return fmt.Errorf("entry %s consumed %d times: %v", short(id), len(e.consumptions), e.consumptions)
 		}
 		if len(e.okCalls) > 1 {
-			return fmt.Sprintf("entry %s answered OK to %d consume calls %v", short(id), len(e.okCalls), e.okCalls)
+			return fmt.Errorf("entry %s answered OK to %d consume calls %v", short(id), len(e.okCalls), e.okCalls)
 		}
 		if len(e.okCalls) == 1 && len(e.consumptions) == 0 {
-			return fmt.Sprintf("entry %s answered OK to a consume but no receive got its data", short(id))
+			return fmt.Errorf("entry %s answered OK to a consume but no receive got its data", short(id))
 		}
 	}
-	return ""
+	return nil
 }
 
 // checkReleaseAnswers: SU-3. ABORTED is answered at most once per entry and
 // only when the release really removed the storage.
-func checkReleaseAnswers(w *World) string {
+func checkReleaseAnswers(w *World) error {
 	released := causeNames[handoff.CauseRelease] // one map lookup per step, not per entry
 	for _, e := range w.ledger.all {
 		id := e.id
 		if e.aborted > 1 {
-			return fmt.Sprintf("entry %s answered ABORTED %d times", short(id), e.aborted)
+			return fmt.Errorf("entry %s answered ABORTED %d times", short(id), e.aborted)
 		}
 		if e.aborted == 1 && e.removedCause != released {
-			return fmt.Sprintf("entry %s answered ABORTED but its storage was %q (consumptions %v)", short(id), e.removedCause, e.consumptions)
+			return fmt.Errorf("entry %s answered ABORTED but its storage was %q (consumptions %v)", short(id), e.removedCause, e.consumptions)
 		}
 	}
-	return ""
+	return nil
 }

@@ -6,13 +6,13 @@ import "fmt"
 // the content hash: two consumes with one prompt whose items differ only in
 // images sent with the same uuid (content hashes present) get their own
 // answers. Run at the end (the wrong answers checkMediaAnswers left to it).
-func checkUUIDAnswers(w *World) string {
+func checkUUIDAnswers(w *World) error {
 	for i := range w.media.answers {
 		if b := wrongAnswer(w, i); b != nil && b.uuidSituation() {
-			return fmt.Sprintf("%s; the images that differ were sent with one uuid, which is an id, not their identity", b)
+			return fmt.Errorf("%s; the images that differ were sent with one uuid, which is an id, not their identity", b)
 		}
 	}
-	return ""
+	return nil
 }
 
 // uuidSituation reports whether b's items and those of one of its donors

@@ -171,10 +171,11 @@ func (c *client) streamCancelled(rpc int64) bool { return c.cancelledRPC == rpc 
 func (w *World) call(c *client, stage clientStage, class msgClass, ev event) {
 	c.rpc++
 	c.stage = stage
-	ev.h, ev.a = int32(c.idx), c.rpc
-	w.histCall(c.idx, c.rpc, stageOps[stage], ev.s)
+	call := clientCall{client: int32(c.idx), rpc: c.rpc}
+	ev.setCaller(call)
+	w.histCall(c.idx, c.rpc, stageOps[stage], requestEntryOf(ev))
 	w.send(class, ev)
-	w.after(w.set.ClientTimeoutMs, event{kind: evClientDeadline, h: int32(c.idx), a: c.rpc})
+	w.after(w.set.ClientTimeoutMs, call.event(evClientDeadline))
 }
 
 // stageOps is the history operation each calling stage makes.
@@ -189,16 +190,17 @@ func (w *World) finish(c *client, outcome string) {
 
 // clientStart publishes.
 func (w *World) clientStart(ev event) {
-	c := w.clients[ev.h]
+	start := clientCallOf(ev)
+	c := w.clients[start.client]
 	w.call(c, stagePublishing, msgRequest, event{kind: evPublishArrive})
 	if c.plan.cancel == cancelEncoding {
-		w.after(c.plan.cancelMs, event{kind: evClientCancel, h: ev.h, a: c.rpc})
+		w.after(c.plan.cancelMs, clientCall{client: start.client, rpc: c.rpc}.event(evClientCancel))
 	}
 }
 
-// current reports whether ev answers the client's outstanding call.
-func (w *World) current(c *client, ev event) bool {
-	if c.done || ev.a != c.rpc || c.stage == stageIdle {
+// current reports whether an answer to call rpc answers the client's outstanding call.
+func (w *World) current(c *client, rpc int64) bool {
+	if c.done || rpc != c.rpc || c.stage == stageIdle {
 		if w.tracing {
 			w.notef("stale answer for client %d ignored", c.idx)
 		}
@@ -209,12 +211,13 @@ func (w *World) current(c *client, ev event) bool {
 
 // clientDeadline: the call's answer did not come in time (lost, or a node down).
 func (w *World) clientDeadline(ev event) {
-	c := w.clients[ev.h]
-	if c.done || ev.a != c.rpc || c.stage == stageIdle {
+	call := clientCallOf(ev)
+	c := w.clients[call.client]
+	if c.done || call.rpc != c.rpc || c.stage == stageIdle {
 		return
 	}
 	if w.tracing {
-		w.notef("client %d call %d deadline", c.idx, ev.a)
+		w.notef("client %d call %d deadline", c.idx, call.rpc)
 	}
 	w.answer(c, resUnavailable, "")
 }
@@ -223,8 +226,9 @@ func (w *World) clientDeadline(ev event) {
 // C-7) or, injected, a consume in flight (C-4: the consumer keeps its
 // buffers until the outcome is known; the client then releases).
 func (w *World) clientCancel(ev event) {
-	c := w.clients[ev.h]
-	if c.done || ev.a != c.rpc {
+	call := clientCallOf(ev)
+	c := w.clients[call.client]
+	if c.done || call.rpc != c.rpc {
 		return
 	}
 	switch c.stage {
@@ -244,51 +248,55 @@ func (w *World) clientCancel(ev event) {
 }
 
 func (w *World) readyArrive(ev event) {
-	w.histReturn(ev.h, ev.a, OpPublish, resOK, ev.s)
-	c := w.clients[ev.h]
-	if !w.current(c, ev) {
+	r := readyReplyOf(ev)
+	w.histReturn(r.client, r.rpc, OpPublish, resOK, r.entry)
+	c := w.clients[r.client]
+	if !w.current(c, r.rpc) {
 		return
 	}
-	w.answer(c, resOK, ev.s)
+	w.answer(c, resOK, r.entry)
 }
 
 func (w *World) publishFailArrive(ev event) {
-	w.histReturn(ev.h, ev.a, OpPublish, ev.b, "")
-	c := w.clients[ev.h]
-	if !w.current(c, ev) {
+	r := callReplyOf(ev)
+	w.histReturn(r.client, r.rpc, OpPublish, r.result, "")
+	c := w.clients[r.client]
+	if !w.current(c, r.rpc) {
 		return
 	}
-	w.answer(c, ev.b, "")
+	w.answer(c, r.result, "")
 }
 
 // consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
 func (w *World) consumeReplyArrive(ev event) {
-	w.histReturn(ev.h, ev.a, OpConsume, ev.b, ev.s)
-	c := w.clients[ev.h]
-	if c.plan.probe != probeNone && ev.a == c.probeRPC && ev.a != 0 {
-		w.probeAnswers = append(w.probeAnswers, probeAnswer{h: ev.h, rpc: ev.a, probe: c.plan.probe, entry: ev.s, res: ev.b})
+	r := consumeReplyOf(ev)
+	w.histReturn(r.client, r.rpc, OpConsume, r.result, r.entry)
+	c := w.clients[r.client]
+	if c.plan.probe != probeNone && r.rpc == c.probeRPC && r.rpc != 0 {
+		w.probeAnswers = append(w.probeAnswers, probeAnswer{h: r.client, rpc: r.rpc, probe: c.plan.probe, entry: r.entry, res: r.result})
 	}
-	if ev.b == resOK {
+	if r.result == resOK {
 		// Counted even if the client stopped waiting: the PD served it. A
 		// duplicated reply is the same answer, counted once.
-		rec := w.ledger.get(ev.s)
-		if !slices.Contains(rec.okCalls, [2]int64{int64(ev.h), ev.a}) {
-			rec.okCalls = append(rec.okCalls, [2]int64{int64(ev.h), ev.a})
+		rec := w.ledger.get(r.entry)
+		if !slices.Contains(rec.okCalls, [2]int64{int64(r.client), r.rpc}) {
+			rec.okCalls = append(rec.okCalls, [2]int64{int64(r.client), r.rpc})
 		}
 	}
-	if !w.current(c, ev) {
+	if !w.current(c, r.rpc) {
 		return
 	}
-	w.answer(c, ev.b, "")
+	w.answer(c, r.result, "")
 }
 
 func (w *World) releaseReplyArrive(ev event) {
-	w.histReturn(ev.h, ev.a, OpRelease, ev.b, "")
-	c := w.clients[ev.h]
-	if !w.current(c, ev) {
+	r := callReplyOf(ev)
+	w.histReturn(r.client, r.rpc, OpRelease, r.result, "")
+	c := w.clients[r.client]
+	if !w.current(c, r.rpc) {
 		return
 	}
-	w.answer(c, ev.b, "")
+	w.answer(c, r.result, "")
 }
 
 // answer moves a client on after its current call ended with res.
@@ -354,10 +362,11 @@ func (w *World) afterPublish(c *client) {
 // probe makes the client's probe call with its live reference: an altered
 // reference to its consumer, or the consume to E (history: a probe op).
 func (w *World) probe(c *client) {
-	ev := event{kind: evConsumeArrive, c: int32(c.plan.consumer), s: c.entry, f: uint8(probeForms[c.plan.probe])}
+	kind := evConsumeArrive
 	if c.plan.probe == probeWrongRole {
-		ev.kind = evProducerConsume
+		kind = evProducerConsume
 	}
+	ev := consumeRequest{consumer: int32(c.plan.consumer), entry: c.entry, form: probeForms[c.plan.probe]}.event(kind)
 	c.callPD = c.plan.consumer
 	w.call(c, stageProbing, msgRequest, ev)
 	c.probeRPC = c.rpc
@@ -374,7 +383,7 @@ func (w *World) next(c *client) {
 		c.replayed = true
 		w.consume(c, (c.plan.consumer+1)%w.set.Consumers, stageReplaying)
 	case c.releasesLeft > 0:
-		w.call(c, stageReleasing, msgRelease, event{kind: evReleaseArrive, s: c.entry})
+		w.call(c, stageReleasing, msgRelease, releaseRequest{entry: c.entry}.event())
 	default:
 		w.finish(c, "finished")
 	}
@@ -384,18 +393,18 @@ func (w *World) next(c *client) {
 // call nobody waits for: call number 0); the late-cancel fault may cancel it.
 func (w *World) consume(c *client, pd int, stage clientStage) {
 	c.callPD = pd
-	w.call(c, stage, msgRequest, event{kind: evConsumeArrive, c: int32(pd), s: c.entry})
+	w.call(c, stage, msgRequest, consumeRequest{consumer: int32(pd), entry: c.entry}.event(evConsumeArrive))
 	if stage == stageConsuming {
 		switch c.plan.race {
 		case raceConsume:
 			w.histCall(c.idx, 0, OpConsume, c.entry)
-			w.send(msgRequest, event{kind: evConsumeArrive, h: int32(c.idx), c: int32((pd + 1) % w.set.Consumers), s: c.entry})
+			w.send(msgRequest, consumeRequest{client: int32(c.idx), consumer: int32((pd + 1) % w.set.Consumers), entry: c.entry}.event(evConsumeArrive))
 		case raceRelease:
 			w.histCall(c.idx, 0, OpRelease, c.entry)
-			w.send(msgRelease, event{kind: evReleaseArrive, h: int32(c.idx), s: c.entry})
+			w.send(msgRelease, releaseRequest{client: int32(c.idx), entry: c.entry}.event())
 		}
 	}
 	if w.faults.buggify(SiteLateCancel) {
-		w.after(between(w.workRNG, 0, w.set.ConsumerTimeoutMs), event{kind: evClientCancel, h: int32(c.idx), a: c.rpc})
+		w.after(between(w.workRNG, 0, w.set.ConsumerTimeoutMs), clientCall{client: int32(c.idx), rpc: c.rpc}.event(evClientCancel))
 	}
 }

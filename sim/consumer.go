@@ -119,54 +119,55 @@ func (c *consumerNode) boot(w *World) {
 // then handoff.AdmitReceive: not in the shared directory), Preflight (L-5),
 // then the backend's claim.
 func (w *World) consumeArrive(ev event) {
-	c := w.cons[ev.c]
-	reply := event{kind: evConsumeReplyArrive, h: ev.h, c: ev.c, a: ev.a, s: ev.s}
+	rq := consumeRequestOf(ev)
+	c := w.cons[rq.consumer]
+	reply := consumeReply{client: rq.client, consumer: rq.consumer, rpc: rq.rpc, entry: rq.entry}
 	if !c.up {
 		return // connection refused; the client's deadline ends its call
 	}
 	if w.opts.Mutant == MutantLockAcrossTransfer && c.transferInFlight() {
-		if ev.b == 0 {
-			ev.b = w.now + 1 // arrival tick + 1
+		if rq.waitingSince == 0 {
+			rq.waitingSince = w.now + 1 // arrival tick + 1
 		}
 		if w.tracing {
 			w.notef("PD%d lock held across a transfer: consume waits", c.idx)
 		}
-		w.after(1, ev)
+		w.after(1, rq.event(ev.kind))
 		return
 	}
-	if ev.b != 0 {
-		c.lateAdmissions = append(c.lateAdmissions, [2]int64{ev.b - 1, w.now})
+	if rq.waitingSince != 0 {
+		c.lateAdmissions = append(c.lateAdmissions, [2]int64{rq.waitingSince - 1, w.now})
 	}
 	if err := c.health.Admit(); err != nil {
-		reply.b = resOf(err)
-		w.ledger.refuseForHealth(callKey{ev.h, ev.a})
+		reply.result = resOf(err)
+		w.ledger.refuseForHealth(callKey{rq.client, rq.rpc})
 		if w.tracing {
 			w.notef("admit: %v", err)
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event())
 		return
 	}
-	rec := w.ledger.get(ev.s)
-	if err := w.consumerCheckRef(c, rec, refForm(ev.f), ev.h, ev.a); err != nil {
-		reply.b = resOf(err)
-		w.ledger.rejectCall(callKey{ev.h, ev.a}, reply.b)
+	rec := w.ledger.get(rq.entry)
+	if err := w.consumerCheckRef(c, rec, rq.form, rq.client, rq.rpc); err != nil {
+		reply.result = resOf(err)
+		w.ledger.rejectCall(callKey{rq.client, rq.rpc}, reply.result)
 		if w.tracing {
 			w.notef("%v", err)
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event())
 		return
 	}
 	if w.now >= rec.expiresMs {
-		reply.b = resSpent
+		reply.result = resSpent
 		if w.tracing {
-			w.notef("SU-2 %s expired", short(ev.s))
+			w.notef("SU-2 %s expired", short(rq.entry))
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event())
 		return
 	}
 	num := int64(len(w.xreqs) + 1)
-	key := fmt.Sprintf("r%d/%s", num, ev.s)
-	w.xreqs = append(w.xreqs, xreq{h: int(ev.h), rpc: ev.a, c: c.idx, inc: c.inc, buf: -1, entry: ev.s, key: key, form: refForm(ev.f)})
+	key := fmt.Sprintf("r%d/%s", num, rq.entry)
+	w.xreqs = append(w.xreqs, xreq{h: int(rq.client), rpc: rq.rpc, c: c.idx, inc: c.inc, buf: -1, entry: rq.entry, key: key, form: rq.form})
 	exists, lookErr := true, error(nil) // a transfer: the producer decides SU-2
 	if w.set.Backend == BackendSharedDir {
 		exists, lookErr = shareddir.EntryExists(w.sd.cons[c.idx], cacheRoot, rec.instance, rec.id)
@@ -174,18 +175,18 @@ func (w *World) consumeArrive(ev event) {
 	// SU-2 before L-5 (CONTRACT precedence): the core's handoff.AdmitReceive
 	// looks (shareddir.EntryExists) before it reserves receive bytes.
 	if err := handoff.AdmitReceive(rec.id, exists, lookErr, func() error { return c.receives.Preflight(key, rec.payloadBytes) }); err != nil {
-		reply.b = resOf(err)
+		reply.result = resOf(err)
 		if w.tracing {
 			if errors.Is(err, handoff.ErrSpentReference) {
-				w.notef("SU-2 %s is not in the shared directory", short(ev.s))
+				w.notef("SU-2 %s is not in the shared directory", short(rq.entry))
 			} else {
 				w.notef("preflight: %v", err)
 			}
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event())
 		return
 	}
-	r := &recv{num: num, h: int(ev.h), rpc: ev.a, entry: ev.s, key: key, buf: -1, form: refForm(ev.f)}
+	r := &recv{num: num, h: int(rq.client), rpc: rq.rpc, entry: rq.entry, key: key, buf: -1, form: rq.form}
 	c.recvs[num] = r
 	if w.set.Backend == BackendSharedDir {
 		w.claimShared(c, r, reply)
@@ -200,7 +201,7 @@ func (w *World) consumeArrive(ev event) {
 // crash fault is on may die inside the Claim after its rename won (drawn
 // from the shared disk's stream): the entry is spent and its claimed file
 // is an orphan for E's CollectOrphans (or its Close).
-func (w *World) claimShared(c *consumerNode, r *recv, reply event) {
+func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
 	must(c.receives.Registered(r.key))
 	must(c.receives.Requested(r.key))
 	rec := w.ledger.get(r.entry)
@@ -215,43 +216,44 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply event) {
 		if w.tracing {
 			w.notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.idx, short(r.entry))
 		}
-		w.crash(event{kind: evCrash, c: int32(c.idx)})
+		w.crash(consumerStep{consumer: int32(c.idx)}.event(evCrash))
 		return
 	}
 	if !ok {
 		must(c.receives.Rejected(r.key))
 		delete(c.recvs, r.num)
-		reply.b = resSpent
+		reply.result = resSpent
 		if w.tracing {
 			w.notef("SU-2 %s already consumed, released or expired", short(r.entry))
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event())
 		return
 	}
 	w.took(w.ledger.get(r.entry), r.key, int32(r.h), r.rpc, r.form)
 	if w.tracing {
 		w.notef("claimed %s as %s", short(r.entry), r.key)
 	}
-	w.after(between(w.diskRNG, 0, 3), event{kind: evClaimRead, c: int32(c.idx), a: r.num, b: c.inc})
+	w.after(between(w.diskRNG, 0, 3), recvTimer{consumer: int32(c.idx), recv: r.num, inc: c.inc}.event(evClaimRead))
 }
 
 // claimRead: the Claim (rename, read, delete) returned and the consumer
 // answers; the receive succeeded.
 func (w *World) claimRead(ev event) {
-	c := w.cons[ev.c]
-	if !c.up || c.inc != ev.b {
+	t := recvTimerOf(ev)
+	c := w.cons[t.consumer]
+	if !c.up || c.inc != t.inc {
 		return // crashed in between: the claimed file is an orphan for the next incarnation
 	}
-	r := c.recvs[ev.a]
+	r := c.recvs[t.recv]
 	must(c.receives.Succeeded(r.key))
 	w.consumeMedia(c, r)
 	delete(c.recvs, r.num)
-	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: ev.c, a: r.rpc, s: r.entry, b: resOK})
+	w.send(msgReply, consumeReply{client: int32(r.h), consumer: t.consumer, rpc: r.rpc, entry: r.entry, result: resOK}.event())
 }
 
 // requestTransfer: register a buffer, then Requested BEFORE sending
 // TransferEncoderCache; the consumer's own deadline bounds the wait (C-4).
-func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
+func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 	buf := -1
 	for i := range c.bufs {
 		if c.bufs[i].owner == 0 && !c.bufs[i].quarantined {
@@ -262,11 +264,11 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
 	if buf < 0 {
 		must(c.receives.Rejected(r.key))
 		delete(c.recvs, r.num)
-		reply.b = resExhausted
+		reply.result = resExhausted
 		if w.tracing {
 			w.notef("L-5 no free receive buffer")
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event())
 		return
 	}
 	c.bufs[buf].owner = r.num
@@ -282,9 +284,9 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply event) {
 		w.notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
 	}
 	if !w.directRequest(r) {
-		w.send(msgRequest, event{kind: evTransferArrive, c: int32(c.idx), a: r.num, s: r.entry})
+		w.send(msgRequest, transferRequest{consumer: int32(c.idx), recv: r.num, entry: r.entry}.event())
 	}
-	w.after(w.set.ConsumerTimeoutMs, event{kind: evTransferTimeout, c: int32(c.idx), a: r.num, b: c.inc})
+	w.after(w.set.ConsumerTimeoutMs, recvTimer{consumer: int32(c.idx), recv: r.num, inc: c.inc}.event(evTransferTimeout))
 }
 
 // transferReply: the producer's answer. A receive already ended (duplicate
@@ -293,22 +295,23 @@ func (w *World) transferReply(ev event) {
 	if w.directReply(&ev) {
 		return
 	}
-	c := w.cons[ev.c]
-	rq := w.xreqs[ev.a-1]
-	r, ok := c.recvs[ev.a]
+	rep := transferReplyOf(ev)
+	c := w.cons[rep.consumer]
+	rq := w.xreqs[rep.recv-1]
+	r, ok := c.recvs[rep.recv]
 	if !c.up || c.inc != rq.inc || !ok {
 		if w.tracing {
-			w.notef("reply %s for %s ignored: receive already ended", resNames[ev.b], rq.key)
+			w.notef("reply %s for %s ignored: receive already ended", resNames[rep.result], rq.key)
 		}
 		return
 	}
-	if ev.b == resOK {
+	if rep.result == resOK {
 		b := &c.bufs[r.buf]
 		if string(b.mem) != r.entry || b.owner != r.num {
 			w.failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, b.mem, b.owner)
 		}
 	}
-	w.transferEnded(c, r, "producer answered "+resNames[ev.b], ev.b)
+	w.transferEnded(c, r, "producer answered "+resNames[rep.result], rep.result)
 }
 
 // transferEnded: handoff.EndTransfer decides how the receive ends on the
@@ -380,9 +383,10 @@ func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 
 // transferTimeout: the consumer's deadline passed with the outcome unknown.
 func (w *World) transferTimeout(ev event) {
-	c := w.cons[ev.c]
-	r, ok := c.recvs[ev.a]
-	if !c.up || c.inc != ev.b || !ok {
+	t := recvTimerOf(ev)
+	c := w.cons[t.consumer]
+	r, ok := c.recvs[t.recv]
+	if !c.up || c.inc != t.inc || !ok {
 		return
 	}
 	w.transferEnded(c, r, "deadline passed", causeDeadline)
@@ -417,7 +421,7 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 			w.notef("its revocation waits for a WRITE in flight")
 		}
 	}
-	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: int32(c.idx), a: r.rpc, s: r.entry, b: resUnavailable})
+	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.idx), rpc: r.rpc, entry: r.entry, result: resUnavailable}.event())
 }
 
 // endReceive frees a receive's buffer (its outcome is known) and answers the client.
@@ -437,7 +441,7 @@ func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
 	if w.tracing {
 		w.notef("%s ended %s; buffer %d freed", r.key, resNames[res], r.buf)
 	}
-	w.send(msgReply, event{kind: evConsumeReplyArrive, h: int32(r.h), c: int32(c.idx), a: r.rpc, s: r.entry, b: res})
+	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.idx), rpc: r.rpc, entry: r.entry, result: res}.event())
 }
 
 // chaos is a consumer's fault tick in the safety phase: it may crash.
@@ -445,17 +449,19 @@ func (w *World) chaos(ev event) {
 	if w.faults.healed {
 		return
 	}
-	c := w.cons[ev.c]
+	n := consumerStepOf(ev).consumer
+	c := w.cons[n]
 	if c.up && w.faults.buggify(SiteConsumerCrash) {
-		w.after(0, event{kind: evCrash, c: ev.c})
+		w.after(0, consumerStep{consumer: n}.event(evCrash))
 	}
-	w.after(between(w.procRNG, 50, 300), event{kind: evChaos, c: ev.c})
+	w.after(between(w.procRNG, 50, 300), consumerStep{consumer: n}.event(evChaos))
 }
 
 // crash kills a consumer: its receives, buffers and quarantine go with the
 // process; clients waiting on it hit their deadlines.
 func (w *World) crash(ev event) {
-	c := w.cons[ev.c]
+	n := consumerStepOf(ev).consumer
+	c := w.cons[n]
 	if !c.up {
 		return
 	}
@@ -470,15 +476,16 @@ func (w *World) crash(ev event) {
 	if w.tracing {
 		w.notef("PD%d incarnation %d crashed with %d receives in flight", c.idx, c.inc, len(c.recvs))
 	}
-	w.after(between(w.procRNG, 10, 300), event{kind: evRestart, c: ev.c, a: c.inc})
+	w.after(between(w.procRNG, 10, 300), consumerStep{consumer: n, inc: c.inc}.event(evRestart))
 }
 
 // restart boots a new incarnation (a new process on the shared disk). A
 // claimed file a past incarnation left is E's to collect (CollectOrphans),
 // as in the engine.
 func (w *World) restart(ev event) {
-	c := w.cons[ev.c]
-	if c.up || c.inc != ev.a {
+	st := consumerStepOf(ev)
+	c := w.cons[st.consumer]
+	if c.up || c.inc != st.inc {
 		return
 	}
 	c.inc++

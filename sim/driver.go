@@ -160,7 +160,7 @@ func (d *Driver) Release(entry string) (Answer, error) {
 		return Answer{Code: handoff.CodeOK}, nil // ALREADY_FINISHED: nothing of ours to release
 	}
 	c := d.newClient(0, 0, entry)
-	res, _, err := d.run(c, func() { d.w.call(c, stageReleasing, msgRelease, event{kind: evReleaseArrive, s: entry}) })
+	res, _, err := d.run(c, func() { d.w.call(c, stageReleasing, msgRelease, releaseRequest{entry: entry}.event()) })
 	return Answer{Code: answerCodes[res], Aborted: res == resAborted}, err
 }
 

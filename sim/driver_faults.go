@@ -86,8 +86,8 @@ func (d *Driver) RestartConsumer(pd int) error {
 		return fmt.Errorf("%w: no consumer %d", ErrDriver, pd)
 	}
 	c := w.cons[pd]
-	w.crash(event{kind: evCrash, c: int32(pd)})
-	w.restart(event{kind: evRestart, c: int32(pd), a: c.inc})
+	w.crash(consumerStep{consumer: int32(pd)}.event(evCrash))
+	w.restart(consumerStep{consumer: int32(pd), inc: c.inc}.event(evRestart))
 	w.checkStep()
 	if w.fail != nil {
 		return fmt.Errorf("%w: %s", ErrDriver, w.fail.msg)
@@ -112,7 +112,7 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	dir.byRecv[r.num] = len(dir.calls)
 	dir.calls = append(dir.calls, DirectedCall{Fault: f})
 	dir.deadline[r.num] = w.now + w.set.ConsumerTimeoutMs
-	reply := event{kind: evTransferReply, c: int32(w.xreqs[r.num-1].c), a: r.num}
+	reply := transferReply{consumer: int32(w.xreqs[r.num-1].c), recv: r.num}
 	switch f {
 	case DirectedDropRequest:
 		if w.tracing {
@@ -120,16 +120,16 @@ func (w *World) directRequest(r *recv) (handled bool) {
 		}
 		return true
 	case DirectedUnavailable:
-		reply.b = resUnavailable
+		reply.result = resUnavailable
 	case DirectedInvalidArgument:
-		reply.b = resPlainInvalid
+		reply.result = resPlainInvalid
 	default:
 		return false
 	}
 	if w.tracing {
-		w.notef("directed fault: transfer request of %s answered %s without reaching E", r.key, resNames[reply.b])
+		w.notef("directed fault: transfer request of %s answered %s without reaching E", r.key, resNames[reply.result])
 	}
-	w.after(1, reply)
+	w.after(1, reply.event())
 	return true
 }
 
@@ -150,39 +150,40 @@ func (w *World) directReply(ev *event) bool {
 	if dir == nil {
 		return false
 	}
-	i, ok := dir.byRecv[ev.a]
+	rep := transferReplyOf(*ev)
+	i, ok := dir.byRecv[rep.recv]
 	if !ok {
 		return false
 	}
 	call := &dir.calls[i]
 	if call.Reached && !call.Answered {
-		call.Answered, call.Code = true, answerCodes[ev.b]
+		call.Answered, call.Code = true, answerCodes[rep.result]
 	}
 	switch call.Fault {
 	case DirectedDropReply:
 		if w.tracing {
-			w.notef("directed fault: reply %s for receive %d lost", resNames[ev.b], ev.a)
+			w.notef("directed fault: reply %s for receive %d lost", resNames[rep.result], rep.recv)
 		}
 		return true
 	case DirectedDelay:
-		if !dir.held[ev.a] {
-			dir.held[ev.a] = true
+		if !dir.held[rep.recv] {
+			dir.held[rep.recv] = true
 			if dir.park {
 				if w.tracing {
-					w.notef("directed fault: reply %s for receive %d parked", resNames[ev.b], ev.a)
+					w.notef("directed fault: reply %s for receive %d parked", resNames[rep.result], rep.recv)
 				}
 				held := *ev
 				dir.parked = &held
 				return true
 			}
 			if w.tracing {
-				w.notef("directed fault: reply %s for receive %d held %d ms", resNames[ev.b], ev.a, dir.delayMs)
+				w.notef("directed fault: reply %s for receive %d held %d ms", resNames[rep.result], rep.recv, dir.delayMs)
 			}
 			w.after(dir.delayMs, *ev)
 			return true
 		}
 	case DirectedCut:
-		ev.b = resUnavailable
+		ev.setTransferResult(resUnavailable)
 	}
 	return false
 }
@@ -262,8 +263,9 @@ func (d *Driver) ReleaseHeld(heldMs int64) error {
 	ev := *dir.parked
 	dir.parked = nil
 	d.w.after(heldMs, ev)
-	c := d.w.cons[ev.c]
-	return d.stepWhile(func() bool { _, open := c.recvs[ev.a]; return open })
+	rep := transferReplyOf(ev)
+	c := d.w.cons[rep.consumer]
+	return d.stepWhile(func() bool { _, open := c.recvs[rep.recv]; return open })
 }
 
 // Finish steps a pending consume until it is answered (after ReleaseHeld).

@@ -23,15 +23,11 @@ package sim
 // unsynced temp file is lost or left behind as an orphan (producer_crash.go,
 // sharedDisk.crashProducer).
 
-// encodeResumed marks (in field c) the second encodeDone of a slow write:
-// the fsync returned; field b holds the tick the write began.
-const encodeResumed int32 = 1
-
 // publishMs is the tick the publish took its clock reading: before the
 // write (the first encodeDone, or the start of a slow write).
 func (w *World) publishMs(ev event) int64 {
-	if ev.c == encodeResumed {
-		return ev.b
+	if e := encodeDoneOf(ev); e.resumed {
+		return e.startedMs
 	}
 	return w.now
 }
@@ -40,19 +36,20 @@ func (w *World) publishMs(ev event) int64 {
 // temp file exists, the publish stays in flight (p.publishing), and the
 // fsync's return is the resumed encodeDone. It reports whether it did.
 func (w *World) slowFsync(ev event) bool {
-	if ev.c == encodeResumed || !w.faults.buggify(SiteSlowFsync) {
+	e := encodeDoneOf(ev)
+	if e.resumed || !w.faults.buggify(SiteSlowFsync) {
 		return false
 	}
-	id := ev.s
+	id := e.entry
 	d := between(w.nodes.rng, 1, max(1, w.set.FsyncMsMax))
 	w.sd.slow[id] = true
 	w.prod.publishing++
 	if w.tracing {
 		w.notef("slow write of %s: temp file written, fsync takes %d ms", short(id), d)
 	}
-	w.after(d, event{kind: evEncodeDone, h: ev.h, a: ev.a, s: id, c: encodeResumed, b: w.now})
+	w.after(d, encodeDone{client: e.client, rpc: e.rpc, entry: id, resumed: true, startedMs: w.now}.event())
 	if w.faults.buggify(SiteProducerCrash) {
-		w.after(between(w.nodes.rng, 0, d-1), event{kind: evProducerCrash, s: id}) // before the fsync returns
+		w.after(between(w.nodes.rng, 0, d-1), producerCrash{slowWrite: id}.event()) // before the fsync returns
 	}
 	return true
 }
@@ -61,13 +58,14 @@ func (w *World) slowFsync(ev event) bool {
 // returned; the Write (temp file, fsync, rename, directory fsync) runs.
 // It reports whether ev was such a resumption (encodeDone then commits).
 func (w *World) fsyncWritten(ev event) bool {
-	if ev.c != encodeResumed {
+	e := encodeDoneOf(ev)
+	if !e.resumed {
 		return false
 	}
-	delete(w.sd.slow, ev.s)
-	w.sd.publish(w.ledger.get(ev.s))
+	delete(w.sd.slow, e.entry)
+	w.sd.publish(w.ledger.get(e.entry))
 	if w.tracing {
-		w.notef("slow write of %s: fsync returned, renamed into place", short(ev.s))
+		w.notef("slow write of %s: fsync returned, renamed into place", short(e.entry))
 	}
 	return true
 }

@@ -84,10 +84,14 @@ func (w *World) histCall(client int, rpc int64, kind OpKind, entry string) {
 // operation of its own whose answer is unknown: the client takes the first
 // answer that arrives, which may be the copy's.
 func (w *World) histDuplicate(ev event) {
-	if ev.kind != evReleaseArrive || ev.h < 0 {
+	if ev.kind != evReleaseArrive {
 		return
 	}
-	w.hist.ops = append(w.hist.ops, HistoryOp{Client: int(ev.h), Race: ev.a == 0, Kind: OpRelease, Entry: ev.s, Call: w.now, Return: ReturnUnknown})
+	rq := releaseRequestOf(ev)
+	if rq.client < 0 {
+		return
+	}
+	w.hist.ops = append(w.hist.ops, HistoryOp{Client: int(rq.client), Race: rq.rpc == 0, Kind: OpRelease, Entry: rq.entry, Call: w.now, Return: ReturnUnknown})
 }
 
 // histReturn records the first answer of an operation that reached its

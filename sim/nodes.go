@@ -97,7 +97,7 @@ func (w *World) startNodes() {
 		w.nodes.cutUntil = make([]int64, len(w.cons))
 		w.nodes.hookArrival = true
 		for i := range w.cons {
-			w.schedule(between(w.nodes.rng, 1, max(1, w.set.PartitionPeriodMs)), event{kind: evPartitionTick, c: int32(i)})
+			w.schedule(between(w.nodes.rng, 1, max(1, w.set.PartitionPeriodMs)), consumerStep{consumer: int32(i)}.event(evPartitionTick))
 		}
 	}
 	if w.faults.enabled[SiteProducerCrash] {
@@ -137,7 +137,7 @@ func (w *World) dispatchNode(ev event) bool {
 
 // sendHook runs before w.send delivers ev; true means ev is lost (a partition).
 func (w *World) sendHook(ev *event) bool {
-	if ev.kind == evConsumeReplyArrive && ev.b == resOK && ev.c >= 0 && w.set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
+	if rep := consumeReplyOf(*ev); ev.kind == evConsumeReplyArrive && rep.result == resOK && rep.consumer >= 0 && w.set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
 		w.prefillReady(ev)
 	}
 	return w.partitionDropsSend(ev)

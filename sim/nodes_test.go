@@ -178,7 +178,7 @@ func TestNodeCheckersCatch(t *testing.T) {
 		w := mk()
 		s := &kvSession{num: 1, id: strings.Repeat("a", 32), state: kvFetched, served: 1, decodedBy: []int{0, 0}, pinc: 1}
 		w.nodes.touched = append(w.nodes.touched, s)
-		if msg := checkKVSessions(w); !strings.Contains(msg, "attached more than once") {
+		if msg := errText(checkKVSessions(w)); !strings.Contains(msg, "attached more than once") {
 			t.Errorf("checkKVSessions = %q", msg)
 		}
 	})
@@ -186,14 +186,14 @@ func TestNodeCheckersCatch(t *testing.T) {
 		w := mk()
 		s := &kvSession{num: 1, id: strings.Repeat("f", 32), state: kvFetched, served: 1, aborted: 1, pinc: 1}
 		w.nodes.touched = append(w.nodes.touched, s)
-		if msg := checkKVSessions(w); !strings.Contains(msg, "answered ABORTED") {
+		if msg := errText(checkKVSessions(w)); !strings.Contains(msg, "answered ABORTED") {
 			t.Errorf("checkKVSessions = %q", msg)
 		}
 	})
 	t.Run("leaked at the end", func(t *testing.T) {
 		w := mk()
 		w.nodes.sessions = append(w.nodes.sessions, &kvSession{num: 1, id: strings.Repeat("b", 32), state: kvLive, pinc: w.cons[0].inc})
-		if msg := checkKVSessionsEnd(w); !strings.Contains(msg, "leaked") {
+		if msg := errText(checkKVSessionsEnd(w)); !strings.Contains(msg, "leaked") {
 			t.Errorf("checkKVSessionsEnd = %q", msg)
 		}
 	})
@@ -201,7 +201,7 @@ func TestNodeCheckersCatch(t *testing.T) {
 		for kind, rule := range map[prepKind]string{prepMissing: "L-2", prepBadHash: "H-3"} {
 			w := mk()
 			w.nodes.decided = append(w.nodes.decided, &decodeReq{num: 1, kind: kind, ran: true, sessionID: strings.Repeat("c", 32)})
-			if msg := checkDecodePreparation(w); !strings.HasPrefix(msg, rule) {
+			if msg := errText(checkDecodePreparation(w)); !strings.HasPrefix(msg, rule) {
 				t.Errorf("checkDecodePreparation(%s) = %q, want %s", prepNames[kind], msg, rule)
 			}
 		}
@@ -226,7 +226,7 @@ func TestNodeCheckersCatch(t *testing.T) {
 		before := w.encoderSnapshot()
 		must(w.sd.disk.Proc("x").MkdirAll("/x", 0o700)) // any disk operation
 		w.checkEncoderUntouched(before, event{kind: evKVFetchReply})
-		if msg := checkNoEncoderOnDecode(w); !strings.Contains(msg, "changed the encoder side") {
+		if msg := errText(checkNoEncoderOnDecode(w)); !strings.Contains(msg, "changed the encoder side") {
 			t.Errorf("checkNoEncoderOnDecode = %q", msg)
 		}
 	})
@@ -235,7 +235,7 @@ func TestNodeCheckersCatch(t *testing.T) {
 		rec := w.ledger.add(strings.Repeat("e", 32), 0, 1)
 		w.nodes.lost = append(w.nodes.lost, lostEntry{rec: rec})
 		rec.consumptions = append(rec.consumptions, "r1")
-		if msg := checkCrashLost(w); !strings.Contains(msg, "served after the crash") {
+		if msg := errText(checkCrashLost(w)); !strings.Contains(msg, "served after the crash") {
 			t.Errorf("checkCrashLost = %q", msg)
 		}
 	})
@@ -333,15 +333,15 @@ func TestSlowFsyncRaces(t *testing.T) {
 			}
 			w.now = ev.tick
 			w.steps++
-			if ev.kind == evEncodeDone && ev.c == encodeResumed && !w.nodes.prodDown && w.prod.table.State(ev.s) != 0 {
-				c := w.clients[ev.h]
-				if c.streamCancelled(ev.a) {
+			if e := encodeDoneOf(ev); ev.kind == evEncodeDone && e.resumed && !w.nodes.prodDown && w.prod.table.State(e.entry) != 0 {
+				c := w.clients[e.client]
+				if c.streamCancelled(e.rpc) {
 					cancelled++
 				}
 				if w.prod.health.Draining() {
 					draining++
 				}
-				if ev.b+w.prod.table.TTL(c.plan.ttlMs) <= w.now {
+				if e.startedMs+w.prod.table.TTL(c.plan.ttlMs) <= w.now {
 					expired++
 				}
 			}

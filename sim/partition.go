@@ -34,10 +34,11 @@ func (w *World) partitionTick(ev event) {
 	if w.faults.healed {
 		return
 	}
-	if !w.partitioned(ev.c) && w.faults.buggify(SitePartition) {
-		w.Partition(int(ev.c), between(w.nodes.rng, 1, max(1, w.set.PartitionMsMax)))
+	n := consumerStepOf(ev).consumer
+	if !w.partitioned(n) && w.faults.buggify(SitePartition) {
+		w.Partition(int(n), between(w.nodes.rng, 1, max(1, w.set.PartitionMsMax)))
 	}
-	w.after(between(w.nodes.rng, 1, max(1, w.set.PartitionPeriodMs)), event{kind: evPartitionTick, c: ev.c})
+	w.after(between(w.nodes.rng, 1, max(1, w.set.PartitionPeriodMs)), consumerStep{consumer: n}.event(evPartitionTick))
 }
 
 // partitionDropsSend: a message between a cut-off consumer and E is lost
@@ -48,9 +49,9 @@ func (w *World) partitionDropsSend(ev *event) bool {
 	}
 	switch ev.kind {
 	case evTransferArrive, evTransferReply:
-		if w.partitioned(ev.c) {
+		if n := transferLink(*ev); w.partitioned(n) {
 			if w.tracing {
-				w.notef("partition: %s between PD%d and E lost", ev.kind, ev.c)
+				w.notef("partition: %s between PD%d and E lost", ev.kind, n)
 			}
 			return true
 		}
@@ -64,20 +65,20 @@ func (w *World) partitionDropsSend(ev *event) bool {
 func (w *World) partitionDropsArrival(ev event) bool {
 	switch ev.kind {
 	case evTransferArrive, evTransferReply:
-		if w.partitioned(ev.c) {
+		if n := transferLink(ev); w.partitioned(n) {
 			if w.tracing {
-				w.notef("partition: %s between PD%d and E lost on the wire", ev.kind, ev.c)
+				w.notef("partition: %s between PD%d and E lost on the wire", ev.kind, n)
 			}
 			return true
 		}
 	case evWriteLand:
-		wr := w.writes[ev.a-1]
+		wr := w.writes[writeStepOf(ev).write-1]
 		if w.partitioned(int32(wr.c)) && wr.pending() {
 			_ = w.deliverWrite(wr, true) // xfer's Cut: nothing lands (transport.go)
 			if w.tracing {
 				w.notef("partition: WRITE #%d of %s into PD%d failed: link cut", wr.num, short(wr.entry), wr.c)
 			}
-			w.after(1, event{kind: evWriteComplete, a: wr.num})
+			w.after(1, writeStep{write: wr.num}.event(evWriteComplete))
 			return true
 		}
 	}

@@ -161,15 +161,16 @@ func (w *World) prefillReady(ev *event) {
 	for i := range b {
 		b[i] = byte(w.nodes.rng.Uint32())
 	}
-	c := w.cons[ev.c]
-	s := &kvSession{num: len(w.nodes.sessions) + 1, id: hex.EncodeToString(b[:]), p: int(ev.c), pinc: c.inc, entry: ev.s, state: kvLive}
+	rep := consumeReplyOf(*ev)
+	c := w.cons[rep.consumer]
+	s := &kvSession{num: len(w.nodes.sessions) + 1, id: hex.EncodeToString(b[:]), p: int(rep.consumer), pinc: c.inc, entry: rep.entry, state: kvLive}
 	w.nodes.sessions = append(w.nodes.sessions, s)
 	w.nodes.byID[s.id] = s
-	w.nodes.prefills[[2]int64{int64(ev.h), ev.a}] = s
+	w.nodes.prefills[[2]int64{int64(rep.client), rep.rpc}] = s
 	w.nodes.touched = append(w.nodes.touched, s)
-	w.after(w.set.KVSessionTTLMs, event{kind: evKVExpire, c: ev.c, a: int64(s.num)})
+	w.after(w.set.KVSessionTTLMs, kvExpire{prefill: rep.consumer, session: int64(s.num)}.event())
 	if w.tracing {
-		w.notef("P%d: PrefillReady for %s with KV session %s", ev.c, short(ev.s), short(s.id))
+		w.notef("P%d: PrefillReady for %s with KV session %s", rep.consumer, short(rep.entry), short(s.id))
 	}
 }
 
@@ -247,25 +248,26 @@ func (w *World) decode(c *client, cd *clientDecode, kind prepKind, d int) {
 	c.rpc++
 	c.stage = stageDecoding
 	r.rpc = c.rpc
-	w.send(msgRequest, event{kind: evDecodeArrive, h: int32(c.idx), c: int32(d), a: c.rpc, b: int64(r.num)})
-	w.after(w.set.ClientTimeoutMs, event{kind: evClientDeadline, h: int32(c.idx), a: c.rpc})
+	w.send(msgRequest, decodeRequest{client: int32(c.idx), decoder: int32(d), rpc: c.rpc, req: int64(r.num)}.event())
+	w.after(w.set.ClientTimeoutMs, clientCall{client: int32(c.idx), rpc: c.rpc}.event(evClientDeadline))
 }
 
 // kvAbort: the client releases its KV session on P (Abort(kv_session)).
 func (w *World) kvAbort(c *client, cd *clientDecode) {
 	c.rpc++
 	c.stage = stageKVAborting
-	w.send(msgRelease, event{kind: evKVAbortArrive, h: int32(c.idx), c: int32(cd.session.p), a: c.rpc, s: cd.session.id})
-	w.after(w.set.ClientTimeoutMs, event{kind: evClientDeadline, h: int32(c.idx), a: c.rpc})
+	w.send(msgRelease, kvAbort{client: int32(c.idx), prefill: int32(cd.session.p), rpc: c.rpc, session: cd.session.id}.event())
+	w.after(w.set.ClientTimeoutMs, clientCall{client: int32(c.idx), rpc: c.rpc}.event(evClientDeadline))
 }
 
 // decodeReplyArrive: D's answer to a decode, or P's to Abort(kv_session).
 func (w *World) decodeReplyArrive(ev event) {
-	c := w.clients[ev.h]
-	if !w.current(c, ev) {
+	rep := callReplyOf(ev)
+	c := w.clients[rep.client]
+	if !w.current(c, rep.rpc) {
 		return
 	}
-	w.answer(c, ev.b, "")
+	w.answer(c, rep.result, "")
 }
 
 // onDecoder runs a D handler under the N-2 guard.
@@ -285,8 +287,9 @@ func (w *World) onDecoder(ev event) {
 // decodeArrive: D's Generate(kv.session, decode_preparation), checked in
 // kvdecode.go's order before anything runs.
 func (w *World) decodeArrive(ev event) {
-	d := w.nodes.decoders[ev.c]
-	r := w.nodes.reqs[ev.b-1]
+	dr := decodeRequestOf(ev)
+	d := w.nodes.decoders[dr.decoder]
+	r := w.nodes.reqs[dr.req-1]
 	r.arrived = true
 	refuse := func(err error) {
 		r.done, r.res = true, resDecodeRefused
@@ -297,7 +300,7 @@ func (w *World) decodeArrive(ev event) {
 		if w.tracing {
 			w.notef("D%d refused decode %d: %v", d.idx, r.num, err)
 		}
-		w.send(msgReply, event{kind: evDecodeReplyArrive, h: int32(r.h), a: r.rpc, b: r.res})
+		w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: r.res}.event(evDecodeReplyArrive))
 	}
 	if err := w.checkDecodeRequest(r); err != nil {
 		refuse(err)
@@ -318,8 +321,8 @@ func (w *World) decodeArrive(ev event) {
 	if w.tracing {
 		w.notef("D%d attached to KV session %s: fetch and release on P%d", d.idx, short(r.sessionID), r.session.p)
 	}
-	w.send(msgRequest, event{kind: evKVFetchArrive, c: int32(r.session.p), a: int64(r.num)})
-	w.after(w.set.DecodeTimeoutMs, event{kind: evDecodeFetchDeadline, c: ev.c, a: int64(r.num)})
+	w.send(msgRequest, kvFetch{node: int32(r.session.p), req: int64(r.num)}.event(evKVFetchArrive))
+	w.after(w.set.DecodeTimeoutMs, kvFetch{node: dr.decoder, req: int64(r.num)}.event(evDecodeFetchDeadline))
 }
 
 // checkDecodeRequest is D's check of the decode preparation (L-2, H-3),
@@ -343,28 +346,30 @@ func (w *World) checkDecodeRequest(r *decodeReq) error {
 // kvFetchArrive: P serves D's READ of a session and its release
 // (Abort(kv_session)): ABORTED for the one D that takes a live session.
 func (w *World) kvFetchArrive(ev event) {
-	c := w.cons[ev.c]
-	r := w.nodes.reqs[ev.a-1]
+	f := kvFetchOf(ev)
+	c := w.cons[f.node]
+	r := w.nodes.reqs[f.req-1]
 	if !c.up {
 		return // connection refused: D's deadline ends it
 	}
 	s := w.nodes.byID[r.sessionID]
 	res := resAlreadyFinished
-	if s != nil && s.p == int(ev.c) && s.live(w) {
+	if s != nil && s.p == int(f.node) && s.live(w) {
 		s.state = kvFetched
 		s.served++
 		w.nodes.touched = append(w.nodes.touched, s)
 		res = resAborted
 	}
 	if w.tracing {
-		w.notef("P%d: fetch and release of KV session %s: %s", ev.c, short(r.sessionID), resNames[res])
+		w.notef("P%d: fetch and release of KV session %s: %s", f.node, short(r.sessionID), resNames[res])
 	}
-	w.send(msgReply, event{kind: evKVFetchReply, c: int32(r.d), a: ev.a, b: res})
+	w.send(msgReply, kvFetch{node: int32(r.d), req: f.req, result: res}.event(evKVFetchReply))
 }
 
 // kvFetchReply: D learns P's answer: ABORTED -> decode; else not found.
 func (w *World) kvFetchReply(ev event) {
-	r := w.nodes.reqs[ev.a-1]
+	f := kvFetchOf(ev)
+	r := w.nodes.reqs[f.req-1]
 	if r.done {
 		if w.tracing {
 			w.notef("fetch reply for decode %d ignored: already answered", r.num)
@@ -372,7 +377,7 @@ func (w *World) kvFetchReply(ev event) {
 		return
 	}
 	r.done = true
-	if ev.b == resAborted {
+	if f.result == resAborted {
 		r.res = resOK
 		r.session.decodedBy = append(r.session.decodedBy, r.d)
 		w.nodes.touched = append(w.nodes.touched, r.session)
@@ -385,13 +390,13 @@ func (w *World) kvFetchReply(ev event) {
 			w.notef("D%d: KV session %s not found (already decoded, released or expired)", r.d, short(r.sessionID))
 		}
 	}
-	w.send(msgReply, event{kind: evDecodeReplyArrive, h: int32(r.h), a: r.rpc, b: r.res})
+	w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: r.res}.event(evDecodeReplyArrive))
 }
 
 // decodeFetchDeadline: D's own deadline on the fetch passed: UNAVAILABLE
 // (the KV transfer failed; the session is freed by P's TTL if nobody took it).
 func (w *World) decodeFetchDeadline(ev event) {
-	r := w.nodes.reqs[ev.a-1]
+	r := w.nodes.reqs[kvFetchOf(ev).req-1]
 	if r.done {
 		return
 	}
@@ -399,32 +404,33 @@ func (w *World) decodeFetchDeadline(ev event) {
 	if w.tracing {
 		w.notef("D%d: fetch of KV session %s timed out", r.d, short(r.sessionID))
 	}
-	w.send(msgReply, event{kind: evDecodeReplyArrive, h: int32(r.h), a: r.rpc, b: resUnavailable})
+	w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: resUnavailable}.event(evDecodeReplyArrive))
 }
 
 // kvAbortArrive: Abort(kv_session) on P from a client.
 func (w *World) kvAbortArrive(ev event) {
-	c := w.cons[ev.c]
+	ab := kvAbortOf(ev)
+	c := w.cons[ab.prefill]
 	if !c.up {
 		return
 	}
-	s := w.nodes.byID[ev.s]
+	s := w.nodes.byID[ab.session]
 	res := resAlreadyFinished
-	if s != nil && s.p == int(ev.c) && s.live(w) {
+	if s != nil && s.p == int(ab.prefill) && s.live(w) {
 		s.state = kvReleased
 		s.aborted++
 		w.nodes.touched = append(w.nodes.touched, s)
 		res = resAborted
 	}
 	if w.tracing {
-		w.notef("P%d: Abort(kv_session %s): %s", ev.c, short(ev.s), resNames[res])
+		w.notef("P%d: Abort(kv_session %s): %s", ab.prefill, short(ab.session), resNames[res])
 	}
-	w.send(msgReply, event{kind: evKVAbortReplyArrive, h: ev.h, a: ev.a, b: res})
+	w.send(msgReply, callReply{client: ab.client, rpc: ab.rpc, result: res}.event(evKVAbortReplyArrive))
 }
 
 // kvExpire: a session's TTL on P passed; an unfetched one is freed.
 func (w *World) kvExpire(ev event) {
-	s := w.nodes.sessions[ev.a-1]
+	s := w.nodes.sessions[kvExpireOf(ev).session-1]
 	if s.live(w) {
 		s.state = kvExpired
 		w.nodes.touched = append(w.nodes.touched, s)

@@ -146,28 +146,29 @@ func resOf(err error) int64 {
 // publishArrive: E's Generate(encoder.publish): admit, Reserve (L-5) BEFORE
 // anything is written, then the encoder step.
 func (w *World) publishArrive(ev event) {
+	call := clientCallOf(ev)
 	p := w.prod
-	reply := event{kind: evPublishFailArrive, h: ev.h, a: ev.a}
+	reply := callReply{client: call.client, rpc: call.rpc}
 	if p.stopped {
-		reply.b = resUnavailable
-		w.send(msgReply, reply)
+		reply.result = resUnavailable
+		w.send(msgReply, reply.event(evPublishFailArrive))
 		return
 	}
 	if err := p.health.Admit(); err != nil {
-		reply.b = resOf(err)
+		reply.result = resOf(err)
 		if w.tracing {
 			w.notef("admit: %v", err)
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event(evPublishFailArrive))
 		return
 	}
-	cl := w.clients[ev.h]
+	cl := w.clients[call.client]
 	if why := w.modalityError(&cl.plan.media); why != "" {
-		reply.b = resUnimplemented // L-3: before execution, nothing reserved
+		reply.result = resUnimplemented // L-3: before execution, nothing reserved
 		if w.tracing {
 			w.notef("%s", why)
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event(evPublishFailArrive))
 		return
 	}
 	id := w.newEntryID()
@@ -175,15 +176,15 @@ func (w *World) publishArrive(ev event) {
 		id = handoff.EntryID(id, fmt.Sprint(cl.plan.content), w.decisions) // the SU-6 mutant's id
 	}
 	if err := p.table.Reserve(id, cl.plan.payloadBytes); err != nil {
-		reply.b = resOf(err)
+		reply.result = resOf(err)
 		if w.tracing {
 			w.notef("reserve: %v", err)
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event(evPublishFailArrive))
 		return
 	}
 	p.publishing++
-	w.ledger.add(id, int(ev.h), cl.plan.payloadBytes).instance = p.instanceID
+	w.ledger.add(id, int(call.client), cl.plan.payloadBytes).instance = p.instanceID
 	d := between(w.workRNG, 1, w.set.EncodeMsMax)
 	if w.faults.buggify(SiteEncoderLate) {
 		d += between(w.workRNG, 1, w.set.LongDelayMaxMs)
@@ -191,17 +192,18 @@ func (w *World) publishArrive(ev event) {
 	if w.tracing {
 		w.notef("reserved %s (%d bytes)", short(id), cl.plan.payloadBytes)
 	}
-	w.after(d, event{kind: evEncodeDone, h: ev.h, a: ev.a, s: id})
+	w.after(d, encodeDone{client: call.client, rpc: call.rpc, entry: id}.event())
 }
 
 // encodeDone: the encoder step ended. Cancelled or failed before publication
 // -> AbandonPublish (C-1, C-6); otherwise write the storage, CommitPublish,
 // then send EncoderReady; a failed send releases the entry (C-7).
 func (w *World) encodeDone(ev event) {
+	e := encodeDoneOf(ev)
 	p := w.prod
-	id := ev.s
+	id := e.entry
 	rec := w.ledger.get(id)
-	cl := w.clients[ev.h]
+	cl := w.clients[e.client]
 	pubMs := w.publishMs(ev) // the clock reading before the write (fsync.go)
 	p.publishing--
 	abandon := func(res int64, rule, why string) {
@@ -223,7 +225,7 @@ func (w *World) encodeDone(ev event) {
 			}
 		}
 		if res != 0 {
-			w.send(msgReply, event{kind: evPublishFailArrive, h: ev.h, a: ev.a, b: res})
+			w.send(msgReply, callReply{client: e.client, rpc: e.rpc, result: res}.event(evPublishFailArrive))
 		}
 	}
 	if w.fsyncWritten(ev) {
@@ -233,7 +235,7 @@ func (w *World) encodeDone(ev event) {
 	case w.faults.buggify(SiteEncoderFail):
 		abandon(resInternal, "C-6", "encoder failed")
 		return
-	case cl.streamCancelled(ev.a) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.decisions) == handoff.PublishAbandon:
+	case cl.streamCancelled(e.rpc) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.decisions) == handoff.PublishAbandon:
 		// The step completed after its client cancelled: the core decides
 		// (C-1, C-2; the C-2 mutant writes it).
 		abandon(0, "C-1", "cancelled before publication")
@@ -265,7 +267,7 @@ committed:
 	rec.published = true
 	rec.expiresMs = pubMs + ttl
 	rec.committedMs = w.now
-	cancelled := cl.streamCancelled(ev.a)
+	cancelled := cl.streamCancelled(e.rpc)
 	if cancelled {
 		rec.cancelledBeforeReady = true // C-2: the late completion of a cancelled publish
 		w.ledger.cancelled = append(w.ledger.cancelled, rec)
@@ -297,17 +299,18 @@ committed:
 	if w.tracing {
 		w.notef("published %s ttl %d", short(id), ttl)
 	}
-	w.send(msgReply, event{kind: evReadyArrive, h: ev.h, a: ev.a, s: id, b: rec.expiresMs})
+	w.send(msgReply, readyReply{client: e.client, rpc: e.rpc, entry: id, expiresMs: rec.expiresMs}.event())
 }
 
 // releaseArrive: Abort(encoder_cache=ref) on E (SU-3).
 func (w *World) releaseArrive(ev event) {
+	rq := releaseRequestOf(ev)
 	if w.prod.stopped {
-		w.send(msgReply, event{kind: evReleaseReplyArrive, h: ev.h, a: ev.a, b: resUnavailable})
+		w.send(msgReply, callReply{client: rq.client, rpc: rq.rpc, result: resUnavailable}.event(evReleaseReplyArrive))
 		return
 	}
 	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
-	if rec, ok := w.ledger.entries[ev.s]; ok {
+	if rec, ok := w.ledger.entries[rq.entry]; ok {
 		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now:
 		// the core's ProducerTable.ExpireBeforeRelease decides, before its
 		// Release (the engine's Abort(encoder_cache) calls it too). Found
@@ -317,7 +320,7 @@ func (w *World) releaseArrive(ev event) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 	}
-	w.producerRelease(ev.s, int(ev.h), ev.a)
+	w.producerRelease(rq.entry, int(rq.client), rq.rpc)
 }
 
 // producerRelease decides a release; h < 0 means nobody waits for the answer (C-7).
@@ -345,7 +348,7 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 			w.notef("release %s: UNAVAILABLE (X-1 its removal failed)", short(id))
 		}
 		if h >= 0 {
-			w.send(msgReply, event{kind: evReleaseReplyArrive, h: int32(h), a: rpc, b: resUnavailable})
+			w.send(msgReply, callReply{client: int32(h), rpc: rpc, result: resUnavailable}.event(evReleaseReplyArrive))
 		}
 	default:
 		if w.tracing {
@@ -367,7 +370,7 @@ func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
 	if res == resAborted {
 		w.ledger.get(id).aborted++
 	}
-	w.send(msgReply, event{kind: evReleaseReplyArrive, h: h, a: rpc, b: res})
+	w.send(msgReply, callReply{client: h, rpc: rpc, result: res}.event(evReleaseReplyArrive))
 }
 
 // startRemoval removes the storage of an entry the table moved to Removing;
@@ -378,7 +381,7 @@ func (w *World) startRemoval(id string, cause handoff.RemovalCause, h int, rpc i
 	if w.faults.buggify(SiteSlowRemove) {
 		d += between(w.diskRNG, 1, w.set.LongDelayMaxMs)
 	}
-	w.after(d, event{kind: evRemoveDone, h: int32(h), a: rpc, b: int64(cause), s: id})
+	w.after(d, removeDone{client: int32(h), rpc: rpc, cause: cause, entry: id}.event())
 }
 
 var causeNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released", handoff.CauseExpiry: "expired", handoff.CauseDrain: "drained"}
@@ -386,18 +389,19 @@ var causeNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released
 // removeDone: the removal syscall returned; report it with RemovalDone (or
 // RemovalFailed + health NOT_READY on an I/O error, X-1).
 func (w *World) removeDone(ev event) {
+	rd := removeDoneOf(ev)
 	p := w.prod
-	id := ev.s
-	cause := handoff.RemovalCause(ev.b)
+	id := rd.entry
+	cause := rd.cause
 	rec := w.ledger.get(id)
 	p.cleanups--
 	reply := func(res int64) {
-		if cause == handoff.CauseRelease && ev.h >= 0 {
+		if cause == handoff.CauseRelease && rd.client >= 0 {
 			if res == resUnavailable {
-				w.send(msgReply, event{kind: evReleaseReplyArrive, h: ev.h, a: ev.a, b: res})
+				w.send(msgReply, callReply{client: rd.client, rpc: rd.rpc, result: res}.event(evReleaseReplyArrive))
 				return
 			}
-			w.releaseReply(ev.h, ev.a, id, res)
+			w.releaseReply(rd.client, rd.rpc, id, res)
 		}
 	}
 	early, landedEarly := w.sd.takeEarly(id) // removed inside a consumer's Claim (shared_disk.go)
@@ -514,7 +518,7 @@ func (w *World) shutdown(ev event) {
 	if p.stopped {
 		return
 	}
-	if ev.a == 1 {
+	if shutdownCallOf(ev).injected {
 		if _, err := w.decideShutdown(""); err == nil {
 			w.failf(Correctness, "S-1", "Shutdown with an empty expected_instance_id was accepted")
 		}
@@ -568,8 +572,8 @@ func (w *World) drainTick(ev event) {
 // directory; only files whose removal failed (X-1, reported) may remain for
 // the close to take.
 func (w *World) stopProducer() {
-	if msg := checkStopped(w); msg != "" {
-		w.failf(Correctness, "S-2", "%s", msg)
+	if err := checkStopped(w); err != nil {
+		w.failf(Correctness, "S-2", "%s", err)
 	}
 	w.sd.stop()
 	for id, st := range w.sources {
@@ -592,13 +596,14 @@ func (w *World) stopProducer() {
 // before-write (Q-2); ClaimForTransfer takes the entry out of the table
 // BEFORE the WRITE is posted (Q-3).
 func (w *World) transferArrive(ev event) {
+	tr := transferRequestOf(ev)
 	p := w.prod
-	rq := &w.xreqs[ev.a-1]
-	w.directArrive(ev.a)
-	reply := event{kind: evTransferReply, c: int32(rq.c), a: ev.a, b: resBeforeWrite}
+	rq := &w.xreqs[tr.recv-1]
+	w.directArrive(tr.recv)
+	reply := transferReply{consumer: int32(rq.c), recv: tr.recv, result: resBeforeWrite}
 	if p.stopped {
-		reply.b = resUnavailable // connection refused: no trailer, so uncertain for the consumer
-		w.send(msgReply, reply)
+		reply.result = resUnavailable // connection refused: no trailer, so uncertain for the consumer
+		w.send(msgReply, reply.event())
 		return
 	}
 	rec := w.ledger.get(rq.entry)
@@ -611,36 +616,36 @@ func (w *World) transferArrive(ev event) {
 		if w.tracing {
 			w.notef("SU-2 %s expired: before-write", short(rq.entry))
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event())
 		return
 	}
 	if err != nil {
-		reply.b = beforeWriteAnswer(err)
+		reply.result = beforeWriteAnswer(err)
 		if w.tracing {
 			w.notef("%v: before-write", err)
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event())
 		return
 	}
 	// The consumer's agent metadata and descriptors, checked before the
 	// claim as the engine's producer does (xfer.ParseMetadata,
 	// xfer.CheckRemote): a bad one is a definite pre-write rejection (Q-2).
 	if _, err := xfer.ParseMetadata(rq.md); err != nil {
-		reply.b = resBeforeWrite
-		w.send(msgReply, reply)
+		reply.result = resBeforeWrite
+		w.send(msgReply, reply.event())
 		return
 	}
 	if err := xfer.CheckRemote(rq.targets); err != nil {
-		reply.b = resBeforeWrite
-		w.send(msgReply, reply)
+		reply.result = resBeforeWrite
+		w.send(msgReply, reply.event())
 		return
 	}
 	if err := p.table.ClaimForTransfer(rq.entry); err != nil {
-		reply.b = beforeWriteAnswer(err)
+		reply.result = beforeWriteAnswer(err)
 		if w.tracing {
 			w.notef("claim: %v: before-write", err)
 		}
-		w.send(msgReply, reply)
+		w.send(msgReply, reply.event())
 		return
 	}
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
@@ -648,7 +653,7 @@ func (w *World) transferArrive(ev event) {
 	if w.sources[rq.entry] != sourceLive {
 		panic(fmt.Sprintf("sim: transfer source of %s is %d", rq.entry, w.sources[rq.entry]))
 	}
-	wr := &write{num: int64(len(w.writes) + 1), entry: rq.entry, recv: ev.a, c: rq.c, inc: rq.inc, buf: rq.buf}
+	wr := &write{num: int64(len(w.writes) + 1), entry: rq.entry, recv: tr.recv, c: rq.c, inc: rq.inc, buf: rq.buf}
 	var fault xfer.Fault // SiteWriteError: the WRITE fails before a byte lands, or lands and loses its acknowledgement
 	if w.faults.buggify(SiteWriteError) {
 		fault.Kind = xfer.FaultFailAfter
@@ -665,8 +670,8 @@ func (w *World) transferArrive(ev event) {
 	if w.tracing {
 		w.notef("WRITE #%d of %s posted, lands in %d", wr.num, short(rq.entry), d)
 	}
-	w.after(d, event{kind: evWriteLand, a: wr.num})
-	w.after(w.set.ProducerTimeoutMs, event{kind: evWriteDeadline, a: wr.num})
+	w.after(d, writeStep{write: wr.num}.event(evWriteLand))
+	w.after(w.set.ProducerTimeoutMs, writeStep{write: wr.num}.event(evWriteDeadline))
 }
 
 // beforeWriteAnswer is the producer's answer to a rejection made before the
@@ -687,7 +692,7 @@ func beforeWriteAnswer(err error) int64 {
 // land in its registered buffer, or the WRITE fails (the injected fault,
 // the consumer's agent refused it or is gone with its process).
 func (w *World) writeLand(ev event) {
-	wr := w.writes[ev.a-1]
+	wr := w.writes[writeStepOf(ev).write-1]
 	err := w.deliverWrite(wr, false)
 	c := w.cons[wr.c]
 	switch {
@@ -716,14 +721,14 @@ func (w *World) writeLand(ev event) {
 			w.notef("WRITE #%d of %s landed in PD%d buffer %d", wr.num, short(wr.entry), wr.c, wr.buf)
 		}
 	}
-	w.after(1, event{kind: evWriteComplete, a: wr.num})
+	w.after(1, writeStep{write: wr.num}.event(evWriteComplete))
 }
 
 // writeComplete: the producer learns the WRITE's status (xfer's Complete,
 // then Status and Release): TransferDone and deregister the source, or
 // fail the transfer (Q-3).
 func (w *World) writeComplete(ev event) {
-	wr := w.writes[ev.a-1]
+	wr := w.writes[writeStepOf(ev).write-1]
 	if wr.orphan {
 		return // its producer process crashed: the agent's Close ended it
 	}
@@ -733,32 +738,32 @@ func (w *World) writeComplete(ev event) {
 		return
 	}
 	wr.producerDone = true
-	reply := event{kind: evTransferReply, c: int32(wr.c), a: wr.recv}
+	reply := transferReply{consumer: int32(wr.c), recv: wr.recv}
 	if err != nil {
-		reply.b = w.failTransfer(wr, "WRITE failed")
+		reply.result = w.failTransfer(wr, "WRITE failed")
 	} else {
 		if err := w.prod.table.TransferDone(wr.entry); err != nil {
 			panic(err)
 		}
 		w.freeSource(wr.entry)
-		reply.b = resOK
+		reply.result = resOK
 		if w.tracing {
 			w.notef("transfer of %s done", short(wr.entry))
 		}
 	}
-	w.send(msgReply, reply)
+	w.send(msgReply, reply.event())
 }
 
 // writeDeadline: the producer's own deadline on its WRITE passed: the WRITE
 // may still land, so the source is quarantined, never freed (Q-3).
 func (w *World) writeDeadline(ev event) {
-	wr := w.writes[ev.a-1]
+	wr := w.writes[writeStepOf(ev).write-1]
 	if wr.producerDone || w.prod.stopped {
 		return
 	}
 	wr.producerDone = true
 	res := w.failTransfer(wr, "deadline passed")
-	w.send(msgReply, event{kind: evTransferReply, c: int32(wr.c), a: wr.recv, b: res})
+	w.send(msgReply, transferReply{consumer: int32(wr.c), recv: wr.recv, result: res}.event())
 }
 
 // failTransfer: handoff.FailTransfer decides (Q-3, Q-4, Q-6) from what
@@ -811,31 +816,32 @@ func (w *World) producerConsume(ev event) {
 	if p.stopped {
 		return // no process: the client's deadline ends the call
 	}
-	reply := event{kind: evConsumeReplyArrive, h: ev.h, c: -1, a: ev.a, s: ev.s}
+	rq := consumeRequestOf(ev)
+	reply := consumeReply{client: rq.client, consumer: -1, rpc: rq.rpc, entry: rq.entry}
 	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.decisions); err != nil {
-		reply.b = resOf(err)
-		w.ledger.rejectCall(callKey{ev.h, ev.a}, reply.b)
-		w.send(msgReply, reply)
+		reply.result = resOf(err)
+		w.ledger.rejectCall(callKey{rq.client, rq.rpc}, reply.result)
+		w.send(msgReply, reply.event())
 		return
 	}
-	rec := w.ledger.get(ev.s)
-	reply.b = resSpent
-	key := fmt.Sprintf("E/%d/%d", ev.h, ev.a)
+	rec := w.ledger.get(rq.entry)
+	reply.result = resSpent
+	key := fmt.Sprintf("E/%d/%d", rq.client, rq.rpc)
 	if w.set.Backend == BackendSharedDir {
 		if w.sd.claim(w.sd.prod, -1, rec, false) == claimWon {
-			w.took(rec, key, ev.h, ev.a, refForm(ev.f))
-			reply.b = resOK
+			w.took(rec, key, rq.client, rq.rpc, rq.form)
+			reply.result = resOK
 		}
 	} else if w.now < rec.expiresMs && p.table.ClaimForTransfer(rec.id) == nil {
 		must(p.table.TransferDone(rec.id))
 		w.freeSource(rec.id)
-		w.took(rec, key, ev.h, ev.a, refForm(ev.f))
-		reply.b = resOK
+		w.took(rec, key, rq.client, rq.rpc, rq.form)
+		reply.result = resOK
 	}
 	if w.tracing {
-		w.notef("E served a consume of %s: %s", short(rec.id), resNames[reply.b])
+		w.notef("E served a consume of %s: %s", short(rec.id), resNames[reply.result])
 	}
-	w.send(msgReply, reply)
+	w.send(msgReply, reply.event())
 }
 
 // short abbreviates an id for notes.

@@ -55,14 +55,14 @@ func (w *World) producerChaos(ev event) {
 	w.after(between(w.nodes.rng, 100, 800), event{kind: evProducerChaos})
 }
 
-// producerCrash kills E's process; ev.s names the slow write it interrupts
+// producerCrash kills E's process; its payload names the slow write it interrupts
 // ("" for a crash at a random time).
 func (w *World) producerCrash(ev event) {
 	p := w.prod
 	if w.nodes.prodDown || p.stopped {
 		return
 	}
-	if id := ev.s; id != "" {
+	if id := producerCrashOf(ev).slowWrite; id != "" {
 		if !w.sd.slow[id] || p.table.State(id) != handoff.EntryReserved {
 			return // the write finished first, or this process is not the one that wrote
 		}
@@ -149,13 +149,13 @@ func (w *World) staleProducerEvent(ev event) bool {
 	stale := false
 	switch ev.kind {
 	case evEncodeDone:
-		stale = w.prod.table.State(ev.s) != handoff.EntryReserved
+		stale = w.prod.table.State(encodeDoneOf(ev).entry) != handoff.EntryReserved
 	case evRemoveDone:
-		stale = w.prod.table.State(ev.s) != handoff.EntryRemoving
+		stale = w.prod.table.State(removeDoneOf(ev).entry) != handoff.EntryRemoving
 	case evDrainTick:
 		stale = !w.prod.health.Draining()
 	case evWriteLand:
-		stale = w.writes[ev.a-1].orphan // failed with the crashed process
+		stale = w.writes[writeStepOf(ev).write-1].orphan // failed with the crashed process
 	}
 	if stale {
 		if w.tracing {

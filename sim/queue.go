@@ -58,10 +58,12 @@ func (k eventKind) String() string {
 	return "event?"
 }
 
-// event is one scheduled step. h is a handoff (client) index, c a consumer
-// index, a and b kind-specific numbers (an RPC number, a receive number, a
-// write number, an incarnation), s a kind-specific string (an entry id),
-// f the form of a presented reference (refForm; consumes only).
+// event is one scheduled step. Its slots h, c, a, b, f and s are
+// kind-specific: h is mostly a handoff (client) index, c a consumer index,
+// a and b numbers (an RPC number, a receive number, a write number, an
+// incarnation, a result), s a string (an entry id), f the form of a
+// presented reference. Outside this file only events.go touches them: each
+// kind's named payload type there says what its slots mean.
 type event struct {
 	tick int64
 	seq  uint64

@@ -146,7 +146,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return fmt.Errorf("client %d has no reference", c.idx)
 		}
 		c.done = false
-		sc.w.call(c, stageReleasing, msgRelease, event{kind: evReleaseArrive, s: c.entry})
+		sc.w.call(c, stageReleasing, msgRelease, releaseRequest{entry: c.entry}.event())
 		fmt.Fprintf(b, "client %d: release of %s sent\n", c.idx, short(c.entry))
 	case "cancel":
 		c, err := clientArg()
@@ -154,7 +154,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return err
 		}
 		sc.w.note = ""
-		sc.w.clientCancel(event{kind: evClientCancel, h: int32(c.idx), a: c.rpc})
+		sc.w.clientCancel(clientCall{client: int32(c.idx), rpc: c.rpc}.event(evClientCancel))
 		fmt.Fprintf(b, "client %d: cancelled", c.idx)
 		if sc.w.note != "" {
 			fmt.Fprintf(b, ": %s", sc.w.note)
@@ -167,10 +167,10 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		}
 		sc.w.note = ""
 		if cmd == "crash" {
-			sc.w.crash(event{kind: evCrash, c: int32(pd)})
+			sc.w.crash(consumerStep{consumer: int32(pd)}.event(evCrash))
 			sc.dropKind(evRestart) // the script decides when it comes back
 		} else {
-			sc.w.restart(event{kind: evRestart, c: int32(pd), a: sc.w.cons[pd].inc})
+			sc.w.restart(consumerStep{consumer: int32(pd), inc: sc.w.cons[pd].inc}.event(evRestart))
 		}
 		fmt.Fprintf(b, "%s\n", sc.w.note)
 		sc.w.checkStep()
@@ -212,7 +212,8 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return fmt.Errorf("no %s event pending", args["kind"])
 		}
 		ev := sc.removeAt(i)
-		fmt.Fprintf(b, "dropped %s due at t=%d (c=%d a=%d)\n", ev.kind, ev.tick, ev.c, ev.a)
+		dc, da := ev.dropSlots()
+		fmt.Fprintf(b, "dropped %s due at t=%d (c=%d a=%d)\n", ev.kind, ev.tick, dc, da)
 	case "align":
 		k1, ok1 := kindByName(args["kind"])
 		k2, ok2 := kindByName(args["with"])

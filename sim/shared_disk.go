@@ -316,7 +316,10 @@ func (w *World) insideClaim(cl claiming) {
 func (w *World) claimInsideClaim(cl claiming) {
 	for i := range w.q.heap {
 		ev := w.q.at(i)
-		if ev.kind != evConsumeArrive || ev.s != cl.id || int(ev.c) == cl.cons || ev.tick > w.now+claimWindowMs {
+		if ev.kind != evConsumeArrive || ev.tick > w.now+claimWindowMs {
+			continue
+		}
+		if rq := consumeRequestOf(*ev); rq.entry != cl.id || int(rq.consumer) == cl.cons {
 			continue
 		}
 		if w.sd.rng.IntN(2) == 0 {

@@ -44,22 +44,8 @@ func (t *traceWriter) step(n int64, ev event, note string) {
 		b = strconv.AppendUint(b, ev.seq, 10)
 		b = append(b, `,"ev":"`...)
 		b = append(b, ev.kind.String()...)
-		b = append(b, `","h":`...)
-		b = strconv.AppendInt(b, int64(ev.h), 10)
-		b = append(b, `,"c":`...)
-		b = strconv.AppendInt(b, int64(ev.c), 10)
-		b = append(b, `,"a":`...)
-		b = strconv.AppendInt(b, ev.a, 10)
-		b = append(b, `,"b":`...)
-		b = strconv.AppendInt(b, ev.b, 10)
-		if ev.f != 0 {
-			b = append(b, `,"f":`...)
-			b = strconv.AppendInt(b, int64(ev.f), 10)
-		}
-		if ev.s != "" {
-			b = append(b, `,"s":`...)
-			b = strconv.AppendQuote(b, ev.s)
-		}
+		b = append(b, '"')
+		b = ev.appendSlots(b)
 		if note != "" {
 			b = append(b, `,"note":`...)
 			b = strconv.AppendQuote(b, note)
@@ -69,7 +55,8 @@ func (t *traceWriter) step(n int64, ev event, note string) {
 		_, _ = t.out.Write(b)
 	}
 	if t.verbose != nil {
-		fmt.Fprintf(t.verbose, "t=%-6d #%-5d %-20s h=%-3d c=%d %s\n", ev.tick, n, ev.kind, ev.h, ev.c, note)
+		h, c := ev.verboseSlots()
+		fmt.Fprintf(t.verbose, "t=%-6d #%-5d %-20s h=%-3d c=%d %s\n", ev.tick, n, ev.kind, h, c, note)
 	}
 }
 

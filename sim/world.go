@@ -310,16 +310,16 @@ func (w *World) start() {
 		c := &slab[i]
 		c.idx, c.plan = i, drawPlan(w)
 		w.clients = append(w.clients, c)
-		w.schedule(c.plan.startTick, event{kind: evClientStart, h: int32(i)})
+		w.schedule(c.plan.startTick, clientCall{client: int32(i)}.event(evClientStart))
 	}
 	w.schedule(w.set.CollectPeriodMs, event{kind: evCollect})
 	if w.faults.enabled[SiteConsumerCrash] {
 		for i := range w.cons {
-			w.schedule(between(w.procRNG, 50, 300), event{kind: evChaos, c: int32(i)})
+			w.schedule(between(w.procRNG, 50, 300), consumerStep{consumer: int32(i)}.event(evChaos))
 		}
 	}
 	if w.faults.buggify(SiteShutdown) {
-		w.schedule(between(w.procRNG, 1, w.set.SafetyTicks), event{kind: evShutdown, a: 1})
+		w.schedule(between(w.procRNG, 1, w.set.SafetyTicks), shutdownCall{injected: true}.event())
 	}
 	w.schedule(w.set.SafetyTicks, event{kind: evHeal})
 	w.startNodes()
@@ -362,9 +362,10 @@ func (w *World) send(class msgClass, ev event) {
 		}
 	case msgReply:
 		if ev.kind == evTransferReply {
-			w.upstream = append(w.upstream, upstreamAnswer{recv: ev.a, res: ev.b})
+			rep := transferReplyOf(ev)
+			w.upstream = append(w.upstream, upstreamAnswer{recv: rep.recv, res: rep.result})
 			if w.faults.buggify(SitePlainInvalid) {
-				ev.b = resPlainInvalid
+				ev.setTransferResult(resPlainInvalid)
 				if w.tracing {
 					w.notef("reply replaced by a plain INVALID_ARGUMENT")
 				}
@@ -372,7 +373,7 @@ func (w *World) send(class msgClass, ev event) {
 		}
 		if w.faults.buggify(SiteLostReply) {
 			if ev.kind == evTransferReply {
-				w.coverLostTransferReply(ev.a)
+				w.coverLostTransferReply(transferReplyOf(ev).recv)
 			}
 			if w.tracing {
 				w.notef("reply %s lost", ev.kind)
@@ -536,7 +537,7 @@ func (w *World) heal() {
 	w.phase = phaseLiveness
 	for i, c := range w.cons {
 		if !c.up {
-			w.after(1, event{kind: evRestart, c: int32(i), a: c.inc})
+			w.after(1, consumerStep{consumer: int32(i), inc: c.inc}.event(evRestart))
 		}
 	}
 	if w.tracing {

@@ -311,10 +311,10 @@ func (p *pkgAST) callerCounts() map[string]int {
 }
 
 // simCheckers finds the simulator's checkers of each rule in sim/: the
-// checker{rule, check} registrations, the (rule, msg) returns of ruled
+// checker{rule, check} registrations, the (rule, err) returns of ruled
 // checks, failf(verdict, rule, ...) calls, and the executor world's errors
 // that start with rule IDs ("C-3 the storage of batch ..."). A rule found
-// in `if msg := f(w); msg != "" { return "X-2", msg }` (or failf) belongs
+// in `if err := f(w); err != nil { return "X-2", err }` (or failf) belongs
 // to f; otherwise to the function it is written in.
 func simCheckers(root string, known map[string]bool) (map[string][]string, error) {
 	pkg, err := loadPkg(root, "sim", "sim/executorworld")
@@ -398,7 +398,10 @@ func simCheckers(root string, known map[string]bool) (map[string][]string, error
 					if rule, ok := stringLit(x.Args[1]); ok {
 						add(rule, owner(x.Pos()))
 					}
-				case se.Sel.Name == "Errorf" && len(x.Args) >= 1:
+				case se.Sel.Name == "Errorf" && len(x.Args) >= 1 && strings.HasPrefix(file, "sim/executorworld/"):
+					// Only the executor world's errors: sim's own checkers
+					// return errors too (checker.check), whose rule is the
+					// registration's or the ruled return's, not a leading word.
 					if msg, ok := stringLit(x.Args[0]); ok {
 						lead, _, _ := strings.Cut(msg, " ")
 						for _, rule := range strings.Split(lead, "/") {
