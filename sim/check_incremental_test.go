@@ -95,9 +95,14 @@ func TestIncrementalUndeliveredCatchesPublished(t *testing.T) {
 		}
 		return false
 	})
-	// Its EncoderReady was never delivered, yet it stays published (C-3).
+	// Its EncoderReady send failed, yet it stays published (C-7); with
+	// its stream cancelled first, C-3.
 	rec.readyUndelivered = true
 	w.ledger.cancelled = append(w.ledger.cancelled, rec)
+	wantCaught(t, w, "C-7", "send failed")
+	rec.cancelledBeforeReady = true
+	w.fail = nil
+	w.judged.undelivered = undeliveredSeen{}
 	wantCaught(t, w, "C-3", "still published")
 }
 

@@ -125,8 +125,8 @@ func DecideReadySent(ev ReadySent, m Mutants) PublishAction {
 		return PublishAnswered
 	case m.ReviveLateCompletion && !ev.SendFailed:
 		return PublishAnswered // the C-2 mutant: answered on the stream nobody listens to
-	case m.KeepOutputAfterCancel:
-		return PublishKeep // the C-3 mutant
+	case m.KeepOutputAfterCancel && ev.Cancelled:
+		return PublishKeep // the C-3 mutant: a send that failed on a live stream still releases (C-7 is not its rule)
 	}
 	return PublishRelease
 }
