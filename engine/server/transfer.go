@@ -568,7 +568,11 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 		if d.NoProof {
 			carriers = nil // the Q-2 mutant's uncertain outcome, which nothing can end
 		}
-		e.producers.pin(pc, carriers) // the cache never closes a carrier: Q-6's proof is the producer's
+		if e.cfg.Hooks.KeepCarrierOpen {
+			e.producers.pin(pc, carriers) // the Q-6 mutant: only the producer or keepalive ends the quarantine
+		} else {
+			e.producers.retire(pc) // closed with its last use: the carriers' closing is ours to bring about
+		}
 		e.quarantineReceive(receiveID, reg, bufs, err, carriers, d)
 	default:
 		e.releaseReceive(reg)
@@ -629,7 +633,10 @@ func (e *Engine) releaseReceive(reg *xfer.Registration) {
 // refused. The quarantine ends once the revocation is done (no write
 // in flight, every agent connection that carried one closed) and every
 // control connection that may have carried the request has closed; never
-// when d.NoProof.
+// when d.NoProof. The caller retired the producer client of those control
+// connections (producerClients.retire), so they close once no other call
+// uses it: a live producer whose idle connection stays healthy does not
+// hold the quarantine for as long as it lives.
 func (e *Engine) quarantineReceive(receiveID string, reg *xfer.Registration, bufs [][]byte, cause error, carriers []<-chan struct{}, d handoff.ReceiveDecision) {
 	q := &quarantine{id: "receive/" + receiveID, reason: d.Health.Reason, keep: bufs,
 		end: func() { e.coreRefused("EndQuarantine "+receiveID, e.receives.EndQuarantine(receiveID)) }}
