@@ -52,12 +52,16 @@ func newCarrierScenario(t *testing.T, hooks Hooks) *carrierScenario {
 
 // uncertain makes the next consume's TransferEncoderCache hang past the
 // consumer's deadline (the proxy never forwards it: E, alive, answers
-// nothing in time) and checks the consumer quarantined.
-func (s *carrierScenario) uncertain(t *testing.T, rules map[string]faultproxy.Rule) {
+// nothing in time) and checks the consumer quarantined; the
+// proxy applies rules to other methods, and before runs once they are set.
+func (s *carrierScenario) uncertain(t *testing.T, rules map[string]faultproxy.Rule, before func()) {
 	t.Helper()
 	rules[target.MethodTransferEncoderCache] = faultproxy.Rule{Sequence: []faultproxy.Step{{Fault: faultproxy.FaultDropRequest}}}
 	if err := s.proxy.SetPlan(faultproxy.Plan{Rules: rules}); err != nil {
 		t.Fatal(err)
+	}
+	if before != nil {
+		before()
 	}
 	res, _ := s.consumer.Generate(context.Background(), consumeReq(s.ref))
 	if res.Code() != codes.Unavailable || !strings.Contains(res.Status.Message(), "Q-1") {
@@ -91,11 +95,17 @@ func TestQ6ConsumerClosesCarrierOfUncertainTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherDone := make(chan error, 1)
-	go func() {
-		_, err := other.client().Health(ctx, &pb.HealthRequest{})
-		otherDone <- err
-	}()
-	s.uncertain(t, map[string]faultproxy.Rule{methodHealth: {Sequence: []faultproxy.Step{{Fault: faultproxy.FaultDelay, Delay: 2 * time.Second}}}})
+	s.uncertain(t, map[string]faultproxy.Rule{methodHealth: {Sequence: []faultproxy.Step{{Fault: faultproxy.FaultDelay, Delay: 2 * time.Second}}}}, func() {
+		go func() {
+			_, err := other.client().Health(ctx, &pb.HealthRequest{})
+			otherDone <- err
+		}()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := s.proxy.WaitArrived(wctx, methodHealth, 1); err != nil {
+			t.Fatalf("the other call never reached the proxy: %v", err)
+		}
+	})
 	p.mu.Lock()
 	cached := p.conns[s.proxy.Addr()]
 	p.mu.Unlock()
@@ -140,7 +150,7 @@ func TestQ6ConsumerClosesCarrierOfUncertainTransfer(t *testing.T) {
 func TestQ6KeepCarrierOpenMutant(t *testing.T) {
 	s := newCarrierScenario(t, Hooks{KeepCarrierOpen: true})
 	ctx := context.Background()
-	s.uncertain(t, map[string]faultproxy.Rule{})
+	s.uncertain(t, map[string]faultproxy.Rule{}, nil)
 	p := &s.cons.Engine.producers
 	p.mu.Lock()
 	carrier := p.conns[s.proxy.Addr()]
