@@ -131,6 +131,9 @@ func TestQ6ConsumerClosesCarrierOfUncertainTransfer(t *testing.T) {
 		t.Errorf("the retired client after its last use: %v; want SHUTDOWN", st)
 	}
 	expectCalm(t, "consumer after Q-6", s.cons)
+	if n := s.cons.Engine.Observables()["encoder.quarantine.entered"]; n != 1 {
+		t.Errorf("encoder.quarantine.entered after one quarantine Q-6 ended = %g; want 1 (it still shows it happened)", n)
+	}
 	// E never got the request: the same reference is still consumable,
 	// through a freshly dialled client.
 	if got, _ := s.consumer.Generate(ctx, consumeReq(s.ref)); got.Code() != codes.OK || len(got.TokenIDs()) == 0 {

@@ -55,6 +55,7 @@ type quarantine struct {
 func (e *Engine) enterQuarantine(q *quarantine, proofs []<-chan struct{}) {
 	e.mu.Lock()
 	e.quarantines[q.id] = q
+	e.quarantinesEntered++
 	e.health.Fail(handoff.CheckQuarantine, q.reason)
 	e.mu.Unlock()
 	e.healthChanged()
