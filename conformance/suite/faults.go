@@ -280,6 +280,7 @@ func Q3FailureAfterRemovalQuarantinesSource(ctx context.Context, t TB, tg target
 	f := needFaults(ctx, t, tg)
 	defer f.poisoned(target.RoleConsumer, target.RoleProducer)()
 	ready := f.publish(fixture(t, faultImage))
+	f.inject(0) // a fresh record of the calls: calls[0] below is this case's, not an earlier case's
 	req := f.consumeRequest(promptText(t, promptMarker), ready.GetRef())
 	req.Extra, _ = structpb.NewStruct(map[string]any{"baton.transfer_fail": true})
 	res := f.generate(f.cons, req)
