@@ -139,6 +139,7 @@ func (f *faultMachine) faultedConsume(t *rapid.T, fault target.TransferFault) {
 	f.inject(t, f.cfg.CallTimeout, fault) // a delay past any consumer's transfer deadline
 	ctx, cancel := f.ctx()
 	defer cancel()
+	entered := f.quarantinesEntered(t)
 	res := f.generate(t, ctx, f.cons, f.consumeRequest(r.ref))
 	call := f.consumeCall(r, "transfer "+string(fault))
 	if res.Code() == codes.OK || len(res.TokenIDs()) > 0 {
@@ -149,9 +150,9 @@ func (f *faultMachine) faultedConsume(t *rapid.T, fault target.TransferFault) {
 	if fault == target.FaultInvalidArgument {
 		why = "(Q-2: an INVALID_ARGUMENT without the before-write trailer is no definite rejection; the buffers are quarantined)"
 	}
-	f.expectQuarantined(t, "consumer", f.cons, "after "+call+" "+why)
+	still := f.expectConsumerQuarantined(t, entered, "after "+call+" "+why)
 	// a quarantined consumer refuses new handoffs before any transfer.
-	if live := f.m.in(stateLive); len(live) > 0 {
+	if live := f.m.in(stateLive); still && len(live) > 0 {
 		other := f.m.refs[live[0]]
 		res := f.generate(t, ctx, f.cons, f.consumeRequest(other.ref))
 		if res.Code() != codes.Unavailable || len(res.TokenIDs()) > 0 {
@@ -324,6 +325,7 @@ func (f *faultMachine) failAfterRemoval(t *rapid.T) {
 	}
 	ctx, cancel := f.ctx()
 	defer cancel()
+	entered := f.quarantinesEntered(t)
 	res := f.generate(t, ctx, f.cons, req)
 	call := f.consumeCall(r, "WRITE failing after the claim")
 	if res.Code() == codes.OK || len(res.TokenIDs()) > 0 {
@@ -334,7 +336,7 @@ func (f *faultMachine) failAfterRemoval(t *rapid.T) {
 		t.Fatalf("%s: the producer answered TransferEncoderCache %s after the entry left its table; want an error that is not INVALID_ARGUMENT (Q-3: the WRITE may have landed)", call, rec.UpstreamCode)
 	}
 	f.expectQuarantined(t, "producer", f.prod, "after "+call+" (Q-3: a source whose WRITE failed past the claim is quarantined, never freed)")
-	f.expectQuarantined(t, "consumer", f.cons, "after "+call+" (Q-1, Q-2: an error without the before-write trailer is uncertain)")
+	f.expectConsumerQuarantined(t, entered, "after "+call+" (Q-1, Q-2: an error without the before-write trailer is uncertain)")
 	ok = true
 }
 
@@ -464,6 +466,37 @@ func (f *faultMachine) expectTokens(t *rapid.T, r *refRecord, call string, res *
 		t.Fatalf("%s = tokens %v; want %v, the answer an earlier reference to %s got (same image, same prompt)", call, ids, want, f.cfg.Images[r.image].Name)
 	}
 	f.m.answers[r.image] = ids
+}
+
+// quarantinesEntered is the consumer's count of quarantines ever entered
+// (obsQuarantineEntered), -1 where it offers none.
+func (f *faultMachine) quarantinesEntered(t *rapid.T) float64 {
+	t.Helper()
+	if c, ok := f.counters(t, "consumer", f.cons); ok {
+		return c[obsQuarantineEntered]
+	}
+	return -1
+}
+
+// expectConsumerQuarantined checks that the consumer quarantined after an
+// uncertain transfer: still quarantined (expectQuarantined), or, where it
+// counts the quarantines it entered, entered one since that count was
+// before and Q-6 has ended it already, nothing quarantined (nothing was
+// written, and a consumer that closes the connections that carried the
+// request itself ends it at once). It reports whether the consumer is
+// still quarantined.
+func (f *faultMachine) expectConsumerQuarantined(t *rapid.T, before float64, why string) bool {
+	t.Helper()
+	ctx, cancel := f.ctx()
+	defer cancel()
+	if resp, err := f.cons.Health(ctx); err == nil && resp.GetState() == pb.HealthState_HEALTH_STATE_READY && before >= 0 {
+		if c, ok := f.counters(t, "consumer", f.cons); ok && c[obsQuarantineEntered] > before && c[obsQuarantineBuffers] == 0 {
+			f.step(t, "the consumer's quarantine %s was entered and already ended (Q-6)", why)
+			return false
+		}
+	}
+	f.expectQuarantined(t, "consumer", f.cons, why)
+	return true
 }
 
 // expectQuarantined checks Q-4 on e: Health NOT_READY with the

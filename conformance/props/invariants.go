@@ -159,6 +159,9 @@ const (
 	obsEntries           = "encoder.exports.entries"
 	obsInflight          = "encoder.receives.inflight"
 	obsQuarantineBuffers = "encoder.quarantine.buffers"
+	// obsQuarantineEntered (optional, the reference engine's): quarantines
+	// ever entered, so one that Q-6 ended at once still shows.
+	obsQuarantineEntered = "encoder.quarantine.entered"
 )
 
 // counters reads e's observables; false when the profile declares none.
@@ -180,6 +183,11 @@ func (mc *machine) counters(t *rapid.T, role string, e target.Engine) (map[strin
 			t.Fatalf("GetLoad(%s) lacks %s (the profile declares observables)", role, k)
 		}
 		out[k] = v.GetNumberValue()
+	}
+	if v, ok := info.GetAttributes().GetFields()[obsQuarantineEntered]; ok {
+		out[obsQuarantineEntered] = v.GetNumberValue()
+	} else {
+		out[obsQuarantineEntered] = -1 // not offered
 	}
 	return out, true
 }

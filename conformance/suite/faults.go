@@ -243,13 +243,36 @@ func Q2DefiniteRejectionReleases(ctx context.Context, t TB, tg target.Target) {
 	if c, ok := f.optionalCounters("consumer", f.cons); ok && c[ObservableQuarantineBuffers] != 0 {
 		t.Errorf("Q-2 a definite rejection quarantined %g buffers; want 0", c[ObservableQuarantineBuffers])
 	}
+	// Another handoff's transfer is held in flight (short of the
+	// consumer's deadline) across the uncertain one: the connections that
+	// may have carried the uncertain request stay open while it lasts, so
+	// the quarantine is still there to see (Q-6 may end it as soon as
+	// they close: nothing reached the producer, so nothing is written and
+	// a consumer that closes its own carriers ends it at once). The held
+	// handoff is never cut by the other's quarantine.
+	held := f.publish(fixture(t, faultImage))
 	again := f.publish(fixture(t, faultImage))
-	f.inject(0, target.FaultInvalidArgument)
+	f.inject(stuckTransfer, target.FaultDelay, target.FaultInvalidArgument)
+	heldReq := f.consumeRequest(promptText(t, promptMarker), held.GetRef())
+	heldDone := make(chan *target.GenerateResult, 1)
+	go func() {
+		res, err := f.cons.Generate(f.ctx, heldReq)
+		if err != nil {
+			res = &target.GenerateResult{}
+		}
+		heldDone <- res
+	}()
+	if err := f.faults.TransferArrived(f.ctx, target.MethodTransferEncoderCache, 1); err != nil {
+		t.Fatalf("the held handoff's transfer request never reached the producer: %v", err)
+	}
 	res := f.consume(promptText(t, promptMarker), again.GetRef())
 	if res.Code() == codes.OK {
 		t.Errorf("%s = %s; want a failure", consumeCall(again.GetRef(), "INVALID_ARGUMENT without trailer injected"), describe(res))
 	}
 	f.expectQuarantined("consumer", f.cons)
+	if r := <-heldDone; r.Code() != codes.OK {
+		t.Errorf("%s = %s; want OK (another's quarantine never cuts it)", consumeCall(held.GetRef(), "its transfer held in flight across another's uncertain outcome"), describe(r))
+	}
 }
 
 // Q3FailureAfterRemovalQuarantinesSource: a WRITE that fails after the
@@ -259,6 +282,7 @@ func Q3FailureAfterRemovalQuarantinesSource(ctx context.Context, t TB, tg target
 	f := needFaults(ctx, t, tg)
 	defer f.poisoned(target.RoleConsumer, target.RoleProducer)()
 	ready := f.publish(fixture(t, faultImage))
+	f.inject(0) // a fresh record of the calls: calls[0] below is this case's, not an earlier case's
 	req := f.consumeRequest(promptText(t, promptMarker), ready.GetRef())
 	req.Extra, _ = structpb.NewStruct(map[string]any{"baton.transfer_fail": true})
 	res := f.generate(f.cons, req)

@@ -131,7 +131,10 @@ func (d *Driver) EndTCP(r *TCPReceive, ev handoff.TransferEnded, cause error, ca
 // quarantine ends once the revocation is done (no write in flight,
 // every agent connection that carried one closed) and every control
 // connection that may have carried the request (carriers) has closed;
-// never when dec.NoProof.
+// never when dec.NoProof. The server retires the producer client of those
+// control connections (it closes them once no other call uses it), so a
+// live producer whose idle connection stays healthy does not hold the
+// quarantine for as long as it lives.
 func (d *Driver) Quarantine(r *TCPReceive, cause error, carriers []<-chan struct{}, dec handoff.ReceiveDecision) {
 	receiveID := r.ID
 	q := &Quarantine{ID: "receive/" + receiveID, Reason: dec.Health.Reason, Keep: r.Bufs,

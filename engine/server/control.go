@@ -116,6 +116,7 @@ func (e *Engine) Observables() map[string]float64 {
 		"encoder.receives.inflight":     float64(e.receives.Inflight()),
 		"encoder.quarantine.buffers":    float64(qBuffers),
 		"encoder.quarantine.bytes":      float64(qBytes),
+		"encoder.quarantine.entered":    float64(e.quarantinesEntered), // quarantines ever entered: one Q-6 ended at once still counts
 		"encoder.cleanup.pending":       float64(e.cleanups),
 		"encoder.exports.published":     float64(e.table.Counters().Published),
 		"encoder.exports.consumed":      float64(e.table.Counters().Consumed),

@@ -306,7 +306,10 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		if d.NoProof {
 			proofs = nil // the Q-2 mutant's uncertain outcome, which nothing can end
 		}
-		e.producers.pin(pc, proofs) // the cache never closes a carrier: Q-6's proof is the producer's
+		// Pinned, not retired as a tcp receive's client is: nothing here
+		// revokes the buffer, so the carriers' closing by themselves is the
+		// whole proof, and the consumer closing them would fake it.
+		e.producers.pin(pc, proofs)
 		return nil, e.quarantineIPCReceive(receiveID, dst, nil, d, cause, proofs)
 	}
 	loan, err := xfer.ParseIPCLoan(resp.GetTensorLayout(), lengths)

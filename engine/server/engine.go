@@ -66,10 +66,14 @@ type Engine struct {
 	requests    map[string]context.CancelFunc
 	owners      map[string]string // request id -> the caller that started it (SE-2)
 	keys        map[string][]byte // consumer: producer instance id -> HMAC key
-	running     sync.WaitGroup    // Add only under mu while not draining
-	runningN    int
-	cleanups    int  // cleanup tasks in flight (encoder.cleanup.pending)
-	storageFull bool // the last entry write failed with ENOSPC (Health note cache_dir)
+	// quarantinesEntered counts every quarantine ever entered:
+	// one Q-6 may end before anyone looks (nothing was written and the
+	// consumer closed its carriers), and this still shows it happened.
+	quarantinesEntered int64
+	running            sync.WaitGroup // Add only under mu while not draining
+	runningN           int
+	cleanups           int  // cleanup tasks in flight (encoder.cleanup.pending)
+	storageFull        bool // the last entry write failed with ENOSPC (Health note cache_dir)
 	// failRemoval marks entries published with the baton.cleanup_fail test
 	// hook: their first removal reports a failure.
 	failRemoval map[string]bool

@@ -218,7 +218,7 @@ func TestRuleLabels(t *testing.T) {
 // checkRuleLabels is TestRuleLabels's check of engines built with hooks.
 func checkRuleLabels(t *testing.T, hooks Hooks) (f failures) {
 	_, producer, prodLogs := startLoggedEngine(t, Config{Role: RoleEncoder, Backend: BackendTCP, TestHooks: true, Hooks: hooks})
-	_, consumer, consLogs := startLoggedEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TestHooks: true, Hooks: hooks})
+	consSrv, consumer, consLogs := startLoggedEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TestHooks: true, Hooks: hooks})
 	ctx := context.Background()
 	rejected := func(b *lockedBuffer, method string) []string {
 		var rules []string
@@ -245,7 +245,22 @@ func checkRuleLabels(t *testing.T, hooks Hooks) (f failures) {
 	if got := rejected(consLogs, "/Generate"); len(got) != 1 || got[0] != "SU-5" {
 		f.add("consumer logged the forged tag with rules %v; want [SU-5] (not SU-2)", got)
 	}
-	// A WRITE failing after the claim.
+	// A WRITE failing after the claim. Another request's call keeps the
+	// producer client in use across it, so the consumer's quarantine lasts
+	// until the Q-4 check below (Q-6: the retired client closes with its
+	// last use, and with nothing written the revocation is done at once).
+	p := &consSrv.Engine.producers
+	p.mu.Lock()
+	var addr string
+	for a := range p.conns {
+		addr = a
+	}
+	p.mu.Unlock()
+	other, err := p.get(addr)
+	if addr == "" || err != nil {
+		t.Fatalf("no cached client for the producer (%v)", err)
+	}
+	defer p.put(other)
 	req := consumeReq(ref)
 	req.Extra, _ = structpb.NewStruct(map[string]any{"baton.transfer_fail": true})
 	res, _ = consumer.Generate(ctx, req)

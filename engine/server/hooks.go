@@ -48,6 +48,15 @@ type Hooks struct {
 	// core decided it (handoff.FailTransfer; the conformance mutant that
 	// answers INVALID_ARGUMENT sets Decisions.InvalidArgumentAfterRemoval).
 	ProducerTransferFailure func(err error) error
+	// KeepCarrierOpen keeps the producer client whose control connections
+	// may have carried a tcp transfer with an uncertain outcome open and
+	// cached, pinned until those connections close by themselves, instead
+	// of retiring it (the Q-6 mutant "the consumer keeps the carrier open,
+	// so a quarantine lasts while the producer lives": an idle healthy
+	// connection to a live producer never closes, so the consumer stays
+	// NOT_READY although its registration was revoked and nothing can land
+	// any more). Killed by TestQ6KeepCarrierOpenMutant in engine/server.
+	KeepCarrierOpen bool
 	// HoldLockAcrossTransfer holds the engine's lock across the consumer's
 	// TransferEncoderCache call (the Q-5 mutant).
 	HoldLockAcrossTransfer bool

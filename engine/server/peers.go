@@ -33,8 +33,14 @@ import (
 //     the consumer's own transfer agent, attack A5) is refused, not
 //     uncertain;
 //   - otherwise an uncertain outcome's quarantine waits until each of them
-//     has closed (part of the proof of Q-6): the producer closed it, its
-//     process ended, or keepalive found it dead (a hung producer).
+//     has closed (part of the proof of Q-6). On the tcp receive path the
+//     consumer closes them itself: it retires the client (retire), which
+//     is closed once no other call uses it; with the registration revoked
+//     nothing the producer still sends can land, so closing is what makes
+//     "every connection that carried the transfer has closed" true. Where
+//     nothing is revoked (cuda_ipc) the client is pinned (pin) and only
+//     the producer closing it, its process ending or keepalive finding it
+//     dead (a hung producer) ends the quarantine.
 const (
 	// peerKeepaliveTime: a control connection idle this long is pinged;
 	// peerKeepaliveTimeout later without an answer it is closed.
@@ -63,11 +69,13 @@ var peerKeepaliveEnforcement = keepalive.EnforcementPolicy{MinTime: peerKeepaliv
 //   - a client unused for idle, or whose channel failed to reconnect, is
 //     closed by a sweep every idle/2 while anything is cached;
 //   - a client leaves the cache at once but is closed only when no call
-//     uses it and no pin holds it: an uncertain transfer pins its client
-//     until every connection that may have carried it has closed by
-//     itself (the producer closed it, or keepalive found it dead), so the
-//     cache never closes a carrier and fakes the proof that ends a
-//     quarantine (CONTRACT Q-6).
+//     uses it and no pin holds it. An uncertain tcp transfer retires its
+//     client (it leaves the cache; a call of another request in flight on
+//     it is never cut, since closing a gRPC client fails its calls with
+//     UNAVAILABLE, another uncertain outcome); an uncertain cuda_ipc
+//     transfer, whose buffer no revocation guards, pins its client until
+//     every connection that may have carried it has closed by itself, so
+//     neither eviction nor the sweep fakes that proof (CONTRACT Q-6).
 const (
 	// peerCacheMax bounds the cached producer clients (a deployment has a
 	// handful of producers; forged references name any number).
@@ -265,9 +273,11 @@ func (p *producerClients) hold(c *producerConn) {
 }
 
 // pin keeps c open until every proof channel is closed: the carriers of a
-// transfer whose outcome is uncertain, which the quarantine waits for
-// . Neither eviction nor the idle sweep closes a pinned client, so
-// only the producer or keepalive ends those connections.
+// cuda_ipc transfer whose outcome is uncertain, which the quarantine waits
+// for (Q-6; a tcp receive retires its client instead, unless the Q-6
+// mutant Hooks.KeepCarrierOpen pins it). Neither eviction nor the idle
+// sweep closes a pinned client, so only the producer or keepalive ends
+// those connections.
 func (p *producerClients) pin(c *producerConn, proofs []<-chan struct{}) {
 	if consumer.AllClosed(proofs) {
 		return
@@ -281,9 +291,13 @@ func (p *producerClients) pin(c *producerConn, proofs []<-chan struct{}) {
 	}()
 }
 
-// retire takes a client whose connection was refused or never
-// established out of the cache, closed once unused, so nothing
-// redials the address; the next call dials afresh.
+// retire takes a client out of the cache, closed once no call uses it
+// (the calls in flight on it end as they would have); the next call dials
+// afresh. Two uses: a client whose connection was refused or never
+// established, so nothing redials the address; and a client whose
+// connections may have carried a tcp transfer with an uncertain outcome,
+// so they close and, with the registration revoked, the quarantine ends
+// (CONTRACT Q-6) although the producer lives and keeps them healthy.
 func (p *producerClients) retire(c *producerConn) {
 	p.mu.Lock()
 	done := p.leaveLocked(c, nil)

@@ -6,14 +6,11 @@ import (
 	"io"
 	"net"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/baton-dev/baton/conformance/faultproxy"
-	"github.com/baton-dev/baton/conformance/target"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -247,67 +244,4 @@ func TestProducerClientsBounded(t *testing.T) {
 	if n := p.size(); n != 1 {
 		t.Errorf("cached %d clients after the sweep; want 1 (the pinned one)", n)
 	}
-}
-
-// TestA6CacheNeverClosesACarrier: after a transfer whose outcome is
-// uncertain (its reply lost), neither the idle sweep nor eviction closes
-// the producer client whose connections may have carried it: the
-// quarantine ends only when those connections close by themselves (the
-// producer and the proxy gone, CONTRACT Q-6), and then the client, out of
-// the cache, is closed.
-func TestA6CacheNeverClosesACarrier(t *testing.T) {
-	proxy, err := faultproxy.New("", faultproxy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	prodSrv, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendTCP, AdvertiseControl: proxy.Addr(), TransferTimeout: 500 * time.Millisecond})
-	if err := proxy.SetUpstream(prodSrv.lis.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
-	consSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TransferTimeout: 500 * time.Millisecond})
-	if err := consSrv.Engine.TrustPeers([]string{proxy.Addr()}, nil); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	pub, err := producer.Generate(ctx, mediaPublish(imageItem(t, "video-001.png")))
-	if err != nil || pub.Code() != codes.OK {
-		t.Fatalf("publish: %v %v", pub.Status, err)
-	}
-	if err := proxy.SetPlan(faultproxy.Plan{Rules: map[string]faultproxy.Rule{target.MethodTransferEncoderCache: {Sequence: []faultproxy.Step{{Fault: faultproxy.FaultDropReply}}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if res, _ := consumer.Generate(ctx, consumeReq(pub.EncoderReady().GetRef())); res.Code() != codes.Unavailable || !strings.Contains(res.Status.Message(), "Q-1") {
-		t.Fatalf("consume with its reply lost = %v; want UNAVAILABLE naming Q-1", res.Status)
-	}
-	p := &consSrv.Engine.producers
-	p.mu.Lock()
-	carrier := p.conns[proxy.Addr()]
-	later := time.Now().Add(time.Hour)
-	p.now, p.max = func() time.Time { return later }, 2
-	p.mu.Unlock()
-	if carrier == nil {
-		t.Fatal("no cached client for the producer the transfer went to")
-	}
-	p.sweep() // an hour idle
-	for i := range 4 {
-		c, err := p.get(fmt.Sprintf("127.4.0.%d:1", i+1)) // evicts it
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.put(c)
-	}
-	if st := carrier.cc.GetState(); st == connectivity.Shutdown {
-		t.Fatalf("the cache closed the client that carried an uncertain transfer (state %v); want it open until its connections close by themselves (Q-6)", st)
-	}
-	if h, _ := consumer.Health(ctx); h.GetState() != pb.HealthState_HEALTH_STATE_NOT_READY {
-		t.Errorf("Health after the cache's sweep and evictions = %v; want NOT_READY (the carrier is still open)", h.GetState())
-	}
-	proxy.Close()
-	stopServer(t, prodSrv, producer)
-	waitFor(t, "the consumer's quarantine to end once the carriers closed (Q-6)", func() bool {
-		h, _ := consumer.Health(ctx)
-		return h.GetState() == pb.HealthState_HEALTH_STATE_READY
-	})
-	waitFor(t, "the evicted client to close once nothing pins it", func() bool { return carrier.cc.GetState() == connectivity.Shutdown })
 }

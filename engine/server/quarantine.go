@@ -18,6 +18,7 @@ import (
 func (e *Engine) enterQuarantine(q *consumer.Quarantine, proofs []<-chan struct{}) {
 	e.mu.Lock()
 	e.receives.AddQuarantine(q)
+	e.quarantinesEntered++
 	e.health.Fail(handoff.CheckQuarantine, q.Reason)
 	e.mu.Unlock()
 	e.healthChanged()

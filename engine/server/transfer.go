@@ -555,7 +555,11 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 		if d.NoProof {
 			carriers = nil // the Q-2 mutant's uncertain outcome, which nothing can end
 		}
-		e.producers.pin(pc, carriers) // the cache never closes a carrier: Q-6's proof is the producer's
+		if e.cfg.Hooks.KeepCarrierOpen {
+			e.producers.pin(pc, carriers) // the Q-6 mutant: only the producer or keepalive ends the quarantine
+		} else {
+			e.producers.retire(pc) // closed with its last use: the carriers' closing is ours to bring about
+		}
 	}
 	switch d.Reply {
 	case handoff.ReplyData:

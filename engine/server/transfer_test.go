@@ -13,10 +13,12 @@ import (
 
 // TestTCPTransfer covers the tcp backend end to end: B-1 over a WRITE, Q-2 for
 // a replay (definite rejection: consumer stays READY), Q-3 and Q-1 when the
-// producer's WRITE fails after the entry left the table.
+// producer's WRITE fails after the entry left the table; the consumer's
+// quarantine lasts while another call uses the producer client that carried
+// the transfer and ends once that call ends (Q-6: the client, retired, closes).
 func TestTCPTransfer(t *testing.T) {
 	_, producer := startEngine(t, Config{Role: RoleEncoder, Backend: BackendTCP, TestHooks: true})
-	_, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TestHooks: true})
+	consSrv, consumer := startEngine(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TestHooks: true})
 	_, baseline := startEngine(t, Config{Role: RoleAggregated})
 	ctx := context.Background()
 	item := imageItem(t, "video-001.png")
@@ -65,6 +67,19 @@ func TestTCPTransfer(t *testing.T) {
 	if s := health(consumer); s != pb.HealthState_HEALTH_STATE_READY {
 		t.Errorf("Q-2 consumer after a definite rejection is %v, want READY", s)
 	}
+	// Another request's call on the producer's client, in use across the
+	// uncertain transfer below: its connections stay open until it ends.
+	p := &consSrv.Engine.producers
+	p.mu.Lock()
+	var addr string
+	for a := range p.conns {
+		addr = a
+	}
+	p.mu.Unlock()
+	other, err := p.get(addr)
+	if addr == "" || err != nil {
+		t.Fatalf("no cached client for the producer (%v)", err)
+	}
 	fail, _ := structpb.NewStruct(map[string]any{"baton.transfer_fail": true})
 	if code := consume(publish(), fail); code != codes.Unavailable {
 		t.Errorf("Q-1 consume whose WRITE failed after removal = %v, want UNAVAILABLE", code)
@@ -83,6 +98,10 @@ func TestTCPTransfer(t *testing.T) {
 	if text.Code() != codes.OK {
 		t.Errorf("Q-4 text-only request on a quarantined consumer = %v, want OK", text.Status)
 	}
+	p.put(other)
+	waitFor(t, "the consumer's quarantine to end once the retired client's last call ended (Q-6)", func() bool {
+		return health(consumer) == pb.HealthState_HEALTH_STATE_READY
+	})
 }
 
 // TestConcurrentTCPHandoffsLeakNothing runs 64 E+PD handoffs over tcp at
