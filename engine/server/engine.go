@@ -60,12 +60,12 @@ type Engine struct {
 	// also keeps the quarantines (memory a write may still touch, until
 	// Q-6 ends it: quarantine.go); it has no lock of its own, e.mu guards
 	// it.
-	table       checkedProducerTable
-	receives    *consumer.Receives
-	health      *handoff.Health
-	requests    map[string]context.CancelFunc
-	owners      map[string]string // request id -> the caller that started it (SE-2)
-	keys        map[string][]byte // consumer: producer instance id -> HMAC key
+	table    checkedProducerTable
+	receives *consumer.Receives
+	health   *handoff.Health
+	requests map[string]context.CancelFunc
+	owners   map[string]string // request id -> the caller that started it (SE-2)
+	keys     map[string][]byte // consumer: producer instance id -> HMAC key
 	// quarantinesEntered counts every quarantine ever entered:
 	// one Q-6 may end before anyone looks (nothing was written and the
 	// consumer closed its carriers), and this still shows it happened.
