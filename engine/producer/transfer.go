@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/baton-dev/baton/engine/cache"
 	"github.com/baton-dev/baton/engine/cache/memory"
 	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -32,19 +33,36 @@ type Env interface {
 	// Decisions are the core's mutant switches (handoff.Mutants; the zero
 	// value is the contract's core).
 	Decisions() handoff.Mutants
+	// RemovalEndedLocked is told, with the lock held, that the removal
+	// of entry id ended with err (nil: removed, or gone already); it
+	// counts the cleanup done, wakes the releases waiting for a removal
+	// in flight (handoff.ReleaseWait) and returns the error the core is
+	// told (the engine's baton.cleanup_fail test hook turns a success
+	// into a failure, once).
+	RemovalEndedLocked(id string, err error) error
 }
 
-// Driver is the producer's transfer driver for the tcp backend: after the
-// claim (Table.ClaimForTransfer, made by the caller) it owns the source's
-// life: the WRITE that reads it, its free, and its quarantine on the
-// core's decision. The call itself (the checks before the
-// claim, the gRPC answer) stays with the caller (engine/server).
+// Driver is the producer's driver. For the tcp backend, after the claim
+// (Table.ClaimForTransfer, made by the caller) it owns the source's life:
+// the WRITE that reads it, its free, and its quarantine on the core's
+// decision. For every backend it carries out an entry's
+// removal (FinishRemoval, removal.go, S-2). The call itself
+// (the checks before the claim, the gRPC answer) stays with the caller
+// (engine/server).
 type Driver struct {
 	Table *Table
 	Env   Env
 	Agent xfer.Agent
-	Store *memory.Store
-	Log   *slog.Logger
+	// Store is the tcp backend's memory store (nil for another backend);
+	// Entries is the store of every backend, whose Remove FinishRemoval
+	// calls.
+	Store   *memory.Store
+	Entries cache.Store
+	Log     *slog.Logger
+	// CollectorTrustsTable is the X-2 race mutant (engine/server's
+	// Hooks.CollectorTrustsTable): an expired entry already gone counts
+	// as a failed removal.
+	CollectorTrustsTable bool
 }
 
 // Write creates the WRITE of entry's source to the consumer agent md

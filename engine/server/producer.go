@@ -268,33 +268,11 @@ func (e *Engine) finishRemoval(id string) (handoff.ReleaseOutcome, error) {
 	return e.finishRemovalOf(id, false)
 }
 
-// finishRemovalOf is finishRemoval; expiry says the collector expires the entry.
+// finishRemovalOf is finishRemoval; expiry says the collector expires the
+// entry. engine/producer carries the removal out (Driver.FinishRemoval:
+// store.Remove, then RemovalDone or RemovalFailed and X-1).
 func (e *Engine) finishRemovalOf(id string, expiry bool) (handoff.ReleaseOutcome, error) {
-	won, err := e.store.Remove(id)
-	if expiry && e.cfg.Hooks.CollectorTrustsTable && err == nil && !won {
-		// The X-2 race mutant: an entry gone before its expiry's removal is a failure.
-		err = fmt.Errorf("entry %s vanished before its removal", id)
-	}
-	e.mu.Lock()
-	if e.failRemoval[id] {
-		// Test hook baton.cleanup_fail: the removal took effect, yet it is
-		// reported as failed, once, so the X-1 path runs (sticky NOT_READY).
-		delete(e.failRemoval, id)
-		if err == nil {
-			err = fmt.Errorf("injected by test hook %s", HookCleanupFail)
-		}
-	}
-	e.cleanups--
-	e.removalEndedSignalLocked() // releases waiting on this removal decide again
-	if err != nil {
-		e.table.RemovalFailed(id)
-		e.mu.Unlock()
-		e.failCleanup("remove entry "+id, err)
-		return 0, fmt.Errorf("%w: X-1 remove entry %s: %v", handoff.ErrCleanupFailed, id, err)
-	}
-	out := e.table.RemovalDone(id, won)
-	e.mu.Unlock()
-	return out, nil
+	return e.producerDriver().FinishRemoval(id, expiry)
 }
 
 // removalEndedLocked returns a channel closed when the next removal of an

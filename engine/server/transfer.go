@@ -77,11 +77,11 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	if !ok {
 		return nil, e.failTransfer(ref.EntryID, nil, nil, errors.New("entry storage missing"))
 	}
-	written, pending, err := e.writeTo(ctx, store, entry, agent, remote)
+	written, pending, err := e.writeTo(ctx, entry, agent, remote)
 	if err != nil {
 		return nil, e.failTransfer(ref.EntryID, entry, pending, err)
 	}
-	e.producerDriver(store).Done(ref.EntryID, entry)
+	e.producerDriver().Done(ref.EntryID, entry)
 	e.log.Info("transferred", "entry", ref.EntryID, "bytes", written, "peer", agent.name)
 	resp := &pb.TransferEncoderCacheResponse{BytesWritten: written}
 	for _, it := range ref.Items {
@@ -206,11 +206,11 @@ func beforeWrite(ctx context.Context, err error) error {
 // consumer_agent describes (engine/producer: Driver.Write, on the
 // producer's own deadline, no lock held: Q-5), unless the
 // baton.transfer_fail test hook makes it fail first.
-func (e *Engine) writeTo(ctx context.Context, store *memory.Store, entry *memory.Entry, agent consumerAgent, remote []xfer.Descriptor) (uint64, *xfer.Request, error) {
+func (e *Engine) writeTo(ctx context.Context, entry *memory.Entry, agent consumerAgent, remote []xfer.Descriptor) (uint64, *xfer.Request, error) {
 	if e.cfg.TestHooks && len(metadata.ValueFromIncomingContext(ctx, HookTransferFail)) > 0 {
 		return 0, nil, errHookTransferFail
 	}
-	return e.producerDriver(store).Write(ctx, entry, agent.md, agent.loaded, remote, e.cfg.TransferTimeout)
+	return e.producerDriver().Write(ctx, entry, agent.md, agent.loaded, remote, e.cfg.TransferTimeout)
 }
 
 // errHookTransferFail is the failure the baton.transfer_fail test hook
@@ -227,8 +227,7 @@ var errHookTransferFail = errors.New("test hook " + HookTransferFail + ": WRITE 
 // transport proves nothing reads it, Q-6; for the life of the process for
 // a failure the transport cannot explain, the test hook).
 func (e *Engine) failTransfer(id string, entry *memory.Entry, pending *xfer.Request, cause error) error {
-	store, _ := e.store.(*memory.Store)
-	d := e.producerDriver(store).Fail(handoff.TransferFailure{
+	d := e.producerDriver().Fail(handoff.TransferFailure{
 		EntryID:    id,
 		HasSource:  entry != nil,
 		WriteEnded: pending == nil,
