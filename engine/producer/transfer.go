@@ -40,6 +40,9 @@ type Env interface {
 	// told (the engine's baton.cleanup_fail test hook turns a success
 	// into a failure, once).
 	RemovalEndedLocked(id string, err error) error
+	// RemovalsStartedLocked counts n removals started (the cleanups in
+	// flight: encoder.cleanup.pending). Call with the lock held.
+	RemovalsStartedLocked(n int)
 }
 
 // Driver is the producer's driver. For the tcp backend, after the claim

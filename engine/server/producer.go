@@ -296,55 +296,33 @@ func (e *Engine) removalEndedSignalLocked() {
 	}
 }
 
-// collect is one pass of the producer's collector: entries found claimed
-// become CONSUMED, expired ones are removed, stale temp files go.
+// collect is one pass of the producer's collector (engine/producer:
+// Driver.Collect): entries found claimed become CONSUMED, expired ones are
+// removed, stale temp files go.
 func (e *Engine) collect() {
 	if e.store == nil {
 		return
 	}
-	if !e.cfg.Hooks.CollectorTrustsTable {
-		e.observeClaims()
-	}
-	e.expireBy(func(nowMs int64) []string { return e.table.Collect(nowMs, e.decisions()) })
-	if err := e.store.Collect(e.now().UnixMilli()); err != nil {
-		e.failCleanup("collect orphans", err)
-	}
+	e.producerDriver().Collect(e.now)
 }
 
 // expire removes every entry whose TTL passed.
 func (e *Engine) expire() { e.expireBy(e.table.Expire) }
 
 // expireBy removes the entries decide expires at the engine's clock
-// (ProducerTable.Expire, ExpireBeforeRelease).
+// (ProducerTable.Expire, ExpireBeforeRelease; engine/producer:
+// Driver.Expire).
 func (e *Engine) expireBy(decide func(nowMs int64) []string) {
-	e.mu.Lock()
-	expired := decide(e.now().UnixMilli())
-	e.cleanups += len(expired)
-	e.mu.Unlock()
-	for _, id := range expired {
-		if _, err := e.finishRemovalOf(id, true); err != nil {
-			e.log.Error("X-2 expiry removal failed", "entry", id, "err", err)
-		}
-	}
+	e.producerDriver().Expire(e.now, decide)
 }
 
-// observeClaims looks at which published entries consumers have claimed.
+// observeClaims looks at which published entries consumers have claimed
+// (engine/producer: Driver.ObserveClaims).
 func (e *Engine) observeClaims() {
 	if e.store == nil {
 		return
 	}
-	e.mu.Lock()
-	ids := e.table.Published()
-	e.mu.Unlock()
-	for _, id := range ids {
-		ok, err := e.store.Exists(id)
-		if err != nil || ok {
-			continue
-		}
-		e.mu.Lock()
-		e.table.ObserveGone(id)
-		e.mu.Unlock()
-	}
+	e.producerDriver().ObserveClaims()
 }
 
 // drainProducer removes every unconsumed entry (S-2) and the instance

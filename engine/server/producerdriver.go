@@ -37,3 +37,6 @@ func (p producerEnv) RemovalEndedLocked(id string, err error) error {
 	e.removalEndedSignalLocked() // releases waiting on this removal decide again
 	return err
 }
+
+// RemovalsStartedLocked counts n removals in flight. Call with e.mu held.
+func (p producerEnv) RemovalsStartedLocked(n int) { p.e.cleanups += n }
