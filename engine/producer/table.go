@@ -1,12 +1,20 @@
-// Package producer is the reference engine's producer driver state: the
-// lifecycle core of its published entries (handoff.ProducerTable), reached
-// only through Table's checked transitions (checked.go). engine/server
-// serves the calls (gRPC codes, trailers, the wire mapping); this package
-// imports no gRPC.
+// Package producer is the reference engine's producer driver state and
+// the decisions it carries out: the lifecycle core of its published
+// entries (handoff.ProducerTable), reached only through Table's checked
+// transitions (checked.go); and Driver, which, reaching the engine
+// through Env (its lock, X-1, the quarantine entry, the mutant switches),
+// owns a tcp transfer's source after the claim (transfer.go: the WRITE,
+// free or quarantine on handoff.FailTransfer's decision, Q-3, Q-6), an
+// entry's removal (removal.go: store.Remove, RemovalDone or RemovalFailed
+// and X-1) and the collector pass (collect.go: X-2). engine/server serves
+// the calls (the checks before the claim, gRPC codes, trailers, the wire
+// mapping) and the cuda_ipc lend; this package imports no gRPC.
 //
 // Locking: Table has no lock of its own. Every method is called with the
-// driver's lock held (engine/server: Engine.mu), which is never held
-// across I/O; so there is one lock and no order to invert.
+// driver's lock held (engine/server: Engine.mu, Env's Locker), which is
+// never held across I/O: Driver takes it around each transition and
+// drops it before the store's or the agent's calls; so there is one lock
+// and no order to invert. Env's ...Locked methods run under it.
 package producer
 
 import (
