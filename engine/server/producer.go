@@ -326,37 +326,12 @@ func (e *Engine) observeClaims() {
 }
 
 // drainProducer removes every unconsumed entry (S-2) and the instance
-// directory with its key (S-4).
+// directory with its key (S-4): engine/producer's Driver.Drain.
 func (e *Engine) drainProducer() error {
 	if e.store == nil {
 		return nil
 	}
-	e.observeClaims()
-	e.mu.Lock()
-	ids := e.table.Drain()
-	e.cleanups += len(ids)
-	done := len(ids) > 0 && e.table.DrainDone(len(ids), 0, e.decisions())
-	e.mu.Unlock()
-	if done {
-		// Only the S-2 mutant (handoff.Mutants.DrainBeforeCleanup) ends the
-		// drain with removals pending: they are left to run after the drain
-		// returned, and the process exits first.
-		e.log.Warn("drain returns before its removals", "pending", len(ids))
-		return nil
-	}
-	var first error
-	for _, id := range ids {
-		if _, err := e.finishRemoval(id); err != nil && first == nil {
-			first = err
-		}
-	}
-	if err := e.store.Close(); err != nil {
-		e.failCleanup("close the entry store", err)
-		if first == nil {
-			first = err
-		}
-	}
-	return first
+	return e.producerDriver().Drain()
 }
 
 // endpointOf is a wire producer_endpoint as the reference tag covers it

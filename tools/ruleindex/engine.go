@@ -35,7 +35,7 @@ var engineDecisions = map[string][]string{
 	"S-1":  {"engine/handoff/health.go:(*Health).DecideShutdown", "engine/handoff/health.go:(*Health).DecideShutdownWith", "engine/server/control.go:(*control).Shutdown"},
 	"S-2":  {"engine/handoff/producer.go:(*ProducerTable).Drain", "engine/handoff/producer.go:(*ProducerTable).DrainDone", "engine/handoff/health.go:(*Health).Admit", "engine/server/serve.go:(*Engine).Drain"},
 	"S-3":  {"engine/server/cudaipc.go:(*Engine).collectGPU"},
-	"S-4":  {"engine/server/serve.go:(*Engine).Drain", "engine/server/serve.go:(*Server).Run", "engine/server/producer.go:(*Engine).drainProducer"},
+	"S-4":  {"engine/server/serve.go:(*Engine).Drain", "engine/server/serve.go:(*Server).Run", "engine/server/producer.go:(*Engine).drainProducer", "engine/producer/drain.go:(*Driver).Drain"},
 	"B-1":  {"engine/lm/model.go:(*Model).Prefill", "engine/lm/decode.go:(*Model).Decode", "engine/server/inference.go:(*Engine).generate"},
 	"B-2":  {"engine/lm/prefixcache.go:DefaultPrefixKey", "engine/lm/mutants.go:PrefixKeyWith", "engine/lm/model.go:(*Model).identities"},
 	"H-1":  {"engine/contenthash/contenthash.go:ContentHash", "engine/contenthash/mutants.go:Of", "engine/handoff/reference.go:ValidContentHash"},
