@@ -16,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
+	"github.com/baton-dev/baton/engine/producer"
 	"github.com/baton-dev/baton/engine/xfer"
 )
 
@@ -56,11 +57,11 @@ type Engine struct {
 
 	mu sync.Mutex // guards the fields below; never held across I/O
 	// table and receives are the lifecycle core, each transition checked
-	// under -tags invariants (invariants.go; engine/consumer). receives
+	// under -tags invariants (engine/producer; engine/consumer). receives
 	// also keeps the quarantines (memory a write may still touch, until
 	// Q-6 ends it: quarantine.go); it has no lock of its own, e.mu guards
 	// it.
-	table    checkedProducerTable
+	table    *producer.Table
 	receives *consumer.Receives
 	health   *handoff.Health
 	requests map[string]context.CancelFunc
@@ -136,9 +137,9 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		fsys:       cfg.FS,
 		log:        log.With("instance", id, "role", string(cfg.Role)),
 		now:        time.Now,
-		table: checkedProducerTable{handoff.NewProducerTable(handoff.ProducerConfig{
+		table: producer.New(handoff.ProducerConfig{
 			QuotaBytes: cfg.ProducerQuotaBytes, DefaultTTLMs: cfg.DefaultTTL.Milliseconds(), MaxTTLMs: cfg.MaxTTL.Milliseconds(),
-		})},
+		}),
 		receives: consumer.New(handoff.ConsumerConfig{InflightQuotaBytes: cfg.ConsumerQuotaBytes}),
 		health:   handoff.NewHealth(),
 		requests: map[string]context.CancelFunc{},

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/producer"
 )
 
 // TestInvariantsOffChecksNothing: without -tags invariants the checked
@@ -14,7 +15,7 @@ func TestInvariantsOffChecksNothing(t *testing.T) {
 	if invariantsOn {
 		t.Fatal("invariantsOn without -tags invariants")
 	}
-	tb := checkedProducerTable{handoff.NewProducerTable(handoff.ProducerConfig{})}
+	tb := producer.New(handoff.ProducerConfig{})
 	corruptInt64Field(t, tb.ProducerTable, "heldBytes", 1)
 	if err := tb.Reserve(idA, 1); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/producer"
 )
 
 // mustPanicViolation runs f and returns the *InvariantViolation it panicked
@@ -37,7 +38,7 @@ func TestInvariantsTagPanicsOnViolation(t *testing.T) {
 	if !invariantsOn {
 		t.Fatal("built with -tags invariants but invariantsOn is false")
 	}
-	tb := checkedProducerTable{handoff.NewProducerTable(handoff.ProducerConfig{QuotaBytes: 1 << 20})}
+	tb := producer.New(handoff.ProducerConfig{QuotaBytes: 1 << 20})
 	if err := tb.Reserve(idA, 100); err != nil { // intact: no panic
 		t.Fatal(err)
 	}

@@ -53,14 +53,14 @@ func methodsOf(t *testing.T, dir, recv string) []string {
 
 // TestCheckedTablesWrapEveryTransition: every exported method of
 // handoff.ProducerTable and handoff.ConsumerReceives is either a read
-// (coreReads) or wrapped by checkedProducerTable (invariants.go) /
+// (coreReads) or wrapped by producer.Table (engine/producer/checked.go) /
 // consumer.Receives (engine/consumer/checked.go), so that -tags invariants
 // checks after every transition the engine makes; a new transition of the
 // core fails this test until it is wrapped (or listed as a read).
 func TestCheckedTablesWrapEveryTransition(t *testing.T) {
 	type wrapper struct{ dir, typ string }
 	for core, w := range map[string]wrapper{
-		"ProducerTable":    {".", "checkedProducerTable"},
+		"ProducerTable":    {filepath.Join("..", "producer"), "Table"},
 		"ConsumerReceives": {filepath.Join("..", "consumer"), "Receives"},
 	} {
 		wrapped := methodsOf(t, w.dir, w.typ)

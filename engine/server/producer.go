@@ -268,33 +268,11 @@ func (e *Engine) finishRemoval(id string) (handoff.ReleaseOutcome, error) {
 	return e.finishRemovalOf(id, false)
 }
 
-// finishRemovalOf is finishRemoval; expiry says the collector expires the entry.
+// finishRemovalOf is finishRemoval; expiry says the collector expires the
+// entry. engine/producer carries the removal out (Driver.FinishRemoval:
+// store.Remove, then RemovalDone or RemovalFailed and X-1).
 func (e *Engine) finishRemovalOf(id string, expiry bool) (handoff.ReleaseOutcome, error) {
-	won, err := e.store.Remove(id)
-	if expiry && e.cfg.Hooks.CollectorTrustsTable && err == nil && !won {
-		// The X-2 race mutant: an entry gone before its expiry's removal is a failure.
-		err = fmt.Errorf("entry %s vanished before its removal", id)
-	}
-	e.mu.Lock()
-	if e.failRemoval[id] {
-		// Test hook baton.cleanup_fail: the removal took effect, yet it is
-		// reported as failed, once, so the X-1 path runs (sticky NOT_READY).
-		delete(e.failRemoval, id)
-		if err == nil {
-			err = fmt.Errorf("injected by test hook %s", HookCleanupFail)
-		}
-	}
-	e.cleanups--
-	e.removalEndedSignalLocked() // releases waiting on this removal decide again
-	if err != nil {
-		e.table.RemovalFailed(id)
-		e.mu.Unlock()
-		e.failCleanup("remove entry "+id, err)
-		return 0, fmt.Errorf("%w: X-1 remove entry %s: %v", handoff.ErrCleanupFailed, id, err)
-	}
-	out := e.table.RemovalDone(id, won)
-	e.mu.Unlock()
-	return out, nil
+	return e.producerDriver().FinishRemoval(id, expiry)
 }
 
 // removalEndedLocked returns a channel closed when the next removal of an
@@ -318,89 +296,42 @@ func (e *Engine) removalEndedSignalLocked() {
 	}
 }
 
-// collect is one pass of the producer's collector: entries found claimed
-// become CONSUMED, expired ones are removed, stale temp files go.
+// collect is one pass of the producer's collector (engine/producer:
+// Driver.Collect): entries found claimed become CONSUMED, expired ones are
+// removed, stale temp files go.
 func (e *Engine) collect() {
 	if e.store == nil {
 		return
 	}
-	if !e.cfg.Hooks.CollectorTrustsTable {
-		e.observeClaims()
-	}
-	e.expireBy(func(nowMs int64) []string { return e.table.Collect(nowMs, e.decisions()) })
-	if err := e.store.Collect(e.now().UnixMilli()); err != nil {
-		e.failCleanup("collect orphans", err)
-	}
+	e.producerDriver().Collect(e.now)
 }
 
 // expire removes every entry whose TTL passed.
 func (e *Engine) expire() { e.expireBy(e.table.Expire) }
 
 // expireBy removes the entries decide expires at the engine's clock
-// (ProducerTable.Expire, ExpireBeforeRelease).
+// (ProducerTable.Expire, ExpireBeforeRelease; engine/producer:
+// Driver.Expire).
 func (e *Engine) expireBy(decide func(nowMs int64) []string) {
-	e.mu.Lock()
-	expired := decide(e.now().UnixMilli())
-	e.cleanups += len(expired)
-	e.mu.Unlock()
-	for _, id := range expired {
-		if _, err := e.finishRemovalOf(id, true); err != nil {
-			e.log.Error("X-2 expiry removal failed", "entry", id, "err", err)
-		}
-	}
+	e.producerDriver().Expire(e.now, decide)
 }
 
-// observeClaims looks at which published entries consumers have claimed.
+// observeClaims looks at which published entries consumers have claimed
+// (engine/producer: Driver.ObserveClaims).
 func (e *Engine) observeClaims() {
 	if e.store == nil {
 		return
 	}
-	e.mu.Lock()
-	ids := e.table.Published()
-	e.mu.Unlock()
-	for _, id := range ids {
-		ok, err := e.store.Exists(id)
-		if err != nil || ok {
-			continue
-		}
-		e.mu.Lock()
-		e.table.ObserveGone(id)
-		e.mu.Unlock()
-	}
+	e.producerDriver().ObserveClaims()
 }
 
 // drainProducer removes every unconsumed entry (S-2) and the instance
-// directory with its key (S-4).
+// directory with its key (S-4): engine/producer's Driver.Drain.
 func (e *Engine) drainProducer() error {
 	if e.store == nil {
 		return nil
 	}
-	e.observeClaims()
-	e.mu.Lock()
-	ids := e.table.Drain()
-	e.cleanups += len(ids)
-	done := len(ids) > 0 && e.table.DrainDone(len(ids), 0, e.decisions())
-	e.mu.Unlock()
-	if done {
-		// Only the S-2 mutant (handoff.Mutants.DrainBeforeCleanup) ends the
-		// drain with removals pending: they are left to run after the drain
-		// returned, and the process exits first.
-		e.log.Warn("drain returns before its removals", "pending", len(ids))
-		return nil
-	}
-	var first error
-	for _, id := range ids {
-		if _, err := e.finishRemoval(id); err != nil && first == nil {
-			first = err
-		}
-	}
-	if err := e.store.Close(); err != nil {
-		e.failCleanup("close the entry store", err)
-		if first == nil {
-			first = err
-		}
-	}
-	return first
+	return e.producerDriver().Drain()
 }
 
 // endpointOf is a wire producer_endpoint as the reference tag covers it

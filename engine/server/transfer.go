@@ -77,17 +77,11 @@ func (e *Engine) transferEncoderCache(ctx context.Context, req *pb.TransferEncod
 	if !ok {
 		return nil, e.failTransfer(ref.EntryID, nil, nil, errors.New("entry storage missing"))
 	}
-	written, pending, err := e.writeTo(ctx, store, entry, agent, remote)
+	written, pending, err := e.writeTo(ctx, entry, agent, remote)
 	if err != nil {
 		return nil, e.failTransfer(ref.EntryID, entry, pending, err)
 	}
-	e.mu.Lock()
-	terr := e.table.TransferDone(ref.EntryID)
-	e.mu.Unlock()
-	e.coreRefused("TransferDone "+ref.EntryID, terr)
-	if err := store.Free(entry); err != nil {
-		e.failCleanup("deregister source of "+ref.EntryID, err)
-	}
+	e.producerDriver().Done(ref.EntryID, entry)
 	e.log.Info("transferred", "entry", ref.EntryID, "bytes", written, "peer", agent.name)
 	resp := &pb.TransferEncoderCacheResponse{BytesWritten: written}
 	for _, it := range ref.Items {
@@ -208,49 +202,15 @@ func beforeWrite(ctx context.Context, err error) error {
 	return err
 }
 
-// writeTo creates the WRITE to the consumer agent this call's own
-// consumer_agent describes (xfer CreateWriteTo: the request keeps its own
-// copy of the peer, nothing is loaded into the agent's shared table, so
-// nothing outlives the request and no other call can redirect it, A3, A4),
-// posts it and waits for its outcome on the producer's own deadline, not
-// the caller's: a consumer that gave up must not turn a landing write into
-// a freed source. No lock is held. pending is the request when it is
-// still in flight at the deadline (Release refused): the source may still
-// be read until it ends.
-func (e *Engine) writeTo(ctx context.Context, store *memory.Store, entry *memory.Entry, agent consumerAgent, remote []xfer.Descriptor) (uint64, *xfer.Request, error) {
+// writeTo writes entry's source to the consumer agent this call's own
+// consumer_agent describes (engine/producer: Driver.Write, on the
+// producer's own deadline, no lock held: Q-5), unless the
+// baton.transfer_fail test hook makes it fail first.
+func (e *Engine) writeTo(ctx context.Context, entry *memory.Entry, agent consumerAgent, remote []xfer.Descriptor) (uint64, *xfer.Request, error) {
 	if e.cfg.TestHooks && len(metadata.ValueFromIncomingContext(ctx, HookTransferFail)) > 0 {
 		return 0, nil, errHookTransferFail
 	}
-	var xreq *xfer.Request
-	var err error
-	if agent.loaded != "" { // the SharedAgentTable mutant: whatever the table holds for the name now
-		xreq, err = e.agent.CreateWrite(entry.Reg.Descriptors, agent.loaded, remote)
-	} else {
-		xreq, err = e.agent.CreateWriteTo(entry.Reg.Descriptors, agent.md, remote)
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TransferTimeout)
-	defer cancel()
-	st, err := e.agent.Post(xreq)
-	if err == nil && st == xfer.StatusInProgress {
-		st, err = xfer.Wait(wctx, e.agent, xreq)
-	}
-	if rerr := e.agent.Release(xreq); rerr != nil {
-		if err == nil {
-			err = rerr
-		}
-		return 0, xreq, err
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	var n uint64
-	for _, d := range remote {
-		n += d.Length
-	}
-	return n, nil, nil
+	return e.producerDriver().Write(ctx, entry, agent.md, agent.loaded, remote, e.cfg.TransferTimeout)
 }
 
 // errHookTransferFail is the failure the baton.transfer_fail test hook
@@ -260,47 +220,20 @@ func (e *Engine) writeTo(ctx context.Context, store *memory.Store, entry *memory
 // sentence; the Q-3 case needs a source quarantine it can see).
 var errHookTransferFail = errors.New("test hook " + HookTransferFail + ": WRITE failed after the entry left the table; the transport cannot prove it ended")
 
-// failTransfer carries out what handoff.FailTransfer decides for a
-// transfer that failed after the entry left the table and answers
-// UNAVAILABLE, never INVALID_ARGUMENT (the WRITE may have landed). The
-// source is quarantined until the transport proves nothing reads it:
-// freed at once when the WRITE request has ended and was released (pending
-// nil), kept until pending ends otherwise, and for the life of the process
-// for a failure the transport cannot explain (the test hook).
+// failTransfer answers a transfer that failed after the entry left the
+// table with UNAVAILABLE, never INVALID_ARGUMENT (the WRITE may have
+// landed), once engine/producer carried out what handoff.FailTransfer
+// decides for its source (Driver.Fail: freed, or quarantined until the
+// transport proves nothing reads it, Q-6; for the life of the process for
+// a failure the transport cannot explain, the test hook).
 func (e *Engine) failTransfer(id string, entry *memory.Entry, pending *xfer.Request, cause error) error {
-	e.mu.Lock()
-	d, terr := e.table.FailTransfer(handoff.TransferFailure{
+	d := e.producerDriver().Fail(handoff.TransferFailure{
 		EntryID:    id,
 		HasSource:  entry != nil,
 		WriteEnded: pending == nil,
 		Provable:   !errors.Is(cause, errHookTransferFail),
 		Reason:     quarantineReason("Q-3", "source of entry "+short(id), cause),
-	}, e.decisions())
-	e.mu.Unlock()
-	e.coreRefused("FailTransfer "+id, terr)
-	store, _ := e.store.(*memory.Store)
-	switch d.Source {
-	case handoff.SourceNone:
-	case handoff.FreeSource:
-		if err := store.Free(entry); err != nil {
-			e.failCleanup("deregister source of "+id, err)
-		}
-		if d.FreedEarly {
-			// The Q-3 source mutant: freed while the WRITE may still read
-			// it; Health is NOT_READY for as long as the quarantine the
-			// contract makes would last.
-			e.enterQuarantine(&consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason}, e.writeEndProof(id, pending, d.Source))
-			break
-		}
-		e.log.Warn("Q-3 transfer failed after removal; its WRITE has ended, so the source is freed (Q-6)", "entry", id, "err", cause)
-	default:
-		store.Quarantine(id, entry)
-		q := &consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason, Keep: entry,
-			End:  func() { store.Unjail(id) },
-			Free: func() error { return store.Free(entry) }}
-		e.enterQuarantine(q, e.writeEndProof(id, pending, d.Source))
-		e.log.Error("Q-3 transfer failed after removal; source quarantined until its WRITE has ended", "entry", id, "err", cause)
-	}
+	}, entry, pending, cause)
 	var err error
 	if d.Code == handoff.CodeInvalidArgument {
 		// Decisions.InvalidArgumentAfterRemoval (the Q-3 answer mutant):
@@ -313,27 +246,6 @@ func (e *Engine) failTransfer(id string, entry *memory.Entry, pending *xfer.Requ
 		return e.cfg.Hooks.ProducerTransferFailure(err)
 	}
 	return err
-}
-
-// writeEndProof returns the Q-6 proofs of a source quarantine: a channel
-// closed once the pending WRITE has ended and was released, for
-// handoff.QuarantineSourceUntilWriteEnds (or the mutant's early free with
-// a WRITE in flight); nil (no proof: for the life of the process) for
-// handoff.QuarantineSourceForever, a failure the transport cannot explain.
-func (e *Engine) writeEndProof(id string, pending *xfer.Request, action handoff.SourceAction) []<-chan struct{} {
-	if pending == nil || action == handoff.QuarantineSourceForever {
-		return nil
-	}
-	ended := make(chan struct{})
-	go func() {
-		<-pending.Done()
-		if err := e.agent.Release(pending); err != nil {
-			e.log.Error("Q-3 release of an ended WRITE failed; source kept", "entry", id, "err", err)
-			return // the quarantine stays: no proof
-		}
-		close(ended)
-	}()
-	return []<-chan struct{}{ended}
 }
 
 // errAfterClaim: a transfer failed after the entry left the producer's
