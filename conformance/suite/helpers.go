@@ -608,6 +608,33 @@ func (h *harness) counters(who string, e target.Engine) counters {
 	return c
 }
 
+// ObservableQuarantineEntered is an optional observable beyond CONTRACT
+// section 4 (the reference engine offers it): the quarantines an engine has
+// entered since it started, so that one which Q-6 ended before anyone
+// looked (nothing was written, the consumer closed the connections that
+// carried the request) still shows.
+const ObservableQuarantineEntered = "encoder.quarantine.entered"
+
+// quarantinesEntered reads ObservableQuarantineEntered from e; false when
+// the profile declares no observables, GetLoad fails or e does not offer
+// it (a check that uses it then does not apply).
+func (h *harness) quarantinesEntered(e target.Engine) (float64, bool) {
+	h.t.Helper()
+	if !h.profile.Observables {
+		return 0, false
+	}
+	info, err := e.GetLoad(h.ctx)
+	if err != nil {
+		return 0, false
+	}
+	v, ok := info.GetAttributes().GetFields()[ObservableQuarantineEntered]
+	if !ok {
+		return 0, false
+	}
+	n, isNum := v.GetKind().(*structpb.Value_NumberValue)
+	return n.NumberValue, isNum
+}
+
 // optionalCounters is counters when the profile declares observables, and
 // (nil, false) when it does not: for a Lifecycle case whose check does not
 // depend on them (Core cases never read a counter: CONTRACT section 4).

@@ -377,7 +377,11 @@ func SE4AttackCorpusLeavesEnginesReady(ctx context.Context, t TB, tg target.Targ
 		}
 	}
 	// A transfer the client abandons: it cancels while the reply is held.
+	// The consumer waits for the outcome (C-4): no quarantine, not even
+	// one that Q-6 ends at once, where the engine counts the quarantines
+	// it entered (ObservableQuarantineEntered, optional).
 	r := f.publish(fixture(t, faultImage)).GetRef()
+	entered, counted := f.quarantinesEntered(f.cons)
 	done, cancel := f.stuckConsume(r)
 	cancel()
 	<-done
@@ -386,6 +390,9 @@ func SE4AttackCorpusLeavesEnginesReady(ctx context.Context, t TB, tg target.Targ
 	}
 	if f.profile.Observables {
 		f.waitInflight(0)
+	}
+	if now, ok := f.quarantinesEntered(f.cons); counted && ok && now > entered {
+		t.Errorf("GetLoad(consumer) %s went %g -> %g across a transfer its client abandoned; want no quarantine (SE-4: a client's cancel never cancels the transfer call, C-4)", ObservableQuarantineEntered, entered, now)
 	}
 	calm("a transfer its client abandoned")
 	// A reference naming the real producer with producer_endpoint.protocol
