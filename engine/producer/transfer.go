@@ -3,7 +3,6 @@ package producer
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/baton-dev/baton/engine/cache"
@@ -18,21 +17,9 @@ import (
 // held across I/O, and the engine-wide consequences of a transfer's
 // end.
 type Env interface {
-	// Locker is the engine's lock (engine/server: Engine.mu).
-	sync.Locker
-	// FailCleanup records a cleanup failure (X-1: sticky NOT_READY). Call
-	// without the lock.
-	FailCleanup(what string, err error)
-	// CoreRefused logs a transition the core refused (a bug); err nil is
-	// nothing. Safe with or without the lock.
-	CoreRefused(op string, err error)
-	// EnterQuarantine records q, turns Health NOT_READY and ends q
-	// once every proof is closed (Q-6; never for nil proofs). Call
-	// without the lock.
-	EnterQuarantine(q *consumer.Quarantine, proofs []<-chan struct{})
-	// Decisions are the core's mutant switches (handoff.Mutants; the zero
-	// value is the contract's core).
-	Decisions() handoff.Mutants
+	// consumer.Env: the lock, X-1, the core-bug log, the quarantine entry
+	// and the core's switches, as the consumer's driver needs them.
+	consumer.Env
 	// RemovalEndedLocked is told, with the lock held, that the removal
 	// of entry id ended with err (nil: removed, or gone already); it
 	// counts the cleanup done, wakes the releases waiting for a removal
