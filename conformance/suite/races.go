@@ -214,6 +214,10 @@ const (
 	// fastest the cancellation moments are drawn from.
 	c7BurstCalibrations  = 2
 	c7BurstWindowPercent = 80
+	// c7BurstRacePercent: a cancellation this share or more into the
+	// fastest publish's time may, on a loaded machine, reach E after its
+	// handler returned; the entries such publishes leave are excused.
+	c7BurstRacePercent = 50
 )
 
 // C7CancelledBurstLeavesNothing times publishes 4 at a time (the fastest of eight, to the arrival of its EncoderReady), then sends 24 publishes, 4 at a time, each cancelled at a moment drawn from a fixed, printed seed over the first 80% of that time: a publish whose client got no EncoderReady leaves nothing behind, and the producer's exports return to their values before within 5 s, far short of the 30 s TTL (C-7; those that did get one are released with Abort).
@@ -280,7 +284,37 @@ func C7CancelledBurstLeavesNothing(ctx context.Context, t TB, tg target.Target) 
 	}
 	t.Logf("C-7 burst: %d of %d publishes delivered their EncoderReady before the cancellation", delivered, c7BurstPublishes)
 	if c, ok := h.settle("producer", h.prod, before, keys...); !ok {
+		// A cancellation E had not yet observed when its handler returned
+		// leaves a conforming entry (C-7: "a cancellation it has observed
+		// by then"): the calibration bounds a publish's time only as well
+		// as the load allows, so the cancellations drawn in the later part
+		// of the window may have raced the end of theirs. Those are
+		// excused, by count; an engine that ignores cancellations leaves
+		// one per publish.
+		left := int(c[ObservableExportsEntries] - before[ObservableExportsEntries])
+		undelivered := make([]bool, len(results))
+		for i, res := range results {
+			undelivered[i] = res.Status == nil || res.EncoderReady() == nil
+		}
+		if late := c7RacedPublishes(delays, undelivered, fastest); left > 0 && left <= late {
+			t.Logf("C-7 burst: %d entries left behind, at most the %d undelivered publishes cancelled %d%% or more into the fastest publish's time, which may have raced its end; excused", left, late, c7BurstRacePercent)
+			return
+		}
 		t.Errorf("C-7 GetLoad(producer) %v after a burst of %d publishes cancelled before their EncoderReady (seed %d): %s; want every one back to its value before (nothing left behind until the %d ms TTL)",
 			settleTimeout, c7BurstPublishes, c7BurstSeed, strings.Join(before.diff(c, keys...), ", "), c7BurstTTLMs)
 	}
+}
+
+// c7RacedPublishes counts the burst's undelivered publishes whose
+// cancellation came c7BurstRacePercent or more into fastest (the fastest
+// calibrated publish): on a loaded machine their cancellation may reach E
+// after its handler returned, which leaves a conforming entry (C-7).
+func c7RacedPublishes(delays []time.Duration, undelivered []bool, fastest time.Duration) int {
+	n := 0
+	for i, d := range delays {
+		if undelivered[i] && d >= fastest*c7BurstRacePercent/100 {
+			n++
+		}
+	}
+	return n
 }
