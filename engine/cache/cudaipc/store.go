@@ -7,7 +7,6 @@
 package cudaipc
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -21,8 +20,8 @@ import (
 type Store struct {
 	dev    xfer.IPCDevice
 	hmac   []byte
+	items  *cache.Entries[*Entry]
 	mu     sync.Mutex
-	items  map[string]*Entry
 	lent   map[string]*Entry
 	jailed []*Entry // quarantined sources
 	// closed: Close ran; loans still out count as quarantined sources
@@ -46,11 +45,12 @@ var _ cache.Quarantining = (*Store)(nil)
 // New returns an empty store on dev with a fresh 32-byte reference key
 // (SU-5); the error is crypto/rand's.
 func New(dev xfer.IPCDevice) (*Store, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("cudaipc: reference key: %w", err)
+	key, err := cache.NewKey("cudaipc")
+	if err != nil {
+		return nil, err
 	}
-	return &Store{dev: dev, hmac: key, items: map[string]*Entry{}, lent: map[string]*Entry{}}, nil
+	free := func(m *Entry) error { return dev.Free(m.Buf) }
+	return &Store{dev: dev, hmac: key, items: cache.NewEntries("cudaipc", "free", free), lent: map[string]*Entry{}}, nil
 }
 
 // Device is the device the store allocates on.
@@ -67,12 +67,11 @@ func (s *Store) KeepsTensors() bool { return false }
 
 // Write uploads the entry's tensors, item after item, into one device
 // allocation and exports its IPC handle; on an error (allocation, upload,
-// export: the device's; ErrDuplicate for an id already in the store, a
-// caller's bug since entry ids are 128-bit random, SU-6) nothing stays
-// allocated.
+// export: the device's; cache.ErrDuplicate for an id already in the
+// store) nothing stays allocated.
 func (s *Store) Write(id string, tensors []shareddir.Tensor, _ map[string]string) error {
-	if ok, _ := s.Exists(id); ok {
-		return fmt.Errorf("cudaipc: publish entry %s: %w", cache.Short(id), ErrDuplicate)
+	if s.items.Has(id) {
+		return s.items.Duplicate(id)
 	}
 	total := 0
 	segs := make([]xfer.IPCSegment, len(tensors))
@@ -96,28 +95,15 @@ func (s *Store) Write(id string, tensors []shareddir.Tensor, _ map[string]string
 	if err != nil {
 		return errors.Join(fmt.Errorf("cudaipc: publish entry %s: %w", cache.Short(id), err), s.dev.Free(b))
 	}
-	s.mu.Lock()
-	if _, dup := s.items[id]; dup { // a concurrent Write of the same id won
-		s.mu.Unlock()
-		return errors.Join(fmt.Errorf("cudaipc: publish entry %s: %w", cache.Short(id), ErrDuplicate), s.dev.Free(b))
-	}
-	s.items[id] = &Entry{Buf: b, Loan: xfer.IPCLoan{Handle: h, Bytes: uint64(total), Segments: segs}}
-	s.mu.Unlock()
-	return nil
+	return s.items.Put(id, &Entry{Buf: b, Loan: xfer.IPCLoan{Handle: h, Bytes: uint64(total), Segments: segs}}, func() error { return s.dev.Free(b) })
 }
 
 // ErrDuplicate answers a Write of an id already in the store.
-var ErrDuplicate = errors.New("entry id already in the store")
+var ErrDuplicate = cache.ErrDuplicate
 
 // Take removes an entry from the store without freeing it: the caller is
 // about to lend it (after handoff's ClaimForTransfer).
-func (s *Store) Take(id string) (*Entry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.items[id]
-	delete(s.items, id)
-	return m, ok
-}
+func (s *Store) Take(id string) (*Entry, bool) { return s.items.Take(id) }
 
 // Lend records a taken entry as lent to borrower (the transfer call's peer).
 func (s *Store) Lend(id string, m *Entry, borrower string) {
@@ -182,27 +168,10 @@ func (s *Store) QuarantinedSources() (int, int64) {
 // longer) in the store. When the device's Free fails (a cleanup failure,
 // the caller reports it) the entry stays in the store, so a retry or
 // Close can still free it.
-func (s *Store) Remove(id string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.items[id]
-	if !ok {
-		return false, nil
-	}
-	if err := s.dev.Free(m.Buf); err != nil {
-		return true, fmt.Errorf("cudaipc: free entry %s: %w", cache.Short(id), err)
-	}
-	delete(s.items, id)
-	return true, nil
-}
+func (s *Store) Remove(id string) (bool, error) { return s.items.Remove(id) }
 
 // Exists reports whether id is in the store (not taken, not removed).
-func (s *Store) Exists(id string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.items[id]
-	return ok, nil
-}
+func (s *Store) Exists(id string) (bool, error) { return s.items.Has(id), nil }
 
 // Collect does nothing: a loan is freed only when it comes back,
 // never because time passed.
@@ -213,19 +182,9 @@ func (s *Store) Collect(int64) error { return nil }
 // until they come back (GiveBack frees them then).
 func (s *Store) Close() error {
 	s.mu.Lock()
-	var ids []string
-	for id := range s.items {
-		ids = append(ids, id)
-	}
 	s.closed = true
 	s.mu.Unlock()
-	var errs []error
-	for _, id := range ids {
-		if _, err := s.Remove(id); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return s.items.Close()
 }
 
 // Outstanding is the number of sources lent or quarantined: while any

@@ -7,8 +7,6 @@
 package memory
 
 import (
-	"crypto/rand"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -21,8 +19,8 @@ import (
 type Store struct {
 	agent  xfer.Agent
 	hmac   []byte
+	items  *cache.Entries[*Entry]
 	mu     sync.Mutex
-	items  map[string]*Entry
 	jailed map[string]*Entry // quarantined source buffers by entry id
 }
 
@@ -38,11 +36,12 @@ var _ cache.Quarantining = (*Store)(nil)
 // New returns an empty store whose entries agent registers, with a fresh
 // 32-byte reference key (SU-5); the error is crypto/rand's.
 func New(agent xfer.Agent) (*Store, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("memory: reference key: %w", err)
+	key, err := cache.NewKey("memory")
+	if err != nil {
+		return nil, err
 	}
-	return &Store{agent: agent, hmac: key, items: map[string]*Entry{}, jailed: map[string]*Entry{}}, nil
+	deregister := func(m *Entry) error { return agent.Deregister(m.Reg) }
+	return &Store{agent: agent, hmac: key, items: cache.NewEntries("memory", "deregister", deregister), jailed: map[string]*Entry{}}, nil
 }
 
 // Backend is cache.BackendTCP.
@@ -56,11 +55,10 @@ func (s *Store) KeepsTensors() bool { return true }
 
 // Write registers the tensors' bytes (one region per tensor) under id;
 // errors are the agent's RegisterMemory errors, and ErrDuplicate for an id
-// already in the store (entry ids are 128-bit random, SU-6: a duplicate is
-// the caller's bug, and overwriting would leak the first registration).
+// already in the store (cache.ErrDuplicate).
 func (s *Store) Write(id string, tensors []shareddir.Tensor, _ map[string]string) error {
-	if ok, _ := s.Exists(id); ok {
-		return fmt.Errorf("memory: write entry %s: %w", cache.Short(id), ErrDuplicate)
+	if s.items.Has(id) {
+		return s.items.Duplicate(id)
 	}
 	regions := make([][]byte, len(tensors))
 	for i, t := range tensors {
@@ -70,28 +68,15 @@ func (s *Store) Write(id string, tensors []shareddir.Tensor, _ map[string]string
 	if err != nil {
 		return fmt.Errorf("memory: register source buffers: %w", err)
 	}
-	s.mu.Lock()
-	if _, dup := s.items[id]; dup { // a concurrent Write of the same id won
-		s.mu.Unlock()
-		return errors.Join(fmt.Errorf("memory: write entry %s: %w", cache.Short(id), ErrDuplicate), s.agent.Deregister(reg))
-	}
-	s.items[id] = &Entry{Tensors: tensors, Reg: reg}
-	s.mu.Unlock()
-	return nil
+	return s.items.Put(id, &Entry{Tensors: tensors, Reg: reg}, func() error { return s.agent.Deregister(reg) })
 }
 
 // ErrDuplicate answers a Write of an id already in the store.
-var ErrDuplicate = errors.New("entry id already in the store")
+var ErrDuplicate = cache.ErrDuplicate
 
 // Take removes an entry from the store without deregistering it: the
 // caller is about to WRITE from it (after handoff's ClaimForTransfer).
-func (s *Store) Take(id string) (*Entry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.items[id]
-	delete(s.items, id)
-	return m, ok
-}
+func (s *Store) Take(id string) (*Entry, bool) { return s.items.Take(id) }
 
 // Free deregisters a taken entry's buffers once its WRITE completed (or a
 // proof says none is in flight: Q-6); the error is the agent's Deregister
@@ -132,45 +117,14 @@ func (s *Store) QuarantinedSources() (int, int64) {
 // (or no longer) in the store. When the Deregister fails (a cleanup
 // failure, X-1: the caller reports it) the entry stays in the store, so a
 // retry or Close can still release it.
-func (s *Store) Remove(id string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, ok := s.items[id]
-	if !ok {
-		return false, nil
-	}
-	if err := s.agent.Deregister(m.Reg); err != nil {
-		return true, fmt.Errorf("memory: deregister entry %s: %w", cache.Short(id), err)
-	}
-	delete(s.items, id)
-	return true, nil
-}
+func (s *Store) Remove(id string) (bool, error) { return s.items.Remove(id) }
 
 // Exists reports whether id is in the store (not taken, not removed).
-func (s *Store) Exists(id string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.items[id]
-	return ok, nil
-}
+func (s *Store) Exists(id string) (bool, error) { return s.items.Has(id), nil }
 
 // Collect does nothing: memory leaves no temp files.
 func (s *Store) Collect(int64) error { return nil }
 
 // Close removes every entry still in the store (S-4); quarantined sources
 // stay registered (their WRITE may still read them).
-func (s *Store) Close() error {
-	s.mu.Lock()
-	ids := make([]string, 0, len(s.items))
-	for id := range s.items {
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	var errs []error
-	for _, id := range ids {
-		if _, err := s.Remove(id); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (s *Store) Close() error { return s.items.Close() }

@@ -44,9 +44,8 @@ func TestRemoveKeepsEntryWhenDeregisterFails(t *testing.T) {
 	must(t, err)
 	dst, err := c.RegisterMemory([][]byte{make([]byte, 64)})
 	must(t, err)
-	s.mu.Lock()
-	e := s.items["e1"]
-	s.mu.Unlock()
+	e, _ := s.items.Take("e1") // read the entry's registration, then put it back
+	must(t, s.items.Put("e1", e, func() error { return nil }))
 	req, err := p.CreateWriteTo(e.Reg.Descriptors, md, dst.Descriptors)
 	must(t, err)
 	if won, err := s.Remove("e1"); !won || !errors.Is(err, xfer.ErrNotAllowed) {
