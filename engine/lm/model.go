@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/baton-dev/baton/internal/mix"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -313,15 +315,8 @@ func (m *Model) prefillState(ids []uint32, images []Image) uint64 {
 // from every token.
 const imageTag uint64 = 1 << 40
 
-// mix64 is the splitmix64 finalizer, a bijection on uint64.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+// mix64 is the splitmix64 finalizer, a bijection on uint64 (internal/mix).
+func mix64(x uint64) uint64 { return mix.Mix64(x) }
 
 // absorb is one link of the hash chain: order-sensitive in its inputs.
 func absorb(state, x uint64) uint64 {

@@ -6,7 +6,11 @@
 // shard and a sweep.
 package seeded
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/baton-dev/baton/internal/mix"
+)
 
 // Stream names one PRNG stream derived from the run's seed. Each subsystem
 // draws only from its own stream, so adding a draw in one (a new fault site)
@@ -42,12 +46,5 @@ func Between(r *rand.Rand, lo, hi int64) int64 {
 func Chance(r *rand.Rand, p float64) bool { return r.Float64() < p }
 
 // Mix64 is the splitmix64 finalizer (Steele, Lea, Flood 2014): a bijective
-// 64-bit hash.
-func Mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+// 64-bit hash, the one engine/lm uses (internal/mix).
+func Mix64(x uint64) uint64 { return mix.Mix64(x) }
