@@ -411,15 +411,20 @@ func (t *ProducerTable) Drain() []string {
 
 // Published returns the ids of Published entries, sorted (for the caller's
 // look at which of them consumers have claimed).
-func (t *ProducerTable) Published() []string {
-	var ids []string
+func (t *ProducerTable) Published() []string { return t.AppendPublished(nil) }
+
+// AppendPublished is Published appending to dst (so a caller that looks
+// often can reuse one slice): dst with the Published ids appended, those
+// sorted.
+func (t *ProducerTable) AppendPublished(dst []string) []string {
+	n := len(dst)
 	for _, e := range t.entries {
 		if e.state == EntryPublished {
-			ids = append(ids, e.id)
+			dst = append(dst, e.id)
 		}
 	}
-	sort.Strings(ids)
-	return ids
+	sort.Strings(dst[n:])
+	return dst
 }
 
 // State returns the state of a live entry, or 0 when id is not in the table.
