@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -166,7 +167,7 @@ func (w *World) consumeArrive(ev event) {
 		return
 	}
 	num := int64(len(w.xreqs) + 1)
-	key := fmt.Sprintf("r%d/%s", num, rq.entry)
+	key := "r" + strconv.FormatInt(num, 10) + "/" + rq.entry // fmt.Sprintf("r%d/%s"), one allocation
 	w.xreqs = append(w.xreqs, xreq{h: int(rq.client), rpc: rq.rpc, c: c.idx, inc: c.inc, buf: -1, entry: rq.entry, key: key, form: rq.form})
 	exists, lookErr := true, error(nil) // a transfer: the producer decides SU-2
 	if w.set.Backend == BackendSharedDir {

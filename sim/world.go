@@ -141,6 +141,8 @@ type World struct {
 	// xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
 	xf    xferWorld
 	xreqs []xreq // every transfer request, by receive number-1
+	// admit is consumerCheckRef's admission, its callbacks made once.
+	admit consumeAdmission
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
 	dir *directed
 	// recvEnds lists how each transfer receive ended; upstream the
@@ -232,6 +234,7 @@ type runBufs struct {
 	checked    []HistoryOp // checkHistory's copy of the history
 	clients    []client
 	clientPtrs []*client
+	xreqs      []xreq
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -255,8 +258,9 @@ func (w *World) releaseBufs() {
 	clear(w.hist.ops)
 	clear(w.clients)
 	clear(b.clients)
+	clear(w.xreqs)
 	b.slab, b.heap, b.free = w.q.slab[:0], w.q.heap[:0], w.q.free[:0]
-	b.ops, b.clientPtrs = w.hist.ops[:0], w.clients[:0]
+	b.ops, b.clientPtrs, b.xreqs = w.hist.ops[:0], w.clients[:0], w.xreqs[:0]
 	runBufPool.Put(b)
 }
 
@@ -285,6 +289,8 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.clients = reuse(b.clientPtrs, s.Handoffs)
 	w.ledger.entries = make(map[string]*entryRecord, s.Handoffs)
 	w.ledger.all = make([]*entryRecord, 0, s.Handoffs)
+	w.ledger.recs = make([]entryRecord, 0, s.Handoffs)
+	w.xreqs = reuse(b.xreqs, s.Handoffs)
 	w.tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
 	w.initNodes()
