@@ -127,7 +127,9 @@ type World struct {
 	netRNG  *rand.Rand
 	diskRNG *rand.Rand
 	procRNG *rand.Rand
-	faults  *faults
+	// rngs hold the streams above, the faults' and the nodes' (rngCell).
+	rngs   [7]rngCell
+	faults *faults
 
 	prod    *producerNode
 	cons    []*consumerNode
@@ -268,13 +270,14 @@ func (w *World) releaseBufs() {
 func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w := &World{
 		seed: seed, set: s, opts: opts, decisions: opts.Mutant.decisions(),
-		workRNG: newRNG(seed, subWorkload), idRNG: newRNG(seed, subIDs), netRNG: newRNG(seed, subNetwork),
-		diskRNG: newRNG(seed, subDisk), procRNG: newRNG(seed, subProcess),
 		sources: map[string]sourceState{},
 		ledger:  newLedger(), hist: newHistory(), media: newMediaWorld(seed),
 	}
+	w.workRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
+	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
+	w.procRNG = w.rngs[4].seed(seed, subProcess)
 	w.sd = newSharedDisk(w)
-	w.faults = newFaults(newRNG(seed, subFaults), s)
+	w.faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
 	w.faults.cov = &w.cov
 	// Sized for a run's usual peak (about two events and four operations
 	// per handoff in flight), so a run does not grow them step by step.
