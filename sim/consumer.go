@@ -2,7 +2,7 @@ package sim
 
 import (
 	"errors"
-	"fmt"
+	"strconv"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -85,7 +85,7 @@ func (c *consumerNode) transferInFlight() bool {
 }
 
 func newConsumerNode(w *World, idx int) *consumerNode {
-	c := &consumerNode{idx: idx, inc: 1, name: fmt.Sprintf("PD%d", idx)}
+	c := &consumerNode{idx: idx, inc: 1, name: "PD" + strconv.Itoa(idx)}
 	w.sd.cons = append(w.sd.cons, nil)
 	c.boot(w)
 	return c
@@ -94,7 +94,7 @@ func newConsumerNode(w *World, idx int) *consumerNode {
 // boot starts a fresh incarnation: new core state, fresh registered memory.
 func (c *consumerNode) boot(w *World) {
 	c.up = true
-	w.sd.cons[c.idx] = w.sd.disk.Proc(fmt.Sprintf("PD%d.%d", c.idx, c.inc))
+	w.sd.cons[c.idx] = w.sd.disk.Proc(consumerAgentName(c.idx, c.inc))
 	c.receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.set.ConsumerQuotaBytes})
 	c.health = handoff.NewHealth()
 	c.health.Started()
@@ -166,7 +166,7 @@ func (w *World) consumeArrive(ev event) {
 		return
 	}
 	num := int64(len(w.xreqs) + 1)
-	key := fmt.Sprintf("r%d/%s", num, rq.entry)
+	key := "r" + strconv.FormatInt(num, 10) + "/" + rq.entry // fmt.Sprintf("r%d/%s"), one allocation
 	w.xreqs = append(w.xreqs, xreq{h: int(rq.client), rpc: rq.rpc, c: c.idx, inc: c.inc, buf: -1, entry: rq.entry, key: key, form: rq.form})
 	exists, lookErr := true, error(nil) // a transfer: the producer decides SU-2
 	if w.set.Backend == BackendSharedDir {
@@ -327,7 +327,7 @@ func (w *World) transferEnded(c *consumerNode, r *recv, why string, cause int64)
 		Complete:        cause == resOK, // the world's WRITE faults land every byte or none (transport.go)
 		BeforeWrite:     cause == resBeforeWrite || cause == resUnavailableBeforeWrite,
 		InvalidArgument: cause == resPlainInvalid,
-		Reason:          fmt.Sprintf("Q-1 receive %s quarantined: %s", r.key, why),
+		Reason:          "Q-1 receive " + r.key + " quarantined: " + why, // every transfer ends here: no fmt
 	}, w.decisions)
 	must(err)
 	switch {

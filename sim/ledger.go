@@ -54,6 +54,9 @@ func (e *entryRecord) terminal() bool {
 type ledger struct {
 	entries map[string]*entryRecord
 	all     []*entryRecord
+	// recs is where add allocates records, a block at a time (never
+	// grown in place: records are referred to by pointer).
+	recs []entryRecord
 	// removeFailures counts removals that failed with an I/O error.
 	removeFailures int
 	// cancelled lists the entries whose publish was cancelled or whose
@@ -104,7 +107,11 @@ func (l *ledger) refuseForHealth(call callKey) {
 func newLedger() *ledger { return &ledger{entries: map[string]*entryRecord{}} }
 
 func (l *ledger) add(id string, h int, payloadBytes int64) *entryRecord {
-	e := &entryRecord{id: id, h: h, payloadBytes: payloadBytes}
+	if len(l.recs) == cap(l.recs) {
+		l.recs = make([]entryRecord, 0, max(16, 2*cap(l.recs)))
+	}
+	l.recs = append(l.recs, entryRecord{id: id, h: h, payloadBytes: payloadBytes})
+	e := &l.recs[len(l.recs)-1]
 	if old, ok := l.entries[id]; ok {
 		l.reused = append(l.reused, [2]*entryRecord{old, e})
 	}

@@ -87,7 +87,7 @@ func nodeEventName(k eventKind) string {
 
 // initNodes sets up the node state of a new world (newWorld).
 func (w *World) initNodes() {
-	w.nodes.rng = newRNG(w.seed, subNodes)
+	w.nodes.rng = w.rngs[6].seed(w.seed, subNodes)
 	w.nodes.hookSend = w.set.eppd() || (w.faults.enabled[SitePartition] && w.set.Backend == BackendTransfer)
 }
 

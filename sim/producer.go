@@ -17,6 +17,9 @@ import (
 // and handoff's Health.CleanupFailed a failed removal.
 type producerNode struct {
 	instanceID string
+	// observed and vanishing are observeClaims' and collect's lists of the
+	// table's Published ids, reused from pass to pass.
+	observed, vanishing []string
 	// checked is what checkCore last checked of the table.
 	checked checkedCore
 	// key is the instance's HMAC key for reference tags (SU-5), as kept in
@@ -74,7 +77,9 @@ func (w *World) newEntryID() string {
 	for i := range b {
 		b[i] = byte(w.idRNG.Uint32())
 	}
-	return hex.EncodeToString(b[:])
+	var x [32]byte
+	hex.Encode(x[:], b[:])
+	return string(x[:]) // one allocation (EncodeToString makes two)
 }
 
 // newInstanceID draws a lowercase UUID from the ids stream.
@@ -470,7 +475,9 @@ func (w *World) observeClaims() {
 	if w.set.Backend != BackendSharedDir {
 		return
 	}
-	for _, id := range w.prod.table.Published() {
+	ids := w.prod.table.AppendPublished(w.prod.observed[:0])
+	w.prod.observed = ids
+	for _, id := range ids {
 		if ok, err := w.sd.dir.Exists(id); err != nil {
 			panic(fmt.Sprintf("sim: Exists(%s): %v", id, err))
 		} else if !ok {
@@ -492,7 +499,9 @@ func (w *World) collect(ev event) {
 		return
 	}
 	if w.set.Backend == BackendSharedDir {
-		for _, id := range p.table.Published() {
+		ids := p.table.AppendPublished(p.vanishing[:0])
+		p.vanishing = ids
+		for _, id := range ids {
 			if w.faults.buggify(SiteVanish) {
 				rec := w.ledger.get(id)
 				w.sd.disk.Vanish(entryPath(rec.instance, id))

@@ -114,17 +114,41 @@ func (w *World) verifyTag(rec *entryRecord, f refForm) error {
 // UnsignedReferences, RejectedReferenceClaims, whose claim of a rejected
 // reference's entry claimAndDiscard carries out).
 func (w *World) consumerCheckRef(c *consumerNode, rec *entryRecord, f refForm, h int32, rpc int64) error {
-	_, err := handoff.AdmitConsume(handoff.ConsumeAdmission{
-		OpaqueBytes: f.opaqueBytes(),
-		Parse:       func() (handoff.Reference, error) { return w.parsed(rec, f), nil },
-		Accepts:     func(b string) bool { return b == w.set.Backend },
-		Accepted:    []string{w.set.Backend},
-		Transfer:    func(b string) bool { return b == BackendTransfer },
-		Verify:      func(handoff.Reference) error { return w.verifyTag(rec, f) },
-		Mutants:     w.decisions,
-		Discard:     func(handoff.Reference, bool) { w.claimAndDiscard(c, rec, h, rpc, f) },
-	})
+	a := &w.admit
+	if a.adm.Parse == nil {
+		a.bind(w)
+	}
+	a.c, a.rec, a.f, a.h, a.rpc = c, rec, f, h, rpc
+	adm := a.adm
+	adm.OpaqueBytes = f.opaqueBytes()
+	_, err := handoff.AdmitConsume(adm)
+	a.c, a.rec = nil, nil
 	return err
+}
+
+// consumeAdmission is consumerCheckRef's handoff.ConsumeAdmission with its
+// callbacks made once per world (a consume made five closures and a slice
+// each time, issue #16); they read the presented reference from the
+// fields, which consumerCheckRef sets before each admission.
+type consumeAdmission struct {
+	adm handoff.ConsumeAdmission
+	c   *consumerNode
+	rec *entryRecord
+	f   refForm
+	h   int32
+	rpc int64
+}
+
+func (a *consumeAdmission) bind(w *World) {
+	a.adm = handoff.ConsumeAdmission{
+		Parse:    func() (handoff.Reference, error) { return w.parsed(a.rec, a.f), nil },
+		Accepts:  func(b string) bool { return b == w.set.Backend },
+		Accepted: []string{w.set.Backend},
+		Transfer: func(b string) bool { return b == BackendTransfer },
+		Verify:   func(handoff.Reference) error { return w.verifyTag(a.rec, a.f) },
+		Mutants:  w.decisions,
+		Discard:  func(handoff.Reference, bool) { w.claimAndDiscard(a.c, a.rec, a.h, a.rpc, a.f) },
+	}
 }
 
 // parsed is the reference a node decodes from rec's reference in form f,

@@ -68,6 +68,8 @@ type sharedDisk struct {
 	cons []*simfs.Proc
 	// slow lists the entries whose slow write is in flight (fsync.go).
 	slow map[string]bool
+	// rngCell holds rng.
+	rngCell rngCell
 	// early holds the removals that landed inside a consumer's Claim,
 	// by entry: whether the Remove took the entry.
 	early map[string]bool
@@ -117,7 +119,8 @@ func (g rngReader) Read(b []byte) (int, error) {
 }
 
 func newSharedDisk(w *World) *sharedDisk {
-	sd := &sharedDisk{w: w, rng: newRNG(w.seed, subSharedDisk), slow: map[string]bool{}, early: map[string]bool{}, interleave: true}
+	sd := &sharedDisk{w: w, slow: map[string]bool{}, early: map[string]bool{}, interleave: true}
+	sd.rng = sd.rngCell.seed(w.seed, subSharedDisk)
 	sd.rand = rngReader{sd.rng}
 	sd.disk = simfs.NewDisk(func() int64 { return w.now })
 	sd.disk.Hook = sd.hook

@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 
 	"github.com/baton-dev/baton/engine/xfer"
 )
@@ -205,7 +206,9 @@ func (w *World) closeProducerAgent() {
 }
 
 // consumerAgentName names consumer idx's incarnation inc's agent.
-func consumerAgentName(idx int, inc int64) string { return fmt.Sprintf("PD%d.%d", idx, inc) }
+func consumerAgentName(idx int, inc int64) string {
+	return "PD" + strconv.Itoa(idx) + "." + strconv.FormatInt(inc, 10) // fmt.Sprintf("PD%d.%d")
+}
 
 // xferLeaks is the transfer backend's part of a drained world (S-4; CONTRACT
 // section 4: nothing but quarantine left): no transfer pending on the

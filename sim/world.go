@@ -127,7 +127,9 @@ type World struct {
 	netRNG  *rand.Rand
 	diskRNG *rand.Rand
 	procRNG *rand.Rand
-	faults  *faults
+	// rngs hold the streams above, the faults' and the nodes' (rngCell).
+	rngs   [7]rngCell
+	faults *faults
 
 	prod    *producerNode
 	cons    []*consumerNode
@@ -141,6 +143,8 @@ type World struct {
 	// xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
 	xf    xferWorld
 	xreqs []xreq // every transfer request, by receive number-1
+	// admit is consumerCheckRef's admission, its callbacks made once.
+	admit consumeAdmission
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
 	dir *directed
 	// recvEnds lists how each transfer receive ended; upstream the
@@ -232,6 +236,7 @@ type runBufs struct {
 	checked    []HistoryOp // checkHistory's copy of the history
 	clients    []client
 	clientPtrs []*client
+	xreqs      []xreq
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -255,8 +260,9 @@ func (w *World) releaseBufs() {
 	clear(w.hist.ops)
 	clear(w.clients)
 	clear(b.clients)
+	clear(w.xreqs)
 	b.slab, b.heap, b.free = w.q.slab[:0], w.q.heap[:0], w.q.free[:0]
-	b.ops, b.clientPtrs = w.hist.ops[:0], w.clients[:0]
+	b.ops, b.clientPtrs, b.xreqs = w.hist.ops[:0], w.clients[:0], w.xreqs[:0]
 	runBufPool.Put(b)
 }
 
@@ -264,13 +270,14 @@ func (w *World) releaseBufs() {
 func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w := &World{
 		seed: seed, set: s, opts: opts, decisions: opts.Mutant.decisions(),
-		workRNG: newRNG(seed, subWorkload), idRNG: newRNG(seed, subIDs), netRNG: newRNG(seed, subNetwork),
-		diskRNG: newRNG(seed, subDisk), procRNG: newRNG(seed, subProcess),
 		sources: map[string]sourceState{},
 		ledger:  newLedger(), hist: newHistory(), media: newMediaWorld(seed),
 	}
+	w.workRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
+	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
+	w.procRNG = w.rngs[4].seed(seed, subProcess)
 	w.sd = newSharedDisk(w)
-	w.faults = newFaults(newRNG(seed, subFaults), s)
+	w.faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
 	w.faults.cov = &w.cov
 	// Sized for a run's usual peak (about two events and four operations
 	// per handoff in flight), so a run does not grow them step by step.
@@ -285,6 +292,8 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.clients = reuse(b.clientPtrs, s.Handoffs)
 	w.ledger.entries = make(map[string]*entryRecord, s.Handoffs)
 	w.ledger.all = make([]*entryRecord, 0, s.Handoffs)
+	w.ledger.recs = make([]entryRecord, 0, s.Handoffs)
+	w.xreqs = reuse(b.xreqs, s.Handoffs)
 	w.tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
 	w.initNodes()

@@ -62,7 +62,7 @@ func (c *ConsumerReceives) Version() uint64 { return c.version }
 
 // NewConsumerReceives returns an empty table.
 func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
-	return &ConsumerReceives{cfg: cfg, receives: map[string]*receive{}, quarantined: map[string]*receive{}}
+	return &ConsumerReceives{cfg: cfg, receives: map[string]*receive{}} // quarantined: made at the first (most tables never quarantine)
 }
 
 // Preflight admits a receive of payloadBytes. Errors: ErrQuarantined (Q-4:
@@ -170,6 +170,9 @@ func (c *ConsumerReceives) finish(id string, to ReceiveState) error {
 		c.rejected++
 	case ReceiveUncertain:
 		r.state = ReceiveUncertain
+		if c.quarantined == nil {
+			c.quarantined = map[string]*receive{}
+		}
 		c.quarantined[id] = r
 		c.quarantineBuffers += r.buffers
 		c.quarantineBytes += r.payloadBytes

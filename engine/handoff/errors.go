@@ -142,7 +142,23 @@ func Classify(err error) (rule string, code Code) {
 // own checks. The server runs its checks in exactly this order.
 var Precedence = []string{"S-2", "X-1", "Q-4", "L-4", "L-6", "L-1", "SU-4", "H-3", "N-1", "SE-3", "SU-5", "SU-2", "L-5"}
 
-// rejectf wraps a sentinel with detail.
+// rejectf wraps a sentinel with detail: the error reads "<sentinel>:
+// <detail>" and unwraps to the sentinel, as fmt.Errorf("%w: %s") would,
+// in two allocations instead of about five (the simulator's nodes refuse
+// millions of requests).
 func rejectf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+	var buf [128]byte
+	b := append(buf[:0], sentinel.Error()...)
+	b = append(b, ": "...)
+	b = fmt.Appendf(b, format, args...)
+	return &rejection{sentinel: sentinel, msg: string(b)}
 }
+
+// rejection is rejectf's error.
+type rejection struct {
+	sentinel error
+	msg      string
+}
+
+func (r *rejection) Error() string { return r.msg }
+func (r *rejection) Unwrap() error { return r.sentinel }

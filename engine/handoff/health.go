@@ -39,7 +39,7 @@ type Health struct {
 
 // NewHealth returns a Health in STARTING.
 func NewHealth() *Health {
-	return &Health{failures: map[string]string{}, notes: map[string]HealthCheck{}}
+	return &Health{} // failures and notes are made at their first entry (most never get one)
 }
 
 // Started marks the engine as serving.
@@ -54,6 +54,9 @@ func (h *Health) Draining() bool { return h.draining }
 // Fail records a sticky failure on check name; the first reason is kept.
 func (h *Health) Fail(check, reason string) {
 	if _, ok := h.failures[check]; !ok {
+		if h.failures == nil {
+			h.failures = map[string]string{}
+		}
 		h.failures[check] = reason
 	}
 }
@@ -73,6 +76,9 @@ func (h *Health) Recover(check string) {
 // HealthDegraded, while publishes answer RESOURCE_EXHAUSTED); the latest
 // note of a check wins.
 func (h *Health) Note(check string, state HealthState, message string) {
+	if h.notes == nil {
+		h.notes = map[string]HealthCheck{}
+	}
 	h.notes[check] = HealthCheck{Name: check, State: state, Message: message}
 }
 

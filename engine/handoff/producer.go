@@ -144,10 +144,10 @@ type ProducerTable struct {
 
 // Version counts the calls of the table's mutating methods (Reserve,
 // CommitPublish, AbandonPublish, Release, RemovalDone, RemovalFailed,
-// ObserveGone, Expire, Drain, ClaimForTransfer, TransferDone,
-// TransferFailed): while it is unchanged the table is, so a caller that
-// checks invariants after every step (the simulator) may skip an unchanged
-// table.
+// ObserveGone, Drain, ClaimForTransfer, TransferDone, TransferFailed, and
+// Expire when it expired an entry: the collector's passes mostly expire
+// none): while it is unchanged the table is, so a caller that checks
+// invariants after every step (the simulator) may skip an unchanged table.
 func (t *ProducerTable) Version() uint64 { return t.version }
 
 // NewProducerTable returns an empty table.
@@ -306,7 +306,6 @@ func (t *ProducerTable) ObserveGone(id string) {
 // Removing and returns their ids, sorted. The caller removes each and calls
 // RemovalDone (CONTRACT X-2).
 func (t *ProducerTable) Expire(nowMs int64) []string {
-	t.version++
 	var ids []string
 	for _, e := range t.entries {
 		if e.state == EntryPublished && e.expiresMs <= nowMs {
@@ -314,6 +313,9 @@ func (t *ProducerTable) Expire(nowMs int64) []string {
 			e.cause = CauseExpiry
 			ids = append(ids, e.id)
 		}
+	}
+	if len(ids) > 0 {
+		t.version++ // a pass that expired nothing left the table as it was
 	}
 	sort.Strings(ids)
 	return ids
@@ -411,15 +413,20 @@ func (t *ProducerTable) Drain() []string {
 
 // Published returns the ids of Published entries, sorted (for the caller's
 // look at which of them consumers have claimed).
-func (t *ProducerTable) Published() []string {
-	var ids []string
+func (t *ProducerTable) Published() []string { return t.AppendPublished(nil) }
+
+// AppendPublished is Published appending to dst (so a caller that looks
+// often can reuse one slice): dst with the Published ids appended, those
+// sorted.
+func (t *ProducerTable) AppendPublished(dst []string) []string {
+	n := len(dst)
 	for _, e := range t.entries {
 		if e.state == EntryPublished {
-			ids = append(ids, e.id)
+			dst = append(dst, e.id)
 		}
 	}
-	sort.Strings(ids)
-	return ids
+	sort.Strings(dst[n:])
+	return dst
 }
 
 // State returns the state of a live entry, or 0 when id is not in the table.

@@ -27,7 +27,9 @@ func DefaultPrefixKey(tokenIDs []uint32, imageIdentities []string) string {
 		buf = append(buf, s...)
 	}
 	sum := sha256.Sum256(buf)
-	return hex.EncodeToString(sum[:])
+	var key [2 * sha256.Size]byte
+	hex.Encode(key[:], sum[:])
+	return string(key[:]) // hex.EncodeToString in one allocation
 }
 
 // PrefixCacheStats returns the prefix cache's lookup counts since New: hits

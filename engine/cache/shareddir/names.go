@@ -86,7 +86,12 @@ func randHexInto(rand io.Reader, b []byte) (string, error) {
 	if _, err := io.ReadFull(rand, b); err != nil {
 		return "", fmt.Errorf("shareddir: read randomness: %w", err)
 	}
-	return hex.EncodeToString(b), nil
+	var x [64]byte // hex.EncodeToString in one allocation for the usual sizes
+	if 2*len(b) > len(x) {
+		return hex.EncodeToString(b), nil
+	}
+	n := hex.Encode(x[:], b)
+	return string(x[:n]), nil
 }
 
 // instanceDir is <root>/<id>, filepath.Join(root, instanceID); id must
