@@ -192,7 +192,7 @@ const propsNAQuarantineEnd = "the handoff property restarts every instance a qua
 
 // suiteOnlyCarrier is the SuiteOnly reason of the Q-6 mutant that keeps
 // the carrier of an uncertain transfer open.
-const suiteOnlyCarrier = "a connection-lifetime choice of the engine's driver (whether the consumer closes the producer client that carried an uncertain transfer): the handoff property restarts every instance a quarantine poisons and never waits for a quarantine to end, and the simulator's processes hold no gRPC client whose connections could be kept open"
+const suiteOnlyCarrier = "a connection-lifetime choice of the engine's driver (whether the consumer closes the gRPC client that carried an uncertain transfer): the handoff property restarts every instance a quarantine poisons and never waits for a quarantine to end; the simulator retires the carrier as the engine does, but has no switch for keeping it, and its converged run stops E, which would close a kept carrier too"
 
 // simNALockAcrossTransfer is the SimNA reason of the Q-5 mutant.
 const simNALockAcrossTransfer = "Q-5 is about the engine's goroutines: a lock held while a TransferEncoderCache call blocks; the simulator runs each node as one event loop that never blocks on a call, so it holds no such lock to keep"
