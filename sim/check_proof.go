@@ -12,8 +12,9 @@ import (
 // receive leaves the core's quarantine (ConsumerReceives.Quarantined) only
 // once the revocation of its buffer is done (the done channel the checker
 // took when it first saw the quarantine is closed: no WRITE in flight into
-// the buffer, none can land) and the E process its request went to is
-// gone (its connection closed); a producer's quarantined source leaves
+// the buffer, none can land) and the connection that carried its request
+// has closed (the consumer retired it and no call uses it any more, or
+// either process is gone: carrierClosed); a producer's quarantined source leaves
 // E's quarantines only once its WRITE request ended and was released. A
 // crashed or restarted process takes its quarantines with it.
 //
@@ -42,8 +43,8 @@ func checkQuarantineProofs(w *World) error {
 			if !closed(q.proof) {
 				return fmt.Errorf("PD%d's quarantine of receive %s ended, but the revocation of its buffer is not done: a WRITE may still land (no Q-6 proof)", c.idx, q.key)
 			}
-			if q.carrier == w.prod && !w.nodes.prodDown && !q.carrier.stopped {
-				return fmt.Errorf("PD%d's quarantine of receive %s ended while the E process its request went to still runs: its connection may still carry the transfer (no Q-6 proof)", c.idx, q.key)
+			if !w.carrierClosed(q.carrier) {
+				return fmt.Errorf("PD%d's quarantine of receive %s ended while the connection that carried its request is open (E runs and the consumer has not closed it): it may still carry the transfer (no Q-6 proof)", c.idx, q.key)
 			}
 		}
 		seen.held = seen.held[:0]
@@ -83,7 +84,8 @@ func checkQuarantineProofs(w *World) error {
 
 // checkProofsHonoured: Q-6 at the end of a converged run. A quarantine
 // whose proof came has ended: no consumer buffer is still quarantined once
-// the revocation of its registration is done, and E keeps no source
+// the revocation of its registration is done and the connection that
+// carried its request closed, and E keeps no source
 // quarantined once its WRITE request ended and was released (the
 // NeverEndQuarantine mutant keeps them for the life of the process).
 func checkProofsHonoured(w *World) error {
@@ -94,7 +96,7 @@ func checkProofsHonoured(w *World) error {
 		for i := range c.bufs {
 			b := &c.bufs[i]
 			if b.quarantined && b.revoked != nil && w.receiveProved(b.revoked, b.carrier) {
-				return fmt.Errorf("PD%d's buffer %d is still quarantined for receive %s although the revocation of its registration is done and the producer connection that carried it closed: no WRITE can land, so the quarantine should have ended and Health recovered",
+				return fmt.Errorf("PD%d's buffer %d is still quarantined for receive %s although the revocation of its registration is done and the connection that carried its request closed: no WRITE can land, so the quarantine should have ended and Health recovered",
 					c.idx, i, w.xreqs[b.owner-1].key)
 			}
 		}
@@ -132,13 +134,14 @@ type consumerProofs struct {
 }
 
 // heldQuarantine is a quarantined receive, the done channel of its
-// buffer's revocation (nil: no proof can end it) and the E process whose
-// connection may carry its transfer.
+// buffer's revocation (nil: no proof can end it) and the connection that
+// carried its request.
 type heldQuarantine struct {
 	key   string
 	proof <-chan struct{}
-	// carrier is the E process the receive's request went to.
-	carrier *producerNode
+	// carrier is the consumer's control connection the receive's request
+	// went over.
+	carrier *ctrlConn
 }
 
 // closed reports, without waiting, whether ch is closed (nil: never).

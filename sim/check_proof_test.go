@@ -8,7 +8,7 @@ import (
 // TestQuarantineEndWithoutProofIsCaught plants the bug check_proof.go
 // exists for: a driver that ends a quarantine before its Q-6 proof came
 // (a consumer's while the revocation of its buffer waits for a WRITE in
-// flight or the E process its request went to still runs; E's source
+// flight or the connection that carried its request is still open; E's source
 // while its WRITE has not ended). It steps seeds
 // until a quarantine waits for its proof, ends it there by hand, and
 // checkQuarantineProofs must report it; the unplanted runs pass.
@@ -92,4 +92,52 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestQuarantineEndWhileCarrierOpenIsCaught plants the other half of the
+// consumer's Q-6 proof: a quarantine whose revocation is done (its WRITE
+// landed) ended while the connection that carried its request is still
+// open (the consumer retired it, but another call of the consumer is
+// outstanding on it: the script of
+// testdata/scenarios/quarantine_ends_when_carrier_closes.txt, up to its
+// first expect). checkQuarantineProofs must report it; unplanted, the
+// same state passes, and once that call ends the proof has come.
+func TestQuarantineEndWhileCarrierOpenIsCaught(t *testing.T) {
+	sc := NewScenario()
+	for _, step := range []struct {
+		cmd  string
+		args map[string]string
+	}{
+		{"new", map[string]string{"backend": "transfer", "buffers": "2", "consumer-timeout": "200"}},
+		{"publish", map[string]string{"h": "0"}}, {"deliver", map[string]string{"until": "ready-arrive"}},
+		{"publish", map[string]string{"h": "1"}}, {"deliver", map[string]string{"until": "ready-arrive"}},
+		{"claim", map[string]string{"h": "0", "pd": "0"}}, {"deliver", map[string]string{"until": "write-complete"}},
+		{"drop-reply", map[string]string{"kind": "transfer-reply"}},
+		{"advance", map[string]string{"ms": "100"}},
+		{"claim", map[string]string{"h": "1", "pd": "0"}}, {"deliver", map[string]string{"until": "write-complete"}},
+		{"delay", map[string]string{"kind": "transfer-reply", "ms": "120"}},
+		{"advance", map[string]string{"ms": "100"}},
+	} {
+		if out := sc.Do(step.cmd, step.args); strings.Contains(out, "CRASH") || strings.Contains(out, "error") {
+			t.Fatalf("%s %v: %s", step.cmd, step.args, out)
+		}
+	}
+	w := sc.w
+	c := w.cons[0]
+	b := &c.bufs[0]
+	if !b.quarantined || !closed(b.revoked) || w.carrierClosed(b.carrier) || !b.carrier.retired {
+		t.Fatalf("PD0's buffer 0: quarantined %v, revocation done %v, carrier closed %v, retired %v; want quarantined, done, a retired carrier still open", b.quarantined, closed(b.revoked), w.carrierClosed(b.carrier), b.carrier.retired)
+	}
+	if err := checkQuarantineProofs(w); err != nil {
+		t.Fatalf("unplanted: %v", err)
+	}
+	if w.receiveProved(b.revoked, b.carrier) {
+		t.Fatal("receiveProved while another call still uses the carrier; want no proof yet")
+	}
+	must(c.receives.EndQuarantine(w.xreqs[b.owner-1].key)) // the planted bug
+	b.quarantined, b.owner, b.revoked, b.carrier = false, 0, nil, nil
+	msg := errText(checkQuarantineProofs(w))
+	if !strings.Contains(msg, "no Q-6 proof") || !strings.Contains(msg, "connection that carried its request is open") {
+		t.Errorf("checkQuarantineProofs after a quarantine ended with its carrier open = %q; want it to name the open connection and the missing Q-6 proof", msg)
+	}
 }

@@ -29,10 +29,12 @@ type buffer struct {
 	// revoked is the done channel of the Revoke of a quarantined buffer:
 	// closed once no WRITE can land in it any more.
 	revoked <-chan struct{}
-	// carrier is the E process the quarantined receive's request went to
-	// (xreq.carrier): the Q-6 proof also needs its control connection
-	// closed, which happens when that process is gone.
-	carrier *producerNode
+	// carrier is the control connection the quarantined receive's
+	// request went over (xreq.carrier): the Q-6 proof also needs it
+	// closed, which the consumer brings about itself (it retired the
+	// connection at the quarantine: closed with its last use) or which
+	// happens when either process is gone.
+	carrier *ctrlConn
 }
 
 // recv is one receive in flight on a consumer.
@@ -63,6 +65,13 @@ type consumerNode struct {
 	// transfer backend only).
 	agent xfer.Agent
 	md    []byte
+	// conn is the control connection the incarnation sends its next
+	// TransferEncoderCache over (ctrlConnFor; nil before the first).
+	conn *ctrlConn
+	// entered counts the quarantines the incarnation entered (the
+	// engine's optional observable encoder.quarantine.entered): one that
+	// Q-6 ended at once still shows.
+	entered int64
 	// healthSig is the signature checkHealth last checked fully; cheapSig
 	// the one it last checked cheaply; name is "PD<idx>".
 	healthSig healthSig
@@ -99,6 +108,7 @@ func (c *consumerNode) boot(w *World) {
 	c.health = handoff.NewHealth()
 	c.health.Started()
 	c.recvs = map[int64]*recv{}
+	c.entered = 0
 	c.bufs = make([]buffer, w.set.BuffersPerConsumer)
 	if w.set.Backend == BackendTransfer {
 		c.agent = w.newAgent(consumerAgentName(c.idx, c.inc), true)
@@ -277,7 +287,7 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 	must(err)
 	c.bufs[buf].reg = reg
 	rq := &w.xreqs[r.num-1]
-	rq.buf, rq.md, rq.targets, rq.carrier = buf, c.md, reg.Descriptors, w.prod
+	rq.buf, rq.md, rq.targets, rq.carrier = buf, c.md, reg.Descriptors, w.ctrlConnFor(c)
 	must(c.receives.Registered(r.key))
 	must(c.receives.Requested(r.key))
 	if w.tracing {
@@ -396,13 +406,15 @@ func (w *World) transferTimeout(ev event) {
 // the buffer's registration is revoked with the consumer's xfer
 // agent (every later WRITE to it is refused; one it accepted before may
 // still land, and the revocation's done channel closes once none can: the
-// Q-6 proof, with the E process the request went to gone), the buffer is
+// Q-6 proof, with the connection that carried the request closed, which
+// the consumer retires here as the engine does), the buffer is
 // kept until that proof ends the quarantine (endProvedQuarantines),
 // health NOT_READY, the client answered UNAVAILABLE.
 func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDecision, why string, cause int64) {
 	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause})
 	b := &c.bufs[r.buf]
 	b.quarantined = true
+	c.entered++
 	done, err := c.agent.Revoke(b.reg)
 	must(err)
 	b.reg = nil
@@ -411,6 +423,7 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 		b.revoked, b.carrier = done, w.xreqs[r.num-1].carrier
 		w.xf.proofWaits++
 	}
+	w.retireCarrier(w.xreqs[r.num-1].carrier) // closed with its last use: the carrier's closing is the consumer's to bring about
 	c.health.Fail(d.Health.Check, d.Health.Reason)
 	delete(c.recvs, r.num)
 	if w.tracing {

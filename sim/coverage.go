@@ -75,7 +75,7 @@ var SometimesStates = [numSometimes]SometimesState{
 	stWriteRefusedAfterRevoke: {"xfer.write-refused-after-revoke", "Q-6", "a WRITE reached a consumer's xfer agent after it had revoked the quarantined buffer, and was refused before a byte landed"},
 
 	// Quarantines end by proof (quarantine.go).
-	stQuarantineEndedByProof:       {"consumer.quarantine-ended-by-proof", "Q-6", "a consumer's quarantine ended once the revocation of its buffer was done (no WRITE in flight, none can land) and the E process its request went to was gone, and the buffer was freed"},
+	stQuarantineEndedByProof:       {"consumer.quarantine-ended-by-proof", "Q-6", "a consumer's quarantine ended once the revocation of its buffer was done (no WRITE in flight, none can land) and the connection that carried its request had closed, and the buffer was freed"},
 	stSourceQuarantineEndedByProof: {"producer.quarantine-ended-by-proof", "Q-6", "the producer's source quarantine ended once its WRITE request had ended and was released, and the source was freed"},
 }
 

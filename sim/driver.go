@@ -167,9 +167,13 @@ func (d *Driver) Release(entry string) (Answer, error) {
 // ProducerInstanceID is E's instance id (a UUID).
 func (d *Driver) ProducerInstanceID() string { return d.w.prod.instanceID }
 
-// Load is a node's CONTRACT section 4 observables.
+// Load is a node's CONTRACT section 4 observables, and the quarantines a
+// consumer incarnation entered (QuarantinesEntered, the reference
+// engine's optional encoder.quarantine.entered: a quarantine that Q-6
+// ended before anyone looked still shows).
 type Load struct {
 	ExportsEntries, ExportsBytes, ReceivesInflight, QuarantineBuffers, QuarantineBytes, CleanupPending int64
+	QuarantinesEntered                                                                                 int64
 }
 
 // ProducerLoad returns E's observables.
@@ -188,7 +192,7 @@ func (d *Driver) ProducerLoad() Load {
 func (d *Driver) ConsumerLoad(pd int) Load {
 	c := d.w.cons[pd]
 	n, b := c.receives.Quarantine()
-	return Load{ReceivesInflight: int64(c.receives.Inflight()), QuarantineBuffers: int64(n), QuarantineBytes: b}
+	return Load{ReceivesInflight: int64(c.receives.Inflight()), QuarantineBuffers: int64(n), QuarantineBytes: b, QuarantinesEntered: c.entered}
 }
 
 // ProducerHealth is E's core Health; ConsumerHealth a consumer's.

@@ -158,9 +158,10 @@ type xreq struct {
 	// revoked: the consumer quarantined the receive and revoked the
 	// registration of its buffer (Q-1, Q-6).
 	revoked bool
-	// carrier is the E process the request was sent to: its control
-	// connection may carry the transfer until that process is gone
-	// (crashed or stopped; Q-6's "every connection that carried the
-	// transfer has closed").
-	carrier *producerNode
+	// carrier is the consumer's control connection to E the request was
+	// sent over: it may carry the transfer until it closes (Q-6's "every
+	// connection that carried the transfer has closed": the consumer
+	// retired it and no call uses it any more, or either process is gone;
+	// ctrlConn).
+	carrier *ctrlConn
 }

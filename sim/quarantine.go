@@ -13,14 +13,19 @@ import (
 //     it and none can land (xfer ends the WRITEs it accepted before at the
 //     network's Deliver, Cut or Complete, or when their initiator closes);
 //     and every connection that carried the transfer has closed: the
-//     control connection to the E process the request was sent to, which
-//     closes when that process is gone (crashed, or stopped at its drain),
-//     as the engine's producer client is pinned until its connection closes
-//     by itself (engine/server peers.go). A request still on that
-//     connection could make E post a WRITE later; the simulator models no
-//     keepalive, so a partition alone never closes it. The world looks at
-//     the proofs at one deterministic point, after every step (dispatch),
-//     without blocking: no goroutine, no timer;
+//     consumer's control connection to E that carried the request
+//     (ctrlConn). As the engine's consumer does (engine/server
+//     transfer.go, producers.retire), the consumer retires that connection
+//     at the quarantine: no new request goes over it, and it is closed
+//     with its last use, once no other TransferEncoderCache call of the
+//     consumer is outstanding on it; so the proof comes while E lives. It
+//     closes as well when either process is gone (E crashed or stopped at
+//     its drain, the consumer's incarnation crashed). A request already on
+//     its way over it still reaches E (its bytes were sent), and a WRITE it
+//     makes E post then is refused by the revocation: a closed carrier
+//     lands no further write. The world looks at the proofs at one
+//     deterministic point, after every step (dispatch), without blocking:
+//     no goroutine, no timer;
 //   - the producer's quarantined source: its WRITE request ended (the
 //     network's Complete) and E released it (completeWrite), in
 //     writeComplete.
@@ -34,8 +39,68 @@ import (
 // it: the buffer or source is marked proved, and check_proof.go's end
 // check finds it still held at the end of a converged run.
 
-// endProvedQuarantines ends every consumer quarantine whose revocation is
-// done. It also recounts the quarantines still waiting for their proof
+// ctrlConn is one control connection of a consumer incarnation to one E
+// process: the engine's cached producer client (engine/server peers.go),
+// over which the consumer's TransferEncoderCache requests go.
+type ctrlConn struct {
+	to   *producerNode
+	cons *consumerNode
+	inc  int64 // the consumer incarnation that dialled it
+	// retired: the consumer took it out of use after a request it carried
+	// ended uncertain (retireCarrier); it is closed once no call uses it.
+	retired bool
+}
+
+// ctrlConnFor returns the connection consumer c sends its next request to
+// E over: its cached one, or a fresh one when it has none to this E
+// process or retired it (the next call dials afresh).
+func (w *World) ctrlConnFor(c *consumerNode) *ctrlConn {
+	if cc := c.conn; cc != nil && cc.to == w.prod && cc.inc == c.inc && !cc.retired {
+		return cc
+	}
+	c.conn = &ctrlConn{to: w.prod, cons: c, inc: c.inc}
+	return c.conn
+}
+
+// retireCarrier retires the connection that carried a request whose
+// outcome is uncertain (the quarantine's carrier): nothing new goes over
+// it, and it closes with its last use (carrierClosed).
+func (w *World) retireCarrier(cc *ctrlConn) {
+	if cc == nil || cc.retired {
+		return
+	}
+	cc.retired = true
+	if w.tracing && w.carrierClosed(cc) {
+		w.notef("Q-6 PD%d closed the connection that carried the uncertain request", cc.cons.idx)
+	}
+}
+
+// carrierClosed reports whether connection cc can carry nothing more: E's
+// process it went to is gone (crashed or stopped), the consumer
+// incarnation that dialled it is gone, or the consumer retired it and no
+// TransferEncoderCache call of the consumer is outstanding on it (closed
+// with its last use).
+func (w *World) carrierClosed(cc *ctrlConn) bool {
+	if cc.to != w.prod || w.nodes.prodDown || cc.to.stopped {
+		return true
+	}
+	c := cc.cons
+	if !c.up || c.inc != cc.inc {
+		return true
+	}
+	if !cc.retired {
+		return false
+	}
+	for _, r := range c.recvs {
+		if r.buf >= 0 && w.xreqs[r.num-1].carrier == cc {
+			return false // another call still uses it
+		}
+	}
+	return true
+}
+
+// endProvedQuarantines ends every consumer quarantine whose proof came.
+// It also recounts the quarantines still waiting for their proof
 // (proofWaits), so a crashed incarnation's are forgotten.
 func (w *World) endProvedQuarantines() {
 	waits := 0
@@ -59,11 +124,10 @@ func (w *World) endProvedQuarantines() {
 }
 
 // receiveProved reports whether a consumer quarantine's Q-6 proof came:
-// the revocation is done and the E process its request went to (carrier)
-// is gone, so no connection can carry its transfer any more.
-func (w *World) receiveProved(revoked <-chan struct{}, carrier *producerNode) bool {
-	gone := carrier != w.prod || w.nodes.prodDown || carrier.stopped
-	return gone && closed(revoked)
+// the revocation is done and the connection that carried its request
+// (carrier) is closed, so nothing can carry its transfer any more.
+func (w *World) receiveProved(revoked <-chan struct{}, carrier *ctrlConn) bool {
+	return closed(revoked) && w.carrierClosed(carrier)
 }
 
 // quarantineProved: the Q-6 proof of consumer c's quarantined buffer i
@@ -74,7 +138,7 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 	if !handoff.EndsOnProof(w.decisions) {
 		b.proved = true // the Q-6 mutant: kept for the life of the incarnation
 		if w.tracing {
-			w.notef("Q-6 %s: revocation of buffer %d done and its producer connection closed; quarantine kept", key, i)
+			w.notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine kept", key, i)
 		}
 		return
 	}
@@ -84,7 +148,7 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 	c.health.QuarantineEnded(left)
 	w.reach(stQuarantineEndedByProof)
 	if w.tracing {
-		w.notef("Q-6 %s: revocation of buffer %d done and its producer connection closed; quarantine ended, buffer freed (%d quarantined left)", key, i, left)
+		w.notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine ended, buffer freed (%d quarantined left)", key, i, left)
 	}
 }
 

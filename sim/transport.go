@@ -24,8 +24,8 @@ import (
 // with a known outcome, and Revokes it on an uncertain one: a WRITE
 // its agent accepted before still lands (xfer holds the region in flight),
 // every later one is refused, and the revocation's done channel closes
-// once none is in flight: with the E process the request went to gone,
-// the Q-6 proof that ends the quarantine (quarantine.go). E's source quarantined after its deadline passed is
+// once none is in flight: with the connection that carried the request
+// closed (the consumer retires it), the Q-6 proof that ends the quarantine (quarantine.go). E's source quarantined after its deadline passed is
 // freed once its WRITE request ended and was released. A crashed
 // consumer's agent is Closed, so a WRITE to it fails; a crashed E's agent
 // is Closed, so its WRITEs end cancelled.

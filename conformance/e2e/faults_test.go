@@ -49,13 +49,16 @@ func TestQ6CaseKillsTheProducer(t *testing.T) {
 		if outcome, _ := c.Decide(suite.EnvOf(live)); outcome != "" {
 			continue // the E+P+D copy
 		}
+		if !strings.Contains(c.Name, "is gone") {
+			continue // the case whose producer lives on kills nothing
+		}
 		ran++
 		if rec := runRecorded(c, live, 90*time.Second); rec.Failed() || rec.skipped {
 			t.Errorf("%s: %s (failed %v, skipped %v)", c.Name, rec, rec.Failed(), rec.skipped)
 		}
 	}
 	if ran != 1 {
-		t.Fatalf("%d Q-6 cases ran against E+PD; want 1", ran)
+		t.Fatalf("%d Q-6 cases whose producer is gone ran against E+PD; want 1", ran)
 	}
 	log, err := os.ReadFile(first)
 	if err != nil {

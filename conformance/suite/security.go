@@ -205,6 +205,62 @@ func Q6QuarantineEndsWhenProducerIsGone(ctx context.Context, t TB, tg target.Tar
 	f.handoff(fixture(t, faultImage), promptText(t, promptMarker))
 }
 
+// Q6QuarantineEndsWhileProducerLives: after a transfer whose producer
+// hung (the fault proxy holds the TransferEncoderCache request and never
+// forwards it, so the consumer's deadline passes with the outcome
+// uncertain), the producer recovers and keeps living (the same instance,
+// nothing restarted, its control connections healthy), and still the
+// consumer's quarantine ends: within quarantineEndBound its
+// encoder.quarantine.buffers is back to its value before the case and it
+// is READY, and its next handoff, with the same producer, succeeds.
+// CONTRACT Q-6's consumer proof (the registration revoked, every
+// connection that carried the transfer closed) is the consumer's to bring
+// about: it can close the connections that carried the request itself; a
+// consumer that waits for an idle healthy connection to a live producer to
+// close by itself stays quarantined for as long as the producer lives.
+// (That nothing is freed while a write could land is Q-1's; a producer
+// that died is the case above.)
+func Q6QuarantineEndsWhileProducerLives(ctx context.Context, t TB, tg target.Target) {
+	f := needFaults(ctx, t, tg)
+	defer f.poisoned(target.RoleConsumer)()
+	before := f.counters("consumer", f.cons)[ObservableQuarantineBuffers]
+	entered, counted := f.quarantinesEntered(f.cons)
+	producerID := f.instanceID("producer", f.prod)
+	ready := f.publish(fixture(t, faultImage))
+	f.inject(0, target.FaultDropRequest)
+	if res := f.consume(promptText(t, promptMarker), ready.GetRef()); res.Code() == codes.OK || len(res.TokenIDs()) > 0 {
+		HarnessError(t, "%s with its request held by the fault proxy = %s: the proxy did not hold it", consumeCall(ready.GetRef(), "request dropped"), describe(res))
+	}
+	calls, err := f.faults.TransferCalls(ctx, target.MethodTransferEncoderCache, 1)
+	if err != nil || len(calls) == 0 {
+		HarnessError(t, "the fault proxy saw no TransferEncoderCache call: %v", err)
+	}
+	if calls[0].UpstreamReached {
+		HarnessError(t, "the fault proxy forwarded the request it was told to hold")
+	}
+	if now, ok := f.quarantinesEntered(f.cons); counted && ok && now == entered {
+		t.Logf("note: %s stayed %g across the uncertain transfer: the consumer did not quarantine (Q-1's to judge), so there was nothing for Q-6 to end", ObservableQuarantineEntered, entered)
+	}
+	start := time.Now()
+	for {
+		resp, err := f.cons.Health(ctx)
+		n := f.counters("consumer", f.cons)[ObservableQuarantineBuffers]
+		if err == nil && resp.GetState() == pb.HealthState_HEALTH_STATE_READY && n == before {
+			break
+		}
+		if time.Since(start) > quarantineEndBound {
+			t.Errorf("%v after a transfer whose producer hung and recovered, its producer alive throughout: Health(consumer) = %s%s, %s = %g; want READY and %g as before (Q-6: the consumer ends its quarantine by closing the connections that carried the request, not by waiting for a live producer to close them)",
+				quarantineEndBound, resp.GetState(), healthChecks(resp), ObservableQuarantineBuffers, n, before)
+			return
+		}
+		f.waitMs(100, "polling the consumer's quarantine")
+	}
+	if id := f.instanceID("producer", f.prod); id != producerID {
+		HarnessError(t, "the producer's instance changed (%s -> %s) during the case: the case needs the same producer alive throughout", producerID, id)
+	}
+	f.handoff(fixture(t, faultImage), promptText(t, promptMarker))
+}
+
 // killProducer ends the producer's instance as a crash does (CONTRACT Q-6:
 // "a killed producer"): SIGKILL and a fresh instance through
 // target.Crasher where the target offers it; otherwise, or where it
@@ -780,6 +836,8 @@ func securityCases() []Case {
 		{Rule: "Q-2", Name: "Q-2 a trusted producer endpoint that refuses connections is definite: UNAVAILABLE, consumer READY, reference still live", Run: Q2RefusedConnectionIsDefinite,
 			Needs: n.discovering("whether the harness can make the producer endpoint refuse connections (target.ConnectionRefuser: the fault proxy that baton check and conformance/launch run can)")},
 		{Rule: "Q-6", Name: "Q-6 a consumer's quarantine ends once the producer that may have written is gone, and its next handoff succeeds", Run: Q6QuarantineEndsWhenProducerIsGone, Needs: n},
+		{Rule: "Q-6", Name: "Q-6 a consumer's quarantine ends while the producer that hung recovers and lives on, and its next handoff succeeds", Run: Q6QuarantineEndsWhileProducerLives,
+			Needs: n.with(func(n *Needs) { n.Observables = true })},
 		{Rule: "SE-3", Name: "SE-3 a reference naming an untrusted producer endpoint is FAILED_PRECONDITION before any connection", Run: SE3UntrustedProducerEndpointRefused,
 			Needs: EPD.with(func(n *Needs) { n.Transfer, n.UntrustedHost = true, true })},
 		{Rule: "SE-3", Name: "SE-3 a producer asked to write to an untrusted consumer agent answers FAILED_PRECONDITION with the before-write trailer", Run: SE3UntrustedConsumerAgentRefused,

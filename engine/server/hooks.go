@@ -55,7 +55,9 @@ type Hooks struct {
 	// so a quarantine lasts while the producer lives": an idle healthy
 	// connection to a live producer never closes, so the consumer stays
 	// NOT_READY although its registration was revoked and nothing can land
-	// any more). Killed by TestQ6KeepCarrierOpenMutant in engine/server.
+	// any more). Killed by TestQ6KeepCarrierOpenMutant in engine/server
+	// and, in the kill table (conformance/mutants q6-keep-carrier-open), by
+	// the Q-6 case whose producer hangs, recovers and lives on.
 	KeepCarrierOpen bool
 	// HoldLockAcrossTransfer holds the engine's lock across the consumer's
 	// TransferEncoderCache call (the Q-5 mutant).

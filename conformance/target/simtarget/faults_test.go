@@ -14,9 +14,10 @@ import (
 
 // TestDirectedTransferFaults: through the FaultInjector and Restarter of a
 // simulator target, each fault gives the consumer the contract's answer
-// (UNAVAILABLE and a quarantined buffer for every uncertain outcome, Q-1,
-// ), the proxy-style record of the call, and a restart clears the
-// quarantine with a new instance id; a reference whose request never
+// (UNAVAILABLE and a quarantine entered for every uncertain outcome, Q-1,
+// Q-2, which Q-6 ends at once: E alive, nothing in flight, the carrier
+// closed by the consumer), the proxy-style record of the call, and a
+// restart gives a new instance id with nothing quarantined; a reference whose request never
 // reached E stays consumable, one whose WRITE landed is spent (SU-2).
 func TestDirectedTransferFaults(t *testing.T) {
 	ctx := context.Background()
@@ -59,6 +60,7 @@ func TestDirectedTransferFaults(t *testing.T) {
 					Stopping: &pb.StoppingOptions{MaxTokens: proto.Uint32(4)}, Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Consume{Consume: ref}}})
 				return res
 			}
+			entered := counter(t, cons, "encoder.quarantine.entered")
 			if err := inj.SetTransferFaults(target.MethodTransferEncoderCache, tc.delay, tc.fault); err != nil {
 				t.Fatal(err)
 			}
@@ -74,10 +76,18 @@ func TestDirectedTransferFaults(t *testing.T) {
 			if c := calls[0]; c.Fault != tc.fault || c.UpstreamReached != tc.reached || c.UpstreamCode != tc.upstream {
 				t.Errorf("call = %+v; want fault %s, reached %v, upstream %q", c, tc.fault, tc.reached, tc.upstream)
 			}
+			// The consumer quarantines exactly when the outcome is uncertain
+			// with E alive, the revocation done (nothing in flight) and
+			// the connection that carried the request closed by the consumer
+			// (no other call used it), Q-6 ends it at once: nothing is left
+			// quarantined and the consumer is READY (Q-4 lasted until then).
+			uncertain := tc.wantCode != codes.OK
+			if n := counter(t, cons, "encoder.quarantine.entered") - entered; uncertain != (n == 1) || n > 1 {
+				t.Errorf("after %s: encoder.quarantine.entered went up by %v; want 1 exactly when the outcome is uncertain (Q-1)", tc.fault, n)
+			}
 			quarantined := counter(t, cons, "encoder.quarantine.buffers")
-			health, _ := cons.Health(ctx)
-			if uncertain := tc.wantCode != codes.OK; uncertain != (quarantined == 1) || uncertain != (health.GetState() != pb.HealthState_HEALTH_STATE_READY) {
-				t.Errorf("after %s: quarantine.buffers %v, Health %s; want one quarantined buffer and not READY exactly when the outcome is uncertain (Q-1, Q-4)", tc.fault, quarantined, health.GetState())
+			if health, _ := cons.Health(ctx); quarantined != 0 || health.GetState() != pb.HealthState_HEALTH_STATE_READY {
+				t.Errorf("after %s: quarantine.buffers %v, Health %s; want 0 and READY (Q-6: nothing can land and the consumer closed the carrier, E alive)", tc.fault, quarantined, health.GetState())
 			}
 			before, _ := cons.GetServerInfo(ctx)
 			if err := rs.Restart(ctx, target.RoleConsumer); err != nil {

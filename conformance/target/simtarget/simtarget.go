@@ -279,7 +279,11 @@ func (e *engine) GetModelInfo(ctx context.Context, model string) (*pb.ModelInfo,
 	return &pb.ModelInfo{ModelId: "baton-sim", Encoder: &pb.EncoderCapabilities{Role: role, Backends: []string{Backend}, SupportsAbortCleanup: proto.Bool(true)}}, nil
 }
 
-// GetLoad implements target.Engine: the CONTRACT section 4 observables.
+// GetLoad implements target.Engine: the CONTRACT section 4 observables,
+// and on the consumer the optional encoder.quarantine.entered, as the
+// reference engine offers it (the simulator's consumer, like the
+// engine's, ends a quarantine at once when nothing can land and the
+// connection that carried the request closed with its last use).
 func (e *engine) GetLoad(ctx context.Context) (*pb.LoadInfo, error) {
 	e.t.mu.Lock()
 	defer e.t.mu.Unlock()
@@ -287,12 +291,16 @@ func (e *engine) GetLoad(ctx context.Context) (*pb.LoadInfo, error) {
 	if e.producer {
 		l = e.t.d.ProducerLoad()
 	}
-	attrs, err := structpb.NewStruct(map[string]any{
+	fields := map[string]any{
 		"encoder.exports.entries": float64(l.ExportsEntries), "encoder.exports.bytes": float64(l.ExportsBytes),
 		"encoder.receives.inflight": float64(l.ReceivesInflight), "encoder.quarantine.buffers": float64(l.QuarantineBuffers),
 		"encoder.quarantine.bytes": float64(l.QuarantineBytes), "encoder.cleanup.pending": float64(l.CleanupPending),
 		"encoder.storage.live_batches": float64(0),
-	})
+	}
+	if !e.producer {
+		fields["encoder.quarantine.entered"] = float64(l.QuarantinesEntered)
+	}
+	attrs, err := structpb.NewStruct(fields)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
