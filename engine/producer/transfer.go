@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/engine/cache"
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"github.com/baton-dev/baton/engine/cache/memory"
 	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -46,7 +47,11 @@ type Driver struct {
 	// Store is the tcp backend's memory store (nil for another backend);
 	// Entries is the store of every backend, whose Remove FinishRemoval
 	// calls.
-	Store   *memory.Store
+	Store *memory.Store
+	// Loans is the cuda_ipc backend's store (nil for another backend):
+	// Lend, FailLend and ReturnLoan (cudaipc.go) lend and take back its
+	// allocations.
+	Loans   *cudaipc.Store
 	Entries cache.Store
 	Log     *slog.Logger
 	// CollectorTrustsTable is the X-2 race mutant (engine/server's

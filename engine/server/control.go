@@ -252,7 +252,7 @@ func (e *Engine) abortEncoderCache(ctx context.Context, wire *pb.EncoderCacheRef
 	if err := ref.Verify(e.store.Key()); err != nil {
 		return 0, err
 	}
-	if e.returnLoan(ref.EntryID, caller) {
+	if e.producerDriver().ReturnLoan(ref.EntryID, caller) { // engine/producer
 		// cuda_ipc: the consumer gives back what it copied; consumed (SU-3).
 		return pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED, nil
 	}

@@ -235,7 +235,7 @@ func (e *Engine) readKVSession(ctx context.Context, ref kvSessionRef) ([]byte, e
 			}
 			close(ended)
 		}()
-		e.enterQuarantine(&consumer.Quarantine{ID: "kv/" + ref.ID + "/" + mustRandomHex(4), Reason: quarantineReason("Q-1", "KV READ buffer of session "+short(ref.ID), "READ still in flight after its deadline"),
+		e.enterQuarantine(&consumer.Quarantine{ID: "kv/" + ref.ID + "/" + mustRandomHex(4), Reason: consumer.QuarantineReason("Q-1", "KV READ buffer of session "+short(ref.ID), "READ still in flight after its deadline"),
 			Keep: buf, UncountedBytes: int64(len(buf)), Free: func() error { return e.agent.Deregister(reg) }}, []<-chan struct{}{ended})
 		return nil, fmt.Errorf("READ still in flight after %v: %w", e.cfg.TransferTimeout, rerr)
 	}

@@ -3,16 +3,18 @@ package server
 import (
 	"fmt"
 
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"github.com/baton-dev/baton/engine/cache/memory"
 	"github.com/baton-dev/baton/engine/producer"
 )
 
 // producerDriver is the producer's driver (engine/producer) over this
 // engine: its table, its lock, its agent, its store (and the tcp
-// backend's memory store), the X-2 race mutant's switch.
+// backend's memory store, the cuda_ipc backend's loans), the X-2 race mutant's switch.
 func (e *Engine) producerDriver() *producer.Driver {
 	sources, _ := e.store.(*memory.Store)
-	return &producer.Driver{Table: e.table, Env: producerEnv{consumerEnv{e}}, Agent: e.agent, Store: sources, Entries: e.store,
+	loans, _ := e.store.(*cudaipc.Store)
+	return &producer.Driver{Table: e.table, Env: producerEnv{consumerEnv{e}}, Agent: e.agent, Store: sources, Loans: loans, Entries: e.store,
 		Log: e.log, CollectorTrustsTable: e.cfg.Hooks.CollectorTrustsTable}
 }
 
