@@ -31,13 +31,21 @@ type Env interface {
 	// RemovalsStartedLocked counts n removals started (the cleanups in
 	// flight: encoder.cleanup.pending). Call with the lock held.
 	RemovalsStartedLocked(n int)
+	// RemovalEndLocked returns a channel closed when the next removal of
+	// an entry ends (RemovalEndedLocked wakes it), for a release that
+	// waits on a removal in flight (handoff.ReleaseWait), and the
+	// engine's test hook to call, without the lock, as that release
+	// starts waiting (nil: none). Call with the lock held.
+	RemovalEndLocked() (ended <-chan struct{}, waiting func(id string))
 }
 
 // Driver is the producer's driver. For the tcp backend, after the claim
 // (Table.ClaimForTransfer, made by the caller) it owns the source's life:
 // the WRITE that reads it, its free, and its quarantine on the core's
-// decision. For every backend it carries out an entry's
-// removal (FinishRemoval, removal.go, S-2). The call itself
+// decision. For every backend it carries out a publish's end
+// (BeginPublish, publish.go: C-1, C-6, C-7, L-5), a release (Release,
+// release.go: SU-1, SU-3) and an entry's removal (FinishRemoval,
+// removal.go, S-2). The call itself
 // (the checks before the claim, the gRPC answer) stays with the caller
 // (engine/server).
 type Driver struct {
@@ -58,6 +66,10 @@ type Driver struct {
 	// Hooks.CollectorTrustsTable): an expired entry already gone counts
 	// as a failed removal.
 	CollectorTrustsTable bool
+	// ReleaseAnswersFromTable is the SU-3 race mutant (engine/server's
+	// Hooks.ReleaseAnswersFromTable): Release answers ABORTED whoever won
+	// the removal.
+	ReleaseAnswersFromTable bool
 }
 
 // Write creates the WRITE of entry's source to the consumer agent md

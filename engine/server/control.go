@@ -261,7 +261,7 @@ func (e *Engine) abortEncoderCache(ctx context.Context, wire *pb.EncoderCacheRef
 	}
 	// SU-3: an expired entry is ALREADY_FINISHED, and is collected now.
 	e.expireBy(func(nowMs int64) []string { return e.table.ExpireBeforeRelease(ref.ExpiresUnixMs, nowMs) })
-	out, err := e.release(ctx, ref.EntryID)
+	out, err := e.producerDriver().Release(ctx, ref.EntryID) // SU-1, SU-3
 	if err != nil {
 		return 0, err
 	}
