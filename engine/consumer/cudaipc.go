@@ -36,10 +36,7 @@ func (d *Driver) BeginIPC(receiveID string, payloadBytes int64) (*IPCReceive, er
 	}
 	dst, err := d.Device.Alloc(int(payloadBytes))
 	if err != nil {
-		d.Env.Lock()
-		terr := d.Receives.Rejected(receiveID) // nothing was sent: no buffer exists
-		d.Env.Unlock()
-		d.Env.CoreRefused("Rejected "+receiveID, terr)
+		d.reject(receiveID) // nothing was sent: no buffer exists
 		return nil, fmt.Errorf("server: cuda_ipc: allocate the receive buffer: %w", err)
 	}
 	return &IPCReceive{ID: receiveID, Dst: dst}, nil
@@ -48,10 +45,7 @@ func (d *Driver) BeginIPC(receiveID string, payloadBytes int64) (*IPCReceive, er
 // UnsentIPC ends a receive before its request was sent (nothing can touch
 // its buffer: REJECTED) and frees its buffer.
 func (d *Driver) UnsentIPC(r *IPCReceive) {
-	d.Env.Lock()
-	err := d.Receives.Rejected(r.ID)
-	d.Env.Unlock()
-	d.Env.CoreRefused("Rejected "+r.ID, err)
+	d.reject(r.ID)
 	d.ReleaseIPC(r)
 }
 

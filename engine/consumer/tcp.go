@@ -80,10 +80,7 @@ func (d *Driver) BeginTCP(receiveID string, items []handoff.ItemMeta) (*TCPRecei
 	}
 	reg, err := d.Agent.RegisterMemory(bufs)
 	if err != nil {
-		d.Env.Lock()
-		terr := d.Receives.Rejected(receiveID) // nothing was sent: the buffers are ours
-		d.Env.Unlock()
-		d.Env.CoreRefused("Rejected "+receiveID, terr)
+		d.reject(receiveID) // nothing was sent: the buffers are ours
 		return nil, fmt.Errorf("server: register receive buffers: %w", err)
 	}
 	return &TCPReceive{ID: receiveID, Bufs: bufs, Reg: reg}, nil
@@ -92,11 +89,18 @@ func (d *Driver) BeginTCP(receiveID string, items []handoff.ItemMeta) (*TCPRecei
 // Unsent ends a receive before its request was sent (nothing can write
 // its buffers: REJECTED) and deregisters its buffers.
 func (d *Driver) Unsent(r *TCPReceive) {
-	d.Env.Lock()
-	err := d.Receives.Rejected(r.ID)
-	d.Env.Unlock()
-	d.Env.CoreRefused("Rejected "+r.ID, err)
+	d.reject(r.ID)
 	d.Release(r)
+}
+
+// reject ends receive id REJECTED (Receives.Rejected: nothing was sent,
+// so nothing can write its buffers, Q-2); a refused transition is a bug,
+// logged (Env.CoreRefused).
+func (d *Driver) reject(id string) {
+	d.Env.Lock()
+	err := d.Receives.Rejected(id)
+	d.Env.Unlock()
+	d.Env.CoreRefused("Rejected "+id, err)
 }
 
 // Release deregisters the buffers of a receive the core released

@@ -40,10 +40,7 @@ func (d *Driver) Lend(id string, entry *cudaipc.Entry, borrower string) {
 // whose Code the caller answers.
 func (d *Driver) FailLend(ev handoff.TransferFailure, entry *cudaipc.Entry, cause error) handoff.TransferFailedDecision {
 	id := ev.EntryID
-	d.Env.Lock()
-	dec, terr := d.Table.FailTransfer(ev, d.Env.Decisions())
-	d.Env.Unlock()
-	d.Env.CoreRefused("FailTransfer "+id, terr)
+	dec := d.decideFailedTransfer(ev)
 	switch dec.Source {
 	case handoff.SourceNone:
 	case handoff.FreeSource: // the Q-3 source mutant (FreedEarly): freed while a process may map it

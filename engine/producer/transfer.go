@@ -138,10 +138,7 @@ func (d *Driver) Done(id string, entry *memory.Entry) {
 // caller answers.
 func (d *Driver) Fail(ev handoff.TransferFailure, entry *memory.Entry, pending *xfer.Request, cause error) handoff.TransferFailedDecision {
 	id := ev.EntryID
-	d.Env.Lock()
-	dec, terr := d.Table.FailTransfer(ev, d.Env.Decisions())
-	d.Env.Unlock()
-	d.Env.CoreRefused("FailTransfer "+id, terr)
+	dec := d.decideFailedTransfer(ev)
 	switch dec.Source {
 	case handoff.SourceNone:
 	case handoff.FreeSource:
@@ -165,6 +162,19 @@ func (d *Driver) Fail(ev handoff.TransferFailure, entry *memory.Entry, pending *
 		d.Env.EnterQuarantine(q, d.writeEndProof(id, pending, dec.Source))
 		d.Log.Error("Q-3 transfer failed after removal; source quarantined until its WRITE has ended", "entry", id, "err", cause)
 	}
+	return dec
+}
+
+// decideFailedTransfer lets the core decide what a transfer (tcp WRITE,
+// cuda_ipc lend) that failed after the entry left the table does with its
+// source (handoff.FailTransfer, Q-3) and applies the transition; the
+// caller (Fail, FailLend) carries the decision out. A refused transition
+// is a bug, logged (Env.CoreRefused).
+func (d *Driver) decideFailedTransfer(ev handoff.TransferFailure) handoff.TransferFailedDecision {
+	d.Env.Lock()
+	dec, err := d.Table.FailTransfer(ev, d.Env.Decisions())
+	d.Env.Unlock()
+	d.Env.CoreRefused("FailTransfer "+ev.EntryID, err)
 	return dec
 }
 
