@@ -122,7 +122,7 @@ func (e *Engine) Observables() map[string]float64 {
 		"encoder.exports.consumed":      float64(e.table.Counters().Consumed),
 		"encoder.exports.released":      float64(e.table.Counters().Released),
 		"encoder.exports.expired":       float64(e.table.Counters().Expired),
-		"kv.sessions.live":              float64(e.liveKVSessions()),        // P's KV sessions awaiting D (E+P+D)
+		"kv.sessions.live":              float64(e.kv.Live()),               // P's KV sessions awaiting D (E+P+D)
 		"encoder.decode.inflight_bytes": float64(e.decodes.inflight.Load()), // SE-4: decoded bytes reserved now
 		"encoder.decode.waiting":        float64(e.decodes.waiting.Load()),  // SE-4: requests waiting for room
 		"encoder.decode.refused":        float64(e.decodes.refused.Load()),  // SE-4: requests refused RESOURCE_EXHAUSTED

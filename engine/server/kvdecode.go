@@ -84,7 +84,7 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 		return fmt.Errorf("%w: dial P at %s: %v", errKVTransferFailed, addr, err)
 	}
 	defer e.producers.put(pc)
-	if !e.attachKVSession(ref.ID) {
+	if !e.kv.Attach(ref.ID, e.cfg.MaxTTL) {
 		return fmt.Errorf("%w: this decode engine already attached to kv.session %s", errKVSessionNotFound, ref.ID)
 	}
 	// ---- from here the session is spent for this decode engine ----
@@ -95,7 +95,7 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 		// Not this D's session (another decode took it, it was released
 		// or expired, or it never existed: a forged session): P answers
 		// so for it from now on, so D need not remember it (A7).
-		e.forgetKVSession(ref.ID)
+		e.kv.Forget(ref.ID)
 		return fmt.Errorf("%w: P answered ALREADY_FINISHED for kv.session %s", errKVSessionNotFound, ref.ID)
 	case readErr != nil:
 		return fmt.Errorf("%w: READ of kv.session %s: %v", errKVTransferFailed, ref.ID, readErr)

@@ -1,0 +1,62 @@
+package kvsession
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/baton-dev/baton/engine/lm"
+	"github.com/baton-dev/baton/engine/xfer"
+)
+
+type fakeEnv struct{ cleanups []string }
+
+func (f *fakeEnv) FailCleanup(what string, err error) { f.cleanups = append(f.cleanups, what) }
+
+// TestSessions: a held session is released once (ABORTED, then
+// ALREADY_FINISHED), one nobody fetches expires, the drain releases the
+// rest; D's replay guard refuses a second attach until the session is
+// forgotten.
+func TestSessions(t *testing.T) {
+	agent, err := xfer.NewLoopback(xfer.NewRegistry(), xfer.Options{Name: "prefill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &fakeEnv{}
+	d := &Driver{Sessions: &Sessions{}, Agent: agent, Env: env, Log: slog.New(slog.DiscardHandler)}
+	if _, err := d.Register("short", []byte{1}, 0); err == nil {
+		t.Fatal("Register of a 1-byte session succeeded; want an error")
+	}
+	hold := func(id string, ttl time.Duration) {
+		s, err := d.Register(id, make([]byte, lm.SessionBytes), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Hold(s, ttl)
+	}
+	hold("a", time.Hour)
+	hold("b", time.Millisecond)
+	hold("c", time.Hour)
+	if !d.Release("a") || d.Release("a") {
+		t.Error("Release twice: want live once, then not")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for d.Sessions.Live() != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := d.Sessions.Live(); n != 1 {
+		t.Fatalf("%d sessions live after an expiry; want 1", n)
+	}
+	d.Drain()
+	if n := d.Sessions.Live(); n != 0 || len(env.cleanups) != 0 {
+		t.Errorf("after Drain: %d live, cleanups %v; want 0, none", n, env.cleanups)
+	}
+
+	if !d.Sessions.Attach("x", time.Hour) || d.Sessions.Attach("x", time.Hour) {
+		t.Error("Attach twice: want the first, not the replay")
+	}
+	d.Sessions.Forget("x")
+	if d.Sessions.Attached() != 0 || !d.Sessions.Attach("x", time.Hour) {
+		t.Error("after Forget: want nothing remembered and a new attach")
+	}
+}
