@@ -3,8 +3,9 @@
 // serialised lm.Session of a prefill (lm.SessionBytes bytes) kept in
 // memory registered with P's tcp transfer agent until D fetched and
 // released it, it was aborted, or it expired (Driver: Register, Hold,
-// Release, Drain); and D's record of the sessions it attached to, its
-// replay guard (Sessions.Attach, Forget). engine/server describes a
+// Release, Drain); and D's READ of a session (Driver.Read, with its Q-1
+// quarantine) and record of the sessions it attached to, its replay guard
+// (Sessions.Attach, Forget). engine/server describes a
 // session on the wire (KvSessionRef), parses the one D gets, READs it and
 // releases it on P (gRPC); this package imports no gRPC.
 //
@@ -19,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
 )
@@ -60,11 +62,16 @@ type Session struct {
 type Env interface {
 	// FailCleanup records a cleanup failure (X-1: sticky NOT_READY).
 	FailCleanup(what string, err error)
+	// EnterQuarantine records q, turns Health NOT_READY and ends q
+	// once every proof is closed: D's KV READ buffer while its READ
+	// is still in flight (Read). Call without any lock.
+	EnterQuarantine(q *consumer.Quarantine, proofs []<-chan struct{})
 }
 
-// Driver is P's KV session driver over Sessions: it registers a session's
-// bytes with the agent, holds them for D, and frees them when D released
-// the session, it was aborted, it expired or the engine drains.
+// Driver is the KV session driver. On P, over Sessions: it registers a
+// session's bytes with the agent, holds them for D, and frees them when D
+// released the session, it was aborted, it expired or the engine drains.
+// On D: it READs a session (Read, read.go).
 type Driver struct {
 	Sessions *Sessions
 	Agent    xfer.Agent

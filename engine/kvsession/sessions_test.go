@@ -5,13 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
 )
 
 type fakeEnv struct{ cleanups []string }
 
-func (f *fakeEnv) FailCleanup(what string, err error) { f.cleanups = append(f.cleanups, what) }
+func (f *fakeEnv) FailCleanup(what string, err error)                      { f.cleanups = append(f.cleanups, what) }
+func (f *fakeEnv) EnterQuarantine(*consumer.Quarantine, []<-chan struct{}) {}
 
 // TestSessions: a held session is released once (ABORTED, then
 // ALREADY_FINISHED), one nobody fetches expires, the drain releases the
