@@ -1,6 +1,7 @@
 package kvsession
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -60,5 +61,43 @@ func TestSessions(t *testing.T) {
 	d.Sessions.Forget("x")
 	if d.Sessions.Attached() != 0 || !d.Sessions.Attach("x", time.Hour) {
 		t.Error("after Forget: want nothing remembered and a new attach")
+	}
+}
+
+// TestRead: D READs a session P holds from P's agent, with the metadata
+// and region P describes, into a buffer it frees afterwards.
+func TestRead(t *testing.T) {
+	reg := xfer.NewRegistry()
+	pAgent, err := xfer.NewLoopback(reg, xfer.Options{Name: "prefill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dAgent, err := xfer.NewLoopback(reg, xfer.Options{Name: "decode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &fakeEnv{}
+	log := slog.New(slog.DiscardHandler)
+	p := &Driver{Sessions: &Sessions{}, Agent: pAgent, Env: env, Log: log}
+	want := make([]byte, lm.SessionBytes)
+	for i := range want {
+		want[i] = byte(i + 1)
+	}
+	s, err := p.Register("s", want, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Hold(s, time.Hour)
+	md, err := pAgent.LocalMetadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Driver{Sessions: &Sessions{}, Agent: dAgent, Env: env, Log: log}
+	got, err := d.Read(context.Background(), "s", md, s.Reg.Descriptors[0], time.Second, "kv/s/1")
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("Read = %x, %v; want the session's bytes", got, err)
+	}
+	if live := p.Release("s"); !live || len(env.cleanups) != 0 {
+		t.Errorf("after the READ: Release = %v, cleanups %v; want true (still live until released), none", live, env.cleanups)
 	}
 }
