@@ -1,5 +1,7 @@
 package consumer
 
+import "fmt"
+
 // A Quarantine keeps memory a write (or a read of a source) may still
 // touch: a consumer's receive buffers after an uncertain transfer, a
 // producer's source after a WRITE that failed past the claim, D's
@@ -118,4 +120,10 @@ func AllClosed(chs []<-chan struct{}) bool {
 		}
 	}
 	return true
+}
+
+// QuarantineReason formats a quarantine's Health reason (Quarantine.Reason,
+// handoff.HealthChange.Reason): "<rule> <what> quarantined: <cause>".
+func QuarantineReason(rule, what string, cause any) string {
+	return fmt.Sprintf("%s %s quarantined: %v", rule, what, cause)
 }

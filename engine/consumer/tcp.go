@@ -31,15 +31,21 @@ type Env interface {
 	Decisions() handoff.Mutants
 }
 
-// Driver is the consumer's receive driver for the tcp backend: it owns the
-// receive buffers' life (register, release, quarantine) and carries out
-// what the core (Receives) decides. The call to the producer stays with
-// the caller (engine/server: gRPC), between BeginTCP and EndTCP.
+// Driver is the consumer's receive driver for the transfer backends: it
+// owns the receive buffers' life (register or allocate, release,
+// quarantine) and carries out what the core (Receives) decides. The call
+// to the producer stays with the caller (engine/server: gRPC), between
+// BeginTCP and EndTCP for tcp, between BeginIPC and EndTransfer or EndCopy
+// for cuda_ipc (cudaipc.go).
 type Driver struct {
 	Receives *Receives
 	Env      Env
-	Agent    xfer.Agent
-	Log      *slog.Logger
+	// Agent is the tcp backend's transfer agent (nil for cuda_ipc).
+	Agent xfer.Agent
+	// Device is the cuda_ipc backend's device (nil for tcp), on which the
+	// receive buffers are allocated and the producers' loans opened.
+	Device xfer.IPCDevice
+	Log    *slog.Logger
 }
 
 // TCPReceive is one tcp receive: its id, its buffers (one per item, of the
@@ -74,10 +80,7 @@ func (d *Driver) BeginTCP(receiveID string, items []handoff.ItemMeta) (*TCPRecei
 	}
 	reg, err := d.Agent.RegisterMemory(bufs)
 	if err != nil {
-		d.Env.Lock()
-		terr := d.Receives.Rejected(receiveID) // nothing was sent: the buffers are ours
-		d.Env.Unlock()
-		d.Env.CoreRefused("Rejected "+receiveID, terr)
+		d.reject(receiveID) // nothing was sent: the buffers are ours
 		return nil, fmt.Errorf("server: register receive buffers: %w", err)
 	}
 	return &TCPReceive{ID: receiveID, Bufs: bufs, Reg: reg}, nil
@@ -86,11 +89,18 @@ func (d *Driver) BeginTCP(receiveID string, items []handoff.ItemMeta) (*TCPRecei
 // Unsent ends a receive before its request was sent (nothing can write
 // its buffers: REJECTED) and deregisters its buffers.
 func (d *Driver) Unsent(r *TCPReceive) {
-	d.Env.Lock()
-	err := d.Receives.Rejected(r.ID)
-	d.Env.Unlock()
-	d.Env.CoreRefused("Rejected "+r.ID, err)
+	d.reject(r.ID)
 	d.Release(r)
+}
+
+// reject ends receive id REJECTED (Receives.Rejected: nothing was sent,
+// so nothing can write its buffers, Q-2); a refused transition is a bug,
+// logged (Env.CoreRefused).
+func (d *Driver) reject(id string) {
+	d.Env.Lock()
+	err := d.Receives.Rejected(id)
+	d.Env.Unlock()
+	d.Env.CoreRefused("Rejected "+id, err)
 }
 
 // Release deregisters the buffers of a receive the core released
@@ -109,10 +119,7 @@ func (d *Driver) Release(r *TCPReceive) {
 // decision says NoProof. cause is the call's failure, for the log. It
 // returns the decision, whose Reply the caller answers.
 func (d *Driver) EndTCP(r *TCPReceive, ev handoff.TransferEnded, cause error, carriers []<-chan struct{}) handoff.ReceiveDecision {
-	d.Env.Lock()
-	dec, err := d.Receives.EndTransfer(ev, d.Env.Decisions())
-	d.Env.Unlock()
-	d.Env.CoreRefused("EndTransfer "+ev.ReceiveID, err)
+	dec := d.EndTransfer(ev)
 	if dec.Buffers == handoff.QuarantineBuffers {
 		if dec.NoProof {
 			carriers = nil // the Q-2 mutant's uncertain outcome, which nothing can end
@@ -121,6 +128,18 @@ func (d *Driver) EndTCP(r *TCPReceive, ev handoff.TransferEnded, cause error, ca
 	} else {
 		d.Release(r)
 	}
+	return dec
+}
+
+// EndTransfer lets the core decide how a receive whose call ended ends
+// (handoff.EndTransfer) and applies the transition; the
+// caller carries the decision out (EndTCP does for a tcp receive). A
+// refused transition is a bug, logged (Env.CoreRefused).
+func (d *Driver) EndTransfer(ev handoff.TransferEnded) handoff.ReceiveDecision {
+	d.Env.Lock()
+	dec, err := d.Receives.EndTransfer(ev, d.Env.Decisions())
+	d.Env.Unlock()
+	d.Env.CoreRefused("EndTransfer "+ev.ReceiveID, err)
 	return dec
 }
 

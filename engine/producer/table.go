@@ -6,9 +6,11 @@
 // owns a tcp transfer's source after the claim (transfer.go: the WRITE,
 // free or quarantine on handoff.FailTransfer's decision, Q-3, Q-6), an
 // entry's removal (removal.go: store.Remove, RemovalDone or RemovalFailed
-// and X-1) and the collector pass (collect.go: X-2). engine/server serves
-// the calls (the checks before the claim, gRPC codes, trailers, the wire
-// mapping) and the cuda_ipc lend; this package imports no gRPC.
+// and X-1), the collector pass (collect.go: X-2), the drain (drain.go:
+// S-2, S-4) and a cuda_ipc source after the claim (cudaipc.go: the lend,
+// its quarantine on handoff.FailTransfer's decision, the loan's return).
+// engine/server serves the calls (the checks before the claim, gRPC
+// codes, trailers, the wire mapping); this package imports no gRPC.
 //
 // Locking: Table has no lock of its own. Every method is called with the
 // driver's lock held (engine/server: Engine.mu, Env's Locker), which is

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/engine/cache"
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"github.com/baton-dev/baton/engine/cache/memory"
 	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -30,13 +31,21 @@ type Env interface {
 	// RemovalsStartedLocked counts n removals started (the cleanups in
 	// flight: encoder.cleanup.pending). Call with the lock held.
 	RemovalsStartedLocked(n int)
+	// RemovalEndLocked returns a channel closed when the next removal of
+	// an entry ends (RemovalEndedLocked wakes it), for a release that
+	// waits on a removal in flight (handoff.ReleaseWait), and the
+	// engine's test hook to call, without the lock, as that release
+	// starts waiting (nil: none). Call with the lock held.
+	RemovalEndLocked() (ended <-chan struct{}, waiting func(id string))
 }
 
 // Driver is the producer's driver. For the tcp backend, after the claim
 // (Table.ClaimForTransfer, made by the caller) it owns the source's life:
 // the WRITE that reads it, its free, and its quarantine on the core's
-// decision. For every backend it carries out an entry's
-// removal (FinishRemoval, removal.go, S-2). The call itself
+// decision. For every backend it carries out a publish's end
+// (BeginPublish, publish.go: C-1, C-6, C-7, L-5), a release (Release,
+// release.go: SU-1, SU-3) and an entry's removal (FinishRemoval,
+// removal.go, S-2). The call itself
 // (the checks before the claim, the gRPC answer) stays with the caller
 // (engine/server).
 type Driver struct {
@@ -46,13 +55,21 @@ type Driver struct {
 	// Store is the tcp backend's memory store (nil for another backend);
 	// Entries is the store of every backend, whose Remove FinishRemoval
 	// calls.
-	Store   *memory.Store
+	Store *memory.Store
+	// Loans is the cuda_ipc backend's store (nil for another backend):
+	// Lend, FailLend and ReturnLoan (cudaipc.go) lend and take back its
+	// allocations.
+	Loans   *cudaipc.Store
 	Entries cache.Store
 	Log     *slog.Logger
 	// CollectorTrustsTable is the X-2 race mutant (engine/server's
 	// Hooks.CollectorTrustsTable): an expired entry already gone counts
 	// as a failed removal.
 	CollectorTrustsTable bool
+	// ReleaseAnswersFromTable is the SU-3 race mutant (engine/server's
+	// Hooks.ReleaseAnswersFromTable): Release answers ABORTED whoever won
+	// the removal.
+	ReleaseAnswersFromTable bool
 }
 
 // Write creates the WRITE of entry's source to the consumer agent md
@@ -121,10 +138,7 @@ func (d *Driver) Done(id string, entry *memory.Entry) {
 // caller answers.
 func (d *Driver) Fail(ev handoff.TransferFailure, entry *memory.Entry, pending *xfer.Request, cause error) handoff.TransferFailedDecision {
 	id := ev.EntryID
-	d.Env.Lock()
-	dec, terr := d.Table.FailTransfer(ev, d.Env.Decisions())
-	d.Env.Unlock()
-	d.Env.CoreRefused("FailTransfer "+id, terr)
+	dec := d.decideFailedTransfer(ev)
 	switch dec.Source {
 	case handoff.SourceNone:
 	case handoff.FreeSource:
@@ -148,6 +162,19 @@ func (d *Driver) Fail(ev handoff.TransferFailure, entry *memory.Entry, pending *
 		d.Env.EnterQuarantine(q, d.writeEndProof(id, pending, dec.Source))
 		d.Log.Error("Q-3 transfer failed after removal; source quarantined until its WRITE has ended", "entry", id, "err", cause)
 	}
+	return dec
+}
+
+// decideFailedTransfer lets the core decide what a transfer (tcp WRITE,
+// cuda_ipc lend) that failed after the entry left the table does with its
+// source (handoff.FailTransfer, Q-3) and applies the transition; the
+// caller (Fail, FailLend) carries the decision out. A refused transition
+// is a bug, logged (Env.CoreRefused).
+func (d *Driver) decideFailedTransfer(ev handoff.TransferFailure) handoff.TransferFailedDecision {
+	d.Env.Lock()
+	dec, err := d.Table.FailTransfer(ev, d.Env.Decisions())
+	d.Env.Unlock()
+	d.Env.CoreRefused("FailTransfer "+ev.EntryID, err)
 	return dec
 }
 

@@ -360,9 +360,7 @@ func TestA7DecodeKeepsNoPrefillAgent(t *testing.T) {
 		}
 	}
 	expectNoPeers(t, "D", decSrv)
-	decSrv.Engine.kv.mu.Lock()
-	attached := len(decSrv.Engine.kv.attached)
-	decSrv.Engine.kv.mu.Unlock()
+	attached := decSrv.Engine.kv.Attached()
 	if attached != 0 {
 		t.Errorf("D remembers %d attached sessions after forged ones only; want 0 (P answered ALREADY_FINISHED for each)", attached)
 	}

@@ -122,7 +122,7 @@ func (e *Engine) Observables() map[string]float64 {
 		"encoder.exports.consumed":      float64(e.table.Counters().Consumed),
 		"encoder.exports.released":      float64(e.table.Counters().Released),
 		"encoder.exports.expired":       float64(e.table.Counters().Expired),
-		"kv.sessions.live":              float64(e.liveKVSessions()),        // P's KV sessions awaiting D (E+P+D)
+		"kv.sessions.live":              float64(e.kv.Live()),               // P's KV sessions awaiting D (E+P+D)
 		"encoder.decode.inflight_bytes": float64(e.decodes.inflight.Load()), // SE-4: decoded bytes reserved now
 		"encoder.decode.waiting":        float64(e.decodes.waiting.Load()),  // SE-4: requests waiting for room
 		"encoder.decode.refused":        float64(e.decodes.refused.Load()),  // SE-4: requests refused RESOURCE_EXHAUSTED
@@ -252,7 +252,7 @@ func (e *Engine) abortEncoderCache(ctx context.Context, wire *pb.EncoderCacheRef
 	if err := ref.Verify(e.store.Key()); err != nil {
 		return 0, err
 	}
-	if e.returnLoan(ref.EntryID, caller) {
+	if e.producerDriver().ReturnLoan(ref.EntryID, caller) { // engine/producer
 		// cuda_ipc: the consumer gives back what it copied; consumed (SU-3).
 		return pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED, nil
 	}
@@ -261,7 +261,7 @@ func (e *Engine) abortEncoderCache(ctx context.Context, wire *pb.EncoderCacheRef
 	}
 	// SU-3: an expired entry is ALREADY_FINISHED, and is collected now.
 	e.expireBy(func(nowMs int64) []string { return e.table.ExpireBeforeRelease(ref.ExpiresUnixMs, nowMs) })
-	out, err := e.release(ctx, ref.EntryID)
+	out, err := e.producerDriver().Release(ctx, ref.EntryID) // SU-1, SU-3
 	if err != nil {
 		return 0, err
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/baton-dev/baton/engine/xfer"
 	"github.com/baton-dev/baton/gpu/cuda"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -47,6 +46,12 @@ import (
 // source whose claim failed half-way. A side that quarantines
 // reports Health NOT_READY (check encoder_cache) and refuses new handoffs
 // until the quarantine ends.
+//
+// engine/producer carries out the producer's side after the claim (Lend,
+// FailLend, ReturnLoan) and engine/consumer the receive buffer's life
+// (BeginIPC, EndTransfer, EndCopy, FailedCopy, QuarantineIPC); this file
+// keeps the calls, the checks before the claim, the loan's return over
+// gRPC and the answers' codes.
 
 // gpuState is the engine's CUDA device for the cuda_ipc backend, opened at
 // start on the producer and on the first cuda_ipc receive on a consumer, so
@@ -102,17 +107,12 @@ func (e *Engine) lendIPC(ctx context.Context, store *cudaipc.Store, req *pb.Tran
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
 	entry, ok := store.Take(ref.EntryID)
 	if !ok {
-		return nil, e.failIPCLend(store, ref.EntryID, nil, errors.New("entry storage missing"))
+		return nil, e.failIPCLend(ref.EntryID, nil, errors.New("entry storage missing"))
 	}
 	if e.cfg.TestHooks && len(metadata.ValueFromIncomingContext(ctx, HookTransferFail)) > 0 {
-		return nil, e.failIPCLend(store, ref.EntryID, entry, errors.New("test hook "+HookTransferFail+": the loan failed after the entry left the table"))
+		return nil, e.failIPCLend(ref.EntryID, entry, errors.New("test hook "+HookTransferFail+": the loan failed after the entry left the table"))
 	}
-	store.Lend(ref.EntryID, entry, callerAddr(ctx))
-	e.mu.Lock()
-	terr := e.table.TransferDone(ref.EntryID)
-	e.mu.Unlock()
-	e.coreRefused("TransferDone "+ref.EntryID, terr)
-	e.log.Info("lent", "entry", ref.EntryID, "bytes", entry.Loan.Bytes, "backend", BackendCUDAIPC)
+	e.producerDriver().Lend(ref.EntryID, entry, callerAddr(ctx))
 	resp := &pb.TransferEncoderCacheResponse{BytesWritten: entry.Loan.Bytes, TensorLayout: entry.Loan.Marshal()}
 	for _, it := range ref.Items {
 		resp.Items = append(resp.Items, &pb.EncodedItem{ContentHash: it.ContentHash, EmbeddingRows: it.Rows, Modality: pb.Modality_MODALITY_IMAGE})
@@ -165,68 +165,15 @@ func (e *Engine) checkIPCTransfer(req *pb.TransferEncoderCacheRequest) (handoff.
 	return ref, nil
 }
 
-// failIPCLend carries out what handoff.FailTransfer decides for a loan
-// that failed after the entry left the table and answers
-// UNAVAILABLE. Only the test hook fails here with a source: a failure the
-// backend cannot explain (not Provable), kept for the life of the process
-//
-func (e *Engine) failIPCLend(store *cudaipc.Store, id string, entry *cudaipc.Entry, cause error) error {
-	e.mu.Lock()
-	d, terr := e.table.FailTransfer(handoff.TransferFailure{EntryID: id, HasSource: entry != nil, WriteEnded: true,
-		Reason: quarantineReason("Q-3", "source of entry "+short(id), "cuda_ipc loan failed: "+cause.Error())}, e.decisions())
-	e.mu.Unlock()
-	e.coreRefused("FailTransfer "+id, terr)
-	switch d.Source {
-	case handoff.SourceNone:
-	case handoff.FreeSource: // the Q-3 source mutant (FreedEarly): freed while a process may map it
-		if err := store.Free(entry); err != nil {
-			e.failCleanup("free the cuda_ipc source of "+short(id), err)
-		}
-		if d.FreedEarly {
-			e.enterQuarantine(&consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason}, nil)
-		}
-	default:
-		store.Quarantine(entry)
-		e.enterQuarantine(&consumer.Quarantine{ID: "source/" + id, Reason: d.Health.Reason, Keep: entry}, nil)
-	}
-	e.log.Error("Q-3 cuda_ipc loan failed after removal; source quarantined", "entry", id, "err", cause)
-	var err error
-	if d.Code == handoff.CodeInvalidArgument {
-		// Decisions.InvalidArgumentAfterRemoval (the Q-3 answer mutant).
-		err = status.Error(codes.InvalidArgument, "entry not available")
-	} else {
-		err = e.status(fmt.Errorf("%w: Q-3 transfer of entry %s failed after it left the table; its source is quarantined: %v", errAfterClaim, short(id), cause))
-	}
-	if e.cfg.Hooks.ProducerTransferFailure != nil {
-		return e.cfg.Hooks.ProducerTransferFailure(err)
-	}
-	return err
-}
-
-// returnLoan frees the lent source of an entry its borrower (caller: the
-// peer of the TransferEncoderCache call that was lent it) gives back with
-// Abort(encoder_cache); lent is false when the entry is not lent. An Abort
-// of a lent entry from another peer (a client racing the consume, or one
-// that kept the reference) answers the same, consumed, and frees nothing:
-// the consumer may not have opened the handle yet (CONTRACT Q-6: a lent
-// allocation is freed only once no process maps it). A failed free is a
-// cleanup failure.
-func (e *Engine) returnLoan(id, caller string) (lent bool) {
-	store, ok := e.store.(*cudaipc.Store)
-	if !ok {
-		return false
-	}
-	lent, returned, err := store.GiveBack(id, caller)
-	if err != nil {
-		e.failCleanup("free the returned cuda_ipc loan of "+short(id), err)
-	}
-	switch {
-	case returned:
-		e.log.Info("loan returned", "entry", id)
-	case lent:
-		e.log.Info("Abort of a lent entry by a peer other than its borrower: the loan stays out", "entry", id, "caller", caller)
-	}
-	return lent
+// failIPCLend answers a loan that failed after the entry left the table
+// with UNAVAILABLE (afterClaim), once engine/producer carried out
+// what handoff.FailTransfer decides for its source (Driver.FailLend). Only
+// the test hook fails here with a source: a failure the backend cannot
+// explain (not Provable), kept for the life of the process.
+func (e *Engine) failIPCLend(id string, entry *cudaipc.Entry, cause error) error {
+	d := e.producerDriver().FailLend(handoff.TransferFailure{EntryID: id, HasSource: entry != nil, WriteEnded: true,
+		Reason: consumer.QuarantineReason("Q-3", "source of entry "+short(id), "cuda_ipc loan failed: "+cause.Error())}, entry, cause)
+	return e.afterClaim(id, d, "; its source is quarantined", cause)
 }
 
 // callerAddr is the network address of the peer of an RPC ("" when the
@@ -246,6 +193,9 @@ func callerAddr(ctx context.Context) string {
 // embeddings for the language model. A definite rejection frees the
 // buffer; any other failure of the call, a malformed loan, or a failed copy
 // quarantines it. A client that cancels does not end the call (C-4).
+// The buffer's life (allocate, free, quarantine on the core's decision) is
+// engine/consumer's Driver; the call, the loan's return and the wire
+// mapping stay here.
 func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.Reference, wire *pb.EncoderCacheRef, addr string, forwardFailHook bool) ([]lm.Image, error) {
 	pc, err := e.producers.get(addr)
 	if err != nil {
@@ -256,20 +206,11 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	if err != nil {
 		return nil, err
 	}
+	drv := e.ipcDriver(dev)
 	total := ref.PayloadBytes()
-	e.mu.Lock()
-	err = e.receives.Preflight(receiveID, total)
-	e.mu.Unlock()
+	r, err := drv.BeginIPC(receiveID, total)
 	if err != nil {
 		return nil, err
-	}
-	dst, err := dev.Alloc(int(total))
-	if err != nil {
-		e.mu.Lock()
-		terr := e.receives.Rejected(receiveID) // nothing was sent: no buffer exists
-		e.mu.Unlock()
-		e.coreRefused("Rejected "+receiveID, terr)
-		return nil, fmt.Errorf("server: cuda_ipc: allocate the receive buffer: %w", err)
 	}
 	req := &pb.TransferEncoderCacheRequest{Ref: wire, TransferId: receiveID, ConsumerAgent: xfer.IPCPeer{Name: e.instanceID, Device: uint32(dev.Ordinal())}.Marshal()}
 	lengths := make([]uint64, len(ref.Items))
@@ -280,20 +221,21 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		off += lengths[i]
 	}
 	if err := e.checkTransferRequest(req); err != nil {
-		e.endIPCReceive(receiveID, dst) // nothing was sent: a definite outcome
+		drv.UnsentIPC(r) // nothing was sent: a definite outcome
 		return nil, err
 	}
 	call := e.callTransfer(ctx, pc, receiveID, req, forwardFailHook)
 	resp, err := call.resp, call.err
 	if call.abandoned {
-		e.freeIPCReceive(dst) // the C-4 mutant: freed without knowing the outcome
+		drv.ReleaseIPC(r) // the C-4 mutant: freed without knowing the outcome
 		return nil, ctx.Err()
 	}
+	giveBack := func() { e.giveLoanBackAsync(pc, wire) }
 	if err != nil {
 		cause := status.Convert(err).Message()
-		d := e.endTransfer(call.event(receiveID, false, quarantineReason("Q-1", "receive "+receiveID, "cuda_ipc outcome uncertain: "+cause))) // handoff decides
+		d := drv.EndTransfer(call.event(receiveID, false, consumer.QuarantineReason("Q-1", "receive "+receiveID, "cuda_ipc outcome uncertain: "+cause))) // handoff decides
 		if d.Buffers == handoff.ReleaseBuffers {
-			e.freeIPCReceive(dst)
+			drv.ReleaseIPC(r)
 			if d.Reply == handoff.ReplyRefusal || d.Reply == handoff.ReplyUnreachable {
 				return nil, call.refusal(d.Reply)
 			}
@@ -301,7 +243,7 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		}
 		// The reply may have carried a loan we never saw: give it back,
 		// so the producer can free its source (it was never mapped here).
-		e.giveLoanBackAsync(pc, wire)
+		giveBack()
 		proofs := call.carriers
 		if d.NoProof {
 			proofs = nil // the Q-2 mutant's uncertain outcome, which nothing can end
@@ -310,7 +252,7 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		// revokes the buffer, so the carriers' closing by themselves is the
 		// whole proof, and the consumer closing them would fake it.
 		e.producers.pin(pc, proofs)
-		return nil, e.quarantineIPCReceive(receiveID, dst, nil, d, cause, proofs)
+		return nil, drv.QuarantineIPC(r, nil, d, cause, proofs)
 	}
 	loan, err := xfer.ParseIPCLoan(resp.GetTensorLayout(), lengths)
 	if err == nil && resp.GetBytesWritten() != loan.Bytes {
@@ -318,8 +260,10 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	}
 	if err != nil {
 		// Nothing was mapped or copied: the loan goes back, the receive fails.
-		e.giveLoanBackAsync(pc, wire)
-		e.endIPCCopy(handoff.CopyEnded{ReceiveID: receiveID, Quiesced: true}, dst, nil, nil)
+		giveBack()
+		if qerr := drv.EndCopy(r, handoff.CopyEnded{ReceiveID: receiveID, Quiesced: true}, nil, nil); qerr != nil {
+			return nil, qerr // never: a quiesced copy is released
+		}
 		return nil, fmt.Errorf("%w: cuda_ipc: the producer answered OK with an unusable loan: %v", errKVTransferFailed, err)
 	}
 	src, err := dev.Open(loan.Handle, int(loan.Bytes))
@@ -328,13 +272,15 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		// producer and its data out of reach: a failed receive, no
 		// quarantine needed. The loan goes back.
 		e.giveLoanBack(pc, wire)
-		e.endIPCCopy(handoff.CopyEnded{ReceiveID: receiveID, Quiesced: true}, dst, nil, nil)
+		if qerr := drv.EndCopy(r, handoff.CopyEnded{ReceiveID: receiveID, Quiesced: true}, nil, nil); qerr != nil {
+			return nil, qerr // never: a quiesced copy is released
+		}
 		return nil, fmt.Errorf("%w: cuda_ipc: open the producer's IPC handle: %v", errKVTransferFailed, err)
 	}
 	off = 0
 	for i, s := range loan.Segments {
-		if err = dev.Copy(dst, int(off), src, int(s.Offset), int(s.Length)); err != nil {
-			return nil, e.failedIPCCopy(pc, wire, receiveID, dst, src, fmt.Sprintf("device-to-device copy of item %d: %v", i, err))
+		if err = dev.Copy(r.Dst, int(off), src, int(s.Offset), int(s.Length)); err != nil {
+			return nil, failedIPCCopy(drv, r, src, fmt.Sprintf("device-to-device copy of item %d: %v", i, err), giveBack)
 		}
 		off += s.Length
 	}
@@ -342,14 +288,16 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 		e.failCleanup("close the cuda_ipc mapping of "+short(ref.EntryID), err)
 	}
 	// The copy is done: the loan goes back while the embeddings come down.
-	e.giveLoanBackAsync(pc, wire)
+	giveBack()
 	// Download straight into the float32s the language model reads (device
 	// and host are little-endian, as float32s assumes for the tcp bytes).
 	data := make([]float32, total/4)
-	if err := dev.Download(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), total), dst, 0); err != nil {
-		return nil, e.failedIPCCopy(nil, nil, receiveID, dst, nil, "download of the received embeddings: "+err.Error())
+	if err := dev.Download(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), total), r.Dst, 0); err != nil {
+		return nil, failedIPCCopy(drv, r, nil, "download of the received embeddings: "+err.Error(), nil)
 	}
-	e.endIPCCopy(handoff.CopyEnded{ReceiveID: receiveID, OK: true}, dst, nil, nil)
+	if qerr := drv.EndCopy(r, handoff.CopyEnded{ReceiveID: receiveID, OK: true}, nil, nil); qerr != nil {
+		return nil, qerr // never: a copy that ended OK is released
+	}
 	images := make([]lm.Image, len(ref.Items))
 	off = 0
 	for i, it := range ref.Items {
@@ -359,29 +307,16 @@ func (e *Engine) ipcReceive(ctx context.Context, receiveID string, ref handoff.R
 	return images, nil
 }
 
-// failedIPCCopy ends a receive whose device copy (or download) failed. If
-// the device then synchronizes, nothing runs on it any more: the
-// mapping is closed, the loan given back, the buffer freed, and the
-// receive fails (UNAVAILABLE) without a quarantine. Otherwise the buffer
-// and the mapping are quarantined for the life of the process.
-func (e *Engine) failedIPCCopy(pc *producerConn, wire *pb.EncoderCacheRef, receiveID string, dst, mapping xfer.DeviceBuffer, cause string) error {
-	if err := e.gpu.dev.Synchronize(); err != nil {
-		cause += "; the device does not synchronize: " + err.Error()
-		ev := handoff.CopyEnded{ReceiveID: receiveID, Reason: quarantineReason("Q-1", "receive "+receiveID, "cuda_ipc outcome uncertain: "+cause)}
-		if err := e.endIPCCopy(ev, dst, mapping, nil); err != nil { // handoff decides: quarantined for the life of the process
-			return err
-		}
+// failedIPCCopy ends a receive whose device copy (or download) failed
+// (engine/consumer: Driver.FailedCopy) and answers it: the consumer's
+// UNAVAILABLE error of a quarantine for the life of the process when
+// the device does not synchronize, otherwise a failed receive
+// (errKVTransferFailed: UNAVAILABLE) without a quarantine. giveBack
+// returns the loan (nil when none is to be returned).
+func failedIPCCopy(drv *consumer.Driver, r *consumer.IPCReceive, mapping xfer.DeviceBuffer, cause string, giveBack func()) error {
+	if err := drv.FailedCopy(r, mapping, cause, giveBack); err != nil {
+		return err
 	}
-	if mapping != nil {
-		if err := e.gpu.dev.Free(mapping); err != nil {
-			e.failCleanup("close a cuda_ipc mapping after a failed copy", err)
-		}
-	}
-	if pc != nil {
-		e.giveLoanBackAsync(pc, wire)
-	}
-	e.endIPCCopy(handoff.CopyEnded{ReceiveID: receiveID, Quiesced: true}, dst, nil, nil)
-	e.log.Warn("cuda_ipc copy failed; the device synchronized, so nothing touches the buffer any more (Q-6)", "receive", receiveID, "err", cause)
 	return fmt.Errorf("%w: cuda_ipc: %s", errKVTransferFailed, cause)
 }
 
@@ -407,61 +342,6 @@ func (e *Engine) giveLoanBackAsync(pc *producerConn, wire *pb.EncoderCacheRef) {
 		defer e.producers.put(pc)
 		e.giveLoanBack(pc, wire)
 	}()
-}
-
-// endIPCReceive ends a receive before its request was sent (nothing can
-// touch its buffer: REJECTED) and frees its buffer.
-func (e *Engine) endIPCReceive(receiveID string, dst xfer.DeviceBuffer) {
-	e.mu.Lock()
-	err := e.receives.Rejected(receiveID)
-	e.mu.Unlock()
-	e.coreRefused("Rejected "+receiveID, err)
-	e.freeIPCReceive(dst)
-}
-
-// freeIPCReceive frees the receive buffer of a receive the core released
-// (handoff.ReleaseBuffers); a failed free is a cleanup failure.
-func (e *Engine) freeIPCReceive(dst xfer.DeviceBuffer) {
-	if err := e.gpu.dev.Free(dst); err != nil {
-		e.failCleanup("free the cuda_ipc receive buffer", err)
-	}
-}
-
-// endIPCCopy lets the core decide how a receive whose own copy ended ends
-// (handoff.EndCopy) and carries it out: the buffer freed, or quarantined
-// with the mapping for the life of the process (then it returns the
-// consumer's UNAVAILABLE error, Q-1).
-func (e *Engine) endIPCCopy(ev handoff.CopyEnded, dst, mapping xfer.DeviceBuffer, proofs []<-chan struct{}) error {
-	e.mu.Lock()
-	d, err := e.receives.EndCopy(ev)
-	e.mu.Unlock()
-	e.coreRefused("EndCopy "+ev.ReceiveID, err)
-	if d.Buffers == handoff.QuarantineBuffers {
-		return e.quarantineIPCReceive(ev.ReceiveID, dst, mapping, d, ev.Reason, proofs)
-	}
-	e.freeIPCReceive(dst)
-	return nil
-}
-
-// quarantineIPCReceive carries out a quarantine the core decided (d:
-// already UNCERTAIN): it keeps a receive buffer (and an open mapping, if
-// any) until every proof has arrived, for the life of the process when
-// proofs is nil, turns health NOT_READY (Q-4, d.Health), and
-// returns the consumer's UNAVAILABLE error.
-func (e *Engine) quarantineIPCReceive(receiveID string, dst, mapping xfer.DeviceBuffer, d handoff.ReceiveDecision, cause string, proofs []<-chan struct{}) error {
-	e.enterQuarantine(&consumer.Quarantine{ID: "receive/" + receiveID, Reason: d.Health.Reason,
-		Keep: []xfer.DeviceBuffer{dst, mapping},
-		End:  func() { e.coreRefused("EndQuarantine "+receiveID, e.receives.EndQuarantine(receiveID)) },
-		Free: func() error {
-			if mapping != nil {
-				if err := e.gpu.dev.Free(mapping); err != nil {
-					return err
-				}
-			}
-			return e.gpu.dev.Free(dst)
-		}}, proofs)
-	e.log.Error("Q-1 cuda_ipc outcome uncertain; receive buffer quarantined", "receive", receiveID, "err", cause)
-	return fmt.Errorf("%w: Q-1 transfer outcome uncertain (%s); its buffers are quarantined", handoff.ErrTransferUncertain, cause)
 }
 
 // collectGPU is the S-3 step of the drain, after everything else: it

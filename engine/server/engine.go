@@ -15,6 +15,7 @@ import (
 	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/encoder"
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/kvsession"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/producer"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -35,13 +36,13 @@ type Engine struct {
 	producers   producerClients
 	log         *slog.Logger
 	now         func() time.Time
-	metrics     *metrics      // Prometheus metrics (metrics.go)
-	kv          kvSessions    // E+P+D: P's KV sessions, D's attached sessions (kvsession.go)
-	gpu         gpuState      // the cuda_ipc backend's device (cudaipc.go)
-	exec        *execDriver   // the in-engine encoder -> decoder handoff (executor.go)
-	sec         *security     // TLS and authorization (security.go; SE-1, SE-2)
-	decodes     *decodeBudget // decode memory and CPU across requests (budget.go; SE-4)
-	metricsAddr string        // where ServeMetrics serves, for ServerInfo ("" = not serving)
+	metrics     *metrics           // Prometheus metrics (metrics.go)
+	kv          kvsession.Sessions // E+P+D: P's KV sessions, D's attached sessions (engine/kvsession)
+	gpu         gpuState           // the cuda_ipc backend's device (cudaipc.go)
+	exec        *execDriver        // the in-engine encoder -> decoder handoff (executor.go)
+	sec         *security          // TLS and authorization (security.go; SE-1, SE-2)
+	decodes     *decodeBudget      // decode memory and CPU across requests (budget.go; SE-4)
+	metricsAddr string             // where ServeMetrics serves, for ServerInfo ("" = not serving)
 
 	// trustedProducers are the producer control endpoints (and, for D, P's
 	// control endpoints and transfer agents) this engine may dial;

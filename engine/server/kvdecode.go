@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -23,10 +21,6 @@ var errKVTransferFailed = errors.New("server: KV transfer failed")
 // another decode engine), released or expired. INVALID_ARGUMENT, before any
 // token (upstream's ERROR_CODE_KV_SESSION_NOT_FOUND).
 var errKVSessionNotFound = fmt.Errorf("%w: KV session not found (already decoded, released or expired)", handoff.ErrBadRequest)
-
-// kvReadGrace is how long D waits past Config.TransferTimeout for its READ:
-// the agent's own deadline (the same timeout) ends the READ first.
-const kvReadGrace = time.Second
 
 // runDecode is D's Generate (CONTRACT section 1, role D; L-1, L-2, N-2).
 // checkRole has already required kv.session and refused media and encoder
@@ -84,18 +78,18 @@ func (e *Engine) runDecode(ctx context.Context, requestID string, req *pb.Genera
 		return fmt.Errorf("%w: dial P at %s: %v", errKVTransferFailed, addr, err)
 	}
 	defer e.producers.put(pc)
-	if !e.attachKVSession(ref.ID) {
+	if !e.kv.Attach(ref.ID, e.cfg.MaxTTL) {
 		return fmt.Errorf("%w: this decode engine already attached to kv.session %s", errKVSessionNotFound, ref.ID)
 	}
 	// ---- from here the session is spent for this decode engine ----
-	b, readErr := e.readKVSession(ctx, ref)
+	b, readErr := e.kvDriver().Read(ctx, ref.ID, ref.AgentMD, ref.Region, e.cfg.TransferTimeout, "kv/"+ref.ID+"/"+mustRandomHex(4)) // engine/kvsession: D's READ (Q-1 on a READ in flight)
 	st, relErr := e.releaseOnPrefill(ctx, pc.client(), ref)
 	switch {
 	case relErr == nil && st == pb.AbortStatus_ABORT_STATUS_ALREADY_FINISHED:
 		// Not this D's session (another decode took it, it was released
 		// or expired, or it never existed: a forged session): P answers
 		// so for it from now on, so D need not remember it (A7).
-		e.forgetKVSession(ref.ID)
+		e.kv.Forget(ref.ID)
 		return fmt.Errorf("%w: P answered ALREADY_FINISHED for kv.session %s", errKVSessionNotFound, ref.ID)
 	case readErr != nil:
 		return fmt.Errorf("%w: READ of kv.session %s: %v", errKVTransferFailed, ref.ID, readErr)
@@ -196,61 +190,6 @@ func promptPositions(r lm.Request, rows []int) uint64 {
 		n += uint64(rr)
 	}
 	return n
-}
-
-// readKVSession READs the session's lm.SessionBytes bytes from P's
-// registered region into a buffer registered with D's agent, from the
-// agent this session's own metadata describes (xfer CreateReadFrom:
-// nothing is loaded into D's agent, so no agent a request names outlives
-// its READ, the attack run's A7). The wait has its own deadline, not the
-// client's: the READ ends before the buffer is released. A READ still in
-// flight at the deadline (the agent did not end it) keeps its buffer and
-// request until it ends (CONTRACT ).
-func (e *Engine) readKVSession(ctx context.Context, ref kvSessionRef) ([]byte, error) {
-	buf := make([]byte, lm.SessionBytes)
-	reg, err := e.agent.RegisterMemory([][]byte{buf})
-	if err != nil {
-		return nil, fmt.Errorf("register the KV receive buffer: %w", err)
-	}
-	xreq, err := e.agent.CreateReadFrom(reg.Descriptors, ref.AgentMD, []xfer.Descriptor{ref.Region})
-	if err != nil {
-		e.deregisterKVBuffer(reg)
-		return nil, err
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TransferTimeout+kvReadGrace)
-	defer cancel()
-	st, err := e.agent.Post(xreq)
-	if err == nil && st == xfer.StatusInProgress {
-		st, err = xfer.Wait(wctx, e.agent, xreq)
-	}
-	if rerr := e.agent.Release(xreq); rerr != nil {
-		// Still in flight: bytes may yet land in buf until the READ
-		// has ended; then it is released and the buffer freed.
-		ended := make(chan struct{})
-		go func() {
-			<-xreq.Done()
-			if err := e.agent.Release(xreq); err != nil {
-				e.log.Error("Q-1 release of an ended KV READ failed; its buffer stays quarantined", "session", ref.ID, "err", err)
-				return
-			}
-			close(ended)
-		}()
-		e.enterQuarantine(&consumer.Quarantine{ID: "kv/" + ref.ID + "/" + mustRandomHex(4), Reason: quarantineReason("Q-1", "KV READ buffer of session "+short(ref.ID), "READ still in flight after its deadline"),
-			Keep: buf, UncountedBytes: int64(len(buf)), Free: func() error { return e.agent.Deregister(reg) }}, []<-chan struct{}{ended})
-		return nil, fmt.Errorf("READ still in flight after %v: %w", e.cfg.TransferTimeout, rerr)
-	}
-	e.deregisterKVBuffer(reg)
-	if err != nil {
-		return nil, err
-	}
-	return buf, nil
-}
-
-// deregisterKVBuffer frees D's receive buffer; a failure is X-1.
-func (e *Engine) deregisterKVBuffer(reg *xfer.Registration) {
-	if err := e.agent.Deregister(reg); err != nil {
-		e.failCleanup("deregister a KV receive buffer", err)
-	}
 }
 
 // releaseOnPrefill sends Abort(kv_session) to P, without holding a lock

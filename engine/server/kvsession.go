@@ -3,13 +3,11 @@ package server
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"regexp"
-	"sync"
-	"time"
 
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/kvsession"
 	"github.com/baton-dev/baton/engine/lm"
 	"github.com/baton-dev/baton/engine/xfer"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
@@ -68,33 +66,10 @@ const (
 	maxKVAgentBytes      = 4 << 10 // xfer metadata is at most ~1.3 KiB
 	maxKVAttributes      = 16      // keys in attributes_struct
 	maxKVRegionKeyBytes  = 64      // xfer's bound on remote keys
-	kvFreeRetry          = 50 * time.Millisecond
-	kvFreeGiveUp         = 30 * time.Second // a READ being served ends within the agent's idle timeout (10 s)
 	kvRegionFixedBytes   = 8 + 8
 )
 
 var kvSessionIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
-// kvSessions is P's table of KV sessions waiting for D, and D's record of
-// the sessions it attached to (its replay guard). The zero value is ready.
-// mu is never held across I/O or an agent call (CONTRACT Q-5).
-type kvSessions struct {
-	mu       sync.Mutex
-	live     map[string]*kvSession // P: session id -> session
-	attached map[string]time.Time  // D: session id -> when this D attached to it
-	released int                   // P: sessions released (fetched and released by D, or Abort)
-	expired  int                   // P: sessions expired unfetched
-}
-
-// kvSession is one KV session P holds: the lm.Session bytes in registered
-// memory until D fetched it, it was aborted, or it expired.
-type kvSession struct {
-	id     string
-	buf    []byte // lm.SessionBytes bytes, registered
-	reg    *xfer.Registration
-	timer  *time.Timer
-	images int
-}
 
 // kvSessionRef is a parsed, checked KvSessionRef as D sees it.
 type kvSessionRef struct {
@@ -107,46 +82,43 @@ type kvSessionRef struct {
 }
 
 // holdKVSession registers a prefill's session bytes and keeps them until
-// fetched, aborted or expired (after Config.DefaultTTL); it returns the
-// KvSessionRef for PrefillReady. Errors are internal (agent failures).
+// fetched, aborted or expired (after Config.DefaultTTL: engine/kvsession's
+// Driver); it returns the KvSessionRef for PrefillReady. Errors are
+// internal (agent failures).
 func (e *Engine) holdKVSession(b []byte, images int) (*pb.KvSessionRef, error) {
-	if len(b) != lm.SessionBytes {
-		return nil, fmt.Errorf("server: KV session of %d bytes, want %d", len(b), lm.SessionBytes)
-	}
-	buf := append([]byte(nil), b...)
-	reg, err := e.agent.RegisterMemory([][]byte{buf})
+	drv := e.kvDriver()
+	s, err := drv.Register(mustRandomHex(kvSessionIDHexDigits/2), b, images)
 	if err != nil {
-		return nil, fmt.Errorf("server: register the KV session: %w", err)
+		return nil, err
 	}
 	md, err := e.agent.LocalMetadata()
 	if err != nil {
-		e.freeKVRegion(reg)
+		drv.Free(s.Reg)
 		return nil, fmt.Errorf("server: transfer-agent metadata: %w", err)
 	}
-	s := &kvSession{id: mustRandomHex(kvSessionIDHexDigits / 2), buf: buf, reg: reg, images: images}
 	ref, err := kvSessionWire(s, md, e.controlEndpoint())
 	if err != nil {
-		e.freeKVRegion(reg)
+		drv.Free(s.Reg)
 		return nil, err
 	}
-	e.kv.mu.Lock()
-	if e.kv.live == nil {
-		e.kv.live = map[string]*kvSession{}
-	}
-	e.kv.live[s.id] = s
-	s.timer = time.AfterFunc(e.cfg.DefaultTTL, func() { e.expireKVSession(s.id) })
-	e.kv.mu.Unlock()
+	drv.Hold(s, e.cfg.DefaultTTL)
 	return ref, nil
 }
 
+// kvDriver is P's KV session driver (engine/kvsession) over this engine:
+// its sessions, its agent, X-1.
+func (e *Engine) kvDriver() *kvsession.Driver {
+	return &kvsession.Driver{Sessions: &e.kv, Agent: e.agent, Env: consumerEnv{e}, Log: e.log}
+}
+
 // kvSessionWire builds the KvSessionRef describing s.
-func kvSessionWire(s *kvSession, agentMD []byte, ep *pb.KvEndpoint) (*pb.KvSessionRef, error) {
-	d := s.reg.Descriptors[0]
+func kvSessionWire(s *kvsession.Session, agentMD []byte, ep *pb.KvEndpoint) (*pb.KvSessionRef, error) {
+	d := s.Reg.Descriptors[0]
 	region := binary.BigEndian.AppendUint64(nil, d.Address)
 	region = binary.BigEndian.AppendUint64(region, d.Length)
 	region = append(region, d.RemoteKey...)
 	attrs, err := structpb.NewStruct(map[string]any{
-		AttrMultimodal: s.images > 0,
+		AttrMultimodal: s.Images > 0,
 		AttrKVFormat:   KVFormat,
 		AttrKVAgent:    base64.StdEncoding.EncodeToString(agentMD),
 		AttrKVRegion:   base64.StdEncoding.EncodeToString(region),
@@ -154,115 +126,7 @@ func kvSessionWire(s *kvSession, agentMD []byte, ep *pb.KvEndpoint) (*pb.KvSessi
 	if err != nil {
 		return nil, fmt.Errorf("server: KV session attributes: %w", err)
 	}
-	return &pb.KvSessionRef{SessionId: s.id, TransferBackend: KVBackend, Endpoints: []*pb.KvEndpoint{ep}, AttributesStruct: attrs}, nil
-}
-
-// releaseKVSession removes a live session and frees its memory. It reports
-// whether the session was live (Abort: ABORTED) or not (ALREADY_FINISHED:
-// released, fetched or expired before).
-func (e *Engine) releaseKVSession(id string) bool {
-	e.kv.mu.Lock()
-	s, ok := e.kv.live[id]
-	if ok {
-		delete(e.kv.live, id)
-		e.kv.released++
-	}
-	e.kv.mu.Unlock()
-	if !ok {
-		return false
-	}
-	s.timer.Stop()
-	e.freeKVRegion(s.reg)
-	return true
-}
-
-// expireKVSession frees a session nobody fetched within its TTL.
-func (e *Engine) expireKVSession(id string) {
-	e.kv.mu.Lock()
-	s, ok := e.kv.live[id]
-	if ok {
-		delete(e.kv.live, id)
-		e.kv.expired++
-	}
-	e.kv.mu.Unlock()
-	if ok {
-		e.log.Info("KV session expired unfetched", "session", id)
-		e.freeKVRegion(s.reg)
-	}
-}
-
-// freeKVRegion deregisters a session's memory. The agent refuses while a
-// READ is being served from it; that ends within the agent's idle timeout,
-// so the deregistration is retried until kvFreeGiveUp, after which it is a
-// cleanup failure (X-1).
-func (e *Engine) freeKVRegion(reg *xfer.Registration) {
-	deadline := time.Now().Add(kvFreeGiveUp)
-	var try func()
-	try = func() {
-		err := e.agent.Deregister(reg)
-		switch {
-		case err == nil:
-		case errors.Is(err, xfer.ErrNotAllowed) && time.Now().Before(deadline):
-			time.AfterFunc(kvFreeRetry, try)
-		default:
-			e.failCleanup("deregister a KV session", err)
-		}
-	}
-	try()
-}
-
-// drainKVSessions releases every KV session P still holds (S-2, S-4); a
-// session being READ keeps its memory until the agent closes.
-func (e *Engine) drainKVSessions() {
-	e.kv.mu.Lock()
-	ids := make([]string, 0, len(e.kv.live))
-	for id := range e.kv.live {
-		ids = append(ids, id)
-	}
-	e.kv.mu.Unlock()
-	for _, id := range ids {
-		e.releaseKVSession(id)
-	}
-}
-
-// liveKVSessions is the number of KV sessions P holds (GetLoad kv.sessions.live).
-func (e *Engine) liveKVSessions() int {
-	e.kv.mu.Lock()
-	defer e.kv.mu.Unlock()
-	return len(e.kv.live)
-}
-
-// attachKVSession records that this D attaches to session id; false if it
-// did before (a replayed session). Records older than Config.MaxTTL (the
-// longest a session can live on P) are forgotten, and so is the record of
-// a session P answered ALREADY_FINISHED for (forgetKVSession).
-func (e *Engine) attachKVSession(id string) bool {
-	now := time.Now()
-	e.kv.mu.Lock()
-	defer e.kv.mu.Unlock()
-	if e.kv.attached == nil {
-		e.kv.attached = map[string]time.Time{}
-	}
-	if _, seen := e.kv.attached[id]; seen {
-		return false
-	}
-	for k, at := range e.kv.attached {
-		if now.Sub(at) > e.cfg.MaxTTL {
-			delete(e.kv.attached, k)
-		}
-	}
-	e.kv.attached[id] = now
-	return true
-}
-
-// forgetKVSession drops the attach record of a session P said is not this
-// D's (ALREADY_FINISHED): P answers the same for it from now on, so the
-// record guards nothing, and a client's forged sessions leave none behind
-// (the attack run's A7).
-func (e *Engine) forgetKVSession(id string) {
-	e.kv.mu.Lock()
-	delete(e.kv.attached, id)
-	e.kv.mu.Unlock()
+	return &pb.KvSessionRef{SessionId: s.ID, TransferBackend: KVBackend, Endpoints: []*pb.KvEndpoint{ep}, AttributesStruct: attrs}, nil
 }
 
 // parseKVSessionRef checks a KvSessionRef sent to D, before anything runs:

@@ -38,7 +38,7 @@ func (e *Engine) runPrefill(ctx context.Context, requestID string, r lm.Request,
 		Usage:     &pb.Usage{PromptTokens: n, CompletionTokens: 0, TotalTokens: n},
 	})
 	if err != nil {
-		e.releaseKVSession(kv.GetSessionId())
+		e.kvDriver().Release(kv.GetSessionId())
 		return err
 	}
 	e.log.InfoContext(ctx, "prefill ready", "session", kv.GetSessionId(), "prompt_tokens", n, "images", session.ImageCount(), "decode_preparation_bytes", len(prep))
@@ -57,7 +57,7 @@ func (e *Engine) abortKVSession(ref *pb.KvSessionRef) (pb.AbortStatus, error) {
 	if !kvSessionIDPattern.MatchString(id) {
 		return 0, fmt.Errorf("%w: Abort: kv_session.session_id %.80q is not %d lowercase hex digits", handoff.ErrBadRequest, id, kvSessionIDHexDigits)
 	}
-	if e.releaseKVSession(id) {
+	if e.kvDriver().Release(id) {
 		e.log.Info("KV session released", "session", id)
 		return pb.AbortStatus_ABORT_STATUS_ABORTED, nil
 	}

@@ -33,9 +33,12 @@ func tensorName(i int) string { return "item." + strconv.Itoa(i) }
 
 // publish encodes images and publishes them as one entry: reserve bytes (L-5),
 // encode, write the file, commit, then send EncoderReady. The core decides
-// its end (handoff.DecidePublishStep, DecideReadySent): a publish cancelled
+// its end (handoff.DecidePublishStep, DecideReadySent) and engine/producer
+// carries it out (Driver.BeginPublish, Publish): a publish cancelled
 // before publication is abandoned (C-1, C-2, C-3); an entry whose
-// EncoderReady failed to send or was cancelled is released (C-7).
+// EncoderReady failed to send or was cancelled is released (C-7). The
+// encoder step, the store's write (writeFailed), the reference and the
+// EncoderReady stay here.
 func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks requestHooks, images []decodedImage, send func(*pb.GenerateResponse) error) error {
 	if err := e.admitHandoff(); err != nil {
 		return err
@@ -54,20 +57,11 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 		}
 		id = handoff.EntryID(id, strings.Join(hashes, ","), m) // the SU-6 mutant's id
 	}
-	e.mu.Lock()
-	err = e.table.Reserve(id, payload)
-	e.mu.Unlock()
+	pub, err := e.producerDriver().BeginPublish(id, payload) // L-5
 	if err != nil {
 		return err
 	}
-	committed, keep := false, false
-	defer func() {
-		if !committed && !keep {
-			e.mu.Lock()
-			e.table.AbandonPublish(id) // C-1, C-6: give back everything reserved
-			e.mu.Unlock()
-		}
-	}()
+	defer pub.End() // C-1, C-6: give back everything reserved, unless committed or ended by the core
 	imgs := make([]image.Image, len(images))
 	for i, im := range images {
 		imgs[i] = im.img
@@ -84,10 +78,7 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	xr, embeddings, err := e.exec.encode(encodeCtx, req.GetRequestId(), hooks, imgs)
 	if err != nil {
 		if errors.Is(err, errEncoderFailed) {
-			e.mu.Lock()
-			e.table.EncoderFailed(id, m) // C-6: the core abandons the publish (or keeps it, the C-6 mutant)
-			e.mu.Unlock()
-			keep = true // ended by the core
+			pub.EncoderFailed() // C-6: the core abandons the publish (or keeps it, the C-6 mutant)
 		}
 		return err // C-1 (cancelled during the held step), C-3 (cancelled while published, unconsumed) or C-6 (failed step)
 	}
@@ -96,7 +87,7 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	// the core decided (StopsOnCancel); one seen now came with the output
 	// ready, or during a step whose wait the core said not to stop (then
 	// it decides the same for both kinds).
-	if err := ctx.Err(); err != nil && handoff.DecidePublishStep(handoff.CancelledWithOutput, m) == handoff.PublishAbandon {
+	if err := ctx.Err(); !pub.StepEnded(err != nil) {
 		return err // C-1: cancelled before publication, nothing published
 	}
 	items := make([]handoff.ItemMeta, len(images))
@@ -136,13 +127,9 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	}
 	e.storageHasRoom()
 	xr.release() // idempotent: a no-op when the tensors were copies
-	e.mu.Lock()
-	err = e.table.CommitPublish(id, nowMs+ttl)
-	e.mu.Unlock()
-	if err != nil {
+	if err := pub.Commit(nowMs + ttl); err != nil {
 		return err
 	}
-	committed = true
 	if hooks.cleanupFail {
 		e.mu.Lock()
 		e.failRemoval[id] = true
@@ -163,26 +150,10 @@ func (e *Engine) publish(ctx context.Context, req *pb.GenerateRequest, hooks req
 	}
 	e.log.InfoContext(ctx, "published", "entry", id, "items", len(items), "payload_bytes", payload, "ttl_ms", ttl)
 	err = send(&pb.GenerateResponse{RequestId: req.GetRequestId(), Event: &pb.GenerateResponse_EncoderReady{EncoderReady: ready}, Usage: &pb.Usage{}})
-	// A send into a buffer may report success although the client
-	// cancelled during it: a client that cancels its own stream has no
-	// claim on the reference (C-7), so the cancellation counts apart from
-	// a send that failed for another cause.
-	cancelErr := ctx.Err()
-	act := handoff.DecideReadySent(handoff.ReadySent{Cancelled: cancelErr != nil, SendFailed: err != nil && cancelErr == nil}, m)
-	if err == nil {
-		err = cancelErr
-	}
-	switch act {
-	case handoff.PublishKeep:
-		// The C-3 mutant: the entry is kept for a client that never got it.
-		e.log.Warn("EncoderReady send failed or cancelled; entry kept", "entry", id, "err", err)
-	case handoff.PublishRelease:
-		// C-7: nobody can consume what the client never got.
-		if _, rerr := e.release(context.WithoutCancel(ctx), id); rerr != nil {
-			e.log.Error("C-7 release after failed send", "entry", id, "err", rerr)
-		}
-	}
-	return err // nil once answered on a live stream; the C-2 mutant answered a cancelled one
+	// The core decides what a send that failed, or a stream cancelled
+	// before or during it, does to the entry (C-3, C-7: engine/producer,
+	// Publish.ReadySent).
+	return pub.ReadySent(ctx, err, ctx.Err()) // nil once answered on a live stream; the C-2 mutant answered a cancelled one
 }
 
 // writeFailed answers a failed entry write. Out of space (ENOSPC) is
@@ -216,63 +187,6 @@ func (e *Engine) storageHasRoom() {
 	if full {
 		e.healthChanged()
 	}
-}
-
-// release removes a live entry's storage: the producer's removal and a
-// consumer's claim race by atomic rename, and exactly one wins (SU-1, SU-3).
-// A release of an entry whose removal (an earlier release, its expiry, the
-// drain) is still in flight waits, without holding mu, until that
-// removal ended and then answers (handoff.ReleaseWait): until then a
-// consumer may still claim the entry, or the removal may fail, so
-// ALREADY_FINISHED would not be true yet (found by the simulator, seeds
-// 576264 and 954255). ctx bounds the wait; its error is the answer then.
-func (e *Engine) release(ctx context.Context, id string) (handoff.ReleaseOutcome, error) {
-	e.mu.Lock()
-	decision := e.table.Release(id)
-	for decision == handoff.ReleaseWait {
-		ended, hook := e.removalEndedLocked(), e.releaseWaiting
-		e.mu.Unlock()
-		if hook != nil {
-			hook(id)
-		}
-		select {
-		case <-ended:
-		case <-ctx.Done():
-			return 0, fmt.Errorf("server: release of entry %s waited for its removal in flight: %w", id, ctx.Err())
-		}
-		e.mu.Lock()
-		decision = e.table.Release(id)
-	}
-	if decision == handoff.ReleaseCleanupFailed {
-		e.mu.Unlock()
-		return 0, fmt.Errorf("%w: X-1 the removal of entry %s failed earlier; its storage may still be there", handoff.ErrCleanupFailed, id)
-	}
-	if decision != handoff.ReleaseRemove {
-		e.mu.Unlock()
-		return decision, nil
-	}
-	e.cleanups++
-	e.mu.Unlock()
-	out, err := e.finishRemoval(id)
-	if e.cfg.Hooks.ReleaseAnswersFromTable && err == nil {
-		// The SU-3 race mutant: the table listed the entry as published,
-		// so the answer is ABORTED whoever won the removal.
-		return handoff.ReleaseAborted, nil
-	}
-	return out, err
-}
-
-// finishRemoval removes the storage of an entry the table moved to Removing
-// and reports the result to the table. Call with e.cleanups already counted.
-func (e *Engine) finishRemoval(id string) (handoff.ReleaseOutcome, error) {
-	return e.finishRemovalOf(id, false)
-}
-
-// finishRemovalOf is finishRemoval; expiry says the collector expires the
-// entry. engine/producer carries the removal out (Driver.FinishRemoval:
-// store.Remove, then RemovalDone or RemovalFailed and X-1).
-func (e *Engine) finishRemovalOf(id string, expiry bool) (handoff.ReleaseOutcome, error) {
-	return e.producerDriver().FinishRemoval(id, expiry)
 }
 
 // removalEndedLocked returns a channel closed when the next removal of an

@@ -3,17 +3,20 @@ package server
 import (
 	"fmt"
 
+	"github.com/baton-dev/baton/engine/cache/cudaipc"
 	"github.com/baton-dev/baton/engine/cache/memory"
 	"github.com/baton-dev/baton/engine/producer"
 )
 
 // producerDriver is the producer's driver (engine/producer) over this
 // engine: its table, its lock, its agent, its store (and the tcp
-// backend's memory store), the X-2 race mutant's switch.
+// backend's memory store, the cuda_ipc backend's loans), the X-2 and
+// SU-3 race mutants' switches.
 func (e *Engine) producerDriver() *producer.Driver {
 	sources, _ := e.store.(*memory.Store)
-	return &producer.Driver{Table: e.table, Env: producerEnv{consumerEnv{e}}, Agent: e.agent, Store: sources, Entries: e.store,
-		Log: e.log, CollectorTrustsTable: e.cfg.Hooks.CollectorTrustsTable}
+	loans, _ := e.store.(*cudaipc.Store)
+	return &producer.Driver{Table: e.table, Env: producerEnv{consumerEnv{e}}, Agent: e.agent, Store: sources, Loans: loans, Entries: e.store,
+		Log: e.log, CollectorTrustsTable: e.cfg.Hooks.CollectorTrustsTable, ReleaseAnswersFromTable: e.cfg.Hooks.ReleaseAnswersFromTable}
 }
 
 // producerEnv is the engine as engine/producer's driver sees it
@@ -40,3 +43,9 @@ func (p producerEnv) RemovalEndedLocked(id string, err error) error {
 
 // RemovalsStartedLocked counts n removals in flight. Call with e.mu held.
 func (p producerEnv) RemovalsStartedLocked(n int) { p.e.cleanups += n }
+
+// RemovalEndLocked: the channel the next removal's end closes, and the
+// test hook a waiting release calls (releaseWaiting). Call with e.mu held.
+func (p producerEnv) RemovalEndLocked() (<-chan struct{}, func(id string)) {
+	return p.e.removalEndedLocked(), p.e.releaseWaiting
+}

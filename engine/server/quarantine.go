@@ -1,8 +1,6 @@
 package server
 
 import (
-	"fmt"
-
 	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
 )
@@ -62,9 +60,4 @@ func (e *Engine) healthChanged() {
 	if watch != nil {
 		watch(st)
 	}
-}
-
-// quarantineReason formats a Health reason for a quarantine.
-func quarantineReason(rule, what string, cause any) string {
-	return fmt.Sprintf("%s %s quarantined: %v", rule, what, cause)
 }

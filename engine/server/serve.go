@@ -182,7 +182,7 @@ func (e *Engine) Drain(timeout time.Duration) error {
 		if e.drainErr == nil {
 			e.drainErr = execErr
 		}
-		e.drainKVSessions() // E+P+D: P's KV sessions nobody fetched
+		e.kvDriver().Drain() // E+P+D: P's KV sessions nobody fetched
 		e.producers.close()
 		if e.agent != nil {
 			if err := e.agent.Close(); err != nil && e.drainErr == nil {

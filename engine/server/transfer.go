@@ -232,15 +232,26 @@ func (e *Engine) failTransfer(id string, entry *memory.Entry, pending *xfer.Requ
 		HasSource:  entry != nil,
 		WriteEnded: pending == nil,
 		Provable:   !errors.Is(cause, errHookTransferFail),
-		Reason:     quarantineReason("Q-3", "source of entry "+short(id), cause),
+		Reason:     consumer.QuarantineReason("Q-3", "source of entry "+short(id), cause),
 	}, entry, pending, cause)
+	return e.afterClaim(id, d, "", cause)
+}
+
+// afterClaim is the producer's answer to a transfer (tcp WRITE, cuda_ipc
+// lend) that failed after the entry left the table, once engine/producer
+// carried out d (handoff.FailTransfer): UNAVAILABLE (errAfterClaim, Q-3;
+// note follows the message's "left the table"), never INVALID_ARGUMENT
+// (the WRITE may have landed, the loan may be mapped), except under the
+// Q-3 answer mutant (d.Code INVALID_ARGUMENT, without the trailer). The
+// Hooks.ProducerTransferFailure mutant rewrites it.
+func (e *Engine) afterClaim(id string, d handoff.TransferFailedDecision, note string, cause error) error {
 	var err error
 	if d.Code == handoff.CodeInvalidArgument {
 		// Decisions.InvalidArgumentAfterRemoval (the Q-3 answer mutant):
 		// INVALID_ARGUMENT without the trailer.
 		err = status.Error(codes.InvalidArgument, "entry not available")
 	} else {
-		err = e.status(fmt.Errorf("%w: Q-3 transfer of entry %s failed after it left the table: %v", errAfterClaim, short(id), cause))
+		err = e.status(fmt.Errorf("%w: Q-3 transfer of entry %s failed after it left the table%s: %v", errAfterClaim, short(id), note, cause))
 	}
 	if e.cfg.Hooks.ProducerTransferFailure != nil {
 		return e.cfg.Hooks.ProducerTransferFailure(err)
@@ -338,17 +349,6 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 func (c transferCall) event(receiveID string, complete bool, reason string) handoff.TransferEnded {
 	return handoff.TransferEnded{ReceiveID: receiveID, StatusOK: c.err == nil, Complete: c.err == nil && complete,
 		BeforeWrite: c.beforeWrite, InvalidArgument: c.invalidArgument, Unsent: c.unsent, Reason: reason}
-}
-
-// endTransfer lets the core decide how a receive whose call ended ends
-// (handoff.EndTransfer) and applies the transition; the
-// caller carries the decision out. A refused transition is a bug, logged.
-func (e *Engine) endTransfer(ev handoff.TransferEnded) handoff.ReceiveDecision {
-	e.mu.Lock()
-	d, err := e.receives.EndTransfer(ev, e.decisions())
-	e.mu.Unlock()
-	e.coreRefused("EndTransfer "+ev.ReceiveID, err)
-	return d
 }
 
 // transferCall is the outcome of callTransfer.
@@ -459,7 +459,7 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 	}
 	var reason string
 	if !complete {
-		reason = quarantineReason("Q-1", "receive "+receiveID, fmt.Sprintf("transfer outcome uncertain: %v", err))
+		reason = consumer.QuarantineReason("Q-1", "receive "+receiveID, fmt.Sprintf("transfer outcome uncertain: %v", err))
 	}
 	d := drv.EndTCP(r, call.event(receiveID, complete, reason), err, call.carriers) // handoff decides and engine/consumer carries it out
 	if d.Buffers == handoff.QuarantineBuffers {
@@ -507,6 +507,12 @@ func definiteRejection(err error, trailer metadata.MD) bool {
 // this engine: its receives, its lock, its agent.
 func (e *Engine) tcpDriver() *consumer.Driver {
 	return &consumer.Driver{Receives: e.receives, Env: consumerEnv{e}, Agent: e.agent, Log: e.log}
+}
+
+// ipcDriver is the consumer's cuda_ipc receive driver (engine/consumer)
+// over this engine: its receives, its lock, its device (ipcDevice).
+func (e *Engine) ipcDriver(dev xfer.IPCDevice) *consumer.Driver {
+	return &consumer.Driver{Receives: e.receives, Env: consumerEnv{e}, Device: dev, Log: e.log}
 }
 
 // consumerEnv is the engine as engine/consumer's driver sees it
