@@ -40,6 +40,9 @@ type fakeEnv struct {
 	// sum of RemovalsStartedLocked's n.
 	removalsEnded []string
 	started       int
+	// ended is RemovalEndLocked's channel, closed by nobody: a release
+	// that waits on it waits for good (the tests never make one wait).
+	ended chan struct{}
 }
 
 type enteredQuarantine struct {
@@ -99,6 +102,16 @@ func (e *fakeEnv) RemovalsStartedLocked(n int) {
 		e.t.Errorf("RemovalsStartedLocked(%d) called without the lock", n)
 	}
 	e.started += n
+}
+
+func (e *fakeEnv) RemovalEndLocked() (<-chan struct{}, func(string)) {
+	if !e.held {
+		e.t.Errorf("RemovalEndLocked called without the lock")
+	}
+	if e.ended == nil {
+		e.ended = make(chan struct{})
+	}
+	return e.ended, nil
 }
 
 // fakeEntries is a cache.Store over a map, whose calls can fail on demand.

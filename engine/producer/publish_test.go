@@ -4,43 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/baton-dev/baton/engine/cache/memory"
 	"github.com/baton-dev/baton/engine/cache/shareddir"
-	"github.com/baton-dev/baton/engine/consumer"
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/xfer"
 )
-
-// fakeEnv is a producer.Env that counts what the driver asks of the engine.
-type fakeEnv struct {
-	sync.Mutex
-	refused, cleanups []string
-	pending           int
-	ended             chan struct{}
-}
-
-func (f *fakeEnv) FailCleanup(what string, err error) { f.cleanups = append(f.cleanups, what) }
-func (f *fakeEnv) CoreRefused(op string, err error) {
-	if err != nil {
-		f.refused = append(f.refused, op)
-	}
-}
-func (f *fakeEnv) EnterQuarantine(*consumer.Quarantine, []<-chan struct{}) {}
-func (f *fakeEnv) Decisions() handoff.Mutants                              { return handoff.Mutants{} }
-func (f *fakeEnv) RemovalEndedLocked(id string, err error) error {
-	f.pending--
-	return err
-}
-func (f *fakeEnv) RemovalsStartedLocked(n int) { f.pending += n }
-func (f *fakeEnv) RemovalEndLocked() (<-chan struct{}, func(string)) {
-	if f.ended == nil {
-		f.ended = make(chan struct{})
-	}
-	return f.ended, nil
-}
 
 // TestPublishEnds: a publish that ends uncommitted gives its reservation
 // back (C-1, L-5); a committed one whose EncoderReady failed to send is
@@ -55,7 +25,7 @@ func TestPublishEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &fakeEnv{}
+	env := newEnv(t)
 	d := &Driver{Table: New(handoff.ProducerConfig{QuotaBytes: 64, DefaultTTLMs: 60_000}), Env: env, Agent: agent, Store: store, Entries: store, Log: slog.New(slog.DiscardHandler)}
 	const a, b = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
 
@@ -89,13 +59,13 @@ func TestPublishEnds(t *testing.T) {
 	if err := pub.ReadySent(context.Background(), sendErr, nil); !errors.Is(err, sendErr) {
 		t.Fatalf("ReadySent = %v; want the send's error", err)
 	}
-	if ok, _ := store.Exists(b); ok || d.Table.Counters().Released != 1 || env.pending != 0 {
-		t.Fatalf("after a failed EncoderReady: stored %v, released %d, removals pending %d; want gone, 1, 0 (C-7)", ok, d.Table.Counters().Released, env.pending)
+	if ok, _ := store.Exists(b); ok || d.Table.Counters().Released != 1 || env.started == 0 || len(env.removalsEnded) != env.started {
+		t.Fatalf("after a failed EncoderReady: stored %v, released %d, removals started %d, ended %d; want gone, 1, as many ended as started (C-7)", ok, d.Table.Counters().Released, env.started, len(env.removalsEnded))
 	}
 	if out, err := d.Release(context.Background(), b); err != nil || out != handoff.ReleaseAlreadyFinished {
 		t.Errorf("Release of a released entry = %v, %v; want ALREADY_FINISHED (SU-3)", out, err)
 	}
-	if len(env.refused) != 0 || len(env.cleanups) != 0 {
-		t.Errorf("refused %v, cleanups %v; want none", env.refused, env.cleanups)
+	if len(env.refused) != 0 || len(env.cleanupFailures) != 0 {
+		t.Errorf("refused %v, cleanups %v; want none", env.refused, env.cleanupFailures)
 	}
 }
