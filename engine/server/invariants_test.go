@@ -12,7 +12,7 @@ import (
 // coreReads are the exported methods of the lifecycle core's tables that
 // change nothing, so the checked tables leave them unwrapped (promoted).
 var coreReads = map[string][]string{
-	"ProducerTable":    {"Version", "TTL", "Published", "State", "Entries", "HeldBytes", "PendingRemovals", "Counters", "Transfers", "DrainDone", "CheckInvariants"},
+	"ProducerTable":    {"Version", "TTL", "Published", "AppendPublished", "State", "Entries", "HeldBytes", "PendingRemovals", "Counters", "Transfers", "DrainDone", "CheckInvariants"},
 	"ConsumerReceives": {"Version", "Inflight", "InflightBytes", "Quarantined", "Quarantine", "InflightIDs", "CheckInvariants"},
 }
 
