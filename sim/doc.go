@@ -138,4 +138,9 @@
 // -rewrite regenerates them), and Driver answers one client call at a time
 // for conformance/target/simtarget, the simulator behind the Target
 // interface that conformance/props runs its property against.
+//
+// Layout: this package is the simulator's public API; the world itself
+// (its state and event loop, the nodes' behaviour and the checkers) is
+// package sim/world, and every exported name here is an alias of or a thin
+// wrapper over world's (api.go). The file names above are sim/world's.
 package sim

@@ -1,0 +1,57 @@
+package world
+
+import (
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// checkNoRevival: C-2. A publish cancelled while its encoder step was
+// pending ends with nothing published: a late completion must not revive
+// it (the driver abandons the reservation, C-1).
+func checkNoRevival(w *World) error {
+	for _, rec := range w.ledger.cancelled {
+		if rec.cancelledBeforeReady && rec.published && !rec.readyUndelivered {
+			return fmt.Errorf("entry %s of client %d was published after its publish was cancelled (a late encoder completion revived it)", short(rec.id), rec.h)
+		}
+	}
+	return nil
+}
+
+// checkUndeliveredReleased: C-3 and C-7. A published entry whose
+// EncoderReady never reached its client has no holder; the producer
+// releases it in the same step, so it is never Published after that step.
+// The rule is C-3 when the client cancelled its stream (cancelled after the
+// output was published, before anyone consumed it) and C-7 when the send
+// failed on a live stream.
+//
+// Incremental: the answer depends on the cancelled list (which only grows;
+// an entry's readyUndelivered is set in the step that appends it) and on
+// the producer table's states, which change only with its Version; when
+// neither moved since it last held, it still holds.
+func checkUndeliveredReleased(w *World) (string, error) {
+	seen := undeliveredSeen{w.prod.table, w.prod.table.Version(), len(w.ledger.cancelled), true}
+	if seen == w.judged.undelivered {
+		return "", nil
+	}
+	for _, rec := range w.ledger.cancelled {
+		if rec.readyUndelivered && w.prod.table.State(rec.id) == handoff.EntryPublished {
+			if !rec.cancelledBeforeReady {
+				return "C-7", fmt.Errorf("entry %s of client %d is still published though its EncoderReady send failed (release it)", short(rec.id), rec.h)
+			}
+			return "C-3", fmt.Errorf("entry %s of client %d is still published though its EncoderReady never reached the client (release it: C-3, C-7)", short(rec.id), rec.h)
+		}
+	}
+	w.judged.undelivered = seen
+	return "", nil
+}
+
+// undeliveredSeen is the producer table (a restarted producer's is a new
+// one), its Version and the length of the cancelled list when
+// checkUndeliveredReleased last held.
+type undeliveredSeen struct {
+	table     *handoff.ProducerTable
+	version   uint64
+	cancelled int
+	held      bool
+}

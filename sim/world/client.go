@@ -1,0 +1,410 @@
+package world
+
+import "slices"
+
+// cancelPoint is where a client's plan cancels it (CONTRACT C-1, C-3, C-4).
+type cancelPoint int
+
+const (
+	cancelNone cancelPoint = iota
+	// cancelEncoding: the publish stream is cancelled while the encoder runs (C-1, C-7).
+	cancelEncoding
+	// cancelAfterReady: the client got its reference and cancels: it releases it (C-3).
+	cancelAfterReady
+)
+
+// plan is what a client will do, drawn from the workload stream when it is made.
+type plan struct {
+	startTick    int64
+	consumer     int
+	payloadBytes int64
+	ttlMs        int64
+	cancel       cancelPoint
+	cancelMs     int64
+	consume      bool
+	replay       bool
+	releases     int // Abort calls after consuming (0, 1 or 2: release twice)
+	race         raceKind
+	// probe is a call the harness makes with the live reference before
+	// consuming it, one the contract says is rejected and changes nothing.
+	probe probeKind
+	// content names the media published (one of contentKinds): two
+	// clients with the same content publish the same media (SU-6).
+	content int
+	// media is what the publish carries and the consumes ask (media.go; its own stream).
+	media mediaPlan
+}
+
+// probeKind is an altered call a client makes with its live reference
+// (CONTRACT SU-5, L-1, N-1, L-4), as the conformance harness does.
+type probeKind uint8
+
+const (
+	probeNone probeKind = iota
+	// probeForged consumes with a reference whose tag the producer never made (SU-5).
+	probeForged
+	// probeOversize consumes with the reference padded past 64 KiB (L-1).
+	probeOversize
+	// probeRelabelled consumes with the reference relabelled to an unlisted backend (N-1).
+	probeRelabelled
+	// probeWrongRole sends the consume to E, a producer (L-4).
+	probeWrongRole
+)
+
+// probeRules is the rule each probe checks and the answer the contract
+// gives it (0: any answer but OK).
+var probeRules = [...]struct {
+	rule string
+	want int64
+}{probeForged: {"SU-5", 0}, probeOversize: {"L-1", resTooLarge}, probeRelabelled: {"N-1", resBackend}, probeWrongRole: {"L-4", resWrongRole}}
+
+// probeForms is the reference form each probe presents.
+var probeForms = [...]refForm{probeForged: formForged, probeOversize: formOversize, probeRelabelled: formRelabelled, probeWrongRole: formIssued}
+
+var probeNames = [...]string{probeForged: "forged reference", probeOversize: "oversize reference", probeRelabelled: "relabelled reference", probeWrongRole: "consume sent to E"}
+
+// contentKinds is the number of distinct media clients publish.
+const contentKinds = 6
+
+// raceKind is a fire-and-forget call a client sends alongside its consume,
+// so claims and releases race (SU-1 holds "whatever the interleaving of
+// consumers, retries and releases").
+type raceKind int
+
+const (
+	raceNone raceKind = iota
+	// raceConsume sends the same reference to a second consumer at once.
+	raceConsume
+	// raceRelease sends Abort(encoder_cache) at once.
+	raceRelease
+)
+
+// clientStage is what a client waits for.
+type clientStage int
+
+const (
+	stageIdle clientStage = iota
+	stagePublishing
+	stageConsuming
+	stageReplaying
+	stageReleasing
+	stageProbing
+	stageDone
+)
+
+// client is one handoff's client: publish on E, consume on a PD, maybe replay
+// the spent reference, release once or twice, cancel at its plan's point.
+type client struct {
+	idx   int
+	plan  plan
+	stage clientStage
+	// rpc numbers the client's calls; an answer for another number is stale.
+	rpc int64
+	// cancelledRPC is the publish call whose stream the client cancelled.
+	cancelledRPC int64
+	entry        string
+	releasesLeft int
+	replayed     bool
+	// callPD is the consumer of the current consume call; probeRPC the
+	// number of the probe call.
+	callPD   int
+	probeRPC int64
+	done     bool
+	outcome  string
+	// manual clients (Driver) make one call and stop at its answer:
+	// answered, lastRes and lastEntry hold it; nothing follows by itself.
+	manual, answered bool
+	lastRes          int64
+	lastEntry        string
+}
+
+// drawPlan draws a seeded client's plan from the workload stream.
+func drawPlan(w *World) plan {
+	r := w.workRNG
+	p := plan{
+		startTick:    between(r, 0, w.set.SafetyTicks/2),
+		consumer:     r.IntN(w.set.Consumers),
+		payloadBytes: between(r, 1, w.set.PayloadBytesMax),
+		consume:      chance(r, 0.85),
+		replay:       chance(r, 0.25),
+	}
+	if chance(r, 0.5) {
+		p.ttlMs = between(r, 1, w.set.MaxTTLMs*2)
+	}
+	switch x := r.Float64(); {
+	case x < 0.08:
+		p.cancel, p.cancelMs = cancelEncoding, between(r, 0, w.set.EncodeMsMax+w.set.NetDelayMaxMs)
+	case x < 0.16:
+		p.cancel = cancelAfterReady
+	}
+	switch x := r.Float64(); {
+	case x < 0.12:
+		p.race = raceConsume
+	case x < 0.24:
+		p.race = raceRelease
+	}
+	switch x := r.Float64(); {
+	case x < 0.15:
+		p.releases = 2
+	case x < 0.45:
+		p.releases = 1
+	}
+	p.content = r.IntN(contentKinds)
+	switch x := r.Float64(); {
+	case x < 0.02:
+		p.probe = probeForged
+	case x < 0.04:
+		p.probe = probeOversize
+	case x < 0.06:
+		p.probe = probeRelabelled
+	case x < 0.08:
+		p.probe = probeWrongRole
+	}
+	p.media = w.drawMedia()
+	return p
+}
+
+// streamCancelled reports whether the client cancelled its publish call rpc.
+func (c *client) streamCancelled(rpc int64) bool { return c.cancelledRPC == rpc && rpc != 0 }
+
+// call starts a client RPC: a new number, the request on the network, and the client's deadline.
+func (w *World) call(c *client, stage clientStage, class msgClass, ev event) {
+	c.rpc++
+	c.stage = stage
+	call := clientCall{client: int32(c.idx), rpc: c.rpc}
+	ev.setCaller(call)
+	w.histCall(c.idx, c.rpc, stageOps[stage], requestEntryOf(ev))
+	w.send(class, ev)
+	w.after(w.set.ClientTimeoutMs, call.event(evClientDeadline))
+}
+
+// stageOps is the history operation each calling stage makes.
+var stageOps = [...]OpKind{stagePublishing: OpPublish, stageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageProbing: OpConsume, stageDone: 0}
+
+func (w *World) finish(c *client, outcome string) {
+	c.stage, c.done, c.outcome = stageDone, true, outcome
+	if w.tracing {
+		w.notef("client %d done: %s", c.idx, outcome)
+	}
+}
+
+// clientStart publishes.
+func (w *World) clientStart(ev event) {
+	start := clientCallOf(ev)
+	c := w.clients[start.client]
+	w.call(c, stagePublishing, msgRequest, event{kind: evPublishArrive})
+	if c.plan.cancel == cancelEncoding {
+		w.after(c.plan.cancelMs, clientCall{client: start.client, rpc: c.rpc}.event(evClientCancel))
+	}
+}
+
+// current reports whether an answer to call rpc answers the client's outstanding call.
+func (w *World) current(c *client, rpc int64) bool {
+	if c.done || rpc != c.rpc || c.stage == stageIdle {
+		if w.tracing {
+			w.notef("stale answer for client %d ignored", c.idx)
+		}
+		return false
+	}
+	return true
+}
+
+// clientDeadline: the call's answer did not come in time (lost, or a node down).
+func (w *World) clientDeadline(ev event) {
+	call := clientCallOf(ev)
+	c := w.clients[call.client]
+	if c.done || call.rpc != c.rpc || c.stage == stageIdle {
+		return
+	}
+	if w.tracing {
+		w.notef("client %d call %d deadline", c.idx, call.rpc)
+	}
+	w.answer(c, resUnavailable, "")
+}
+
+// clientCancel cancels the client's current call: the publish stream (C-1,
+// C-7) or, injected, a consume in flight (C-4: the consumer keeps its
+// buffers until the outcome is known; the client then releases).
+func (w *World) clientCancel(ev event) {
+	call := clientCallOf(ev)
+	c := w.clients[call.client]
+	if c.done || call.rpc != c.rpc {
+		return
+	}
+	switch c.stage {
+	case stagePublishing:
+		c.cancelledRPC = c.rpc
+		c.rpc++ // answers to the cancelled call are stale now
+		w.finish(c, "cancelled while publishing")
+	case stageConsuming, stageReplaying:
+		w.consumerCancelled(w.cons[c.callPD], int32(c.idx), c.rpc)
+		c.rpc++
+		if w.tracing {
+			w.notef("client %d cancelled its consume", c.idx)
+		}
+		c.releasesLeft = max(c.releasesLeft, 1)
+		w.next(c)
+	}
+}
+
+func (w *World) readyArrive(ev event) {
+	r := readyReplyOf(ev)
+	w.histReturn(r.client, r.rpc, OpPublish, resOK, r.entry)
+	c := w.clients[r.client]
+	if !w.current(c, r.rpc) {
+		return
+	}
+	w.answer(c, resOK, r.entry)
+}
+
+func (w *World) publishFailArrive(ev event) {
+	r := callReplyOf(ev)
+	w.histReturn(r.client, r.rpc, OpPublish, r.result, "")
+	c := w.clients[r.client]
+	if !w.current(c, r.rpc) {
+		return
+	}
+	w.answer(c, r.result, "")
+}
+
+// consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
+func (w *World) consumeReplyArrive(ev event) {
+	r := consumeReplyOf(ev)
+	w.histReturn(r.client, r.rpc, OpConsume, r.result, r.entry)
+	c := w.clients[r.client]
+	if c.plan.probe != probeNone && r.rpc == c.probeRPC && r.rpc != 0 {
+		w.probeAnswers = append(w.probeAnswers, probeAnswer{h: r.client, rpc: r.rpc, probe: c.plan.probe, entry: r.entry, res: r.result})
+	}
+	if r.result == resOK {
+		// Counted even if the client stopped waiting: the PD served it. A
+		// duplicated reply is the same answer, counted once.
+		rec := w.ledger.get(r.entry)
+		if !slices.Contains(rec.okCalls, [2]int64{int64(r.client), r.rpc}) {
+			rec.okCalls = append(rec.okCalls, [2]int64{int64(r.client), r.rpc})
+		}
+	}
+	if !w.current(c, r.rpc) {
+		return
+	}
+	w.answer(c, r.result, "")
+}
+
+func (w *World) releaseReplyArrive(ev event) {
+	r := callReplyOf(ev)
+	w.histReturn(r.client, r.rpc, OpRelease, r.result, "")
+	c := w.clients[r.client]
+	if !w.current(c, r.rpc) {
+		return
+	}
+	w.answer(c, r.result, "")
+}
+
+// answer moves a client on after its current call ended with res.
+func (w *World) answer(c *client, res int64, entry string) {
+	if w.tracing {
+		w.notef("client %d got %s", c.idx, resNames[res])
+	}
+	if c.manual {
+		c.answered, c.lastRes, c.lastEntry = true, res, entry
+		c.stage, c.done, c.outcome = stageDone, true, resNames[res]
+		return
+	}
+	if w.set.eppd() && w.decodeAnswer(c, res) {
+		return // E+P+D: PrefillReady, decode, KV session release (prefill_decode.go)
+	}
+	switch c.stage {
+	case stagePublishing:
+		if res != resOK {
+			w.finish(c, "publish failed: "+resNames[res])
+			return
+		}
+		c.entry = entry
+		c.releasesLeft = c.plan.releases
+		if c.plan.probe != probeNone {
+			w.probe(c)
+			return
+		}
+		w.afterPublish(c)
+		return
+	case stageProbing:
+		w.afterPublish(c)
+		return
+	case stageConsuming:
+		if res != resOK {
+			c.releasesLeft = max(c.releasesLeft, 1) // hygiene: release what may still be live
+		}
+	case stageReplaying:
+		c.replayed = true
+	case stageReleasing:
+		c.releasesLeft--
+	}
+	c.stage = stageIdle
+	w.next(c)
+}
+
+// afterPublish is what a client does with its new reference: release it
+// at once (cancelled), consume it, or go on to its releases.
+func (w *World) afterPublish(c *client) {
+	if c.plan.cancel == cancelAfterReady {
+		c.releasesLeft = max(c.releasesLeft, 1)
+		c.stage = stageIdle
+		w.next(c)
+		return
+	}
+	if c.plan.consume {
+		w.consume(c, c.plan.consumer, stageConsuming)
+		return
+	}
+	c.stage = stageIdle
+	w.next(c)
+}
+
+// probe makes the client's probe call with its live reference: an altered
+// reference to its consumer, or the consume to E (history: a probe op).
+func (w *World) probe(c *client) {
+	kind := evConsumeArrive
+	if c.plan.probe == probeWrongRole {
+		kind = evProducerConsume
+	}
+	ev := consumeRequest{consumer: int32(c.plan.consumer), entry: c.entry, form: probeForms[c.plan.probe]}.event(kind)
+	c.callPD = c.plan.consumer
+	w.call(c, stageProbing, msgRequest, ev)
+	c.probeRPC = c.rpc
+	w.hist.ops[len(w.hist.ops)-1].Probe = true
+	if w.tracing {
+		w.notef("client %d probes with a %s", c.idx, probeNames[c.plan.probe])
+	}
+}
+
+// next picks the client's next call, or finishes it.
+func (w *World) next(c *client) {
+	switch {
+	case c.plan.replay && !c.replayed && c.plan.cancel == cancelNone && c.plan.consume && c.releasesLeft == c.plan.releases:
+		c.replayed = true
+		w.consume(c, (c.plan.consumer+1)%w.set.Consumers, stageReplaying)
+	case c.releasesLeft > 0:
+		w.call(c, stageReleasing, msgRelease, releaseRequest{entry: c.entry}.event())
+	default:
+		w.finish(c, "finished")
+	}
+}
+
+// consume sends the reference to consumer pd (and, per plan, a racing
+// call nobody waits for: call number 0); the late-cancel fault may cancel it.
+func (w *World) consume(c *client, pd int, stage clientStage) {
+	c.callPD = pd
+	w.call(c, stage, msgRequest, consumeRequest{consumer: int32(pd), entry: c.entry}.event(evConsumeArrive))
+	if stage == stageConsuming {
+		switch c.plan.race {
+		case raceConsume:
+			w.histCall(c.idx, 0, OpConsume, c.entry)
+			w.send(msgRequest, consumeRequest{client: int32(c.idx), consumer: int32((pd + 1) % w.set.Consumers), entry: c.entry}.event(evConsumeArrive))
+		case raceRelease:
+			w.histCall(c.idx, 0, OpRelease, c.entry)
+			w.send(msgRelease, releaseRequest{client: int32(c.idx), entry: c.entry}.event())
+		}
+	}
+	if w.faults.buggify(SiteLateCancel) {
+		w.after(between(w.workRNG, 0, w.set.ConsumerTimeoutMs), clientCall{client: int32(c.idx), rpc: c.rpc}.event(evClientCancel))
+	}
+}

@@ -1,0 +1,335 @@
+package world
+
+import (
+	"strconv"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// Named, typed payloads of the events. The queue keeps every event in one
+// compact struct (queue.go's event, in the queue's slab) whose slots h, c,
+// a, b, f and s mean different things for different kinds. Handlers and
+// senders never touch those slots: each kind (or family of kinds) has a
+// payload type here that names what it carries, a constructor (p.event)
+// and an accessor (xOf). Only this file and queue.go read or write the
+// slots (events_test.go checks it). The trace prints the slots as they are
+// (appendSlots), so traces are what they were before the payloads had names.
+
+// clientCall: a client's call and its own timers. client is the handoff
+// (client) index, rpc the client's call number (0: a racing call nobody
+// waits for). Kinds: evClientStart (rpc 0), evClientDeadline,
+// evClientCancel, evPublishArrive.
+type clientCall struct {
+	client int32
+	rpc    int64
+}
+
+func (p clientCall) event(k eventKind) event { return event{kind: k, h: p.client, a: p.rpc} }
+func clientCallOf(ev event) clientCall       { return clientCall{client: ev.h, rpc: ev.a} }
+
+// setCaller stamps the request ev with the call that sends it (World.call):
+// every request kind keeps its client in h and its call number in a.
+func (ev *event) setCaller(p clientCall) { ev.h, ev.a = p.client, p.rpc }
+
+// callReply: an answer that carries only a result code. Kinds:
+// evPublishFailArrive, evReleaseReplyArrive, evDecodeReplyArrive,
+// evKVAbortReplyArrive.
+type callReply struct {
+	client int32
+	rpc    int64
+	result int64
+}
+
+func (p callReply) event(k eventKind) event {
+	return event{kind: k, h: p.client, a: p.rpc, b: p.result}
+}
+func callReplyOf(ev event) callReply { return callReply{client: ev.h, rpc: ev.a, result: ev.b} }
+
+// readyReply: evReadyArrive, E's OK to a publish with the entry it made
+// and when that entry expires.
+type readyReply struct {
+	client    int32
+	rpc       int64
+	entry     string
+	expiresMs int64
+}
+
+func (p readyReply) event() event {
+	return event{kind: evReadyArrive, h: p.client, a: p.rpc, s: p.entry, b: p.expiresMs}
+}
+func readyReplyOf(ev event) readyReply {
+	return readyReply{client: ev.h, rpc: ev.a, entry: ev.s, expiresMs: ev.b}
+}
+
+// consumeRequest: a consume of entry sent to consumer (evConsumeArrive) or,
+// by the wrong-role probe, to E (evProducerConsume). form is the form of
+// the presented reference; waitingSince is 0, or (under the
+// lock-across-transfer mutant) the tick the consume first arrived plus 1.
+type consumeRequest struct {
+	client       int32
+	consumer     int32
+	rpc          int64
+	entry        string
+	form         refForm
+	waitingSince int64
+}
+
+func (p consumeRequest) event(k eventKind) event {
+	return event{kind: k, h: p.client, c: p.consumer, a: p.rpc, s: p.entry, f: uint8(p.form), b: p.waitingSince}
+}
+func consumeRequestOf(ev event) consumeRequest {
+	return consumeRequest{client: ev.h, consumer: ev.c, rpc: ev.a, entry: ev.s, form: refForm(ev.f), waitingSince: ev.b}
+}
+
+// consumeReply: evConsumeReplyArrive, the answer to a consume from
+// consumer (-1: E answered, the L-4 mutant).
+type consumeReply struct {
+	client   int32
+	consumer int32
+	rpc      int64
+	entry    string
+	result   int64
+}
+
+func (p consumeReply) event() event {
+	return event{kind: evConsumeReplyArrive, h: p.client, c: p.consumer, a: p.rpc, s: p.entry, b: p.result}
+}
+func consumeReplyOf(ev event) consumeReply {
+	return consumeReply{client: ev.h, consumer: ev.c, rpc: ev.a, entry: ev.s, result: ev.b}
+}
+
+// releaseRequest: evReleaseArrive, an Abort of entry.
+type releaseRequest struct {
+	client int32
+	rpc    int64
+	entry  string
+}
+
+func (p releaseRequest) event() event {
+	return event{kind: evReleaseArrive, h: p.client, a: p.rpc, s: p.entry}
+}
+func releaseRequestOf(ev event) releaseRequest {
+	return releaseRequest{client: ev.h, rpc: ev.a, entry: ev.s}
+}
+
+// encodeDone: evEncodeDone, the encoder finished entry for the publish
+// call; resumed marks the second one of a slow write (the fsync returned),
+// and then startedMs is the tick the write began.
+type encodeDone struct {
+	client    int32
+	rpc       int64
+	entry     string
+	resumed   bool
+	startedMs int64
+}
+
+// encodeResumed is the slot value that marks a resumed encodeDone.
+const encodeResumed int32 = 1
+
+func (p encodeDone) event() event {
+	ev := event{kind: evEncodeDone, h: p.client, a: p.rpc, s: p.entry, b: p.startedMs}
+	if p.resumed {
+		ev.c = encodeResumed
+	}
+	return ev
+}
+func encodeDoneOf(ev event) encodeDone {
+	return encodeDone{client: ev.h, rpc: ev.a, entry: ev.s, resumed: ev.c == encodeResumed, startedMs: ev.b}
+}
+
+// removeDone: evRemoveDone, the removal of entry finished; client and rpc
+// name the release call that asked for it (client < 0: none).
+type removeDone struct {
+	client int32
+	rpc    int64
+	cause  handoff.RemovalCause
+	entry  string
+}
+
+func (p removeDone) event() event {
+	return event{kind: evRemoveDone, h: p.client, a: p.rpc, b: int64(p.cause), s: p.entry}
+}
+func removeDoneOf(ev event) removeDone {
+	return removeDone{client: ev.h, rpc: ev.a, cause: handoff.RemovalCause(ev.b), entry: ev.s}
+}
+
+// recvTimer: a timer of consumer's receive recv, valid while the consumer
+// is still in incarnation inc. Kinds: evClaimRead, evTransferTimeout.
+type recvTimer struct {
+	consumer int32
+	recv     int64
+	inc      int64
+}
+
+func (p recvTimer) event(k eventKind) event {
+	return event{kind: k, c: p.consumer, a: p.recv, b: p.inc}
+}
+func recvTimerOf(ev event) recvTimer { return recvTimer{consumer: ev.c, recv: ev.a, inc: ev.b} }
+
+// transferRequest: evTransferArrive, consumer's transfer request number
+// recv (the receive's number) for entry, arriving at E.
+type transferRequest struct {
+	consumer int32
+	recv     int64
+	entry    string
+}
+
+func (p transferRequest) event() event {
+	return event{kind: evTransferArrive, c: p.consumer, a: p.recv, s: p.entry}
+}
+func transferRequestOf(ev event) transferRequest {
+	return transferRequest{consumer: ev.c, recv: ev.a, entry: ev.s}
+}
+
+// transferReply: evTransferReply, E's answer result to consumer's
+// transfer request recv.
+type transferReply struct {
+	consumer int32
+	recv     int64
+	result   int64
+}
+
+func (p transferReply) event() event {
+	return event{kind: evTransferReply, c: p.consumer, a: p.recv, b: p.result}
+}
+func transferReplyOf(ev event) transferReply {
+	return transferReply{consumer: ev.c, recv: ev.a, result: ev.b}
+}
+
+// setTransferResult changes the result of the transfer reply ev in place
+// (a fault or a directed plan replaces it).
+func (ev *event) setTransferResult(result int64) { ev.b = result }
+
+// writeStep: a step of WRITE number write (1-based). Kinds: evWriteLand,
+// evWriteComplete, evWriteDeadline.
+type writeStep struct{ write int64 }
+
+func (p writeStep) event(k eventKind) event { return event{kind: k, a: p.write} }
+func writeStepOf(ev event) writeStep        { return writeStep{write: ev.a} }
+
+// consumerStep: something that happens to consumer (a node), in
+// incarnation inc where it matters. Kinds: evChaos, evCrash, evRestart
+// (inc: the incarnation that crashed), evPartitionTick.
+type consumerStep struct {
+	consumer int32
+	inc      int64
+}
+
+func (p consumerStep) event(k eventKind) event { return event{kind: k, c: p.consumer, a: p.inc} }
+func consumerStepOf(ev event) consumerStep {
+	return consumerStep{consumer: ev.c, inc: ev.a}
+}
+
+// shutdownCall: evShutdown; injected marks the fault-injected Shutdown,
+// which first tries the two wrong ids.
+type shutdownCall struct{ injected bool }
+
+func (p shutdownCall) event() event {
+	ev := event{kind: evShutdown}
+	if p.injected {
+		ev.a = 1
+	}
+	return ev
+}
+func shutdownCallOf(ev event) shutdownCall { return shutdownCall{injected: ev.a == 1} }
+
+// producerCrash: evProducerCrash; slowWrite names the slow write it
+// interrupts ("" for none).
+type producerCrash struct{ slowWrite string }
+
+func (p producerCrash) event() event { return event{kind: evProducerCrash, s: p.slowWrite} }
+func producerCrashOf(ev event) producerCrash {
+	return producerCrash{slowWrite: ev.s}
+}
+
+// kvExpire: evKVExpire, the TTL of prefill node P's KV session number session.
+type kvExpire struct {
+	prefill int32
+	session int64
+}
+
+func (p kvExpire) event() event { return event{kind: evKVExpire, c: p.prefill, a: p.session} }
+func kvExpireOf(ev event) kvExpire {
+	return kvExpire{prefill: ev.c, session: ev.a}
+}
+
+// decodeRequest: evDecodeArrive, the client's decode call rpc to decoder
+// D, decode request number req.
+type decodeRequest struct {
+	client  int32
+	decoder int32
+	rpc     int64
+	req     int64
+}
+
+func (p decodeRequest) event() event {
+	return event{kind: evDecodeArrive, h: p.client, c: p.decoder, a: p.rpc, b: p.req}
+}
+func decodeRequestOf(ev event) decodeRequest {
+	return decodeRequest{client: ev.h, decoder: ev.c, rpc: ev.a, req: ev.b}
+}
+
+// kvFetch: a step of decode request req's KV fetch at node (P for
+// evKVFetchArrive; D for evKVFetchReply, with P's result, and for
+// evDecodeFetchDeadline).
+type kvFetch struct {
+	node   int32
+	req    int64
+	result int64
+}
+
+func (p kvFetch) event(k eventKind) event { return event{kind: k, c: p.node, a: p.req, b: p.result} }
+func kvFetchOf(ev event) kvFetch          { return kvFetch{node: ev.c, req: ev.a, result: ev.b} }
+
+// kvAbort: evKVAbortArrive, the client's Abort(kv_session) call rpc to
+// prefill node P for session.
+type kvAbort struct {
+	client  int32
+	prefill int32
+	rpc     int64
+	session string
+}
+
+func (p kvAbort) event() event {
+	return event{kind: evKVAbortArrive, h: p.client, c: p.prefill, a: p.rpc, s: p.session}
+}
+func kvAbortOf(ev event) kvAbort {
+	return kvAbort{client: ev.h, prefill: ev.c, rpc: ev.a, session: ev.s}
+}
+
+// appendSlots appends the trace's view of ev's slots (trace.go): the raw
+// h, c, a, b, f and s, whatever the kind, so the trace stays as it was.
+func (ev *event) appendSlots(b []byte) []byte {
+	b = append(b, `,"h":`...)
+	b = strconv.AppendInt(b, int64(ev.h), 10)
+	b = append(b, `,"c":`...)
+	b = strconv.AppendInt(b, int64(ev.c), 10)
+	b = append(b, `,"a":`...)
+	b = strconv.AppendInt(b, ev.a, 10)
+	b = append(b, `,"b":`...)
+	b = strconv.AppendInt(b, ev.b, 10)
+	if ev.f != 0 {
+		b = append(b, `,"f":`...)
+		b = strconv.AppendInt(b, int64(ev.f), 10)
+	}
+	if ev.s != "" {
+		b = append(b, `,"s":`...)
+		b = strconv.AppendQuote(b, ev.s)
+	}
+	return b
+}
+
+// verboseSlots are the h and c slots the -v status line prints.
+func (ev *event) verboseSlots() (h, c int32) { return ev.h, ev.c }
+
+// requestEntryOf is the entry named by a request World.call sends (a
+// consume's or a release's; "" for a publish).
+func requestEntryOf(ev event) string { return ev.s }
+
+// dropSlots are the c and a slots a scenario's drop-reply line prints
+// (scenario.go), whatever the kind.
+func (ev *event) dropSlots() (c int32, a int64) { return ev.c, ev.a }
+
+// transferLink is the consumer at the other end of E's link a transfer
+// request or reply travels (evTransferArrive, evTransferReply).
+func transferLink(ev event) int32 { return ev.c }

@@ -1,0 +1,71 @@
+package world
+
+// Slow fsync and the producer crash on the shared-directory publish path.
+//
+// The producer writes an entry with the real shareddir Dir.Write over the
+// simulated disk (shared_disk.go): a temp file (.tmp-<entry>-<hex>),
+// fsync, rename to the entry's name, directory fsync; the table commits
+// the entry (CommitPublish) only after the Write, with the expiry computed
+// from the clock reading taken before it (publishMs; the engine's publish
+// reads its clock before the Write too). SiteSlowFsync makes that write
+// take up to NodeSettings.FsyncMsMax: the encoder step's completion
+// (encodeDone) is split in two, the checks first, then, once
+// the fsync returned, the Write and the commit (the second encodeDone,
+// marked encodeResumed). (The Write runs whole at the second step: the
+// simulated disk's calls cannot block the world's one goroutine; nothing
+// else looks at a young temp file in between.) Meanwhile the client may cancel its stream (the entry is
+// released after the commit, C-7), the producer may begin its drain (which
+// waits for the publish, S-2), the entry's TTL may pass (it is committed
+// already expired and collected, X-2).
+//
+// SiteProducerCrash may crash E during such a write, before the fsync: the
+// Write runs then up to its File.Sync and the process dies there; the
+// unsynced temp file is lost or left behind as an orphan (producer_crash.go,
+// sharedDisk.crashProducer).
+
+// publishMs is the tick the publish took its clock reading: before the
+// write (the first encodeDone, or the start of a slow write).
+func (w *World) publishMs(ev event) int64 {
+	if e := encodeDoneOf(ev); e.resumed {
+		return e.startedMs
+	}
+	return w.now
+}
+
+// slowFsync starts a slow write of ev's entry when SiteSlowFsync fires: the
+// temp file exists, the publish stays in flight (p.publishing), and the
+// fsync's return is the resumed encodeDone. It reports whether it did.
+func (w *World) slowFsync(ev event) bool {
+	e := encodeDoneOf(ev)
+	if e.resumed || !w.faults.buggify(SiteSlowFsync) {
+		return false
+	}
+	id := e.entry
+	d := between(w.nodes.rng, 1, max(1, w.set.FsyncMsMax))
+	w.sd.slow[id] = true
+	w.prod.publishing++
+	if w.tracing {
+		w.notef("slow write of %s: temp file written, fsync takes %d ms", short(id), d)
+	}
+	w.after(d, encodeDone{client: e.client, rpc: e.rpc, entry: id, resumed: true, startedMs: w.now}.event())
+	if w.faults.buggify(SiteProducerCrash) {
+		w.after(between(w.nodes.rng, 0, d-1), producerCrash{slowWrite: id}.event()) // before the fsync returns
+	}
+	return true
+}
+
+// fsyncWritten, at the resumed encodeDone of a slow write: the fsync
+// returned; the Write (temp file, fsync, rename, directory fsync) runs.
+// It reports whether ev was such a resumption (encodeDone then commits).
+func (w *World) fsyncWritten(ev event) bool {
+	e := encodeDoneOf(ev)
+	if !e.resumed {
+		return false
+	}
+	delete(w.sd.slow, e.entry)
+	w.sd.publish(w.ledger.get(e.entry))
+	if w.tracing {
+		w.notef("slow write of %s: fsync returned, renamed into place", short(e.entry))
+	}
+	return true
+}

@@ -1,0 +1,862 @@
+package world
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/engine/xfer"
+)
+
+// producerNode is E: the core's ProducerTable and Health, driven in the
+// real engine's order over a store: the real engine/cache/shareddir code on
+// a simulated disk (shared_disk.go) or source buffers registered with its
+// real engine/xfer agent on a simulated transport (transport.go);
+// handoff.FailTransfer decides a transfer that failed past the claim
+// and handoff's Health.CleanupFailed a failed removal.
+type producerNode struct {
+	instanceID string
+	// observed and vanishing are observeClaims' and collect's lists of the
+	// table's Published ids, reused from pass to pass.
+	observed, vanishing []string
+	// checked is what checkCore last checked of the table.
+	checked checkedCore
+	// key is the instance's HMAC key for reference tags (SU-5), as kept in
+	// the shared directory's 0600 key file.
+	key    []byte
+	table  *handoff.ProducerTable
+	health *handoff.Health
+	// publishing counts publishes between Reserve and CommitPublish/AbandonPublish.
+	publishing int
+	// cleanups counts removals between the table's decision and RemovalDone.
+	cleanups int
+	stopped  bool
+	// agent is the instance's transfer agent (the transfer backend only).
+	agent xfer.Agent
+	// quarantines are the sources quarantined until their WRITE ends, by
+	// entry, with that WRITE (quarantine.go; ): Health is NOT_READY
+	// while one is held.
+	quarantines map[string]*write
+	// qver counts the changes of quarantines (check_proof.go).
+	qver int
+	// releaseWaits are the releases waiting, by entry, for a removal in
+	// flight to end: the core's ProducerTable.Release answered
+	// handoff.ReleaseWait, and each asks it again once RemovalDone or
+	// RemovalFailed ended that removal (the engine's release waits on a
+	// channel; the world on its event queue).
+	releaseWaits map[string][]releaseWaiter
+}
+
+// releaseWaiter is a release call waiting for a removal in flight.
+type releaseWaiter struct {
+	h   int
+	rpc int64
+}
+
+func newProducerNode(w *World) *producerNode {
+	p := &producerNode{
+		instanceID: w.newInstanceID(),
+		table: handoff.NewProducerTable(handoff.ProducerConfig{
+			QuotaBytes: w.set.ProducerQuotaBytes, DefaultTTLMs: w.set.DefaultTTLMs, MaxTTLMs: w.set.MaxTTLMs,
+		}),
+		health: handoff.NewHealth(),
+	}
+	p.key = []byte("baton-sim reference key\x00" + p.instanceID)
+	w.sd.openProducer(p)
+	if w.set.Backend == BackendTransfer {
+		p.agent = w.newAgent("E-"+p.instanceID, false)
+	}
+	p.health.Started()
+	return p
+}
+
+// newEntryID draws 128 bits from the ids stream (SU-5 shape: 32 lowercase hex).
+func (w *World) newEntryID() string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(w.idRNG.Uint32())
+	}
+	var x [32]byte
+	hex.Encode(x[:], b[:])
+	return string(x[:]) // one allocation (EncodeToString makes two)
+}
+
+// newInstanceID draws a lowercase UUID from the ids stream.
+func (w *World) newInstanceID() string {
+	h := w.newEntryID()
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// Codes carried in reply events (field b).
+const (
+	resOK int64 = iota + 1
+	resSpent
+	resUnavailable
+	resExhausted
+	resInternal
+	resAborted
+	resAlreadyFinished
+	resBeforeWrite
+	resCancelled
+	// Rejections of a presented reference (CONTRACT precedence L-4, L-1,
+	// SU-4, N-1, SU-5): the gRPC code and the rule its message names.
+	resTooLarge     // INVALID_ARGUMENT, L-1
+	resMalformed    // INVALID_ARGUMENT, SU-4 (H-3)
+	resForeign      // INVALID_ARGUMENT, SU-5
+	resBackend      // FAILED_PRECONDITION, N-1
+	resWrongRole    // FAILED_PRECONDITION, L-4
+	resPlainInvalid // INVALID_ARGUMENT without the before-write trailer (Q-2: uncertain)
+	resUnimplemented
+	// resUnavailableBeforeWrite: UNAVAILABLE with the before-write trailer,
+	// a producer that refused for its health (S-2, X-1, Q-4) before
+	// looking at the reference: definite, relayed as UNAVAILABLE.
+	resUnavailableBeforeWrite
+)
+
+var resNames = map[int64]string{resOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", resUnavailable: "UNAVAILABLE",
+	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", resAborted: "ABORTED", resAlreadyFinished: "ALREADY_FINISHED",
+	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED",
+	resTooLarge: "INVALID_ARGUMENT(L-1)", resMalformed: "INVALID_ARGUMENT(SU-4)", resForeign: "INVALID_ARGUMENT(SU-5)",
+	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", resPlainInvalid: "INVALID_ARGUMENT(no trailer)", resUnimplemented: "UNIMPLEMENTED",
+	resUnavailableBeforeWrite: "UNAVAILABLE+before-write"}
+
+// resOf maps a core rejection to a reply code through handoff.Classify.
+func resOf(err error) int64 {
+	rule, code := handoff.Classify(err)
+	switch code {
+	case handoff.CodeInvalidArgument:
+		switch rule {
+		case "L-1":
+			return resTooLarge
+		case "SU-4", "H-3":
+			return resMalformed
+		case "SU-5":
+			return resForeign
+		}
+		return resSpent
+	case handoff.CodeFailedPrecondition:
+		if rule == "N-1" {
+			return resBackend
+		}
+		return resWrongRole
+	case handoff.CodeResourceExhausted:
+		return resExhausted
+	case handoff.CodeUnavailable:
+		return resUnavailable
+	}
+	return resInternal
+}
+
+// publishArrive: E's Generate(encoder.publish): admit, Reserve (L-5) BEFORE
+// anything is written, then the encoder step.
+func (w *World) publishArrive(ev event) {
+	call := clientCallOf(ev)
+	p := w.prod
+	reply := callReply{client: call.client, rpc: call.rpc}
+	if p.stopped {
+		reply.result = resUnavailable
+		w.send(msgReply, reply.event(evPublishFailArrive))
+		return
+	}
+	if err := p.health.Admit(); err != nil {
+		reply.result = resOf(err)
+		if w.tracing {
+			w.notef("admit: %v", err)
+		}
+		w.send(msgReply, reply.event(evPublishFailArrive))
+		return
+	}
+	cl := w.clients[call.client]
+	if why := w.modalityError(&cl.plan.media); why != "" {
+		reply.result = resUnimplemented // L-3: before execution, nothing reserved
+		if w.tracing {
+			w.notef("%s", why)
+		}
+		w.send(msgReply, reply.event(evPublishFailArrive))
+		return
+	}
+	id := w.newEntryID()
+	if w.decisions.EntryIDFromContent {
+		id = handoff.EntryID(id, fmt.Sprint(cl.plan.content), w.decisions) // the SU-6 mutant's id
+	}
+	if err := p.table.Reserve(id, cl.plan.payloadBytes); err != nil {
+		reply.result = resOf(err)
+		if w.tracing {
+			w.notef("reserve: %v", err)
+		}
+		w.send(msgReply, reply.event(evPublishFailArrive))
+		return
+	}
+	p.publishing++
+	w.ledger.add(id, int(call.client), cl.plan.payloadBytes).instance = p.instanceID
+	d := between(w.workRNG, 1, w.set.EncodeMsMax)
+	if w.faults.buggify(SiteEncoderLate) {
+		d += between(w.workRNG, 1, w.set.LongDelayMaxMs)
+	}
+	if w.tracing {
+		w.notef("reserved %s (%d bytes)", short(id), cl.plan.payloadBytes)
+	}
+	w.after(d, encodeDone{client: call.client, rpc: call.rpc, entry: id}.event())
+}
+
+// encodeDone: the encoder step ended. Cancelled or failed before publication
+// -> AbandonPublish (C-1, C-6); otherwise write the storage, CommitPublish,
+// then send EncoderReady; a failed send releases the entry (C-7).
+func (w *World) encodeDone(ev event) {
+	e := encodeDoneOf(ev)
+	p := w.prod
+	id := e.entry
+	rec := w.ledger.get(id)
+	cl := w.clients[e.client]
+	pubMs := w.publishMs(ev) // the clock reading before the write (fsync.go)
+	p.publishing--
+	abandon := func(res int64, rule, why string) {
+		w.ledger.unpublished = append(w.ledger.unpublished, unpublished{rec: rec, rule: rule, why: why})
+		abandoned := true
+		if rule == "C-6" {
+			abandoned = p.table.EncoderFailed(id, w.decisions) // the C-6 mutant keeps it
+		} else {
+			p.table.AbandonPublish(id)
+		}
+		if !abandoned {
+			if w.tracing {
+				w.notef("encoder failed; %s keeps its reservation", short(id))
+			}
+		} else {
+			rec.abandoned = true
+			if w.tracing {
+				w.notef("abandoned %s: %s", short(id), why)
+			}
+		}
+		if res != 0 {
+			w.send(msgReply, callReply{client: e.client, rpc: e.rpc, result: res}.event(evPublishFailArrive))
+		}
+	}
+	if w.fsyncWritten(ev) {
+		goto committed // a slow write's fsync returned and it is renamed into place (fsync.go)
+	}
+	switch {
+	case w.faults.buggify(SiteEncoderFail):
+		abandon(resInternal, "C-6", "encoder failed")
+		return
+	case cl.streamCancelled(e.rpc) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.decisions) == handoff.PublishAbandon:
+		// The step completed after its client cancelled: the core decides
+		// (C-1, C-2; the C-2 mutant writes it).
+		abandon(0, "C-1", "cancelled before publication")
+		return
+	case p.health.Draining():
+		abandon(resUnavailable, "S-2", "draining")
+		return
+	case w.faults.buggify(SiteENOSPC):
+		if w.set.Backend == BackendSharedDir {
+			w.sd.writeENOSPC(rec) // the real Dir.Write, its write failing with ENOSPC
+		}
+		abandon(resInternal, "L-5", "ENOSPC writing the entry")
+		return
+	}
+	if w.set.Backend == BackendSharedDir {
+		if w.slowFsync(ev) {
+			return // the fsync returns later (fsync.go)
+		}
+		w.sd.publish(rec)
+	} else {
+		w.registerSource(id) // with E's xfer agent (transport.go)
+	}
+committed:
+	w.publishMedia(rec, &cl.plan.media)
+	ttl := p.table.TTL(cl.plan.ttlMs)
+	if err := p.table.CommitPublish(id, pubMs+ttl); err != nil {
+		panic(err)
+	}
+	rec.published = true
+	rec.expiresMs = pubMs + ttl
+	rec.committedMs = w.now
+	cancelled := cl.streamCancelled(e.rpc)
+	if cancelled {
+		rec.cancelledBeforeReady = true // C-2: the late completion of a cancelled publish
+		w.ledger.cancelled = append(w.ledger.cancelled, rec)
+	}
+	// The EncoderReady send: a fault may fail it on a live stream. The
+	// core decides the entry's end (C-7; the C-2 mutant answers a
+	// cancelled stream, the C-3 mutant keeps what never reached its client).
+	sent := handoff.ReadySent{Cancelled: cancelled}
+	if !cancelled {
+		sent.SendFailed = w.faults.buggify(SiteSendFails)
+	}
+	if act := handoff.DecideReadySent(sent, w.decisions); act != handoff.PublishAnswered {
+		rec.readyUndelivered = true
+		if !rec.cancelledBeforeReady {
+			w.ledger.cancelled = append(w.ledger.cancelled, rec)
+		}
+		if act == handoff.PublishKeep {
+			if w.tracing {
+				w.notef("EncoderReady send failed; %s kept", short(id))
+			}
+			return
+		}
+		if w.tracing {
+			w.notef("C-7 EncoderReady send failed; releasing %s", short(id))
+		}
+		w.producerRelease(id, -1, 0)
+		return
+	}
+	if w.tracing {
+		w.notef("published %s ttl %d", short(id), ttl)
+	}
+	w.send(msgReply, readyReply{client: e.client, rpc: e.rpc, entry: id, expiresMs: rec.expiresMs}.event())
+}
+
+// releaseArrive: Abort(encoder_cache=ref) on E (SU-3).
+func (w *World) releaseArrive(ev event) {
+	rq := releaseRequestOf(ev)
+	if w.prod.stopped {
+		w.send(msgReply, callReply{client: rq.client, rpc: rq.rpc, result: resUnavailable}.event(evReleaseReplyArrive))
+		return
+	}
+	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
+	if rec, ok := w.ledger.entries[rq.entry]; ok {
+		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now:
+		// the core's ProducerTable.ExpireBeforeRelease decides, before its
+		// Release (the engine's Abort(encoder_cache) calls it too). Found
+		// by the history check: the driver answered ABORTED for an entry a
+		// consumer had already rejected as expired.
+		for _, id := range w.prod.table.ExpireBeforeRelease(rec.expiresMs, w.now) {
+			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+		}
+	}
+	w.producerRelease(rq.entry, int(rq.client), rq.rpc)
+}
+
+// producerRelease decides a release; h < 0 means nobody waits for the answer (C-7).
+func (w *World) producerRelease(id string, h int, rpc int64) {
+	switch w.prod.table.Release(id) {
+	case handoff.ReleaseRemove:
+		w.startRemoval(id, handoff.CauseRelease, h, rpc)
+	case handoff.ReleaseWait:
+		// Its removal is in flight: a consumer may still win the claim, or
+		// the removal may fail; the answer waits for the outcome
+		// (seeds 576264, 954255). Nobody waits for an internal one (h < 0):
+		// the removal in flight ends the entry.
+		if w.tracing {
+			w.notef("release %s waits for its removal in flight", short(id))
+		}
+		if h >= 0 {
+			p := w.prod
+			if p.releaseWaits == nil {
+				p.releaseWaits = map[string][]releaseWaiter{}
+			}
+			p.releaseWaits[id] = append(p.releaseWaits[id], releaseWaiter{h: h, rpc: rpc})
+		}
+	case handoff.ReleaseCleanupFailed:
+		if w.tracing {
+			w.notef("release %s: UNAVAILABLE (X-1 its removal failed)", short(id))
+		}
+		if h >= 0 {
+			w.send(msgReply, callReply{client: int32(h), rpc: rpc, result: resUnavailable}.event(evReleaseReplyArrive))
+		}
+	default:
+		if w.tracing {
+			w.notef("release %s: ALREADY_FINISHED", short(id))
+		}
+		if h >= 0 {
+			w.releaseReply(int32(h), rpc, id, resAlreadyFinished)
+		}
+	}
+}
+
+// releaseReply answers an Abort(encoder_cache) call with the status the
+// producer decided (the SU-3 mutant turns every ALREADY_FINISHED into
+// ABORTED); the ledger counts the ABORTED answers given.
+func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
+	if res == resAlreadyFinished && handoff.AnswerRelease(handoff.ReleaseAlreadyFinished, w.decisions) == handoff.ReleaseAborted {
+		res = resAborted // the SU-3 mutant (handoff.Mutants.ReleaseAlwaysAborted)
+	}
+	if res == resAborted {
+		w.ledger.get(id).aborted++
+	}
+	w.send(msgReply, callReply{client: h, rpc: rpc, result: res}.event(evReleaseReplyArrive))
+}
+
+// startRemoval removes the storage of an entry the table moved to Removing;
+// the removal may be slow, so a consumer's claim can race it.
+func (w *World) startRemoval(id string, cause handoff.RemovalCause, h int, rpc int64) {
+	w.prod.cleanups++
+	d := between(w.diskRNG, 0, 2)
+	if w.faults.buggify(SiteSlowRemove) {
+		d += between(w.diskRNG, 1, w.set.LongDelayMaxMs)
+	}
+	w.after(d, removeDone{client: int32(h), rpc: rpc, cause: cause, entry: id}.event())
+}
+
+var causeNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released", handoff.CauseExpiry: "expired", handoff.CauseDrain: "drained"}
+
+// removeDone: the removal syscall returned; report it with RemovalDone (or
+// RemovalFailed + health NOT_READY on an I/O error, X-1).
+func (w *World) removeDone(ev event) {
+	rd := removeDoneOf(ev)
+	p := w.prod
+	id := rd.entry
+	cause := rd.cause
+	rec := w.ledger.get(id)
+	p.cleanups--
+	reply := func(res int64) {
+		if cause == handoff.CauseRelease && rd.client >= 0 {
+			if res == resUnavailable {
+				w.send(msgReply, callReply{client: rd.client, rpc: rd.rpc, result: res}.event(evReleaseReplyArrive))
+				return
+			}
+			w.releaseReply(rd.client, rd.rpc, id, res)
+		}
+	}
+	early, landedEarly := w.sd.takeEarly(id) // removed inside a consumer's Claim (shared_disk.go)
+	if !landedEarly && w.faults.buggify(SiteRemoveError) {
+		if w.set.Backend == BackendSharedDir {
+			w.sd.remove(id, true) // the real Dir.Remove, its rename failing with EIO: ErrCleanup, the entry stays
+		}
+		p.table.RemovalFailed(id)
+		p.health.CleanupFailed(fmt.Sprintf("X-1 remove entry %s: I/O error", short(id)), w.decisions) // handoff decides
+		rec.removeFailed = true
+		w.ledger.removeFailures++
+		if p.health.Draining() {
+			w.reach(stCleanupFailureInDrain)
+		}
+		if w.tracing {
+			w.notef("X-1 removal of %s failed", short(id))
+		}
+		reply(resUnavailable)
+		w.decideWaitingReleases(id)
+		return
+	}
+	won := false
+	if landedEarly {
+		won = early
+	} else if w.set.Backend == BackendSharedDir {
+		won = w.sd.remove(id, false)
+	} else if w.sources[id] == sourceLive {
+		w.freeSource(id)
+		won = true
+	}
+	if won {
+		rec.removedCause = causeNames[cause]
+	}
+	out := p.table.RemovalDone(id, won)
+	if w.tracing {
+		w.notef("removal of %s won=%v -> %v", short(id), won, out)
+	}
+	switch out {
+	case handoff.ReleaseAborted:
+		reply(resAborted)
+	default:
+		reply(resAlreadyFinished)
+	}
+	w.decideWaitingReleases(id)
+}
+
+// decideWaitingReleases: the removal of id ended; every release that
+// waited for it is decided again (ALREADY_FINISHED, or UNAVAILABLE after
+// a failed removal, X-1).
+func (w *World) decideWaitingReleases(id string) {
+	p := w.prod
+	waits := p.releaseWaits[id]
+	if len(waits) == 0 {
+		return
+	}
+	delete(p.releaseWaits, id)
+	for _, r := range waits {
+		w.producerRelease(id, r.h, r.rpc)
+	}
+}
+
+// observeClaims: entries whose file is gone (shareddir's Dir.Exists, the
+// engine store's look too) were claimed (shared directory): the core's
+// ProducerTable.ObserveGone makes them CONSUMED.
+func (w *World) observeClaims() {
+	if w.set.Backend != BackendSharedDir {
+		return
+	}
+	ids := w.prod.table.AppendPublished(w.prod.observed[:0])
+	w.prod.observed = ids
+	for _, id := range ids {
+		if ok, err := w.sd.dir.Exists(id); err != nil {
+			panic(fmt.Sprintf("sim: Exists(%s): %v", id, err))
+		} else if !ok {
+			w.prod.table.ObserveGone(id)
+			if w.tracing {
+				w.notef("observed %s gone", short(id))
+			}
+		}
+	}
+}
+
+// collect is one pass of the producer's collector: files vanish (fault),
+// claims are observed, expired entries are removed; on the shared
+// directory, orphans are collected and dead instances swept by
+// shareddir's Dir.Collect, which the engine's collector calls too.
+func (w *World) collect(ev event) {
+	p := w.prod
+	if p.stopped {
+		return
+	}
+	if w.set.Backend == BackendSharedDir {
+		ids := p.table.AppendPublished(p.vanishing[:0])
+		p.vanishing = ids
+		for _, id := range ids {
+			if w.faults.buggify(SiteVanish) {
+				rec := w.ledger.get(id)
+				w.sd.disk.Vanish(entryPath(rec.instance, id))
+				rec.vanished = true
+				if w.tracing {
+					w.notef("X-2 file of %s vanished", short(id))
+				}
+			}
+		}
+	}
+	w.observeClaims()
+	for _, id := range p.table.Collect(w.now, w.decisions) { // X-2 (handoff.Mutants.NoExpiryCollection)
+		w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+	}
+	w.sd.collect()
+	w.after(w.set.CollectPeriodMs, event{kind: evCollect})
+}
+
+// shutdown: Shutdown(expected_instance_id) on E (S-1), then the drain (S-2).
+// a=1 marks the fault-injected Shutdown, which first tries the two wrong ids.
+func (w *World) shutdown(ev event) {
+	p := w.prod
+	if p.stopped {
+		return
+	}
+	if shutdownCallOf(ev).injected {
+		if _, err := w.decideShutdown(""); err == nil {
+			w.failf(Correctness, "S-1", "Shutdown with an empty expected_instance_id was accepted")
+		}
+		if _, err := w.decideShutdown(w.newInstanceID()); err == nil {
+			w.failf(Correctness, "S-1", "Shutdown naming another instance was accepted")
+		}
+	}
+	was := p.health.Draining()
+	st, err := w.decideShutdown(p.instanceID)
+	if err != nil || (was && st != handoff.ShutdownAlreadyShuttingDown) || (!was && st != handoff.ShutdownAccepted) {
+		w.failf(Correctness, "S-1", "Shutdown(own id) after draining=%v = %v, %v", was, st, err)
+		return
+	}
+	if w.tracing {
+		w.notef("shutdown %v", st)
+	}
+	if !was && (p.publishing > 0 || p.table.Transfers() > 0) {
+		w.reach(stShutdownWithHandoff)
+	}
+	if !was {
+		w.hist.drainMs = w.now
+		w.after(0, event{kind: evDrainTick})
+	}
+}
+
+// decideShutdown is E's S-1 decision for Shutdown(expected); the S-1
+// mutant accepts any non-empty id as its own.
+func (w *World) decideShutdown(expected string) (handoff.ShutdownStatus, error) {
+	return w.prod.health.DecideShutdownWith(expected, w.prod.instanceID, w.decisions)
+}
+
+// drainTick: release every unconsumed entry (S-2); stop once nothing is
+// live, no removal is pending and no publish or transfer is in flight (S-4).
+func (w *World) drainTick(ev event) {
+	p := w.prod
+	if p.stopped {
+		return
+	}
+	w.observeClaims()
+	for _, id := range p.table.Drain() {
+		w.startRemoval(id, handoff.CauseDrain, -1, 0)
+	}
+	if !p.table.DrainDone(p.cleanups, p.publishing, w.decisions) { // the S-2 mutant leaves the removals it started running
+		w.after(10, event{kind: evDrainTick})
+		return
+	}
+	w.stopProducer()
+}
+
+// stopProducer closes the store: S-4 says nothing is left in the cache
+// directory; only files whose removal failed (X-1, reported) may remain for
+// the close to take.
+func (w *World) stopProducer() {
+	if err := checkStopped(w); err != nil {
+		w.failf(Correctness, "S-2", "%s", err)
+	}
+	w.sd.stop()
+	for id, st := range w.sources {
+		if st == sourceLive {
+			if !w.ledger.get(id).removeFailed {
+				w.failf(Correctness, "S-4", "drained producer left the source of %s registered", short(id))
+			}
+			w.freeSource(id)
+		}
+	}
+	w.prod.stopped = true
+	if w.tracing {
+		w.notef("producer stopped")
+	}
+}
+
+// ---- transfer backend, producer side (the core decides Q-3: handoff.FailTransfer) ----
+
+// transferArrive: TransferEncoderCache on E: rejections up to the claim are
+// before-write; ClaimForTransfer takes the entry out of the table
+// BEFORE the WRITE is posted.
+func (w *World) transferArrive(ev event) {
+	tr := transferRequestOf(ev)
+	p := w.prod
+	rq := &w.xreqs[tr.recv-1]
+	w.directArrive(tr.recv)
+	reply := transferReply{consumer: int32(rq.c), recv: tr.recv, result: resBeforeWrite}
+	if p.stopped {
+		reply.result = resUnavailable // connection refused: no trailer, so uncertain for the consumer
+		w.send(msgReply, reply.event())
+		return
+	}
+	rec := w.ledger.get(rq.entry)
+	err := w.producerCheckRef(rec, rq.form)
+	if errors.Is(err, handoff.ErrSpentReference) {
+		w.reach(stClaimRacesExpiry)
+		for _, id := range p.table.Expire(w.now) {
+			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+		}
+		if w.tracing {
+			w.notef("SU-2 %s expired: before-write", short(rq.entry))
+		}
+		w.send(msgReply, reply.event())
+		return
+	}
+	if err != nil {
+		reply.result = beforeWriteAnswer(err)
+		if w.tracing {
+			w.notef("%v: before-write", err)
+		}
+		w.send(msgReply, reply.event())
+		return
+	}
+	// The consumer's agent metadata and descriptors, checked before the
+	// claim as the engine's producer does (xfer.ParseMetadata,
+	// xfer.CheckRemote): a bad one is a definite pre-write rejection.
+	if _, err := xfer.ParseMetadata(rq.md); err != nil {
+		reply.result = resBeforeWrite
+		w.send(msgReply, reply.event())
+		return
+	}
+	if err := xfer.CheckRemote(rq.targets); err != nil {
+		reply.result = resBeforeWrite
+		w.send(msgReply, reply.event())
+		return
+	}
+	if err := p.table.ClaimForTransfer(rq.entry); err != nil {
+		reply.result = beforeWriteAnswer(err)
+		if w.tracing {
+			w.notef("claim: %v: before-write", err)
+		}
+		w.send(msgReply, reply.event())
+		return
+	}
+	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
+	rq.claimed = true
+	if w.sources[rq.entry] != sourceLive {
+		panic(fmt.Sprintf("sim: transfer source of %s is %d", rq.entry, w.sources[rq.entry]))
+	}
+	wr := &write{num: int64(len(w.writes) + 1), entry: rq.entry, recv: tr.recv, c: rq.c, inc: rq.inc, buf: rq.buf}
+	var fault xfer.Fault // SiteWriteError: the WRITE fails before a byte lands, or lands and loses its acknowledgement
+	if w.faults.buggify(SiteWriteError) {
+		fault.Kind = xfer.FaultFailAfter
+		if w.netRNG.IntN(2) == 0 {
+			fault.Kind = xfer.FaultLoseAck
+		}
+	}
+	w.writes = append(w.writes, wr)
+	must(w.postWrite(wr, rq, fault)) // CreateWriteTo + Post on E's agent (transport.go)
+	d := between(w.netRNG, 1, w.set.WriteMsMax)
+	if w.faults.buggify(SiteSlowWrite) {
+		d += between(w.netRNG, 1, w.set.LongDelayMaxMs)
+	}
+	if w.tracing {
+		w.notef("WRITE #%d of %s posted, lands in %d", wr.num, short(rq.entry), d)
+	}
+	w.after(d, writeStep{write: wr.num}.event(evWriteLand))
+	w.after(w.set.ProducerTimeoutMs, writeStep{write: wr.num}.event(evWriteDeadline))
+}
+
+// beforeWriteAnswer is the producer's answer to a rejection made before the
+// claim: handoff.BeforeWrite decides whether it carries the before-write
+// trailer; one that does not is UNAVAILABLE without it, an uncertain
+// outcome for the consumer.
+func beforeWriteAnswer(err error) int64 {
+	if handoff.BeforeWrite(err) {
+		if _, code := handoff.Classify(err); code == handoff.CodeUnavailable {
+			return resUnavailableBeforeWrite
+		}
+		return resBeforeWrite
+	}
+	return resUnavailable
+}
+
+// writeLand: the WRITE's bytes reach the consumer (xfer's Deliver): they
+// land in its registered buffer, or the WRITE fails (the injected fault,
+// the consumer's agent refused it or is gone with its process).
+func (w *World) writeLand(ev event) {
+	wr := w.writes[writeStepOf(ev).write-1]
+	err := w.deliverWrite(wr, false)
+	c := w.cons[wr.c]
+	switch {
+	case !wr.landed && (!c.up || c.inc != wr.inc):
+		if w.tracing {
+			w.notef("WRITE #%d failed: PD%d incarnation %d is gone", wr.num, wr.c, wr.inc)
+		}
+	case !wr.landed:
+		if w.tracing {
+			w.notef("WRITE #%d failed before landing: %v", wr.num, err)
+		}
+	case !c.up || c.inc != wr.inc:
+		w.failf(Correctness, "Q-1", "WRITE #%d of %s landed in PD%d incarnation %d, whose agent was closed", wr.num, short(wr.entry), wr.c, wr.inc)
+	default:
+		if _, open := c.recvs[wr.recv]; !open {
+			w.reach(stWriteLandedAfterGiveUp)
+		}
+		b := &c.bufs[wr.buf]
+		w.checkLanding(wr, b)
+		if string(b.mem) != wr.entry {
+			w.failf(Correctness, "Q-4", "xfer reported WRITE #%d of %s landed, but PD%d buffer %d holds %q", wr.num, short(wr.entry), wr.c, wr.buf, b.mem)
+		}
+		rq := &w.xreqs[wr.recv-1]
+		w.took(w.ledger.get(wr.entry), rq.key, int32(rq.h), rq.rpc, rq.form)
+		if w.tracing {
+			w.notef("WRITE #%d of %s landed in PD%d buffer %d", wr.num, short(wr.entry), wr.c, wr.buf)
+		}
+	}
+	w.after(1, writeStep{write: wr.num}.event(evWriteComplete))
+}
+
+// writeComplete: the producer learns the WRITE's status (xfer's Complete,
+// then Status and Release): TransferDone and deregister the source, or
+// fail the transfer.
+func (w *World) writeComplete(ev event) {
+	wr := w.writes[writeStepOf(ev).write-1]
+	if wr.orphan {
+		return // its producer process crashed: the agent's Close ended it
+	}
+	err := w.completeWrite(wr)
+	w.writeEndedProof(wr) // ends its source's quarantine, if any
+	if wr.producerDone || w.prod.stopped {
+		return
+	}
+	wr.producerDone = true
+	reply := transferReply{consumer: int32(wr.c), recv: wr.recv}
+	if err != nil {
+		reply.result = w.failTransfer(wr, "WRITE failed")
+	} else {
+		if err := w.prod.table.TransferDone(wr.entry); err != nil {
+			panic(err)
+		}
+		w.freeSource(wr.entry)
+		reply.result = resOK
+		if w.tracing {
+			w.notef("transfer of %s done", short(wr.entry))
+		}
+	}
+	w.send(msgReply, reply.event())
+}
+
+// writeDeadline: the producer's own deadline on its WRITE passed: the WRITE
+// may still land, so the source is quarantined, never freed.
+func (w *World) writeDeadline(ev event) {
+	wr := w.writes[writeStepOf(ev).write-1]
+	if wr.producerDone || w.prod.stopped {
+		return
+	}
+	wr.producerDone = true
+	res := w.failTransfer(wr, "deadline passed")
+	w.send(msgReply, transferReply{consumer: int32(wr.c), recv: wr.recv, result: res}.event())
+}
+
+// failTransfer: handoff.FailTransfer decides from what
+// E's transport explains, as the engine's failTransfer: the WRITE request
+// ended and was released (WriteEnded: its Complete reported the failure)
+// or is still in flight (the producer's deadline passed first), and the
+// xfer agent can prove its end (Provable: the simulator injects no failure
+// the transport cannot explain). The core frees the source of an ended
+// WRITE; otherwise it quarantines the source until the WRITE ends, with
+// health NOT_READY (writeEndedProof ends it); the answer is UNAVAILABLE
+// (never INVALID_ARGUMENT: the WRITE may have landed). The driver carries
+// it out and returns the answer. The core's mutant switches free the
+// source (producer-frees-source-on-failure) or answer a plain
+// INVALID_ARGUMENT (invalid-argument-after-removal).
+func (w *World) failTransfer(wr *write, why string) int64 {
+	d, err := w.prod.table.FailTransfer(handoff.TransferFailure{
+		EntryID:    wr.entry,
+		HasSource:  true,
+		WriteEnded: wr.released,
+		Provable:   true, // E's xfer request tells when it ended (Complete, Release)
+		Reason:     fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", short(wr.entry), why),
+	}, w.decisions)
+	must(err)
+	w.ledger.get(wr.entry).quarantined = true
+	if d.Source == handoff.FreeSource {
+		w.freeSource(wr.entry)
+	} else {
+		w.sources[wr.entry] = sourceQuarantined
+	}
+	if d.Health != nil {
+		w.prod.health.Fail(d.Health.Check, d.Health.Reason)
+		w.quarantineSource(wr) // until the WRITE ends; the mutant's early free keeps Health NOT_READY as long
+	}
+	if w.tracing {
+		w.notef("Q-3 transfer of %s failed (%s); source %s", short(wr.entry), why, map[bool]string{true: "freed", false: "quarantined"}[d.Source == handoff.FreeSource])
+	}
+	if d.Code == handoff.CodeInvalidArgument {
+		return resPlainInvalid
+	}
+	return resUnavailable
+}
+
+// producerConsume: a consume sent to E, which does not serve it: L-4
+// decides first, FAILED_PRECONDITION. The L-4 mutant serves it from its
+// own store (a read of its own file, or a local copy of the source) and
+// answers OK. While E is down the call never arrives (staleProducerEvent:
+// connection refused), so only a live process serves it.
+func (w *World) producerConsume(ev event) {
+	p := w.prod
+	if p.stopped {
+		return // no process: the client's deadline ends the call
+	}
+	rq := consumeRequestOf(ev)
+	reply := consumeReply{client: rq.client, consumer: -1, rpc: rq.rpc, entry: rq.entry}
+	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.decisions); err != nil {
+		reply.result = resOf(err)
+		w.ledger.rejectCall(callKey{rq.client, rq.rpc}, reply.result)
+		w.send(msgReply, reply.event())
+		return
+	}
+	rec := w.ledger.get(rq.entry)
+	reply.result = resSpent
+	key := fmt.Sprintf("E/%d/%d", rq.client, rq.rpc)
+	if w.set.Backend == BackendSharedDir {
+		if w.sd.claim(w.sd.prod, -1, rec, false) == claimWon {
+			w.took(rec, key, rq.client, rq.rpc, rq.form)
+			reply.result = resOK
+		}
+	} else if w.now < rec.expiresMs && p.table.ClaimForTransfer(rec.id) == nil {
+		must(p.table.TransferDone(rec.id))
+		w.freeSource(rec.id)
+		w.took(rec, key, rq.client, rq.rpc, rq.form)
+		reply.result = resOK
+	}
+	if w.tracing {
+		w.notef("E served a consume of %s: %s", short(rec.id), resNames[reply.result])
+	}
+	w.send(msgReply, reply.event())
+}
+
+// short abbreviates an id for notes.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
