@@ -2,44 +2,6 @@ package world
 
 import "errors"
 
-// checkStep runs every per-step checker (one per check_*.go file) after a
-// step; the first failure ends the run.
-func (w *World) checkStep() {
-	if w.fail != nil || w.opts.HistoryOnly {
-		return
-	}
-	w.judged.pendingFresh = false
-	w.runStepCheckers()
-	w.judged.pendingFresh = false
-}
-
-// runStepCheckers runs stepCheckers in order until one fails.
-func (w *World) runStepCheckers() {
-	for i := range stepCheckers {
-		c := &stepCheckers[i]
-		rule, err := c.rule, error(nil)
-		if c.ruled != nil {
-			rule, err = c.ruled(w)
-		} else {
-			err = c.check(w)
-		}
-		if err != nil {
-			w.failf(Correctness, rule, "%s", err)
-			return
-		}
-	}
-}
-
-// checker is one named check over the whole world; check returns nil when
-// it holds, else an error whose text is the failure line's message. A
-// check of several rules is ruled instead: it returns the rule it found
-// broken with its error.
-type checker struct {
-	rule  string
-	check func(w *World) error
-	ruled func(w *World) (rule string, err error)
-}
-
 // asFailure turns a message kept as a string (a stored diagnosis, the
 // history check's) into a checker's error: nil for "".
 func asFailure(msg string) error {
@@ -49,22 +11,29 @@ func asFailure(msg string) error {
 	return errors.New(msg)
 }
 
-// stepCheckers run after every step, in this order.
-var stepCheckers = []checker{
-	{rule: "core", check: checkCore},
-	{ruled: checkAnswers},
-	{ruled: checkEntries}, // SU-1 checkSingleUse, SU-3 checkReleaseAnswers, SU-1 checkNoUseAfterRelease
+// stepCheckers run after every step, in this order: the lifecycle
+// checkers, then SU-2 after a crash, L-2, the KV sessions, N-2, Q-6, and
+// the media checkers.
+var stepCheckers = []Checker{
+	{Rule: "core", Check: checkCore},
+	{Ruled: checkAnswers},
+	{Ruled: checkEntries}, // SU-1 checkSingleUse, SU-3 checkReleaseAnswers, SU-1 checkNoUseAfterRelease
 	{"Q-1", checkReceiveBuffers, nil},
 	{"Q-3", checkSources, nil},
 	{"Q-5", checkNoLockAcrossCalls, nil},
 	{"C-2", checkNoRevival, nil},
-	{ruled: checkUndeliveredReleased}, // C-3 a cancelled stream, C-7 a failed send
+	{Ruled: checkUndeliveredReleased}, // C-3 a cancelled stream, C-7 a failed send
 	{"X-1", checkCleanupFailures, nil},
 	{"Q-4", checkHealth, nil},
+	{Rule: "SU-2", Check: checkCrashLost},
+	{Rule: "L-2", Check: checkDecodePreparation},
+	{Rule: "kv-session", Check: checkKVSessions},
+	{Rule: "N-2", Check: checkNoEncoderOnDecode},
+	{Rule: "Q-6", Check: checkQuarantineProofs},
 }
 
 // checkEnd runs the end-of-run checks once the world converged.
-func (w *World) checkEnd() {
+func checkEnd(w *World) {
 	if w.opts.HistoryOnly {
 		if err := checkHistory(w); err != nil {
 			w.failf(Correctness, "history", "%s", err)
@@ -88,13 +57,45 @@ func (w *World) checkEnd() {
 		return
 	}
 	for _, c := range endCheckers {
-		if err := c.check(w); err != nil {
-			w.failf(Correctness, c.rule, "%s", err)
+		if err := c.Check(w); err != nil {
+			w.failf(Correctness, c.Rule, "%s", err)
 			return
 		}
 	}
 }
 
 // endCheckers run once at the end of a converged run, after the history
-// check, in this order (appended by the files that define them).
-var endCheckers []checker
+// check, in this order: Q-6, then the media end checkers.
+var endCheckers = []Checker{
+	{Rule: "Q-6", Check: checkProofsHonoured},
+}
+
+// mediaCheckers are the media model's per-step checkers, after the
+// lifecycle ones: L-3 at admission, the content hashes at publication
+// (H-4, H-1), then the answers (B-2).
+var mediaCheckers = []Checker{
+	{Rule: "L-3", Check: checkModality},
+	{Rule: "H-4", Check: checkWireHash},
+	{Rule: "H-1", Check: checkContentHash},
+	{Rule: "B-2", Check: checkMediaAnswers},
+}
+
+// mediaEndCheckers judge, once the run converged, the wrong answers B-2
+// left to them: reuse only among items without content hash (H-2) or only
+// among images sent with one uuid (H-5). They wait for the end because the
+// narrower diagnosis needs the whole run: a cache that also reuses answers
+// across distinct hashed images is B-2's failure, found when it shows.
+var mediaEndCheckers = []Checker{
+	{Rule: "H-2", Check: checkMissingHashAnswers},
+	{Rule: "H-5", Check: checkUUIDAnswers},
+}
+
+func init() {
+	stepCheckers = append(stepCheckers, mediaCheckers...)
+	endCheckers = append(endCheckers, mediaEndCheckers...)
+}
+
+// Default returns the checkers every world runs (package sim installs
+// them with world.SetChecks): stepCheckers after every step, checkEnd once
+// the world converged.
+func Default() Checks { return Checks{Step: stepCheckers, End: checkEnd} }

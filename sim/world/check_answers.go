@@ -40,37 +40,6 @@ func checkAnswers(w *World) (rule string, err error) {
 	return "", nil
 }
 
-// judgedLogs counts the entries of each log the answer checks have judged,
-// and holds what the incremental step checkers carry from step to step
-// (check_buffers.go, check_cancel.go).
-type judgedLogs struct {
-	takes, recvEnds, upstream, unpublished, probes int
-
-	// pending lists the WRITEs that may still land, in posting order, and
-	// writesSeen how many of w.writes were added to it (pendingWrites).
-	pending    []*write
-	writesSeen int
-	// pendingFresh: pending is up to date within the checkStep running now.
-	pendingFresh bool
-	// undelivered is what checkUndeliveredReleased last found holding.
-	undelivered undeliveredSeen
-}
-
-// upstreamAnswer is the producer's answer to one TransferEncoderCache
-// request (receive number recv), as it left the producer.
-type upstreamAnswer struct {
-	recv, res int64
-}
-
-// probeAnswer is the answer that reached client h for its probe call.
-type probeAnswer struct {
-	h     int32
-	rpc   int64
-	probe probeKind
-	entry string
-	res   int64
-}
-
 // checkReferenceTakes: SU-4 and SU-5. A call whose reference was rejected
 // (L-4, L-1, SU-4, N-1, SU-5) took nothing: no rename, read or WRITE of the
 // entry it names happened for it (SU-4: "neither consumes nor releases

@@ -11,7 +11,7 @@ import "fmt"
 // in the order they were posted, so it finds the first violation the whole
 // list would.
 func checkReceiveBuffers(w *World) error {
-	for _, wr := range w.pendingWrites() {
+	for _, wr := range pendingWrites(w) {
 		c := w.cons[wr.c]
 		if !c.up || c.inc != wr.inc {
 			continue
@@ -23,21 +23,6 @@ func checkReceiveBuffers(w *World) error {
 	return nil
 }
 
-// bufferHeld says what is wrong when wr may land in b.
-func bufferHeld(wr *write, b *buffer) error {
-	switch {
-	case b.quarantined && b.owner == wr.recv:
-		return nil
-	case b.owner == wr.recv:
-		return nil
-	case b.owner == 0:
-		return fmt.Errorf("PD%d freed buffer %d while WRITE #%d of %s may still land in it", wr.c, wr.buf, wr.num, short(wr.entry))
-	default:
-		return fmt.Errorf("PD%d reused buffer %d for receive %d while WRITE #%d of %s for receive %d may still land in it",
-			wr.c, wr.buf, b.owner, wr.num, short(wr.entry), wr.recv)
-	}
-}
-
 // pendingWrites returns the WRITEs that may still land, in posting order:
 // the last step's pending list without those that landed or failed since,
 // then the WRITEs posted since. A WRITE that landed or failed never becomes
@@ -47,7 +32,7 @@ func bufferHeld(wr *write, b *buffer) error {
 // both ask within one checkStep: the second gets the list the
 // first brought up to date (nothing changes the world between two
 // checkers; checkStep clears pendingFresh before and after its checkers).
-func (w *World) pendingWrites() []*write {
+func pendingWrites(w *World) []*write {
 	j := &w.judged
 	if j.pendingFresh {
 		return j.pending
@@ -68,20 +53,13 @@ func (w *World) pendingWrites() []*write {
 	return kept
 }
 
-// checkLanding is the same check at the moment a WRITE lands.
-func (w *World) checkLanding(wr *write, b *buffer) {
-	if err := bufferHeld(wr, b); err != nil {
-		w.failf(Correctness, "Q-1", "WRITE landed: %s", err)
-	}
-}
-
 // checkSources: Q-3. A producer never frees a transfer source a WRITE may
 // still read: a pending WRITE's source is live (transfer in progress) or
 // quarantined.
 //
 // Incremental as checkReceiveBuffers: only the pending WRITEs.
 func checkSources(w *World) error {
-	for _, wr := range w.pendingWrites() {
+	for _, wr := range pendingWrites(w) {
 		if w.sources[wr.entry] == sourceFreed {
 			return fmt.Errorf("producer freed the source of %s while WRITE #%d may still read it", short(wr.entry), wr.num)
 		}

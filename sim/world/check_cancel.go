@@ -45,13 +45,3 @@ func checkUndeliveredReleased(w *World) (string, error) {
 	w.judged.undelivered = seen
 	return "", nil
 }
-
-// undeliveredSeen is the producer table (a restarted producer's is a new
-// one), its Version and the length of the cancelled list when
-// checkUndeliveredReleased last held.
-type undeliveredSeen struct {
-	table     *handoff.ProducerTable
-	version   uint64
-	cancelled int
-	held      bool
-}

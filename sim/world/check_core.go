@@ -2,8 +2,6 @@ package world
 
 import (
 	"fmt"
-
-	"github.com/baton-dev/baton/engine/handoff"
 )
 
 // checkCore calls the core's own CheckInvariants on every node (doc.go
@@ -28,12 +26,4 @@ func checkCore(w *World) error {
 		}
 	}
 	return nil
-}
-
-// checkedCore is the core table a node's last invariant check saw and its
-// Version then (a restarted node's new table is a different pointer).
-type checkedCore struct {
-	table    *handoff.ProducerTable
-	receives *handoff.ConsumerReceives
-	version  uint64
 }

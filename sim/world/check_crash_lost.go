@@ -14,5 +14,3 @@ func checkCrashLost(w *World) error {
 	}
 	return nil
 }
-
-func init() { stepCheckers = append(stepCheckers, checker{rule: "SU-2", check: checkCrashLost}) }

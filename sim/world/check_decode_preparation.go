@@ -28,7 +28,3 @@ func checkDecodePreparation(w *World) error {
 	w.nodes.decided = w.nodes.decided[:0]
 	return nil
 }
-
-var prepNames = [...]string{prepOK: "P's own", prepMissing: "missing", prepBadHash: "carrying a malformed hash"}
-
-func init() { stepCheckers = append(stepCheckers, checker{rule: "L-2", check: checkDecodePreparation}) }

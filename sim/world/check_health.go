@@ -16,7 +16,7 @@ import (
 func checkHealth(w *World) error {
 	q := len(w.prod.quarantines) // sources quarantined until their WRITE ends
 	sig := healthSig{0, q, w.ledger.removeFailures, w.prod.health.Draining()}
-	if err := healthAgrees("E", w.prod.health, q > 0, w.prodCleanupFailed(), &w.prodHealthSig, &w.prodCheapSig, sig); err != nil {
+	if err := healthAgrees("E", w.prod.health, q > 0, prodCleanupFailed(w), &w.prodHealthSig, &w.prodCheapSig, sig); err != nil {
 		return err
 	}
 	for _, c := range w.cons {
@@ -32,20 +32,7 @@ func checkHealth(w *World) error {
 	return nil
 }
 
-// healthSig is what a node's health is a function of.
-type healthSig struct {
-	inc                   int64
-	quarantined, cleanups int
-	draining              bool
-}
-
-// cheapCheck is the signature of a node's last cheap health check.
-type cheapCheck struct {
-	sig  healthSig
-	done bool
-}
-
-func (w *World) prodCleanupFailed() bool { return w.ledger.removeFailures > 0 }
+func prodCleanupFailed(w *World) bool { return w.ledger.removeFailures > 0 }
 
 // healthAgrees checks one node. last is the signature of the last full
 // check, cheap that of the last cheap one: a Health changes only when the

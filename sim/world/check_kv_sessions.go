@@ -42,5 +42,3 @@ func checkKVSessionsEnd(w *World) error {
 	}
 	return nil
 }
-
-func init() { stepCheckers = append(stepCheckers, checker{rule: "kv-session", check: checkKVSessions}) }

@@ -3,8 +3,6 @@ package world
 import (
 	"fmt"
 	"sort"
-
-	"github.com/baton-dev/baton/engine/handoff"
 )
 
 // checkQuarantineProofs: Q-6 (and ). A quarantine shrinks only
@@ -109,50 +107,4 @@ func checkProofsHonoured(w *World) error {
 		}
 	}
 	return nil
-}
-
-func init() {
-	stepCheckers = append(stepCheckers, checker{rule: "Q-6", check: checkQuarantineProofs})
-	endCheckers = append(endCheckers, checker{rule: "Q-6", check: checkProofsHonoured})
-}
-
-// proofSeen is what checkQuarantineProofs saw at its last look.
-type proofSeen struct {
-	cons    []consumerProofs
-	prod    *producerNode
-	sources []*write
-	// qver and qlen are E's quarantine version and count at the last look.
-	qver, qlen int
-}
-
-// consumerProofs is one consumer incarnation's quarantines at the last look.
-type consumerProofs struct {
-	inc     int64
-	table   *handoff.ConsumerReceives // the incarnation's (a restart makes a new one)
-	version uint64
-	held    []heldQuarantine
-}
-
-// heldQuarantine is a quarantined receive, the done channel of its
-// buffer's revocation (nil: no proof can end it) and the connection that
-// carried its request.
-type heldQuarantine struct {
-	key   string
-	proof <-chan struct{}
-	// carrier is the consumer's control connection the receive's request
-	// went over.
-	carrier *ctrlConn
-}
-
-// closed reports, without waiting, whether ch is closed (nil: never).
-func closed(ch <-chan struct{}) bool {
-	if ch == nil {
-		return false
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

@@ -449,28 +449,3 @@ func describeItems(items []mediaItem) string {
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }
-
-// mediaCheckers are the media model's per-step checkers, after the
-// lifecycle ones: L-3 at admission, the content hashes at publication
-// (H-4, H-1), then the answers (B-2).
-var mediaCheckers = []checker{
-	{rule: "L-3", check: checkModality},
-	{rule: "H-4", check: checkWireHash},
-	{rule: "H-1", check: checkContentHash},
-	{rule: "B-2", check: checkMediaAnswers},
-}
-
-// mediaEndCheckers judge, once the run converged, the wrong answers B-2
-// left to them: reuse only among items without content hash (H-2) or only
-// among images sent with one uuid (H-5). They wait for the end because the
-// narrower diagnosis needs the whole run: a cache that also reuses answers
-// across distinct hashed images is B-2's failure, found when it shows.
-var mediaEndCheckers = []checker{
-	{rule: "H-2", check: checkMissingHashAnswers},
-	{rule: "H-5", check: checkUUIDAnswers},
-}
-
-func init() {
-	stepCheckers = append(stepCheckers, mediaCheckers...)
-	endCheckers = append(endCheckers, mediaEndCheckers...)
-}

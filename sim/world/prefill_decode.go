@@ -464,3 +464,5 @@ func (w *World) drainKVSessions(p int) {
 		}
 	}
 }
+
+var prepNames = [...]string{prepOK: "P's own", prepMissing: "missing", prepBadHash: "carrying a malformed hash"}

@@ -190,3 +190,16 @@ func (w *World) writeEndedProof(wr *write) {
 		w.notef("Q-6 WRITE #%d ended and released; quarantine of the source of %s ended, source freed (%d quarantined left)", wr.num, short(wr.entry), len(p.quarantines))
 	}
 }
+
+// closed reports, without waiting, whether ch is closed (nil: never).
+func closed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -112,6 +112,8 @@ type World struct {
 	seed uint64
 	set  Settings
 	opts Options
+	// checks are the checkers this world runs (SetChecks).
+	checks Checks
 	// decisions are the core's broken decisions opts.Mutant switches on
 	// (handoff.Mutants): the core decides, the driver carries it out.
 	decisions handoff.Mutants
@@ -268,8 +270,11 @@ func (w *World) releaseBufs() {
 
 // newWorldBufs is newWorld taking its buffers from bufs when not nil.
 func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
+	if installed.End == nil {
+		panic("sim/world: no checkers installed (package sim installs them: world.SetChecks)")
+	}
 	w := &World{
-		seed: seed, set: s, opts: opts, decisions: opts.Mutant.decisions(),
+		seed: seed, set: s, opts: opts, decisions: opts.Mutant.decisions(), checks: installed,
 		sources: map[string]sourceState{},
 		ledger:  newLedger(), hist: newHistory(), media: newMediaWorld(seed),
 	}

@@ -1,0 +1,3 @@
+package world
+
+func init() { SetChecks(Default()) }
