@@ -139,8 +139,10 @@
 // for conformance/target/simtarget, the simulator behind the Target
 // interface that conformance/props runs its property against.
 //
-// Layout: this package is the simulator's public API; the world itself
-// (its state and event loop, the nodes' behaviour and the checkers) is
-// package sim/world, and every exported name here is an alias of or a thin
-// wrapper over world's (api.go). The file names above are sim/world's.
+// Layout: this package is the simulator's public API and its wiring; the
+// world itself (its state and event loop, the nodes' behaviour) is package
+// sim/world, and the checkers are package sim/checks, which sim installs in
+// every world (wire.go). Every exported name here is an alias of or a thin
+// wrapper over world's (api.go). The check_*.go files named above are
+// sim/checks'; the other files sim/world's.
 package sim

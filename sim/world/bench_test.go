@@ -36,14 +36,14 @@ func BenchmarkSimulator(b *testing.B) {
 		var q queue
 		r := newRNG(1, subWorkload)
 		for i := 0; i < 64; i++ {
-			q.push(event{tick: r.Int64N(100)})
+			q.push(Event{Tick: r.Int64N(100)})
 		}
 		start := time.Now()
 		var sink int64
 		for i := 0; i < b.N; i++ {
-			ev, _ := q.pop()
-			sink += ev.tick
-			q.push(event{tick: ev.tick + 1 + r.Int64N(100), kind: evCollect})
+			ev, _ := q.Pop()
+			sink += ev.Tick
+			q.push(Event{Tick: ev.Tick + 1 + r.Int64N(100), Kind: evCollect})
 		}
 		wall := time.Since(start).Seconds()
 		b.ReportMetric(float64(b.N)/wall, "events/s")

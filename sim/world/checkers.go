@@ -28,15 +28,15 @@ var installed Checks
 // built before any call panics.
 func SetChecks(c Checks) { installed = c }
 
-// checkStep runs every per-step checker after a step; the first failure
+// CheckStep runs every per-step checker after a step; the first failure
 // ends the run.
-func (w *World) checkStep() {
-	if w.fail != nil || w.opts.HistoryOnly {
+func (w *World) CheckStep() {
+	if w.Fail != nil || w.Opts.HistoryOnly {
 		return
 	}
-	w.judged.pendingFresh = false
+	w.Judged.PendingFresh = false
 	w.runStepCheckers()
-	w.judged.pendingFresh = false
+	w.Judged.PendingFresh = false
 }
 
 // runStepCheckers runs the step checkers in order until one fails.
@@ -50,7 +50,7 @@ func (w *World) runStepCheckers() {
 			err = c.Check(w)
 		}
 		if err != nil {
-			w.failf(Correctness, rule, "%s", err)
+			w.Failf(Correctness, rule, "%s", err)
 			return
 		}
 	}

@@ -31,8 +31,8 @@ type plan struct {
 	// content names the media published (one of contentKinds): two
 	// clients with the same content publish the same media (SU-6).
 	content int
-	// media is what the publish carries and the consumes ask (media.go; its own stream).
-	media mediaPlan
+	// Media is what the publish carries and the consumes ask (media.go; its own stream).
+	Media mediaPlan
 }
 
 // probeKind is an altered call a client makes with its live reference
@@ -51,17 +51,17 @@ const (
 	probeWrongRole
 )
 
-// probeRules is the rule each probe checks and the answer the contract
+// ProbeRules is the rule each probe checks and the answer the contract
 // gives it (0: any answer but OK).
-var probeRules = [...]struct {
-	rule string
-	want int64
+var ProbeRules = [...]struct {
+	Rule string
+	Want int64
 }{probeForged: {"SU-5", 0}, probeOversize: {"L-1", resTooLarge}, probeRelabelled: {"N-1", resBackend}, probeWrongRole: {"L-4", resWrongRole}}
 
 // probeForms is the reference form each probe presents.
-var probeForms = [...]refForm{probeForged: formForged, probeOversize: formOversize, probeRelabelled: formRelabelled, probeWrongRole: formIssued}
+var probeForms = [...]refForm{probeForged: formForged, probeOversize: FormOversize, probeRelabelled: formRelabelled, probeWrongRole: FormIssued}
 
-var probeNames = [...]string{probeForged: "forged reference", probeOversize: "oversize reference", probeRelabelled: "relabelled reference", probeWrongRole: "consume sent to E"}
+var ProbeNames = [...]string{probeForged: "forged reference", probeOversize: "oversize reference", probeRelabelled: "relabelled reference", probeWrongRole: "consume sent to E"}
 
 // contentKinds is the number of distinct media clients publish.
 const contentKinds = 6
@@ -95,9 +95,9 @@ const (
 // client is one handoff's client: publish on E, consume on a PD, maybe replay
 // the spent reference, release once or twice, cancel at its plan's point.
 type client struct {
-	idx   int
-	plan  plan
-	stage clientStage
+	Idx   int
+	Plan  plan
+	Stage clientStage
 	// rpc numbers the client's calls; an answer for another number is stale.
 	rpc int64
 	// cancelledRPC is the publish call whose stream the client cancelled.
@@ -109,8 +109,8 @@ type client struct {
 	// number of the probe call.
 	callPD   int
 	probeRPC int64
-	done     bool
-	outcome  string
+	Done     bool
+	Outcome  string
 	// manual clients (Driver) make one call and stop at its answer:
 	// answered, lastRes and lastEntry hold it; nothing follows by itself.
 	manual, answered bool
@@ -122,18 +122,18 @@ type client struct {
 func drawPlan(w *World) plan {
 	r := w.workRNG
 	p := plan{
-		startTick:    between(r, 0, w.set.SafetyTicks/2),
-		consumer:     r.IntN(w.set.Consumers),
-		payloadBytes: between(r, 1, w.set.PayloadBytesMax),
+		startTick:    between(r, 0, w.Set.SafetyTicks/2),
+		consumer:     r.IntN(w.Set.Consumers),
+		payloadBytes: between(r, 1, w.Set.PayloadBytesMax),
 		consume:      chance(r, 0.85),
 		replay:       chance(r, 0.25),
 	}
 	if chance(r, 0.5) {
-		p.ttlMs = between(r, 1, w.set.MaxTTLMs*2)
+		p.ttlMs = between(r, 1, w.Set.MaxTTLMs*2)
 	}
 	switch x := r.Float64(); {
 	case x < 0.08:
-		p.cancel, p.cancelMs = cancelEncoding, between(r, 0, w.set.EncodeMsMax+w.set.NetDelayMaxMs)
+		p.cancel, p.cancelMs = cancelEncoding, between(r, 0, w.Set.EncodeMsMax+w.Set.NetDelayMaxMs)
 	case x < 0.16:
 		p.cancel = cancelAfterReady
 	}
@@ -160,7 +160,7 @@ func drawPlan(w *World) plan {
 	case x < 0.08:
 		p.probe = probeWrongRole
 	}
-	p.media = w.drawMedia()
+	p.Media = w.drawMedia()
 	return p
 }
 
@@ -168,41 +168,41 @@ func drawPlan(w *World) plan {
 func (c *client) streamCancelled(rpc int64) bool { return c.cancelledRPC == rpc && rpc != 0 }
 
 // call starts a client RPC: a new number, the request on the network, and the client's deadline.
-func (w *World) call(c *client, stage clientStage, class msgClass, ev event) {
+func (w *World) call(c *client, stage clientStage, class msgClass, ev Event) {
 	c.rpc++
-	c.stage = stage
-	call := clientCall{client: int32(c.idx), rpc: c.rpc}
+	c.Stage = stage
+	call := clientCall{client: int32(c.Idx), rpc: c.rpc}
 	ev.setCaller(call)
-	w.histCall(c.idx, c.rpc, stageOps[stage], requestEntryOf(ev))
+	w.histCall(c.Idx, c.rpc, stageOps[stage], requestEntryOf(ev))
 	w.send(class, ev)
-	w.after(w.set.ClientTimeoutMs, call.event(evClientDeadline))
+	w.after(w.Set.ClientTimeoutMs, call.event(evClientDeadline))
 }
 
 // stageOps is the history operation each calling stage makes.
 var stageOps = [...]OpKind{stagePublishing: OpPublish, stageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageProbing: OpConsume, stageDone: 0}
 
 func (w *World) finish(c *client, outcome string) {
-	c.stage, c.done, c.outcome = stageDone, true, outcome
+	c.Stage, c.Done, c.Outcome = stageDone, true, outcome
 	if w.tracing {
-		w.notef("client %d done: %s", c.idx, outcome)
+		w.notef("client %d done: %s", c.Idx, outcome)
 	}
 }
 
 // clientStart publishes.
-func (w *World) clientStart(ev event) {
+func (w *World) clientStart(ev Event) {
 	start := clientCallOf(ev)
-	c := w.clients[start.client]
-	w.call(c, stagePublishing, msgRequest, event{kind: evPublishArrive})
-	if c.plan.cancel == cancelEncoding {
-		w.after(c.plan.cancelMs, clientCall{client: start.client, rpc: c.rpc}.event(evClientCancel))
+	c := w.Clients[start.client]
+	w.call(c, stagePublishing, msgRequest, Event{Kind: evPublishArrive})
+	if c.Plan.cancel == cancelEncoding {
+		w.after(c.Plan.cancelMs, clientCall{client: start.client, rpc: c.rpc}.event(evClientCancel))
 	}
 }
 
 // current reports whether an answer to call rpc answers the client's outstanding call.
 func (w *World) current(c *client, rpc int64) bool {
-	if c.done || rpc != c.rpc || c.stage == stageIdle {
+	if c.Done || rpc != c.rpc || c.Stage == stageIdle {
 		if w.tracing {
-			w.notef("stale answer for client %d ignored", c.idx)
+			w.notef("stale answer for client %d ignored", c.Idx)
 		}
 		return false
 	}
@@ -210,57 +210,57 @@ func (w *World) current(c *client, rpc int64) bool {
 }
 
 // clientDeadline: the call's answer did not come in time (lost, or a node down).
-func (w *World) clientDeadline(ev event) {
+func (w *World) clientDeadline(ev Event) {
 	call := clientCallOf(ev)
-	c := w.clients[call.client]
-	if c.done || call.rpc != c.rpc || c.stage == stageIdle {
+	c := w.Clients[call.client]
+	if c.Done || call.rpc != c.rpc || c.Stage == stageIdle {
 		return
 	}
 	if w.tracing {
-		w.notef("client %d call %d deadline", c.idx, call.rpc)
+		w.notef("client %d call %d deadline", c.Idx, call.rpc)
 	}
-	w.answer(c, resUnavailable, "")
+	w.answer(c, ResUnavailable, "")
 }
 
 // clientCancel cancels the client's current call: the publish stream (C-1,
 // C-7) or, injected, a consume in flight (C-4: the consumer keeps its
 // buffers until the outcome is known; the client then releases).
-func (w *World) clientCancel(ev event) {
+func (w *World) clientCancel(ev Event) {
 	call := clientCallOf(ev)
-	c := w.clients[call.client]
-	if c.done || call.rpc != c.rpc {
+	c := w.Clients[call.client]
+	if c.Done || call.rpc != c.rpc {
 		return
 	}
-	switch c.stage {
+	switch c.Stage {
 	case stagePublishing:
 		c.cancelledRPC = c.rpc
 		c.rpc++ // answers to the cancelled call are stale now
 		w.finish(c, "cancelled while publishing")
 	case stageConsuming, stageReplaying:
-		w.consumerCancelled(w.cons[c.callPD], int32(c.idx), c.rpc)
+		w.consumerCancelled(w.Cons[c.callPD], int32(c.Idx), c.rpc)
 		c.rpc++
 		if w.tracing {
-			w.notef("client %d cancelled its consume", c.idx)
+			w.notef("client %d cancelled its consume", c.Idx)
 		}
 		c.releasesLeft = max(c.releasesLeft, 1)
 		w.next(c)
 	}
 }
 
-func (w *World) readyArrive(ev event) {
+func (w *World) readyArrive(ev Event) {
 	r := readyReplyOf(ev)
-	w.histReturn(r.client, r.rpc, OpPublish, resOK, r.entry)
-	c := w.clients[r.client]
+	w.histReturn(r.client, r.rpc, OpPublish, ResOK, r.entry)
+	c := w.Clients[r.client]
 	if !w.current(c, r.rpc) {
 		return
 	}
-	w.answer(c, resOK, r.entry)
+	w.answer(c, ResOK, r.entry)
 }
 
-func (w *World) publishFailArrive(ev event) {
+func (w *World) publishFailArrive(ev Event) {
 	r := callReplyOf(ev)
 	w.histReturn(r.client, r.rpc, OpPublish, r.result, "")
-	c := w.clients[r.client]
+	c := w.Clients[r.client]
 	if !w.current(c, r.rpc) {
 		return
 	}
@@ -268,19 +268,19 @@ func (w *World) publishFailArrive(ev event) {
 }
 
 // consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
-func (w *World) consumeReplyArrive(ev event) {
+func (w *World) consumeReplyArrive(ev Event) {
 	r := consumeReplyOf(ev)
 	w.histReturn(r.client, r.rpc, OpConsume, r.result, r.entry)
-	c := w.clients[r.client]
-	if c.plan.probe != probeNone && r.rpc == c.probeRPC && r.rpc != 0 {
-		w.probeAnswers = append(w.probeAnswers, probeAnswer{h: r.client, rpc: r.rpc, probe: c.plan.probe, entry: r.entry, res: r.result})
+	c := w.Clients[r.client]
+	if c.Plan.probe != probeNone && r.rpc == c.probeRPC && r.rpc != 0 {
+		w.ProbeAnswers = append(w.ProbeAnswers, probeAnswer{H: r.client, Rpc: r.rpc, Probe: c.Plan.probe, Entry: r.entry, Res: r.result})
 	}
-	if r.result == resOK {
+	if r.result == ResOK {
 		// Counted even if the client stopped waiting: the PD served it. A
 		// duplicated reply is the same answer, counted once.
-		rec := w.ledger.get(r.entry)
-		if !slices.Contains(rec.okCalls, [2]int64{int64(r.client), r.rpc}) {
-			rec.okCalls = append(rec.okCalls, [2]int64{int64(r.client), r.rpc})
+		rec := w.Ledger.get(r.entry)
+		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.client), r.rpc}) {
+			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.client), r.rpc})
 		}
 	}
 	if !w.current(c, r.rpc) {
@@ -289,10 +289,10 @@ func (w *World) consumeReplyArrive(ev event) {
 	w.answer(c, r.result, "")
 }
 
-func (w *World) releaseReplyArrive(ev event) {
+func (w *World) releaseReplyArrive(ev Event) {
 	r := callReplyOf(ev)
 	w.histReturn(r.client, r.rpc, OpRelease, r.result, "")
-	c := w.clients[r.client]
+	c := w.Clients[r.client]
 	if !w.current(c, r.rpc) {
 		return
 	}
@@ -302,25 +302,25 @@ func (w *World) releaseReplyArrive(ev event) {
 // answer moves a client on after its current call ended with res.
 func (w *World) answer(c *client, res int64, entry string) {
 	if w.tracing {
-		w.notef("client %d got %s", c.idx, resNames[res])
+		w.notef("client %d got %s", c.Idx, ResNames[res])
 	}
 	if c.manual {
 		c.answered, c.lastRes, c.lastEntry = true, res, entry
-		c.stage, c.done, c.outcome = stageDone, true, resNames[res]
+		c.Stage, c.Done, c.Outcome = stageDone, true, ResNames[res]
 		return
 	}
-	if w.set.eppd() && w.decodeAnswer(c, res) {
+	if w.Set.eppd() && w.decodeAnswer(c, res) {
 		return // E+P+D: PrefillReady, decode, KV session release (prefill_decode.go)
 	}
-	switch c.stage {
+	switch c.Stage {
 	case stagePublishing:
-		if res != resOK {
-			w.finish(c, "publish failed: "+resNames[res])
+		if res != ResOK {
+			w.finish(c, "publish failed: "+ResNames[res])
 			return
 		}
 		c.entry = entry
-		c.releasesLeft = c.plan.releases
-		if c.plan.probe != probeNone {
+		c.releasesLeft = c.Plan.releases
+		if c.Plan.probe != probeNone {
 			w.probe(c)
 			return
 		}
@@ -330,7 +330,7 @@ func (w *World) answer(c *client, res int64, entry string) {
 		w.afterPublish(c)
 		return
 	case stageConsuming:
-		if res != resOK {
+		if res != ResOK {
 			c.releasesLeft = max(c.releasesLeft, 1) // hygiene: release what may still be live
 		}
 	case stageReplaying:
@@ -338,24 +338,24 @@ func (w *World) answer(c *client, res int64, entry string) {
 	case stageReleasing:
 		c.releasesLeft--
 	}
-	c.stage = stageIdle
+	c.Stage = stageIdle
 	w.next(c)
 }
 
 // afterPublish is what a client does with its new reference: release it
 // at once (cancelled), consume it, or go on to its releases.
 func (w *World) afterPublish(c *client) {
-	if c.plan.cancel == cancelAfterReady {
+	if c.Plan.cancel == cancelAfterReady {
 		c.releasesLeft = max(c.releasesLeft, 1)
-		c.stage = stageIdle
+		c.Stage = stageIdle
 		w.next(c)
 		return
 	}
-	if c.plan.consume {
-		w.consume(c, c.plan.consumer, stageConsuming)
+	if c.Plan.consume {
+		w.consume(c, c.Plan.consumer, stageConsuming)
 		return
 	}
-	c.stage = stageIdle
+	c.Stage = stageIdle
 	w.next(c)
 }
 
@@ -363,25 +363,25 @@ func (w *World) afterPublish(c *client) {
 // reference to its consumer, or the consume to E (history: a probe op).
 func (w *World) probe(c *client) {
 	kind := evConsumeArrive
-	if c.plan.probe == probeWrongRole {
+	if c.Plan.probe == probeWrongRole {
 		kind = evProducerConsume
 	}
-	ev := consumeRequest{consumer: int32(c.plan.consumer), entry: c.entry, form: probeForms[c.plan.probe]}.event(kind)
-	c.callPD = c.plan.consumer
+	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.probe]}.event(kind)
+	c.callPD = c.Plan.consumer
 	w.call(c, stageProbing, msgRequest, ev)
 	c.probeRPC = c.rpc
 	w.hist.ops[len(w.hist.ops)-1].Probe = true
 	if w.tracing {
-		w.notef("client %d probes with a %s", c.idx, probeNames[c.plan.probe])
+		w.notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.probe])
 	}
 }
 
 // next picks the client's next call, or finishes it.
 func (w *World) next(c *client) {
 	switch {
-	case c.plan.replay && !c.replayed && c.plan.cancel == cancelNone && c.plan.consume && c.releasesLeft == c.plan.releases:
+	case c.Plan.replay && !c.replayed && c.Plan.cancel == cancelNone && c.Plan.consume && c.releasesLeft == c.Plan.releases:
 		c.replayed = true
-		w.consume(c, (c.plan.consumer+1)%w.set.Consumers, stageReplaying)
+		w.consume(c, (c.Plan.consumer+1)%w.Set.Consumers, stageReplaying)
 	case c.releasesLeft > 0:
 		w.call(c, stageReleasing, msgRelease, releaseRequest{entry: c.entry}.event())
 	default:
@@ -395,16 +395,16 @@ func (w *World) consume(c *client, pd int, stage clientStage) {
 	c.callPD = pd
 	w.call(c, stage, msgRequest, consumeRequest{consumer: int32(pd), entry: c.entry}.event(evConsumeArrive))
 	if stage == stageConsuming {
-		switch c.plan.race {
+		switch c.Plan.race {
 		case raceConsume:
-			w.histCall(c.idx, 0, OpConsume, c.entry)
-			w.send(msgRequest, consumeRequest{client: int32(c.idx), consumer: int32((pd + 1) % w.set.Consumers), entry: c.entry}.event(evConsumeArrive))
+			w.histCall(c.Idx, 0, OpConsume, c.entry)
+			w.send(msgRequest, consumeRequest{client: int32(c.Idx), consumer: int32((pd + 1) % w.Set.Consumers), entry: c.entry}.event(evConsumeArrive))
 		case raceRelease:
-			w.histCall(c.idx, 0, OpRelease, c.entry)
-			w.send(msgRelease, releaseRequest{client: int32(c.idx), entry: c.entry}.event())
+			w.histCall(c.Idx, 0, OpRelease, c.entry)
+			w.send(msgRelease, releaseRequest{client: int32(c.Idx), entry: c.entry}.event())
 		}
 	}
 	if w.faults.buggify(SiteLateCancel) {
-		w.after(between(w.workRNG, 0, w.set.ConsumerTimeoutMs), clientCall{client: int32(c.idx), rpc: c.rpc}.event(evClientCancel))
+		w.after(between(w.workRNG, 0, w.Set.ConsumerTimeoutMs), clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientCancel))
 	}
 }

@@ -12,11 +12,11 @@ import (
 // buffer is one receive buffer of a consumer: memory its xfer agent
 // registers for each transfer receive that uses it (transport.go).
 type buffer struct {
-	// owner is the receive number using it (0: free).
-	owner int64
-	// quarantined buffers are never freed or reused until their
+	// Owner is the receive number using it (0: free).
+	Owner int64
+	// Quarantined buffers are never freed or reused until their
 	// quarantine ends on its Q-6 proof.
-	quarantined bool
+	Quarantined bool
 	// proved: the revocation of this quarantined buffer is done (the Q-6
 	// proof came) but the core kept the quarantine (its
 	// NeverEndQuarantine mutant).
@@ -26,15 +26,15 @@ type buffer struct {
 	mem []byte
 	// reg is its registration while a receive owns it (nil otherwise).
 	reg *xfer.Registration
-	// revoked is the done channel of the Revoke of a quarantined buffer:
+	// Revoked is the done channel of the Revoke of a quarantined buffer:
 	// closed once no WRITE can land in it any more.
-	revoked <-chan struct{}
-	// carrier is the control connection the quarantined receive's
+	Revoked <-chan struct{}
+	// Carrier is the control connection the quarantined receive's
 	// request went over (xreq.carrier): the Q-6 proof also needs it
 	// closed, which the consumer brings about itself (it retired the
 	// connection at the quarantine: closed with its last use) or which
 	// happens when either process is gone.
-	carrier *ctrlConn
+	Carrier *ctrlConn
 }
 
 // recv is one receive in flight on a consumer.
@@ -52,15 +52,15 @@ type recv struct {
 // handoff.EndTransfer decides how a transfer receive ends;
 // the driver carries the decision out, as the real engine does.
 type consumerNode struct {
-	// checked is what checkCore last checked of the receives.
-	checked  checkedCore
-	idx      int
-	inc      int64
-	up       bool
-	receives *handoff.ConsumerReceives
-	health   *handoff.Health
+	// Checked is what checkCore last checked of the receives.
+	Checked  CheckedCore
+	Idx      int
+	Inc      int64
+	Up       bool
+	Receives *handoff.ConsumerReceives
+	Health   *handoff.Health
 	recvs    map[int64]*recv
-	bufs     []buffer
+	Bufs     []buffer
 	// agent is the incarnation's transfer agent and md its metadata (the
 	// transfer backend only).
 	agent xfer.Agent
@@ -72,15 +72,15 @@ type consumerNode struct {
 	// engine's optional observable encoder.quarantine.entered): one that
 	// Q-6 ended at once still shows.
 	entered int64
-	// healthSig is the signature checkHealth last checked fully; cheapSig
+	// HealthSig is the signature checkHealth last checked fully; cheapSig
 	// the one it last checked cheaply; name is "PD<idx>".
-	healthSig healthSig
-	cheapSig  cheapCheck
-	name      string
-	// lateAdmissions lists (arrival, admission) ticks of consumes that were
+	HealthSig HealthSig
+	CheapSig  CheapCheck
+	Name      string
+	// LateAdmissions lists (arrival, admission) ticks of consumes that were
 	// not admitted in the step they arrived (only a lock held across a
 	// transfer call delays one; Q-5).
-	lateAdmissions [][2]int64
+	LateAdmissions [][2]int64
 }
 
 // transferInFlight reports whether a TransferEncoderCache call of c is outstanding.
@@ -94,30 +94,30 @@ func (c *consumerNode) transferInFlight() bool {
 }
 
 func newConsumerNode(w *World, idx int) *consumerNode {
-	c := &consumerNode{idx: idx, inc: 1, name: "PD" + strconv.Itoa(idx)}
-	w.sd.cons = append(w.sd.cons, nil)
+	c := &consumerNode{Idx: idx, Inc: 1, Name: "PD" + strconv.Itoa(idx)}
+	w.Sd.cons = append(w.Sd.cons, nil)
 	c.boot(w)
 	return c
 }
 
 // boot starts a fresh incarnation: new core state, fresh registered memory.
 func (c *consumerNode) boot(w *World) {
-	c.up = true
-	w.sd.cons[c.idx] = w.sd.disk.Proc(consumerAgentName(c.idx, c.inc))
-	c.receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.set.ConsumerQuotaBytes})
-	c.health = handoff.NewHealth()
-	c.health.Started()
+	c.Up = true
+	w.Sd.cons[c.Idx] = w.Sd.Disk.Proc(consumerAgentName(c.Idx, c.Inc))
+	c.Receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes})
+	c.Health = handoff.NewHealth()
+	c.Health.Started()
 	c.recvs = map[int64]*recv{}
 	c.entered = 0
-	c.bufs = make([]buffer, w.set.BuffersPerConsumer)
-	if w.set.Backend == BackendTransfer {
-		c.agent = w.newAgent(consumerAgentName(c.idx, c.inc), true)
+	c.Bufs = make([]buffer, w.Set.BuffersPerConsumer)
+	if w.Set.Backend == BackendTransfer {
+		c.agent = w.newAgent(consumerAgentName(c.Idx, c.Inc), true)
 		md, err := c.agent.LocalMetadata()
-		must(err)
+		Must(err)
 		c.md = md
-		mem := make([]byte, entryIDBytes*len(c.bufs))
-		for i := range c.bufs {
-			c.bufs[i].mem = mem[i*entryIDBytes : (i+1)*entryIDBytes : (i+1)*entryIDBytes]
+		mem := make([]byte, entryIDBytes*len(c.Bufs))
+		for i := range c.Bufs {
+			c.Bufs[i].mem = mem[i*entryIDBytes : (i+1)*entryIDBytes : (i+1)*entryIDBytes]
 		}
 	}
 }
@@ -128,67 +128,67 @@ func (c *consumerNode) boot(w *World) {
 // (handoff.AdmitConsume: L-1, SU-4, H-3, N-1, SE-3, SU-5), SU-2 (expired,
 // then handoff.AdmitReceive: not in the shared directory), Preflight (L-5),
 // then the backend's claim.
-func (w *World) consumeArrive(ev event) {
+func (w *World) consumeArrive(ev Event) {
 	rq := consumeRequestOf(ev)
-	c := w.cons[rq.consumer]
+	c := w.Cons[rq.consumer]
 	reply := consumeReply{client: rq.client, consumer: rq.consumer, rpc: rq.rpc, entry: rq.entry}
-	if !c.up {
+	if !c.Up {
 		return // connection refused; the client's deadline ends its call
 	}
-	if w.opts.Mutant == MutantLockAcrossTransfer && c.transferInFlight() {
+	if w.Opts.Mutant == MutantLockAcrossTransfer && c.transferInFlight() {
 		if rq.waitingSince == 0 {
-			rq.waitingSince = w.now + 1 // arrival tick + 1
+			rq.waitingSince = w.Now + 1 // arrival tick + 1
 		}
 		if w.tracing {
-			w.notef("PD%d lock held across a transfer: consume waits", c.idx)
+			w.notef("PD%d lock held across a transfer: consume waits", c.Idx)
 		}
-		w.after(1, rq.event(ev.kind))
+		w.after(1, rq.event(ev.Kind))
 		return
 	}
 	if rq.waitingSince != 0 {
-		c.lateAdmissions = append(c.lateAdmissions, [2]int64{rq.waitingSince - 1, w.now})
+		c.LateAdmissions = append(c.LateAdmissions, [2]int64{rq.waitingSince - 1, w.Now})
 	}
-	if err := c.health.Admit(); err != nil {
+	if err := c.Health.Admit(); err != nil {
 		reply.result = resOf(err)
-		w.ledger.refuseForHealth(callKey{rq.client, rq.rpc})
+		w.Ledger.refuseForHealth(CallKey{rq.client, rq.rpc})
 		if w.tracing {
 			w.notef("admit: %v", err)
 		}
 		w.send(msgReply, reply.event())
 		return
 	}
-	rec := w.ledger.get(rq.entry)
+	rec := w.Ledger.get(rq.entry)
 	if err := w.consumerCheckRef(c, rec, rq.form, rq.client, rq.rpc); err != nil {
 		reply.result = resOf(err)
-		w.ledger.rejectCall(callKey{rq.client, rq.rpc}, reply.result)
+		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
 		if w.tracing {
 			w.notef("%v", err)
 		}
 		w.send(msgReply, reply.event())
 		return
 	}
-	if w.now >= rec.expiresMs {
+	if w.Now >= rec.ExpiresMs {
 		reply.result = resSpent
 		if w.tracing {
-			w.notef("SU-2 %s expired", short(rq.entry))
+			w.notef("SU-2 %s expired", Short(rq.entry))
 		}
 		w.send(msgReply, reply.event())
 		return
 	}
-	num := int64(len(w.xreqs) + 1)
+	num := int64(len(w.Xreqs) + 1)
 	key := "r" + strconv.FormatInt(num, 10) + "/" + rq.entry // fmt.Sprintf("r%d/%s"), one allocation
-	w.xreqs = append(w.xreqs, xreq{h: int(rq.client), rpc: rq.rpc, c: c.idx, inc: c.inc, buf: -1, entry: rq.entry, key: key, form: rq.form})
+	w.Xreqs = append(w.Xreqs, xreq{h: int(rq.client), rpc: rq.rpc, c: c.Idx, inc: c.Inc, buf: -1, entry: rq.entry, Key: key, form: rq.form})
 	exists, lookErr := true, error(nil) // a transfer: the producer decides SU-2
-	if w.set.Backend == BackendSharedDir {
-		exists, lookErr = shareddir.EntryExists(w.sd.cons[c.idx], cacheRoot, rec.instance, rec.id)
+	if w.Set.Backend == BackendSharedDir {
+		exists, lookErr = shareddir.EntryExists(w.Sd.cons[c.Idx], cacheRoot, rec.instance, rec.Id)
 	}
 	// SU-2 before L-5 (CONTRACT precedence): the core's handoff.AdmitReceive
 	// looks (shareddir.EntryExists) before it reserves receive bytes.
-	if err := handoff.AdmitReceive(rec.id, exists, lookErr, func() error { return c.receives.Preflight(key, rec.payloadBytes) }); err != nil {
+	if err := handoff.AdmitReceive(rec.Id, exists, lookErr, func() error { return c.Receives.Preflight(key, rec.PayloadBytes) }); err != nil {
 		reply.result = resOf(err)
 		if w.tracing {
 			if errors.Is(err, handoff.ErrSpentReference) {
-				w.notef("SU-2 %s is not in the shared directory", short(rq.entry))
+				w.notef("SU-2 %s is not in the shared directory", Short(rq.entry))
 			} else {
 				w.notef("preflight: %v", err)
 			}
@@ -198,7 +198,7 @@ func (w *World) consumeArrive(ev event) {
 	}
 	r := &recv{num: num, h: int(rq.client), rpc: rq.rpc, entry: rq.entry, key: key, buf: -1, form: rq.form}
 	c.recvs[num] = r
-	if w.set.Backend == BackendSharedDir {
+	if w.Set.Backend == BackendSharedDir {
 		w.claimShared(c, r, reply)
 		return
 	}
@@ -212,67 +212,67 @@ func (w *World) consumeArrive(ev event) {
 // from the shared disk's stream): the entry is spent and its claimed file
 // is an orphan for E's CollectOrphans (or its Close).
 func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
-	must(c.receives.Registered(r.key))
-	must(c.receives.Requested(r.key))
-	rec := w.ledger.get(r.entry)
+	Must(c.Receives.Registered(r.key))
+	Must(c.Receives.Requested(r.key))
+	rec := w.Ledger.get(r.entry)
 	ok := false
-	crash := w.faults.enabled[SiteConsumerCrash] && !w.faults.healed && w.sd.rng.IntN(16) == 0
-	switch w.sd.claim(w.sd.cons[c.idx], c.idx, rec, crash) {
+	crash := w.faults.enabled[SiteConsumerCrash] && !w.faults.healed && w.Sd.rng.IntN(16) == 0
+	switch w.Sd.claim(w.Sd.cons[c.Idx], c.Idx, rec, crash) {
 	case claimWon:
 		ok = true
 	case claimCrashed:
 		w.took(rec, r.key, int32(r.h), r.rpc, r.form)
 		w.reach(stCrashInsideClaim)
 		if w.tracing {
-			w.notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.idx, short(r.entry))
+			w.notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.Idx, Short(r.entry))
 		}
-		w.crash(consumerStep{consumer: int32(c.idx)}.event(evCrash))
+		w.crash(consumerStep{consumer: int32(c.Idx)}.event(evCrash))
 		return
 	}
 	if !ok {
-		must(c.receives.Rejected(r.key))
+		Must(c.Receives.Rejected(r.key))
 		delete(c.recvs, r.num)
 		reply.result = resSpent
 		if w.tracing {
-			w.notef("SU-2 %s already consumed, released or expired", short(r.entry))
+			w.notef("SU-2 %s already consumed, released or expired", Short(r.entry))
 		}
 		w.send(msgReply, reply.event())
 		return
 	}
-	w.took(w.ledger.get(r.entry), r.key, int32(r.h), r.rpc, r.form)
+	w.took(w.Ledger.get(r.entry), r.key, int32(r.h), r.rpc, r.form)
 	if w.tracing {
-		w.notef("claimed %s as %s", short(r.entry), r.key)
+		w.notef("claimed %s as %s", Short(r.entry), r.key)
 	}
-	w.after(between(w.diskRNG, 0, 3), recvTimer{consumer: int32(c.idx), recv: r.num, inc: c.inc}.event(evClaimRead))
+	w.after(between(w.diskRNG, 0, 3), recvTimer{consumer: int32(c.Idx), recv: r.num, inc: c.Inc}.event(evClaimRead))
 }
 
 // claimRead: the Claim (rename, read, delete) returned and the consumer
 // answers; the receive succeeded.
-func (w *World) claimRead(ev event) {
+func (w *World) claimRead(ev Event) {
 	t := recvTimerOf(ev)
-	c := w.cons[t.consumer]
-	if !c.up || c.inc != t.inc {
+	c := w.Cons[t.consumer]
+	if !c.Up || c.Inc != t.inc {
 		return // crashed in between: the claimed file is an orphan for the next incarnation
 	}
 	r := c.recvs[t.recv]
-	must(c.receives.Succeeded(r.key))
+	Must(c.Receives.Succeeded(r.key))
 	w.consumeMedia(c, r)
 	delete(c.recvs, r.num)
-	w.send(msgReply, consumeReply{client: int32(r.h), consumer: t.consumer, rpc: r.rpc, entry: r.entry, result: resOK}.event())
+	w.send(msgReply, consumeReply{client: int32(r.h), consumer: t.consumer, rpc: r.rpc, entry: r.entry, result: ResOK}.event())
 }
 
 // requestTransfer: register a buffer, then Requested BEFORE sending
 // TransferEncoderCache; the consumer's own deadline bounds the wait (C-4).
 func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 	buf := -1
-	for i := range c.bufs {
-		if c.bufs[i].owner == 0 && !c.bufs[i].quarantined {
+	for i := range c.Bufs {
+		if c.Bufs[i].Owner == 0 && !c.Bufs[i].Quarantined {
 			buf = i
 			break
 		}
 	}
 	if buf < 0 {
-		must(c.receives.Rejected(r.key))
+		Must(c.Receives.Rejected(r.key))
 		delete(c.recvs, r.num)
 		reply.result = resExhausted
 		if w.tracing {
@@ -281,47 +281,47 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 		w.send(msgReply, reply.event())
 		return
 	}
-	c.bufs[buf].owner = r.num
+	c.Bufs[buf].Owner = r.num
 	r.buf = buf
-	reg, err := c.agent.RegisterMemory([][]byte{c.bufs[buf].mem})
-	must(err)
-	c.bufs[buf].reg = reg
-	rq := &w.xreqs[r.num-1]
-	rq.buf, rq.md, rq.targets, rq.carrier = buf, c.md, reg.Descriptors, w.ctrlConnFor(c)
-	must(c.receives.Registered(r.key))
-	must(c.receives.Requested(r.key))
+	reg, err := c.agent.RegisterMemory([][]byte{c.Bufs[buf].mem})
+	Must(err)
+	c.Bufs[buf].reg = reg
+	rq := &w.Xreqs[r.num-1]
+	rq.buf, rq.md, rq.targets, rq.Carrier = buf, c.md, reg.Descriptors, w.ctrlConnFor(c)
+	Must(c.Receives.Registered(r.key))
+	Must(c.Receives.Requested(r.key))
 	if w.tracing {
 		w.notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
 	}
 	if !w.directRequest(r) {
-		w.send(msgRequest, transferRequest{consumer: int32(c.idx), recv: r.num, entry: r.entry}.event())
+		w.send(msgRequest, transferRequest{consumer: int32(c.Idx), recv: r.num, entry: r.entry}.event())
 	}
-	w.after(w.set.ConsumerTimeoutMs, recvTimer{consumer: int32(c.idx), recv: r.num, inc: c.inc}.event(evTransferTimeout))
+	w.after(w.Set.ConsumerTimeoutMs, recvTimer{consumer: int32(c.Idx), recv: r.num, inc: c.Inc}.event(evTransferTimeout))
 }
 
 // transferReply: the producer's answer. A receive already ended (duplicate
 // or late reply, or a past incarnation's) is ignored.
-func (w *World) transferReply(ev event) {
+func (w *World) transferReply(ev Event) {
 	if w.directReply(&ev) {
 		return
 	}
 	rep := transferReplyOf(ev)
-	c := w.cons[rep.consumer]
-	rq := w.xreqs[rep.recv-1]
+	c := w.Cons[rep.consumer]
+	rq := w.Xreqs[rep.recv-1]
 	r, ok := c.recvs[rep.recv]
-	if !c.up || c.inc != rq.inc || !ok {
+	if !c.Up || c.Inc != rq.inc || !ok {
 		if w.tracing {
-			w.notef("reply %s for %s ignored: receive already ended", resNames[rep.result], rq.key)
+			w.notef("reply %s for %s ignored: receive already ended", ResNames[rep.result], rq.Key)
 		}
 		return
 	}
-	if rep.result == resOK {
-		b := &c.bufs[r.buf]
-		if string(b.mem) != r.entry || b.owner != r.num {
-			w.failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, b.mem, b.owner)
+	if rep.result == ResOK {
+		b := &c.Bufs[r.buf]
+		if string(b.mem) != r.entry || b.Owner != r.num {
+			w.Failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, b.mem, b.Owner)
 		}
 	}
-	w.transferEnded(c, r, "producer answered "+resNames[rep.result], rep.result)
+	w.transferEnded(c, r, "producer answered "+ResNames[rep.result], rep.result)
 }
 
 // transferEnded: handoff.EndTransfer decides how the receive ends on the
@@ -331,42 +331,42 @@ func (w *World) transferReply(ev event) {
 // request over a refused connection (a stopped producer answers
 // UNAVAILABLE without the trailer), so nothing is ever unsent here.
 func (w *World) transferEnded(c *consumerNode, r *recv, why string, cause int64) {
-	d, err := c.receives.EndTransfer(handoff.TransferEnded{
+	d, err := c.Receives.EndTransfer(handoff.TransferEnded{
 		ReceiveID:       r.key,
-		StatusOK:        cause == resOK,
-		Complete:        cause == resOK, // the world's WRITE faults land every byte or none (transport.go)
-		BeforeWrite:     cause == resBeforeWrite || cause == resUnavailableBeforeWrite,
-		InvalidArgument: cause == resPlainInvalid,
+		StatusOK:        cause == ResOK,
+		Complete:        cause == ResOK, // the world's WRITE faults land every byte or none (transport.go)
+		BeforeWrite:     cause == ResBeforeWrite || cause == ResUnavailableBeforeWrite,
+		InvalidArgument: cause == ResPlainInvalid,
 		Reason:          "Q-1 receive " + r.key + " quarantined: " + why, // every transfer ends here: no fmt
 	}, w.decisions)
-	must(err)
+	Must(err)
 	switch {
 	case d.Buffers == handoff.QuarantineBuffers:
 		w.quarantineReceive(c, r, d, why, cause)
 	case d.Reply == handoff.ReplyData:
 		w.consumeMedia(c, r)
-		w.endReceive(c, r, resOK, cause)
-	case cause == resBeforeWrite || cause == resPlainInvalid:
+		w.endReceive(c, r, ResOK, cause)
+	case cause == ResBeforeWrite || cause == ResPlainInvalid:
 		w.endReceive(c, r, resSpent, cause) // the producer's rejection, relayed
-	case cause == resUnavailableBeforeWrite:
-		w.endReceive(c, r, resUnavailable, cause) // the producer refused for its health: retryable
+	case cause == ResUnavailableBeforeWrite:
+		w.endReceive(c, r, ResUnavailable, cause) // the producer refused for its health: retryable
 	default:
-		w.endReceive(c, r, resUnavailable, cause)
+		w.endReceive(c, r, ResUnavailable, cause)
 	}
 }
 
 // Causes of a receive's end that are no answer of the producer.
 const (
-	causeDeadline  int64 = -1 // the consumer's own deadline passed
-	causeCancelled int64 = -2 // the client cancelled (C-4)
+	CauseDeadline  int64 = -1 // the consumer's own deadline passed
+	CauseCancelled int64 = -2 // the client cancelled (C-4)
 )
 
 // recvEnd is how a transfer receive ended: the producer's answer (or
 // cause) it ended on and whether its buffers were freed.
 type recvEnd struct {
-	key   string
-	cause int64
-	freed bool
+	Key   string
+	Cause int64
+	Freed bool
 }
 
 // consumerCancelled: the client of call (h, rpc) cancelled it (the stream's
@@ -374,7 +374,7 @@ type recvEnd struct {
 // transfer in flight keeps its buffers until its outcome is known (C-4);
 // the C-4 mutant's switch ends it now.
 func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
-	if !c.up {
+	if !c.Up {
 		return
 	}
 	for _, r := range c.recvs {
@@ -382,24 +382,24 @@ func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 			continue
 		}
 		w.reach(stCancelMidTransfer)
-		_, ended, err := c.receives.ClientCancelled(r.key, w.decisions) // handoff decides (C-4)
-		must(err)
+		_, ended, err := c.Receives.ClientCancelled(r.key, w.decisions) // handoff decides (C-4)
+		Must(err)
 		if ended { // the C-4 mutant
-			w.endReceive(c, r, resCancelled, causeCancelled)
+			w.endReceive(c, r, resCancelled, CauseCancelled)
 		}
 		return // otherwise the receive waits for the transfer's outcome (C-4)
 	}
 }
 
 // transferTimeout: the consumer's deadline passed with the outcome unknown.
-func (w *World) transferTimeout(ev event) {
+func (w *World) transferTimeout(ev Event) {
 	t := recvTimerOf(ev)
-	c := w.cons[t.consumer]
+	c := w.Cons[t.consumer]
 	r, ok := c.recvs[t.recv]
-	if !c.up || c.inc != t.inc || !ok {
+	if !c.Up || c.Inc != t.inc || !ok {
 		return
 	}
-	w.transferEnded(c, r, "deadline passed", causeDeadline)
+	w.transferEnded(c, r, "deadline passed", CauseDeadline)
 }
 
 // quarantineReceive carries out a quarantine handoff.EndTransfer decided
@@ -411,20 +411,20 @@ func (w *World) transferTimeout(ev event) {
 // kept until that proof ends the quarantine (endProvedQuarantines),
 // health NOT_READY, the client answered UNAVAILABLE.
 func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDecision, why string, cause int64) {
-	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause})
-	b := &c.bufs[r.buf]
-	b.quarantined = true
+	w.RecvEnds = append(w.RecvEnds, recvEnd{Key: r.key, Cause: cause})
+	b := &c.Bufs[r.buf]
+	b.Quarantined = true
 	c.entered++
 	done, err := c.agent.Revoke(b.reg)
-	must(err)
+	Must(err)
 	b.reg = nil
-	w.xreqs[r.num-1].revoked = true
+	w.Xreqs[r.num-1].revoked = true
 	if !d.NoProof { // nothing proves a NoProof quarantine over: kept for the incarnation
-		b.revoked, b.carrier = done, w.xreqs[r.num-1].carrier
+		b.Revoked, b.Carrier = done, w.Xreqs[r.num-1].Carrier
 		w.xf.proofWaits++
 	}
-	w.retireCarrier(w.xreqs[r.num-1].carrier) // closed with its last use: the carrier's closing is the consumer's to bring about
-	c.health.Fail(d.Health.Check, d.Health.Reason)
+	w.retireCarrier(w.Xreqs[r.num-1].Carrier) // closed with its last use: the carrier's closing is the consumer's to bring about
+	c.Health.Fail(d.Health.Check, d.Health.Reason)
 	delete(c.recvs, r.num)
 	if w.tracing {
 		w.notef("Q-1 %s uncertain (%s): buffer %d quarantined", r.key, why, r.buf)
@@ -434,37 +434,37 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 			w.notef("its revocation waits for a WRITE in flight")
 		}
 	}
-	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.idx), rpc: r.rpc, entry: r.entry, result: resUnavailable}.event())
+	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.Idx), rpc: r.rpc, entry: r.entry, result: ResUnavailable}.event())
 }
 
 // endReceive frees a receive's buffer (its outcome is known) and answers the client.
 // cause is the producer's answer (or causeDeadline, causeCancelled) it ended on.
 func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
-	w.recvEnds = append(w.recvEnds, recvEnd{key: r.key, cause: cause, freed: true})
-	b := &c.bufs[r.buf]
+	w.RecvEnds = append(w.RecvEnds, recvEnd{Key: r.key, Cause: cause, Freed: true})
+	b := &c.Bufs[r.buf]
 	if err := c.agent.Deregister(b.reg); err != nil {
 		// A WRITE the agent accepted may still land (only a broken
 		// decision frees the buffer then): revoke, and reuse it early.
 		_, err = c.agent.Revoke(b.reg)
-		must(err)
+		Must(err)
 	}
 	b.reg = nil
-	b.owner = 0
+	b.Owner = 0
 	delete(c.recvs, r.num)
 	if w.tracing {
-		w.notef("%s ended %s; buffer %d freed", r.key, resNames[res], r.buf)
+		w.notef("%s ended %s; buffer %d freed", r.key, ResNames[res], r.buf)
 	}
-	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.idx), rpc: r.rpc, entry: r.entry, result: res}.event())
+	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.Idx), rpc: r.rpc, entry: r.entry, result: res}.event())
 }
 
 // chaos is a consumer's fault tick in the safety phase: it may crash.
-func (w *World) chaos(ev event) {
+func (w *World) chaos(ev Event) {
 	if w.faults.healed {
 		return
 	}
 	n := consumerStepOf(ev).consumer
-	c := w.cons[n]
-	if c.up && w.faults.buggify(SiteConsumerCrash) {
+	c := w.Cons[n]
+	if c.Up && w.faults.buggify(SiteConsumerCrash) {
 		w.after(0, consumerStep{consumer: n}.event(evCrash))
 	}
 	w.after(between(w.procRNG, 50, 300), consumerStep{consumer: n}.event(evChaos))
@@ -472,44 +472,44 @@ func (w *World) chaos(ev event) {
 
 // crash kills a consumer: its receives, buffers and quarantine go with the
 // process; clients waiting on it hit their deadlines.
-func (w *World) crash(ev event) {
+func (w *World) crash(ev Event) {
 	n := consumerStepOf(ev).consumer
-	c := w.cons[n]
-	if !c.up {
+	c := w.Cons[n]
+	if !c.Up {
 		return
 	}
-	c.up = false
-	w.sd.cons[c.idx].Crash()
+	c.Up = false
+	w.Sd.cons[c.Idx].Crash()
 	if c.agent != nil {
-		must(c.agent.Close()) // its process is gone: a WRITE to it fails (transport.go)
+		Must(c.agent.Close()) // its process is gone: a WRITE to it fails (transport.go)
 	}
 	if len(c.recvs) > 0 {
 		w.reach(stCrashWithReceive)
 	}
 	if w.tracing {
-		w.notef("PD%d incarnation %d crashed with %d receives in flight", c.idx, c.inc, len(c.recvs))
+		w.notef("PD%d incarnation %d crashed with %d receives in flight", c.Idx, c.Inc, len(c.recvs))
 	}
-	w.after(between(w.procRNG, 10, 300), consumerStep{consumer: n, inc: c.inc}.event(evRestart))
+	w.after(between(w.procRNG, 10, 300), consumerStep{consumer: n, inc: c.Inc}.event(evRestart))
 }
 
 // restart boots a new incarnation (a new process on the shared disk). A
 // claimed file a past incarnation left is E's to collect (CollectOrphans),
 // as in the engine.
-func (w *World) restart(ev event) {
+func (w *World) restart(ev Event) {
 	st := consumerStepOf(ev)
-	c := w.cons[st.consumer]
-	if c.up || c.inc != st.inc {
+	c := w.Cons[st.consumer]
+	if c.Up || c.Inc != st.inc {
 		return
 	}
-	c.inc++
+	c.Inc++
 	c.boot(w)
 	if w.tracing {
-		w.notef("PD%d restarted as incarnation %d", c.idx, c.inc)
+		w.notef("PD%d restarted as incarnation %d", c.Idx, c.Inc)
 	}
 }
 
-// must panics on an error the driver's own ordering rules out (a Crash verdict).
-func must(err error) {
+// Must panics on an error the driver's own ordering rules out (a Crash verdict).
+func Must(err error) {
 	if err != nil {
 		panic(err)
 	}

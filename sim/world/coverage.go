@@ -157,9 +157,9 @@ func (w *World) reach(st int) { w.cov.sometimes[st]++ }
 // coverLostTransferReply: the lost reply answers receive recv; a WRITE of
 // that receive that already landed makes it the Q-1 state.
 func (w *World) coverLostTransferReply(recv int64) {
-	for i := len(w.writes) - 1; i >= 0; i-- {
-		if w.writes[i].recv == recv {
-			if w.writes[i].landed {
+	for i := len(w.Writes) - 1; i >= 0; i-- {
+		if w.Writes[i].recv == recv {
+			if w.Writes[i].landed {
 				w.reach(stReplyLostAfterLanding)
 			}
 			return

@@ -39,7 +39,7 @@ type DriverConfig struct {
 
 // NewDriver returns a driver over a fresh world seeded with seed.
 func NewDriver(seed uint64, cfg DriverConfig) (*Driver, error) {
-	s := quietSettings()
+	s := QuietSettings()
 	if cfg.Backend != "" {
 		s.Backend = cfg.Backend
 	}
@@ -63,11 +63,11 @@ func NewDriver(seed uint64, cfg DriverConfig) (*Driver, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	return &Driver{w: newQuietWorld(seed, s, Options{Mutant: cfg.Mutant, HistoryOnly: cfg.Unchecked}), maxSteps: 1 << 20}, nil
+	return &Driver{w: NewQuietWorld(seed, s, Options{Mutant: cfg.Mutant, HistoryOnly: cfg.Unchecked}), maxSteps: 1 << 20}, nil
 }
 
-// quietSettings are a world with no fault and fixed short delays (ms).
-func quietSettings() Settings {
+// QuietSettings are a world with no fault and fixed short delays (ms).
+func QuietSettings() Settings {
 	return Settings{
 		Backend: BackendTransfer, Consumers: 1, PayloadBytesMax: 1024, ProducerQuotaBytes: 1 << 20,
 		ConsumerQuotaBytes: 1 << 20, BuffersPerConsumer: 2, DefaultTTLMs: 60000, MaxTTLMs: 600000,
@@ -77,16 +77,16 @@ func quietSettings() Settings {
 	}
 }
 
-// newQuietWorld builds the nodes of s with no client drawn and only the
+// NewQuietWorld builds the nodes of s with no client drawn and only the
 // periodic collector scheduled (Scenario and Driver).
-func newQuietWorld(seed uint64, s Settings, opts Options) *World {
-	w := newWorld(seed, s, opts)
-	w.sd.interleave = false // a script or a caller orders every step itself
-	w.prod = newProducerNode(w)
+func NewQuietWorld(seed uint64, s Settings, opts Options) *World {
+	w := NewWorld(seed, s, opts)
+	w.Sd.interleave = false // a script or a caller orders every step itself
+	w.Prod = newProducerNode(w)
 	for i := 0; i < s.Consumers; i++ {
-		w.cons = append(w.cons, newConsumerNode(w, i))
+		w.Cons = append(w.Cons, newConsumerNode(w, i))
 	}
-	w.schedule(s.CollectPeriodMs, event{kind: evCollect})
+	w.schedule(s.CollectPeriodMs, Event{Kind: evCollect})
 	return w
 }
 
@@ -97,13 +97,13 @@ type Answer struct {
 	Aborted bool
 }
 
-var answerCodes = map[int64]handoff.Code{
-	resOK: handoff.CodeOK, resSpent: handoff.CodeInvalidArgument, resUnavailable: handoff.CodeUnavailable,
+var AnswerCodes = map[int64]handoff.Code{
+	ResOK: handoff.CodeOK, resSpent: handoff.CodeInvalidArgument, ResUnavailable: handoff.CodeUnavailable,
 	resExhausted: handoff.CodeResourceExhausted, resInternal: handoff.CodeInternal, resAborted: handoff.CodeOK,
-	resAlreadyFinished: handoff.CodeOK, resBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled,
+	resAlreadyFinished: handoff.CodeOK, ResBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled,
 	resTooLarge: handoff.CodeInvalidArgument, resMalformed: handoff.CodeInvalidArgument, resForeign: handoff.CodeInvalidArgument,
-	resBackend: handoff.CodeFailedPrecondition, resWrongRole: handoff.CodeFailedPrecondition, resPlainInvalid: handoff.CodeInvalidArgument,
-	resUnimplemented: handoff.CodeUnimplemented, resUnavailableBeforeWrite: handoff.CodeUnavailable,
+	resBackend: handoff.CodeFailedPrecondition, resWrongRole: handoff.CodeFailedPrecondition, ResPlainInvalid: handoff.CodeInvalidArgument,
+	resUnimplemented: handoff.CodeUnimplemented, ResUnavailableBeforeWrite: handoff.CodeUnavailable,
 }
 
 // ErrDriver wraps a checker's failure or a call that was never answered:
@@ -115,15 +115,15 @@ func (d *Driver) run(c *client, start func()) (int64, string, error) {
 	c.manual, c.answered = true, false
 	start()
 	if err := d.stepWhile(func() bool { return !c.answered }); err != nil {
-		return 0, "", fmt.Errorf("call of client %d: %w", c.idx, err)
+		return 0, "", fmt.Errorf("call of client %d: %w", c.Idx, err)
 	}
 	return c.lastRes, c.lastEntry, nil
 }
 
 // newClient makes the client of one call.
 func (d *Driver) newClient(payloadBytes, ttlMs int64, entry string) *client {
-	c := &client{idx: len(d.w.clients), plan: plan{payloadBytes: payloadBytes, ttlMs: ttlMs}, entry: entry}
-	d.w.clients = append(d.w.clients, c)
+	c := &client{Idx: len(d.w.Clients), Plan: plan{payloadBytes: payloadBytes, ttlMs: ttlMs}, entry: entry}
+	d.w.Clients = append(d.w.Clients, c)
 	return c
 }
 
@@ -131,41 +131,41 @@ func (d *Driver) newClient(payloadBytes, ttlMs int64, entry string) *client {
 // TTL) and returns its id and expiry (virtual ms). Errors: ErrDriver.
 func (d *Driver) Publish(payloadBytes, ttlMs int64) (entry string, expiresMs int64, a Answer, err error) {
 	c := d.newClient(payloadBytes, ttlMs, "")
-	res, entry, err := d.run(c, func() { d.w.call(c, stagePublishing, msgRequest, event{kind: evPublishArrive}) })
+	res, entry, err := d.run(c, func() { d.w.call(c, stagePublishing, msgRequest, Event{Kind: evPublishArrive}) })
 	if err != nil {
 		return "", 0, Answer{}, err
 	}
-	if res == resOK {
-		expiresMs = d.w.ledger.get(entry).expiresMs
+	if res == ResOK {
+		expiresMs = d.w.Ledger.get(entry).ExpiresMs
 	}
-	return entry, expiresMs, Answer{Code: answerCodes[res]}, nil
+	return entry, expiresMs, Answer{Code: AnswerCodes[res]}, nil
 }
 
 // Consume consumes entry on consumer pd (0-based). INVALID_ARGUMENT is a
 // spent or expired entry (SU-2); UNAVAILABLE a consumer that refuses
 // (Q-4, S-2) or an uncertain transfer. Errors: ErrDriver.
 func (d *Driver) Consume(entry string, pd int) (Answer, error) {
-	if _, ok := d.w.ledger.entries[entry]; !ok {
+	if _, ok := d.w.Ledger.Entries[entry]; !ok {
 		return Answer{Code: handoff.CodeInvalidArgument}, nil // never published here (SU-5 is the adapter's)
 	}
 	c := d.newClient(0, 0, entry)
 	res, _, err := d.run(c, func() { d.w.consume(c, pd, stageConsuming) })
-	return Answer{Code: answerCodes[res]}, err
+	return Answer{Code: AnswerCodes[res]}, err
 }
 
 // Release releases entry on the producer (Abort(encoder_cache), SU-3).
 // Errors: ErrDriver.
 func (d *Driver) Release(entry string) (Answer, error) {
-	if _, ok := d.w.ledger.entries[entry]; !ok {
+	if _, ok := d.w.Ledger.Entries[entry]; !ok {
 		return Answer{Code: handoff.CodeOK}, nil // ALREADY_FINISHED: nothing of ours to release
 	}
 	c := d.newClient(0, 0, entry)
 	res, _, err := d.run(c, func() { d.w.call(c, stageReleasing, msgRelease, releaseRequest{entry: entry}.event()) })
-	return Answer{Code: answerCodes[res], Aborted: res == resAborted}, err
+	return Answer{Code: AnswerCodes[res], Aborted: res == resAborted}, err
 }
 
 // ProducerInstanceID is E's instance id (a UUID).
-func (d *Driver) ProducerInstanceID() string { return d.w.prod.instanceID }
+func (d *Driver) ProducerInstanceID() string { return d.w.Prod.instanceID }
 
 // Load is a node's CONTRACT section 4 observables, and the quarantines a
 // consumer incarnation entered (QuarantinesEntered, the reference
@@ -178,28 +178,28 @@ type Load struct {
 
 // ProducerLoad returns E's observables.
 func (d *Driver) ProducerLoad() Load {
-	p := d.w.prod
+	p := d.w.Prod
 	var q int64
-	for _, st := range d.w.sources {
+	for _, st := range d.w.Sources {
 		if st == sourceQuarantined {
 			q++
 		}
 	}
-	return Load{ExportsEntries: int64(p.table.Entries()), ExportsBytes: p.table.HeldBytes(), QuarantineBuffers: q, CleanupPending: int64(p.cleanups)}
+	return Load{ExportsEntries: int64(p.Table.Entries()), ExportsBytes: p.Table.HeldBytes(), QuarantineBuffers: q, CleanupPending: int64(p.Cleanups)}
 }
 
 // ConsumerLoad returns consumer pd's observables.
 func (d *Driver) ConsumerLoad(pd int) Load {
-	c := d.w.cons[pd]
-	n, b := c.receives.Quarantine()
-	return Load{ReceivesInflight: int64(c.receives.Inflight()), QuarantineBuffers: int64(n), QuarantineBytes: b, QuarantinesEntered: c.entered}
+	c := d.w.Cons[pd]
+	n, b := c.Receives.Quarantine()
+	return Load{ReceivesInflight: int64(c.Receives.Inflight()), QuarantineBuffers: int64(n), QuarantineBytes: b, QuarantinesEntered: c.entered}
 }
 
 // ProducerHealth is E's core Health; ConsumerHealth a consumer's.
-func (d *Driver) ProducerHealth() *handoff.Health { return d.w.prod.health }
+func (d *Driver) ProducerHealth() *handoff.Health { return d.w.Prod.Health }
 
 // ConsumerHealth is consumer pd's core Health.
-func (d *Driver) ConsumerHealth(pd int) *handoff.Health { return d.w.cons[pd].health }
+func (d *Driver) ConsumerHealth(pd int) *handoff.Health { return d.w.Cons[pd].Health }
 
 // ShutdownProducer decides Shutdown(expected) on E (S-1) and, when it is
 // accepted, runs the drain until E stops (S-2, S-4). Errors: the core's
@@ -210,9 +210,9 @@ func (d *Driver) ShutdownProducer(expected string) (handoff.ShutdownStatus, erro
 	if err != nil || st != handoff.ShutdownAccepted {
 		return st, err
 	}
-	w.hist.drainMs = w.now
-	w.after(0, event{kind: evDrainTick})
-	if err := d.stepWhile(func() bool { return !w.prod.stopped }); err != nil {
+	w.hist.drainMs = w.Now
+	w.after(0, Event{Kind: evDrainTick})
+	if err := d.stepWhile(func() bool { return !w.Prod.Stopped }); err != nil {
 		return st, fmt.Errorf("the producer's drain: %w", err)
 	}
 	return st, nil
@@ -220,14 +220,14 @@ func (d *Driver) ShutdownProducer(expected string) (handoff.ShutdownStatus, erro
 
 // Failure is the first checker failure of the world ("" when none).
 func (d *Driver) Failure() string {
-	if d.w.fail == nil {
+	if d.w.Fail == nil {
 		return ""
 	}
-	return d.w.fail.msg
+	return d.w.Fail.Msg
 }
 
 // Steps is the number of events the world has stepped.
-func (d *Driver) Steps() int64 { return d.w.steps }
+func (d *Driver) Steps() int64 { return d.w.Steps }
 
 // CheckHistory checks the world's client-visible history so far (porcupine, history.go).
 func (d *Driver) CheckHistory() string { return CheckHistory(d.w.History()) }

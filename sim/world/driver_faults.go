@@ -57,7 +57,7 @@ type directed struct {
 	// park: a delayed reply is parked instead of rescheduled (HoldDelays),
 	// until ReleaseHeld; parked holds it meanwhile.
 	park   bool
-	parked *event
+	parked *Event
 	// deadline is each receive's own transfer deadline (virtual ms).
 	deadline map[int64]int64
 }
@@ -82,21 +82,21 @@ func (d *Driver) TransferCalls() []DirectedCall {
 // take). Errors: ErrDriver when a checker fires.
 func (d *Driver) RestartConsumer(pd int) error {
 	w := d.w
-	if pd < 0 || pd >= len(w.cons) {
+	if pd < 0 || pd >= len(w.Cons) {
 		return fmt.Errorf("%w: no consumer %d", ErrDriver, pd)
 	}
-	c := w.cons[pd]
+	c := w.Cons[pd]
 	w.crash(consumerStep{consumer: int32(pd)}.event(evCrash))
-	w.restart(consumerStep{consumer: int32(pd), inc: c.inc}.event(evRestart))
-	w.checkStep()
-	if w.fail != nil {
-		return fmt.Errorf("%w: %s", ErrDriver, w.fail.msg)
+	w.restart(consumerStep{consumer: int32(pd), inc: c.Inc}.event(evRestart))
+	w.CheckStep()
+	if w.Fail != nil {
+		return fmt.Errorf("%w: %s", ErrDriver, w.Fail.Msg)
 	}
 	return nil
 }
 
 // ConsumerIncarnation is consumer pd's incarnation (0 at boot, +1 per restart).
-func (d *Driver) ConsumerIncarnation(pd int) int64 { return d.w.cons[pd].inc }
+func (d *Driver) ConsumerIncarnation(pd int) int64 { return d.w.Cons[pd].Inc }
 
 // directRequest sends receive r's transfer request under the directed plan:
 // false when it is delivered as usual (the caller sends it).
@@ -111,8 +111,8 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	}
 	dir.byRecv[r.num] = len(dir.calls)
 	dir.calls = append(dir.calls, DirectedCall{Fault: f})
-	dir.deadline[r.num] = w.now + w.set.ConsumerTimeoutMs
-	reply := transferReply{consumer: int32(w.xreqs[r.num-1].c), recv: r.num}
+	dir.deadline[r.num] = w.Now + w.Set.ConsumerTimeoutMs
+	reply := transferReply{consumer: int32(w.Xreqs[r.num-1].c), recv: r.num}
 	switch f {
 	case DirectedDropRequest:
 		if w.tracing {
@@ -120,14 +120,14 @@ func (w *World) directRequest(r *recv) (handled bool) {
 		}
 		return true
 	case DirectedUnavailable:
-		reply.result = resUnavailable
+		reply.result = ResUnavailable
 	case DirectedInvalidArgument:
-		reply.result = resPlainInvalid
+		reply.result = ResPlainInvalid
 	default:
 		return false
 	}
 	if w.tracing {
-		w.notef("directed fault: transfer request of %s answered %s without reaching E", r.key, resNames[reply.result])
+		w.notef("directed fault: transfer request of %s answered %s without reaching E", r.key, ResNames[reply.result])
 	}
 	w.after(1, reply.event())
 	return true
@@ -145,7 +145,7 @@ func (w *World) directArrive(num int64) {
 
 // directReply applies the directed plan to a transfer reply arriving at
 // the consumer: true when the reply is dropped or held (not delivered now).
-func (w *World) directReply(ev *event) bool {
+func (w *World) directReply(ev *Event) bool {
 	dir := w.dir
 	if dir == nil {
 		return false
@@ -157,12 +157,12 @@ func (w *World) directReply(ev *event) bool {
 	}
 	call := &dir.calls[i]
 	if call.Reached && !call.Answered {
-		call.Answered, call.Code = true, answerCodes[rep.result]
+		call.Answered, call.Code = true, AnswerCodes[rep.result]
 	}
 	switch call.Fault {
 	case DirectedDropReply:
 		if w.tracing {
-			w.notef("directed fault: reply %s for receive %d lost", resNames[rep.result], rep.recv)
+			w.notef("directed fault: reply %s for receive %d lost", ResNames[rep.result], rep.recv)
 		}
 		return true
 	case DirectedDelay:
@@ -170,20 +170,20 @@ func (w *World) directReply(ev *event) bool {
 			dir.held[rep.recv] = true
 			if dir.park {
 				if w.tracing {
-					w.notef("directed fault: reply %s for receive %d parked", resNames[rep.result], rep.recv)
+					w.notef("directed fault: reply %s for receive %d parked", ResNames[rep.result], rep.recv)
 				}
 				held := *ev
 				dir.parked = &held
 				return true
 			}
 			if w.tracing {
-				w.notef("directed fault: reply %s for receive %d held %d ms", resNames[rep.result], rep.recv, dir.delayMs)
+				w.notef("directed fault: reply %s for receive %d held %d ms", ResNames[rep.result], rep.recv, dir.delayMs)
 			}
 			w.after(dir.delayMs, *ev)
 			return true
 		}
 	case DirectedCut:
-		ev.setTransferResult(resUnavailable)
+		ev.setTransferResult(ResUnavailable)
 	}
 	return false
 }
@@ -210,7 +210,7 @@ func (d *Driver) HeldDeadlineIn() int64 {
 	if dir == nil || dir.parked == nil {
 		return -1
 	}
-	return max(0, dir.deadline[dir.parked.a]-d.w.now)
+	return max(0, dir.deadline[dir.parked.a]-d.w.Now)
 }
 
 // Advance steps every event due within ms of virtual time (the parked
@@ -218,11 +218,11 @@ func (d *Driver) HeldDeadlineIn() int64 {
 // may pass during a hold. Errors: ErrDriver.
 func (d *Driver) Advance(ms int64) error {
 	w := d.w
-	until := w.now + ms
-	if err := d.stepWhile(func() bool { return w.q.len() > 0 && w.q.at(0).tick <= until }); err != nil {
+	until := w.Now + ms
+	if err := d.stepWhile(func() bool { return w.Q.len() > 0 && w.Q.at(0).Tick <= until }); err != nil {
 		return err
 	}
-	w.now = until
+	w.Now = until
 	return nil
 }
 
@@ -236,7 +236,7 @@ func (p *Pending) Answered() bool { return p.c.answered }
 // answered or its transfer reply is parked (then p is not nil and Finish,
 // after ReleaseHeld, or Cancel ends it). Errors: ErrDriver.
 func (d *Driver) StartConsume(entry string, pd int) (a Answer, p *Pending, err error) {
-	if _, ok := d.w.ledger.entries[entry]; !ok {
+	if _, ok := d.w.Ledger.Entries[entry]; !ok {
 		return Answer{Code: handoff.CodeInvalidArgument}, nil, nil
 	}
 	c := d.newClient(0, 0, entry)
@@ -248,7 +248,7 @@ func (d *Driver) StartConsume(entry string, pd int) (a Answer, p *Pending, err e
 	if !c.answered {
 		return Answer{}, &Pending{c: c}, nil
 	}
-	return Answer{Code: answerCodes[c.lastRes]}, nil, nil
+	return Answer{Code: AnswerCodes[c.lastRes]}, nil, nil
 }
 
 // ReleaseHeld delivers the parked reply heldMs of virtual time from now
@@ -264,7 +264,7 @@ func (d *Driver) ReleaseHeld(heldMs int64) error {
 	dir.parked = nil
 	d.w.after(heldMs, ev)
 	rep := transferReplyOf(ev)
-	c := d.w.cons[rep.consumer]
+	c := d.w.Cons[rep.consumer]
 	return d.stepWhile(func() bool { _, open := c.recvs[rep.recv]; return open })
 }
 
@@ -274,7 +274,7 @@ func (d *Driver) Finish(p *Pending) (Answer, error) {
 	if err := d.stepWhile(func() bool { return !p.c.answered }); err != nil {
 		return Answer{}, err
 	}
-	return Answer{Code: answerCodes[p.c.lastRes]}, nil
+	return Answer{Code: AnswerCodes[p.c.lastRes]}, nil
 }
 
 // Cancel cancels a pending consume as its client does (C-4): the consumer
@@ -282,10 +282,10 @@ func (d *Driver) Finish(p *Pending) (Answer, error) {
 // reply is stale; the receive itself waits for the transfer's outcome.
 func (d *Driver) Cancel(p *Pending, pd int) {
 	c := p.c
-	d.w.consumerCancelled(d.w.cons[pd], int32(c.idx), c.rpc)
+	d.w.consumerCancelled(d.w.Cons[pd], int32(c.Idx), c.rpc)
 	c.rpc++
 	c.answered, c.lastRes = true, resCancelled
-	d.w.checkStep()
+	d.w.CheckStep()
 }
 
 // stepWhile steps the world while more() holds, with every checker after
@@ -293,20 +293,20 @@ func (d *Driver) Cancel(p *Pending, pd int) {
 func (d *Driver) stepWhile(more func() bool) error {
 	w := d.w
 	for i := 0; more(); i++ {
-		if w.fail != nil {
-			return fmt.Errorf("%w: %s", ErrDriver, w.fail.msg)
+		if w.Fail != nil {
+			return fmt.Errorf("%w: %s", ErrDriver, w.Fail.Msg)
 		}
-		ev, ok := w.q.pop()
+		ev, ok := w.Q.Pop()
 		if !ok || i == d.maxSteps {
 			return fmt.Errorf("%w: the world stalled", ErrDriver)
 		}
-		w.now = ev.tick
-		w.steps++
-		w.dispatch(ev)
-		w.checkStep()
+		w.Now = ev.Tick
+		w.Steps++
+		w.Dispatch(ev)
+		w.CheckStep()
 	}
-	if w.fail != nil {
-		return fmt.Errorf("%w: %s", ErrDriver, w.fail.msg)
+	if w.Fail != nil {
+		return fmt.Errorf("%w: %s", ErrDriver, w.Fail.Msg)
 	}
 	return nil
 }

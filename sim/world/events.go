@@ -24,12 +24,12 @@ type clientCall struct {
 	rpc    int64
 }
 
-func (p clientCall) event(k eventKind) event { return event{kind: k, h: p.client, a: p.rpc} }
-func clientCallOf(ev event) clientCall       { return clientCall{client: ev.h, rpc: ev.a} }
+func (p clientCall) event(k eventKind) Event { return Event{Kind: k, h: p.client, a: p.rpc} }
+func clientCallOf(ev Event) clientCall       { return clientCall{client: ev.h, rpc: ev.a} }
 
 // setCaller stamps the request ev with the call that sends it (World.call):
 // every request kind keeps its client in h and its call number in a.
-func (ev *event) setCaller(p clientCall) { ev.h, ev.a = p.client, p.rpc }
+func (ev *Event) setCaller(p clientCall) { ev.h, ev.a = p.client, p.rpc }
 
 // callReply: an answer that carries only a result code. Kinds:
 // evPublishFailArrive, evReleaseReplyArrive, evDecodeReplyArrive,
@@ -40,10 +40,10 @@ type callReply struct {
 	result int64
 }
 
-func (p callReply) event(k eventKind) event {
-	return event{kind: k, h: p.client, a: p.rpc, b: p.result}
+func (p callReply) event(k eventKind) Event {
+	return Event{Kind: k, h: p.client, a: p.rpc, b: p.result}
 }
-func callReplyOf(ev event) callReply { return callReply{client: ev.h, rpc: ev.a, result: ev.b} }
+func callReplyOf(ev Event) callReply { return callReply{client: ev.h, rpc: ev.a, result: ev.b} }
 
 // readyReply: evReadyArrive, E's OK to a publish with the entry it made
 // and when that entry expires.
@@ -54,10 +54,10 @@ type readyReply struct {
 	expiresMs int64
 }
 
-func (p readyReply) event() event {
-	return event{kind: evReadyArrive, h: p.client, a: p.rpc, s: p.entry, b: p.expiresMs}
+func (p readyReply) event() Event {
+	return Event{Kind: evReadyArrive, h: p.client, a: p.rpc, s: p.entry, b: p.expiresMs}
 }
-func readyReplyOf(ev event) readyReply {
+func readyReplyOf(ev Event) readyReply {
 	return readyReply{client: ev.h, rpc: ev.a, entry: ev.s, expiresMs: ev.b}
 }
 
@@ -74,10 +74,10 @@ type consumeRequest struct {
 	waitingSince int64
 }
 
-func (p consumeRequest) event(k eventKind) event {
-	return event{kind: k, h: p.client, c: p.consumer, a: p.rpc, s: p.entry, f: uint8(p.form), b: p.waitingSince}
+func (p consumeRequest) event(k eventKind) Event {
+	return Event{Kind: k, h: p.client, c: p.consumer, a: p.rpc, s: p.entry, f: uint8(p.form), b: p.waitingSince}
 }
-func consumeRequestOf(ev event) consumeRequest {
+func consumeRequestOf(ev Event) consumeRequest {
 	return consumeRequest{client: ev.h, consumer: ev.c, rpc: ev.a, entry: ev.s, form: refForm(ev.f), waitingSince: ev.b}
 }
 
@@ -91,10 +91,10 @@ type consumeReply struct {
 	result   int64
 }
 
-func (p consumeReply) event() event {
-	return event{kind: evConsumeReplyArrive, h: p.client, c: p.consumer, a: p.rpc, s: p.entry, b: p.result}
+func (p consumeReply) event() Event {
+	return Event{Kind: evConsumeReplyArrive, h: p.client, c: p.consumer, a: p.rpc, s: p.entry, b: p.result}
 }
-func consumeReplyOf(ev event) consumeReply {
+func consumeReplyOf(ev Event) consumeReply {
 	return consumeReply{client: ev.h, consumer: ev.c, rpc: ev.a, entry: ev.s, result: ev.b}
 }
 
@@ -105,10 +105,10 @@ type releaseRequest struct {
 	entry  string
 }
 
-func (p releaseRequest) event() event {
-	return event{kind: evReleaseArrive, h: p.client, a: p.rpc, s: p.entry}
+func (p releaseRequest) event() Event {
+	return Event{Kind: evReleaseArrive, h: p.client, a: p.rpc, s: p.entry}
 }
-func releaseRequestOf(ev event) releaseRequest {
+func releaseRequestOf(ev Event) releaseRequest {
 	return releaseRequest{client: ev.h, rpc: ev.a, entry: ev.s}
 }
 
@@ -126,14 +126,14 @@ type encodeDone struct {
 // encodeResumed is the slot value that marks a resumed encodeDone.
 const encodeResumed int32 = 1
 
-func (p encodeDone) event() event {
-	ev := event{kind: evEncodeDone, h: p.client, a: p.rpc, s: p.entry, b: p.startedMs}
+func (p encodeDone) event() Event {
+	ev := Event{Kind: evEncodeDone, h: p.client, a: p.rpc, s: p.entry, b: p.startedMs}
 	if p.resumed {
 		ev.c = encodeResumed
 	}
 	return ev
 }
-func encodeDoneOf(ev event) encodeDone {
+func encodeDoneOf(ev Event) encodeDone {
 	return encodeDone{client: ev.h, rpc: ev.a, entry: ev.s, resumed: ev.c == encodeResumed, startedMs: ev.b}
 }
 
@@ -146,10 +146,10 @@ type removeDone struct {
 	entry  string
 }
 
-func (p removeDone) event() event {
-	return event{kind: evRemoveDone, h: p.client, a: p.rpc, b: int64(p.cause), s: p.entry}
+func (p removeDone) event() Event {
+	return Event{Kind: evRemoveDone, h: p.client, a: p.rpc, b: int64(p.cause), s: p.entry}
 }
-func removeDoneOf(ev event) removeDone {
+func removeDoneOf(ev Event) removeDone {
 	return removeDone{client: ev.h, rpc: ev.a, cause: handoff.RemovalCause(ev.b), entry: ev.s}
 }
 
@@ -161,10 +161,10 @@ type recvTimer struct {
 	inc      int64
 }
 
-func (p recvTimer) event(k eventKind) event {
-	return event{kind: k, c: p.consumer, a: p.recv, b: p.inc}
+func (p recvTimer) event(k eventKind) Event {
+	return Event{Kind: k, c: p.consumer, a: p.recv, b: p.inc}
 }
-func recvTimerOf(ev event) recvTimer { return recvTimer{consumer: ev.c, recv: ev.a, inc: ev.b} }
+func recvTimerOf(ev Event) recvTimer { return recvTimer{consumer: ev.c, recv: ev.a, inc: ev.b} }
 
 // transferRequest: evTransferArrive, consumer's transfer request number
 // recv (the receive's number) for entry, arriving at E.
@@ -174,10 +174,10 @@ type transferRequest struct {
 	entry    string
 }
 
-func (p transferRequest) event() event {
-	return event{kind: evTransferArrive, c: p.consumer, a: p.recv, s: p.entry}
+func (p transferRequest) event() Event {
+	return Event{Kind: evTransferArrive, c: p.consumer, a: p.recv, s: p.entry}
 }
-func transferRequestOf(ev event) transferRequest {
+func transferRequestOf(ev Event) transferRequest {
 	return transferRequest{consumer: ev.c, recv: ev.a, entry: ev.s}
 }
 
@@ -189,23 +189,23 @@ type transferReply struct {
 	result   int64
 }
 
-func (p transferReply) event() event {
-	return event{kind: evTransferReply, c: p.consumer, a: p.recv, b: p.result}
+func (p transferReply) event() Event {
+	return Event{Kind: evTransferReply, c: p.consumer, a: p.recv, b: p.result}
 }
-func transferReplyOf(ev event) transferReply {
+func transferReplyOf(ev Event) transferReply {
 	return transferReply{consumer: ev.c, recv: ev.a, result: ev.b}
 }
 
 // setTransferResult changes the result of the transfer reply ev in place
 // (a fault or a directed plan replaces it).
-func (ev *event) setTransferResult(result int64) { ev.b = result }
+func (ev *Event) setTransferResult(result int64) { ev.b = result }
 
 // writeStep: a step of WRITE number write (1-based). Kinds: evWriteLand,
 // evWriteComplete, evWriteDeadline.
 type writeStep struct{ write int64 }
 
-func (p writeStep) event(k eventKind) event { return event{kind: k, a: p.write} }
-func writeStepOf(ev event) writeStep        { return writeStep{write: ev.a} }
+func (p writeStep) event(k eventKind) Event { return Event{Kind: k, a: p.write} }
+func writeStepOf(ev Event) writeStep        { return writeStep{write: ev.a} }
 
 // consumerStep: something that happens to consumer (a node), in
 // incarnation inc where it matters. Kinds: evChaos, evCrash, evRestart
@@ -215,8 +215,8 @@ type consumerStep struct {
 	inc      int64
 }
 
-func (p consumerStep) event(k eventKind) event { return event{kind: k, c: p.consumer, a: p.inc} }
-func consumerStepOf(ev event) consumerStep {
+func (p consumerStep) event(k eventKind) Event { return Event{Kind: k, c: p.consumer, a: p.inc} }
+func consumerStepOf(ev Event) consumerStep {
 	return consumerStep{consumer: ev.c, inc: ev.a}
 }
 
@@ -224,21 +224,21 @@ func consumerStepOf(ev event) consumerStep {
 // which first tries the two wrong ids.
 type shutdownCall struct{ injected bool }
 
-func (p shutdownCall) event() event {
-	ev := event{kind: evShutdown}
+func (p shutdownCall) event() Event {
+	ev := Event{Kind: evShutdown}
 	if p.injected {
 		ev.a = 1
 	}
 	return ev
 }
-func shutdownCallOf(ev event) shutdownCall { return shutdownCall{injected: ev.a == 1} }
+func shutdownCallOf(ev Event) shutdownCall { return shutdownCall{injected: ev.a == 1} }
 
 // producerCrash: evProducerCrash; slowWrite names the slow write it
 // interrupts ("" for none).
 type producerCrash struct{ slowWrite string }
 
-func (p producerCrash) event() event { return event{kind: evProducerCrash, s: p.slowWrite} }
-func producerCrashOf(ev event) producerCrash {
+func (p producerCrash) event() Event { return Event{Kind: evProducerCrash, s: p.slowWrite} }
+func producerCrashOf(ev Event) producerCrash {
 	return producerCrash{slowWrite: ev.s}
 }
 
@@ -248,8 +248,8 @@ type kvExpire struct {
 	session int64
 }
 
-func (p kvExpire) event() event { return event{kind: evKVExpire, c: p.prefill, a: p.session} }
-func kvExpireOf(ev event) kvExpire {
+func (p kvExpire) event() Event { return Event{Kind: evKVExpire, c: p.prefill, a: p.session} }
+func kvExpireOf(ev Event) kvExpire {
 	return kvExpire{prefill: ev.c, session: ev.a}
 }
 
@@ -262,10 +262,10 @@ type decodeRequest struct {
 	req     int64
 }
 
-func (p decodeRequest) event() event {
-	return event{kind: evDecodeArrive, h: p.client, c: p.decoder, a: p.rpc, b: p.req}
+func (p decodeRequest) event() Event {
+	return Event{Kind: evDecodeArrive, h: p.client, c: p.decoder, a: p.rpc, b: p.req}
 }
-func decodeRequestOf(ev event) decodeRequest {
+func decodeRequestOf(ev Event) decodeRequest {
 	return decodeRequest{client: ev.h, decoder: ev.c, rpc: ev.a, req: ev.b}
 }
 
@@ -278,8 +278,8 @@ type kvFetch struct {
 	result int64
 }
 
-func (p kvFetch) event(k eventKind) event { return event{kind: k, c: p.node, a: p.req, b: p.result} }
-func kvFetchOf(ev event) kvFetch          { return kvFetch{node: ev.c, req: ev.a, result: ev.b} }
+func (p kvFetch) event(k eventKind) Event { return Event{Kind: k, c: p.node, a: p.req, b: p.result} }
+func kvFetchOf(ev Event) kvFetch          { return kvFetch{node: ev.c, req: ev.a, result: ev.b} }
 
 // kvAbort: evKVAbortArrive, the client's Abort(kv_session) call rpc to
 // prefill node P for session.
@@ -290,16 +290,16 @@ type kvAbort struct {
 	session string
 }
 
-func (p kvAbort) event() event {
-	return event{kind: evKVAbortArrive, h: p.client, c: p.prefill, a: p.rpc, s: p.session}
+func (p kvAbort) event() Event {
+	return Event{Kind: evKVAbortArrive, h: p.client, c: p.prefill, a: p.rpc, s: p.session}
 }
-func kvAbortOf(ev event) kvAbort {
+func kvAbortOf(ev Event) kvAbort {
 	return kvAbort{client: ev.h, prefill: ev.c, rpc: ev.a, session: ev.s}
 }
 
 // appendSlots appends the trace's view of ev's slots (trace.go): the raw
 // h, c, a, b, f and s, whatever the kind, so the trace stays as it was.
-func (ev *event) appendSlots(b []byte) []byte {
+func (ev *Event) appendSlots(b []byte) []byte {
 	b = append(b, `,"h":`...)
 	b = strconv.AppendInt(b, int64(ev.h), 10)
 	b = append(b, `,"c":`...)
@@ -320,16 +320,16 @@ func (ev *event) appendSlots(b []byte) []byte {
 }
 
 // verboseSlots are the h and c slots the -v status line prints.
-func (ev *event) verboseSlots() (h, c int32) { return ev.h, ev.c }
+func (ev *Event) verboseSlots() (h, c int32) { return ev.h, ev.c }
 
 // requestEntryOf is the entry named by a request World.call sends (a
 // consume's or a release's; "" for a publish).
-func requestEntryOf(ev event) string { return ev.s }
+func requestEntryOf(ev Event) string { return ev.s }
 
 // dropSlots are the c and a slots a scenario's drop-reply line prints
 // (scenario.go), whatever the kind.
-func (ev *event) dropSlots() (c int32, a int64) { return ev.c, ev.a }
+func (ev *Event) dropSlots() (c int32, a int64) { return ev.c, ev.a }
 
 // transferLink is the consumer at the other end of E's link a transfer
 // request or reply travels (evTransferArrive, evTransferReply).
-func transferLink(ev event) int32 { return ev.c }
+func transferLink(ev Event) int32 { return ev.c }

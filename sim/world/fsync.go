@@ -25,31 +25,31 @@ package world
 
 // publishMs is the tick the publish took its clock reading: before the
 // write (the first encodeDone, or the start of a slow write).
-func (w *World) publishMs(ev event) int64 {
+func (w *World) publishMs(ev Event) int64 {
 	if e := encodeDoneOf(ev); e.resumed {
 		return e.startedMs
 	}
-	return w.now
+	return w.Now
 }
 
 // slowFsync starts a slow write of ev's entry when SiteSlowFsync fires: the
 // temp file exists, the publish stays in flight (p.publishing), and the
 // fsync's return is the resumed encodeDone. It reports whether it did.
-func (w *World) slowFsync(ev event) bool {
+func (w *World) slowFsync(ev Event) bool {
 	e := encodeDoneOf(ev)
 	if e.resumed || !w.faults.buggify(SiteSlowFsync) {
 		return false
 	}
 	id := e.entry
-	d := between(w.nodes.rng, 1, max(1, w.set.FsyncMsMax))
-	w.sd.slow[id] = true
-	w.prod.publishing++
+	d := between(w.Nodes.rng, 1, max(1, w.Set.FsyncMsMax))
+	w.Sd.slow[id] = true
+	w.Prod.publishing++
 	if w.tracing {
-		w.notef("slow write of %s: temp file written, fsync takes %d ms", short(id), d)
+		w.notef("slow write of %s: temp file written, fsync takes %d ms", Short(id), d)
 	}
-	w.after(d, encodeDone{client: e.client, rpc: e.rpc, entry: id, resumed: true, startedMs: w.now}.event())
+	w.after(d, encodeDone{client: e.client, rpc: e.rpc, entry: id, resumed: true, startedMs: w.Now}.event())
 	if w.faults.buggify(SiteProducerCrash) {
-		w.after(between(w.nodes.rng, 0, d-1), producerCrash{slowWrite: id}.event()) // before the fsync returns
+		w.after(between(w.Nodes.rng, 0, d-1), producerCrash{slowWrite: id}.event()) // before the fsync returns
 	}
 	return true
 }
@@ -57,15 +57,15 @@ func (w *World) slowFsync(ev event) bool {
 // fsyncWritten, at the resumed encodeDone of a slow write: the fsync
 // returned; the Write (temp file, fsync, rename, directory fsync) runs.
 // It reports whether ev was such a resumption (encodeDone then commits).
-func (w *World) fsyncWritten(ev event) bool {
+func (w *World) fsyncWritten(ev Event) bool {
 	e := encodeDoneOf(ev)
 	if !e.resumed {
 		return false
 	}
-	delete(w.sd.slow, e.entry)
-	w.sd.publish(w.ledger.get(e.entry))
+	delete(w.Sd.slow, e.entry)
+	w.Sd.publish(w.Ledger.get(e.entry))
 	if w.tracing {
-		w.notef("slow write of %s: fsync returned, renamed into place", short(e.entry))
+		w.notef("slow write of %s: fsync returned, renamed into place", Short(e.entry))
 	}
 	return true
 }

@@ -77,21 +77,21 @@ func newHistory() *history { return &history{pending: map[opKey]int{}, drainMs: 
 func (w *World) histCall(client int, rpc int64, kind OpKind, entry string) {
 	h := w.hist
 	h.pending[opKey{int32(client), rpc, kind}] = len(h.ops)
-	h.ops = append(h.ops, HistoryOp{Client: client, Race: rpc == 0, Kind: kind, Entry: entry, Call: w.now, Return: ReturnUnknown})
+	h.ops = append(h.ops, HistoryOp{Client: client, Race: rpc == 0, Kind: kind, Entry: entry, Call: w.Now, Return: ReturnUnknown})
 }
 
 // histDuplicate records the network's copy of a release request ev as an
 // operation of its own whose answer is unknown: the client takes the first
 // answer that arrives, which may be the copy's.
-func (w *World) histDuplicate(ev event) {
-	if ev.kind != evReleaseArrive {
+func (w *World) histDuplicate(ev Event) {
+	if ev.Kind != evReleaseArrive {
 		return
 	}
 	rq := releaseRequestOf(ev)
 	if rq.client < 0 {
 		return
 	}
-	w.hist.ops = append(w.hist.ops, HistoryOp{Client: int(rq.client), Race: rq.rpc == 0, Kind: OpRelease, Entry: rq.entry, Call: w.now, Return: ReturnUnknown})
+	w.hist.ops = append(w.hist.ops, HistoryOp{Client: int(rq.client), Race: rq.rpc == 0, Kind: OpRelease, Entry: rq.entry, Call: w.Now, Return: ReturnUnknown})
 }
 
 // histReturn records the first answer of an operation that reached its
@@ -106,8 +106,8 @@ func (w *World) histReturn(client int32, rpc int64, kind OpKind, res int64, entr
 	}
 	delete(h.pending, k)
 	op := &h.ops[i]
-	op.Return, op.Result = w.now, res
-	if kind == OpPublish && res == resOK {
+	op.Return, op.Result = w.Now, res
+	if kind == OpPublish && res == ResOK {
 		op.Entry = entry
 	}
 }
@@ -116,17 +116,17 @@ func (w *World) histReturn(client int32, rpc int64, kind OpKind, res int64, entr
 // ledger; publishes whose answer never came are left out (nobody learned
 // their reference).
 func (w *World) History() []HistoryOp {
-	return w.appendHistory(make([]HistoryOp, 0, len(w.hist.ops)))
+	return w.AppendHistory(make([]HistoryOp, 0, len(w.hist.ops)))
 }
 
-// appendHistory appends History's operations to out.
-func (w *World) appendHistory(out []HistoryOp) []HistoryOp {
+// AppendHistory appends History's operations to out.
+func (w *World) AppendHistory(out []HistoryOp) []HistoryOp {
 	for _, op := range w.hist.ops {
 		if op.Entry == "" {
 			continue
 		}
-		if rec, ok := w.ledger.entries[op.Entry]; ok {
-			op.MayLapse = rec.vanished || op.Return >= rec.expiresMs || (w.hist.drainMs >= 0 && op.Return >= w.hist.drainMs)
+		if rec, ok := w.Ledger.Entries[op.Entry]; ok {
+			op.MayLapse = rec.vanished || op.Return >= rec.ExpiresMs || (w.hist.drainMs >= 0 && op.Return >= w.hist.drainMs)
 		}
 		out = append(out, op)
 	}
@@ -187,7 +187,7 @@ var historyModel = porcupine.NondeterministicModel{
 		op := input.(HistoryOp)
 		res := "?"
 		if op.Return != ReturnUnknown {
-			res = resNames[op.Result]
+			res = ResNames[op.Result]
 		}
 		who := fmt.Sprintf("client %d", op.Client)
 		if op.Race {
@@ -196,7 +196,7 @@ var historyModel = porcupine.NondeterministicModel{
 		if op.Probe {
 			who += " (probe)"
 		}
-		s := fmt.Sprintf("%s: %s(%s) -> %s", who, op.Kind, short(op.Entry), res)
+		s := fmt.Sprintf("%s: %s(%s) -> %s", who, op.Kind, Short(op.Entry), res)
 		if op.MayLapse {
 			s += " [may have lapsed]"
 		}
@@ -217,19 +217,19 @@ func stepEntry(out []entryState, s0 entryState, op HistoryOp) []entryState {
 	}
 	for _, s := range pre[:npre] {
 		if op.Probe {
-			if op.Result != resOK && s != esUnpublished {
+			if op.Result != ResOK && s != esUnpublished {
 				add(s)
 			}
 			continue
 		}
 		switch op.Kind {
 		case OpPublish:
-			if s == esUnpublished && op.Result == resOK {
+			if s == esUnpublished && op.Result == ResOK {
 				add(esLive)
 			}
 		case OpConsume:
 			switch op.Result {
-			case resOK:
+			case ResOK:
 				if s == esLive {
 					add(esConsumed)
 				}
@@ -449,7 +449,7 @@ func describeIllegal(ops []HistoryOp) string {
 		if porcupine.CheckOperations(model, part) {
 			continue
 		}
-		s := fmt.Sprintf("operations on entry %s are not linearizable (SU-1..SU-3 as its clients saw them):", short(part[0].Input.(HistoryOp).Entry))
+		s := fmt.Sprintf("operations on entry %s are not linearizable (SU-1..SU-3 as its clients saw them):", Short(part[0].Input.(HistoryOp).Entry))
 		for _, op := range part {
 			h := op.Input.(HistoryOp)
 			ret := "never answered"

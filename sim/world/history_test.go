@@ -52,7 +52,7 @@ func TestHistoryCatchesMutant(t *testing.T) {
 // row must be linearizable or not as stated.
 func TestHistoryModel(t *testing.T) {
 	const e = "e0000000000000000000000000000000"
-	pub := HistoryOp{Client: 0, Kind: OpPublish, Entry: e, Call: 0, Return: 1, Result: resOK}
+	pub := HistoryOp{Client: 0, Kind: OpPublish, Entry: e, Call: 0, Return: 1, Result: ResOK}
 	op := func(client int, k OpKind, call, ret, res int64) HistoryOp {
 		return HistoryOp{Client: client, Kind: k, Entry: e, Call: call, Return: ret, Result: res}
 	}
@@ -61,11 +61,11 @@ func TestHistoryModel(t *testing.T) {
 		ops  []HistoryOp
 		ok   bool
 	}{
-		{"consume then replay", []HistoryOp{pub, op(0, OpConsume, 2, 3, resOK), op(0, OpConsume, 4, 5, resSpent)}, true},
-		{"two consumes answered OK (SU-1)", []HistoryOp{pub, op(0, OpConsume, 2, 3, resOK), op(1, OpConsume, 4, 5, resOK)}, false},
-		{"concurrent consumes, one wins", []HistoryOp{pub, op(0, OpConsume, 2, 6, resSpent), op(1, OpConsume, 3, 5, resOK)}, true},
-		{"ABORTED after a consume answered OK (SU-3)", []HistoryOp{pub, op(0, OpConsume, 2, 3, resOK), op(0, OpRelease, 4, 5, resAborted)}, false},
-		{"OK after a release answered ABORTED (SU-2)", []HistoryOp{pub, op(0, OpRelease, 2, 3, resAborted), op(1, OpConsume, 4, 5, resOK)}, false},
+		{"consume then replay", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(0, OpConsume, 4, 5, resSpent)}, true},
+		{"two consumes answered OK (SU-1)", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(1, OpConsume, 4, 5, ResOK)}, false},
+		{"concurrent consumes, one wins", []HistoryOp{pub, op(0, OpConsume, 2, 6, resSpent), op(1, OpConsume, 3, 5, ResOK)}, true},
+		{"ABORTED after a consume answered OK (SU-3)", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(0, OpRelease, 4, 5, resAborted)}, false},
+		{"OK after a release answered ABORTED (SU-2)", []HistoryOp{pub, op(0, OpRelease, 2, 3, resAborted), op(1, OpConsume, 4, 5, ResOK)}, false},
 		{"a lost consume may have taken it", []HistoryOp{pub, op(0, OpConsume, 2, ReturnUnknown, 0), op(0, OpRelease, 4, 5, resAlreadyFinished)}, true},
 		{"ALREADY_FINISHED for a live entry", []HistoryOp{pub, op(0, OpRelease, 2, 3, resAlreadyFinished)}, false},
 		{"ALREADY_FINISHED once it may have lapsed", []HistoryOp{pub, func() HistoryOp { o := op(0, OpRelease, 2, 3, resAlreadyFinished); o.MayLapse = true; return o }()}, true},
@@ -101,7 +101,7 @@ func TestHistoryFastPathAgrees(t *testing.T) {
 					h = append(h, op.Input.(HistoryOp))
 				}
 				if got, want := searchLinearizable(h), porcupine.CheckOperations(model, part); got != want && len(h) <= 30 {
-					t.Fatalf("seed %d mutant %q entry %s: search says %v, porcupine %v", seed, m, short(h[0].Entry), got, want)
+					t.Fatalf("seed %d mutant %q entry %s: search says %v, porcupine %v", seed, m, Short(h[0].Entry), got, want)
 				}
 			}
 		}

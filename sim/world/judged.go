@@ -10,88 +10,88 @@ import "github.com/baton-dev/baton/engine/handoff"
 // and holds what the incremental step checkers carry from step to step
 // (check_buffers.go, check_cancel.go).
 type judgedLogs struct {
-	takes, recvEnds, upstream, unpublished, probes int
+	Takes, RecvEnds, Upstream, Unpublished, Probes int
 
-	// pending lists the WRITEs that may still land, in posting order, and
+	// Pending lists the WRITEs that may still land, in posting order, and
 	// writesSeen how many of w.writes were added to it (pendingWrites).
-	pending    []*write
-	writesSeen int
-	// pendingFresh: pending is up to date within the checkStep running now.
-	pendingFresh bool
-	// undelivered is what checkUndeliveredReleased last found holding.
-	undelivered undeliveredSeen
+	Pending    []*Write
+	WritesSeen int
+	// PendingFresh: pending is up to date within the checkStep running now.
+	PendingFresh bool
+	// Undelivered is what checkUndeliveredReleased last found holding.
+	Undelivered UndeliveredSeen
 }
 
 // upstreamAnswer is the producer's answer to one TransferEncoderCache
 // request (receive number recv), as it left the producer.
 type upstreamAnswer struct {
-	recv, res int64
+	Recv, Res int64
 }
 
 // probeAnswer is the answer that reached client h for its probe call.
 type probeAnswer struct {
-	h     int32
-	rpc   int64
-	probe probeKind
-	entry string
-	res   int64
+	H     int32
+	Rpc   int64
+	Probe probeKind
+	Entry string
+	Res   int64
 }
 
-// checkedCore is the core table a node's last invariant check saw and its
+// CheckedCore is the core table a node's last invariant check saw and its
 // Version then (a restarted node's new table is a different pointer).
-type checkedCore struct {
-	table    *handoff.ProducerTable
-	receives *handoff.ConsumerReceives
-	version  uint64
+type CheckedCore struct {
+	Table    *handoff.ProducerTable
+	Receives *handoff.ConsumerReceives
+	Version  uint64
 }
 
-// healthSig is what a node's health is a function of.
-type healthSig struct {
-	inc                   int64
-	quarantined, cleanups int
-	draining              bool
+// HealthSig is what a node's health is a function of.
+type HealthSig struct {
+	Inc                   int64
+	Quarantined, Cleanups int
+	Draining              bool
 }
 
-// cheapCheck is the signature of a node's last cheap health check.
-type cheapCheck struct {
-	sig  healthSig
-	done bool
+// CheapCheck is the signature of a node's last cheap health check.
+type CheapCheck struct {
+	Sig  HealthSig
+	Done bool
 }
 
 // proofSeen is what checkQuarantineProofs saw at its last look.
 type proofSeen struct {
-	cons    []consumerProofs
-	prod    *producerNode
-	sources []*write
-	// qver and qlen are E's quarantine version and count at the last look.
-	qver, qlen int
+	Cons    []ConsumerProofs
+	Prod    *producerNode
+	Sources []*Write
+	// Qver and qlen are E's quarantine version and count at the last look.
+	Qver, Qlen int
 }
 
-// undeliveredSeen is the producer table (a restarted producer's is a new
+// UndeliveredSeen is the producer table (a restarted producer's is a new
 // one), its Version and the length of the cancelled list when
 // checkUndeliveredReleased last held.
-type undeliveredSeen struct {
-	table     *handoff.ProducerTable
-	version   uint64
-	cancelled int
-	held      bool
+type UndeliveredSeen struct {
+	Table     *handoff.ProducerTable
+	Version   uint64
+	Cancelled int
+	Held      bool
 }
 
-// consumerProofs is one consumer incarnation's quarantines at the last look.
-type consumerProofs struct {
-	inc     int64
-	table   *handoff.ConsumerReceives // the incarnation's (a restart makes a new one)
-	version uint64
-	held    []heldQuarantine
+// ConsumerProofs is one consumer incarnation's quarantines at the last look.
+type ConsumerProofs struct {
+	Inc     int64
+	Table   *handoff.ConsumerReceives // the incarnation's (a restart makes a new one)
+	Version uint64
+	Held    []HeldQuarantine
 }
 
-// heldQuarantine is a quarantined receive, the done channel of its
+// HeldQuarantine is a quarantined receive, the done channel of its
 // buffer's revocation (nil: no proof can end it) and the connection that
 // carried its request.
-type heldQuarantine struct {
-	key   string
-	proof <-chan struct{}
-	// carrier is the consumer's control connection the receive's request
+type HeldQuarantine struct {
+	Key   string
+	Proof <-chan struct{}
+	// Carrier is the consumer's control connection the receive's request
 	// went over.
-	carrier *ctrlConn
+	Carrier *ctrlConn
 }

@@ -45,12 +45,12 @@ const mediaPreset = "tiny"
 
 // Item modalities (CONTRACT L-3: only images are served).
 const (
-	modalityImage uint8 = iota
+	ModalityImage uint8 = iota
 	modalityVideo
 	modalityAudio
 )
 
-var modalityNames = [...]string{modalityImage: "image", modalityVideo: "video", modalityAudio: "audio"}
+var ModalityNames = [...]string{ModalityImage: "image", modalityVideo: "video", modalityAudio: "audio"}
 
 // mediaEncodings are the wire forms every pool image is sent in: each is
 // lossless, so all four decode to the same pixels (H-4).
@@ -80,18 +80,18 @@ const (
 type mediaImage struct {
 	name string
 	img  image.Image // *image.NRGBA or *image.NRGBA64
-	// pixels is the image's size and non-premultiplied 16-bit RGBA pixels
+	// Pixels is the image's size and non-premultiplied 16-bit RGBA pixels
 	// (image.NRGBA64 order): equal exactly when the decoded pixels are;
 	// pixelClass the index of the first pool image with these pixels.
-	pixels     string
-	pixelClass int
+	Pixels     string
+	PixelClass int
 	// digest stands in for the encoder output of the decoded pixels.
 	digest uint64
 	hashes [hashFunctions][len(mediaEncodings)]string
 }
 
-// mediaPool is the fixed pool every seed draws items from.
-var mediaPool = buildMediaPool()
+// MediaPool is the fixed pool every seed draws items from.
+var MediaPool = buildMediaPool()
 
 // buildMediaPool makes the pool's images and everything derived from them.
 func buildMediaPool() []mediaImage {
@@ -127,15 +127,15 @@ func buildMediaPool() []mediaImage {
 	}
 	for i := range pool {
 		m := &pool[i]
-		m.pixels = nrgba64Pixels(m.img)
-		m.pixelClass = i
+		m.Pixels = nrgba64Pixels(m.img)
+		m.PixelClass = i
 		for j := range i {
-			if pool[j].pixels == m.pixels {
-				m.pixelClass = pool[j].pixelClass
+			if pool[j].Pixels == m.Pixels {
+				m.PixelClass = pool[j].PixelClass
 				break
 			}
 		}
-		m.digest = fnv64(m.pixels)
+		m.digest = fnv64(m.Pixels)
 		for e, enc := range mediaEncodings {
 			wire := wireBytes(enc, m.img)
 			m.hashes[hashContract][e] = contenthash.ContentHash(mediaPreset, m.img)
@@ -194,19 +194,19 @@ func fnv64(s string) uint64 {
 	return h
 }
 
-// mediaItem is one MediaItem of a publish: a pool image, its encoding on
+// MediaItem is one MediaItem of a publish: a pool image, its encoding on
 // the wire, its uuid (index into mediaUUIDs, 0: none) and its modality.
-type mediaItem struct {
-	img, enc, uuid, modality uint8
+type MediaItem struct {
+	Img, enc, Uuid, Modality uint8
 }
 
-func (it mediaItem) String() string {
-	s := mediaPool[it.img].name + "/" + mediaEncodings[it.enc]
-	if it.uuid != 0 {
-		s += " uuid " + mediaUUIDs[it.uuid][:8]
+func (it MediaItem) String() string {
+	s := MediaPool[it.Img].name + "/" + mediaEncodings[it.enc]
+	if it.Uuid != 0 {
+		s += " uuid " + mediaUUIDs[it.Uuid][:8]
 	}
-	if it.modality != modalityImage {
-		s += " (" + modalityNames[it.modality] + ")"
+	if it.Modality != ModalityImage {
+		s += " (" + ModalityNames[it.Modality] + ")"
 	}
 	return s
 }
@@ -216,54 +216,54 @@ func (it mediaItem) String() string {
 // test hook), and the prompt of its consumes. n == 0 is a client without
 // media (the Driver's).
 type mediaPlan struct {
-	items    [2]mediaItem
-	n        uint8
-	omitHash bool
+	items    [2]MediaItem
+	N        uint8
+	OmitHash bool
 	prompt   uint8
 }
 
-// list returns the plan's items.
-func (p *mediaPlan) list() []mediaItem { return p.items[:p.n] }
+// List returns the plan's items.
+func (p *mediaPlan) List() []MediaItem { return p.items[:p.N] }
 
 // drawMedia draws a client's media from the media stream: one item (80%)
 // or two, each from the pool in one of the encodings; a publish without
 // content hashes (6%, whose items carry no uuid); a shared uuid on an item
 // (6%); a video or audio item (1%).
 func (w *World) drawMedia() mediaPlan {
-	m := &w.media
-	p := mediaPlan{n: 1, prompt: m.intN(len(mediaPrompts)), omitHash: m.chance(0.15)}
+	m := &w.Media
+	p := mediaPlan{N: 1, prompt: m.intN(len(mediaPrompts)), OmitHash: m.chance(0.15)}
 	if m.chance(0.2) {
-		p.n = 2
+		p.N = 2
 	}
-	for i := range p.list() {
-		it := mediaItem{img: m.intN(len(mediaPool)), enc: m.intN(len(mediaEncodings))}
-		if !p.omitHash && m.chance(0.2) {
-			it.uuid = 1 + m.intN(len(mediaUUIDs)-1)
+	for i := range p.List() {
+		it := MediaItem{Img: m.intN(len(MediaPool)), enc: m.intN(len(mediaEncodings))}
+		if !p.OmitHash && m.chance(0.2) {
+			it.Uuid = 1 + m.intN(len(mediaUUIDs)-1)
 		}
 		if m.chance(0.01) {
-			it.modality = 1 + m.intN(2)
+			it.Modality = 1 + m.intN(2)
 		}
 		p.items[i] = it
 	}
 	return p
 }
 
-// publishedMedia is an entry's items as the producer published them, with
+// PublishedMedia is an entry's items as the producer published them, with
 // the content hash it computed for each ("" when the publish omitted it).
-type publishedMedia struct {
-	entry  string
-	items  []mediaItem
-	hashes []string
+type PublishedMedia struct {
+	Entry  string
+	Items  []MediaItem
+	Hashes []string
 	buf    [2]string // hashes' backing array
 }
 
-// mediaAnswer is one successful consume's answer, with what it was asked.
-type mediaAnswer struct {
-	pm       *publishedMedia // what was consumed
-	answer   uint64
-	consumer int32
-	inc      int32 // the consumer's incarnation
-	prompt   uint8
+// MediaAnswer is one successful consume's answer, with what it was asked.
+type MediaAnswer struct {
+	Pm       *PublishedMedia // what was consumed
+	Answer   uint64
+	Consumer int32
+	Inc      int32 // the consumer's incarnation
+	Prompt   uint8
 }
 
 // cacheKey is a prefix-cache key of one consumer incarnation: the
@@ -278,31 +278,31 @@ type cacheKey struct {
 // the checkers' progress.
 type mediaWorld struct {
 	pcg       rand.PCG          // the media stream (a value: no allocation per run)
-	published []*publishedMedia // in publication order
-	arena     []publishedMedia  // where published ones are allocated, a chunk at a time
-	answers   []mediaAnswer     // in answer order
+	Published []*PublishedMedia // in publication order
+	arena     []PublishedMedia  // where published ones are allocated, a chunk at a time
+	Answers   []MediaAnswer     // in answer order
 	cache     map[cacheKey]uint64
-	hits      int // answers the prefix caches gave
+	Hits      int // answers the prefix caches gave
 
 	// Checker state: how far each checker got, and what it saw: the first
 	// published item of each pixel class (1 + 2*index into published +
 	// item; 0: none yet) and of each distinct content hash.
-	modalitySeen, wireHashSeen, contentHashSeen, answerSeen int
-	byPixels                                                [maxPoolImages]int32
-	byHash                                                  []itemRef
+	ModalitySeen, WireHashSeen, ContentHashSeen, AnswerSeen int
+	ByPixels                                                [maxPoolImages]int32
+	ByHash                                                  []ItemRef
 }
 
 // maxPoolImages bounds len(mediaPool).
 const maxPoolImages = 16
 
-// itemRef is one published item: item i of an entry's media.
-type itemRef struct {
-	pm *publishedMedia
-	i  int
+// ItemRef is one published item: item i of an entry's media.
+type ItemRef struct {
+	Pm *PublishedMedia
+	I  int
 }
 
-func (r itemRef) String() string {
-	return fmt.Sprintf("%s of entry %s", r.pm.items[r.i], short(r.pm.entry))
+func (r ItemRef) String() string {
+	return fmt.Sprintf("%s of entry %s", r.Pm.Items[r.I], Short(r.Pm.Entry))
 }
 
 func newMediaWorld(seed uint64) mediaWorld {
@@ -316,9 +316,9 @@ func (m *mediaWorld) intN(n int) uint8 { return uint8(m.pcg.Uint64() % uint64(n)
 func (m *mediaWorld) chance(p float64) bool { return float64(m.pcg.Uint64()>>11)/(1<<53) < p }
 
 // newPublished allocates one publishedMedia from the arena.
-func (m *mediaWorld) newPublished(chunk int) *publishedMedia {
+func (m *mediaWorld) newPublished(chunk int) *PublishedMedia {
 	if len(m.arena) == cap(m.arena) {
-		m.arena = make([]publishedMedia, 0, max(chunk, 8))
+		m.arena = make([]PublishedMedia, 0, max(chunk, 8))
 	}
 	m.arena = m.arena[:len(m.arena)+1]
 	return &m.arena[len(m.arena)-1]
@@ -328,9 +328,9 @@ func (m *mediaWorld) newPublished(chunk int) *publishedMedia {
 // item is an image. The core decides (handoff.AdmitModality); its L-3
 // switch treats video and audio as images.
 func (w *World) modalityError(p *mediaPlan) string {
-	for i, it := range p.list() {
-		if it.modality != modalityImage {
-			why := fmt.Sprintf("L-3 item %d is %s: not served", i, modalityNames[it.modality])
+	for i, it := range p.List() {
+		if it.Modality != ModalityImage {
+			why := fmt.Sprintf("L-3 item %d is %s: not served", i, ModalityNames[it.Modality])
 			if handoff.AdmitModality(fmt.Errorf("%w: %s", handoff.ErrModalityUnsupported, why), w.decisions) != nil {
 				return why
 			}
@@ -343,30 +343,30 @@ func (w *World) modalityError(p *mediaPlan) string {
 // them, with the content hash it computes for each (none when the publish
 // omits them). The H-1 mutant hashes premultiplied pixels, the H-4 mutant
 // the wire bytes.
-func (w *World) publishMedia(rec *entryRecord, p *mediaPlan) {
-	if p.n == 0 {
+func (w *World) publishMedia(rec *EntryRecord, p *mediaPlan) {
+	if p.N == 0 {
 		return
 	}
 	fn := hashContract // the pool's hashes under each contenthash.Of switch
-	switch d := w.opts.Mutant.ContentHashDecisions(); {
+	switch d := w.Opts.Mutant.ContentHashDecisions(); {
 	case d.Premultiplied:
 		fn = hashPremultiplied
 	case d.WireBytes:
 		fn = hashWireBytes
 	}
-	pm := w.media.newPublished(w.set.Handoffs)
-	pm.entry, pm.items = rec.id, p.list()
-	pm.hashes = pm.buf[:p.n]
-	if !p.omitHash {
-		for i, it := range pm.items {
-			pm.hashes[i] = mediaPool[it.img].hashes[fn][it.enc]
+	pm := w.Media.newPublished(w.Set.Handoffs)
+	pm.Entry, pm.Items = rec.Id, p.List()
+	pm.Hashes = pm.buf[:p.N]
+	if !p.OmitHash {
+		for i, it := range pm.Items {
+			pm.Hashes[i] = MediaPool[it.Img].hashes[fn][it.enc]
 		}
 	}
-	if w.media.published == nil {
-		w.media.published = make([]*publishedMedia, 0, w.set.Handoffs)
+	if w.Media.Published == nil {
+		w.Media.Published = make([]*PublishedMedia, 0, w.Set.Handoffs)
 	}
 	rec.media = pm
-	w.media.published = append(w.media.published, pm)
+	w.Media.Published = append(w.Media.Published, pm)
 }
 
 // consumeMedia is the consumer's prefill of a successful consume of r's
@@ -374,38 +374,38 @@ func (w *World) publishMedia(rec *entryRecord, p *mediaPlan) {
 // one identity per item, the prefix-cache key; a hit answers from the
 // cache, a miss from the received items' content.
 func (w *World) consumeMedia(c *consumerNode, r *recv) {
-	pm := w.ledger.get(r.entry).media
+	pm := w.Ledger.get(r.entry).media
 	if pm == nil {
 		return
 	}
-	prompt := w.clients[r.h].plan.media.prompt
+	prompt := w.Clients[r.h].Plan.Media.prompt
 	var idBuf [8]uint32
 	var identityBuf [2]string
 	ids := idBuf[:0]
-	for range pm.items {
+	for range pm.Items {
 		ids = append(ids, lm.ImageID)
 	}
 	ids = append(ids, mediaPrompts[prompt]...)
-	identities := identityBuf[:len(pm.items)]
-	for i, it := range pm.items {
-		identities[i] = w.imageIdentity(it, pm.hashes[i])
+	identities := identityBuf[:len(pm.Items)]
+	for i, it := range pm.Items {
+		identities[i] = w.imageIdentity(it, pm.Hashes[i])
 	}
-	key := cacheKey{consumer: int32(c.idx), inc: int32(c.inc), key: w.prefixKey(ids, identities)}
-	if w.media.cache == nil {
-		w.media.cache = make(map[cacheKey]uint64, w.set.Handoffs)
-		w.media.answers = make([]mediaAnswer, 0, w.set.Handoffs)
+	key := cacheKey{consumer: int32(c.Idx), inc: int32(c.Inc), key: w.prefixKey(ids, identities)}
+	if w.Media.cache == nil {
+		w.Media.cache = make(map[cacheKey]uint64, w.Set.Handoffs)
+		w.Media.Answers = make([]MediaAnswer, 0, w.Set.Handoffs)
 	}
-	ans, hit := w.media.cache[key]
+	ans, hit := w.Media.cache[key]
 	if hit {
-		w.media.hits++
+		w.Media.Hits++
 	} else {
-		ans = answerOf(prompt, pm.items)
-		w.media.cache[key] = ans
+		ans = AnswerOf(prompt, pm.Items)
+		w.Media.cache[key] = ans
 	}
-	w.media.answers = append(w.media.answers, mediaAnswer{pm: pm, consumer: int32(c.idx), inc: int32(c.inc), prompt: prompt, answer: ans})
+	w.Media.Answers = append(w.Media.Answers, MediaAnswer{Pm: pm, Consumer: int32(c.Idx), Inc: int32(c.Inc), Prompt: prompt, Answer: ans})
 	if w.tracing {
 		if w.tracing {
-			w.notef("PD%d answered %s (prefix cache hit %v)", c.idx, short(r.entry), hit)
+			w.notef("PD%d answered %s (prefix cache hit %v)", c.Idx, Short(r.entry), hit)
 		}
 	}
 }
@@ -413,13 +413,13 @@ func (w *World) consumeMedia(c *consumerNode, r *recv) {
 // imageIdentity is the identity the consumer keys an item by: its content
 // hash (lm.ImageIdentity, whose H-5 switch keys an item that has a uuid by
 // the uuid), or a fresh random identity when it has none (H-2).
-func (w *World) imageIdentity(it mediaItem, hash string) string {
-	if id := lm.ImageIdentity(mediaUUIDs[it.uuid], hash, w.opts.Mutant.ModelDecisions()); id != "" {
+func (w *World) imageIdentity(it MediaItem, hash string) string {
+	if id := lm.ImageIdentity(mediaUUIDs[it.Uuid], hash, w.Opts.Mutant.ModelDecisions()); id != "" {
 		return id
 	}
 	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], w.media.pcg.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], w.media.pcg.Uint64())
+	binary.LittleEndian.PutUint64(b[:8], w.Media.pcg.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], w.Media.pcg.Uint64())
 	return lm.FreshIdentityPrefix + hex.EncodeToString(b[:])
 }
 
@@ -428,21 +428,21 @@ func (w *World) imageIdentity(it mediaItem, hash string) string {
 // mutant keys by the token ids alone, the H-2 mutant leaves the fresh
 // identities out).
 func (w *World) prefixKey(ids []uint32, identities []string) string {
-	return lm.PrefixKeyWith(ids, identities, w.opts.Mutant.ModelDecisions())
+	return lm.PrefixKeyWith(ids, identities, w.Opts.Mutant.ModelDecisions())
 }
 
-// answerOf is the answer to prompt over items' decoded content: the
+// AnswerOf is the answer to prompt over items' decoded content: the
 // stand-in for the baseline's tokens (different content, different answer).
-func answerOf(prompt uint8, items []mediaItem) uint64 {
+func AnswerOf(prompt uint8, items []MediaItem) uint64 {
 	a := mix64(uint64(prompt)<<8 | uint64(len(items)))
 	for _, it := range items {
-		a = mix64(a ^ mediaPool[it.img].digest)
+		a = mix64(a ^ MediaPool[it.Img].digest)
 	}
 	return a
 }
 
-// describeItems renders items for a failure message.
-func describeItems(items []mediaItem) string {
+// DescribeItems renders items for a failure message.
+func DescribeItems(items []MediaItem) string {
 	parts := make([]string, len(items))
 	for i, it := range items {
 		parts[i] = it.String()

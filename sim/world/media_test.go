@@ -13,7 +13,7 @@ import (
 // and collide once premultiplied (H-1).
 func TestMediaPool(t *testing.T) {
 	byName := map[string]mediaImage{}
-	for _, m := range mediaPool {
+	for _, m := range MediaPool {
 		byName[m.name] = m
 		if got := contenthash.ContentHash(mediaPreset, m.img); got != m.hashes[hashContract][0] {
 			t.Errorf("%s: pool hash %s, contenthash.ContentHash %s", m.name, m.hashes[hashContract][0], got)
@@ -28,15 +28,15 @@ func TestMediaPool(t *testing.T) {
 		}
 	}
 	base, wide := byName["base"], byName["base-16bit"]
-	if base.pixels != wide.pixels || base.hashes[hashContract][0] != wide.hashes[hashContract][0] || base.pixelClass != wide.pixelClass {
+	if base.Pixels != wide.Pixels || base.hashes[hashContract][0] != wide.hashes[hashContract][0] || base.PixelClass != wide.PixelClass {
 		t.Errorf("base and base-16bit: want equal pixels, contract hashes and pixel class")
 	}
 	if base.hashes[hashWireBytes][0] == wide.hashes[hashWireBytes][0] {
 		t.Errorf("base and base-16bit: wire hashes equal; want the 8/16-bit sources to differ on the wire")
 	}
-	for i, a := range mediaPool {
-		for _, b := range mediaPool[i+1:] {
-			if a.pixels != b.pixels && a.hashes[hashContract][0] == b.hashes[hashContract][0] {
+	for i, a := range MediaPool {
+		for _, b := range MediaPool[i+1:] {
+			if a.Pixels != b.Pixels && a.hashes[hashContract][0] == b.hashes[hashContract][0] {
 				t.Errorf("%s and %s: different pixels, one contract hash", a.name, b.name)
 			}
 		}

@@ -19,31 +19,31 @@ type nodeWorld struct {
 	// cutUntil is, per consumer, the tick its link to E heals (partition.go).
 	cutUntil []int64
 
-	// prodDown: E's process crashed and is not restarted yet (until
+	// ProdDown: E's process crashed and is not restarted yet (until
 	// prodUpAt); prodRestarts counts restarts; lost lists the entries of
 	// crashed instances with their consumptions at the restart
 	// (producer_crash.go).
-	prodDown     bool
+	ProdDown     bool
 	prodUpAt     int64
 	prodRestarts int
-	lost         []lostEntry
+	Lost         []LostEntry
 
 	// E+P+D (prefill_decode.go).
 	decoders []*decoderNode
-	sessions []*kvSession // by number-1
-	byID     map[string]*kvSession
-	reqs     []*decodeReq // by number-1
+	Sessions []*KvSession // by number-1
+	byID     map[string]*KvSession
+	Reqs     []*DecodeReq // by number-1
 	// prefills maps a consume call (client, rpc) answered OK by P to the
 	// KV session of its PrefillReady.
-	prefills map[[2]int64]*kvSession
+	prefills map[[2]int64]*KvSession
 	// decodes is each client's decode state, by client index.
 	decodes map[int]*clientDecode
-	// touched are the sessions changed since the KV checker last looked;
+	// Touched are the sessions changed since the KV checker last looked;
 	// decided the decode requests D decided since the L-2/H-3 checker looked.
-	touched []*kvSession
-	decided []*decodeReq
-	// n2 is the first N-2 violation seen ("" when none).
-	n2 string
+	Touched []*KvSession
+	Decided []*DecodeReq
+	// N2 is the first N-2 violation seen ("" when none).
+	N2 string
 	// scripted: a scenario sends each decode itself (no client policy).
 	scripted bool
 }
@@ -56,7 +56,7 @@ const (
 	evProducerRestart
 	evDecodeArrive
 	evKVFetchArrive
-	evKVFetchReply
+	EvKVFetchReply
 	evDecodeFetchDeadline
 	evDecodeReplyArrive
 	evKVAbortArrive
@@ -72,7 +72,7 @@ var nodeEventNames = [...]string{
 	evPartitionTick - evNodeFirst: "partition-tick", evProducerCrash - evNodeFirst: "producer-crash",
 	evProducerChaos - evNodeFirst: "producer-chaos", evProducerRestart - evNodeFirst: "producer-restart",
 	evDecodeArrive - evNodeFirst: "decode-arrive", evKVFetchArrive - evNodeFirst: "kv-fetch-arrive",
-	evKVFetchReply - evNodeFirst: "kv-fetch-reply", evDecodeFetchDeadline - evNodeFirst: "decode-fetch-deadline",
+	EvKVFetchReply - evNodeFirst: "kv-fetch-reply", evDecodeFetchDeadline - evNodeFirst: "decode-fetch-deadline",
 	evDecodeReplyArrive - evNodeFirst: "decode-reply-arrive", evKVAbortArrive - evNodeFirst: "kv-abort-arrive",
 	evKVAbortReplyArrive - evNodeFirst: "kv-abort-reply-arrive", evKVExpire - evNodeFirst: "kv-expire",
 }
@@ -87,30 +87,30 @@ func nodeEventName(k eventKind) string {
 
 // initNodes sets up the node state of a new world (newWorld).
 func (w *World) initNodes() {
-	w.nodes.rng = w.rngs[6].seed(w.seed, subNodes)
-	w.nodes.hookSend = w.set.eppd() || (w.faults.enabled[SitePartition] && w.set.Backend == BackendTransfer)
+	w.Nodes.rng = w.rngs[6].seed(w.seed, subNodes)
+	w.Nodes.hookSend = w.Set.eppd() || (w.faults.enabled[SitePartition] && w.Set.Backend == BackendTransfer)
 }
 
-// startNodes builds the D nodes and schedules the partition ticks (start).
-func (w *World) startNodes() {
-	if w.faults.enabled[SitePartition] && w.set.Backend == BackendTransfer {
-		w.nodes.cutUntil = make([]int64, len(w.cons))
-		w.nodes.hookArrival = true
-		for i := range w.cons {
-			w.schedule(between(w.nodes.rng, 1, max(1, w.set.PartitionPeriodMs)), consumerStep{consumer: int32(i)}.event(evPartitionTick))
+// StartNodes builds the D nodes and schedules the partition ticks (start).
+func (w *World) StartNodes() {
+	if w.faults.enabled[SitePartition] && w.Set.Backend == BackendTransfer {
+		w.Nodes.cutUntil = make([]int64, len(w.Cons))
+		w.Nodes.hookArrival = true
+		for i := range w.Cons {
+			w.schedule(between(w.Nodes.rng, 1, max(1, w.Set.PartitionPeriodMs)), consumerStep{consumer: int32(i)}.event(evPartitionTick))
 		}
 	}
 	if w.faults.enabled[SiteProducerCrash] {
-		w.schedule(between(w.nodes.rng, 100, 800), event{kind: evProducerChaos})
+		w.schedule(between(w.Nodes.rng, 100, 800), Event{Kind: evProducerChaos})
 	}
-	if w.set.eppd() {
+	if w.Set.eppd() {
 		w.startEPPD()
 	}
 }
 
 // dispatchNode runs a node event's handler; a D-side one under the N-2 guard.
-func (w *World) dispatchNode(ev event) bool {
-	switch ev.kind {
+func (w *World) dispatchNode(ev Event) bool {
+	switch ev.Kind {
 	case evPartitionTick:
 		w.partitionTick(ev)
 	case evProducerCrash:
@@ -119,7 +119,7 @@ func (w *World) dispatchNode(ev event) bool {
 		w.producerChaos(ev)
 	case evProducerRestart:
 		w.producerRestart(ev)
-	case evDecodeArrive, evKVFetchReply, evDecodeFetchDeadline:
+	case evDecodeArrive, EvKVFetchReply, evDecodeFetchDeadline:
 		w.onDecoder(ev)
 	case evKVFetchArrive:
 		w.kvFetchArrive(ev)
@@ -130,14 +130,14 @@ func (w *World) dispatchNode(ev event) bool {
 	case evKVExpire:
 		w.kvExpire(ev)
 	default:
-		panic(fmt.Sprintf("sim: unknown node event kind %d", ev.kind))
+		panic(fmt.Sprintf("sim: unknown node event kind %d", ev.Kind))
 	}
 	return false
 }
 
 // sendHook runs before w.send delivers ev; true means ev is lost (a partition).
-func (w *World) sendHook(ev *event) bool {
-	if rep := consumeReplyOf(*ev); ev.kind == evConsumeReplyArrive && rep.result == resOK && rep.consumer >= 0 && w.set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
+func (w *World) sendHook(ev *Event) bool {
+	if rep := consumeReplyOf(*ev); ev.Kind == evConsumeReplyArrive && rep.result == ResOK && rep.consumer >= 0 && w.Set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
 		w.prefillReady(ev)
 	}
 	return w.partitionDropsSend(ev)
@@ -145,17 +145,17 @@ func (w *World) sendHook(ev *event) bool {
 
 // arrivalHook runs before an event's handler; true means it was consumed
 // here (a message lost to a partition, a stale event of a crashed producer).
-func (w *World) arrivalHook(ev event) bool {
-	if (w.nodes.prodDown || w.nodes.prodRestarts > 0) && w.staleProducerEvent(ev) {
+func (w *World) arrivalHook(ev Event) bool {
+	if (w.Nodes.ProdDown || w.Nodes.prodRestarts > 0) && w.staleProducerEvent(ev) {
 		return true
 	}
-	return w.nodes.cutUntil != nil && w.partitionDropsArrival(ev)
+	return w.Nodes.cutUntil != nil && w.partitionDropsArrival(ev)
 }
 
 // drainNodes: the shutdown phase began (endCheck): P releases its KV
 // sessions and D drains (S-2).
 func (w *World) drainNodes() {
-	if w.set.eppd() {
+	if w.Set.eppd() {
 		w.drainEPPD()
 	}
 }
@@ -167,15 +167,15 @@ func (w *World) drainNodes() {
 // flight when the drain began (a slow WRITE) and ended OK later leaves no
 // session behind (S-2, S-4). Found by the simulator (seed 285515).
 func (w *World) consumerDrained(p int) {
-	if w.set.eppd() {
+	if w.Set.eppd() {
 		w.drainKVSessions(p)
 	}
 }
 
 // nodesBusy reports whether a node still has work in flight (endCheck).
 func (w *World) nodesBusy() bool {
-	for _, r := range w.nodes.reqs {
-		if r.arrived && !r.done {
+	for _, r := range w.Nodes.Reqs {
+		if r.Arrived && !r.Done {
 			return true
 		}
 	}

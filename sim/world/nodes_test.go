@@ -11,11 +11,11 @@ import (
 // runWorld runs seed and returns its world, for tests that look inside.
 func runWorld(t *testing.T, seed uint64) *World {
 	t.Helper()
-	w := newWorld(seed, DrawSettings(seed), Options{})
-	w.start()
-	w.loop()
-	if w.fail != nil {
-		t.Fatalf("seed %d: %s\n  replay: baton sim --seed %d", seed, w.fail.msg, seed)
+	w := NewWorld(seed, DrawSettings(seed), Options{})
+	w.Start()
+	w.Loop()
+	if w.Fail != nil {
+		t.Fatalf("seed %d: %s\n  replay: baton sim --seed %d", seed, w.Fail.Msg, seed)
 	}
 	return w
 }
@@ -34,38 +34,38 @@ func TestNodeFaultsFireAndAreSurvived(t *testing.T) {
 		for s, n := range w.faults.fired {
 			fired[s] += n
 		}
-		if w.set.eppd() {
+		if w.Set.eppd() {
 			eppd++
 		}
-		for _, s := range w.nodes.sessions {
-			switch s.state {
-			case kvFetched:
-				decoded += len(s.decodedBy)
+		for _, s := range w.Nodes.Sessions {
+			switch s.State {
+			case KvFetched:
+				decoded += len(s.DecodedBy)
 			case kvExpired:
 				expired++
-			case kvReleased:
+			case KvReleased:
 				released++
 			case kvDrained:
 				drained++
-			case kvLive:
-				if s.live(w) {
-					t.Fatalf("seed %d: KV session %s still live at the end", seed, short(s.id))
+			case KvLive:
+				if s.Live(w) {
+					t.Fatalf("seed %d: KV session %s still live at the end", seed, Short(s.Id))
 				}
 			}
 		}
-		for _, r := range w.nodes.reqs {
+		for _, r := range w.Nodes.Reqs {
 			switch {
-			case r.kind != prepOK && r.arrived:
-				if r.ran || r.res != resDecodeRefused {
-					t.Fatalf("seed %d: decode %d with preparation %s: ran %v answer %s", seed, r.num, prepNames[r.kind], r.ran, resNames[r.res])
+			case r.Kind != PrepOK && r.Arrived:
+				if r.Ran || r.Res != ResDecodeRefused {
+					t.Fatalf("seed %d: decode %d with preparation %s: ran %v answer %s", seed, r.Num, PrepNames[r.Kind], r.Ran, ResNames[r.Res])
 				}
 				refusedPrep++
-			case r.kind == prepOK && r.done && r.res == resDecodeRefused && len(r.session.decodedBy) == 1:
+			case r.Kind == PrepOK && r.Done && r.Res == ResDecodeRefused && len(r.Session.DecodedBy) == 1:
 				refusedReplay++
 			}
 		}
-		restarts[w.set.Backend] += w.nodes.prodRestarts
-		lost += len(w.nodes.lost)
+		restarts[w.Set.Backend] += w.Nodes.prodRestarts
+		lost += len(w.Nodes.Lost)
 	}
 	for _, s := range nodeSites {
 		if fired[s] == 0 {
@@ -246,36 +246,36 @@ func TestSlowFsyncRaces(t *testing.T) {
 		if !hasSite(s, SiteSlowFsync) || s.Backend != BackendSharedDir {
 			continue
 		}
-		w := newWorld(seed, s, Options{})
-		w.start()
-		for w.fail == nil {
-			ev, ok := w.q.pop()
+		w := NewWorld(seed, s, Options{})
+		w.Start()
+		for w.Fail == nil {
+			ev, ok := w.Q.Pop()
 			if !ok {
 				t.Fatalf("seed %d: queue ran empty", seed)
 			}
-			w.now = ev.tick
-			w.steps++
-			if e := encodeDoneOf(ev); ev.kind == evEncodeDone && e.resumed && !w.nodes.prodDown && w.prod.table.State(e.entry) != 0 {
-				c := w.clients[e.client]
+			w.Now = ev.Tick
+			w.Steps++
+			if e := encodeDoneOf(ev); ev.Kind == evEncodeDone && e.resumed && !w.Nodes.ProdDown && w.Prod.Table.State(e.entry) != 0 {
+				c := w.Clients[e.client]
 				if c.streamCancelled(e.rpc) {
 					cancelled++
 				}
-				if w.prod.health.Draining() {
+				if w.Prod.Health.Draining() {
 					draining++
 				}
-				if e.startedMs+w.prod.table.TTL(c.plan.ttlMs) <= w.now {
+				if e.startedMs+w.Prod.Table.TTL(c.Plan.ttlMs) <= w.Now {
 					expired++
 				}
 			}
-			done := w.dispatch(ev)
-			w.checkStep()
-			if done && w.fail == nil {
+			done := w.Dispatch(ev)
+			w.CheckStep()
+			if done && w.Fail == nil {
 				w.checkEnd()
 				break
 			}
 		}
-		if w.fail != nil {
-			t.Fatalf("seed %d: %s", seed, w.fail.msg)
+		if w.Fail != nil {
+			t.Fatalf("seed %d: %s", seed, w.Fail.Msg)
 		}
 	}
 	if cancelled == 0 || draining == 0 || expired == 0 {

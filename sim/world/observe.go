@@ -8,29 +8,30 @@ import (
 
 // The checks a node makes at the moment something happens, where a step
 // checker afterwards could no longer see it: a WRITE landing in a buffer
-// (Q-1, with checks.checkReceiveBuffers) and a D node's step (N-2: what it
-// records in nodes.n2 checks.checkNoEncoderOnDecode reports).
+// (Q-1, as sim/checks' checkReceiveBuffers after each step), a D node's
+// step (N-2: what it records in Nodes.N2 sim/checks' checkNoEncoderOnDecode
+// reports) and the producer's exit from its drain (S-2).
 
 // checkLanding is checkReceiveBuffers' Q-1 check at the moment a WRITE
 // lands.
-func (w *World) checkLanding(wr *write, b *buffer) {
-	if err := bufferHeld(wr, b); err != nil {
-		w.failf(Correctness, "Q-1", "WRITE landed: %s", err)
+func (w *World) checkLanding(wr *Write, b *buffer) {
+	if err := BufferHeld(wr, b); err != nil {
+		w.Failf(Correctness, "Q-1", "WRITE landed: %s", err)
 	}
 }
 
-// bufferHeld says what is wrong when wr may land in b.
-func bufferHeld(wr *write, b *buffer) error {
+// BufferHeld says what is wrong when wr may land in b.
+func BufferHeld(wr *Write, b *buffer) error {
 	switch {
-	case b.quarantined && b.owner == wr.recv:
+	case b.Quarantined && b.Owner == wr.recv:
 		return nil
-	case b.owner == wr.recv:
+	case b.Owner == wr.recv:
 		return nil
-	case b.owner == 0:
-		return fmt.Errorf("PD%d freed buffer %d while WRITE #%d of %s may still land in it", wr.c, wr.buf, wr.num, short(wr.entry))
+	case b.Owner == 0:
+		return fmt.Errorf("PD%d freed buffer %d while WRITE #%d of %s may still land in it", wr.C, wr.Buf, wr.Num, Short(wr.Entry))
 	default:
 		return fmt.Errorf("PD%d reused buffer %d for receive %d while WRITE #%d of %s for receive %d may still land in it",
-			wr.c, wr.buf, b.owner, wr.num, short(wr.entry), wr.recv)
+			wr.C, wr.Buf, b.Owner, wr.Num, Short(wr.Entry), wr.recv)
 	}
 }
 
@@ -44,32 +45,32 @@ type encoderState struct {
 	consumptions, receiving int
 }
 
-// encoderSnapshot takes E's and the consumers' state before a D step.
-func (w *World) encoderSnapshot() encoderState {
-	t := w.prod.table
+// EncoderSnapshot takes E's and the consumers' state before a D step.
+func (w *World) EncoderSnapshot() encoderState {
+	t := w.Prod.Table
 	s := encoderState{counters: t.Counters(), entries: t.Entries(), removals: t.PendingRemovals(), held: t.HeldBytes(),
-		diskOps: w.sd.disk.Ops, sources: len(w.sources), ledger: len(w.ledger.all)}
-	for _, c := range w.cons {
-		s.receiving += c.receives.Inflight()
+		diskOps: w.Sd.Disk.Ops, sources: len(w.Sources), ledger: len(w.Ledger.All)}
+	for _, c := range w.Cons {
+		s.receiving += c.Receives.Inflight()
 	}
-	for _, e := range w.ledger.all {
-		s.consumptions += len(e.consumptions)
+	for _, e := range w.Ledger.All {
+		s.consumptions += len(e.Consumptions)
 	}
 	return s
 }
 
-// checkEncoderUntouched compares E's state after D's step ev with before.
-func (w *World) checkEncoderUntouched(before encoderState, ev event) {
-	if w.nodes.n2 != "" {
+// CheckEncoderUntouched compares E's state after D's step ev with before.
+func (w *World) CheckEncoderUntouched(before encoderState, ev Event) {
+	if w.Nodes.N2 != "" {
 		return
 	}
-	if after := w.encoderSnapshot(); after != before {
-		w.nodes.n2 = fmt.Sprintf("D's %s step changed the encoder side: %+v -> %+v", ev.kind, before, after)
+	if after := w.EncoderSnapshot(); after != before {
+		w.Nodes.N2 = fmt.Sprintf("D's %s step changed the encoder side: %+v -> %+v", ev.Kind, before, after)
 		return
 	}
-	if ev.kind == evDecodeArrive {
-		if r := w.nodes.reqs[decodeRequestOf(ev).req-1]; r.entryRef != "" {
-			w.nodes.n2 = fmt.Sprintf("decode request %d to D%d carries encoder reference %s", r.num, r.d, short(r.entryRef))
+	if ev.Kind == evDecodeArrive {
+		if r := w.Nodes.Reqs[decodeRequestOf(ev).req-1]; r.entryRef != "" {
+			w.Nodes.N2 = fmt.Sprintf("decode request %d to D%d carries encoder reference %s", r.Num, r.D, Short(r.entryRef))
 		}
 	}
 }
@@ -78,10 +79,10 @@ func (w *World) checkEncoderUntouched(before encoderState, ev event) {
 // cleanup task it started has finished (no removal pending, no publish
 // between Reserve and its end). Called by stopProducer.
 func checkStopped(w *World) error {
-	p := w.prod
-	if p.cleanups > 0 || p.table.PendingRemovals() > 0 || p.publishing > 0 {
+	p := w.Prod
+	if p.Cleanups > 0 || p.Table.PendingRemovals() > 0 || p.publishing > 0 {
 		return fmt.Errorf("producer exits its drain with %d cleanup task(s) running, %d removal(s) pending and %d publish(es) in flight",
-			p.cleanups, p.table.PendingRemovals(), p.publishing)
+			p.Cleanups, p.Table.PendingRemovals(), p.publishing)
 	}
 	return nil
 }

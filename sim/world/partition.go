@@ -13,45 +13,45 @@ package world
 
 // partitioned reports whether consumer c's link to E is cut now.
 func (w *World) partitioned(c int32) bool {
-	return !w.faults.healed && int(c) < len(w.nodes.cutUntil) && w.now < w.nodes.cutUntil[c]
+	return !w.faults.healed && int(c) < len(w.Nodes.cutUntil) && w.Now < w.Nodes.cutUntil[c]
 }
 
 // Partition cuts consumer c's link to E for ms virtual ms from now (the
 // scenario command `partition`; seeded runs cut links at SitePartition).
 func (w *World) Partition(c int, ms int64) {
-	if w.nodes.cutUntil == nil {
-		w.nodes.cutUntil = make([]int64, len(w.cons))
+	if w.Nodes.cutUntil == nil {
+		w.Nodes.cutUntil = make([]int64, len(w.Cons))
 	}
-	w.nodes.cutUntil[c] = max(w.nodes.cutUntil[c], w.now+ms)
-	w.nodes.hookSend, w.nodes.hookArrival = true, true
+	w.Nodes.cutUntil[c] = max(w.Nodes.cutUntil[c], w.Now+ms)
+	w.Nodes.hookSend, w.Nodes.hookArrival = true, true
 	if w.tracing {
-		w.notef("partition: PD%d cut off from E until t=%d", c, w.nodes.cutUntil[c])
+		w.notef("partition: PD%d cut off from E until t=%d", c, w.Nodes.cutUntil[c])
 	}
 }
 
 // partitionTick is a consumer's partition fault tick in the safety phase.
-func (w *World) partitionTick(ev event) {
+func (w *World) partitionTick(ev Event) {
 	if w.faults.healed {
 		return
 	}
 	n := consumerStepOf(ev).consumer
 	if !w.partitioned(n) && w.faults.buggify(SitePartition) {
-		w.Partition(int(n), between(w.nodes.rng, 1, max(1, w.set.PartitionMsMax)))
+		w.Partition(int(n), between(w.Nodes.rng, 1, max(1, w.Set.PartitionMsMax)))
 	}
-	w.after(between(w.nodes.rng, 1, max(1, w.set.PartitionPeriodMs)), consumerStep{consumer: n}.event(evPartitionTick))
+	w.after(between(w.Nodes.rng, 1, max(1, w.Set.PartitionPeriodMs)), consumerStep{consumer: n}.event(evPartitionTick))
 }
 
 // partitionDropsSend: a message between a cut-off consumer and E is lost
 // when it is sent.
-func (w *World) partitionDropsSend(ev *event) bool {
-	if w.nodes.cutUntil == nil {
+func (w *World) partitionDropsSend(ev *Event) bool {
+	if w.Nodes.cutUntil == nil {
 		return false
 	}
-	switch ev.kind {
+	switch ev.Kind {
 	case evTransferArrive, evTransferReply:
 		if n := transferLink(*ev); w.partitioned(n) {
 			if w.tracing {
-				w.notef("partition: %s between PD%d and E lost", ev.kind, n)
+				w.notef("partition: %s between PD%d and E lost", ev.Kind, n)
 			}
 			return true
 		}
@@ -62,23 +62,23 @@ func (w *World) partitionDropsSend(ev *event) bool {
 // partitionDropsArrival: a message between a cut-off consumer and E that
 // was on the wire when the link was cut is lost when it would arrive; a
 // WRITE into the consumer's memory fails instead of landing.
-func (w *World) partitionDropsArrival(ev event) bool {
-	switch ev.kind {
+func (w *World) partitionDropsArrival(ev Event) bool {
+	switch ev.Kind {
 	case evTransferArrive, evTransferReply:
 		if n := transferLink(ev); w.partitioned(n) {
 			if w.tracing {
-				w.notef("partition: %s between PD%d and E lost on the wire", ev.kind, n)
+				w.notef("partition: %s between PD%d and E lost on the wire", ev.Kind, n)
 			}
 			return true
 		}
 	case evWriteLand:
-		wr := w.writes[writeStepOf(ev).write-1]
-		if w.partitioned(int32(wr.c)) && wr.pending() {
+		wr := w.Writes[writeStepOf(ev).write-1]
+		if w.partitioned(int32(wr.C)) && wr.Pending() {
 			_ = w.deliverWrite(wr, true) // xfer's Cut: nothing lands (transport.go)
 			if w.tracing {
-				w.notef("partition: WRITE #%d of %s into PD%d failed: link cut", wr.num, short(wr.entry), wr.c)
+				w.notef("partition: WRITE #%d of %s into PD%d failed: link cut", wr.Num, Short(wr.Entry), wr.C)
 			}
-			w.after(1, writeStep{write: wr.num}.event(evWriteComplete))
+			w.after(1, writeStep{write: wr.Num}.event(evWriteComplete))
 			return true
 		}
 	}

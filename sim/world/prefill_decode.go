@@ -42,70 +42,70 @@ import (
 type kvState uint8
 
 const (
-	kvLive     kvState = iota + 1
-	kvFetched          // D fetched and released it (attached)
-	kvReleased         // Abort(kv_session) from the client
+	KvLive     kvState = iota + 1
+	KvFetched          // D fetched and released it (attached)
+	KvReleased         // Abort(kv_session) from the client
 	kvExpired          // its TTL passed unfetched
 	kvDrained          // P's shutdown released it
 )
 
-var kvStateNames = [...]string{kvLive: "live", kvFetched: "attached", kvReleased: "released", kvExpired: "expired", kvDrained: "drained"}
+var KvStateNames = [...]string{KvLive: "live", KvFetched: "attached", KvReleased: "released", kvExpired: "expired", kvDrained: "drained"}
 
-// kvSession is the ground truth about one KV session P held.
-type kvSession struct {
-	num   int
-	id    string
-	p     int
-	pinc  int64
-	entry string
-	state kvState
-	// served counts the fetches P answered ABORTED (at most 1);
+// KvSession is the ground truth about one KV session P held.
+type KvSession struct {
+	Num   int
+	Id    string
+	P     int
+	Pinc  int64
+	Entry string
+	State kvState
+	// Served counts the fetches P answered ABORTED (at most 1);
 	// decodedBy lists the D nodes that decoded from it (at most 1);
 	// aborted counts the ABORTED answers to a client's Abort(kv_session).
-	served    int
-	decodedBy []int
-	aborted   int
+	Served    int
+	DecodedBy []int
+	Aborted   int
 }
 
-// live reports whether P still holds s: live, and P's process is the one
+// Live reports whether P still holds s: live, and P's process is the one
 // that made it (a crash frees everything the process held).
-func (s *kvSession) live(w *World) bool {
-	c := w.cons[s.p]
-	return s.state == kvLive && c.up && c.inc == s.pinc
+func (s *KvSession) Live(w *World) bool {
+	c := w.Cons[s.P]
+	return s.State == KvLive && c.Up && c.Inc == s.Pinc
 }
 
-// prepKind is what a decode request carries as its decode preparation.
-type prepKind uint8
+// PrepKind is what a decode request carries as its decode preparation.
+type PrepKind uint8
 
 const (
-	prepOK      prepKind = iota // P's preparation, unchanged
-	prepMissing                 // none (SiteDecodeNoPrep): L-2
-	prepBadHash                 // a malformed content hash (SiteDecodeBadHash): H-3
+	PrepOK      PrepKind = iota // P's preparation, unchanged
+	PrepMissing                 // none (SiteDecodeNoPrep): L-2
+	PrepBadHash                 // a malformed content hash (SiteDecodeBadHash): H-3
 )
 
-// decodePrep is a decode preparation as D receives it.
-type decodePrep struct {
-	sessionID string
-	hashes    []string
+// DecodePrep is a decode preparation as D receives it.
+type DecodePrep struct {
+	SessionID string
+	Hashes    []string
 }
 
-// decodeReq is one decode request to a D node.
-type decodeReq struct {
-	num     int
+// DecodeReq is one decode request to a D node.
+type DecodeReq struct {
+	Num     int
 	h       int
 	rpc     int64
-	d       int
-	session *kvSession
-	// sessionID is the KV session reference's id; entryRef any encoder
+	D       int
+	Session *KvSession
+	// SessionID is the KV session reference's id; entryRef any encoder
 	// reference the request carries (always "": N-2, L-2).
-	sessionID string
+	SessionID string
 	entryRef  string
-	kind      prepKind
-	prep      *decodePrep
-	// arrived: D received it; ran: D went past its checks (attached and
+	Kind      PrepKind
+	Prep      *DecodePrep
+	// Arrived: D received it; ran: D went past its checks (attached and
 	// fetched); done: D answered.
-	arrived, ran, done bool
-	res                int64
+	Arrived, Ran, Done bool
+	Res                int64
 }
 
 // decoderNode is a D node: its health (admission, drain) and the sessions
@@ -118,12 +118,12 @@ type decoderNode struct {
 
 // clientDecode is a client's E+P+D state after its PrefillReady.
 type clientDecode struct {
-	session *kvSession
-	prep    decodePrep
+	session *KvSession
+	prep    DecodePrep
 	// retried: a refused (L-2, H-3) request was sent again properly;
 	// replayed: a decoded session was sent again (SiteDecodeReplay).
 	retried, replayed bool
-	last              *decodeReq
+	last              *DecodeReq
 }
 
 // Client stages of E+P+D (client.go's stages end before these).
@@ -132,45 +132,45 @@ const (
 	stageKVAborting
 )
 
-// resDecodeRefused is D's INVALID_ARGUMENT before execution (L-2, H-3, a
+// ResDecodeRefused is D's INVALID_ARGUMENT before execution (L-2, H-3, a
 // session not found); resOf maps the core's rejections for the rest.
-const resDecodeRefused int64 = 64
+const ResDecodeRefused int64 = 64
 
-func init() { resNames[resDecodeRefused] = "INVALID_ARGUMENT(decode)" }
+func init() { ResNames[ResDecodeRefused] = "INVALID_ARGUMENT(decode)" }
 
 // startEPPD builds the D nodes.
 func (w *World) startEPPD() {
-	w.nodes.byID = map[string]*kvSession{}
-	w.nodes.prefills = map[[2]int64]*kvSession{}
-	w.nodes.decodes = map[int]*clientDecode{}
-	for i := 0; i < w.set.Decoders; i++ {
+	w.Nodes.byID = map[string]*KvSession{}
+	w.Nodes.prefills = map[[2]int64]*KvSession{}
+	w.Nodes.decodes = map[int]*clientDecode{}
+	for i := 0; i < w.Set.Decoders; i++ {
 		d := &decoderNode{idx: i, health: handoff.NewHealth(), attached: map[string]bool{}}
 		d.health.Started()
-		w.nodes.decoders = append(w.nodes.decoders, d)
+		w.Nodes.decoders = append(w.Nodes.decoders, d)
 	}
 }
 
-// contentHash is the content hash P puts in the decode preparation for
+// ContentHash is the content hash P puts in the decode preparation for
 // entry's image: 64 lowercase hex digits derived from the entry id.
-func contentHash(entry string) string { return entry + entry }
+func ContentHash(entry string) string { return entry + entry }
 
 // prefillReady: P answers a consume OK (ev, on its way to the client): the
 // answer is PrefillReady, so P holds a KV session for it from now on.
-func (w *World) prefillReady(ev *event) {
+func (w *World) prefillReady(ev *Event) {
 	var b [16]byte
 	for i := range b {
-		b[i] = byte(w.nodes.rng.Uint32())
+		b[i] = byte(w.Nodes.rng.Uint32())
 	}
 	rep := consumeReplyOf(*ev)
-	c := w.cons[rep.consumer]
-	s := &kvSession{num: len(w.nodes.sessions) + 1, id: hex.EncodeToString(b[:]), p: int(rep.consumer), pinc: c.inc, entry: rep.entry, state: kvLive}
-	w.nodes.sessions = append(w.nodes.sessions, s)
-	w.nodes.byID[s.id] = s
-	w.nodes.prefills[[2]int64{int64(rep.client), rep.rpc}] = s
-	w.nodes.touched = append(w.nodes.touched, s)
-	w.after(w.set.KVSessionTTLMs, kvExpire{prefill: rep.consumer, session: int64(s.num)}.event())
+	c := w.Cons[rep.consumer]
+	s := &KvSession{Num: len(w.Nodes.Sessions) + 1, Id: hex.EncodeToString(b[:]), P: int(rep.consumer), Pinc: c.Inc, Entry: rep.entry, State: KvLive}
+	w.Nodes.Sessions = append(w.Nodes.Sessions, s)
+	w.Nodes.byID[s.Id] = s
+	w.Nodes.prefills[[2]int64{int64(rep.client), rep.rpc}] = s
+	w.Nodes.Touched = append(w.Nodes.Touched, s)
+	w.after(w.Set.KVSessionTTLMs, kvExpire{prefill: rep.consumer, session: int64(s.Num)}.event())
 	if w.tracing {
-		w.notef("P%d: PrefillReady for %s with KV session %s", rep.consumer, short(rep.entry), short(s.id))
+		w.notef("P%d: PrefillReady for %s with KV session %s", rep.consumer, Short(rep.entry), Short(s.Id))
 	}
 }
 
@@ -179,91 +179,91 @@ func (w *World) prefillReady(ev *event) {
 // decode or a session release it goes on with its plan. It reports whether
 // it handled the answer.
 func (w *World) decodeAnswer(c *client, res int64) bool {
-	switch c.stage {
+	switch c.Stage {
 	case stageConsuming:
-		if res != resOK {
+		if res != ResOK {
 			return false
 		}
-		s := w.nodes.prefills[[2]int64{int64(c.idx), c.rpc}]
+		s := w.Nodes.prefills[[2]int64{int64(c.Idx), c.rpc}]
 		if s == nil {
-			panic(fmt.Sprintf("sim: client %d consume %d answered OK without a PrefillReady", c.idx, c.rpc))
+			panic(fmt.Sprintf("sim: client %d consume %d answered OK without a PrefillReady", c.Idx, c.rpc))
 		}
-		cd := &clientDecode{session: s, prep: decodePrep{sessionID: s.id, hashes: []string{contentHash(s.entry)}}}
-		w.nodes.decodes[c.idx] = cd
-		if w.nodes.scripted {
+		cd := &clientDecode{session: s, prep: DecodePrep{SessionID: s.Id, Hashes: []string{ContentHash(s.Entry)}}}
+		w.Nodes.decodes[c.Idx] = cd
+		if w.Nodes.scripted {
 			break // a scenario sends the decode itself (`decode`)
 		}
-		if chance(w.nodes.rng, 0.1) {
+		if chance(w.Nodes.rng, 0.1) {
 			w.kvAbort(c, cd) // cancelled after PrefillReady: release the session
 			return true
 		}
-		kind := prepOK
+		kind := PrepOK
 		switch {
 		case w.faults.buggify(SiteDecodeNoPrep):
-			kind = prepMissing
+			kind = PrepMissing
 		case w.faults.buggify(SiteDecodeBadHash):
-			kind = prepBadHash
+			kind = PrepBadHash
 		}
 		w.decode(c, cd, kind, -1)
 		return true
 	case stageDecoding:
-		cd := w.nodes.decodes[c.idx]
+		cd := w.Nodes.decodes[c.Idx]
 		switch {
-		case w.nodes.scripted:
-		case res == resDecodeRefused && cd.last.kind != prepOK && !cd.retried:
+		case w.Nodes.scripted:
+		case res == ResDecodeRefused && cd.last.Kind != PrepOK && !cd.retried:
 			cd.retried = true // refused before execution: send it properly
-			w.decode(c, cd, prepOK, -1)
+			w.decode(c, cd, PrepOK, -1)
 			return true
-		case res == resOK && !cd.replayed && w.faults.buggify(SiteDecodeReplay):
+		case res == ResOK && !cd.replayed && w.faults.buggify(SiteDecodeReplay):
 			cd.replayed = true // the same session again: at most one attach
-			w.decode(c, cd, prepOK, -1)
+			w.decode(c, cd, PrepOK, -1)
 			return true
 		}
 	case stageKVAborting:
 	default:
 		return false
 	}
-	c.stage = stageIdle
+	c.Stage = stageIdle
 	w.next(c)
 	return true
 }
 
 // decode sends a decode request for cd's session to D node d (-1: one
 // drawn at random).
-func (w *World) decode(c *client, cd *clientDecode, kind prepKind, d int) {
+func (w *World) decode(c *client, cd *clientDecode, kind PrepKind, d int) {
 	if d < 0 {
-		d = w.nodes.rng.IntN(len(w.nodes.decoders))
+		d = w.Nodes.rng.IntN(len(w.Nodes.decoders))
 	}
-	r := &decodeReq{num: len(w.nodes.reqs) + 1, h: c.idx, d: d, session: cd.session, sessionID: cd.session.id, kind: kind}
+	r := &DecodeReq{Num: len(w.Nodes.Reqs) + 1, h: c.Idx, D: d, Session: cd.session, SessionID: cd.session.Id, Kind: kind}
 	switch kind {
-	case prepOK:
+	case PrepOK:
 		p := cd.prep
-		r.prep = &p
-	case prepBadHash:
-		p := decodePrep{sessionID: cd.prep.sessionID, hashes: []string{cd.prep.hashes[0][:63] + "G"}}
-		r.prep = &p
+		r.Prep = &p
+	case PrepBadHash:
+		p := DecodePrep{SessionID: cd.prep.SessionID, Hashes: []string{cd.prep.Hashes[0][:63] + "G"}}
+		r.Prep = &p
 	}
 	cd.last = r
-	w.nodes.reqs = append(w.nodes.reqs, r)
+	w.Nodes.Reqs = append(w.Nodes.Reqs, r)
 	c.rpc++
-	c.stage = stageDecoding
+	c.Stage = stageDecoding
 	r.rpc = c.rpc
-	w.send(msgRequest, decodeRequest{client: int32(c.idx), decoder: int32(d), rpc: c.rpc, req: int64(r.num)}.event())
-	w.after(w.set.ClientTimeoutMs, clientCall{client: int32(c.idx), rpc: c.rpc}.event(evClientDeadline))
+	w.send(msgRequest, decodeRequest{client: int32(c.Idx), decoder: int32(d), rpc: c.rpc, req: int64(r.Num)}.event())
+	w.after(w.Set.ClientTimeoutMs, clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientDeadline))
 }
 
 // kvAbort: the client releases its KV session on P (Abort(kv_session)).
 func (w *World) kvAbort(c *client, cd *clientDecode) {
 	c.rpc++
-	c.stage = stageKVAborting
-	w.send(msgRelease, kvAbort{client: int32(c.idx), prefill: int32(cd.session.p), rpc: c.rpc, session: cd.session.id}.event())
-	w.after(w.set.ClientTimeoutMs, clientCall{client: int32(c.idx), rpc: c.rpc}.event(evClientDeadline))
+	c.Stage = stageKVAborting
+	w.send(msgRelease, kvAbort{client: int32(c.Idx), prefill: int32(cd.session.P), rpc: c.rpc, session: cd.session.Id}.event())
+	w.after(w.Set.ClientTimeoutMs, clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientDeadline))
 }
 
 // decodeReplyArrive: D's answer to a decode, or P's to Abort(kv_session).
-func (w *World) decodeReplyArrive(ev event) {
+func (w *World) decodeReplyArrive(ev Event) {
 	rep := callReplyOf(ev)
-	c := w.clients[rep.client]
+	c := w.Clients[rep.client]
 	if !w.current(c, rep.rpc) {
 		return
 	}
@@ -271,38 +271,38 @@ func (w *World) decodeReplyArrive(ev event) {
 }
 
 // onDecoder runs a D handler under the N-2 guard.
-func (w *World) onDecoder(ev event) {
-	before := w.encoderSnapshot()
-	switch ev.kind {
+func (w *World) onDecoder(ev Event) {
+	before := w.EncoderSnapshot()
+	switch ev.Kind {
 	case evDecodeArrive:
 		w.decodeArrive(ev)
-	case evKVFetchReply:
+	case EvKVFetchReply:
 		w.kvFetchReply(ev)
 	case evDecodeFetchDeadline:
 		w.decodeFetchDeadline(ev)
 	}
-	w.checkEncoderUntouched(before, ev)
+	w.CheckEncoderUntouched(before, ev)
 }
 
 // decodeArrive: D's Generate(kv.session, decode_preparation), checked in
 // kvdecode.go's order before anything runs.
-func (w *World) decodeArrive(ev event) {
+func (w *World) decodeArrive(ev Event) {
 	dr := decodeRequestOf(ev)
-	d := w.nodes.decoders[dr.decoder]
-	r := w.nodes.reqs[dr.req-1]
-	r.arrived = true
+	d := w.Nodes.decoders[dr.decoder]
+	r := w.Nodes.Reqs[dr.req-1]
+	r.Arrived = true
 	refuse := func(err error) {
-		r.done, r.res = true, resDecodeRefused
+		r.Done, r.Res = true, ResDecodeRefused
 		if _, code := handoff.Classify(err); code != handoff.CodeInvalidArgument {
-			r.res = resOf(err)
+			r.Res = resOf(err)
 		}
-		w.nodes.decided = append(w.nodes.decided, r)
+		w.Nodes.Decided = append(w.Nodes.Decided, r)
 		if w.tracing {
-			w.notef("D%d refused decode %d: %v", d.idx, r.num, err)
+			w.notef("D%d refused decode %d: %v", d.idx, r.Num, err)
 		}
-		w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: r.res}.event(evDecodeReplyArrive))
+		w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: r.Res}.event(evDecodeReplyArrive))
 	}
-	if err := w.checkDecodeRequest(r); err != nil {
+	if err := w.CheckDecodeRequest(r); err != nil {
 		refuse(err)
 		return
 	}
@@ -310,142 +310,142 @@ func (w *World) decodeArrive(ev event) {
 		refuse(err)
 		return
 	}
-	if d.attached[r.sessionID] {
-		refuse(fmt.Errorf("%w: this decode engine already attached to kv.session %s", handoff.ErrBadRequest, short(r.sessionID)))
+	if d.attached[r.SessionID] {
+		refuse(fmt.Errorf("%w: this decode engine already attached to kv.session %s", handoff.ErrBadRequest, Short(r.SessionID)))
 		return
 	}
 	// ---- from here the session is spent for this decode engine ----
-	d.attached[r.sessionID] = true
-	r.ran = true
-	w.nodes.decided = append(w.nodes.decided, r)
+	d.attached[r.SessionID] = true
+	r.Ran = true
+	w.Nodes.Decided = append(w.Nodes.Decided, r)
 	if w.tracing {
-		w.notef("D%d attached to KV session %s: fetch and release on P%d", d.idx, short(r.sessionID), r.session.p)
+		w.notef("D%d attached to KV session %s: fetch and release on P%d", d.idx, Short(r.SessionID), r.Session.P)
 	}
-	w.send(msgRequest, kvFetch{node: int32(r.session.p), req: int64(r.num)}.event(evKVFetchArrive))
-	w.after(w.set.DecodeTimeoutMs, kvFetch{node: dr.decoder, req: int64(r.num)}.event(evDecodeFetchDeadline))
+	w.send(msgRequest, kvFetch{node: int32(r.Session.P), req: int64(r.Num)}.event(evKVFetchArrive))
+	w.after(w.Set.DecodeTimeoutMs, kvFetch{node: dr.decoder, req: int64(r.Num)}.event(evDecodeFetchDeadline))
 }
 
-// checkDecodeRequest is D's check of the decode preparation (L-2, H-3),
+// CheckDecodeRequest is D's check of the decode preparation (L-2, H-3),
 // as ParseDecodePreparation and runDecode decide it.
-func (w *World) checkDecodeRequest(r *decodeReq) error {
-	if r.prep == nil {
+func (w *World) CheckDecodeRequest(r *DecodeReq) error {
+	if r.Prep == nil {
 		// Every session of this world comes from a multimodal prefill.
-		return fmt.Errorf("%w: L-2 kv.session %s comes from a multimodal prefill and the request carries no decode_preparation", handoff.ErrBadRequest, short(r.sessionID))
+		return fmt.Errorf("%w: L-2 kv.session %s comes from a multimodal prefill and the request carries no decode_preparation", handoff.ErrBadRequest, Short(r.SessionID))
 	}
-	for i, h := range r.prep.hashes {
+	for i, h := range r.Prep.Hashes {
 		if h != "" && !handoff.ValidContentHash(h) {
 			return fmt.Errorf("%w: H-3 decode preparation item %d content hash %.80q is not 64 lowercase hex digits", handoff.ErrMalformedHash, i, h)
 		}
 	}
-	if r.prep.sessionID != r.sessionID {
-		return fmt.Errorf("%w: L-2 decode preparation of kv.session %s sent with kv.session %s", handoff.ErrBadRequest, short(r.prep.sessionID), short(r.sessionID))
+	if r.Prep.SessionID != r.SessionID {
+		return fmt.Errorf("%w: L-2 decode preparation of kv.session %s sent with kv.session %s", handoff.ErrBadRequest, Short(r.Prep.SessionID), Short(r.SessionID))
 	}
 	return nil
 }
 
 // kvFetchArrive: P serves D's READ of a session and its release
 // (Abort(kv_session)): ABORTED for the one D that takes a live session.
-func (w *World) kvFetchArrive(ev event) {
+func (w *World) kvFetchArrive(ev Event) {
 	f := kvFetchOf(ev)
-	c := w.cons[f.node]
-	r := w.nodes.reqs[f.req-1]
-	if !c.up {
+	c := w.Cons[f.node]
+	r := w.Nodes.Reqs[f.req-1]
+	if !c.Up {
 		return // connection refused: D's deadline ends it
 	}
-	s := w.nodes.byID[r.sessionID]
+	s := w.Nodes.byID[r.SessionID]
 	res := resAlreadyFinished
-	if s != nil && s.p == int(f.node) && s.live(w) {
-		s.state = kvFetched
-		s.served++
-		w.nodes.touched = append(w.nodes.touched, s)
+	if s != nil && s.P == int(f.node) && s.Live(w) {
+		s.State = KvFetched
+		s.Served++
+		w.Nodes.Touched = append(w.Nodes.Touched, s)
 		res = resAborted
 	}
 	if w.tracing {
-		w.notef("P%d: fetch and release of KV session %s: %s", f.node, short(r.sessionID), resNames[res])
+		w.notef("P%d: fetch and release of KV session %s: %s", f.node, Short(r.SessionID), ResNames[res])
 	}
-	w.send(msgReply, kvFetch{node: int32(r.d), req: f.req, result: res}.event(evKVFetchReply))
+	w.send(msgReply, kvFetch{node: int32(r.D), req: f.req, result: res}.event(EvKVFetchReply))
 }
 
 // kvFetchReply: D learns P's answer: ABORTED -> decode; else not found.
-func (w *World) kvFetchReply(ev event) {
+func (w *World) kvFetchReply(ev Event) {
 	f := kvFetchOf(ev)
-	r := w.nodes.reqs[f.req-1]
-	if r.done {
+	r := w.Nodes.Reqs[f.req-1]
+	if r.Done {
 		if w.tracing {
-			w.notef("fetch reply for decode %d ignored: already answered", r.num)
+			w.notef("fetch reply for decode %d ignored: already answered", r.Num)
 		}
 		return
 	}
-	r.done = true
+	r.Done = true
 	if f.result == resAborted {
-		r.res = resOK
-		r.session.decodedBy = append(r.session.decodedBy, r.d)
-		w.nodes.touched = append(w.nodes.touched, r.session)
+		r.Res = ResOK
+		r.Session.DecodedBy = append(r.Session.DecodedBy, r.D)
+		w.Nodes.Touched = append(w.Nodes.Touched, r.Session)
 		if w.tracing {
-			w.notef("D%d decodes from KV session %s", r.d, short(r.sessionID))
+			w.notef("D%d decodes from KV session %s", r.D, Short(r.SessionID))
 		}
 	} else {
-		r.res = resDecodeRefused
+		r.Res = ResDecodeRefused
 		if w.tracing {
-			w.notef("D%d: KV session %s not found (already decoded, released or expired)", r.d, short(r.sessionID))
+			w.notef("D%d: KV session %s not found (already decoded, released or expired)", r.D, Short(r.SessionID))
 		}
 	}
-	w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: r.res}.event(evDecodeReplyArrive))
+	w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: r.Res}.event(evDecodeReplyArrive))
 }
 
 // decodeFetchDeadline: D's own deadline on the fetch passed: UNAVAILABLE
 // (the KV transfer failed; the session is freed by P's TTL if nobody took it).
-func (w *World) decodeFetchDeadline(ev event) {
-	r := w.nodes.reqs[kvFetchOf(ev).req-1]
-	if r.done {
+func (w *World) decodeFetchDeadline(ev Event) {
+	r := w.Nodes.Reqs[kvFetchOf(ev).req-1]
+	if r.Done {
 		return
 	}
-	r.done, r.res = true, resUnavailable
+	r.Done, r.Res = true, ResUnavailable
 	if w.tracing {
-		w.notef("D%d: fetch of KV session %s timed out", r.d, short(r.sessionID))
+		w.notef("D%d: fetch of KV session %s timed out", r.D, Short(r.SessionID))
 	}
-	w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: resUnavailable}.event(evDecodeReplyArrive))
+	w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: ResUnavailable}.event(evDecodeReplyArrive))
 }
 
 // kvAbortArrive: Abort(kv_session) on P from a client.
-func (w *World) kvAbortArrive(ev event) {
+func (w *World) kvAbortArrive(ev Event) {
 	ab := kvAbortOf(ev)
-	c := w.cons[ab.prefill]
-	if !c.up {
+	c := w.Cons[ab.prefill]
+	if !c.Up {
 		return
 	}
-	s := w.nodes.byID[ab.session]
+	s := w.Nodes.byID[ab.session]
 	res := resAlreadyFinished
-	if s != nil && s.p == int(ab.prefill) && s.live(w) {
-		s.state = kvReleased
-		s.aborted++
-		w.nodes.touched = append(w.nodes.touched, s)
+	if s != nil && s.P == int(ab.prefill) && s.Live(w) {
+		s.State = KvReleased
+		s.Aborted++
+		w.Nodes.Touched = append(w.Nodes.Touched, s)
 		res = resAborted
 	}
 	if w.tracing {
-		w.notef("P%d: Abort(kv_session %s): %s", ab.prefill, short(ab.session), resNames[res])
+		w.notef("P%d: Abort(kv_session %s): %s", ab.prefill, Short(ab.session), ResNames[res])
 	}
 	w.send(msgReply, callReply{client: ab.client, rpc: ab.rpc, result: res}.event(evKVAbortReplyArrive))
 }
 
 // kvExpire: a session's TTL on P passed; an unfetched one is freed.
-func (w *World) kvExpire(ev event) {
-	s := w.nodes.sessions[kvExpireOf(ev).session-1]
-	if s.live(w) {
-		s.state = kvExpired
-		w.nodes.touched = append(w.nodes.touched, s)
+func (w *World) kvExpire(ev Event) {
+	s := w.Nodes.Sessions[kvExpireOf(ev).session-1]
+	if s.Live(w) {
+		s.State = kvExpired
+		w.Nodes.Touched = append(w.Nodes.Touched, s)
 		if w.tracing {
-			w.notef("P%d: KV session %s expired unfetched", s.p, short(s.id))
+			w.notef("P%d: KV session %s expired unfetched", s.P, Short(s.Id))
 		}
 	}
 }
 
 // drainEPPD: P releases every session it holds; D starts its drain.
 func (w *World) drainEPPD() {
-	for p := range w.cons {
+	for p := range w.Cons {
 		w.drainKVSessions(p)
 	}
-	for _, d := range w.nodes.decoders {
+	for _, d := range w.Nodes.decoders {
 		d.health.StartDrain()
 	}
 }
@@ -454,15 +454,15 @@ func (w *World) drainEPPD() {
 // (S-2, S-4): the contract's drain, which the engine's P carries out over
 // its own session table.
 func (w *World) drainKVSessions(p int) {
-	for _, s := range w.nodes.sessions {
-		if s.p == p && s.live(w) {
-			s.state = kvDrained
-			w.nodes.touched = append(w.nodes.touched, s)
+	for _, s := range w.Nodes.Sessions {
+		if s.P == p && s.Live(w) {
+			s.State = kvDrained
+			w.Nodes.Touched = append(w.Nodes.Touched, s)
 			if w.tracing {
-				w.notef("P%d: drain released KV session %s", p, short(s.id))
+				w.notef("P%d: drain released KV session %s", p, Short(s.Id))
 			}
 		}
 	}
 }
 
-var prepNames = [...]string{prepOK: "P's own", prepMissing: "missing", prepBadHash: "carrying a malformed hash"}
+var PrepNames = [...]string{PrepOK: "P's own", PrepMissing: "missing", PrepBadHash: "carrying a malformed hash"}

@@ -20,26 +20,26 @@ type producerNode struct {
 	// observed and vanishing are observeClaims' and collect's lists of the
 	// table's Published ids, reused from pass to pass.
 	observed, vanishing []string
-	// checked is what checkCore last checked of the table.
-	checked checkedCore
+	// Checked is what checkCore last checked of the table.
+	Checked CheckedCore
 	// key is the instance's HMAC key for reference tags (SU-5), as kept in
 	// the shared directory's 0600 key file.
 	key    []byte
-	table  *handoff.ProducerTable
-	health *handoff.Health
+	Table  *handoff.ProducerTable
+	Health *handoff.Health
 	// publishing counts publishes between Reserve and CommitPublish/AbandonPublish.
 	publishing int
-	// cleanups counts removals between the table's decision and RemovalDone.
-	cleanups int
-	stopped  bool
+	// Cleanups counts removals between the table's decision and RemovalDone.
+	Cleanups int
+	Stopped  bool
 	// agent is the instance's transfer agent (the transfer backend only).
 	agent xfer.Agent
-	// quarantines are the sources quarantined until their WRITE ends, by
+	// Quarantines are the sources quarantined until their WRITE ends, by
 	// entry, with that WRITE (quarantine.go; ): Health is NOT_READY
 	// while one is held.
-	quarantines map[string]*write
-	// qver counts the changes of quarantines (check_proof.go).
-	qver int
+	Quarantines map[string]*Write
+	// Qver counts the changes of quarantines (check_proof.go).
+	Qver int
 	// releaseWaits are the releases waiting, by entry, for a removal in
 	// flight to end: the core's ProducerTable.Release answered
 	// handoff.ReleaseWait, and each asks it again once RemovalDone or
@@ -57,17 +57,17 @@ type releaseWaiter struct {
 func newProducerNode(w *World) *producerNode {
 	p := &producerNode{
 		instanceID: w.newInstanceID(),
-		table: handoff.NewProducerTable(handoff.ProducerConfig{
-			QuotaBytes: w.set.ProducerQuotaBytes, DefaultTTLMs: w.set.DefaultTTLMs, MaxTTLMs: w.set.MaxTTLMs,
+		Table: handoff.NewProducerTable(handoff.ProducerConfig{
+			QuotaBytes: w.Set.ProducerQuotaBytes, DefaultTTLMs: w.Set.DefaultTTLMs, MaxTTLMs: w.Set.MaxTTLMs,
 		}),
-		health: handoff.NewHealth(),
+		Health: handoff.NewHealth(),
 	}
 	p.key = []byte("baton-sim reference key\x00" + p.instanceID)
-	w.sd.openProducer(p)
-	if w.set.Backend == BackendTransfer {
+	w.Sd.openProducer(p)
+	if w.Set.Backend == BackendTransfer {
 		p.agent = w.newAgent("E-"+p.instanceID, false)
 	}
-	p.health.Started()
+	p.Health.Started()
 	return p
 }
 
@@ -90,14 +90,14 @@ func (w *World) newInstanceID() string {
 
 // Codes carried in reply events (field b).
 const (
-	resOK int64 = iota + 1
+	ResOK int64 = iota + 1
 	resSpent
-	resUnavailable
+	ResUnavailable
 	resExhausted
 	resInternal
 	resAborted
 	resAlreadyFinished
-	resBeforeWrite
+	ResBeforeWrite
 	resCancelled
 	// Rejections of a presented reference (CONTRACT precedence L-4, L-1,
 	// SU-4, N-1, SU-5): the gRPC code and the rule its message names.
@@ -106,20 +106,20 @@ const (
 	resForeign      // INVALID_ARGUMENT, SU-5
 	resBackend      // FAILED_PRECONDITION, N-1
 	resWrongRole    // FAILED_PRECONDITION, L-4
-	resPlainInvalid // INVALID_ARGUMENT without the before-write trailer (Q-2: uncertain)
+	ResPlainInvalid // INVALID_ARGUMENT without the before-write trailer (Q-2: uncertain)
 	resUnimplemented
-	// resUnavailableBeforeWrite: UNAVAILABLE with the before-write trailer,
+	// ResUnavailableBeforeWrite: UNAVAILABLE with the before-write trailer,
 	// a producer that refused for its health (S-2, X-1, Q-4) before
 	// looking at the reference: definite, relayed as UNAVAILABLE.
-	resUnavailableBeforeWrite
+	ResUnavailableBeforeWrite
 )
 
-var resNames = map[int64]string{resOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", resUnavailable: "UNAVAILABLE",
+var ResNames = map[int64]string{ResOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", ResUnavailable: "UNAVAILABLE",
 	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", resAborted: "ABORTED", resAlreadyFinished: "ALREADY_FINISHED",
-	resBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED",
+	ResBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED",
 	resTooLarge: "INVALID_ARGUMENT(L-1)", resMalformed: "INVALID_ARGUMENT(SU-4)", resForeign: "INVALID_ARGUMENT(SU-5)",
-	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", resPlainInvalid: "INVALID_ARGUMENT(no trailer)", resUnimplemented: "UNIMPLEMENTED",
-	resUnavailableBeforeWrite: "UNAVAILABLE+before-write"}
+	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", ResPlainInvalid: "INVALID_ARGUMENT(no trailer)", resUnimplemented: "UNIMPLEMENTED",
+	ResUnavailableBeforeWrite: "UNAVAILABLE+before-write"}
 
 // resOf maps a core rejection to a reply code through handoff.Classify.
 func resOf(err error) int64 {
@@ -143,23 +143,23 @@ func resOf(err error) int64 {
 	case handoff.CodeResourceExhausted:
 		return resExhausted
 	case handoff.CodeUnavailable:
-		return resUnavailable
+		return ResUnavailable
 	}
 	return resInternal
 }
 
 // publishArrive: E's Generate(encoder.publish): admit, Reserve (L-5) BEFORE
 // anything is written, then the encoder step.
-func (w *World) publishArrive(ev event) {
+func (w *World) publishArrive(ev Event) {
 	call := clientCallOf(ev)
-	p := w.prod
+	p := w.Prod
 	reply := callReply{client: call.client, rpc: call.rpc}
-	if p.stopped {
-		reply.result = resUnavailable
+	if p.Stopped {
+		reply.result = ResUnavailable
 		w.send(msgReply, reply.event(evPublishFailArrive))
 		return
 	}
-	if err := p.health.Admit(); err != nil {
+	if err := p.Health.Admit(); err != nil {
 		reply.result = resOf(err)
 		if w.tracing {
 			w.notef("admit: %v", err)
@@ -167,8 +167,8 @@ func (w *World) publishArrive(ev event) {
 		w.send(msgReply, reply.event(evPublishFailArrive))
 		return
 	}
-	cl := w.clients[call.client]
-	if why := w.modalityError(&cl.plan.media); why != "" {
+	cl := w.Clients[call.client]
+	if why := w.modalityError(&cl.Plan.Media); why != "" {
 		reply.result = resUnimplemented // L-3: before execution, nothing reserved
 		if w.tracing {
 			w.notef("%s", why)
@@ -178,9 +178,9 @@ func (w *World) publishArrive(ev event) {
 	}
 	id := w.newEntryID()
 	if w.decisions.EntryIDFromContent {
-		id = handoff.EntryID(id, fmt.Sprint(cl.plan.content), w.decisions) // the SU-6 mutant's id
+		id = handoff.EntryID(id, fmt.Sprint(cl.Plan.content), w.decisions) // the SU-6 mutant's id
 	}
-	if err := p.table.Reserve(id, cl.plan.payloadBytes); err != nil {
+	if err := p.Table.Reserve(id, cl.Plan.payloadBytes); err != nil {
 		reply.result = resOf(err)
 		if w.tracing {
 			w.notef("reserve: %v", err)
@@ -189,13 +189,13 @@ func (w *World) publishArrive(ev event) {
 		return
 	}
 	p.publishing++
-	w.ledger.add(id, int(call.client), cl.plan.payloadBytes).instance = p.instanceID
-	d := between(w.workRNG, 1, w.set.EncodeMsMax)
+	w.Ledger.Add(id, int(call.client), cl.Plan.payloadBytes).instance = p.instanceID
+	d := between(w.workRNG, 1, w.Set.EncodeMsMax)
 	if w.faults.buggify(SiteEncoderLate) {
-		d += between(w.workRNG, 1, w.set.LongDelayMaxMs)
+		d += between(w.workRNG, 1, w.Set.LongDelayMaxMs)
 	}
 	if w.tracing {
-		w.notef("reserved %s (%d bytes)", short(id), cl.plan.payloadBytes)
+		w.notef("reserved %s (%d bytes)", Short(id), cl.Plan.payloadBytes)
 	}
 	w.after(d, encodeDone{client: call.client, rpc: call.rpc, entry: id}.event())
 }
@@ -203,30 +203,30 @@ func (w *World) publishArrive(ev event) {
 // encodeDone: the encoder step ended. Cancelled or failed before publication
 // -> AbandonPublish (C-1, C-6); otherwise write the storage, CommitPublish,
 // then send EncoderReady; a failed send releases the entry (C-7).
-func (w *World) encodeDone(ev event) {
+func (w *World) encodeDone(ev Event) {
 	e := encodeDoneOf(ev)
-	p := w.prod
+	p := w.Prod
 	id := e.entry
-	rec := w.ledger.get(id)
-	cl := w.clients[e.client]
+	rec := w.Ledger.get(id)
+	cl := w.Clients[e.client]
 	pubMs := w.publishMs(ev) // the clock reading before the write (fsync.go)
 	p.publishing--
 	abandon := func(res int64, rule, why string) {
-		w.ledger.unpublished = append(w.ledger.unpublished, unpublished{rec: rec, rule: rule, why: why})
+		w.Ledger.Unpublished = append(w.Ledger.Unpublished, unpublished{Rec: rec, Rule: rule, Why: why})
 		abandoned := true
 		if rule == "C-6" {
-			abandoned = p.table.EncoderFailed(id, w.decisions) // the C-6 mutant keeps it
+			abandoned = p.Table.EncoderFailed(id, w.decisions) // the C-6 mutant keeps it
 		} else {
-			p.table.AbandonPublish(id)
+			p.Table.AbandonPublish(id)
 		}
 		if !abandoned {
 			if w.tracing {
-				w.notef("encoder failed; %s keeps its reservation", short(id))
+				w.notef("encoder failed; %s keeps its reservation", Short(id))
 			}
 		} else {
-			rec.abandoned = true
+			rec.Abandoned = true
 			if w.tracing {
-				w.notef("abandoned %s: %s", short(id), why)
+				w.notef("abandoned %s: %s", Short(id), why)
 			}
 		}
 		if res != 0 {
@@ -245,37 +245,37 @@ func (w *World) encodeDone(ev event) {
 		// (C-1, C-2; the C-2 mutant writes it).
 		abandon(0, "C-1", "cancelled before publication")
 		return
-	case p.health.Draining():
-		abandon(resUnavailable, "S-2", "draining")
+	case p.Health.Draining():
+		abandon(ResUnavailable, "S-2", "draining")
 		return
 	case w.faults.buggify(SiteENOSPC):
-		if w.set.Backend == BackendSharedDir {
-			w.sd.writeENOSPC(rec) // the real Dir.Write, its write failing with ENOSPC
+		if w.Set.Backend == BackendSharedDir {
+			w.Sd.writeENOSPC(rec) // the real Dir.Write, its write failing with ENOSPC
 		}
 		abandon(resInternal, "L-5", "ENOSPC writing the entry")
 		return
 	}
-	if w.set.Backend == BackendSharedDir {
+	if w.Set.Backend == BackendSharedDir {
 		if w.slowFsync(ev) {
 			return // the fsync returns later (fsync.go)
 		}
-		w.sd.publish(rec)
+		w.Sd.publish(rec)
 	} else {
 		w.registerSource(id) // with E's xfer agent (transport.go)
 	}
 committed:
-	w.publishMedia(rec, &cl.plan.media)
-	ttl := p.table.TTL(cl.plan.ttlMs)
-	if err := p.table.CommitPublish(id, pubMs+ttl); err != nil {
+	w.publishMedia(rec, &cl.Plan.Media)
+	ttl := p.Table.TTL(cl.Plan.ttlMs)
+	if err := p.Table.CommitPublish(id, pubMs+ttl); err != nil {
 		panic(err)
 	}
-	rec.published = true
-	rec.expiresMs = pubMs + ttl
-	rec.committedMs = w.now
+	rec.Published = true
+	rec.ExpiresMs = pubMs + ttl
+	rec.CommittedMs = w.Now
 	cancelled := cl.streamCancelled(e.rpc)
 	if cancelled {
-		rec.cancelledBeforeReady = true // C-2: the late completion of a cancelled publish
-		w.ledger.cancelled = append(w.ledger.cancelled, rec)
+		rec.CancelledBeforeReady = true // C-2: the late completion of a cancelled publish
+		w.Ledger.Cancelled = append(w.Ledger.Cancelled, rec)
 	}
 	// The EncoderReady send: a fault may fail it on a live stream. The
 	// core decides the entry's end (C-7; the C-2 mutant answers a
@@ -285,43 +285,43 @@ committed:
 		sent.SendFailed = w.faults.buggify(SiteSendFails)
 	}
 	if act := handoff.DecideReadySent(sent, w.decisions); act != handoff.PublishAnswered {
-		rec.readyUndelivered = true
-		if !rec.cancelledBeforeReady {
-			w.ledger.cancelled = append(w.ledger.cancelled, rec)
+		rec.ReadyUndelivered = true
+		if !rec.CancelledBeforeReady {
+			w.Ledger.Cancelled = append(w.Ledger.Cancelled, rec)
 		}
 		if act == handoff.PublishKeep {
 			if w.tracing {
-				w.notef("EncoderReady send failed; %s kept", short(id))
+				w.notef("EncoderReady send failed; %s kept", Short(id))
 			}
 			return
 		}
 		if w.tracing {
-			w.notef("C-7 EncoderReady send failed; releasing %s", short(id))
+			w.notef("C-7 EncoderReady send failed; releasing %s", Short(id))
 		}
 		w.producerRelease(id, -1, 0)
 		return
 	}
 	if w.tracing {
-		w.notef("published %s ttl %d", short(id), ttl)
+		w.notef("published %s ttl %d", Short(id), ttl)
 	}
-	w.send(msgReply, readyReply{client: e.client, rpc: e.rpc, entry: id, expiresMs: rec.expiresMs}.event())
+	w.send(msgReply, readyReply{client: e.client, rpc: e.rpc, entry: id, expiresMs: rec.ExpiresMs}.event())
 }
 
 // releaseArrive: Abort(encoder_cache=ref) on E (SU-3).
-func (w *World) releaseArrive(ev event) {
+func (w *World) releaseArrive(ev Event) {
 	rq := releaseRequestOf(ev)
-	if w.prod.stopped {
-		w.send(msgReply, callReply{client: rq.client, rpc: rq.rpc, result: resUnavailable}.event(evReleaseReplyArrive))
+	if w.Prod.Stopped {
+		w.send(msgReply, callReply{client: rq.client, rpc: rq.rpc, result: ResUnavailable}.event(evReleaseReplyArrive))
 		return
 	}
 	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
-	if rec, ok := w.ledger.entries[rq.entry]; ok {
+	if rec, ok := w.Ledger.Entries[rq.entry]; ok {
 		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now:
 		// the core's ProducerTable.ExpireBeforeRelease decides, before its
 		// Release (the engine's Abort(encoder_cache) calls it too). Found
 		// by the history check: the driver answered ABORTED for an entry a
 		// consumer had already rejected as expired.
-		for _, id := range w.prod.table.ExpireBeforeRelease(rec.expiresMs, w.now) {
+		for _, id := range w.Prod.Table.ExpireBeforeRelease(rec.ExpiresMs, w.Now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 	}
@@ -330,7 +330,7 @@ func (w *World) releaseArrive(ev event) {
 
 // producerRelease decides a release; h < 0 means nobody waits for the answer (C-7).
 func (w *World) producerRelease(id string, h int, rpc int64) {
-	switch w.prod.table.Release(id) {
+	switch w.Prod.Table.Release(id) {
 	case handoff.ReleaseRemove:
 		w.startRemoval(id, handoff.CauseRelease, h, rpc)
 	case handoff.ReleaseWait:
@@ -339,10 +339,10 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 		// (seeds 576264, 954255). Nobody waits for an internal one (h < 0):
 		// the removal in flight ends the entry.
 		if w.tracing {
-			w.notef("release %s waits for its removal in flight", short(id))
+			w.notef("release %s waits for its removal in flight", Short(id))
 		}
 		if h >= 0 {
-			p := w.prod
+			p := w.Prod
 			if p.releaseWaits == nil {
 				p.releaseWaits = map[string][]releaseWaiter{}
 			}
@@ -350,14 +350,14 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 		}
 	case handoff.ReleaseCleanupFailed:
 		if w.tracing {
-			w.notef("release %s: UNAVAILABLE (X-1 its removal failed)", short(id))
+			w.notef("release %s: UNAVAILABLE (X-1 its removal failed)", Short(id))
 		}
 		if h >= 0 {
-			w.send(msgReply, callReply{client: int32(h), rpc: rpc, result: resUnavailable}.event(evReleaseReplyArrive))
+			w.send(msgReply, callReply{client: int32(h), rpc: rpc, result: ResUnavailable}.event(evReleaseReplyArrive))
 		}
 	default:
 		if w.tracing {
-			w.notef("release %s: ALREADY_FINISHED", short(id))
+			w.notef("release %s: ALREADY_FINISHED", Short(id))
 		}
 		if h >= 0 {
 			w.releaseReply(int32(h), rpc, id, resAlreadyFinished)
@@ -373,7 +373,7 @@ func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
 		res = resAborted // the SU-3 mutant (handoff.Mutants.ReleaseAlwaysAborted)
 	}
 	if res == resAborted {
-		w.ledger.get(id).aborted++
+		w.Ledger.get(id).Aborted++
 	}
 	w.send(msgReply, callReply{client: h, rpc: rpc, result: res}.event(evReleaseReplyArrive))
 }
@@ -381,68 +381,68 @@ func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
 // startRemoval removes the storage of an entry the table moved to Removing;
 // the removal may be slow, so a consumer's claim can race it.
 func (w *World) startRemoval(id string, cause handoff.RemovalCause, h int, rpc int64) {
-	w.prod.cleanups++
+	w.Prod.Cleanups++
 	d := between(w.diskRNG, 0, 2)
 	if w.faults.buggify(SiteSlowRemove) {
-		d += between(w.diskRNG, 1, w.set.LongDelayMaxMs)
+		d += between(w.diskRNG, 1, w.Set.LongDelayMaxMs)
 	}
 	w.after(d, removeDone{client: int32(h), rpc: rpc, cause: cause, entry: id}.event())
 }
 
-var causeNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released", handoff.CauseExpiry: "expired", handoff.CauseDrain: "drained"}
+var CauseNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released", handoff.CauseExpiry: "expired", handoff.CauseDrain: "drained"}
 
 // removeDone: the removal syscall returned; report it with RemovalDone (or
 // RemovalFailed + health NOT_READY on an I/O error, X-1).
-func (w *World) removeDone(ev event) {
+func (w *World) removeDone(ev Event) {
 	rd := removeDoneOf(ev)
-	p := w.prod
+	p := w.Prod
 	id := rd.entry
 	cause := rd.cause
-	rec := w.ledger.get(id)
-	p.cleanups--
+	rec := w.Ledger.get(id)
+	p.Cleanups--
 	reply := func(res int64) {
 		if cause == handoff.CauseRelease && rd.client >= 0 {
-			if res == resUnavailable {
+			if res == ResUnavailable {
 				w.send(msgReply, callReply{client: rd.client, rpc: rd.rpc, result: res}.event(evReleaseReplyArrive))
 				return
 			}
 			w.releaseReply(rd.client, rd.rpc, id, res)
 		}
 	}
-	early, landedEarly := w.sd.takeEarly(id) // removed inside a consumer's Claim (shared_disk.go)
+	early, landedEarly := w.Sd.takeEarly(id) // removed inside a consumer's Claim (shared_disk.go)
 	if !landedEarly && w.faults.buggify(SiteRemoveError) {
-		if w.set.Backend == BackendSharedDir {
-			w.sd.remove(id, true) // the real Dir.Remove, its rename failing with EIO: ErrCleanup, the entry stays
+		if w.Set.Backend == BackendSharedDir {
+			w.Sd.remove(id, true) // the real Dir.Remove, its rename failing with EIO: ErrCleanup, the entry stays
 		}
-		p.table.RemovalFailed(id)
-		p.health.CleanupFailed(fmt.Sprintf("X-1 remove entry %s: I/O error", short(id)), w.decisions) // handoff decides
+		p.Table.RemovalFailed(id)
+		p.Health.CleanupFailed(fmt.Sprintf("X-1 remove entry %s: I/O error", Short(id)), w.decisions) // handoff decides
 		rec.removeFailed = true
-		w.ledger.removeFailures++
-		if p.health.Draining() {
+		w.Ledger.RemoveFailures++
+		if p.Health.Draining() {
 			w.reach(stCleanupFailureInDrain)
 		}
 		if w.tracing {
-			w.notef("X-1 removal of %s failed", short(id))
+			w.notef("X-1 removal of %s failed", Short(id))
 		}
-		reply(resUnavailable)
+		reply(ResUnavailable)
 		w.decideWaitingReleases(id)
 		return
 	}
 	won := false
 	if landedEarly {
 		won = early
-	} else if w.set.Backend == BackendSharedDir {
-		won = w.sd.remove(id, false)
-	} else if w.sources[id] == sourceLive {
+	} else if w.Set.Backend == BackendSharedDir {
+		won = w.Sd.remove(id, false)
+	} else if w.Sources[id] == SourceLive {
 		w.freeSource(id)
 		won = true
 	}
 	if won {
-		rec.removedCause = causeNames[cause]
+		rec.RemovedCause = CauseNames[cause]
 	}
-	out := p.table.RemovalDone(id, won)
+	out := p.Table.RemovalDone(id, won)
 	if w.tracing {
-		w.notef("removal of %s won=%v -> %v", short(id), won, out)
+		w.notef("removal of %s won=%v -> %v", Short(id), won, out)
 	}
 	switch out {
 	case handoff.ReleaseAborted:
@@ -457,7 +457,7 @@ func (w *World) removeDone(ev event) {
 // waited for it is decided again (ALREADY_FINISHED, or UNAVAILABLE after
 // a failed removal, X-1).
 func (w *World) decideWaitingReleases(id string) {
-	p := w.prod
+	p := w.Prod
 	waits := p.releaseWaits[id]
 	if len(waits) == 0 {
 		return
@@ -472,18 +472,18 @@ func (w *World) decideWaitingReleases(id string) {
 // engine store's look too) were claimed (shared directory): the core's
 // ProducerTable.ObserveGone makes them CONSUMED.
 func (w *World) observeClaims() {
-	if w.set.Backend != BackendSharedDir {
+	if w.Set.Backend != BackendSharedDir {
 		return
 	}
-	ids := w.prod.table.AppendPublished(w.prod.observed[:0])
-	w.prod.observed = ids
+	ids := w.Prod.Table.AppendPublished(w.Prod.observed[:0])
+	w.Prod.observed = ids
 	for _, id := range ids {
-		if ok, err := w.sd.dir.Exists(id); err != nil {
+		if ok, err := w.Sd.dir.Exists(id); err != nil {
 			panic(fmt.Sprintf("sim: Exists(%s): %v", id, err))
 		} else if !ok {
-			w.prod.table.ObserveGone(id)
+			w.Prod.Table.ObserveGone(id)
 			if w.tracing {
-				w.notef("observed %s gone", short(id))
+				w.notef("observed %s gone", Short(id))
 			}
 		}
 	}
@@ -493,85 +493,85 @@ func (w *World) observeClaims() {
 // claims are observed, expired entries are removed; on the shared
 // directory, orphans are collected and dead instances swept by
 // shareddir's Dir.Collect, which the engine's collector calls too.
-func (w *World) collect(ev event) {
-	p := w.prod
-	if p.stopped {
+func (w *World) collect(ev Event) {
+	p := w.Prod
+	if p.Stopped {
 		return
 	}
-	if w.set.Backend == BackendSharedDir {
-		ids := p.table.AppendPublished(p.vanishing[:0])
+	if w.Set.Backend == BackendSharedDir {
+		ids := p.Table.AppendPublished(p.vanishing[:0])
 		p.vanishing = ids
 		for _, id := range ids {
 			if w.faults.buggify(SiteVanish) {
-				rec := w.ledger.get(id)
-				w.sd.disk.Vanish(entryPath(rec.instance, id))
+				rec := w.Ledger.get(id)
+				w.Sd.Disk.Vanish(entryPath(rec.instance, id))
 				rec.vanished = true
 				if w.tracing {
-					w.notef("X-2 file of %s vanished", short(id))
+					w.notef("X-2 file of %s vanished", Short(id))
 				}
 			}
 		}
 	}
 	w.observeClaims()
-	for _, id := range p.table.Collect(w.now, w.decisions) { // X-2 (handoff.Mutants.NoExpiryCollection)
+	for _, id := range p.Table.Collect(w.Now, w.decisions) { // X-2 (handoff.Mutants.NoExpiryCollection)
 		w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 	}
-	w.sd.collect()
-	w.after(w.set.CollectPeriodMs, event{kind: evCollect})
+	w.Sd.collect()
+	w.after(w.Set.CollectPeriodMs, Event{Kind: evCollect})
 }
 
 // shutdown: Shutdown(expected_instance_id) on E (S-1), then the drain (S-2).
 // a=1 marks the fault-injected Shutdown, which first tries the two wrong ids.
-func (w *World) shutdown(ev event) {
-	p := w.prod
-	if p.stopped {
+func (w *World) shutdown(ev Event) {
+	p := w.Prod
+	if p.Stopped {
 		return
 	}
 	if shutdownCallOf(ev).injected {
 		if _, err := w.decideShutdown(""); err == nil {
-			w.failf(Correctness, "S-1", "Shutdown with an empty expected_instance_id was accepted")
+			w.Failf(Correctness, "S-1", "Shutdown with an empty expected_instance_id was accepted")
 		}
 		if _, err := w.decideShutdown(w.newInstanceID()); err == nil {
-			w.failf(Correctness, "S-1", "Shutdown naming another instance was accepted")
+			w.Failf(Correctness, "S-1", "Shutdown naming another instance was accepted")
 		}
 	}
-	was := p.health.Draining()
+	was := p.Health.Draining()
 	st, err := w.decideShutdown(p.instanceID)
 	if err != nil || (was && st != handoff.ShutdownAlreadyShuttingDown) || (!was && st != handoff.ShutdownAccepted) {
-		w.failf(Correctness, "S-1", "Shutdown(own id) after draining=%v = %v, %v", was, st, err)
+		w.Failf(Correctness, "S-1", "Shutdown(own id) after draining=%v = %v, %v", was, st, err)
 		return
 	}
 	if w.tracing {
 		w.notef("shutdown %v", st)
 	}
-	if !was && (p.publishing > 0 || p.table.Transfers() > 0) {
+	if !was && (p.publishing > 0 || p.Table.Transfers() > 0) {
 		w.reach(stShutdownWithHandoff)
 	}
 	if !was {
-		w.hist.drainMs = w.now
-		w.after(0, event{kind: evDrainTick})
+		w.hist.drainMs = w.Now
+		w.after(0, Event{Kind: evDrainTick})
 	}
 }
 
 // decideShutdown is E's S-1 decision for Shutdown(expected); the S-1
 // mutant accepts any non-empty id as its own.
 func (w *World) decideShutdown(expected string) (handoff.ShutdownStatus, error) {
-	return w.prod.health.DecideShutdownWith(expected, w.prod.instanceID, w.decisions)
+	return w.Prod.Health.DecideShutdownWith(expected, w.Prod.instanceID, w.decisions)
 }
 
 // drainTick: release every unconsumed entry (S-2); stop once nothing is
 // live, no removal is pending and no publish or transfer is in flight (S-4).
-func (w *World) drainTick(ev event) {
-	p := w.prod
-	if p.stopped {
+func (w *World) drainTick(ev Event) {
+	p := w.Prod
+	if p.Stopped {
 		return
 	}
 	w.observeClaims()
-	for _, id := range p.table.Drain() {
+	for _, id := range p.Table.Drain() {
 		w.startRemoval(id, handoff.CauseDrain, -1, 0)
 	}
-	if !p.table.DrainDone(p.cleanups, p.publishing, w.decisions) { // the S-2 mutant leaves the removals it started running
-		w.after(10, event{kind: evDrainTick})
+	if !p.Table.DrainDone(p.Cleanups, p.publishing, w.decisions) { // the S-2 mutant leaves the removals it started running
+		w.after(10, Event{Kind: evDrainTick})
 		return
 	}
 	w.stopProducer()
@@ -582,18 +582,18 @@ func (w *World) drainTick(ev event) {
 // the close to take.
 func (w *World) stopProducer() {
 	if err := checkStopped(w); err != nil {
-		w.failf(Correctness, "S-2", "%s", err)
+		w.Failf(Correctness, "S-2", "%s", err)
 	}
-	w.sd.stop()
-	for id, st := range w.sources {
-		if st == sourceLive {
-			if !w.ledger.get(id).removeFailed {
-				w.failf(Correctness, "S-4", "drained producer left the source of %s registered", short(id))
+	w.Sd.stop()
+	for id, st := range w.Sources {
+		if st == SourceLive {
+			if !w.Ledger.get(id).removeFailed {
+				w.Failf(Correctness, "S-4", "drained producer left the source of %s registered", Short(id))
 			}
 			w.freeSource(id)
 		}
 	}
-	w.prod.stopped = true
+	w.Prod.Stopped = true
 	if w.tracing {
 		w.notef("producer stopped")
 	}
@@ -604,26 +604,26 @@ func (w *World) stopProducer() {
 // transferArrive: TransferEncoderCache on E: rejections up to the claim are
 // before-write; ClaimForTransfer takes the entry out of the table
 // BEFORE the WRITE is posted.
-func (w *World) transferArrive(ev event) {
+func (w *World) transferArrive(ev Event) {
 	tr := transferRequestOf(ev)
-	p := w.prod
-	rq := &w.xreqs[tr.recv-1]
+	p := w.Prod
+	rq := &w.Xreqs[tr.recv-1]
 	w.directArrive(tr.recv)
-	reply := transferReply{consumer: int32(rq.c), recv: tr.recv, result: resBeforeWrite}
-	if p.stopped {
-		reply.result = resUnavailable // connection refused: no trailer, so uncertain for the consumer
+	reply := transferReply{consumer: int32(rq.c), recv: tr.recv, result: ResBeforeWrite}
+	if p.Stopped {
+		reply.result = ResUnavailable // connection refused: no trailer, so uncertain for the consumer
 		w.send(msgReply, reply.event())
 		return
 	}
-	rec := w.ledger.get(rq.entry)
+	rec := w.Ledger.get(rq.entry)
 	err := w.producerCheckRef(rec, rq.form)
 	if errors.Is(err, handoff.ErrSpentReference) {
 		w.reach(stClaimRacesExpiry)
-		for _, id := range p.table.Expire(w.now) {
+		for _, id := range p.Table.Expire(w.Now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 		if w.tracing {
-			w.notef("SU-2 %s expired: before-write", short(rq.entry))
+			w.notef("SU-2 %s expired: before-write", Short(rq.entry))
 		}
 		w.send(msgReply, reply.event())
 		return
@@ -640,16 +640,16 @@ func (w *World) transferArrive(ev event) {
 	// claim as the engine's producer does (xfer.ParseMetadata,
 	// xfer.CheckRemote): a bad one is a definite pre-write rejection.
 	if _, err := xfer.ParseMetadata(rq.md); err != nil {
-		reply.result = resBeforeWrite
+		reply.result = ResBeforeWrite
 		w.send(msgReply, reply.event())
 		return
 	}
 	if err := xfer.CheckRemote(rq.targets); err != nil {
-		reply.result = resBeforeWrite
+		reply.result = ResBeforeWrite
 		w.send(msgReply, reply.event())
 		return
 	}
-	if err := p.table.ClaimForTransfer(rq.entry); err != nil {
+	if err := p.Table.ClaimForTransfer(rq.entry); err != nil {
 		reply.result = beforeWriteAnswer(err)
 		if w.tracing {
 			w.notef("claim: %v: before-write", err)
@@ -658,11 +658,11 @@ func (w *World) transferArrive(ev event) {
 		return
 	}
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
-	rq.claimed = true
-	if w.sources[rq.entry] != sourceLive {
-		panic(fmt.Sprintf("sim: transfer source of %s is %d", rq.entry, w.sources[rq.entry]))
+	rq.Claimed = true
+	if w.Sources[rq.entry] != SourceLive {
+		panic(fmt.Sprintf("sim: transfer source of %s is %d", rq.entry, w.Sources[rq.entry]))
 	}
-	wr := &write{num: int64(len(w.writes) + 1), entry: rq.entry, recv: tr.recv, c: rq.c, inc: rq.inc, buf: rq.buf}
+	wr := &Write{Num: int64(len(w.Writes) + 1), Entry: rq.entry, recv: tr.recv, C: rq.c, Inc: rq.inc, Buf: rq.buf}
 	var fault xfer.Fault // SiteWriteError: the WRITE fails before a byte lands, or lands and loses its acknowledgement
 	if w.faults.buggify(SiteWriteError) {
 		fault.Kind = xfer.FaultFailAfter
@@ -670,17 +670,17 @@ func (w *World) transferArrive(ev event) {
 			fault.Kind = xfer.FaultLoseAck
 		}
 	}
-	w.writes = append(w.writes, wr)
-	must(w.postWrite(wr, rq, fault)) // CreateWriteTo + Post on E's agent (transport.go)
-	d := between(w.netRNG, 1, w.set.WriteMsMax)
+	w.Writes = append(w.Writes, wr)
+	Must(w.postWrite(wr, rq, fault)) // CreateWriteTo + Post on E's agent (transport.go)
+	d := between(w.netRNG, 1, w.Set.WriteMsMax)
 	if w.faults.buggify(SiteSlowWrite) {
-		d += between(w.netRNG, 1, w.set.LongDelayMaxMs)
+		d += between(w.netRNG, 1, w.Set.LongDelayMaxMs)
 	}
 	if w.tracing {
-		w.notef("WRITE #%d of %s posted, lands in %d", wr.num, short(rq.entry), d)
+		w.notef("WRITE #%d of %s posted, lands in %d", wr.Num, Short(rq.entry), d)
 	}
-	w.after(d, writeStep{write: wr.num}.event(evWriteLand))
-	w.after(w.set.ProducerTimeoutMs, writeStep{write: wr.num}.event(evWriteDeadline))
+	w.after(d, writeStep{write: wr.Num}.event(evWriteLand))
+	w.after(w.Set.ProducerTimeoutMs, writeStep{write: wr.Num}.event(evWriteDeadline))
 }
 
 // beforeWriteAnswer is the producer's answer to a rejection made before the
@@ -690,74 +690,74 @@ func (w *World) transferArrive(ev event) {
 func beforeWriteAnswer(err error) int64 {
 	if handoff.BeforeWrite(err) {
 		if _, code := handoff.Classify(err); code == handoff.CodeUnavailable {
-			return resUnavailableBeforeWrite
+			return ResUnavailableBeforeWrite
 		}
-		return resBeforeWrite
+		return ResBeforeWrite
 	}
-	return resUnavailable
+	return ResUnavailable
 }
 
 // writeLand: the WRITE's bytes reach the consumer (xfer's Deliver): they
 // land in its registered buffer, or the WRITE fails (the injected fault,
 // the consumer's agent refused it or is gone with its process).
-func (w *World) writeLand(ev event) {
-	wr := w.writes[writeStepOf(ev).write-1]
+func (w *World) writeLand(ev Event) {
+	wr := w.Writes[writeStepOf(ev).write-1]
 	err := w.deliverWrite(wr, false)
-	c := w.cons[wr.c]
+	c := w.Cons[wr.C]
 	switch {
-	case !wr.landed && (!c.up || c.inc != wr.inc):
+	case !wr.landed && (!c.Up || c.Inc != wr.Inc):
 		if w.tracing {
-			w.notef("WRITE #%d failed: PD%d incarnation %d is gone", wr.num, wr.c, wr.inc)
+			w.notef("WRITE #%d failed: PD%d incarnation %d is gone", wr.Num, wr.C, wr.Inc)
 		}
 	case !wr.landed:
 		if w.tracing {
-			w.notef("WRITE #%d failed before landing: %v", wr.num, err)
+			w.notef("WRITE #%d failed before landing: %v", wr.Num, err)
 		}
-	case !c.up || c.inc != wr.inc:
-		w.failf(Correctness, "Q-1", "WRITE #%d of %s landed in PD%d incarnation %d, whose agent was closed", wr.num, short(wr.entry), wr.c, wr.inc)
+	case !c.Up || c.Inc != wr.Inc:
+		w.Failf(Correctness, "Q-1", "WRITE #%d of %s landed in PD%d incarnation %d, whose agent was closed", wr.Num, Short(wr.Entry), wr.C, wr.Inc)
 	default:
 		if _, open := c.recvs[wr.recv]; !open {
 			w.reach(stWriteLandedAfterGiveUp)
 		}
-		b := &c.bufs[wr.buf]
+		b := &c.Bufs[wr.Buf]
 		w.checkLanding(wr, b)
-		if string(b.mem) != wr.entry {
-			w.failf(Correctness, "Q-4", "xfer reported WRITE #%d of %s landed, but PD%d buffer %d holds %q", wr.num, short(wr.entry), wr.c, wr.buf, b.mem)
+		if string(b.mem) != wr.Entry {
+			w.Failf(Correctness, "Q-4", "xfer reported WRITE #%d of %s landed, but PD%d buffer %d holds %q", wr.Num, Short(wr.Entry), wr.C, wr.Buf, b.mem)
 		}
-		rq := &w.xreqs[wr.recv-1]
-		w.took(w.ledger.get(wr.entry), rq.key, int32(rq.h), rq.rpc, rq.form)
+		rq := &w.Xreqs[wr.recv-1]
+		w.took(w.Ledger.get(wr.Entry), rq.Key, int32(rq.h), rq.rpc, rq.form)
 		if w.tracing {
-			w.notef("WRITE #%d of %s landed in PD%d buffer %d", wr.num, short(wr.entry), wr.c, wr.buf)
+			w.notef("WRITE #%d of %s landed in PD%d buffer %d", wr.Num, Short(wr.Entry), wr.C, wr.Buf)
 		}
 	}
-	w.after(1, writeStep{write: wr.num}.event(evWriteComplete))
+	w.after(1, writeStep{write: wr.Num}.event(evWriteComplete))
 }
 
 // writeComplete: the producer learns the WRITE's status (xfer's Complete,
 // then Status and Release): TransferDone and deregister the source, or
 // fail the transfer.
-func (w *World) writeComplete(ev event) {
-	wr := w.writes[writeStepOf(ev).write-1]
+func (w *World) writeComplete(ev Event) {
+	wr := w.Writes[writeStepOf(ev).write-1]
 	if wr.orphan {
 		return // its producer process crashed: the agent's Close ended it
 	}
 	err := w.completeWrite(wr)
 	w.writeEndedProof(wr) // ends its source's quarantine, if any
-	if wr.producerDone || w.prod.stopped {
+	if wr.producerDone || w.Prod.Stopped {
 		return
 	}
 	wr.producerDone = true
-	reply := transferReply{consumer: int32(wr.c), recv: wr.recv}
+	reply := transferReply{consumer: int32(wr.C), recv: wr.recv}
 	if err != nil {
 		reply.result = w.failTransfer(wr, "WRITE failed")
 	} else {
-		if err := w.prod.table.TransferDone(wr.entry); err != nil {
+		if err := w.Prod.Table.TransferDone(wr.Entry); err != nil {
 			panic(err)
 		}
-		w.freeSource(wr.entry)
-		reply.result = resOK
+		w.freeSource(wr.Entry)
+		reply.result = ResOK
 		if w.tracing {
-			w.notef("transfer of %s done", short(wr.entry))
+			w.notef("transfer of %s done", Short(wr.Entry))
 		}
 	}
 	w.send(msgReply, reply.event())
@@ -765,14 +765,14 @@ func (w *World) writeComplete(ev event) {
 
 // writeDeadline: the producer's own deadline on its WRITE passed: the WRITE
 // may still land, so the source is quarantined, never freed.
-func (w *World) writeDeadline(ev event) {
-	wr := w.writes[writeStepOf(ev).write-1]
-	if wr.producerDone || w.prod.stopped {
+func (w *World) writeDeadline(ev Event) {
+	wr := w.Writes[writeStepOf(ev).write-1]
+	if wr.producerDone || w.Prod.Stopped {
 		return
 	}
 	wr.producerDone = true
 	res := w.failTransfer(wr, "deadline passed")
-	w.send(msgReply, transferReply{consumer: int32(wr.c), recv: wr.recv, result: res}.event())
+	w.send(msgReply, transferReply{consumer: int32(wr.C), recv: wr.recv, result: res}.event())
 }
 
 // failTransfer: handoff.FailTransfer decides from what
@@ -787,32 +787,32 @@ func (w *World) writeDeadline(ev event) {
 // it out and returns the answer. The core's mutant switches free the
 // source (producer-frees-source-on-failure) or answer a plain
 // INVALID_ARGUMENT (invalid-argument-after-removal).
-func (w *World) failTransfer(wr *write, why string) int64 {
-	d, err := w.prod.table.FailTransfer(handoff.TransferFailure{
-		EntryID:    wr.entry,
+func (w *World) failTransfer(wr *Write, why string) int64 {
+	d, err := w.Prod.Table.FailTransfer(handoff.TransferFailure{
+		EntryID:    wr.Entry,
 		HasSource:  true,
-		WriteEnded: wr.released,
+		WriteEnded: wr.Released,
 		Provable:   true, // E's xfer request tells when it ended (Complete, Release)
-		Reason:     fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", short(wr.entry), why),
+		Reason:     fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", Short(wr.Entry), why),
 	}, w.decisions)
-	must(err)
-	w.ledger.get(wr.entry).quarantined = true
+	Must(err)
+	w.Ledger.get(wr.Entry).quarantined = true
 	if d.Source == handoff.FreeSource {
-		w.freeSource(wr.entry)
+		w.freeSource(wr.Entry)
 	} else {
-		w.sources[wr.entry] = sourceQuarantined
+		w.Sources[wr.Entry] = sourceQuarantined
 	}
 	if d.Health != nil {
-		w.prod.health.Fail(d.Health.Check, d.Health.Reason)
+		w.Prod.Health.Fail(d.Health.Check, d.Health.Reason)
 		w.quarantineSource(wr) // until the WRITE ends; the mutant's early free keeps Health NOT_READY as long
 	}
 	if w.tracing {
-		w.notef("Q-3 transfer of %s failed (%s); source %s", short(wr.entry), why, map[bool]string{true: "freed", false: "quarantined"}[d.Source == handoff.FreeSource])
+		w.notef("Q-3 transfer of %s failed (%s); source %s", Short(wr.Entry), why, map[bool]string{true: "freed", false: "quarantined"}[d.Source == handoff.FreeSource])
 	}
 	if d.Code == handoff.CodeInvalidArgument {
-		return resPlainInvalid
+		return ResPlainInvalid
 	}
-	return resUnavailable
+	return ResUnavailable
 }
 
 // producerConsume: a consume sent to E, which does not serve it: L-4
@@ -820,41 +820,41 @@ func (w *World) failTransfer(wr *write, why string) int64 {
 // own store (a read of its own file, or a local copy of the source) and
 // answers OK. While E is down the call never arrives (staleProducerEvent:
 // connection refused), so only a live process serves it.
-func (w *World) producerConsume(ev event) {
-	p := w.prod
-	if p.stopped {
+func (w *World) producerConsume(ev Event) {
+	p := w.Prod
+	if p.Stopped {
 		return // no process: the client's deadline ends the call
 	}
 	rq := consumeRequestOf(ev)
 	reply := consumeReply{client: rq.client, consumer: -1, rpc: rq.rpc, entry: rq.entry}
 	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.decisions); err != nil {
 		reply.result = resOf(err)
-		w.ledger.rejectCall(callKey{rq.client, rq.rpc}, reply.result)
+		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
 		w.send(msgReply, reply.event())
 		return
 	}
-	rec := w.ledger.get(rq.entry)
+	rec := w.Ledger.get(rq.entry)
 	reply.result = resSpent
 	key := fmt.Sprintf("E/%d/%d", rq.client, rq.rpc)
-	if w.set.Backend == BackendSharedDir {
-		if w.sd.claim(w.sd.prod, -1, rec, false) == claimWon {
+	if w.Set.Backend == BackendSharedDir {
+		if w.Sd.claim(w.Sd.prod, -1, rec, false) == claimWon {
 			w.took(rec, key, rq.client, rq.rpc, rq.form)
-			reply.result = resOK
+			reply.result = ResOK
 		}
-	} else if w.now < rec.expiresMs && p.table.ClaimForTransfer(rec.id) == nil {
-		must(p.table.TransferDone(rec.id))
-		w.freeSource(rec.id)
+	} else if w.Now < rec.ExpiresMs && p.Table.ClaimForTransfer(rec.Id) == nil {
+		Must(p.Table.TransferDone(rec.Id))
+		w.freeSource(rec.Id)
 		w.took(rec, key, rq.client, rq.rpc, rq.form)
-		reply.result = resOK
+		reply.result = ResOK
 	}
 	if w.tracing {
-		w.notef("E served a consume of %s: %s", short(rec.id), resNames[reply.result])
+		w.notef("E served a consume of %s: %s", Short(rec.Id), ResNames[reply.result])
 	}
 	w.send(msgReply, reply.event())
 }
 
-// short abbreviates an id for notes.
-func short(id string) string {
+// Short abbreviates an id for notes.
+func Short(id string) string {
 	if len(id) > 8 {
 		return id[:8]
 	}

@@ -37,90 +37,90 @@ import (
 // still claim an entry while E is down: its file is durable and intact, so
 // that is a consumption like any other (SU-1 holds).
 
-// lostEntry is an entry of a crashed producer instance and the number of
+// LostEntry is an entry of a crashed producer instance and the number of
 // receives that had got its data at the restart (check_crash_lost.go).
-type lostEntry struct {
-	rec          *entryRecord
-	consumptions int
+type LostEntry struct {
+	Rec          *EntryRecord
+	Consumptions int
 }
 
 // producerChaos is E's crash fault tick in the safety phase.
-func (w *World) producerChaos(ev event) {
+func (w *World) producerChaos(ev Event) {
 	if w.faults.healed {
 		return
 	}
-	if !w.nodes.prodDown && !w.prod.stopped && w.faults.buggify(SiteProducerCrash) {
-		w.producerCrash(event{kind: evProducerCrash})
+	if !w.Nodes.ProdDown && !w.Prod.Stopped && w.faults.buggify(SiteProducerCrash) {
+		w.producerCrash(Event{Kind: evProducerCrash})
 	}
-	w.after(between(w.nodes.rng, 100, 800), event{kind: evProducerChaos})
+	w.after(between(w.Nodes.rng, 100, 800), Event{Kind: evProducerChaos})
 }
 
 // producerCrash kills E's process; its payload names the slow write it interrupts
 // ("" for a crash at a random time).
-func (w *World) producerCrash(ev event) {
-	p := w.prod
-	if w.nodes.prodDown || p.stopped {
+func (w *World) producerCrash(ev Event) {
+	p := w.Prod
+	if w.Nodes.ProdDown || p.Stopped {
 		return
 	}
 	if id := producerCrashOf(ev).slowWrite; id != "" {
-		if !w.sd.slow[id] || p.table.State(id) != handoff.EntryReserved {
+		if !w.Sd.slow[id] || p.Table.State(id) != handoff.EntryReserved {
 			return // the write finished first, or this process is not the one that wrote
 		}
 	}
 	if w.tracing {
-		w.notef("producer %s crashed", short(p.instanceID))
+		w.notef("producer %s crashed", Short(p.instanceID))
 	}
-	w.sd.crashProducer() // its slow writes die in their fsync; unsynced temp files lost or left (shared_disk.go)
-	for _, rec := range w.ledger.all {
-		if !rec.terminal() && !rec.published {
-			rec.abandoned = true // reserved, never visible
+	w.Sd.crashProducer() // its slow writes die in their fsync; unsynced temp files lost or left (shared_disk.go)
+	for _, rec := range w.Ledger.All {
+		if !rec.Terminal() && !rec.Published {
+			rec.Abandoned = true // reserved, never visible
 		}
 	}
-	for _, wr := range w.writes {
-		if wr.pending() && w.tracing {
-			w.notef("WRITE #%d of %s failed with the process", wr.num, short(wr.entry))
+	for _, wr := range w.Writes {
+		if wr.Pending() && w.tracing {
+			w.notef("WRITE #%d of %s failed with the process", wr.Num, Short(wr.Entry))
 		}
 		wr.producerDone = true
 	}
 	w.closeProducerAgent() // its WRITEs in flight end cancelled, nothing lands (transport.go)
-	for id, st := range w.sources {
-		if st == sourceLive || st == sourceQuarantined {
-			w.sources[id] = sourceFreed // the process's registered memory is gone; no WRITE reads it now
+	for id, st := range w.Sources {
+		if st == SourceLive || st == sourceQuarantined {
+			w.Sources[id] = SourceFreed // the process's registered memory is gone; no WRITE reads it now
 		}
 	}
-	w.nodes.prodDown = true
-	w.nodes.hookArrival = true
-	w.nodes.prodUpAt = w.now + between(w.nodes.rng, 1, max(1, w.set.ProducerDownMsMax))
-	w.schedule(w.nodes.prodUpAt, event{kind: evProducerRestart})
+	w.Nodes.ProdDown = true
+	w.Nodes.hookArrival = true
+	w.Nodes.prodUpAt = w.Now + between(w.Nodes.rng, 1, max(1, w.Set.ProducerDownMsMax))
+	w.schedule(w.Nodes.prodUpAt, Event{Kind: evProducerRestart})
 }
 
 // producerRestart boots E's next instance, whose StartProducer sweep removes
 // the dead instance's directory (newProducerNode, shared_disk.go).
-func (w *World) producerRestart(ev event) {
-	if !w.nodes.prodDown {
+func (w *World) producerRestart(ev Event) {
+	if !w.Nodes.ProdDown {
 		return
 	}
-	old := w.prod.instanceID
-	for _, rec := range w.ledger.all {
+	old := w.Prod.instanceID
+	for _, rec := range w.Ledger.All {
 		switch {
-		case !rec.published:
-		case !rec.terminal():
+		case !rec.Published:
+		case !rec.Terminal():
 			rec.vanished = true // gone with its instance: no client call ended it
-			w.nodes.lost = append(w.nodes.lost, lostEntry{rec: rec, consumptions: len(rec.consumptions)})
+			w.Nodes.Lost = append(w.Nodes.Lost, LostEntry{Rec: rec, Consumptions: len(rec.Consumptions)})
 		default:
 			// Its answers may still be on the wire, and the old instance's
 			// drain is forgotten with it (the history lets it lapse).
 			rec.vanished = true
 		}
 	}
-	w.prod = newProducerNode(w) // shareddir.StartProducer: its sweep removes the dead instance's directory
-	w.nodes.prodDown = false
-	w.nodes.prodRestarts++
+	w.Prod = newProducerNode(w) // shareddir.StartProducer: its sweep removes the dead instance's directory
+	w.Nodes.ProdDown = false
+	w.Nodes.prodRestarts++
 	// The new instance has no cleanup failure and no health history.
-	w.ledger.removeFailures, w.cleanupFailuresSeen = 0, 0
-	w.prodHealthSig, w.prodCheapSig = healthSig{}, cheapCheck{}
+	w.Ledger.RemoveFailures, w.CleanupFailuresSeen = 0, 0
+	w.ProdHealthSig, w.ProdCheapSig = HealthSig{}, CheapCheck{}
 	if w.tracing {
-		w.notef("producer %s restarted as %s", short(old), short(w.prod.instanceID))
+		w.notef("producer %s restarted as %s", Short(old), Short(w.Prod.instanceID))
 	}
 }
 
@@ -128,38 +128,38 @@ func (w *World) producerRestart(ev event) {
 // crashed process: requests are lost, E's own periodic work (collector,
 // Shutdown) waits for the restart, the dead process's queued work is
 // dropped. It reports whether it consumed ev.
-func (w *World) staleProducerEvent(ev event) bool {
-	if w.nodes.prodDown {
-		switch ev.kind {
+func (w *World) staleProducerEvent(ev Event) bool {
+	if w.Nodes.ProdDown {
+		switch ev.Kind {
 		case evPublishArrive, evReleaseArrive, evTransferArrive, evProducerConsume:
 			if w.tracing {
-				w.notef("%s: producer down, connection refused", ev.kind)
+				w.notef("%s: producer down, connection refused", ev.Kind)
 			}
 			return true
 		case evCollect, evShutdown:
-			w.schedule(w.nodes.prodUpAt, ev) // after the restart, which is due then
+			w.schedule(w.Nodes.prodUpAt, ev) // after the restart, which is due then
 			return true
 		case evEncodeDone, evRemoveDone, evDrainTick, evWriteComplete, evWriteDeadline:
 			if w.tracing {
-				w.notef("%s of a crashed producer process dropped", ev.kind)
+				w.notef("%s of a crashed producer process dropped", ev.Kind)
 			}
 			return true
 		}
 	}
 	stale := false
-	switch ev.kind {
+	switch ev.Kind {
 	case evEncodeDone:
-		stale = w.prod.table.State(encodeDoneOf(ev).entry) != handoff.EntryReserved
+		stale = w.Prod.Table.State(encodeDoneOf(ev).entry) != handoff.EntryReserved
 	case evRemoveDone:
-		stale = w.prod.table.State(removeDoneOf(ev).entry) != handoff.EntryRemoving
+		stale = w.Prod.Table.State(removeDoneOf(ev).entry) != handoff.EntryRemoving
 	case evDrainTick:
-		stale = !w.prod.health.Draining()
+		stale = !w.Prod.Health.Draining()
 	case evWriteLand:
-		stale = w.writes[writeStepOf(ev).write-1].orphan // failed with the crashed process
+		stale = w.Writes[writeStepOf(ev).write-1].orphan // failed with the crashed process
 	}
 	if stale {
 		if w.tracing {
-			w.notef("%s of a crashed producer process dropped", ev.kind)
+			w.notef("%s of a crashed producer process dropped", ev.Kind)
 		}
 	}
 	return stale

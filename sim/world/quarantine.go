@@ -46,19 +46,19 @@ type ctrlConn struct {
 	to   *producerNode
 	cons *consumerNode
 	inc  int64 // the consumer incarnation that dialled it
-	// retired: the consumer took it out of use after a request it carried
+	// Retired: the consumer took it out of use after a request it carried
 	// ended uncertain (retireCarrier); it is closed once no call uses it.
-	retired bool
+	Retired bool
 }
 
 // ctrlConnFor returns the connection consumer c sends its next request to
 // E over: its cached one, or a fresh one when it has none to this E
 // process or retired it (the next call dials afresh).
 func (w *World) ctrlConnFor(c *consumerNode) *ctrlConn {
-	if cc := c.conn; cc != nil && cc.to == w.prod && cc.inc == c.inc && !cc.retired {
+	if cc := c.conn; cc != nil && cc.to == w.Prod && cc.inc == c.Inc && !cc.Retired {
 		return cc
 	}
-	c.conn = &ctrlConn{to: w.prod, cons: c, inc: c.inc}
+	c.conn = &ctrlConn{to: w.Prod, cons: c, inc: c.Inc}
 	return c.conn
 }
 
@@ -66,33 +66,33 @@ func (w *World) ctrlConnFor(c *consumerNode) *ctrlConn {
 // outcome is uncertain (the quarantine's carrier): nothing new goes over
 // it, and it closes with its last use (carrierClosed).
 func (w *World) retireCarrier(cc *ctrlConn) {
-	if cc == nil || cc.retired {
+	if cc == nil || cc.Retired {
 		return
 	}
-	cc.retired = true
-	if w.tracing && w.carrierClosed(cc) {
-		w.notef("Q-6 PD%d closed the connection that carried the uncertain request", cc.cons.idx)
+	cc.Retired = true
+	if w.tracing && w.CarrierClosed(cc) {
+		w.notef("Q-6 PD%d closed the connection that carried the uncertain request", cc.cons.Idx)
 	}
 }
 
-// carrierClosed reports whether connection cc can carry nothing more: E's
+// CarrierClosed reports whether connection cc can carry nothing more: E's
 // process it went to is gone (crashed or stopped), the consumer
 // incarnation that dialled it is gone, or the consumer retired it and no
 // TransferEncoderCache call of the consumer is outstanding on it (closed
 // with its last use).
-func (w *World) carrierClosed(cc *ctrlConn) bool {
-	if cc.to != w.prod || w.nodes.prodDown || cc.to.stopped {
+func (w *World) CarrierClosed(cc *ctrlConn) bool {
+	if cc.to != w.Prod || w.Nodes.ProdDown || cc.to.Stopped {
 		return true
 	}
 	c := cc.cons
-	if !c.up || c.inc != cc.inc {
+	if !c.Up || c.Inc != cc.inc {
 		return true
 	}
-	if !cc.retired {
+	if !cc.Retired {
 		return false
 	}
 	for _, r := range c.recvs {
-		if r.buf >= 0 && w.xreqs[r.num-1].carrier == cc {
+		if r.buf >= 0 && w.Xreqs[r.num-1].Carrier == cc {
 			return false // another call still uses it
 		}
 	}
@@ -104,16 +104,16 @@ func (w *World) carrierClosed(cc *ctrlConn) bool {
 // (proofWaits), so a crashed incarnation's are forgotten.
 func (w *World) endProvedQuarantines() {
 	waits := 0
-	for _, c := range w.cons {
-		if !c.up {
+	for _, c := range w.Cons {
+		if !c.Up {
 			continue
 		}
-		for i := range c.bufs {
-			b := &c.bufs[i]
-			if !b.quarantined || b.revoked == nil || b.proved {
+		for i := range c.Bufs {
+			b := &c.Bufs[i]
+			if !b.Quarantined || b.Revoked == nil || b.proved {
 				continue
 			}
-			if w.receiveProved(b.revoked, b.carrier) {
+			if w.ReceiveProved(b.Revoked, b.Carrier) {
 				w.quarantineProved(c, i)
 			} else {
 				waits++
@@ -123,18 +123,18 @@ func (w *World) endProvedQuarantines() {
 	w.xf.proofWaits = waits
 }
 
-// receiveProved reports whether a consumer quarantine's Q-6 proof came:
+// ReceiveProved reports whether a consumer quarantine's Q-6 proof came:
 // the revocation is done and the connection that carried its request
 // (carrier) is closed, so nothing can carry its transfer any more.
-func (w *World) receiveProved(revoked <-chan struct{}, carrier *ctrlConn) bool {
-	return closed(revoked) && w.carrierClosed(carrier)
+func (w *World) ReceiveProved(revoked <-chan struct{}, carrier *ctrlConn) bool {
+	return Closed(revoked) && w.CarrierClosed(carrier)
 }
 
 // quarantineProved: the Q-6 proof of consumer c's quarantined buffer i
 // came; the core decides whether the quarantine ends.
 func (w *World) quarantineProved(c *consumerNode, i int) {
-	b := &c.bufs[i]
-	key := w.xreqs[b.owner-1].key
+	b := &c.Bufs[i]
+	key := w.Xreqs[b.Owner-1].Key
 	if !handoff.EndsOnProof(w.decisions) {
 		b.proved = true // the Q-6 mutant: kept for the life of the incarnation
 		if w.tracing {
@@ -142,10 +142,10 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 		}
 		return
 	}
-	must(c.receives.EndQuarantine(key))
-	b.quarantined, b.owner, b.revoked, b.carrier = false, 0, nil, nil
-	left, _ := c.receives.Quarantine()
-	c.health.QuarantineEnded(left)
+	Must(c.Receives.EndQuarantine(key))
+	b.Quarantined, b.Owner, b.Revoked, b.Carrier = false, 0, nil, nil
+	left, _ := c.Receives.Quarantine()
+	c.Health.QuarantineEnded(left)
 	w.reach(stQuarantineEndedByProof)
 	if w.tracing {
 		w.notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine ended, buffer freed (%d quarantined left)", key, i, left)
@@ -155,44 +155,44 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 // quarantineSource records a source quarantine FailTransfer decided
 // (QuarantineSourceUntilWriteEnds, or the Q-3 mutant's early free with
 // the same Health): it lasts until wr's request ended and was released.
-func (w *World) quarantineSource(wr *write) {
-	if w.prod.quarantines == nil {
-		w.prod.quarantines = map[string]*write{}
+func (w *World) quarantineSource(wr *Write) {
+	if w.Prod.Quarantines == nil {
+		w.Prod.Quarantines = map[string]*Write{}
 	}
-	w.prod.quarantines[wr.entry] = wr
-	w.prod.qver++
+	w.Prod.Quarantines[wr.Entry] = wr
+	w.Prod.Qver++
 }
 
 // writeEndedProof: E completed and released wr's request (the Q-6 proof
 // of its source's quarantine, if any): the core decides whether the
 // quarantine ends; it then frees the source and recovers Health once no
 // source is quarantined any more.
-func (w *World) writeEndedProof(wr *write) {
-	p := w.prod
-	if p.quarantines[wr.entry] != wr || wr.agent != p.agent || w.nodes.prodDown || p.stopped {
+func (w *World) writeEndedProof(wr *Write) {
+	p := w.Prod
+	if p.Quarantines[wr.Entry] != wr || wr.agent != p.agent || w.Nodes.ProdDown || p.Stopped {
 		return
 	}
 	if !handoff.EndsOnProof(w.decisions) {
 		wr.proved = true // the Q-6 mutant: kept for the life of the process
 		if w.tracing {
-			w.notef("Q-6 WRITE #%d ended and released; source of %s kept quarantined", wr.num, short(wr.entry))
+			w.notef("Q-6 WRITE #%d ended and released; source of %s kept quarantined", wr.Num, Short(wr.Entry))
 		}
 		return
 	}
-	delete(p.quarantines, wr.entry)
-	p.qver++
-	if w.sources[wr.entry] == sourceQuarantined || w.xf.srcRegs[wr.entry] != nil {
-		w.freeSource(wr.entry)
+	delete(p.Quarantines, wr.Entry)
+	p.Qver++
+	if w.Sources[wr.Entry] == sourceQuarantined || w.xf.srcRegs[wr.Entry] != nil {
+		w.freeSource(wr.Entry)
 	}
-	p.health.QuarantineEnded(len(p.quarantines))
+	p.Health.QuarantineEnded(len(p.Quarantines))
 	w.reach(stSourceQuarantineEndedByProof)
 	if w.tracing {
-		w.notef("Q-6 WRITE #%d ended and released; quarantine of the source of %s ended, source freed (%d quarantined left)", wr.num, short(wr.entry), len(p.quarantines))
+		w.notef("Q-6 WRITE #%d ended and released; quarantine of the source of %s ended, source freed (%d quarantined left)", wr.Num, Short(wr.Entry), len(p.Quarantines))
 	}
 }
 
-// closed reports, without waiting, whether ch is closed (nil: never).
-func closed(ch <-chan struct{}) bool {
+// Closed reports, without waiting, whether ch is closed (nil: never).
+func Closed(ch <-chan struct{}) bool {
 	if ch == nil {
 		return false
 	}

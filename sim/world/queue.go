@@ -58,16 +58,16 @@ func (k eventKind) String() string {
 	return "event?"
 }
 
-// event is one scheduled step. Its slots h, c, a, b, f and s are
+// Event is one scheduled step. Its slots h, c, a, b, f and s are
 // kind-specific: h is mostly a handoff (client) index, c a consumer index,
 // a and b numbers (an RPC number, a receive number, a write number, an
 // incarnation, a result), s a string (an entry id), f the form of a
 // presented reference. Outside this file only events.go touches them: each
 // kind's named payload type there says what its slots mean.
-type event struct {
-	tick int64
+type Event struct {
+	Tick int64
 	seq  uint64
-	kind eventKind
+	Kind eventKind
 	f    uint8
 	h, c int32
 	a, b int64
@@ -84,7 +84,7 @@ type event struct {
 // simulator's claim-inside-claim walks it), sifting only moves a hole.
 type queue struct {
 	heap []qent
-	slab []event
+	slab []Event
 	free []int32
 	seq  uint64
 }
@@ -106,7 +106,7 @@ func (a *qent) before(b *qent) bool {
 func (q *queue) less(i, j int) bool { return q.heap[i].before(&q.heap[j]) }
 
 // push schedules ev (its seq is assigned here).
-func (q *queue) push(ev event) {
+func (q *queue) push(ev Event) {
 	q.seq++
 	ev.seq = q.seq
 	var slot int32
@@ -118,7 +118,7 @@ func (q *queue) push(ev event) {
 		slot = int32(len(q.slab))
 		q.slab = append(q.slab, ev)
 	}
-	q.heap = append(q.heap, qent{tick: ev.tick, seq: ev.seq, slot: slot})
+	q.heap = append(q.heap, qent{tick: ev.Tick, seq: ev.seq, slot: slot})
 	q.up(len(q.heap) - 1)
 }
 
@@ -161,19 +161,19 @@ func (q *queue) down(i int) {
 	h[i] = x
 }
 
-// pop removes and returns the earliest event; ok is false when empty.
-func (q *queue) pop() (ev event, ok bool) {
+// Pop removes and returns the earliest event; ok is false when empty.
+func (q *queue) Pop() (ev Event, ok bool) {
 	if len(q.heap) == 0 {
-		return event{}, false
+		return Event{}, false
 	}
 	return q.removeAt(0), true
 }
 
 // removeAt removes the event at heap position i (0 is the earliest).
-func (q *queue) removeAt(i int) event {
+func (q *queue) removeAt(i int) Event {
 	slot := q.heap[i].slot
 	ev := q.slab[slot]
-	q.slab[slot] = event{} // drop the string reference
+	q.slab[slot] = Event{} // drop the string reference
 	q.free = append(q.free, slot)
 	last := len(q.heap) - 1
 	q.heap[i] = q.heap[last]
@@ -187,7 +187,7 @@ func (q *queue) removeAt(i int) event {
 
 // at returns the event at heap position i (0 is the earliest; the rest
 // are in no particular order).
-func (q *queue) at(i int) *event { return &q.slab[q.heap[i].slot] }
+func (q *queue) at(i int) *Event { return &q.slab[q.heap[i].slot] }
 
 // len is the number of scheduled events.
 func (q *queue) len() int { return len(q.heap) }

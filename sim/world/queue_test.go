@@ -12,20 +12,20 @@ func TestQueueOrdersByTickThenSequence(t *testing.T) {
 	r := newRNG(seed, subWorkload)
 	var q queue
 	for i := 0; i < 2000; i++ {
-		q.push(event{tick: r.Int64N(50), a: int64(i)})
+		q.push(Event{Tick: r.Int64N(50), a: int64(i)})
 		if r.IntN(4) == 0 {
-			q.pop()
+			q.Pop()
 		}
 	}
-	var last event
+	var last Event
 	for i := 0; q.len() > 0; i++ {
-		ev, _ := q.pop()
-		if i > 0 && (ev.tick < last.tick || (ev.tick == last.tick && ev.seq < last.seq)) {
-			t.Fatalf("pop %d: (%d, %d) after (%d, %d)", i, ev.tick, ev.seq, last.tick, last.seq)
+		ev, _ := q.Pop()
+		if i > 0 && (ev.Tick < last.Tick || (ev.Tick == last.Tick && ev.seq < last.seq)) {
+			t.Fatalf("pop %d: (%d, %d) after (%d, %d)", i, ev.Tick, ev.seq, last.Tick, last.seq)
 		}
 		last = ev
 	}
-	if _, ok := q.pop(); ok {
+	if _, ok := q.Pop(); ok {
 		t.Fatal("pop from an empty queue succeeded")
 	}
 }
@@ -88,11 +88,11 @@ func TestQueueLayoutMatchesSwapSift(t *testing.T) {
 		switch x := r.IntN(10); {
 		case x < 5 || q.len() == 0:
 			tick := r.Int64N(50)
-			q.push(event{tick: tick})
+			q.push(Event{Tick: tick})
 			ref = append(ref, key{tick, q.seq})
 			refUp(len(ref) - 1)
 		case x < 8:
-			q.pop()
+			q.Pop()
 			refRemoveAt(0)
 		default:
 			i := r.IntN(q.len())
@@ -103,8 +103,8 @@ func TestQueueLayoutMatchesSwapSift(t *testing.T) {
 			t.Fatalf("step %d: len %d, reference %d", step, q.len(), len(ref))
 		}
 		for i := range ref {
-			if ev := q.at(i); ev.tick != ref[i].tick || ev.seq != ref[i].seq {
-				t.Fatalf("step %d: position %d holds (%d,%d), reference (%d,%d)", step, i, ev.tick, ev.seq, ref[i].tick, ref[i].seq)
+			if ev := q.at(i); ev.Tick != ref[i].tick || ev.seq != ref[i].seq {
+				t.Fatalf("step %d: position %d holds (%d,%d), reference (%d,%d)", step, i, ev.Tick, ev.seq, ref[i].tick, ref[i].seq)
 			}
 		}
 	}

@@ -18,19 +18,19 @@ import (
 type refForm uint8
 
 const (
-	// formIssued is the sealed reference, unchanged.
-	formIssued refForm = iota
+	// FormIssued is the sealed reference, unchanged.
+	FormIssued refForm = iota
 	// formForged names the same entry with a tag the producer never computed (SU-5).
 	formForged
-	// formOversize is the sealed reference with bytes appended past
+	// FormOversize is the sealed reference with bytes appended past
 	// handoff.MaxOpaqueStateBytes (L-1, decided before the bytes are read).
-	formOversize
+	FormOversize
 	// formRelabelled is the sealed reference with a backend no consumer
 	// lists (N-1); its tag covers the old backend.
 	formRelabelled
 )
 
-var refFormNames = [...]string{formIssued: "issued", formForged: "forged", formOversize: "oversize", formRelabelled: "relabelled"}
+var refFormNames = [...]string{FormIssued: "issued", formForged: "forged", FormOversize: "oversize", formRelabelled: "relabelled"}
 
 func (f refForm) String() string { return refFormNames[f] }
 
@@ -47,7 +47,7 @@ var refItems = []handoff.ItemMeta{{Rows: 1, Cols: 1}}
 
 // opaqueBytes is the length of the presented opaque state.
 func (f refForm) opaqueBytes() int {
-	if f == formOversize {
+	if f == FormOversize {
 		return handoff.MaxOpaqueStateBytes + 1
 	}
 	return sealedRefBytes
@@ -58,18 +58,18 @@ func (w *World) refBackend(f refForm) string {
 	if f == formRelabelled {
 		return unlistedBackend
 	}
-	return w.set.Backend
+	return w.Set.Backend
 }
 
 // presented is the decoded reference a node sees for entry rec in form f.
 // Its tag is only computed for a form whose tag is not the sealed one's
 // (a sealed reference verifies: engine/handoff's Seal/Verify pair), so the
 // common path costs no HMAC.
-func (w *World) presented(rec *entryRecord, f refForm) handoff.Reference {
-	ref := handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.prod.instanceID, EntryID: rec.id, ExpiresUnixMs: rec.expiresMs, Items: refItems}
+func (w *World) presented(rec *EntryRecord, f refForm) handoff.Reference {
+	ref := handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.Prod.instanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
 	switch f {
 	case formForged:
-		sum := sha256.Sum256([]byte("baton-sim forged tag\x00" + rec.id))
+		sum := sha256.Sum256([]byte("baton-sim forged tag\x00" + rec.Id))
 		ref.Tag = hex.EncodeToString(sum[:])
 	case formRelabelled:
 		ref.Tag = w.sealedTag(rec)
@@ -80,10 +80,10 @@ func (w *World) presented(rec *entryRecord, f refForm) handoff.Reference {
 // sealedTag is the tag the producer sealed into rec's reference: the real
 // handoff.Reference.Seal under the producer's key, decoded back with
 // handoff.ParseReference (only for a relabelled probe; cached).
-func (w *World) sealedTag(rec *entryRecord) string {
+func (w *World) sealedTag(rec *EntryRecord) string {
 	if rec.sealedTag == "" {
-		sealed := handoff.Reference{Backend: w.set.Backend, ProducerInstanceID: w.prod.instanceID, EntryID: rec.id, ExpiresUnixMs: rec.expiresMs, Items: refItems}
-		ref, err := handoff.ParseReference(sealed.Backend, sealed.ProducerInstanceID, sealed.Endpoint, sealed.Seal(w.prod.key), 0)
+		sealed := handoff.Reference{Backend: w.Set.Backend, ProducerInstanceID: w.Prod.instanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
+		ref, err := handoff.ParseReference(sealed.Backend, sealed.ProducerInstanceID, sealed.Endpoint, sealed.Seal(w.Prod.key), 0)
 		if err != nil {
 			panic(fmt.Sprintf("sim: a sealed reference does not parse: %v", err))
 		}
@@ -97,11 +97,11 @@ func (w *World) sealedTag(rec *entryRecord) string {
 // gets here past a missing L-1 bound (the no-reference-limit mutant),
 // whose reader, like a JSON decoder, skips the appended whitespace: what
 // is left is the sealed reference.
-func (w *World) verifyTag(rec *entryRecord, f refForm) error {
-	if f == formIssued || f == formOversize {
+func (w *World) verifyTag(rec *EntryRecord, f refForm) error {
+	if f == FormIssued || f == FormOversize {
 		return nil // the sealed fields and tag: Verify accepts what Seal made
 	}
-	return w.presented(rec, f).Verify(w.prod.key)
+	return w.presented(rec, f).Verify(w.Prod.key)
 }
 
 // consumerCheckRef is a consumer's admission of the presented reference:
@@ -113,7 +113,7 @@ func (w *World) verifyTag(rec *entryRecord, f refForm) error {
 // mutant sets (handoff.Mutants: NoReferenceLimit, AnyBackend,
 // UnsignedReferences, RejectedReferenceClaims, whose claim of a rejected
 // reference's entry claimAndDiscard carries out).
-func (w *World) consumerCheckRef(c *consumerNode, rec *entryRecord, f refForm, h int32, rpc int64) error {
+func (w *World) consumerCheckRef(c *consumerNode, rec *EntryRecord, f refForm, h int32, rpc int64) error {
 	a := &w.admit
 	if a.adm.Parse == nil {
 		a.bind(w)
@@ -133,7 +133,7 @@ func (w *World) consumerCheckRef(c *consumerNode, rec *entryRecord, f refForm, h
 type consumeAdmission struct {
 	adm handoff.ConsumeAdmission
 	c   *consumerNode
-	rec *entryRecord
+	rec *EntryRecord
 	f   refForm
 	h   int32
 	rpc int64
@@ -142,8 +142,8 @@ type consumeAdmission struct {
 func (a *consumeAdmission) bind(w *World) {
 	a.adm = handoff.ConsumeAdmission{
 		Parse:    func() (handoff.Reference, error) { return w.parsed(a.rec, a.f), nil },
-		Accepts:  func(b string) bool { return b == w.set.Backend },
-		Accepted: []string{w.set.Backend},
+		Accepts:  func(b string) bool { return b == w.Set.Backend },
+		Accepted: []string{w.Set.Backend},
 		Transfer: func(b string) bool { return b == BackendTransfer },
 		Verify:   func(handoff.Reference) error { return w.verifyTag(a.rec, a.f) },
 		Mutants:  w.decisions,
@@ -154,20 +154,20 @@ func (a *consumeAdmission) bind(w *World) {
 // parsed is the reference a node decodes from rec's reference in form f,
 // without its tag (verifyTag checks that, computing it only where the form
 // needs it).
-func (w *World) parsed(rec *entryRecord, f refForm) handoff.Reference {
-	return handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.prod.instanceID, EntryID: rec.id, ExpiresUnixMs: rec.expiresMs, Items: refItems}
+func (w *World) parsed(rec *EntryRecord, f refForm) handoff.Reference {
+	return handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.Prod.instanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
 }
 
 // claimAndDiscard carries out handoff.Mutants.RejectedReferenceClaims (the
 // SU-4 mutant): it claims the named entry by rename and throws it away.
-func (w *World) claimAndDiscard(c *consumerNode, rec *entryRecord, h int32, rpc int64, f refForm) {
-	if w.set.Backend != BackendSharedDir {
+func (w *World) claimAndDiscard(c *consumerNode, rec *EntryRecord, h int32, rpc int64, f refForm) {
+	if w.Set.Backend != BackendSharedDir {
 		return
 	}
-	if w.sd.claim(w.sd.cons[c.idx], c.idx, rec, false) == claimWon {
+	if w.Sd.claim(w.Sd.cons[c.Idx], c.Idx, rec, false) == claimWon {
 		w.took(rec, fmt.Sprintf("discard/%d/%d", h, rpc), h, rpc, f)
 		if w.tracing {
-			w.notef("claimed and discarded %s for a rejected reference", short(rec.id))
+			w.notef("claimed and discarded %s for a rejected reference", Short(rec.Id))
 		}
 	}
 }
@@ -180,15 +180,15 @@ func (w *World) claimAndDiscard(c *consumerNode, rec *entryRecord, h int32, rpc 
 // TransferEncoderCache. The world has no consumer agent or targets to
 // check. Each rejection is a pre-write one; an ErrSpentReference
 // means the reference expired.
-func (w *World) producerCheckRef(rec *entryRecord, f refForm) error {
+func (w *World) producerCheckRef(rec *EntryRecord, f refForm) error {
 	_, err := handoff.AdmitTransfer(handoff.TransferAdmission{
-		Health:      w.prod.health.Admit,
+		Health:      w.Prod.Health.Admit,
 		OpaqueBytes: f.opaqueBytes(),
 		Parse:       func() (handoff.Reference, error) { return w.parsed(rec, f), nil },
 		Serves:      []string{BackendTransfer},
-		Self:        w.prod.instanceID,
+		Self:        w.Prod.instanceID,
 		Verify:      func(handoff.Reference) error { return w.verifyTag(rec, f) },
-		NowUnixMs:   w.now,
+		NowUnixMs:   w.Now,
 	})
 	return err
 }
@@ -196,21 +196,21 @@ func (w *World) producerCheckRef(rec *entryRecord, f refForm) error {
 // took records that a call's presented reference got rec's data (a won
 // rename, a read, a landed WRITE): the ground truth the SU-1, SU-4 and SU-5
 // checks judge.
-func (w *World) took(rec *entryRecord, key string, h int32, rpc int64, f refForm) {
-	rec.consumptions = append(rec.consumptions, key)
-	w.ledger.takes = append(w.ledger.takes, take{rec: rec, key: key, call: callKey{h, rpc}, form: f})
+func (w *World) took(rec *EntryRecord, key string, h int32, rpc int64, f refForm) {
+	rec.Consumptions = append(rec.Consumptions, key)
+	w.Ledger.Takes = append(w.Ledger.Takes, take{Rec: rec, Key: key, Call: CallKey{h, rpc}, Form: f})
 }
 
 // take is one consumption as the reference checks see it.
 type take struct {
-	rec  *entryRecord
-	key  string
-	call callKey
-	form refForm
+	Rec  *EntryRecord
+	Key  string
+	Call CallKey
+	Form refForm
 }
 
-// callKey is a client call: client index and call number (0: a racing call).
-type callKey struct {
-	h   int32
-	rpc int64
+// CallKey is a client call: client index and call number (0: a racing call).
+type CallKey struct {
+	H   int32
+	Rpc int64
 }

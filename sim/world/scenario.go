@@ -44,7 +44,7 @@ import (
 // Each step prints "t=TICK EVENT: note". Errors are printed, not returned
 // as failures, so a script can show a rejected command.
 type Scenario struct {
-	w *World
+	W *World
 }
 
 // maxScenarioSteps bounds the steps of one deliver, advance or stabilize
@@ -66,15 +66,15 @@ func (sc *Scenario) Do(cmd string, args map[string]string) (out string) {
 			out = b.String()
 		}
 	}()
-	if cmd != "new" && sc.w == nil {
+	if cmd != "new" && sc.W == nil {
 		return "error: no world: start the script with new\n"
 	}
 	if err := sc.do(&b, cmd, args); err != nil {
 		fmt.Fprintf(&b, "error: %v\n", err)
 	}
-	if sc.w != nil && sc.w.fail != nil {
-		fmt.Fprintf(&b, "FAILED: %s\n", sc.w.fail.msg)
-		sc.w.fail = nil // shown once; later steps are checked again
+	if sc.W != nil && sc.W.Fail != nil {
+		fmt.Fprintf(&b, "FAILED: %s\n", sc.W.Fail.Msg)
+		sc.W.Fail = nil // shown once; later steps are checked again
 	}
 	return b.String()
 }
@@ -93,14 +93,14 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 	}
 	clientArg := func() (*client, error) {
 		h, err := num("h", -1)
-		if err != nil || h < 0 || int(h) >= len(sc.w.clients) {
+		if err != nil || h < 0 || int(h) >= len(sc.W.Clients) {
 			return nil, fmt.Errorf("h=%s: no such client (publish makes one)", args["h"])
 		}
-		return sc.w.clients[h], nil
+		return sc.W.Clients[h], nil
 	}
 	consumer := func() (int, error) {
 		pd, err := num("pd", 0)
-		if err != nil || pd < 0 || int(pd) >= len(sc.w.cons) {
+		if err != nil || pd < 0 || int(pd) >= len(sc.W.Cons) {
 			return 0, fmt.Errorf("pd=%s: no such consumer", args["pd"])
 		}
 		return int(pd), nil
@@ -110,18 +110,18 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		return sc.newWorld(args, num)
 	case "publish":
 		h, err := num("h", -1)
-		if err != nil || int(h) != len(sc.w.clients) {
-			return fmt.Errorf("h=%s: the next client is h=%d", args["h"], len(sc.w.clients))
+		if err != nil || int(h) != len(sc.W.Clients) {
+			return fmt.Errorf("h=%s: the next client is h=%d", args["h"], len(sc.W.Clients))
 		}
 		ttl, err := num("ttl", 0)
 		if err != nil {
 			return err
 		}
-		payload, _ := num("payload", sc.w.set.PayloadBytesMax)
-		c := &client{idx: int(h), plan: plan{payloadBytes: payload, ttlMs: ttl}}
-		sc.w.clients = append(sc.w.clients, c)
-		sc.w.call(c, stagePublishing, msgRequest, event{kind: evPublishArrive})
-		fmt.Fprintf(b, "client %d: publish sent\n", c.idx)
+		payload, _ := num("payload", sc.W.Set.PayloadBytesMax)
+		c := &client{Idx: int(h), Plan: plan{payloadBytes: payload, ttlMs: ttl}}
+		sc.W.Clients = append(sc.W.Clients, c)
+		sc.W.call(c, stagePublishing, msgRequest, Event{Kind: evPublishArrive})
+		fmt.Fprintf(b, "client %d: publish sent\n", c.Idx)
 	case "claim":
 		c, err := clientArg()
 		if err != nil {
@@ -132,32 +132,32 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return err
 		}
 		if c.entry == "" {
-			return fmt.Errorf("client %d has no reference (its publish has not been answered OK)", c.idx)
+			return fmt.Errorf("client %d has no reference (its publish has not been answered OK)", c.Idx)
 		}
-		c.done = false
-		sc.w.consume(c, pd, stageConsuming)
-		fmt.Fprintf(b, "client %d: consume of %s sent to PD%d\n", c.idx, short(c.entry), pd)
+		c.Done = false
+		sc.W.consume(c, pd, stageConsuming)
+		fmt.Fprintf(b, "client %d: consume of %s sent to PD%d\n", c.Idx, Short(c.entry), pd)
 	case "release":
 		c, err := clientArg()
 		if err != nil {
 			return err
 		}
 		if c.entry == "" {
-			return fmt.Errorf("client %d has no reference", c.idx)
+			return fmt.Errorf("client %d has no reference", c.Idx)
 		}
-		c.done = false
-		sc.w.call(c, stageReleasing, msgRelease, releaseRequest{entry: c.entry}.event())
-		fmt.Fprintf(b, "client %d: release of %s sent\n", c.idx, short(c.entry))
+		c.Done = false
+		sc.W.call(c, stageReleasing, msgRelease, releaseRequest{entry: c.entry}.event())
+		fmt.Fprintf(b, "client %d: release of %s sent\n", c.Idx, Short(c.entry))
 	case "cancel":
 		c, err := clientArg()
 		if err != nil {
 			return err
 		}
-		sc.w.note = ""
-		sc.w.clientCancel(clientCall{client: int32(c.idx), rpc: c.rpc}.event(evClientCancel))
-		fmt.Fprintf(b, "client %d: cancelled", c.idx)
-		if sc.w.note != "" {
-			fmt.Fprintf(b, ": %s", sc.w.note)
+		sc.W.note = ""
+		sc.W.clientCancel(clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientCancel))
+		fmt.Fprintf(b, "client %d: cancelled", c.Idx)
+		if sc.W.note != "" {
+			fmt.Fprintf(b, ": %s", sc.W.note)
 		}
 		b.WriteString("\n")
 	case "crash", "restart":
@@ -165,15 +165,15 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		if err != nil {
 			return err
 		}
-		sc.w.note = ""
+		sc.W.note = ""
 		if cmd == "crash" {
-			sc.w.crash(consumerStep{consumer: int32(pd)}.event(evCrash))
+			sc.W.crash(consumerStep{consumer: int32(pd)}.event(evCrash))
 			sc.dropKind(evRestart) // the script decides when it comes back
 		} else {
-			sc.w.restart(consumerStep{consumer: int32(pd), inc: sc.w.cons[pd].inc}.event(evRestart))
+			sc.W.restart(consumerStep{consumer: int32(pd), inc: sc.W.Cons[pd].Inc}.event(evRestart))
 		}
-		fmt.Fprintf(b, "%s\n", sc.w.note)
-		sc.w.checkStep()
+		fmt.Fprintf(b, "%s\n", sc.W.note)
+		sc.W.CheckStep()
 	case "deliver":
 		n, err := num("n", 1)
 		if err != nil {
@@ -195,7 +195,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 				b.WriteString("(no event pending)\n")
 				return nil
 			}
-			if until != "" && ev.kind.String() == until {
+			if until != "" && ev.Kind.String() == until {
 				return nil
 			}
 		}
@@ -213,7 +213,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		}
 		ev := sc.removeAt(i)
 		dc, da := ev.dropSlots()
-		fmt.Fprintf(b, "dropped %s due at t=%d (c=%d a=%d)\n", ev.kind, ev.tick, dc, da)
+		fmt.Fprintf(b, "dropped %s due at t=%d (c=%d a=%d)\n", ev.Kind, ev.Tick, dc, da)
 	case "align":
 		k1, ok1 := kindByName(args["kind"])
 		k2, ok2 := kindByName(args["with"])
@@ -224,25 +224,25 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		if i < 0 || j < 0 {
 			return fmt.Errorf("need pending %s and %s events", args["kind"], args["with"])
 		}
-		tick := sc.w.q.at(j).tick
+		tick := sc.W.Q.at(j).Tick
 		ev := sc.removeAt(i)
-		from := ev.tick
-		sc.w.schedule(tick, ev)
-		fmt.Fprintf(b, "%s moved from t=%d to t=%d (with %s)\n", ev.kind, from, tick, args["with"])
+		from := ev.Tick
+		sc.W.schedule(tick, ev)
+		fmt.Fprintf(b, "%s moved from t=%d to t=%d (with %s)\n", ev.Kind, from, tick, args["with"])
 	case "advance":
 		ms, err := num("ms", -1)
 		if err != nil || ms < 0 {
 			return fmt.Errorf("advance needs ms=N (N >= 0)")
 		}
-		until := sc.w.now + ms
-		for steps := 0; sc.w.q.len() > 0 && sc.w.q.at(0).tick <= until; steps++ {
+		until := sc.W.Now + ms
+		for steps := 0; sc.W.Q.len() > 0 && sc.W.Q.at(0).Tick <= until; steps++ {
 			if steps == maxScenarioSteps {
 				return fmt.Errorf("advance ms=%d: more than %d steps", ms, maxScenarioSteps)
 			}
 			sc.step(b)
 		}
-		sc.w.now = until
-		fmt.Fprintf(b, "t=%d\n", sc.w.now)
+		sc.W.Now = until
+		fmt.Fprintf(b, "t=%d\n", sc.W.Now)
 	case "stabilize":
 		max, err := num("max", 10000)
 		if err != nil {
@@ -253,7 +253,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		}
 		for i := int64(0); ; i++ {
 			if sc.quiet() {
-				fmt.Fprintf(b, "stable at t=%d\n", sc.w.now)
+				fmt.Fprintf(b, "stable at t=%d\n", sc.W.Now)
 				return nil
 			}
 			if i == max {
@@ -283,7 +283,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 
 // newWorld builds the scenario's world: no client, no fault, fixed delays.
 func (sc *Scenario) newWorld(args map[string]string, num func(string, int64) (int64, error)) error {
-	s := quietSettings()
+	s := QuietSettings()
 	if v, ok := args["backend"]; ok {
 		s.Backend = v
 	}
@@ -325,28 +325,28 @@ func (sc *Scenario) newWorld(args map[string]string, num func(string, int64) (in
 	if err != nil {
 		return err
 	}
-	w := newQuietWorld(uint64(seed), s, Options{Mutant: m})
+	w := NewQuietWorld(uint64(seed), s, Options{Mutant: m})
 	w.tracing = true // notes are what a script prints
-	w.startNodes()
+	w.StartNodes()
 	w.scriptNodes()
-	sc.w = w
+	sc.W = w
 	return nil
 }
 
 // step runs the next event and its checkers and prints it.
-func (sc *Scenario) step(b *strings.Builder) (event, bool) {
-	w := sc.w
-	ev, ok := w.q.pop()
+func (sc *Scenario) step(b *strings.Builder) (Event, bool) {
+	w := sc.W
+	ev, ok := w.Q.Pop()
 	if !ok {
 		return ev, false
 	}
-	w.now = ev.tick
-	w.steps++
+	w.Now = ev.Tick
+	w.Steps++
 	w.note = ""
-	w.dispatch(ev)
-	w.checkStep()
-	if w.note != "" || (ev.kind != evCollect && ev.kind != evClientDeadline) {
-		fmt.Fprintf(b, "t=%d %s", w.now, ev.kind)
+	w.Dispatch(ev)
+	w.CheckStep()
+	if w.note != "" || (ev.Kind != evCollect && ev.Kind != evClientDeadline) {
+		fmt.Fprintf(b, "t=%d %s", w.Now, ev.Kind)
 		if w.note != "" {
 			fmt.Fprintf(b, ": %s", w.note)
 		}
@@ -357,8 +357,8 @@ func (sc *Scenario) step(b *strings.Builder) (event, bool) {
 
 // quiet reports whether only periodic events (the collector) are pending.
 func (sc *Scenario) quiet() bool {
-	for i := 0; i < sc.w.q.len(); i++ {
-		if sc.w.q.at(i).kind != evCollect {
+	for i := 0; i < sc.W.Q.len(); i++ {
+		if sc.W.Q.at(i).Kind != evCollect {
 			return false
 		}
 	}
@@ -368,12 +368,12 @@ func (sc *Scenario) quiet() bool {
 // earliest returns the queue index of the earliest pending event of kind k, or -1.
 func (sc *Scenario) earliest(k eventKind) int {
 	best := -1
-	for i := 0; i < sc.w.q.len(); i++ {
-		ev := sc.w.q.at(i)
-		if ev.kind != k {
+	for i := 0; i < sc.W.Q.len(); i++ {
+		ev := sc.W.Q.at(i)
+		if ev.Kind != k {
 			continue
 		}
-		if b := sc.w.q.at(max(best, 0)); best < 0 || ev.tick < b.tick || (ev.tick == b.tick && ev.seq < b.seq) {
+		if b := sc.W.Q.at(max(best, 0)); best < 0 || ev.Tick < b.Tick || (ev.Tick == b.Tick && ev.seq < b.seq) {
 			best = i
 		}
 	}
@@ -381,8 +381,8 @@ func (sc *Scenario) earliest(k eventKind) int {
 }
 
 // removeAt takes item i out of the queue and restores the heap order.
-func (sc *Scenario) removeAt(i int) event {
-	return sc.w.q.removeAt(i)
+func (sc *Scenario) removeAt(i int) Event {
+	return sc.W.Q.removeAt(i)
 }
 
 // dropKind removes every pending event of kind k.
@@ -405,65 +405,65 @@ func kindByName(name string) (eventKind, bool) {
 // health, each consumer's receives, buffers and health, each client, and
 // the ground truth of each entry.
 func (sc *Scenario) describe(b *strings.Builder) {
-	w := sc.w
-	p := w.prod
-	st, _ := p.health.State()
-	fmt.Fprintf(b, "t=%d\n", w.now)
+	w := sc.W
+	p := w.Prod
+	st, _ := p.Health.State()
+	fmt.Fprintf(b, "t=%d\n", w.Now)
 	fmt.Fprintf(b, "E: health %s; entries %d (removing %d, transfers %d); held %d bytes\n",
-		healthName(st, p.health), p.table.Entries(), p.table.PendingRemovals(), p.table.Transfers(), p.table.HeldBytes())
-	for _, c := range w.cons {
-		if !c.up {
-			fmt.Fprintf(b, "PD%d: down (incarnation %d)\n", c.idx, c.inc)
+		healthName(st, p.Health), p.Table.Entries(), p.Table.PendingRemovals(), p.Table.Transfers(), p.Table.HeldBytes())
+	for _, c := range w.Cons {
+		if !c.Up {
+			fmt.Fprintf(b, "PD%d: down (incarnation %d)\n", c.Idx, c.Inc)
 			continue
 		}
-		st, _ := c.health.State()
-		qb, _ := c.receives.Quarantine()
+		st, _ := c.Health.State()
+		qb, _ := c.Receives.Quarantine()
 		var bufs []string
-		for i, bf := range c.bufs {
+		for i, bf := range c.Bufs {
 			s := "free"
 			switch {
-			case bf.quarantined:
+			case bf.Quarantined:
 				s = "quarantined"
-			case bf.owner != 0:
-				s = fmt.Sprintf("owned by r%d", bf.owner)
+			case bf.Owner != 0:
+				s = fmt.Sprintf("owned by r%d", bf.Owner)
 			}
 			bufs = append(bufs, fmt.Sprintf("%d:%s", i, s))
 		}
 		fmt.Fprintf(b, "PD%d: health %s; receives in flight %d; quarantined %d; buffers [%s]\n",
-			c.idx, healthName(st, c.health), c.receives.Inflight(), qb, strings.Join(bufs, " "))
+			c.Idx, healthName(st, c.Health), c.Receives.Inflight(), qb, strings.Join(bufs, " "))
 	}
-	for _, c := range w.clients {
+	for _, c := range w.Clients {
 		state := "waiting"
 		switch {
-		case c.done:
-			state = "done: " + c.outcome
-		case c.stage == stageIdle:
+		case c.Done:
+			state = "done: " + c.Outcome
+		case c.Stage == stageIdle:
 			state = "idle"
 		}
-		fmt.Fprintf(b, "client %d: %s\n", c.idx, state)
+		fmt.Fprintf(b, "client %d: %s\n", c.Idx, state)
 	}
-	for _, rec := range w.ledger.all {
+	for _, rec := range w.Ledger.All {
 		var facts []string
-		if rec.published {
+		if rec.Published {
 			facts = append(facts, "published")
 		}
-		if rec.abandoned {
+		if rec.Abandoned {
 			facts = append(facts, "abandoned")
 		}
-		if n := len(rec.consumptions); n > 0 {
+		if n := len(rec.Consumptions); n > 0 {
 			facts = append(facts, fmt.Sprintf("consumed x%d", n))
 		}
-		if rec.removedCause != "" {
-			facts = append(facts, rec.removedCause)
+		if rec.RemovedCause != "" {
+			facts = append(facts, rec.RemovedCause)
 		}
 		if rec.quarantined {
 			facts = append(facts, "source quarantined")
 		}
 		table := "left the table"
-		if st := p.table.State(rec.id); st != 0 {
+		if st := p.Table.State(rec.Id); st != 0 {
 			table = "table " + st.String()
 		}
-		fmt.Fprintf(b, "entry of client %d: %s; %s\n", rec.h, strings.Join(facts, ", "), table)
+		fmt.Fprintf(b, "entry of client %d: %s; %s\n", rec.H, strings.Join(facts, ", "), table)
 	}
 	sc.describeNodes(b) // E+P+D: KV sessions (scenario_nodes.go)
 }

@@ -26,9 +26,9 @@ func (sc *Scenario) delay(b *strings.Builder, args map[string]string, num func(s
 		return fmt.Errorf("no %s event pending", args["kind"])
 	}
 	ev := sc.removeAt(i)
-	from := ev.tick
-	sc.w.schedule(from+ms, ev)
-	fmt.Fprintf(b, "%s delayed from t=%d to t=%d\n", ev.kind, from, from+ms)
+	from := ev.Tick
+	sc.W.schedule(from+ms, ev)
+	fmt.Fprintf(b, "%s delayed from t=%d to t=%d\n", ev.Kind, from, from+ms)
 	return nil
 }
 
@@ -36,25 +36,25 @@ func (sc *Scenario) delay(b *strings.Builder, args map[string]string, num func(s
 // (S-1), which starts its drain (S-2), now; while E is down it waits for
 // the restart, as a seeded run's does (producer_crash.go).
 func (sc *Scenario) shutdown(b *strings.Builder) {
-	sc.runNow(b, event{kind: evShutdown})
+	sc.runNow(b, Event{Kind: evShutdown})
 }
 
 // crashProducer is the scenario command `crash-producer`: E's process dies
 // now (producer_crash.go); its restart under a new instance id is due
 // after NodeSettings.ProducerDownMsMax (1 ms in a scenario).
 func (sc *Scenario) crashProducer(b *strings.Builder) {
-	sc.runNow(b, event{kind: evProducerCrash})
+	sc.runNow(b, Event{Kind: evProducerCrash})
 }
 
 // runNow dispatches ev at the current tick, runs the checkers and prints
 // its note.
-func (sc *Scenario) runNow(b *strings.Builder, ev event) {
-	w := sc.w
-	ev.tick = w.now
+func (sc *Scenario) runNow(b *strings.Builder, ev Event) {
+	w := sc.W
+	ev.Tick = w.Now
 	w.note = ""
-	w.dispatch(ev)
-	w.checkStep()
-	fmt.Fprintf(b, "t=%d %s", w.now, ev.kind)
+	w.Dispatch(ev)
+	w.CheckStep()
+	fmt.Fprintf(b, "t=%d %s", w.Now, ev.Kind)
 	if w.note != "" {
 		fmt.Fprintf(b, ": %s", w.note)
 	}
@@ -69,7 +69,7 @@ func (sc *Scenario) runNow(b *strings.Builder, ev event) {
 // sessions, every handoff ended, the history's linearizability, H-2,
 // H-5). Only the steps with a note are printed.
 func (sc *Scenario) finish(b *strings.Builder, num func(string, int64) (int64, error)) error {
-	w := sc.w
+	w := sc.W
 	max, err := num("max", maxScenarioSteps)
 	if err != nil {
 		return err
@@ -81,29 +81,29 @@ func (sc *Scenario) finish(b *strings.Builder, num func(string, int64) (int64, e
 	if w.phase == phaseSafety {
 		w.phase = phaseLiveness
 	}
-	w.after(0, event{kind: evEndCheck})
-	for i := int64(0); i < max && w.fail == nil; i++ {
-		ev, ok := w.q.pop()
+	w.after(0, Event{Kind: evEndCheck})
+	for i := int64(0); i < max && w.Fail == nil; i++ {
+		ev, ok := w.Q.Pop()
 		if !ok {
 			return fmt.Errorf("no progress: the event queue is empty; %s", w.pending())
 		}
-		w.now = ev.tick
-		w.steps++
+		w.Now = ev.Tick
+		w.Steps++
 		w.note = ""
-		done := w.dispatch(ev)
-		w.checkStep()
+		done := w.Dispatch(ev)
+		w.CheckStep()
 		if w.note != "" {
-			fmt.Fprintf(b, "t=%d %s: %s\n", w.now, ev.kind, w.note)
+			fmt.Fprintf(b, "t=%d %s: %s\n", w.Now, ev.Kind, w.note)
 		}
-		if done && w.fail == nil {
+		if done && w.Fail == nil {
 			w.checkEnd()
-			if w.fail == nil {
-				fmt.Fprintf(b, "converged at t=%d; end-of-run checks passed\n", w.now)
+			if w.Fail == nil {
+				fmt.Fprintf(b, "converged at t=%d; end-of-run checks passed\n", w.Now)
 			}
 			return nil
 		}
 	}
-	if w.fail != nil {
+	if w.Fail != nil {
 		return nil // Do prints it
 	}
 	return fmt.Errorf("not converged after %d steps; %s", max, w.pending())

@@ -16,9 +16,9 @@ func (sc *Scenario) partition(b *strings.Builder, args map[string]string, num fu
 	if err != nil || ms < 1 {
 		return fmt.Errorf("partition needs ms=N (N >= 1)")
 	}
-	sc.w.note = ""
-	sc.w.Partition(pd, ms)
-	fmt.Fprintf(b, "%s\n", sc.w.note)
+	sc.W.note = ""
+	sc.W.Partition(pd, ms)
+	fmt.Fprintf(b, "%s\n", sc.W.note)
 	return nil
 }
 
@@ -45,20 +45,20 @@ func scenarioNodeArgs(s *Settings, args map[string]string, num func(string, int6
 
 // scriptNodes makes a scenario's clients wait for `decode` after their
 // PrefillReady (scenario.go's newWorld).
-func (w *World) scriptNodes() { w.nodes.scripted = true }
+func (w *World) scriptNodes() { w.Nodes.scripted = true }
 
 // describeNodes prints the KV sessions of an E+P+D scenario (nothing otherwise).
 func (sc *Scenario) describeNodes(b *strings.Builder) {
-	w := sc.w
-	if !w.set.eppd() {
+	w := sc.W
+	if !w.Set.eppd() {
 		return
 	}
-	for _, s := range w.nodes.sessions {
-		state := kvStateNames[s.state]
-		if s.state == kvLive && !s.live(w) {
+	for _, s := range w.Nodes.Sessions {
+		state := KvStateNames[s.State]
+		if s.State == KvLive && !s.Live(w) {
 			state = "gone with its P process"
 		}
-		fmt.Fprintf(b, "KV session %s on P%d (entry %s): %s; decoded by D%v\n", short(s.id), s.p, short(s.entry), state, s.decodedBy)
+		fmt.Fprintf(b, "KV session %s on P%d (entry %s): %s; decoded by D%v\n", Short(s.Id), s.P, Short(s.Entry), state, s.DecodedBy)
 	}
 }
 
@@ -67,30 +67,30 @@ func (sc *Scenario) describeNodes(b *strings.Builder) {
 // to D node d (default 0), with P's decode preparation, none, or one with
 // a malformed content hash.
 func (sc *Scenario) decode(b *strings.Builder, args map[string]string, num func(string, int64) (int64, error), clientArg func() (*client, error)) error {
-	w := sc.w
-	if !w.set.eppd() {
+	w := sc.W
+	if !w.Set.eppd() {
 		return fmt.Errorf("decode needs topology=e+p+d")
 	}
 	c, err := clientArg()
 	if err != nil {
 		return err
 	}
-	cd := w.nodes.decodes[c.idx]
+	cd := w.Nodes.decodes[c.Idx]
 	if cd == nil {
-		return fmt.Errorf("client %d has no PrefillReady (claim on a P first)", c.idx)
+		return fmt.Errorf("client %d has no PrefillReady (claim on a P first)", c.Idx)
 	}
 	d, err := num("d", 0)
-	if err != nil || d < 0 || int(d) >= len(w.nodes.decoders) {
+	if err != nil || d < 0 || int(d) >= len(w.Nodes.decoders) {
 		return fmt.Errorf("d=%s: no such decode node", args["d"])
 	}
-	kinds := map[string]prepKind{"": prepOK, "ok": prepOK, "missing": prepMissing, "bad-hash": prepBadHash}
+	kinds := map[string]PrepKind{"": PrepOK, "ok": PrepOK, "missing": PrepMissing, "bad-hash": PrepBadHash}
 	kind, ok := kinds[args["prep"]]
 	if !ok {
 		return fmt.Errorf("prep=%s: want ok, missing or bad-hash", args["prep"])
 	}
-	c.done = false
+	c.Done = false
 	w.decode(c, cd, kind, int(d))
-	fmt.Fprintf(b, "client %d: decode of KV session %s sent to D%d (preparation %s)\n", c.idx, short(cd.session.id), d, prepNames[kind])
+	fmt.Fprintf(b, "client %d: decode of KV session %s sent to D%d (preparation %s)\n", c.Idx, Short(cd.session.Id), d, PrepNames[kind])
 	return nil
 }
 

@@ -58,7 +58,7 @@ const subSharedDisk subsystem = 0x165667b19e3779f9
 // sharedDisk is the simulated host's disk and its processes' views.
 type sharedDisk struct {
 	w    *World
-	disk *simfs.Disk
+	Disk *simfs.Disk
 	rng  *rand.Rand
 	rand rngReader
 	// prod is E's current process and dir its instance (nil: transfer backend).
@@ -122,13 +122,13 @@ func newSharedDisk(w *World) *sharedDisk {
 	sd := &sharedDisk{w: w, slow: map[string]bool{}, early: map[string]bool{}, interleave: true}
 	sd.rng = sd.rngCell.seed(w.seed, subSharedDisk)
 	sd.rand = rngReader{sd.rng}
-	sd.disk = simfs.NewDisk(func() int64 { return w.now })
-	sd.disk.Hook = sd.hook
+	sd.Disk = simfs.NewDisk(func() int64 { return w.Now })
+	sd.Disk.Hook = sd.hook
 	return sd
 }
 
 // active reports whether the run uses the shared-directory backend.
-func (sd *sharedDisk) active() bool { return sd.w.set.Backend == BackendSharedDir }
+func (sd *sharedDisk) active() bool { return sd.w.Set.Backend == BackendSharedDir }
 
 // hook is the disk's hook: injected faults, and the interleaving of a
 // pending removal inside a Claim.
@@ -159,8 +159,8 @@ func entryPath(instance, id string) string {
 
 // published reports whether rec's entry file is in place (the world's look,
 // not a process's: no hook, no fault).
-func (sd *sharedDisk) published(rec *entryRecord) bool {
-	return sd.disk.Exists(entryPath(rec.instance, rec.id))
+func (sd *sharedDisk) published(rec *EntryRecord) bool {
+	return sd.Disk.Exists(entryPath(rec.instance, rec.Id))
 }
 
 // openProducer starts E's instance p with shareddir.StartProducer (the
@@ -172,10 +172,10 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 	}
 	var before []string // what the sweep may remove, listed only for the trace
 	if sd.w.tracing {
-		before = sd.disk.Files(cacheRoot)
+		before = sd.Disk.Files(cacheRoot)
 	}
-	sd.prod = sd.disk.Proc("E/" + p.instanceID)
-	dir, swept, err := shareddir.StartProducer(sd.prod, cacheRoot, p.instanceID, sd.rand, sd.w.now, false)
+	sd.prod = sd.Disk.Proc("E/" + p.instanceID)
+	dir, swept, err := shareddir.StartProducer(sd.prod, cacheRoot, p.instanceID, sd.rand, sd.w.Now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: StartProducer: %v", err))
 	}
@@ -185,7 +185,7 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 	sd.dir = dir
 	if sd.w.tracing {
 		for _, f := range before {
-			if !sd.disk.Exists(f) {
+			if !sd.Disk.Exists(f) {
 				sd.w.notef("sweep removed %s", sd.short(f))
 			}
 		}
@@ -196,7 +196,7 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 func (sd *sharedDisk) short(path string) string {
 	rel, _ := filepath.Rel(cacheRoot, path)
 	inst, rest, _ := strings.Cut(rel, "/")
-	return short(inst) + "/" + rest
+	return Short(inst) + "/" + rest
 }
 
 // tensors is the content written for an entry of client h: its client
@@ -207,23 +207,23 @@ func entryTensors(h int) []shareddir.Tensor {
 
 // publish writes rec's entry with Dir.Write (no fault: the faults are
 // decided before).
-func (sd *sharedDisk) publish(rec *entryRecord) {
-	if _, err := sd.dir.Write(rec.id, entryTensors(rec.h), nil); err != nil {
-		panic(fmt.Sprintf("sim: Write of %s: %v", rec.id, err))
+func (sd *sharedDisk) publish(rec *EntryRecord) {
+	if _, err := sd.dir.Write(rec.Id, entryTensors(rec.H), nil); err != nil {
+		panic(fmt.Sprintf("sim: Write of %s: %v", rec.Id, err))
 	}
 }
 
 // writeENOSPC runs rec's Dir.Write with ENOSPC injected into its write:
 // it must fail with ENOSPC and leave nothing (L-5).
-func (sd *sharedDisk) writeENOSPC(rec *entryRecord) {
+func (sd *sharedDisk) writeENOSPC(rec *EntryRecord) {
 	sd.inj = injection{proc: sd.prod, op: simfs.OpWrite, err: syscall.ENOSPC}
-	_, err := sd.dir.Write(rec.id, entryTensors(rec.h), nil)
+	_, err := sd.dir.Write(rec.Id, entryTensors(rec.H), nil)
 	sd.inj = injection{}
 	if !errors.Is(err, syscall.ENOSPC) {
-		panic(fmt.Sprintf("sim: Write of %s with ENOSPC: %v", rec.id, err))
+		panic(fmt.Sprintf("sim: Write of %s with ENOSPC: %v", rec.Id, err))
 	}
 	if sd.published(rec) {
-		sd.w.failf(Correctness, "L-5", "a Write that failed with ENOSPC published %s", short(rec.id))
+		sd.w.Failf(Correctness, "L-5", "a Write that failed with ENOSPC published %s", Short(rec.Id))
 	}
 }
 
@@ -273,9 +273,9 @@ const (
 // E); crashAfterRename kills p at its read (after the rename won). Another
 // Claim may run inside it (the interleaving): each saves and restores the
 // state of the one it runs in.
-func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *entryRecord, crashAfterRename bool) (out claimOutcome) {
+func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfterRename bool) (out claimOutcome) {
 	outerInj, outerCl := sd.inj, sd.cl
-	sd.cl = claiming{proc: p, path: entryPath(rec.instance, rec.id), id: rec.id, cons: cons}
+	sd.cl = claiming{proc: p, path: entryPath(rec.instance, rec.Id), id: rec.Id, cons: cons}
 	sd.inj = injection{}
 	if crashAfterRename {
 		sd.inj = injection{proc: p, op: simfs.OpRead, crash: true}
@@ -289,17 +289,17 @@ func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *entryRecord, crashAfte
 			out = claimCrashed
 		}
 	}()
-	tensors, _, err := shareddir.Receive(p, cacheRoot, rec.instance, rec.id, sd.rand, 1<<20, sd.w.opts.Mutant.SharedDirDecisions()) // the SU-1 mutant reads in place
+	tensors, _, err := shareddir.Receive(p, cacheRoot, rec.instance, rec.Id, sd.rand, 1<<20, sd.w.Opts.Mutant.SharedDirDecisions()) // the SU-1 mutant reads in place
 	switch {
 	case err == nil:
-		if v, derr := tensors[0].Float32s(); len(tensors) != 1 || derr != nil || len(v) != 1 || v[0] != float32(rec.h) {
-			sd.w.failf(Correctness, "SU-1", "the claim of %s returned another entry's data", short(rec.id))
+		if v, derr := tensors[0].Float32s(); len(tensors) != 1 || derr != nil || len(v) != 1 || v[0] != float32(rec.H) {
+			sd.w.Failf(Correctness, "SU-1", "the claim of %s returned another entry's data", Short(rec.Id))
 		}
 		return claimWon
 	case errors.Is(err, shareddir.ErrGone), errors.Is(err, shareddir.ErrUnknownProducer):
 		return claimLost
 	}
-	panic(fmt.Sprintf("sim: Claim of %s: %v", rec.id, err))
+	panic(fmt.Sprintf("sim: Claim of %s: %v", rec.Id, err))
 }
 
 // insideClaim: inside a Claim, between its open and its rename, another
@@ -317,23 +317,23 @@ func (w *World) insideClaim(cl claiming) {
 // to arrive within claimWindowMs, is delivered now, so its whole Claim
 // runs between this Claim's open and its rename: exactly one may win.
 func (w *World) claimInsideClaim(cl claiming) {
-	for i := range w.q.heap {
-		ev := w.q.at(i)
-		if ev.kind != evConsumeArrive || ev.tick > w.now+claimWindowMs {
+	for i := range w.Q.heap {
+		ev := w.Q.at(i)
+		if ev.Kind != evConsumeArrive || ev.Tick > w.Now+claimWindowMs {
 			continue
 		}
 		if rq := consumeRequestOf(*ev); rq.entry != cl.id || int(rq.consumer) == cl.cons {
 			continue
 		}
-		if w.sd.rng.IntN(2) == 0 {
+		if w.Sd.rng.IntN(2) == 0 {
 			return
 		}
-		other := w.q.removeAt(i)
+		other := w.Q.removeAt(i)
 		w.reach(stClaimInsideClaim)
 		if w.tracing {
-			w.notef("PD%d's consume of %s (due at %d) arrived inside PD%d's Claim, between its open and its rename", other.c, short(cl.id), other.tick, cl.cons)
+			w.notef("PD%d's consume of %s (due at %d) arrived inside PD%d's Claim, between its open and its rename", other.c, Short(cl.id), other.Tick, cl.cons)
 		}
-		w.dispatch(other)
+		w.Dispatch(other)
 		return
 	}
 }
@@ -346,8 +346,8 @@ const claimWindowMs = 3
 // removalInsideClaim: inside a consumer's Claim of id, between its open
 // and its rename, E's pending removal of id may land first (drawn).
 func (w *World) removalInsideClaim(id string) {
-	sd := w.sd
-	if w.nodes.prodDown || w.prod.stopped || sd.dir == nil || w.prod.table.State(id) != handoff.EntryRemoving {
+	sd := w.Sd
+	if w.Nodes.ProdDown || w.Prod.Stopped || sd.dir == nil || w.Prod.Table.State(id) != handoff.EntryRemoving {
 		return
 	}
 	if _, ok := sd.early[id]; ok || sd.rng.IntN(2) == 0 {
@@ -356,7 +356,7 @@ func (w *World) removalInsideClaim(id string) {
 	sd.early[id] = sd.remove(id, false)
 	w.reach(stRemovalInsideClaim)
 	if w.tracing {
-		w.notef("E's removal of %s landed inside the claim, between its open and its rename (won=%v)", short(id), sd.early[id])
+		w.notef("E's removal of %s landed inside the claim, between its open and its rename (won=%v)", Short(id), sd.early[id])
 	}
 }
 
@@ -381,17 +381,17 @@ func (sd *sharedDisk) crashProducer() {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		sd.crashInWrite(id, sd.w.ledger.get(id).h)
+		sd.crashInWrite(id, sd.w.Ledger.get(id).H)
 	}
 	sd.prod.Crash()
 	clear(sd.slow)
 	clear(sd.early)
 	w := sd.w
-	sd.disk.LoseUnsynced(sd.dir.Path(), func(path string) bool {
+	sd.Disk.LoseUnsynced(sd.dir.Path(), func(path string) bool {
 		if !strings.HasPrefix(filepath.Base(path), ".tmp-") {
 			return false
 		}
-		lost := w.nodes.rng.IntN(2) == 0
+		lost := w.Nodes.rng.IntN(2) == 0
 		if w.tracing {
 			if lost {
 				w.notef("unsynced %s lost", sd.short(path))
@@ -403,8 +403,8 @@ func (sd *sharedDisk) crashProducer() {
 	})
 }
 
-// files lists every file and directory under the root (the checkers' view).
-func (sd *sharedDisk) files() []string { return sd.disk.Paths(cacheRoot) }
+// Files lists every file and directory under the root (the checkers' view).
+func (sd *sharedDisk) Files() []string { return sd.Disk.Paths(cacheRoot) }
 
 // collect is the shared-directory half of E's collector pass, the
 // engine's too: shareddir's Dir.Collect (CollectOrphans of files
@@ -413,7 +413,7 @@ func (sd *sharedDisk) collect() {
 	if !sd.active() {
 		return
 	}
-	n, swept, err := sd.dir.Collect(sd.w.now, false)
+	n, swept, err := sd.dir.Collect(sd.w.Now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: CollectOrphans: %v", err))
 	}
@@ -438,8 +438,8 @@ func (sd *sharedDisk) stop() {
 		panic(fmt.Sprintf("sim: List: %v", err))
 	}
 	for _, id := range ids {
-		if !w.ledger.get(id).removeFailed {
-			w.failf(Correctness, "S-4", "drained producer left entry %s in the cache directory", short(id))
+		if !w.Ledger.get(id).removeFailed {
+			w.Failf(Correctness, "S-4", "drained producer left entry %s in the cache directory", Short(id))
 		}
 	}
 	if err := sd.dir.Close(true); err != nil {

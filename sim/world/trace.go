@@ -33,17 +33,17 @@ func (t *traceWriter) header(seed uint64, m Mutant, s Settings) {
 	_, _ = t.out.Write(append(b, '\n'))
 }
 
-func (t *traceWriter) step(n int64, ev event, note string) {
+func (t *traceWriter) step(n int64, ev Event, note string) {
 	if t.out != nil {
 		b := t.buf[:0]
 		b = append(b, `{"step":`...)
 		b = strconv.AppendInt(b, n, 10)
 		b = append(b, `,"tick":`...)
-		b = strconv.AppendInt(b, ev.tick, 10)
+		b = strconv.AppendInt(b, ev.Tick, 10)
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendUint(b, ev.seq, 10)
 		b = append(b, `,"ev":"`...)
-		b = append(b, ev.kind.String()...)
+		b = append(b, ev.Kind.String()...)
 		b = append(b, '"')
 		b = ev.appendSlots(b)
 		if note != "" {
@@ -56,7 +56,7 @@ func (t *traceWriter) step(n int64, ev event, note string) {
 	}
 	if t.verbose != nil {
 		h, c := ev.verboseSlots()
-		fmt.Fprintf(t.verbose, "t=%-6d #%-5d %-20s h=%-3d c=%d %s\n", ev.tick, n, ev.kind, h, c, note)
+		fmt.Fprintf(t.verbose, "t=%-6d #%-5d %-20s h=%-3d c=%d %s\n", ev.Tick, n, ev.Kind, h, c, note)
 	}
 }
 

@@ -92,36 +92,36 @@ func (w *World) newAgent(name string, consumer bool) xfer.Agent {
 		opts.Faults = w.xf.nextFault
 	}
 	a, err := xfer.NewManual(w.xf.net, opts)
-	must(err)
+	Must(err)
 	return a
 }
 
 // registerSource registers the source of a published entry with E's agent.
 func (w *World) registerSource(id string) {
-	reg, err := w.prod.agent.RegisterMemory([][]byte{[]byte(id)})
-	must(err)
+	reg, err := w.Prod.agent.RegisterMemory([][]byte{[]byte(id)})
+	Must(err)
 	w.xf.srcRegs[id] = reg
-	w.sources[id] = sourceLive
+	w.Sources[id] = SourceLive
 }
 
 // freeSource deregisters a source and marks it freed. A source a request
 // still reads (the producer-frees-source mutant) keeps its registration.
 func (w *World) freeSource(id string) {
-	w.sources[id] = sourceFreed
-	if reg := w.xf.srcRegs[id]; reg != nil && w.prod.agent.Deregister(reg) == nil {
+	w.Sources[id] = SourceFreed
+	if reg := w.xf.srcRegs[id]; reg != nil && w.Prod.agent.Deregister(reg) == nil {
 		delete(w.xf.srcRegs, id)
 	}
 }
 
-// write is one WRITE E posted into a consumer's buffer: the driver's handle
+// Write is one WRITE E posted into a consumer's buffer: the driver's handle
 // on an xfer request and what it knows of it.
-type write struct {
-	num   int64
-	entry string
+type Write struct {
+	Num   int64
+	Entry string
 	recv  int64 // receive number (index into xreqs + 1)
-	c     int
-	inc   int64
-	buf   int
+	C     int
+	Inc   int64
+	Buf   int
 	req   *xfer.Request
 	agent xfer.Agent // E's agent that posted it
 	// landed: the consumer's agent reported every byte landed
@@ -132,32 +132,32 @@ type write struct {
 	producerDone bool
 	// orphan: E's process crashed with it; its agent's Close ended it.
 	orphan bool
-	// released: E completed and released its request (completeWrite):
+	// Released: E completed and released its request (completeWrite):
 	// nothing reads the source any more (the Q-6 proof of its quarantine).
-	released bool
+	Released bool
 	// proved: released while its source was quarantined, and the core kept
 	// the quarantine (the NeverEndQuarantine mutant).
 	proved bool
 }
 
-// pending reports whether the WRITE may still land.
-func (wr *write) pending() bool { return !wr.ended }
+// Pending reports whether the WRITE may still land.
+func (wr *Write) Pending() bool { return !wr.ended }
 
 // postWrite creates and posts E's WRITE of rq's entry into the consumer's
 // registered buffer rq names. An error of CreateWriteTo or Post is
 // returned for the caller to decide (Q-3: after the claim, a failure).
-func (w *World) postWrite(wr *write, rq *xreq, fault xfer.Fault) error {
-	req, err := w.prod.agent.CreateWriteTo(w.xf.srcRegs[rq.entry].Descriptors, rq.md, rq.targets)
+func (w *World) postWrite(wr *Write, rq *xreq, fault xfer.Fault) error {
+	req, err := w.Prod.agent.CreateWriteTo(w.xf.srcRegs[rq.entry].Descriptors, rq.md, rq.targets)
 	if err != nil {
 		return err
 	}
-	wr.req, wr.agent = req, w.prod.agent
+	wr.req, wr.agent = req, w.Prod.agent
 	w.xf.fault = fault
 	w.xf.seen = false
-	_, err = w.prod.agent.Post(req) // the consumer's agent accepts or refuses it now
+	_, err = w.Prod.agent.Post(req) // the consumer's agent accepts or refuses it now
 	if w.xf.seen && w.xf.inbound.Outcome == xfer.InboundRefused {
 		wr.ended = true // refused: it can land no more (its buffer may be freed and reused, Q-6)
-		if c := w.cons[wr.c]; c.up && c.inc == wr.inc && rq.revoked {
+		if c := w.Cons[wr.C]; c.Up && c.Inc == wr.Inc && rq.revoked {
 			w.reach(stWriteRefusedAfterRevoke)
 		}
 	}
@@ -166,7 +166,7 @@ func (w *World) postWrite(wr *write, rq *xreq, fault xfer.Fault) error {
 
 // deliverWrite moves wr now (Deliver, or Cut when cut) and records what
 // the consumer's agent reported.
-func (w *World) deliverWrite(wr *write, cut bool) error {
+func (w *World) deliverWrite(wr *Write, cut bool) error {
 	w.xf.seen = false
 	var err error
 	if cut {
@@ -181,24 +181,24 @@ func (w *World) deliverWrite(wr *write, cut bool) error {
 
 // completeWrite completes wr on the network and returns E's Status of it,
 // after releasing the request.
-func (w *World) completeWrite(wr *write) error {
+func (w *World) completeWrite(wr *Write) error {
 	_ = w.xf.net.Complete(wr.req) // the outcome is read back through Status, as E does
 	wr.ended = true
 	_, err := wr.agent.Status(wr.req)
-	must(wr.agent.Release(wr.req))
-	wr.released = true
+	Must(wr.agent.Release(wr.req))
+	wr.Released = true
 	return err
 }
 
 // closeProducerAgent closes a crashed E's agent: its WRITEs in flight end
 // cancelled (nothing lands after the crash) and its registered memory is gone.
 func (w *World) closeProducerAgent() {
-	if w.prod.agent == nil {
+	if w.Prod.agent == nil {
 		return
 	}
-	must(w.prod.agent.Close())
-	for _, wr := range w.writes {
-		if wr.agent == w.prod.agent {
+	Must(w.Prod.agent.Close())
+	for _, wr := range w.Writes {
+		if wr.agent == w.Prod.agent {
 			wr.ended, wr.orphan, wr.producerDone = true, true, true
 		}
 	}
@@ -223,15 +223,15 @@ func (w *World) xferLeaks() string {
 	if n := w.xf.net.Pending(); n != 0 {
 		return fmt.Sprintf("%d transfers still pending on the network", n)
 	}
-	if a := w.prod.agent; a != nil && !w.nodes.prodDown {
+	if a := w.Prod.agent; a != nil && !w.Nodes.ProdDown {
 		if n := a.Counters(); n.Requests != 0 || n.InFlight != 0 {
 			return fmt.Sprintf("E's xfer agent still holds %d requests (%d in flight)", n.Requests, n.InFlight)
 		}
 	}
-	for _, c := range w.cons {
+	for _, c := range w.Cons {
 		if n := c.agent.Counters(); n.Registrations != 0 || n.Revoked != 0 || n.InboundInFlight != 0 {
 			return fmt.Sprintf("PD%d's xfer agent still holds %d registrations, %d revocations not done, %d inbound transfers",
-				c.idx, n.Registrations, n.Revoked, n.InboundInFlight)
+				c.Idx, n.Registrations, n.Revoked, n.InboundInFlight)
 		}
 	}
 	return ""

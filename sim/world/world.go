@@ -101,8 +101,8 @@ const (
 // failure is a checker's verdict inside a run.
 type failure struct {
 	verdict Verdict
-	rule    string
-	msg     string
+	Rule    string
+	Msg     string
 }
 
 // World is one simulated deployment: the producer E, the PD consumers, the
@@ -110,19 +110,19 @@ type failure struct {
 // stepped by one event queue.
 type World struct {
 	seed uint64
-	set  Settings
-	opts Options
+	Set  Settings
+	Opts Options
 	// checks are the checkers this world runs (SetChecks).
 	checks Checks
 	// decisions are the core's broken decisions opts.Mutant switches on
 	// (handoff.Mutants): the core decides, the driver carries it out.
 	decisions handoff.Mutants
-	// proofSeen is what the Q-6 checker saw at its last look (check_proof.go).
-	proofSeen proofSeen
+	// ProofSeen is what the Q-6 checker saw at its last look (check_proof.go).
+	ProofSeen proofSeen
 
-	q       queue
-	now     int64
-	steps   int64
+	Q       queue
+	Now     int64
+	Steps   int64
 	phase   phase
 	workRNG *rand.Rand
 	idRNG   *rand.Rand
@@ -133,52 +133,52 @@ type World struct {
 	rngs   [7]rngCell
 	faults *faults
 
-	prod    *producerNode
-	cons    []*consumerNode
-	clients []*client
-	ledger  *ledger
+	Prod    *producerNode
+	Cons    []*consumerNode
+	Clients []*client
+	Ledger  *ledger
 	hist    *history
-	// sd is the shared directory: the real shareddir code over a simulated disk (shared_disk.go).
-	sd      *sharedDisk
-	sources map[string]sourceState
-	writes  []*write // every WRITE posted, by number-1
+	// Sd is the shared directory: the real shareddir code over a simulated disk (shared_disk.go).
+	Sd      *sharedDisk
+	Sources map[string]sourceState
+	Writes  []*Write // every WRITE posted, by number-1
 	// xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
 	xf    xferWorld
-	xreqs []xreq // every transfer request, by receive number-1
+	Xreqs []xreq // every transfer request, by receive number-1
 	// admit is consumerCheckRef's admission, its callbacks made once.
 	admit consumeAdmission
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
 	dir *directed
-	// recvEnds lists how each transfer receive ended; upstream the
+	// RecvEnds lists how each transfer receive ended; upstream the
 	// producer's TransferEncoderCache answers as they left it (before any
 	// network fault), by receive number; probeAnswers the answers that
 	// reached clients for their probe calls (check_answers.go).
-	recvEnds     []recvEnd
-	upstream     []upstreamAnswer
-	probeAnswers []probeAnswer
-	// judged counts the entries of each log above (and the ledger's) the
+	RecvEnds     []recvEnd
+	Upstream     []upstreamAnswer
+	ProbeAnswers []probeAnswer
+	// Judged counts the entries of each log above (and the ledger's) the
 	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
-	judged          judgedLogs
-	nextExpiryCheck int64
-	// nodes: partitions, slow fsync, producer crash, P and D (nodes.go).
-	nodes nodeWorld
+	Judged          judgedLogs
+	NextExpiryCheck int64
+	// Nodes: partitions, slow fsync, producer crash, P and D (nodes.go).
+	Nodes nodeWorld
 
-	// prodHealthSig is the signature checkHealth last checked fully for E.
-	prodHealthSig healthSig
-	// prodCheapSig is the signature checkHealth last checked cheaply for E.
-	prodCheapSig cheapCheck
-	// cleanupFailuresSeen is the removal failures checkCleanupFailures last checked.
-	cleanupFailuresSeen int
-	// media is the media model: items, content hashes, prefix caches, answers (media.go).
-	media mediaWorld
+	// ProdHealthSig is the signature checkHealth last checked fully for E.
+	ProdHealthSig HealthSig
+	// ProdCheapSig is the signature checkHealth last checked cheaply for E.
+	ProdCheapSig CheapCheck
+	// CleanupFailuresSeen is the removal failures checkCleanupFailures last checked.
+	CleanupFailuresSeen int
+	// Media is the media model: items, content hashes, prefix caches, answers (media.go).
+	Media mediaWorld
 
 	// cov is the run's coverage counts (coverage.go).
 	cov runCoverage
 
-	// bufs are the pooled buffers Run gave this world (nil otherwise).
-	bufs *runBufs
+	// Bufs are the pooled buffers Run gave this world (nil otherwise).
+	Bufs *runBufs
 
-	fail    *failure
+	Fail    *failure
 	tracing bool
 	note    string
 	trace   *traceWriter
@@ -199,8 +199,8 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 	defer func() {
 		if p := recover(); p != nil {
 			res.Verdict = Crash
-			res.Failure = fmt.Sprintf("panic at tick %d step %d: %v\n%s", w.now, w.steps, p, debug.Stack())
-			res.Ticks, res.Events, res.Fired = w.now, w.steps, w.faults.fired
+			res.Failure = fmt.Sprintf("panic at tick %d step %d: %v\n%s", w.Now, w.Steps, p, debug.Stack())
+			res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.faults.fired
 			if opts.KeepHistory {
 				res.History = w.History()
 			}
@@ -208,11 +208,11 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 		}
 	}()
 	w.trace.header(seed, opts.Mutant, s)
-	w.start()
-	w.loop()
-	res.Ticks, res.Events, res.Fired = w.now, w.steps, w.faults.fired
-	if w.fail != nil {
-		res.Verdict, res.Rule, res.Failure = w.fail.verdict, w.fail.rule, w.fail.msg
+	w.Start()
+	w.Loop()
+	res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.faults.fired
+	if w.Fail != nil {
+		res.Verdict, res.Rule, res.Failure = w.Fail.verdict, w.Fail.Rule, w.Fail.Msg
 	}
 	if opts.KeepHistory {
 		res.History = w.History()
@@ -224,18 +224,18 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 // RunSeed runs seed with the settings it draws.
 func RunSeed(seed uint64, opts Options) Result { return Run(seed, DrawSettings(seed), opts) }
 
-func newWorld(seed uint64, s Settings, opts Options) *World { return newWorldBufs(seed, s, opts, nil) }
+func NewWorld(seed uint64, s Settings, opts Options) *World { return newWorldBufs(seed, s, opts, nil) }
 
 // runBufs are the per-run buffers a finished Run hands to the next one
 // (issue #16: allocating them for every run was a fifth of a run's bytes,
 // so of its garbage-collection work). A World that has them gives them
 // back in releaseBufs, cleared, when nothing can read it any more.
 type runBufs struct {
-	slab       []event
+	slab       []Event
 	heap       []qent
 	free       []int32
 	ops        []HistoryOp
-	checked    []HistoryOp // checkHistory's copy of the history
+	Checked    []HistoryOp // checkHistory's copy of the history
 	clients    []client
 	clientPtrs []*client
 	xreqs      []xreq
@@ -253,18 +253,18 @@ func reuse[T any](b []T, n int) []T {
 
 // releaseBufs clears the run's buffers and returns them to the pool.
 func (w *World) releaseBufs() {
-	b := w.bufs
+	b := w.Bufs
 	if b == nil {
 		return
 	}
-	w.bufs = nil
-	clear(w.q.slab)
+	w.Bufs = nil
+	clear(w.Q.slab)
 	clear(w.hist.ops)
-	clear(w.clients)
+	clear(w.Clients)
 	clear(b.clients)
-	clear(w.xreqs)
-	b.slab, b.heap, b.free = w.q.slab[:0], w.q.heap[:0], w.q.free[:0]
-	b.ops, b.clientPtrs, b.xreqs = w.hist.ops[:0], w.clients[:0], w.xreqs[:0]
+	clear(w.Xreqs)
+	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
+	b.ops, b.clientPtrs, b.xreqs = w.hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
 	runBufPool.Put(b)
 }
 
@@ -274,79 +274,79 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		panic("sim/world: no checkers installed (package sim installs them: world.SetChecks)")
 	}
 	w := &World{
-		seed: seed, set: s, opts: opts, decisions: opts.Mutant.decisions(), checks: installed,
-		sources: map[string]sourceState{},
-		ledger:  newLedger(), hist: newHistory(), media: newMediaWorld(seed),
+		seed: seed, Set: s, Opts: opts, decisions: opts.Mutant.decisions(), checks: installed,
+		Sources: map[string]sourceState{},
+		Ledger:  newLedger(), hist: newHistory(), Media: newMediaWorld(seed),
 	}
 	w.workRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
 	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
 	w.procRNG = w.rngs[4].seed(seed, subProcess)
-	w.sd = newSharedDisk(w)
+	w.Sd = newSharedDisk(w)
 	w.faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
 	w.faults.cov = &w.cov
 	// Sized for a run's usual peak (about two events and four operations
 	// per handoff in flight), so a run does not grow them step by step.
 	var b runBufs // empty: fresh buffers, never pooled
 	if bufs != nil {
-		w.bufs, b = bufs, *bufs
+		w.Bufs, b = bufs, *bufs
 	}
-	w.q.slab = reuse(b.slab, 16+2*s.Handoffs)
-	w.q.heap = reuse(b.heap, 16+2*s.Handoffs)
-	w.q.free = b.free[:0]
+	w.Q.slab = reuse(b.slab, 16+2*s.Handoffs)
+	w.Q.heap = reuse(b.heap, 16+2*s.Handoffs)
+	w.Q.free = b.free[:0]
 	w.hist.ops = reuse(b.ops, 4*s.Handoffs)
-	w.clients = reuse(b.clientPtrs, s.Handoffs)
-	w.ledger.entries = make(map[string]*entryRecord, s.Handoffs)
-	w.ledger.all = make([]*entryRecord, 0, s.Handoffs)
-	w.ledger.recs = make([]entryRecord, 0, s.Handoffs)
-	w.xreqs = reuse(b.xreqs, s.Handoffs)
+	w.Clients = reuse(b.clientPtrs, s.Handoffs)
+	w.Ledger.Entries = make(map[string]*EntryRecord, s.Handoffs)
+	w.Ledger.All = make([]*EntryRecord, 0, s.Handoffs)
+	w.Ledger.recs = make([]EntryRecord, 0, s.Handoffs)
+	w.Xreqs = reuse(b.xreqs, s.Handoffs)
 	w.tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
 	w.initNodes()
 	return w
 }
 
-// start builds the nodes and schedules the clients and the periodic work.
-func (w *World) start() {
-	w.prod = newProducerNode(w)
-	for i := 0; i < w.set.Consumers; i++ {
-		w.cons = append(w.cons, newConsumerNode(w, i))
+// Start builds the nodes and schedules the clients and the periodic work.
+func (w *World) Start() {
+	w.Prod = newProducerNode(w)
+	for i := 0; i < w.Set.Consumers; i++ {
+		w.Cons = append(w.Cons, newConsumerNode(w, i))
 	}
 	var slab []client // one allocation for all clients, or Run's pooled one (cleared by releaseBufs)
-	if w.bufs != nil && cap(w.bufs.clients) >= w.set.Handoffs {
-		slab = w.bufs.clients[:w.set.Handoffs]
+	if w.Bufs != nil && cap(w.Bufs.clients) >= w.Set.Handoffs {
+		slab = w.Bufs.clients[:w.Set.Handoffs]
 	} else {
-		slab = make([]client, w.set.Handoffs)
-		if w.bufs != nil {
-			w.bufs.clients = slab
+		slab = make([]client, w.Set.Handoffs)
+		if w.Bufs != nil {
+			w.Bufs.clients = slab
 		}
 	}
 	for i := range slab {
 		c := &slab[i]
-		c.idx, c.plan = i, drawPlan(w)
-		w.clients = append(w.clients, c)
-		w.schedule(c.plan.startTick, clientCall{client: int32(i)}.event(evClientStart))
+		c.Idx, c.Plan = i, drawPlan(w)
+		w.Clients = append(w.Clients, c)
+		w.schedule(c.Plan.startTick, clientCall{client: int32(i)}.event(evClientStart))
 	}
-	w.schedule(w.set.CollectPeriodMs, event{kind: evCollect})
+	w.schedule(w.Set.CollectPeriodMs, Event{Kind: evCollect})
 	if w.faults.enabled[SiteConsumerCrash] {
-		for i := range w.cons {
+		for i := range w.Cons {
 			w.schedule(between(w.procRNG, 50, 300), consumerStep{consumer: int32(i)}.event(evChaos))
 		}
 	}
 	if w.faults.buggify(SiteShutdown) {
-		w.schedule(between(w.procRNG, 1, w.set.SafetyTicks), shutdownCall{injected: true}.event())
+		w.schedule(between(w.procRNG, 1, w.Set.SafetyTicks), shutdownCall{injected: true}.event())
 	}
-	w.schedule(w.set.SafetyTicks, event{kind: evHeal})
-	w.startNodes()
+	w.schedule(w.Set.SafetyTicks, Event{Kind: evHeal})
+	w.StartNodes()
 }
 
 // schedule puts ev on the queue at tick.
-func (w *World) schedule(tick int64, ev event) {
-	ev.tick = tick
-	w.q.push(ev)
+func (w *World) schedule(tick int64, ev Event) {
+	ev.Tick = tick
+	w.Q.push(ev)
 }
 
 // after puts ev on the queue delayMs from now.
-func (w *World) after(delayMs int64, ev event) { w.schedule(w.now+delayMs, ev) }
+func (w *World) after(delayMs int64, ev Event) { w.schedule(w.Now+delayMs, ev) }
 
 // msgClass says which network faults a message may suffer.
 type msgClass int
@@ -362,42 +362,42 @@ const (
 
 // send delivers ev over the simulated network: a delay drawn from the
 // network stream, and (in the safety phase) the faults of its class.
-func (w *World) send(class msgClass, ev event) {
-	if w.nodes.hookSend && w.sendHook(&ev) {
+func (w *World) send(class msgClass, ev Event) {
+	if w.Nodes.hookSend && w.sendHook(&ev) {
 		return
 	}
 	switch class {
 	case msgRequest, msgRelease:
 		if w.faults.buggify(SiteNetDrop) {
 			if w.tracing {
-				w.notef("dropped %s", ev.kind)
+				w.notef("dropped %s", ev.Kind)
 			}
 			return
 		}
 	case msgReply:
-		if ev.kind == evTransferReply {
+		if ev.Kind == evTransferReply {
 			rep := transferReplyOf(ev)
-			w.upstream = append(w.upstream, upstreamAnswer{recv: rep.recv, res: rep.result})
+			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.recv, Res: rep.result})
 			if w.faults.buggify(SitePlainInvalid) {
-				ev.setTransferResult(resPlainInvalid)
+				ev.setTransferResult(ResPlainInvalid)
 				if w.tracing {
 					w.notef("reply replaced by a plain INVALID_ARGUMENT")
 				}
 			}
 		}
 		if w.faults.buggify(SiteLostReply) {
-			if ev.kind == evTransferReply {
+			if ev.Kind == evTransferReply {
 				w.coverLostTransferReply(transferReplyOf(ev).recv)
 			}
 			if w.tracing {
-				w.notef("reply %s lost", ev.kind)
+				w.notef("reply %s lost", ev.Kind)
 			}
 			return
 		}
 	}
-	d := between(w.netRNG, w.set.NetDelayMinMs, w.set.NetDelayMaxMs)
+	d := between(w.netRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
 	if w.faults.buggify(SiteNetDelay) {
-		d += between(w.netRNG, 1, w.set.LongDelayMaxMs)
+		d += between(w.netRNG, 1, w.Set.LongDelayMaxMs)
 	}
 	w.after(d, ev)
 	dup := false
@@ -408,7 +408,7 @@ func (w *World) send(class msgClass, ev event) {
 		dup = w.faults.buggify(SiteDupRelease)
 	}
 	if dup {
-		w.after(d+between(w.netRNG, 0, w.set.NetDelayMaxMs), ev)
+		w.after(d+between(w.netRNG, 0, w.Set.NetDelayMaxMs), ev)
 		if class == msgRelease {
 			w.histDuplicate(ev)
 		}
@@ -425,48 +425,48 @@ func (w *World) notef(format string, args ...any) {
 	}
 }
 
-// failf records the first failure of the run.
-func (w *World) failf(v Verdict, rule, format string, args ...any) {
-	if w.fail == nil {
-		w.fail = &failure{verdict: v, rule: rule, msg: fmt.Sprintf("%s at tick %d step %d: %s", rule, w.now, w.steps, fmt.Sprintf(format, args...))}
+// Failf records the first failure of the run.
+func (w *World) Failf(v Verdict, rule, format string, args ...any) {
+	if w.Fail == nil {
+		w.Fail = &failure{verdict: v, Rule: rule, Msg: fmt.Sprintf("%s at tick %d step %d: %s", rule, w.Now, w.Steps, fmt.Sprintf(format, args...))}
 	}
 }
 
-// loop steps until the run ends: a failure, the end of the liveness phase,
+// Loop steps until the run ends: a failure, the end of the liveness phase,
 // an empty queue (no progress) or the budget.
-func (w *World) loop() {
-	deadline := w.set.SafetyTicks + w.set.LivenessBudgetTicks
-	for w.fail == nil {
-		ev, ok := w.q.pop()
+func (w *World) Loop() {
+	deadline := w.Set.SafetyTicks + w.Set.LivenessBudgetTicks
+	for w.Fail == nil {
+		ev, ok := w.Q.Pop()
 		if !ok {
-			w.failf(Liveness, "liveness", "no progress: the event queue is empty; %s", w.pending())
+			w.Failf(Liveness, "liveness", "no progress: the event queue is empty; %s", w.pending())
 			return
 		}
-		if ev.tick > deadline {
-			w.now = deadline
-			w.failf(Liveness, "liveness", "not converged within %d ticks of liveness budget; %s", w.set.LivenessBudgetTicks, w.pending())
+		if ev.Tick > deadline {
+			w.Now = deadline
+			w.Failf(Liveness, "liveness", "not converged within %d ticks of liveness budget; %s", w.Set.LivenessBudgetTicks, w.pending())
 			return
 		}
-		w.now = ev.tick
-		w.steps++
+		w.Now = ev.Tick
+		w.Steps++
 		w.note = ""
-		w.cov.step(ev.kind)
-		done := w.dispatch(ev)
+		w.cov.step(ev.Kind)
+		done := w.Dispatch(ev)
 		if w.tracing {
-			w.trace.step(w.steps, ev, w.note)
+			w.trace.step(w.Steps, ev, w.note)
 		}
-		w.checkStep()
-		if done && w.fail == nil {
+		w.CheckStep()
+		if done && w.Fail == nil {
 			w.checkEnd()
 			return
 		}
 	}
 }
 
-// dispatch runs ev's handler, then ends the quarantines whose Q-6 proof
+// Dispatch runs ev's handler, then ends the quarantines whose Q-6 proof
 // came in the step (quarantine.go); it returns true when the run is
 // complete.
-func (w *World) dispatch(ev event) bool {
+func (w *World) Dispatch(ev Event) bool {
 	done := w.handle(ev)
 	if w.xf.proofWaits > 0 {
 		w.endProvedQuarantines()
@@ -475,14 +475,14 @@ func (w *World) dispatch(ev event) bool {
 }
 
 // handle runs ev's handler; it returns true when the run is complete.
-func (w *World) handle(ev event) bool {
-	if ev.kind >= evNodeFirst {
+func (w *World) handle(ev Event) bool {
+	if ev.Kind >= evNodeFirst {
 		return w.dispatchNode(ev)
 	}
-	if w.nodes.hookArrival && w.arrivalHook(ev) {
+	if w.Nodes.hookArrival && w.arrivalHook(ev) {
 		return false
 	}
-	switch ev.kind {
+	switch ev.Kind {
 	case evClientStart:
 		w.clientStart(ev)
 	case evClientDeadline:
@@ -540,7 +540,7 @@ func (w *World) handle(ev event) bool {
 	case evProducerConsume:
 		w.producerConsume(ev)
 	default:
-		panic(fmt.Sprintf("sim: unknown event kind %d", ev.kind))
+		panic(fmt.Sprintf("sim: unknown event kind %d", ev.Kind))
 	}
 	return false
 }
@@ -549,24 +549,24 @@ func (w *World) handle(ev event) bool {
 func (w *World) heal() {
 	w.faults.healed = true
 	w.phase = phaseLiveness
-	for i, c := range w.cons {
-		if !c.up {
-			w.after(1, consumerStep{consumer: int32(i), inc: c.inc}.event(evRestart))
+	for i, c := range w.Cons {
+		if !c.Up {
+			w.after(1, consumerStep{consumer: int32(i), inc: c.Inc}.event(evRestart))
 		}
 	}
 	if w.tracing {
 		w.notef("faults healed; liveness phase")
 	}
-	w.after(100, event{kind: evEndCheck})
+	w.after(100, Event{Kind: evEndCheck})
 }
 
 // endCheck, in the liveness phase: once every client is done, shut every
 // node down; once every node drained and no WRITE is pending, the run is complete.
 func (w *World) endCheck() bool {
 	if w.phase == phaseLiveness {
-		for _, c := range w.clients {
-			if !c.done {
-				w.after(100, event{kind: evEndCheck})
+		for _, c := range w.Clients {
+			if !c.Done {
+				w.after(100, Event{Kind: evEndCheck})
 				return false
 			}
 		}
@@ -574,51 +574,51 @@ func (w *World) endCheck() bool {
 		if w.tracing {
 			w.notef("every client done; shutting every node down")
 		}
-		if !w.prod.health.Draining() {
-			w.after(0, event{kind: evShutdown})
+		if !w.Prod.Health.Draining() {
+			w.after(0, Event{Kind: evShutdown})
 		}
-		for _, c := range w.cons {
-			c.health.StartDrain()
+		for _, c := range w.Cons {
+			c.Health.StartDrain()
 		}
 		w.drainNodes()
-		w.after(100, event{kind: evEndCheck})
+		w.after(100, Event{Kind: evEndCheck})
 		return false
 	}
-	if !w.prod.stopped {
-		if !w.nodes.prodDown && !w.prod.health.Draining() {
+	if !w.Prod.Stopped {
+		if !w.Nodes.ProdDown && !w.Prod.Health.Draining() {
 			// E restarted (producer_crash.go) after its Shutdown went to
 			// the instance that crashed, or after the look above read the
 			// dead instance's Health while it was down: the new instance
 			// is shut down too. Found by the simulator (seed 920554).
-			w.after(0, event{kind: evShutdown})
+			w.after(0, Event{Kind: evShutdown})
 		}
-		w.after(100, event{kind: evEndCheck})
+		w.after(100, Event{Kind: evEndCheck})
 		return false
 	}
 	busy := false
-	for _, c := range w.cons {
-		if !c.up || c.receives.Inflight() > 0 {
+	for _, c := range w.Cons {
+		if !c.Up || c.Receives.Inflight() > 0 {
 			busy = true
 			continue
 		}
-		w.consumerDrained(c.idx)
+		w.consumerDrained(c.Idx)
 	}
 	if busy {
-		w.after(100, event{kind: evEndCheck})
+		w.after(100, Event{Kind: evEndCheck})
 		return false
 	}
-	for _, wr := range w.writes {
-		if wr.pending() {
-			w.after(100, event{kind: evEndCheck})
+	for _, wr := range w.Writes {
+		if wr.Pending() {
+			w.after(100, Event{Kind: evEndCheck})
 			return false
 		}
 	}
 	if w.nodesBusy() || (w.xf.net != nil && w.xf.net.Pending() > 0) {
-		w.after(100, event{kind: evEndCheck})
+		w.after(100, Event{Kind: evEndCheck})
 		return false
 	}
 	if msg := w.xferLeaks(); msg != "" {
-		w.failf(Correctness, "S-4", "drained world: %s", msg)
+		w.Failf(Correctness, "S-4", "drained world: %s", msg)
 	}
 	if w.tracing {
 		w.notef("converged")
@@ -629,15 +629,15 @@ func (w *World) endCheck() bool {
 // pending describes what is still unfinished, for a liveness failure.
 func (w *World) pending() string {
 	var open []int
-	for _, c := range w.clients {
-		if !c.done {
-			open = append(open, c.idx)
+	for _, c := range w.Clients {
+		if !c.Done {
+			open = append(open, c.Idx)
 		}
 	}
 	s := fmt.Sprintf("clients not done %v; producer entries %d (removing %d, transfers %d), stopped %v, cleanups %d",
-		open, w.prod.table.Entries(), w.prod.table.PendingRemovals(), w.prod.table.Transfers(), w.prod.stopped, w.prod.cleanups)
-	for _, c := range w.cons {
-		s += fmt.Sprintf("; PD%d up %v inflight %d", c.idx, c.up, c.receives.Inflight())
+		open, w.Prod.Table.Entries(), w.Prod.Table.PendingRemovals(), w.Prod.Table.Transfers(), w.Prod.Stopped, w.Prod.Cleanups)
+	for _, c := range w.Cons {
+		s += fmt.Sprintf("; PD%d up %v inflight %d", c.Idx, c.Up, c.Receives.Inflight())
 	}
 	return s
 }

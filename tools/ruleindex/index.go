@@ -48,7 +48,7 @@ type Rule struct {
 	// Props are the actions and scenarios of the handoff property
 	// (conformance/props) whose failure messages name the rule.
 	Props []PropAction `yaml:"props"`
-	// Sim are the simulator's checkers of the rule (sim/world/check*.go and the
+	// Sim are the simulator's checkers of the rule (sim/checks/check*.go, sim/world/observe.go and the
 	// executor world).
 	Sim []string `yaml:"sim"`
 	// Mutants are the kill table's and the in-process mutants declaring the

@@ -1,8 +1,10 @@
-package world
+package checks
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/baton-dev/baton/sim/world"
 )
 
 // TestQuarantineEndWithoutProofIsCaught plants the bug check_proof.go
@@ -15,38 +17,38 @@ import (
 func TestQuarantineEndWithoutProofIsCaught(t *testing.T) {
 	var consumer, producer string
 	for seed := uint64(1); seed <= 3000 && (consumer == "" || producer == ""); seed++ {
-		s := DrawSettings(seed)
-		if s.Backend != BackendTransfer {
+		s := world.DrawSettings(seed)
+		if s.Backend != world.BackendTransfer {
 			continue
 		}
-		w := newWorld(seed, s, Options{})
-		w.start()
+		w := world.NewWorld(seed, s, world.Options{})
+		w.Start()
 		planted := false
-		for w.fail == nil && !planted {
-			ev, ok := w.q.pop()
+		for w.Fail == nil && !planted {
+			ev, ok := w.Q.Pop()
 			if !ok {
 				break
 			}
-			w.now = ev.tick
-			w.steps++
-			done := w.dispatch(ev)
-			w.checkStep()
-			if w.fail != nil {
-				t.Fatalf("seed %d failed before anything was planted: %s", seed, w.fail.msg)
+			w.Now = ev.Tick
+			w.Steps++
+			done := w.Dispatch(ev)
+			w.CheckStep()
+			if w.Fail != nil {
+				t.Fatalf("seed %d failed before anything was planted: %s", seed, w.Fail.Msg)
 			}
 			if consumer == "" {
-				for _, c := range w.cons {
-					for i := range c.bufs {
-						b := &c.bufs[i]
-						if !c.up || !b.quarantined || b.revoked == nil || w.receiveProved(b.revoked, b.carrier) {
+				for _, c := range w.Cons {
+					for i := range c.Bufs {
+						b := &c.Bufs[i]
+						if !c.Up || !b.Quarantined || b.Revoked == nil || w.ReceiveProved(b.Revoked, b.Carrier) {
 							continue
 						}
 						// The planted bug: end it now, while a WRITE may still land.
-						must(c.receives.EndQuarantine(w.xreqs[b.owner-1].key))
-						b.quarantined, b.owner, b.revoked, b.carrier = false, 0, nil, nil
+						world.Must(c.Receives.EndQuarantine(w.Xreqs[b.Owner-1].Key))
+						b.Quarantined, b.Owner, b.Revoked, b.Carrier = false, 0, nil, nil
 						consumer, planted = errText(checkQuarantineProofs(w)), true
 						if consumer == "" {
-							t.Fatalf("seed %d: PD%d's quarantine ended without its proof and checkQuarantineProofs found nothing", seed, c.idx)
+							t.Fatalf("seed %d: PD%d's quarantine ended without its proof and checkQuarantineProofs found nothing", seed, c.Idx)
 						}
 						break
 					}
@@ -55,13 +57,13 @@ func TestQuarantineEndWithoutProofIsCaught(t *testing.T) {
 					}
 				}
 			}
-			if !planted && producer == "" && !w.nodes.prodDown && !w.prod.stopped {
-				for id, wr := range w.prod.quarantines {
-					if wr.released {
+			if !planted && producer == "" && !w.Nodes.ProdDown && !w.Prod.Stopped {
+				for id, wr := range w.Prod.Quarantines {
+					if wr.Released {
 						continue
 					}
-					delete(w.prod.quarantines, id) // the planted bug: the WRITE has not ended
-					w.prod.qver++
+					delete(w.Prod.Quarantines, id) // the planted bug: the WRITE has not ended
+					w.Prod.Qver++
 					producer, planted = errText(checkQuarantineProofs(w)), true
 					if producer == "" {
 						t.Fatalf("seed %d: E's source quarantine ended without its proof and checkQuarantineProofs found nothing", seed)
@@ -103,7 +105,7 @@ func errText(err error) string {
 // first expect). checkQuarantineProofs must report it; unplanted, the
 // same state passes, and once that call ends the proof has come.
 func TestQuarantineEndWhileCarrierOpenIsCaught(t *testing.T) {
-	sc := NewScenario()
+	sc := world.NewScenario()
 	for _, step := range []struct {
 		cmd  string
 		args map[string]string
@@ -122,20 +124,20 @@ func TestQuarantineEndWhileCarrierOpenIsCaught(t *testing.T) {
 			t.Fatalf("%s %v: %s", step.cmd, step.args, out)
 		}
 	}
-	w := sc.w
-	c := w.cons[0]
-	b := &c.bufs[0]
-	if !b.quarantined || !closed(b.revoked) || w.carrierClosed(b.carrier) || !b.carrier.retired {
-		t.Fatalf("PD0's buffer 0: quarantined %v, revocation done %v, carrier closed %v, retired %v; want quarantined, done, a retired carrier still open", b.quarantined, closed(b.revoked), w.carrierClosed(b.carrier), b.carrier.retired)
+	w := sc.W
+	c := w.Cons[0]
+	b := &c.Bufs[0]
+	if !b.Quarantined || !world.Closed(b.Revoked) || w.CarrierClosed(b.Carrier) || !b.Carrier.Retired {
+		t.Fatalf("PD0's buffer 0: quarantined %v, revocation done %v, carrier closed %v, retired %v; want quarantined, done, a retired carrier still open", b.Quarantined, world.Closed(b.Revoked), w.CarrierClosed(b.Carrier), b.Carrier.Retired)
 	}
 	if err := checkQuarantineProofs(w); err != nil {
 		t.Fatalf("unplanted: %v", err)
 	}
-	if w.receiveProved(b.revoked, b.carrier) {
+	if w.ReceiveProved(b.Revoked, b.Carrier) {
 		t.Fatal("receiveProved while another call still uses the carrier; want no proof yet")
 	}
-	must(c.receives.EndQuarantine(w.xreqs[b.owner-1].key)) // the planted bug
-	b.quarantined, b.owner, b.revoked, b.carrier = false, 0, nil, nil
+	world.Must(c.Receives.EndQuarantine(w.Xreqs[b.Owner-1].Key)) // the planted bug
+	b.Quarantined, b.Owner, b.Revoked, b.Carrier = false, 0, nil, nil
 	msg := errText(checkQuarantineProofs(w))
 	if !strings.Contains(msg, "no Q-6 proof") || !strings.Contains(msg, "connection that carried its request is open") {
 		t.Errorf("checkQuarantineProofs after a quarantine ended with its carrier open = %q; want it to name the open connection and the missing Q-6 proof", msg)

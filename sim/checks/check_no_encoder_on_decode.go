@@ -1,4 +1,6 @@
-package world
+package checks
+
+import "github.com/baton-dev/baton/sim/world"
 
 // checkNoEncoderOnDecode: N-2. KV-session decode requests never touch the
 // encoder or the encoder cache: every step a D node takes (a decode
@@ -7,4 +9,4 @@ package world
 // ground truth and every consumer's receives as they were, and no decode
 // request carries an encoder reference. onDecoder records the first
 // violation; this checker reports it.
-func checkNoEncoderOnDecode(w *World) error { return asFailure(w.nodes.n2) }
+func checkNoEncoderOnDecode(w *world.World) error { return asFailure(w.Nodes.N2) }

@@ -1,9 +1,10 @@
-package world
+package checks
 
 import (
 	"fmt"
 
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/sim/world"
 )
 
 // The answer checks judge, once each (a failure is shown once), what the nodes decided and answered
@@ -13,7 +14,7 @@ import (
 
 // checkAnswers runs the answer checks, in this order (one step checker:
 // each costs a length comparison when nothing new was logged).
-func checkAnswers(w *World) (rule string, err error) {
+func checkAnswers(w *world.World) (rule string, err error) {
 	if err := checkFreshEntryIDs(w); err != nil {
 		return "SU-6", err
 	}
@@ -45,18 +46,18 @@ func checkAnswers(w *World) (rule string, err error) {
 // entry it names happened for it (SU-4: "neither consumes nor releases
 // anything"). A reference the producer did not seal (a forged tag, another
 // backend) never reaches an entry's data (SU-5).
-func checkReferenceTakes(w *World) (rule string, err error) {
-	l := w.ledger
-	for w.judged.takes < len(l.takes) {
-		t := l.takes[w.judged.takes]
-		w.judged.takes++
-		if res, ok := l.rejected[t.call]; ok {
+func checkReferenceTakes(w *world.World) (rule string, err error) {
+	l := w.Ledger
+	for w.Judged.Takes < len(l.Takes) {
+		t := l.Takes[w.Judged.Takes]
+		w.Judged.Takes++
+		if res, ok := l.Rejected[t.Call]; ok {
 			return "SU-4", fmt.Errorf("entry %s was taken (%s) by client %d's call %d, which was answered %s: a rejected reference consumes nothing",
-				short(t.rec.id), t.key, t.call.h, t.call.rpc, resNames[res])
+				world.Short(t.Rec.Id), t.Key, t.Call.H, t.Call.Rpc, world.ResNames[res])
 		}
-		if t.form != formIssued && t.form != formOversize {
+		if t.Form != world.FormIssued && t.Form != world.FormOversize {
 			return "SU-5", fmt.Errorf("entry %s was taken (%s) by client %d's call %d with a %s reference, one its producer never sealed",
-				short(t.rec.id), t.key, t.call.h, t.call.rpc, t.form)
+				world.Short(t.Rec.Id), t.Key, t.Call.H, t.Call.Rpc, t.Form)
 		}
 	}
 	return "", nil
@@ -68,22 +69,22 @@ func checkReferenceTakes(w *World) (rule string, err error) {
 // plain INVALID_ARGUMENT (Q-2), any other failure or its own deadline (Q-1),
 // or its client's cancellation before the outcome is known (C-4), it keeps
 // them (quarantined once the outcome is uncertain).
-func checkReceiveEnds(w *World) (rule string, err error) {
-	for w.judged.recvEnds < len(w.recvEnds) {
-		e := w.recvEnds[w.judged.recvEnds]
-		w.judged.recvEnds++
-		if !e.freed || e.cause == resOK || e.cause == resBeforeWrite || e.cause == resUnavailableBeforeWrite {
+func checkReceiveEnds(w *world.World) (rule string, err error) {
+	for w.Judged.RecvEnds < len(w.RecvEnds) {
+		e := w.RecvEnds[w.Judged.RecvEnds]
+		w.Judged.RecvEnds++
+		if !e.Freed || e.Cause == world.ResOK || e.Cause == world.ResBeforeWrite || e.Cause == world.ResUnavailableBeforeWrite {
 			continue
 		}
-		switch e.cause {
-		case resPlainInvalid:
-			return "Q-2", fmt.Errorf("receive %s freed its buffers on INVALID_ARGUMENT without the before-write trailer (uncertain: quarantine them)", e.key)
-		case causeCancelled:
-			return "C-4", fmt.Errorf("receive %s freed its buffers when its client cancelled, before the transfer's outcome was known", e.key)
-		case causeDeadline:
-			return "Q-1", fmt.Errorf("receive %s freed its buffers when its deadline passed (outcome uncertain: quarantine them)", e.key)
+		switch e.Cause {
+		case world.ResPlainInvalid:
+			return "Q-2", fmt.Errorf("receive %s freed its buffers on INVALID_ARGUMENT without the before-write trailer (uncertain: quarantine them)", e.Key)
+		case world.CauseCancelled:
+			return "C-4", fmt.Errorf("receive %s freed its buffers when its client cancelled, before the transfer's outcome was known", e.Key)
+		case world.CauseDeadline:
+			return "Q-1", fmt.Errorf("receive %s freed its buffers when its deadline passed (outcome uncertain: quarantine them)", e.Key)
 		}
-		return "Q-1", fmt.Errorf("receive %s freed its buffers on %s (outcome uncertain: quarantine them)", e.key, resNames[e.cause])
+		return "Q-1", fmt.Errorf("receive %s freed its buffers on %s (outcome uncertain: quarantine them)", e.Key, world.ResNames[e.Cause])
 	}
 	return "", nil
 }
@@ -91,16 +92,16 @@ func checkReceiveEnds(w *World) (rule string, err error) {
 // checkTransferAnswers: Q-3. Once the producer took an entry out of its
 // table for a transfer (the claim), its answer to that request is never
 // INVALID_ARGUMENT: the WRITE may have landed.
-func checkTransferAnswers(w *World) (rule string, err error) {
-	for w.judged.upstream < len(w.upstream) {
-		a := w.upstream[w.judged.upstream]
-		w.judged.upstream++
-		rq := &w.xreqs[a.recv-1]
-		if !rq.claimed {
+func checkTransferAnswers(w *world.World) (rule string, err error) {
+	for w.Judged.Upstream < len(w.Upstream) {
+		a := w.Upstream[w.Judged.Upstream]
+		w.Judged.Upstream++
+		rq := &w.Xreqs[a.Recv-1]
+		if !rq.Claimed {
 			continue
 		}
-		if answerCodes[a.res] == handoff.CodeInvalidArgument {
-			return "Q-3", fmt.Errorf("producer answered %s to transfer %s after its entry left the table", resNames[a.res], rq.key)
+		if world.AnswerCodes[a.Res] == handoff.CodeInvalidArgument {
+			return "Q-3", fmt.Errorf("producer answered %s to transfer %s after its entry left the table", world.ResNames[a.Res], rq.Key)
 		}
 	}
 	return "", nil
@@ -110,14 +111,14 @@ func checkTransferAnswers(w *World) (rule string, err error) {
 // failure C-6, cancellation C-1, drain S-2, a failed write L-5) holds
 // nothing: its entry and reserved bytes are gone from the producer's table
 // by the end of the step that answered it.
-func checkUnpublished(w *World) (rule string, err error) {
-	l := w.ledger
-	for w.judged.unpublished < len(l.unpublished) {
-		u := l.unpublished[w.judged.unpublished]
-		w.judged.unpublished++
-		if st := w.prod.table.State(u.rec.id); st != 0 {
-			return u.rule, fmt.Errorf("publish of client %d ended (%s) but its entry %s is still %v in the producer's table with its %d bytes",
-				u.rec.h, u.why, short(u.rec.id), st, u.rec.payloadBytes)
+func checkUnpublished(w *world.World) (rule string, err error) {
+	l := w.Ledger
+	for w.Judged.Unpublished < len(l.Unpublished) {
+		u := l.Unpublished[w.Judged.Unpublished]
+		w.Judged.Unpublished++
+		if st := w.Prod.Table.State(u.Rec.Id); st != 0 {
+			return u.Rule, fmt.Errorf("publish of client %d ended (%s) but its entry %s is still %v in the producer's table with its %d bytes",
+				u.Rec.H, u.Why, world.Short(u.Rec.Id), st, u.Rec.PayloadBytes)
 		}
 	}
 	return "", nil
@@ -131,20 +132,20 @@ func checkUnpublished(w *World) (rule string, err error) {
 // before looking at the reference (CONTRACT's order: health refusals
 // first), so that probe is not judged on its reference; it took nothing
 // either way (checkReferenceTakes).
-func checkProbeAnswers(w *World) (rule string, err error) {
-	for w.judged.probes < len(w.probeAnswers) {
-		a := w.probeAnswers[w.judged.probes]
-		w.judged.probes++
-		if a.res == resUnavailable && w.ledger.healthRefused[callKey{a.h, a.rpc}] {
+func checkProbeAnswers(w *world.World) (rule string, err error) {
+	for w.Judged.Probes < len(w.ProbeAnswers) {
+		a := w.ProbeAnswers[w.Judged.Probes]
+		w.Judged.Probes++
+		if a.Res == world.ResUnavailable && w.Ledger.HealthRefused[world.CallKey{H: a.H, Rpc: a.Rpc}] {
 			continue
 		}
-		pr := probeRules[a.probe]
-		if (pr.want == 0 && a.res == resOK) || (pr.want != 0 && a.res != pr.want) {
+		pr := world.ProbeRules[a.Probe]
+		if (pr.Want == 0 && a.Res == world.ResOK) || (pr.Want != 0 && a.Res != pr.Want) {
 			want := "a rejection"
-			if pr.want != 0 {
-				want = resNames[pr.want]
+			if pr.Want != 0 {
+				want = world.ResNames[pr.Want]
 			}
-			return pr.rule, fmt.Errorf("client %d's %s for entry %s was answered %s, want %s", a.h, probeNames[a.probe], short(a.entry), resNames[a.res], want)
+			return pr.Rule, fmt.Errorf("client %d's %s for entry %s was answered %s, want %s", a.H, world.ProbeNames[a.Probe], world.Short(a.Entry), world.ResNames[a.Res], want)
 		}
 	}
 	return "", nil
@@ -153,10 +154,10 @@ func checkProbeAnswers(w *World) (rule string, err error) {
 // checkFreshEntryIDs: SU-6. Two publishes yield independent entries: a new
 // entry never takes the id of an earlier one (whose reference would then
 // address, consume or release the new one).
-func checkFreshEntryIDs(w *World) error {
-	if r := w.ledger.reused; len(r) > 0 {
+func checkFreshEntryIDs(w *world.World) error {
+	if r := w.Ledger.Reused; len(r) > 0 {
 		return fmt.Errorf("client %d's publish reserved entry %s, the id of client %d's earlier entry: the two publishes are not independent",
-			r[0][1].h, short(r[0][1].id), r[0][0].h)
+			r[0][1].H, world.Short(r[0][1].Id), r[0][0].H)
 	}
 	return nil
 }
@@ -164,18 +165,18 @@ func checkFreshEntryIDs(w *World) error {
 // checkExpiryCollected: X-2. An unconsumed entry is collected once its TTL
 // passed: one collector period after its expiry it is no longer Published.
 // Looked at once per collector period.
-func checkExpiryCollected(w *World) error {
-	if w.now < w.nextExpiryCheck || w.prod.stopped || w.nodes.prodDown {
+func checkExpiryCollected(w *world.World) error {
+	if w.Now < w.NextExpiryCheck || w.Prod.Stopped || w.Nodes.ProdDown {
 		return nil // a crashed producer collects nothing; its entries die with it (producer_crash.go)
 	}
-	w.nextExpiryCheck = w.now + w.set.CollectPeriodMs
-	for _, e := range w.ledger.all {
-		if !e.published || w.now <= max(e.expiresMs, e.committedMs)+w.set.CollectPeriodMs || e.terminal() {
+	w.NextExpiryCheck = w.Now + w.Set.CollectPeriodMs
+	for _, e := range w.Ledger.All {
+		if !e.Published || w.Now <= max(e.ExpiresMs, e.CommittedMs)+w.Set.CollectPeriodMs || e.Terminal() {
 			continue
 		}
-		if w.ledger.entries[e.id] == e && w.prod.table.State(e.id) == handoff.EntryPublished {
+		if w.Ledger.Entries[e.Id] == e && w.Prod.Table.State(e.Id) == handoff.EntryPublished {
 			return fmt.Errorf("entry %s of client %d expired at tick %d and is still published %d ms later (collector period %d ms)",
-				short(e.id), e.h, e.expiresMs, w.now-e.expiresMs, w.set.CollectPeriodMs)
+				world.Short(e.Id), e.H, e.ExpiresMs, w.Now-e.ExpiresMs, w.Set.CollectPeriodMs)
 		}
 	}
 	return nil

@@ -1,8 +1,10 @@
-package world
+package checks
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/baton-dev/baton/sim/world"
 )
 
 // TestMediaWorld: across seeds, the correct world serves media as the
@@ -12,33 +14,33 @@ import (
 func TestMediaWorld(t *testing.T) {
 	var hits, answers, unimplemented, omitted, uuids int
 	for seed := uint64(1); seed <= 300; seed++ {
-		w := newWorld(seed, DrawSettings(seed), Options{})
-		w.start()
-		w.loop()
-		if w.fail != nil {
-			t.Fatalf("seed %d: %s", seed, w.fail.msg)
+		w := world.NewWorld(seed, world.DrawSettings(seed), world.Options{})
+		w.Start()
+		w.Loop()
+		if w.Fail != nil {
+			t.Fatalf("seed %d: %s", seed, w.Fail.Msg)
 		}
-		hits += w.media.hits
-		answers += len(w.media.answers)
-		for i := range w.media.answers {
+		hits += w.Media.Hits
+		answers += len(w.Media.Answers)
+		for i := range w.Media.Answers {
 			if b := wrongAnswer(w, i); b != nil {
 				t.Errorf("seed %d: %s", seed, b)
 			}
 		}
-		for _, c := range w.clients {
-			p := &c.plan.media
-			if p.omitHash {
+		for _, c := range w.Clients {
+			p := &c.Plan.Media
+			if p.OmitHash {
 				omitted++
 			}
-			for _, it := range p.list() {
-				if it.uuid != 0 {
+			for _, it := range p.List() {
+				if it.Uuid != 0 {
 					uuids++
 				}
 			}
-			if strings.Contains(c.outcome, "UNIMPLEMENTED") {
+			if strings.Contains(c.Outcome, "UNIMPLEMENTED") {
 				unimplemented++
-				if p.list()[0].modality == modalityImage && (p.n < 2 || p.list()[1].modality == modalityImage) {
-					t.Errorf("seed %d client %d: UNIMPLEMENTED for images only %s", seed, c.idx, describeItems(p.list()))
+				if p.List()[0].Modality == world.ModalityImage && (p.N < 2 || p.List()[1].Modality == world.ModalityImage) {
+					t.Errorf("seed %d client %d: UNIMPLEMENTED for images only %s", seed, c.Idx, world.DescribeItems(p.List()))
 				}
 			}
 		}

@@ -1,6 +1,10 @@
-package world
+package checks
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/baton-dev/baton/sim/world"
+)
 
 // checkReceiveBuffers: Q-1. A WRITE that may still land targets a buffer its
 // receive still owns, or one quarantined for it, or memory of a crashed
@@ -10,13 +14,13 @@ import "fmt"
 // Incremental: it looks only at the WRITEs still pending (pendingWrites),
 // in the order they were posted, so it finds the first violation the whole
 // list would.
-func checkReceiveBuffers(w *World) error {
+func checkReceiveBuffers(w *world.World) error {
 	for _, wr := range pendingWrites(w) {
-		c := w.cons[wr.c]
-		if !c.up || c.inc != wr.inc {
+		c := w.Cons[wr.C]
+		if !c.Up || c.Inc != wr.Inc {
 			continue
 		}
-		if err := bufferHeld(wr, &c.bufs[wr.buf]); err != nil {
+		if err := world.BufferHeld(wr, &c.Bufs[wr.Buf]); err != nil {
 			return err
 		}
 	}
@@ -32,24 +36,24 @@ func checkReceiveBuffers(w *World) error {
 // both ask within one checkStep: the second gets the list the
 // first brought up to date (nothing changes the world between two
 // checkers; checkStep clears pendingFresh before and after its checkers).
-func pendingWrites(w *World) []*write {
-	j := &w.judged
-	if j.pendingFresh {
-		return j.pending
+func pendingWrites(w *world.World) []*world.Write {
+	j := &w.Judged
+	if j.PendingFresh {
+		return j.Pending
 	}
-	kept := j.pending[:0]
-	for _, wr := range j.pending {
-		if wr.pending() {
+	kept := j.Pending[:0]
+	for _, wr := range j.Pending {
+		if wr.Pending() {
 			kept = append(kept, wr)
 		}
 	}
-	clear(j.pending[len(kept):]) // no stale pointers past the end
-	for _, wr := range w.writes[j.writesSeen:] {
-		if wr.pending() {
+	clear(j.Pending[len(kept):]) // no stale pointers past the end
+	for _, wr := range w.Writes[j.WritesSeen:] {
+		if wr.Pending() {
 			kept = append(kept, wr)
 		}
 	}
-	j.pending, j.writesSeen, j.pendingFresh = kept, len(w.writes), true
+	j.Pending, j.WritesSeen, j.PendingFresh = kept, len(w.Writes), true
 	return kept
 }
 
@@ -58,10 +62,10 @@ func pendingWrites(w *World) []*write {
 // quarantined.
 //
 // Incremental as checkReceiveBuffers: only the pending WRITEs.
-func checkSources(w *World) error {
+func checkSources(w *world.World) error {
 	for _, wr := range pendingWrites(w) {
-		if w.sources[wr.entry] == sourceFreed {
-			return fmt.Errorf("producer freed the source of %s while WRITE #%d may still read it", short(wr.entry), wr.num)
+		if w.Sources[wr.Entry] == world.SourceFreed {
+			return fmt.Errorf("producer freed the source of %s while WRITE #%d may still read it", world.Short(wr.Entry), wr.Num)
 		}
 	}
 	return nil

@@ -1,4 +1,6 @@
-package world
+package checks
+
+import "github.com/baton-dev/baton/sim/world"
 
 // checkHistory, at the end of a run: the client-visible publish, consume
 // and release operations, with their call and return ticks and unknown
@@ -8,14 +10,14 @@ package world
 // OK for one reference (SU-1), a release answered ABORTED after a consume
 // was answered OK (SU-3), a consume answered OK after a release was
 // answered ABORTED (SU-2).
-func checkHistory(w *World) error {
-	if w.bufs == nil {
-		return asFailure(CheckHistory(w.History()))
+func checkHistory(w *world.World) error {
+	if w.Bufs == nil {
+		return asFailure(world.CheckHistory(w.History()))
 	}
 	// Run's pooled buffer (CheckHistory keeps nothing of ops).
-	ops := w.appendHistory(w.bufs.checked[:0])
-	msg := CheckHistory(ops)
+	ops := w.AppendHistory(w.Bufs.Checked[:0])
+	msg := world.CheckHistory(ops)
 	clear(ops)
-	w.bufs.checked = ops[:0]
+	w.Bufs.Checked = ops[:0]
 	return asFailure(msg)
 }

@@ -1,10 +1,11 @@
-package world
+package checks
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/sim/world"
 )
 
 // checkHealth. A side that quarantined anything, or whose
@@ -13,38 +14,38 @@ import (
 // NOT_READY side (State, Admit: both allocate) runs when its signature
 // (incarnation, quarantine, cleanup failures, draining) changed; the cheap
 // "healthy means no failure" check runs every step.
-func checkHealth(w *World) error {
-	q := len(w.prod.quarantines) // sources quarantined until their WRITE ends
-	sig := healthSig{0, q, w.ledger.removeFailures, w.prod.health.Draining()}
-	if err := healthAgrees("E", w.prod.health, q > 0, prodCleanupFailed(w), &w.prodHealthSig, &w.prodCheapSig, sig); err != nil {
+func checkHealth(w *world.World) error {
+	q := len(w.Prod.Quarantines) // sources quarantined until their WRITE ends
+	sig := world.HealthSig{Quarantined: q, Cleanups: w.Ledger.RemoveFailures, Draining: w.Prod.Health.Draining()}
+	if err := healthAgrees("E", w.Prod.Health, q > 0, prodCleanupFailed(w), &w.ProdHealthSig, &w.ProdCheapSig, sig); err != nil {
 		return err
 	}
-	for _, c := range w.cons {
-		if !c.up {
+	for _, c := range w.Cons {
+		if !c.Up {
 			continue
 		}
-		n, _ := c.receives.Quarantine()
-		sig := healthSig{c.inc, n, 0, c.health.Draining()}
-		if err := healthAgrees(c.name, c.health, n > 0, false, &c.healthSig, &c.cheapSig, sig); err != nil {
+		n, _ := c.Receives.Quarantine()
+		sig := world.HealthSig{Inc: c.Inc, Quarantined: n, Draining: c.Health.Draining()}
+		if err := healthAgrees(c.Name, c.Health, n > 0, false, &c.HealthSig, &c.CheapSig, sig); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func prodCleanupFailed(w *World) bool { return w.ledger.removeFailures > 0 }
+func prodCleanupFailed(w *world.World) bool { return w.Ledger.RemoveFailures > 0 }
 
 // healthAgrees checks one node. last is the signature of the last full
 // check, cheap that of the last cheap one: a Health changes only when the
 // driver fails or drains it, which changes the signature, so an unchanged
 // one needs no new look.
-func healthAgrees(node string, h *handoff.Health, quarantined, cleanupFailed bool, last *healthSig, cheap *cheapCheck, sig healthSig) error {
+func healthAgrees(node string, h *handoff.Health, quarantined, cleanupFailed bool, last *world.HealthSig, cheap *world.CheapCheck, sig world.HealthSig) error {
 	bad := quarantined || cleanupFailed
 	if !bad {
-		if cheap.done && cheap.sig == sig {
+		if cheap.Done && cheap.Sig == sig {
 			return nil
 		}
-		cheap.sig, cheap.done = sig, true
+		cheap.Sig, cheap.Done = sig, true
 		// Health is NOT_READY exactly when it holds a failure (health.go);
 		// Failure() is the allocation-free way to ask on the hot path.
 		if h.Failure() != "" {
