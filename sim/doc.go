@@ -140,9 +140,12 @@
 // interface that conformance/props runs its property against.
 //
 // Layout: this package is the simulator's public API and its wiring; the
-// world itself (its state and event loop, the nodes' behaviour) is package
-// sim/world, and the checkers are package sim/checks, which sim installs in
-// every world (wire.go). Every exported name here is an alias of or a thin
-// wrapper over world's (api.go). The check_*.go files named above are
-// sim/checks'; the other files sim/world's.
+// world itself (its state and event loop, and so far most of the nodes'
+// behaviour) is package sim/world, the checkers are package sim/checks and
+// the node behaviour that left the world is package sim/nodes (the
+// partition fault); sim installs both in every world (wire.go). Every
+// exported name here is an alias of or a thin wrapper over world's
+// (api.go). The check_*.go files named above are sim/checks'; partition.go
+// is sim/nodes' (the fault's behaviour) and sim/world's (the cut links);
+// the other files are sim/world's.
 package sim

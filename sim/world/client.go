@@ -122,18 +122,18 @@ type client struct {
 func drawPlan(w *World) plan {
 	r := w.workRNG
 	p := plan{
-		startTick:    between(r, 0, w.Set.SafetyTicks/2),
+		startTick:    Between(r, 0, w.Set.SafetyTicks/2),
 		consumer:     r.IntN(w.Set.Consumers),
-		payloadBytes: between(r, 1, w.Set.PayloadBytesMax),
+		payloadBytes: Between(r, 1, w.Set.PayloadBytesMax),
 		consume:      chance(r, 0.85),
 		replay:       chance(r, 0.25),
 	}
 	if chance(r, 0.5) {
-		p.ttlMs = between(r, 1, w.Set.MaxTTLMs*2)
+		p.ttlMs = Between(r, 1, w.Set.MaxTTLMs*2)
 	}
 	switch x := r.Float64(); {
 	case x < 0.08:
-		p.cancel, p.cancelMs = cancelEncoding, between(r, 0, w.Set.EncodeMsMax+w.Set.NetDelayMaxMs)
+		p.cancel, p.cancelMs = cancelEncoding, Between(r, 0, w.Set.EncodeMsMax+w.Set.NetDelayMaxMs)
 	case x < 0.16:
 		p.cancel = cancelAfterReady
 	}
@@ -175,7 +175,7 @@ func (w *World) call(c *client, stage clientStage, class msgClass, ev Event) {
 	ev.setCaller(call)
 	w.histCall(c.Idx, c.rpc, stageOps[stage], requestEntryOf(ev))
 	w.send(class, ev)
-	w.after(w.Set.ClientTimeoutMs, call.event(evClientDeadline))
+	w.After(w.Set.ClientTimeoutMs, call.event(evClientDeadline))
 }
 
 // stageOps is the history operation each calling stage makes.
@@ -183,8 +183,8 @@ var stageOps = [...]OpKind{stagePublishing: OpPublish, stageConsuming: OpConsume
 
 func (w *World) finish(c *client, outcome string) {
 	c.Stage, c.Done, c.Outcome = stageDone, true, outcome
-	if w.tracing {
-		w.notef("client %d done: %s", c.Idx, outcome)
+	if w.Tracing {
+		w.Notef("client %d done: %s", c.Idx, outcome)
 	}
 }
 
@@ -194,15 +194,15 @@ func (w *World) clientStart(ev Event) {
 	c := w.Clients[start.client]
 	w.call(c, stagePublishing, msgRequest, Event{Kind: evPublishArrive})
 	if c.Plan.cancel == cancelEncoding {
-		w.after(c.Plan.cancelMs, clientCall{client: start.client, rpc: c.rpc}.event(evClientCancel))
+		w.After(c.Plan.cancelMs, clientCall{client: start.client, rpc: c.rpc}.event(evClientCancel))
 	}
 }
 
 // current reports whether an answer to call rpc answers the client's outstanding call.
 func (w *World) current(c *client, rpc int64) bool {
 	if c.Done || rpc != c.rpc || c.Stage == stageIdle {
-		if w.tracing {
-			w.notef("stale answer for client %d ignored", c.Idx)
+		if w.Tracing {
+			w.Notef("stale answer for client %d ignored", c.Idx)
 		}
 		return false
 	}
@@ -216,8 +216,8 @@ func (w *World) clientDeadline(ev Event) {
 	if c.Done || call.rpc != c.rpc || c.Stage == stageIdle {
 		return
 	}
-	if w.tracing {
-		w.notef("client %d call %d deadline", c.Idx, call.rpc)
+	if w.Tracing {
+		w.Notef("client %d call %d deadline", c.Idx, call.rpc)
 	}
 	w.answer(c, ResUnavailable, "")
 }
@@ -239,8 +239,8 @@ func (w *World) clientCancel(ev Event) {
 	case stageConsuming, stageReplaying:
 		w.consumerCancelled(w.Cons[c.callPD], int32(c.Idx), c.rpc)
 		c.rpc++
-		if w.tracing {
-			w.notef("client %d cancelled its consume", c.Idx)
+		if w.Tracing {
+			w.Notef("client %d cancelled its consume", c.Idx)
 		}
 		c.releasesLeft = max(c.releasesLeft, 1)
 		w.next(c)
@@ -301,8 +301,8 @@ func (w *World) releaseReplyArrive(ev Event) {
 
 // answer moves a client on after its current call ended with res.
 func (w *World) answer(c *client, res int64, entry string) {
-	if w.tracing {
-		w.notef("client %d got %s", c.Idx, ResNames[res])
+	if w.Tracing {
+		w.Notef("client %d got %s", c.Idx, ResNames[res])
 	}
 	if c.manual {
 		c.answered, c.lastRes, c.lastEntry = true, res, entry
@@ -371,8 +371,8 @@ func (w *World) probe(c *client) {
 	w.call(c, stageProbing, msgRequest, ev)
 	c.probeRPC = c.rpc
 	w.hist.ops[len(w.hist.ops)-1].Probe = true
-	if w.tracing {
-		w.notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.probe])
+	if w.Tracing {
+		w.Notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.probe])
 	}
 }
 
@@ -404,7 +404,7 @@ func (w *World) consume(c *client, pd int, stage clientStage) {
 			w.send(msgRelease, releaseRequest{client: int32(c.Idx), entry: c.entry}.event())
 		}
 	}
-	if w.faults.buggify(SiteLateCancel) {
-		w.after(between(w.workRNG, 0, w.Set.ConsumerTimeoutMs), clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientCancel))
+	if w.Faults.Buggify(SiteLateCancel) {
+		w.After(Between(w.workRNG, 0, w.Set.ConsumerTimeoutMs), clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientCancel))
 	}
 }

@@ -139,10 +139,10 @@ func (w *World) consumeArrive(ev Event) {
 		if rq.waitingSince == 0 {
 			rq.waitingSince = w.Now + 1 // arrival tick + 1
 		}
-		if w.tracing {
-			w.notef("PD%d lock held across a transfer: consume waits", c.Idx)
+		if w.Tracing {
+			w.Notef("PD%d lock held across a transfer: consume waits", c.Idx)
 		}
-		w.after(1, rq.event(ev.Kind))
+		w.After(1, rq.event(ev.Kind))
 		return
 	}
 	if rq.waitingSince != 0 {
@@ -151,8 +151,8 @@ func (w *World) consumeArrive(ev Event) {
 	if err := c.Health.Admit(); err != nil {
 		reply.result = resOf(err)
 		w.Ledger.refuseForHealth(CallKey{rq.client, rq.rpc})
-		if w.tracing {
-			w.notef("admit: %v", err)
+		if w.Tracing {
+			w.Notef("admit: %v", err)
 		}
 		w.send(msgReply, reply.event())
 		return
@@ -161,16 +161,16 @@ func (w *World) consumeArrive(ev Event) {
 	if err := w.consumerCheckRef(c, rec, rq.form, rq.client, rq.rpc); err != nil {
 		reply.result = resOf(err)
 		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
-		if w.tracing {
-			w.notef("%v", err)
+		if w.Tracing {
+			w.Notef("%v", err)
 		}
 		w.send(msgReply, reply.event())
 		return
 	}
 	if w.Now >= rec.ExpiresMs {
 		reply.result = resSpent
-		if w.tracing {
-			w.notef("SU-2 %s expired", Short(rq.entry))
+		if w.Tracing {
+			w.Notef("SU-2 %s expired", Short(rq.entry))
 		}
 		w.send(msgReply, reply.event())
 		return
@@ -186,11 +186,11 @@ func (w *World) consumeArrive(ev Event) {
 	// looks (shareddir.EntryExists) before it reserves receive bytes.
 	if err := handoff.AdmitReceive(rec.Id, exists, lookErr, func() error { return c.Receives.Preflight(key, rec.PayloadBytes) }); err != nil {
 		reply.result = resOf(err)
-		if w.tracing {
+		if w.Tracing {
 			if errors.Is(err, handoff.ErrSpentReference) {
-				w.notef("SU-2 %s is not in the shared directory", Short(rq.entry))
+				w.Notef("SU-2 %s is not in the shared directory", Short(rq.entry))
 			} else {
-				w.notef("preflight: %v", err)
+				w.Notef("preflight: %v", err)
 			}
 		}
 		w.send(msgReply, reply.event())
@@ -216,34 +216,34 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
 	Must(c.Receives.Requested(r.key))
 	rec := w.Ledger.get(r.entry)
 	ok := false
-	crash := w.faults.enabled[SiteConsumerCrash] && !w.faults.healed && w.Sd.rng.IntN(16) == 0
+	crash := w.Faults.enabled[SiteConsumerCrash] && !w.Faults.Healed && w.Sd.rng.IntN(16) == 0
 	switch w.Sd.claim(w.Sd.cons[c.Idx], c.Idx, rec, crash) {
 	case claimWon:
 		ok = true
 	case claimCrashed:
 		w.took(rec, r.key, int32(r.h), r.rpc, r.form)
 		w.reach(stCrashInsideClaim)
-		if w.tracing {
-			w.notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.Idx, Short(r.entry))
+		if w.Tracing {
+			w.Notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.Idx, Short(r.entry))
 		}
-		w.crash(consumerStep{consumer: int32(c.Idx)}.event(evCrash))
+		w.crash(ConsumerStep{Consumer: int32(c.Idx)}.Event(evCrash))
 		return
 	}
 	if !ok {
 		Must(c.Receives.Rejected(r.key))
 		delete(c.recvs, r.num)
 		reply.result = resSpent
-		if w.tracing {
-			w.notef("SU-2 %s already consumed, released or expired", Short(r.entry))
+		if w.Tracing {
+			w.Notef("SU-2 %s already consumed, released or expired", Short(r.entry))
 		}
 		w.send(msgReply, reply.event())
 		return
 	}
 	w.took(w.Ledger.get(r.entry), r.key, int32(r.h), r.rpc, r.form)
-	if w.tracing {
-		w.notef("claimed %s as %s", Short(r.entry), r.key)
+	if w.Tracing {
+		w.Notef("claimed %s as %s", Short(r.entry), r.key)
 	}
-	w.after(between(w.diskRNG, 0, 3), recvTimer{consumer: int32(c.Idx), recv: r.num, inc: c.Inc}.event(evClaimRead))
+	w.After(Between(w.diskRNG, 0, 3), recvTimer{consumer: int32(c.Idx), recv: r.num, inc: c.Inc}.event(evClaimRead))
 }
 
 // claimRead: the Claim (rename, read, delete) returned and the consumer
@@ -275,8 +275,8 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 		Must(c.Receives.Rejected(r.key))
 		delete(c.recvs, r.num)
 		reply.result = resExhausted
-		if w.tracing {
-			w.notef("L-5 no free receive buffer")
+		if w.Tracing {
+			w.Notef("L-5 no free receive buffer")
 		}
 		w.send(msgReply, reply.event())
 		return
@@ -290,13 +290,13 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 	rq.buf, rq.md, rq.targets, rq.Carrier = buf, c.md, reg.Descriptors, w.ctrlConnFor(c)
 	Must(c.Receives.Registered(r.key))
 	Must(c.Receives.Requested(r.key))
-	if w.tracing {
-		w.notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
+	if w.Tracing {
+		w.Notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
 	}
 	if !w.directRequest(r) {
 		w.send(msgRequest, transferRequest{consumer: int32(c.Idx), recv: r.num, entry: r.entry}.event())
 	}
-	w.after(w.Set.ConsumerTimeoutMs, recvTimer{consumer: int32(c.Idx), recv: r.num, inc: c.Inc}.event(evTransferTimeout))
+	w.After(w.Set.ConsumerTimeoutMs, recvTimer{consumer: int32(c.Idx), recv: r.num, inc: c.Inc}.event(evTransferTimeout))
 }
 
 // transferReply: the producer's answer. A receive already ended (duplicate
@@ -310,8 +310,8 @@ func (w *World) transferReply(ev Event) {
 	rq := w.Xreqs[rep.recv-1]
 	r, ok := c.recvs[rep.recv]
 	if !c.Up || c.Inc != rq.inc || !ok {
-		if w.tracing {
-			w.notef("reply %s for %s ignored: receive already ended", ResNames[rep.result], rq.Key)
+		if w.Tracing {
+			w.Notef("reply %s for %s ignored: receive already ended", ResNames[rep.result], rq.Key)
 		}
 		return
 	}
@@ -426,12 +426,12 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 	w.retireCarrier(w.Xreqs[r.num-1].Carrier) // closed with its last use: the carrier's closing is the consumer's to bring about
 	c.Health.Fail(d.Health.Check, d.Health.Reason)
 	delete(c.recvs, r.num)
-	if w.tracing {
-		w.notef("Q-1 %s uncertain (%s): buffer %d quarantined", r.key, why, r.buf)
+	if w.Tracing {
+		w.Notef("Q-1 %s uncertain (%s): buffer %d quarantined", r.key, why, r.buf)
 		select {
 		case <-done:
 		default:
-			w.notef("its revocation waits for a WRITE in flight")
+			w.Notef("its revocation waits for a WRITE in flight")
 		}
 	}
 	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.Idx), rpc: r.rpc, entry: r.entry, result: ResUnavailable}.event())
@@ -451,29 +451,29 @@ func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
 	b.reg = nil
 	b.Owner = 0
 	delete(c.recvs, r.num)
-	if w.tracing {
-		w.notef("%s ended %s; buffer %d freed", r.key, ResNames[res], r.buf)
+	if w.Tracing {
+		w.Notef("%s ended %s; buffer %d freed", r.key, ResNames[res], r.buf)
 	}
 	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.Idx), rpc: r.rpc, entry: r.entry, result: res}.event())
 }
 
 // chaos is a consumer's fault tick in the safety phase: it may crash.
 func (w *World) chaos(ev Event) {
-	if w.faults.healed {
+	if w.Faults.Healed {
 		return
 	}
-	n := consumerStepOf(ev).consumer
+	n := ConsumerStepOf(ev).Consumer
 	c := w.Cons[n]
-	if c.Up && w.faults.buggify(SiteConsumerCrash) {
-		w.after(0, consumerStep{consumer: n}.event(evCrash))
+	if c.Up && w.Faults.Buggify(SiteConsumerCrash) {
+		w.After(0, ConsumerStep{Consumer: n}.Event(evCrash))
 	}
-	w.after(between(w.procRNG, 50, 300), consumerStep{consumer: n}.event(evChaos))
+	w.After(Between(w.procRNG, 50, 300), ConsumerStep{Consumer: n}.Event(evChaos))
 }
 
 // crash kills a consumer: its receives, buffers and quarantine go with the
 // process; clients waiting on it hit their deadlines.
 func (w *World) crash(ev Event) {
-	n := consumerStepOf(ev).consumer
+	n := ConsumerStepOf(ev).Consumer
 	c := w.Cons[n]
 	if !c.Up {
 		return
@@ -486,25 +486,25 @@ func (w *World) crash(ev Event) {
 	if len(c.recvs) > 0 {
 		w.reach(stCrashWithReceive)
 	}
-	if w.tracing {
-		w.notef("PD%d incarnation %d crashed with %d receives in flight", c.Idx, c.Inc, len(c.recvs))
+	if w.Tracing {
+		w.Notef("PD%d incarnation %d crashed with %d receives in flight", c.Idx, c.Inc, len(c.recvs))
 	}
-	w.after(between(w.procRNG, 10, 300), consumerStep{consumer: n, inc: c.Inc}.event(evRestart))
+	w.After(Between(w.procRNG, 10, 300), ConsumerStep{Consumer: n, inc: c.Inc}.Event(evRestart))
 }
 
 // restart boots a new incarnation (a new process on the shared disk). A
 // claimed file a past incarnation left is E's to collect (CollectOrphans),
 // as in the engine.
 func (w *World) restart(ev Event) {
-	st := consumerStepOf(ev)
-	c := w.Cons[st.consumer]
+	st := ConsumerStepOf(ev)
+	c := w.Cons[st.Consumer]
 	if c.Up || c.Inc != st.inc {
 		return
 	}
 	c.Inc++
 	c.boot(w)
-	if w.tracing {
-		w.notef("PD%d restarted as incarnation %d", c.Idx, c.Inc)
+	if w.Tracing {
+		w.Notef("PD%d restarted as incarnation %d", c.Idx, c.Inc)
 	}
 }
 

@@ -211,7 +211,7 @@ func (d *Driver) ShutdownProducer(expected string) (handoff.ShutdownStatus, erro
 		return st, err
 	}
 	w.hist.drainMs = w.Now
-	w.after(0, Event{Kind: evDrainTick})
+	w.After(0, Event{Kind: evDrainTick})
 	if err := d.stepWhile(func() bool { return !w.Prod.Stopped }); err != nil {
 		return st, fmt.Errorf("the producer's drain: %w", err)
 	}

@@ -86,8 +86,8 @@ func (d *Driver) RestartConsumer(pd int) error {
 		return fmt.Errorf("%w: no consumer %d", ErrDriver, pd)
 	}
 	c := w.Cons[pd]
-	w.crash(consumerStep{consumer: int32(pd)}.event(evCrash))
-	w.restart(consumerStep{consumer: int32(pd), inc: c.Inc}.event(evRestart))
+	w.crash(ConsumerStep{Consumer: int32(pd)}.Event(evCrash))
+	w.restart(ConsumerStep{Consumer: int32(pd), inc: c.Inc}.Event(evRestart))
 	w.CheckStep()
 	if w.Fail != nil {
 		return fmt.Errorf("%w: %s", ErrDriver, w.Fail.Msg)
@@ -115,8 +115,8 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	reply := transferReply{consumer: int32(w.Xreqs[r.num-1].c), recv: r.num}
 	switch f {
 	case DirectedDropRequest:
-		if w.tracing {
-			w.notef("directed fault: transfer request of %s dropped", r.key)
+		if w.Tracing {
+			w.Notef("directed fault: transfer request of %s dropped", r.key)
 		}
 		return true
 	case DirectedUnavailable:
@@ -126,10 +126,10 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	default:
 		return false
 	}
-	if w.tracing {
-		w.notef("directed fault: transfer request of %s answered %s without reaching E", r.key, ResNames[reply.result])
+	if w.Tracing {
+		w.Notef("directed fault: transfer request of %s answered %s without reaching E", r.key, ResNames[reply.result])
 	}
-	w.after(1, reply.event())
+	w.After(1, reply.event())
 	return true
 }
 
@@ -161,25 +161,25 @@ func (w *World) directReply(ev *Event) bool {
 	}
 	switch call.Fault {
 	case DirectedDropReply:
-		if w.tracing {
-			w.notef("directed fault: reply %s for receive %d lost", ResNames[rep.result], rep.recv)
+		if w.Tracing {
+			w.Notef("directed fault: reply %s for receive %d lost", ResNames[rep.result], rep.recv)
 		}
 		return true
 	case DirectedDelay:
 		if !dir.held[rep.recv] {
 			dir.held[rep.recv] = true
 			if dir.park {
-				if w.tracing {
-					w.notef("directed fault: reply %s for receive %d parked", ResNames[rep.result], rep.recv)
+				if w.Tracing {
+					w.Notef("directed fault: reply %s for receive %d parked", ResNames[rep.result], rep.recv)
 				}
 				held := *ev
 				dir.parked = &held
 				return true
 			}
-			if w.tracing {
-				w.notef("directed fault: reply %s for receive %d held %d ms", ResNames[rep.result], rep.recv, dir.delayMs)
+			if w.Tracing {
+				w.Notef("directed fault: reply %s for receive %d held %d ms", ResNames[rep.result], rep.recv, dir.delayMs)
 			}
-			w.after(dir.delayMs, *ev)
+			w.After(dir.delayMs, *ev)
 			return true
 		}
 	case DirectedCut:
@@ -262,7 +262,7 @@ func (d *Driver) ReleaseHeld(heldMs int64) error {
 	}
 	ev := *dir.parked
 	dir.parked = nil
-	d.w.after(heldMs, ev)
+	d.w.After(heldMs, ev)
 	rep := transferReplyOf(ev)
 	c := d.w.Cons[rep.consumer]
 	return d.stepWhile(func() bool { _, open := c.recvs[rep.recv]; return open })

@@ -175,7 +175,7 @@ type transferRequest struct {
 }
 
 func (p transferRequest) event() Event {
-	return Event{Kind: evTransferArrive, c: p.consumer, a: p.recv, s: p.entry}
+	return Event{Kind: EvTransferArrive, c: p.consumer, a: p.recv, s: p.entry}
 }
 func transferRequestOf(ev Event) transferRequest {
 	return transferRequest{consumer: ev.c, recv: ev.a, entry: ev.s}
@@ -190,7 +190,7 @@ type transferReply struct {
 }
 
 func (p transferReply) event() Event {
-	return Event{Kind: evTransferReply, c: p.consumer, a: p.recv, b: p.result}
+	return Event{Kind: EvTransferReply, c: p.consumer, a: p.recv, b: p.result}
 }
 func transferReplyOf(ev Event) transferReply {
 	return transferReply{consumer: ev.c, recv: ev.a, result: ev.b}
@@ -200,24 +200,24 @@ func transferReplyOf(ev Event) transferReply {
 // (a fault or a directed plan replaces it).
 func (ev *Event) setTransferResult(result int64) { ev.b = result }
 
-// writeStep: a step of WRITE number write (1-based). Kinds: evWriteLand,
+// WriteStep: a step of WRITE number write (1-based). Kinds: evWriteLand,
 // evWriteComplete, evWriteDeadline.
-type writeStep struct{ write int64 }
+type WriteStep struct{ Write int64 }
 
-func (p writeStep) event(k eventKind) Event { return Event{Kind: k, a: p.write} }
-func writeStepOf(ev Event) writeStep        { return writeStep{write: ev.a} }
+func (p WriteStep) Event(k eventKind) Event { return Event{Kind: k, a: p.Write} }
+func WriteStepOf(ev Event) WriteStep        { return WriteStep{Write: ev.a} }
 
-// consumerStep: something that happens to consumer (a node), in
+// ConsumerStep: something that happens to consumer (a node), in
 // incarnation inc where it matters. Kinds: evChaos, evCrash, evRestart
 // (inc: the incarnation that crashed), evPartitionTick.
-type consumerStep struct {
-	consumer int32
+type ConsumerStep struct {
+	Consumer int32
 	inc      int64
 }
 
-func (p consumerStep) event(k eventKind) Event { return Event{Kind: k, c: p.consumer, a: p.inc} }
-func consumerStepOf(ev Event) consumerStep {
-	return consumerStep{consumer: ev.c, inc: ev.a}
+func (p ConsumerStep) Event(k eventKind) Event { return Event{Kind: k, c: p.Consumer, a: p.inc} }
+func ConsumerStepOf(ev Event) ConsumerStep {
+	return ConsumerStep{Consumer: ev.c, inc: ev.a}
 }
 
 // shutdownCall: evShutdown; injected marks the fault-injected Shutdown,
@@ -330,6 +330,6 @@ func requestEntryOf(ev Event) string { return ev.s }
 // (scenario.go), whatever the kind.
 func (ev *Event) dropSlots() (c int32, a int64) { return ev.c, ev.a }
 
-// transferLink is the consumer at the other end of E's link a transfer
+// TransferLink is the consumer at the other end of E's link a transfer
 // request or reply travels (evTransferArrive, evTransferReply).
-func transferLink(ev Event) int32 { return ev.c }
+func TransferLink(ev Event) int32 { return ev.c }

@@ -68,7 +68,7 @@ type faults struct {
 	rng     *rand.Rand
 	enabled map[Site]bool
 	fireP   float64
-	healed  bool
+	Healed  bool
 	fired   map[Site]int
 	// cov counts fires by lifecycle point (coverage.go).
 	cov *runCoverage
@@ -82,11 +82,11 @@ func newFaults(rng *rand.Rand, s Settings) *faults {
 	return f
 }
 
-// buggify reports whether site fires at this hit. A disabled site, or any
+// Buggify reports whether site fires at this hit. A disabled site, or any
 // site after heal, draws nothing, so healing does not shift the stream's use
 // elsewhere.
-func (f *faults) buggify(site Site) bool {
-	if f.healed || !f.enabled[site] {
+func (f *faults) Buggify(site Site) bool {
+	if f.Healed || !f.enabled[site] {
 		return false
 	}
 	if f.rng.Float64() < f.fireP {

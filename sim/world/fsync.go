@@ -37,19 +37,19 @@ func (w *World) publishMs(ev Event) int64 {
 // fsync's return is the resumed encodeDone. It reports whether it did.
 func (w *World) slowFsync(ev Event) bool {
 	e := encodeDoneOf(ev)
-	if e.resumed || !w.faults.buggify(SiteSlowFsync) {
+	if e.resumed || !w.Faults.Buggify(SiteSlowFsync) {
 		return false
 	}
 	id := e.entry
-	d := between(w.Nodes.rng, 1, max(1, w.Set.FsyncMsMax))
+	d := Between(w.Nodes.Rng, 1, max(1, w.Set.FsyncMsMax))
 	w.Sd.slow[id] = true
 	w.Prod.publishing++
-	if w.tracing {
-		w.notef("slow write of %s: temp file written, fsync takes %d ms", Short(id), d)
+	if w.Tracing {
+		w.Notef("slow write of %s: temp file written, fsync takes %d ms", Short(id), d)
 	}
-	w.after(d, encodeDone{client: e.client, rpc: e.rpc, entry: id, resumed: true, startedMs: w.Now}.event())
-	if w.faults.buggify(SiteProducerCrash) {
-		w.after(between(w.Nodes.rng, 0, d-1), producerCrash{slowWrite: id}.event()) // before the fsync returns
+	w.After(d, encodeDone{client: e.client, rpc: e.rpc, entry: id, resumed: true, startedMs: w.Now}.event())
+	if w.Faults.Buggify(SiteProducerCrash) {
+		w.After(Between(w.Nodes.Rng, 0, d-1), producerCrash{slowWrite: id}.event()) // before the fsync returns
 	}
 	return true
 }
@@ -64,8 +64,8 @@ func (w *World) fsyncWritten(ev Event) bool {
 	}
 	delete(w.Sd.slow, e.entry)
 	w.Sd.publish(w.Ledger.get(e.entry))
-	if w.tracing {
-		w.notef("slow write of %s: fsync returned, renamed into place", Short(e.entry))
+	if w.Tracing {
+		w.Notef("slow write of %s: fsync returned, renamed into place", Short(e.entry))
 	}
 	return true
 }

@@ -403,9 +403,9 @@ func (w *World) consumeMedia(c *consumerNode, r *recv) {
 		w.Media.cache[key] = ans
 	}
 	w.Media.Answers = append(w.Media.Answers, MediaAnswer{Pm: pm, Consumer: int32(c.Idx), Inc: int32(c.Inc), Prompt: prompt, Answer: ans})
-	if w.tracing {
-		if w.tracing {
-			w.notef("PD%d answered %s (prefix cache hit %v)", c.Idx, Short(r.entry), hit)
+	if w.Tracing {
+		if w.Tracing {
+			w.Notef("PD%d answered %s (prefix cache hit %v)", c.Idx, Short(r.entry), hit)
 		}
 	}
 }

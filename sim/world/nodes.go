@@ -11,13 +11,13 @@ import (
 // from another subsystem's stream, so a seed whose node sites are all
 // disabled and whose topology is E+PD runs as it did without them.
 type nodeWorld struct {
-	rng *rand.Rand
+	Rng *rand.Rand
 	// hookSend: the send hook has work (E+P+D, or partitions); hookArrival:
 	// the arrival hook has (partitions, or a producer crashed).
 	hookSend, hookArrival bool
 
-	// cutUntil is, per consumer, the tick its link to E heals (partition.go).
-	cutUntil []int64
+	// CutUntil is, per consumer, the tick its link to E heals (partition.go).
+	CutUntil []int64
 
 	// ProdDown: E's process crashed and is not restarted yet (until
 	// prodUpAt); prodRestarts counts restarts; lost lists the entries of
@@ -50,7 +50,7 @@ type nodeWorld struct {
 
 // Event kinds of the nodes (queue.go's String and World.dispatch hand them here).
 const (
-	evPartitionTick eventKind = 128 + iota
+	EvPartitionTick eventKind = 128 + iota
 	evProducerCrash
 	evProducerChaos
 	evProducerRestart
@@ -66,10 +66,10 @@ const (
 )
 
 // evNodeFirst is the first node event kind.
-const evNodeFirst = evPartitionTick
+const evNodeFirst = EvPartitionTick
 
 var nodeEventNames = [...]string{
-	evPartitionTick - evNodeFirst: "partition-tick", evProducerCrash - evNodeFirst: "producer-crash",
+	EvPartitionTick - evNodeFirst: "partition-tick", evProducerCrash - evNodeFirst: "producer-crash",
 	evProducerChaos - evNodeFirst: "producer-chaos", evProducerRestart - evNodeFirst: "producer-restart",
 	evDecodeArrive - evNodeFirst: "decode-arrive", evKVFetchArrive - evNodeFirst: "kv-fetch-arrive",
 	EvKVFetchReply - evNodeFirst: "kv-fetch-reply", evDecodeFetchDeadline - evNodeFirst: "decode-fetch-deadline",
@@ -87,21 +87,21 @@ func nodeEventName(k eventKind) string {
 
 // initNodes sets up the node state of a new world (newWorld).
 func (w *World) initNodes() {
-	w.Nodes.rng = w.rngs[6].seed(w.seed, subNodes)
-	w.Nodes.hookSend = w.Set.eppd() || (w.faults.enabled[SitePartition] && w.Set.Backend == BackendTransfer)
+	w.Nodes.Rng = w.rngs[6].seed(w.seed, subNodes)
+	w.Nodes.hookSend = w.Set.eppd() || (w.Faults.enabled[SitePartition] && w.Set.Backend == BackendTransfer)
 }
 
 // StartNodes builds the D nodes and schedules the partition ticks (start).
 func (w *World) StartNodes() {
-	if w.faults.enabled[SitePartition] && w.Set.Backend == BackendTransfer {
-		w.Nodes.cutUntil = make([]int64, len(w.Cons))
+	if w.Faults.enabled[SitePartition] && w.Set.Backend == BackendTransfer {
+		w.Nodes.CutUntil = make([]int64, len(w.Cons))
 		w.Nodes.hookArrival = true
 		for i := range w.Cons {
-			w.schedule(between(w.Nodes.rng, 1, max(1, w.Set.PartitionPeriodMs)), consumerStep{consumer: int32(i)}.event(evPartitionTick))
+			w.schedule(Between(w.Nodes.Rng, 1, max(1, w.Set.PartitionPeriodMs)), ConsumerStep{Consumer: int32(i)}.Event(EvPartitionTick))
 		}
 	}
-	if w.faults.enabled[SiteProducerCrash] {
-		w.schedule(between(w.Nodes.rng, 100, 800), Event{Kind: evProducerChaos})
+	if w.Faults.enabled[SiteProducerCrash] {
+		w.schedule(Between(w.Nodes.Rng, 100, 800), Event{Kind: evProducerChaos})
 	}
 	if w.Set.eppd() {
 		w.startEPPD()
@@ -110,9 +110,11 @@ func (w *World) StartNodes() {
 
 // dispatchNode runs a node event's handler; a D-side one under the N-2 guard.
 func (w *World) dispatchNode(ev Event) bool {
+	if h := w.behaviour.Handlers[ev.Kind]; h != nil {
+		h(w, ev)
+		return false
+	}
 	switch ev.Kind {
-	case evPartitionTick:
-		w.partitionTick(ev)
 	case evProducerCrash:
 		w.producerCrash(ev)
 	case evProducerChaos:
@@ -140,7 +142,7 @@ func (w *World) sendHook(ev *Event) bool {
 	if rep := consumeReplyOf(*ev); ev.Kind == evConsumeReplyArrive && rep.result == ResOK && rep.consumer >= 0 && w.Set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
 		w.prefillReady(ev)
 	}
-	return w.partitionDropsSend(ev)
+	return w.behaviour.DropsSend(w, ev)
 }
 
 // arrivalHook runs before an event's handler; true means it was consumed
@@ -149,7 +151,7 @@ func (w *World) arrivalHook(ev Event) bool {
 	if (w.Nodes.ProdDown || w.Nodes.prodRestarts > 0) && w.staleProducerEvent(ev) {
 		return true
 	}
-	return w.Nodes.cutUntil != nil && w.partitionDropsArrival(ev)
+	return w.Nodes.CutUntil != nil && w.behaviour.DropsArrival(w, ev)
 }
 
 // drainNodes: the shutdown phase began (endCheck): P releases its KV

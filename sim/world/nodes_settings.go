@@ -93,14 +93,14 @@ func drawNodeSettings(seed uint64, s *Settings) {
 	n.Topology = TopologyEPD
 	if chance(r, 0.25) {
 		n.Topology = TopologyEPPD
-		n.Decoders = int(between(r, 1, 2))
+		n.Decoders = int(Between(r, 1, 2))
 	}
-	n.KVSessionTTLMs = between(r, 200, 3000)
-	n.DecodeTimeoutMs = between(r, 100, 1000)
-	n.PartitionMsMax = between(r, 50, 1500)
-	n.PartitionPeriodMs = between(r, 100, 600)
-	n.FsyncMsMax = between(r, 20, 2000)
-	n.ProducerDownMsMax = between(r, 1, 500)
+	n.KVSessionTTLMs = Between(r, 200, 3000)
+	n.DecodeTimeoutMs = Between(r, 100, 1000)
+	n.PartitionMsMax = Between(r, 50, 1500)
+	n.PartitionPeriodMs = Between(r, 100, 600)
+	n.FsyncMsMax = Between(r, 20, 2000)
+	n.ProducerDownMsMax = Between(r, 1, 500)
 	for _, site := range nodeSites {
 		if chance(r, EnableProbability) {
 			s.Faults = append(s.Faults, site)

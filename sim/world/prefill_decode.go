@@ -159,7 +159,7 @@ func ContentHash(entry string) string { return entry + entry }
 func (w *World) prefillReady(ev *Event) {
 	var b [16]byte
 	for i := range b {
-		b[i] = byte(w.Nodes.rng.Uint32())
+		b[i] = byte(w.Nodes.Rng.Uint32())
 	}
 	rep := consumeReplyOf(*ev)
 	c := w.Cons[rep.consumer]
@@ -168,9 +168,9 @@ func (w *World) prefillReady(ev *Event) {
 	w.Nodes.byID[s.Id] = s
 	w.Nodes.prefills[[2]int64{int64(rep.client), rep.rpc}] = s
 	w.Nodes.Touched = append(w.Nodes.Touched, s)
-	w.after(w.Set.KVSessionTTLMs, kvExpire{prefill: rep.consumer, session: int64(s.Num)}.event())
-	if w.tracing {
-		w.notef("P%d: PrefillReady for %s with KV session %s", rep.consumer, Short(rep.entry), Short(s.Id))
+	w.After(w.Set.KVSessionTTLMs, kvExpire{prefill: rep.consumer, session: int64(s.Num)}.event())
+	if w.Tracing {
+		w.Notef("P%d: PrefillReady for %s with KV session %s", rep.consumer, Short(rep.entry), Short(s.Id))
 	}
 }
 
@@ -193,15 +193,15 @@ func (w *World) decodeAnswer(c *client, res int64) bool {
 		if w.Nodes.scripted {
 			break // a scenario sends the decode itself (`decode`)
 		}
-		if chance(w.Nodes.rng, 0.1) {
+		if chance(w.Nodes.Rng, 0.1) {
 			w.kvAbort(c, cd) // cancelled after PrefillReady: release the session
 			return true
 		}
 		kind := PrepOK
 		switch {
-		case w.faults.buggify(SiteDecodeNoPrep):
+		case w.Faults.Buggify(SiteDecodeNoPrep):
 			kind = PrepMissing
-		case w.faults.buggify(SiteDecodeBadHash):
+		case w.Faults.Buggify(SiteDecodeBadHash):
 			kind = PrepBadHash
 		}
 		w.decode(c, cd, kind, -1)
@@ -214,7 +214,7 @@ func (w *World) decodeAnswer(c *client, res int64) bool {
 			cd.retried = true // refused before execution: send it properly
 			w.decode(c, cd, PrepOK, -1)
 			return true
-		case res == ResOK && !cd.replayed && w.faults.buggify(SiteDecodeReplay):
+		case res == ResOK && !cd.replayed && w.Faults.Buggify(SiteDecodeReplay):
 			cd.replayed = true // the same session again: at most one attach
 			w.decode(c, cd, PrepOK, -1)
 			return true
@@ -232,7 +232,7 @@ func (w *World) decodeAnswer(c *client, res int64) bool {
 // drawn at random).
 func (w *World) decode(c *client, cd *clientDecode, kind PrepKind, d int) {
 	if d < 0 {
-		d = w.Nodes.rng.IntN(len(w.Nodes.decoders))
+		d = w.Nodes.Rng.IntN(len(w.Nodes.decoders))
 	}
 	r := &DecodeReq{Num: len(w.Nodes.Reqs) + 1, h: c.Idx, D: d, Session: cd.session, SessionID: cd.session.Id, Kind: kind}
 	switch kind {
@@ -249,7 +249,7 @@ func (w *World) decode(c *client, cd *clientDecode, kind PrepKind, d int) {
 	c.Stage = stageDecoding
 	r.rpc = c.rpc
 	w.send(msgRequest, decodeRequest{client: int32(c.Idx), decoder: int32(d), rpc: c.rpc, req: int64(r.Num)}.event())
-	w.after(w.Set.ClientTimeoutMs, clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientDeadline))
+	w.After(w.Set.ClientTimeoutMs, clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientDeadline))
 }
 
 // kvAbort: the client releases its KV session on P (Abort(kv_session)).
@@ -257,7 +257,7 @@ func (w *World) kvAbort(c *client, cd *clientDecode) {
 	c.rpc++
 	c.Stage = stageKVAborting
 	w.send(msgRelease, kvAbort{client: int32(c.Idx), prefill: int32(cd.session.P), rpc: c.rpc, session: cd.session.Id}.event())
-	w.after(w.Set.ClientTimeoutMs, clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientDeadline))
+	w.After(w.Set.ClientTimeoutMs, clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientDeadline))
 }
 
 // decodeReplyArrive: D's answer to a decode, or P's to Abort(kv_session).
@@ -297,8 +297,8 @@ func (w *World) decodeArrive(ev Event) {
 			r.Res = resOf(err)
 		}
 		w.Nodes.Decided = append(w.Nodes.Decided, r)
-		if w.tracing {
-			w.notef("D%d refused decode %d: %v", d.idx, r.Num, err)
+		if w.Tracing {
+			w.Notef("D%d refused decode %d: %v", d.idx, r.Num, err)
 		}
 		w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: r.Res}.event(evDecodeReplyArrive))
 	}
@@ -318,11 +318,11 @@ func (w *World) decodeArrive(ev Event) {
 	d.attached[r.SessionID] = true
 	r.Ran = true
 	w.Nodes.Decided = append(w.Nodes.Decided, r)
-	if w.tracing {
-		w.notef("D%d attached to KV session %s: fetch and release on P%d", d.idx, Short(r.SessionID), r.Session.P)
+	if w.Tracing {
+		w.Notef("D%d attached to KV session %s: fetch and release on P%d", d.idx, Short(r.SessionID), r.Session.P)
 	}
 	w.send(msgRequest, kvFetch{node: int32(r.Session.P), req: int64(r.Num)}.event(evKVFetchArrive))
-	w.after(w.Set.DecodeTimeoutMs, kvFetch{node: dr.decoder, req: int64(r.Num)}.event(evDecodeFetchDeadline))
+	w.After(w.Set.DecodeTimeoutMs, kvFetch{node: dr.decoder, req: int64(r.Num)}.event(evDecodeFetchDeadline))
 }
 
 // CheckDecodeRequest is D's check of the decode preparation (L-2, H-3),
@@ -360,8 +360,8 @@ func (w *World) kvFetchArrive(ev Event) {
 		w.Nodes.Touched = append(w.Nodes.Touched, s)
 		res = resAborted
 	}
-	if w.tracing {
-		w.notef("P%d: fetch and release of KV session %s: %s", f.node, Short(r.SessionID), ResNames[res])
+	if w.Tracing {
+		w.Notef("P%d: fetch and release of KV session %s: %s", f.node, Short(r.SessionID), ResNames[res])
 	}
 	w.send(msgReply, kvFetch{node: int32(r.D), req: f.req, result: res}.event(EvKVFetchReply))
 }
@@ -371,8 +371,8 @@ func (w *World) kvFetchReply(ev Event) {
 	f := kvFetchOf(ev)
 	r := w.Nodes.Reqs[f.req-1]
 	if r.Done {
-		if w.tracing {
-			w.notef("fetch reply for decode %d ignored: already answered", r.Num)
+		if w.Tracing {
+			w.Notef("fetch reply for decode %d ignored: already answered", r.Num)
 		}
 		return
 	}
@@ -381,13 +381,13 @@ func (w *World) kvFetchReply(ev Event) {
 		r.Res = ResOK
 		r.Session.DecodedBy = append(r.Session.DecodedBy, r.D)
 		w.Nodes.Touched = append(w.Nodes.Touched, r.Session)
-		if w.tracing {
-			w.notef("D%d decodes from KV session %s", r.D, Short(r.SessionID))
+		if w.Tracing {
+			w.Notef("D%d decodes from KV session %s", r.D, Short(r.SessionID))
 		}
 	} else {
 		r.Res = ResDecodeRefused
-		if w.tracing {
-			w.notef("D%d: KV session %s not found (already decoded, released or expired)", r.D, Short(r.SessionID))
+		if w.Tracing {
+			w.Notef("D%d: KV session %s not found (already decoded, released or expired)", r.D, Short(r.SessionID))
 		}
 	}
 	w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: r.Res}.event(evDecodeReplyArrive))
@@ -401,8 +401,8 @@ func (w *World) decodeFetchDeadline(ev Event) {
 		return
 	}
 	r.Done, r.Res = true, ResUnavailable
-	if w.tracing {
-		w.notef("D%d: fetch of KV session %s timed out", r.D, Short(r.SessionID))
+	if w.Tracing {
+		w.Notef("D%d: fetch of KV session %s timed out", r.D, Short(r.SessionID))
 	}
 	w.send(msgReply, callReply{client: int32(r.h), rpc: r.rpc, result: ResUnavailable}.event(evDecodeReplyArrive))
 }
@@ -422,8 +422,8 @@ func (w *World) kvAbortArrive(ev Event) {
 		w.Nodes.Touched = append(w.Nodes.Touched, s)
 		res = resAborted
 	}
-	if w.tracing {
-		w.notef("P%d: Abort(kv_session %s): %s", ab.prefill, Short(ab.session), ResNames[res])
+	if w.Tracing {
+		w.Notef("P%d: Abort(kv_session %s): %s", ab.prefill, Short(ab.session), ResNames[res])
 	}
 	w.send(msgReply, callReply{client: ab.client, rpc: ab.rpc, result: res}.event(evKVAbortReplyArrive))
 }
@@ -434,8 +434,8 @@ func (w *World) kvExpire(ev Event) {
 	if s.Live(w) {
 		s.State = kvExpired
 		w.Nodes.Touched = append(w.Nodes.Touched, s)
-		if w.tracing {
-			w.notef("P%d: KV session %s expired unfetched", s.P, Short(s.Id))
+		if w.Tracing {
+			w.Notef("P%d: KV session %s expired unfetched", s.P, Short(s.Id))
 		}
 	}
 }
@@ -458,8 +458,8 @@ func (w *World) drainKVSessions(p int) {
 		if s.P == p && s.Live(w) {
 			s.State = kvDrained
 			w.Nodes.Touched = append(w.Nodes.Touched, s)
-			if w.tracing {
-				w.notef("P%d: drain released KV session %s", p, Short(s.Id))
+			if w.Tracing {
+				w.Notef("P%d: drain released KV session %s", p, Short(s.Id))
 			}
 		}
 	}

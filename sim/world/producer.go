@@ -161,8 +161,8 @@ func (w *World) publishArrive(ev Event) {
 	}
 	if err := p.Health.Admit(); err != nil {
 		reply.result = resOf(err)
-		if w.tracing {
-			w.notef("admit: %v", err)
+		if w.Tracing {
+			w.Notef("admit: %v", err)
 		}
 		w.send(msgReply, reply.event(evPublishFailArrive))
 		return
@@ -170,8 +170,8 @@ func (w *World) publishArrive(ev Event) {
 	cl := w.Clients[call.client]
 	if why := w.modalityError(&cl.Plan.Media); why != "" {
 		reply.result = resUnimplemented // L-3: before execution, nothing reserved
-		if w.tracing {
-			w.notef("%s", why)
+		if w.Tracing {
+			w.Notef("%s", why)
 		}
 		w.send(msgReply, reply.event(evPublishFailArrive))
 		return
@@ -182,22 +182,22 @@ func (w *World) publishArrive(ev Event) {
 	}
 	if err := p.Table.Reserve(id, cl.Plan.payloadBytes); err != nil {
 		reply.result = resOf(err)
-		if w.tracing {
-			w.notef("reserve: %v", err)
+		if w.Tracing {
+			w.Notef("reserve: %v", err)
 		}
 		w.send(msgReply, reply.event(evPublishFailArrive))
 		return
 	}
 	p.publishing++
 	w.Ledger.Add(id, int(call.client), cl.Plan.payloadBytes).instance = p.instanceID
-	d := between(w.workRNG, 1, w.Set.EncodeMsMax)
-	if w.faults.buggify(SiteEncoderLate) {
-		d += between(w.workRNG, 1, w.Set.LongDelayMaxMs)
+	d := Between(w.workRNG, 1, w.Set.EncodeMsMax)
+	if w.Faults.Buggify(SiteEncoderLate) {
+		d += Between(w.workRNG, 1, w.Set.LongDelayMaxMs)
 	}
-	if w.tracing {
-		w.notef("reserved %s (%d bytes)", Short(id), cl.Plan.payloadBytes)
+	if w.Tracing {
+		w.Notef("reserved %s (%d bytes)", Short(id), cl.Plan.payloadBytes)
 	}
-	w.after(d, encodeDone{client: call.client, rpc: call.rpc, entry: id}.event())
+	w.After(d, encodeDone{client: call.client, rpc: call.rpc, entry: id}.event())
 }
 
 // encodeDone: the encoder step ended. Cancelled or failed before publication
@@ -220,13 +220,13 @@ func (w *World) encodeDone(ev Event) {
 			p.Table.AbandonPublish(id)
 		}
 		if !abandoned {
-			if w.tracing {
-				w.notef("encoder failed; %s keeps its reservation", Short(id))
+			if w.Tracing {
+				w.Notef("encoder failed; %s keeps its reservation", Short(id))
 			}
 		} else {
 			rec.Abandoned = true
-			if w.tracing {
-				w.notef("abandoned %s: %s", Short(id), why)
+			if w.Tracing {
+				w.Notef("abandoned %s: %s", Short(id), why)
 			}
 		}
 		if res != 0 {
@@ -237,7 +237,7 @@ func (w *World) encodeDone(ev Event) {
 		goto committed // a slow write's fsync returned and it is renamed into place (fsync.go)
 	}
 	switch {
-	case w.faults.buggify(SiteEncoderFail):
+	case w.Faults.Buggify(SiteEncoderFail):
 		abandon(resInternal, "C-6", "encoder failed")
 		return
 	case cl.streamCancelled(e.rpc) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.decisions) == handoff.PublishAbandon:
@@ -248,7 +248,7 @@ func (w *World) encodeDone(ev Event) {
 	case p.Health.Draining():
 		abandon(ResUnavailable, "S-2", "draining")
 		return
-	case w.faults.buggify(SiteENOSPC):
+	case w.Faults.Buggify(SiteENOSPC):
 		if w.Set.Backend == BackendSharedDir {
 			w.Sd.writeENOSPC(rec) // the real Dir.Write, its write failing with ENOSPC
 		}
@@ -282,7 +282,7 @@ committed:
 	// cancelled stream, the C-3 mutant keeps what never reached its client).
 	sent := handoff.ReadySent{Cancelled: cancelled}
 	if !cancelled {
-		sent.SendFailed = w.faults.buggify(SiteSendFails)
+		sent.SendFailed = w.Faults.Buggify(SiteSendFails)
 	}
 	if act := handoff.DecideReadySent(sent, w.decisions); act != handoff.PublishAnswered {
 		rec.ReadyUndelivered = true
@@ -290,19 +290,19 @@ committed:
 			w.Ledger.Cancelled = append(w.Ledger.Cancelled, rec)
 		}
 		if act == handoff.PublishKeep {
-			if w.tracing {
-				w.notef("EncoderReady send failed; %s kept", Short(id))
+			if w.Tracing {
+				w.Notef("EncoderReady send failed; %s kept", Short(id))
 			}
 			return
 		}
-		if w.tracing {
-			w.notef("C-7 EncoderReady send failed; releasing %s", Short(id))
+		if w.Tracing {
+			w.Notef("C-7 EncoderReady send failed; releasing %s", Short(id))
 		}
 		w.producerRelease(id, -1, 0)
 		return
 	}
-	if w.tracing {
-		w.notef("published %s ttl %d", Short(id), ttl)
+	if w.Tracing {
+		w.Notef("published %s ttl %d", Short(id), ttl)
 	}
 	w.send(msgReply, readyReply{client: e.client, rpc: e.rpc, entry: id, expiresMs: rec.ExpiresMs}.event())
 }
@@ -338,8 +338,8 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 		// the removal may fail; the answer waits for the outcome
 		// (seeds 576264, 954255). Nobody waits for an internal one (h < 0):
 		// the removal in flight ends the entry.
-		if w.tracing {
-			w.notef("release %s waits for its removal in flight", Short(id))
+		if w.Tracing {
+			w.Notef("release %s waits for its removal in flight", Short(id))
 		}
 		if h >= 0 {
 			p := w.Prod
@@ -349,15 +349,15 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 			p.releaseWaits[id] = append(p.releaseWaits[id], releaseWaiter{h: h, rpc: rpc})
 		}
 	case handoff.ReleaseCleanupFailed:
-		if w.tracing {
-			w.notef("release %s: UNAVAILABLE (X-1 its removal failed)", Short(id))
+		if w.Tracing {
+			w.Notef("release %s: UNAVAILABLE (X-1 its removal failed)", Short(id))
 		}
 		if h >= 0 {
 			w.send(msgReply, callReply{client: int32(h), rpc: rpc, result: ResUnavailable}.event(evReleaseReplyArrive))
 		}
 	default:
-		if w.tracing {
-			w.notef("release %s: ALREADY_FINISHED", Short(id))
+		if w.Tracing {
+			w.Notef("release %s: ALREADY_FINISHED", Short(id))
 		}
 		if h >= 0 {
 			w.releaseReply(int32(h), rpc, id, resAlreadyFinished)
@@ -382,11 +382,11 @@ func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
 // the removal may be slow, so a consumer's claim can race it.
 func (w *World) startRemoval(id string, cause handoff.RemovalCause, h int, rpc int64) {
 	w.Prod.Cleanups++
-	d := between(w.diskRNG, 0, 2)
-	if w.faults.buggify(SiteSlowRemove) {
-		d += between(w.diskRNG, 1, w.Set.LongDelayMaxMs)
+	d := Between(w.diskRNG, 0, 2)
+	if w.Faults.Buggify(SiteSlowRemove) {
+		d += Between(w.diskRNG, 1, w.Set.LongDelayMaxMs)
 	}
-	w.after(d, removeDone{client: int32(h), rpc: rpc, cause: cause, entry: id}.event())
+	w.After(d, removeDone{client: int32(h), rpc: rpc, cause: cause, entry: id}.event())
 }
 
 var CauseNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released", handoff.CauseExpiry: "expired", handoff.CauseDrain: "drained"}
@@ -410,7 +410,7 @@ func (w *World) removeDone(ev Event) {
 		}
 	}
 	early, landedEarly := w.Sd.takeEarly(id) // removed inside a consumer's Claim (shared_disk.go)
-	if !landedEarly && w.faults.buggify(SiteRemoveError) {
+	if !landedEarly && w.Faults.Buggify(SiteRemoveError) {
 		if w.Set.Backend == BackendSharedDir {
 			w.Sd.remove(id, true) // the real Dir.Remove, its rename failing with EIO: ErrCleanup, the entry stays
 		}
@@ -421,8 +421,8 @@ func (w *World) removeDone(ev Event) {
 		if p.Health.Draining() {
 			w.reach(stCleanupFailureInDrain)
 		}
-		if w.tracing {
-			w.notef("X-1 removal of %s failed", Short(id))
+		if w.Tracing {
+			w.Notef("X-1 removal of %s failed", Short(id))
 		}
 		reply(ResUnavailable)
 		w.decideWaitingReleases(id)
@@ -441,8 +441,8 @@ func (w *World) removeDone(ev Event) {
 		rec.RemovedCause = CauseNames[cause]
 	}
 	out := p.Table.RemovalDone(id, won)
-	if w.tracing {
-		w.notef("removal of %s won=%v -> %v", Short(id), won, out)
+	if w.Tracing {
+		w.Notef("removal of %s won=%v -> %v", Short(id), won, out)
 	}
 	switch out {
 	case handoff.ReleaseAborted:
@@ -482,8 +482,8 @@ func (w *World) observeClaims() {
 			panic(fmt.Sprintf("sim: Exists(%s): %v", id, err))
 		} else if !ok {
 			w.Prod.Table.ObserveGone(id)
-			if w.tracing {
-				w.notef("observed %s gone", Short(id))
+			if w.Tracing {
+				w.Notef("observed %s gone", Short(id))
 			}
 		}
 	}
@@ -502,12 +502,12 @@ func (w *World) collect(ev Event) {
 		ids := p.Table.AppendPublished(p.vanishing[:0])
 		p.vanishing = ids
 		for _, id := range ids {
-			if w.faults.buggify(SiteVanish) {
+			if w.Faults.Buggify(SiteVanish) {
 				rec := w.Ledger.get(id)
 				w.Sd.Disk.Vanish(entryPath(rec.instance, id))
 				rec.vanished = true
-				if w.tracing {
-					w.notef("X-2 file of %s vanished", Short(id))
+				if w.Tracing {
+					w.Notef("X-2 file of %s vanished", Short(id))
 				}
 			}
 		}
@@ -517,7 +517,7 @@ func (w *World) collect(ev Event) {
 		w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 	}
 	w.Sd.collect()
-	w.after(w.Set.CollectPeriodMs, Event{Kind: evCollect})
+	w.After(w.Set.CollectPeriodMs, Event{Kind: evCollect})
 }
 
 // shutdown: Shutdown(expected_instance_id) on E (S-1), then the drain (S-2).
@@ -541,15 +541,15 @@ func (w *World) shutdown(ev Event) {
 		w.Failf(Correctness, "S-1", "Shutdown(own id) after draining=%v = %v, %v", was, st, err)
 		return
 	}
-	if w.tracing {
-		w.notef("shutdown %v", st)
+	if w.Tracing {
+		w.Notef("shutdown %v", st)
 	}
 	if !was && (p.publishing > 0 || p.Table.Transfers() > 0) {
 		w.reach(stShutdownWithHandoff)
 	}
 	if !was {
 		w.hist.drainMs = w.Now
-		w.after(0, Event{Kind: evDrainTick})
+		w.After(0, Event{Kind: evDrainTick})
 	}
 }
 
@@ -571,7 +571,7 @@ func (w *World) drainTick(ev Event) {
 		w.startRemoval(id, handoff.CauseDrain, -1, 0)
 	}
 	if !p.Table.DrainDone(p.Cleanups, p.publishing, w.decisions) { // the S-2 mutant leaves the removals it started running
-		w.after(10, Event{Kind: evDrainTick})
+		w.After(10, Event{Kind: evDrainTick})
 		return
 	}
 	w.stopProducer()
@@ -594,8 +594,8 @@ func (w *World) stopProducer() {
 		}
 	}
 	w.Prod.Stopped = true
-	if w.tracing {
-		w.notef("producer stopped")
+	if w.Tracing {
+		w.Notef("producer stopped")
 	}
 }
 
@@ -622,16 +622,16 @@ func (w *World) transferArrive(ev Event) {
 		for _, id := range p.Table.Expire(w.Now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
-		if w.tracing {
-			w.notef("SU-2 %s expired: before-write", Short(rq.entry))
+		if w.Tracing {
+			w.Notef("SU-2 %s expired: before-write", Short(rq.entry))
 		}
 		w.send(msgReply, reply.event())
 		return
 	}
 	if err != nil {
 		reply.result = beforeWriteAnswer(err)
-		if w.tracing {
-			w.notef("%v: before-write", err)
+		if w.Tracing {
+			w.Notef("%v: before-write", err)
 		}
 		w.send(msgReply, reply.event())
 		return
@@ -651,8 +651,8 @@ func (w *World) transferArrive(ev Event) {
 	}
 	if err := p.Table.ClaimForTransfer(rq.entry); err != nil {
 		reply.result = beforeWriteAnswer(err)
-		if w.tracing {
-			w.notef("claim: %v: before-write", err)
+		if w.Tracing {
+			w.Notef("claim: %v: before-write", err)
 		}
 		w.send(msgReply, reply.event())
 		return
@@ -664,7 +664,7 @@ func (w *World) transferArrive(ev Event) {
 	}
 	wr := &Write{Num: int64(len(w.Writes) + 1), Entry: rq.entry, recv: tr.recv, C: rq.c, Inc: rq.inc, Buf: rq.buf}
 	var fault xfer.Fault // SiteWriteError: the WRITE fails before a byte lands, or lands and loses its acknowledgement
-	if w.faults.buggify(SiteWriteError) {
+	if w.Faults.Buggify(SiteWriteError) {
 		fault.Kind = xfer.FaultFailAfter
 		if w.netRNG.IntN(2) == 0 {
 			fault.Kind = xfer.FaultLoseAck
@@ -672,15 +672,15 @@ func (w *World) transferArrive(ev Event) {
 	}
 	w.Writes = append(w.Writes, wr)
 	Must(w.postWrite(wr, rq, fault)) // CreateWriteTo + Post on E's agent (transport.go)
-	d := between(w.netRNG, 1, w.Set.WriteMsMax)
-	if w.faults.buggify(SiteSlowWrite) {
-		d += between(w.netRNG, 1, w.Set.LongDelayMaxMs)
+	d := Between(w.netRNG, 1, w.Set.WriteMsMax)
+	if w.Faults.Buggify(SiteSlowWrite) {
+		d += Between(w.netRNG, 1, w.Set.LongDelayMaxMs)
 	}
-	if w.tracing {
-		w.notef("WRITE #%d of %s posted, lands in %d", wr.Num, Short(rq.entry), d)
+	if w.Tracing {
+		w.Notef("WRITE #%d of %s posted, lands in %d", wr.Num, Short(rq.entry), d)
 	}
-	w.after(d, writeStep{write: wr.Num}.event(evWriteLand))
-	w.after(w.Set.ProducerTimeoutMs, writeStep{write: wr.Num}.event(evWriteDeadline))
+	w.After(d, WriteStep{Write: wr.Num}.Event(EvWriteLand))
+	w.After(w.Set.ProducerTimeoutMs, WriteStep{Write: wr.Num}.Event(evWriteDeadline))
 }
 
 // beforeWriteAnswer is the producer's answer to a rejection made before the
@@ -701,17 +701,17 @@ func beforeWriteAnswer(err error) int64 {
 // land in its registered buffer, or the WRITE fails (the injected fault,
 // the consumer's agent refused it or is gone with its process).
 func (w *World) writeLand(ev Event) {
-	wr := w.Writes[writeStepOf(ev).write-1]
-	err := w.deliverWrite(wr, false)
+	wr := w.Writes[WriteStepOf(ev).Write-1]
+	err := w.DeliverWrite(wr, false)
 	c := w.Cons[wr.C]
 	switch {
 	case !wr.landed && (!c.Up || c.Inc != wr.Inc):
-		if w.tracing {
-			w.notef("WRITE #%d failed: PD%d incarnation %d is gone", wr.Num, wr.C, wr.Inc)
+		if w.Tracing {
+			w.Notef("WRITE #%d failed: PD%d incarnation %d is gone", wr.Num, wr.C, wr.Inc)
 		}
 	case !wr.landed:
-		if w.tracing {
-			w.notef("WRITE #%d failed before landing: %v", wr.Num, err)
+		if w.Tracing {
+			w.Notef("WRITE #%d failed before landing: %v", wr.Num, err)
 		}
 	case !c.Up || c.Inc != wr.Inc:
 		w.Failf(Correctness, "Q-1", "WRITE #%d of %s landed in PD%d incarnation %d, whose agent was closed", wr.Num, Short(wr.Entry), wr.C, wr.Inc)
@@ -726,18 +726,18 @@ func (w *World) writeLand(ev Event) {
 		}
 		rq := &w.Xreqs[wr.recv-1]
 		w.took(w.Ledger.get(wr.Entry), rq.Key, int32(rq.h), rq.rpc, rq.form)
-		if w.tracing {
-			w.notef("WRITE #%d of %s landed in PD%d buffer %d", wr.Num, Short(wr.Entry), wr.C, wr.Buf)
+		if w.Tracing {
+			w.Notef("WRITE #%d of %s landed in PD%d buffer %d", wr.Num, Short(wr.Entry), wr.C, wr.Buf)
 		}
 	}
-	w.after(1, writeStep{write: wr.Num}.event(evWriteComplete))
+	w.After(1, WriteStep{Write: wr.Num}.Event(EvWriteComplete))
 }
 
 // writeComplete: the producer learns the WRITE's status (xfer's Complete,
 // then Status and Release): TransferDone and deregister the source, or
 // fail the transfer.
 func (w *World) writeComplete(ev Event) {
-	wr := w.Writes[writeStepOf(ev).write-1]
+	wr := w.Writes[WriteStepOf(ev).Write-1]
 	if wr.orphan {
 		return // its producer process crashed: the agent's Close ended it
 	}
@@ -756,8 +756,8 @@ func (w *World) writeComplete(ev Event) {
 		}
 		w.freeSource(wr.Entry)
 		reply.result = ResOK
-		if w.tracing {
-			w.notef("transfer of %s done", Short(wr.Entry))
+		if w.Tracing {
+			w.Notef("transfer of %s done", Short(wr.Entry))
 		}
 	}
 	w.send(msgReply, reply.event())
@@ -766,7 +766,7 @@ func (w *World) writeComplete(ev Event) {
 // writeDeadline: the producer's own deadline on its WRITE passed: the WRITE
 // may still land, so the source is quarantined, never freed.
 func (w *World) writeDeadline(ev Event) {
-	wr := w.Writes[writeStepOf(ev).write-1]
+	wr := w.Writes[WriteStepOf(ev).Write-1]
 	if wr.producerDone || w.Prod.Stopped {
 		return
 	}
@@ -806,8 +806,8 @@ func (w *World) failTransfer(wr *Write, why string) int64 {
 		w.Prod.Health.Fail(d.Health.Check, d.Health.Reason)
 		w.quarantineSource(wr) // until the WRITE ends; the mutant's early free keeps Health NOT_READY as long
 	}
-	if w.tracing {
-		w.notef("Q-3 transfer of %s failed (%s); source %s", Short(wr.Entry), why, map[bool]string{true: "freed", false: "quarantined"}[d.Source == handoff.FreeSource])
+	if w.Tracing {
+		w.Notef("Q-3 transfer of %s failed (%s); source %s", Short(wr.Entry), why, map[bool]string{true: "freed", false: "quarantined"}[d.Source == handoff.FreeSource])
 	}
 	if d.Code == handoff.CodeInvalidArgument {
 		return ResPlainInvalid
@@ -847,8 +847,8 @@ func (w *World) producerConsume(ev Event) {
 		w.took(rec, key, rq.client, rq.rpc, rq.form)
 		reply.result = ResOK
 	}
-	if w.tracing {
-		w.notef("E served a consume of %s: %s", Short(rec.Id), ResNames[reply.result])
+	if w.Tracing {
+		w.Notef("E served a consume of %s: %s", Short(rec.Id), ResNames[reply.result])
 	}
 	w.send(msgReply, reply.event())
 }

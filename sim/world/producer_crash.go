@@ -46,13 +46,13 @@ type LostEntry struct {
 
 // producerChaos is E's crash fault tick in the safety phase.
 func (w *World) producerChaos(ev Event) {
-	if w.faults.healed {
+	if w.Faults.Healed {
 		return
 	}
-	if !w.Nodes.ProdDown && !w.Prod.Stopped && w.faults.buggify(SiteProducerCrash) {
+	if !w.Nodes.ProdDown && !w.Prod.Stopped && w.Faults.Buggify(SiteProducerCrash) {
 		w.producerCrash(Event{Kind: evProducerCrash})
 	}
-	w.after(between(w.Nodes.rng, 100, 800), Event{Kind: evProducerChaos})
+	w.After(Between(w.Nodes.Rng, 100, 800), Event{Kind: evProducerChaos})
 }
 
 // producerCrash kills E's process; its payload names the slow write it interrupts
@@ -67,8 +67,8 @@ func (w *World) producerCrash(ev Event) {
 			return // the write finished first, or this process is not the one that wrote
 		}
 	}
-	if w.tracing {
-		w.notef("producer %s crashed", Short(p.instanceID))
+	if w.Tracing {
+		w.Notef("producer %s crashed", Short(p.instanceID))
 	}
 	w.Sd.crashProducer() // its slow writes die in their fsync; unsynced temp files lost or left (shared_disk.go)
 	for _, rec := range w.Ledger.All {
@@ -77,8 +77,8 @@ func (w *World) producerCrash(ev Event) {
 		}
 	}
 	for _, wr := range w.Writes {
-		if wr.Pending() && w.tracing {
-			w.notef("WRITE #%d of %s failed with the process", wr.Num, Short(wr.Entry))
+		if wr.Pending() && w.Tracing {
+			w.Notef("WRITE #%d of %s failed with the process", wr.Num, Short(wr.Entry))
 		}
 		wr.producerDone = true
 	}
@@ -90,7 +90,7 @@ func (w *World) producerCrash(ev Event) {
 	}
 	w.Nodes.ProdDown = true
 	w.Nodes.hookArrival = true
-	w.Nodes.prodUpAt = w.Now + between(w.Nodes.rng, 1, max(1, w.Set.ProducerDownMsMax))
+	w.Nodes.prodUpAt = w.Now + Between(w.Nodes.Rng, 1, max(1, w.Set.ProducerDownMsMax))
 	w.schedule(w.Nodes.prodUpAt, Event{Kind: evProducerRestart})
 }
 
@@ -119,8 +119,8 @@ func (w *World) producerRestart(ev Event) {
 	// The new instance has no cleanup failure and no health history.
 	w.Ledger.RemoveFailures, w.CleanupFailuresSeen = 0, 0
 	w.ProdHealthSig, w.ProdCheapSig = HealthSig{}, CheapCheck{}
-	if w.tracing {
-		w.notef("producer %s restarted as %s", Short(old), Short(w.Prod.instanceID))
+	if w.Tracing {
+		w.Notef("producer %s restarted as %s", Short(old), Short(w.Prod.instanceID))
 	}
 }
 
@@ -131,17 +131,17 @@ func (w *World) producerRestart(ev Event) {
 func (w *World) staleProducerEvent(ev Event) bool {
 	if w.Nodes.ProdDown {
 		switch ev.Kind {
-		case evPublishArrive, evReleaseArrive, evTransferArrive, evProducerConsume:
-			if w.tracing {
-				w.notef("%s: producer down, connection refused", ev.Kind)
+		case evPublishArrive, evReleaseArrive, EvTransferArrive, evProducerConsume:
+			if w.Tracing {
+				w.Notef("%s: producer down, connection refused", ev.Kind)
 			}
 			return true
 		case evCollect, evShutdown:
 			w.schedule(w.Nodes.prodUpAt, ev) // after the restart, which is due then
 			return true
-		case evEncodeDone, evRemoveDone, evDrainTick, evWriteComplete, evWriteDeadline:
-			if w.tracing {
-				w.notef("%s of a crashed producer process dropped", ev.Kind)
+		case evEncodeDone, evRemoveDone, evDrainTick, EvWriteComplete, evWriteDeadline:
+			if w.Tracing {
+				w.Notef("%s of a crashed producer process dropped", ev.Kind)
 			}
 			return true
 		}
@@ -154,12 +154,12 @@ func (w *World) staleProducerEvent(ev Event) bool {
 		stale = w.Prod.Table.State(removeDoneOf(ev).entry) != handoff.EntryRemoving
 	case evDrainTick:
 		stale = !w.Prod.Health.Draining()
-	case evWriteLand:
-		stale = w.Writes[writeStepOf(ev).write-1].orphan // failed with the crashed process
+	case EvWriteLand:
+		stale = w.Writes[WriteStepOf(ev).Write-1].orphan // failed with the crashed process
 	}
 	if stale {
-		if w.tracing {
-			w.notef("%s of a crashed producer process dropped", ev.Kind)
+		if w.Tracing {
+			w.Notef("%s of a crashed producer process dropped", ev.Kind)
 		}
 	}
 	return stale

@@ -70,8 +70,8 @@ func (w *World) retireCarrier(cc *ctrlConn) {
 		return
 	}
 	cc.Retired = true
-	if w.tracing && w.CarrierClosed(cc) {
-		w.notef("Q-6 PD%d closed the connection that carried the uncertain request", cc.cons.Idx)
+	if w.Tracing && w.CarrierClosed(cc) {
+		w.Notef("Q-6 PD%d closed the connection that carried the uncertain request", cc.cons.Idx)
 	}
 }
 
@@ -137,8 +137,8 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 	key := w.Xreqs[b.Owner-1].Key
 	if !handoff.EndsOnProof(w.decisions) {
 		b.proved = true // the Q-6 mutant: kept for the life of the incarnation
-		if w.tracing {
-			w.notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine kept", key, i)
+		if w.Tracing {
+			w.Notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine kept", key, i)
 		}
 		return
 	}
@@ -147,8 +147,8 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 	left, _ := c.Receives.Quarantine()
 	c.Health.QuarantineEnded(left)
 	w.reach(stQuarantineEndedByProof)
-	if w.tracing {
-		w.notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine ended, buffer freed (%d quarantined left)", key, i, left)
+	if w.Tracing {
+		w.Notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine ended, buffer freed (%d quarantined left)", key, i, left)
 	}
 }
 
@@ -174,8 +174,8 @@ func (w *World) writeEndedProof(wr *Write) {
 	}
 	if !handoff.EndsOnProof(w.decisions) {
 		wr.proved = true // the Q-6 mutant: kept for the life of the process
-		if w.tracing {
-			w.notef("Q-6 WRITE #%d ended and released; source of %s kept quarantined", wr.Num, Short(wr.Entry))
+		if w.Tracing {
+			w.Notef("Q-6 WRITE #%d ended and released; source of %s kept quarantined", wr.Num, Short(wr.Entry))
 		}
 		return
 	}
@@ -186,8 +186,8 @@ func (w *World) writeEndedProof(wr *Write) {
 	}
 	p.Health.QuarantineEnded(len(p.Quarantines))
 	w.reach(stSourceQuarantineEndedByProof)
-	if w.tracing {
-		w.notef("Q-6 WRITE #%d ended and released; quarantine of the source of %s ended, source freed (%d quarantined left)", wr.Num, Short(wr.Entry), len(p.Quarantines))
+	if w.Tracing {
+		w.Notef("Q-6 WRITE #%d ended and released; quarantine of the source of %s ended, source freed (%d quarantined left)", wr.Num, Short(wr.Entry), len(p.Quarantines))
 	}
 }
 

@@ -18,11 +18,11 @@ const (
 	evReleaseArrive
 	evReleaseReplyArrive
 	evRemoveDone
-	evTransferArrive
-	evWriteLand
-	evWriteComplete
+	EvTransferArrive
+	EvWriteLand
+	EvWriteComplete
 	evWriteDeadline
-	evTransferReply
+	EvTransferReply
 	evTransferTimeout
 	evCollect
 	evChaos
@@ -42,8 +42,8 @@ var eventNames = [numEventKinds]string{
 	evPublishFailArrive: "publish-fail-arrive", evConsumeArrive: "consume-arrive", evClaimRead: "claim-read",
 	evConsumeReplyArrive: "consume-reply-arrive", evReleaseArrive: "release-arrive",
 	evReleaseReplyArrive: "release-reply-arrive", evRemoveDone: "remove-done",
-	evTransferArrive: "transfer-arrive", evWriteLand: "write-land", evWriteComplete: "write-complete",
-	evWriteDeadline: "write-deadline", evTransferReply: "transfer-reply", evTransferTimeout: "transfer-timeout",
+	EvTransferArrive: "transfer-arrive", EvWriteLand: "write-land", EvWriteComplete: "write-complete",
+	evWriteDeadline: "write-deadline", EvTransferReply: "transfer-reply", evTransferTimeout: "transfer-timeout",
 	evCollect: "collect", evChaos: "chaos", evCrash: "crash", evRestart: "restart", evShutdown: "shutdown",
 	evDrainTick: "drain-tick", evHeal: "heal", evEndCheck: "end-check", evProducerConsume: "producer-consume",
 }

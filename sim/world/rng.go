@@ -40,8 +40,8 @@ func (c *rngCell) seed(seed uint64, s subsystem) *rand.Rand {
 	return &c.r
 }
 
-// between draws an int64 uniformly from [lo, hi] (hi >= lo).
-func between(r *rand.Rand, lo, hi int64) int64 { return seeded.Between(r, lo, hi) }
+// Between draws an int64 uniformly from [lo, hi] (hi >= lo).
+func Between(r *rand.Rand, lo, hi int64) int64 { return seeded.Between(r, lo, hi) }
 
 // chance reports true with probability p.
 func chance(r *rand.Rand, p float64) bool { return seeded.Chance(r, p) }

@@ -167,10 +167,10 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		}
 		sc.W.note = ""
 		if cmd == "crash" {
-			sc.W.crash(consumerStep{consumer: int32(pd)}.event(evCrash))
+			sc.W.crash(ConsumerStep{Consumer: int32(pd)}.Event(evCrash))
 			sc.dropKind(evRestart) // the script decides when it comes back
 		} else {
-			sc.W.restart(consumerStep{consumer: int32(pd), inc: sc.W.Cons[pd].Inc}.event(evRestart))
+			sc.W.restart(ConsumerStep{Consumer: int32(pd), inc: sc.W.Cons[pd].Inc}.Event(evRestart))
 		}
 		fmt.Fprintf(b, "%s\n", sc.W.note)
 		sc.W.CheckStep()
@@ -326,7 +326,7 @@ func (sc *Scenario) newWorld(args map[string]string, num func(string, int64) (in
 		return err
 	}
 	w := NewQuietWorld(uint64(seed), s, Options{Mutant: m})
-	w.tracing = true // notes are what a script prints
+	w.Tracing = true // notes are what a script prints
 	w.StartNodes()
 	w.scriptNodes()
 	sc.W = w

@@ -77,11 +77,11 @@ func (sc *Scenario) finish(b *strings.Builder, num func(string, int64) (int64, e
 	if max > maxScenarioSteps {
 		return fmt.Errorf("max=%d: at most %d steps a command", max, maxScenarioSteps)
 	}
-	w.faults.healed = true
+	w.Faults.Healed = true
 	if w.phase == phaseSafety {
 		w.phase = phaseLiveness
 	}
-	w.after(0, Event{Kind: evEndCheck})
+	w.After(0, Event{Kind: evEndCheck})
 	for i := int64(0); i < max && w.Fail == nil; i++ {
 		ev, ok := w.Q.Pop()
 		if !ok {

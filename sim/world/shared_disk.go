@@ -171,7 +171,7 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 		return
 	}
 	var before []string // what the sweep may remove, listed only for the trace
-	if sd.w.tracing {
+	if sd.w.Tracing {
 		before = sd.Disk.Files(cacheRoot)
 	}
 	sd.prod = sd.Disk.Proc("E/" + p.instanceID)
@@ -183,10 +183,10 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 		panic(fmt.Sprintf("sim: SweepDeadInstances: %v", swept.Err))
 	}
 	sd.dir = dir
-	if sd.w.tracing {
+	if sd.w.Tracing {
 		for _, f := range before {
 			if !sd.Disk.Exists(f) {
-				sd.w.notef("sweep removed %s", sd.short(f))
+				sd.w.Notef("sweep removed %s", sd.short(f))
 			}
 		}
 	}
@@ -330,8 +330,8 @@ func (w *World) claimInsideClaim(cl claiming) {
 		}
 		other := w.Q.removeAt(i)
 		w.reach(stClaimInsideClaim)
-		if w.tracing {
-			w.notef("PD%d's consume of %s (due at %d) arrived inside PD%d's Claim, between its open and its rename", other.c, Short(cl.id), other.Tick, cl.cons)
+		if w.Tracing {
+			w.Notef("PD%d's consume of %s (due at %d) arrived inside PD%d's Claim, between its open and its rename", other.c, Short(cl.id), other.Tick, cl.cons)
 		}
 		w.Dispatch(other)
 		return
@@ -355,8 +355,8 @@ func (w *World) removalInsideClaim(id string) {
 	}
 	sd.early[id] = sd.remove(id, false)
 	w.reach(stRemovalInsideClaim)
-	if w.tracing {
-		w.notef("E's removal of %s landed inside the claim, between its open and its rename (won=%v)", Short(id), sd.early[id])
+	if w.Tracing {
+		w.Notef("E's removal of %s landed inside the claim, between its open and its rename (won=%v)", Short(id), sd.early[id])
 	}
 }
 
@@ -391,12 +391,12 @@ func (sd *sharedDisk) crashProducer() {
 		if !strings.HasPrefix(filepath.Base(path), ".tmp-") {
 			return false
 		}
-		lost := w.Nodes.rng.IntN(2) == 0
-		if w.tracing {
+		lost := w.Nodes.Rng.IntN(2) == 0
+		if w.Tracing {
 			if lost {
-				w.notef("unsynced %s lost", sd.short(path))
+				w.Notef("unsynced %s lost", sd.short(path))
 			} else {
-				w.notef("unsynced %s left as an orphan", sd.short(path))
+				w.Notef("unsynced %s left as an orphan", sd.short(path))
 			}
 		}
 		return lost
@@ -420,8 +420,8 @@ func (sd *sharedDisk) collect() {
 	if swept.Err != nil {
 		panic(fmt.Sprintf("sim: SweepDeadInstances: %v", swept.Err))
 	}
-	if n > 0 && sd.w.tracing {
-		sd.w.notef("collected %d orphans", n)
+	if n > 0 && sd.w.Tracing {
+		sd.w.Notef("collected %d orphans", n)
 	}
 }
 

@@ -164,9 +164,9 @@ func (w *World) postWrite(wr *Write, rq *xreq, fault xfer.Fault) error {
 	return err
 }
 
-// deliverWrite moves wr now (Deliver, or Cut when cut) and records what
+// DeliverWrite moves wr now (Deliver, or Cut when cut) and records what
 // the consumer's agent reported.
-func (w *World) deliverWrite(wr *Write, cut bool) error {
+func (w *World) DeliverWrite(wr *Write, cut bool) error {
 	w.xf.seen = false
 	var err error
 	if cut {

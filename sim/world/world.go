@@ -114,6 +114,8 @@ type World struct {
 	Opts Options
 	// checks are the checkers this world runs (SetChecks).
 	checks Checks
+	// behaviour is the node behaviour this world runs (SetBehaviour).
+	behaviour *Behaviour
 	// decisions are the core's broken decisions opts.Mutant switches on
 	// (handoff.Mutants): the core decides, the driver carries it out.
 	decisions handoff.Mutants
@@ -131,7 +133,7 @@ type World struct {
 	procRNG *rand.Rand
 	// rngs hold the streams above, the faults' and the nodes' (rngCell).
 	rngs   [7]rngCell
-	faults *faults
+	Faults *faults
 
 	Prod    *producerNode
 	Cons    []*consumerNode
@@ -179,7 +181,7 @@ type World struct {
 	Bufs *runBufs
 
 	Fail    *failure
-	tracing bool
+	Tracing bool
 	note    string
 	trace   *traceWriter
 }
@@ -200,7 +202,7 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 		if p := recover(); p != nil {
 			res.Verdict = Crash
 			res.Failure = fmt.Sprintf("panic at tick %d step %d: %v\n%s", w.Now, w.Steps, p, debug.Stack())
-			res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.faults.fired
+			res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.fired
 			if opts.KeepHistory {
 				res.History = w.History()
 			}
@@ -210,7 +212,7 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 	w.trace.header(seed, opts.Mutant, s)
 	w.Start()
 	w.Loop()
-	res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.faults.fired
+	res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.fired
 	if w.Fail != nil {
 		res.Verdict, res.Rule, res.Failure = w.Fail.verdict, w.Fail.Rule, w.Fail.Msg
 	}
@@ -273,8 +275,11 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	if installed.End == nil {
 		panic("sim/world: no checkers installed (package sim installs them: world.SetChecks)")
 	}
+	if installedBehaviour == nil {
+		panic("sim/world: no node behaviour installed (package sim installs it: world.SetBehaviour)")
+	}
 	w := &World{
-		seed: seed, Set: s, Opts: opts, decisions: opts.Mutant.decisions(), checks: installed,
+		seed: seed, Set: s, Opts: opts, decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
 		Sources: map[string]sourceState{},
 		Ledger:  newLedger(), hist: newHistory(), Media: newMediaWorld(seed),
 	}
@@ -282,8 +287,8 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
 	w.procRNG = w.rngs[4].seed(seed, subProcess)
 	w.Sd = newSharedDisk(w)
-	w.faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
-	w.faults.cov = &w.cov
+	w.Faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
+	w.Faults.cov = &w.cov
 	// Sized for a run's usual peak (about two events and four operations
 	// per handoff in flight), so a run does not grow them step by step.
 	var b runBufs // empty: fresh buffers, never pooled
@@ -299,7 +304,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.Ledger.All = make([]*EntryRecord, 0, s.Handoffs)
 	w.Ledger.recs = make([]EntryRecord, 0, s.Handoffs)
 	w.Xreqs = reuse(b.xreqs, s.Handoffs)
-	w.tracing = opts.Trace != nil || opts.Verbose != nil
+	w.Tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
 	w.initNodes()
 	return w
@@ -327,13 +332,13 @@ func (w *World) Start() {
 		w.schedule(c.Plan.startTick, clientCall{client: int32(i)}.event(evClientStart))
 	}
 	w.schedule(w.Set.CollectPeriodMs, Event{Kind: evCollect})
-	if w.faults.enabled[SiteConsumerCrash] {
+	if w.Faults.enabled[SiteConsumerCrash] {
 		for i := range w.Cons {
-			w.schedule(between(w.procRNG, 50, 300), consumerStep{consumer: int32(i)}.event(evChaos))
+			w.schedule(Between(w.procRNG, 50, 300), ConsumerStep{Consumer: int32(i)}.Event(evChaos))
 		}
 	}
-	if w.faults.buggify(SiteShutdown) {
-		w.schedule(between(w.procRNG, 1, w.Set.SafetyTicks), shutdownCall{injected: true}.event())
+	if w.Faults.Buggify(SiteShutdown) {
+		w.schedule(Between(w.procRNG, 1, w.Set.SafetyTicks), shutdownCall{injected: true}.event())
 	}
 	w.schedule(w.Set.SafetyTicks, Event{Kind: evHeal})
 	w.StartNodes()
@@ -345,8 +350,8 @@ func (w *World) schedule(tick int64, ev Event) {
 	w.Q.push(ev)
 }
 
-// after puts ev on the queue delayMs from now.
-func (w *World) after(delayMs int64, ev Event) { w.schedule(w.Now+delayMs, ev) }
+// After puts ev on the queue delayMs from now.
+func (w *World) After(delayMs int64, ev Event) { w.schedule(w.Now+delayMs, ev) }
 
 // msgClass says which network faults a message may suffer.
 type msgClass int
@@ -368,56 +373,56 @@ func (w *World) send(class msgClass, ev Event) {
 	}
 	switch class {
 	case msgRequest, msgRelease:
-		if w.faults.buggify(SiteNetDrop) {
-			if w.tracing {
-				w.notef("dropped %s", ev.Kind)
+		if w.Faults.Buggify(SiteNetDrop) {
+			if w.Tracing {
+				w.Notef("dropped %s", ev.Kind)
 			}
 			return
 		}
 	case msgReply:
-		if ev.Kind == evTransferReply {
+		if ev.Kind == EvTransferReply {
 			rep := transferReplyOf(ev)
 			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.recv, Res: rep.result})
-			if w.faults.buggify(SitePlainInvalid) {
+			if w.Faults.Buggify(SitePlainInvalid) {
 				ev.setTransferResult(ResPlainInvalid)
-				if w.tracing {
-					w.notef("reply replaced by a plain INVALID_ARGUMENT")
+				if w.Tracing {
+					w.Notef("reply replaced by a plain INVALID_ARGUMENT")
 				}
 			}
 		}
-		if w.faults.buggify(SiteLostReply) {
-			if ev.Kind == evTransferReply {
+		if w.Faults.Buggify(SiteLostReply) {
+			if ev.Kind == EvTransferReply {
 				w.coverLostTransferReply(transferReplyOf(ev).recv)
 			}
-			if w.tracing {
-				w.notef("reply %s lost", ev.Kind)
+			if w.Tracing {
+				w.Notef("reply %s lost", ev.Kind)
 			}
 			return
 		}
 	}
-	d := between(w.netRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
-	if w.faults.buggify(SiteNetDelay) {
-		d += between(w.netRNG, 1, w.Set.LongDelayMaxMs)
+	d := Between(w.netRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
+	if w.Faults.Buggify(SiteNetDelay) {
+		d += Between(w.netRNG, 1, w.Set.LongDelayMaxMs)
 	}
-	w.after(d, ev)
+	w.After(d, ev)
 	dup := false
 	switch class {
 	case msgReply:
-		dup = w.faults.buggify(SiteDupReply)
+		dup = w.Faults.Buggify(SiteDupReply)
 	case msgRelease:
-		dup = w.faults.buggify(SiteDupRelease)
+		dup = w.Faults.Buggify(SiteDupRelease)
 	}
 	if dup {
-		w.after(d+between(w.netRNG, 0, w.Set.NetDelayMaxMs), ev)
+		w.After(d+Between(w.netRNG, 0, w.Set.NetDelayMaxMs), ev)
 		if class == msgRelease {
 			w.histDuplicate(ev)
 		}
 	}
 }
 
-// notef sets the current step's note (only when tracing).
-func (w *World) notef(format string, args ...any) {
-	if w.tracing {
+// Notef sets the current step's note (only when tracing).
+func (w *World) Notef(format string, args ...any) {
+	if w.Tracing {
 		if w.note != "" {
 			w.note += "; "
 		}
@@ -452,7 +457,7 @@ func (w *World) Loop() {
 		w.note = ""
 		w.cov.step(ev.Kind)
 		done := w.Dispatch(ev)
-		if w.tracing {
+		if w.Tracing {
 			w.trace.step(w.Steps, ev, w.note)
 		}
 		w.CheckStep()
@@ -509,15 +514,15 @@ func (w *World) handle(ev Event) bool {
 		w.releaseReplyArrive(ev)
 	case evRemoveDone:
 		w.removeDone(ev)
-	case evTransferArrive:
+	case EvTransferArrive:
 		w.transferArrive(ev)
-	case evWriteLand:
+	case EvWriteLand:
 		w.writeLand(ev)
-	case evWriteComplete:
+	case EvWriteComplete:
 		w.writeComplete(ev)
 	case evWriteDeadline:
 		w.writeDeadline(ev)
-	case evTransferReply:
+	case EvTransferReply:
 		w.transferReply(ev)
 	case evTransferTimeout:
 		w.transferTimeout(ev)
@@ -547,17 +552,17 @@ func (w *World) handle(ev Event) bool {
 
 // heal ends the safety phase: no new faults; crashed consumers come back.
 func (w *World) heal() {
-	w.faults.healed = true
+	w.Faults.Healed = true
 	w.phase = phaseLiveness
 	for i, c := range w.Cons {
 		if !c.Up {
-			w.after(1, consumerStep{consumer: int32(i), inc: c.Inc}.event(evRestart))
+			w.After(1, ConsumerStep{Consumer: int32(i), inc: c.Inc}.Event(evRestart))
 		}
 	}
-	if w.tracing {
-		w.notef("faults healed; liveness phase")
+	if w.Tracing {
+		w.Notef("faults healed; liveness phase")
 	}
-	w.after(100, Event{Kind: evEndCheck})
+	w.After(100, Event{Kind: evEndCheck})
 }
 
 // endCheck, in the liveness phase: once every client is done, shut every
@@ -566,22 +571,22 @@ func (w *World) endCheck() bool {
 	if w.phase == phaseLiveness {
 		for _, c := range w.Clients {
 			if !c.Done {
-				w.after(100, Event{Kind: evEndCheck})
+				w.After(100, Event{Kind: evEndCheck})
 				return false
 			}
 		}
 		w.phase = phaseShutdown
-		if w.tracing {
-			w.notef("every client done; shutting every node down")
+		if w.Tracing {
+			w.Notef("every client done; shutting every node down")
 		}
 		if !w.Prod.Health.Draining() {
-			w.after(0, Event{Kind: evShutdown})
+			w.After(0, Event{Kind: evShutdown})
 		}
 		for _, c := range w.Cons {
 			c.Health.StartDrain()
 		}
 		w.drainNodes()
-		w.after(100, Event{Kind: evEndCheck})
+		w.After(100, Event{Kind: evEndCheck})
 		return false
 	}
 	if !w.Prod.Stopped {
@@ -590,9 +595,9 @@ func (w *World) endCheck() bool {
 			// the instance that crashed, or after the look above read the
 			// dead instance's Health while it was down: the new instance
 			// is shut down too. Found by the simulator (seed 920554).
-			w.after(0, Event{Kind: evShutdown})
+			w.After(0, Event{Kind: evShutdown})
 		}
-		w.after(100, Event{Kind: evEndCheck})
+		w.After(100, Event{Kind: evEndCheck})
 		return false
 	}
 	busy := false
@@ -604,24 +609,24 @@ func (w *World) endCheck() bool {
 		w.consumerDrained(c.Idx)
 	}
 	if busy {
-		w.after(100, Event{Kind: evEndCheck})
+		w.After(100, Event{Kind: evEndCheck})
 		return false
 	}
 	for _, wr := range w.Writes {
 		if wr.Pending() {
-			w.after(100, Event{Kind: evEndCheck})
+			w.After(100, Event{Kind: evEndCheck})
 			return false
 		}
 	}
 	if w.nodesBusy() || (w.xf.net != nil && w.xf.net.Pending() > 0) {
-		w.after(100, Event{Kind: evEndCheck})
+		w.After(100, Event{Kind: evEndCheck})
 		return false
 	}
 	if msg := w.xferLeaks(); msg != "" {
 		w.Failf(Correctness, "S-4", "drained world: %s", msg)
 	}
-	if w.tracing {
-		w.notef("converged")
+	if w.Tracing {
+		w.Notef("converged")
 	}
 	return true
 }

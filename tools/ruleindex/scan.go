@@ -317,7 +317,7 @@ func (p *pkgAST) callerCounts() map[string]int {
 // in `if err := f(w); err != nil { return "X-2", err }` (or failf) belongs
 // to f; otherwise to the function it is written in.
 func simCheckers(root string, known map[string]bool) (map[string][]string, error) {
-	pkg, err := loadPkg(root, "sim", "sim/world", "sim/checks", "sim/executorworld")
+	pkg, err := loadPkg(root, "sim", "sim/world", "sim/checks", "sim/nodes", "sim/executorworld")
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,13 @@
+package nodes
+
+import "github.com/baton-dev/baton/sim/world"
+
+// Behaviour returns the node behaviour every world runs (package sim
+// installs it with world.SetBehaviour): the handlers of the node event
+// kinds this package owns, and the hooks of the world's send and arrival
+// paths.
+func Behaviour() *world.Behaviour {
+	b := &world.Behaviour{DropsSend: partitionDropsSend, DropsArrival: partitionDropsArrival}
+	b.Handlers[world.EvPartitionTick] = partitionTick
+	return b
+}
