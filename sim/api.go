@@ -440,7 +440,7 @@ const SiteSlowFsync = world.SiteSlowFsync
 // SiteProducerCrash crashes E's process at a random time, or in the
 // middle of a slow shared-directory write before its fsync (the temp
 // file is lost or left as an orphan); it restarts with a new instance
-// id after NodeSettings.ProducerDownMsMax at most (producer_crash.go).
+// id after NodeSettings.ProducerDownMsMax at most (sim/nodes/producer_crash.go).
 const SiteProducerCrash = world.SiteProducerCrash
 
 // SiteDecodeNoPrep: a client sends its decode request to D without the
@@ -489,7 +489,7 @@ type NodeSettings = world.NodeSettings
 //	stabilize [max=N]           step until only the periodic collector is left (at most max steps)
 //	delay kind=KIND ms=MS       the earliest pending KIND event happens MS ms later (a slow removal or WRITE)
 //	shutdown                    Shutdown(own id) on E now: its drain starts (S-1, S-2)
-//	crash-producer              E's process dies now; it restarts under a new instance id (producer_crash.go)
+//	crash-producer              E's process dies now; it restarts under a new instance id (sim/nodes/producer_crash.go)
 //	finish [max=N]              end the run as a seeded one ends: heal, shut every node down once every
 //	                            client is done, step until converged, run the end-of-run checks
 //	expect                      print the producer, consumers, clients and entries

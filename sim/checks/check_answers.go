@@ -167,7 +167,7 @@ func checkFreshEntryIDs(w *world.World) error {
 // Looked at once per collector period.
 func checkExpiryCollected(w *world.World) error {
 	if w.Now < w.NextExpiryCheck || w.Prod.Stopped || w.Nodes.ProdDown {
-		return nil // a crashed producer collects nothing; its entries die with it (producer_crash.go)
+		return nil // a crashed producer collects nothing; its entries die with it (sim/nodes/producer_crash.go)
 	}
 	w.NextExpiryCheck = w.Now + w.Set.CollectPeriodMs
 	for _, e := range w.Ledger.All {

@@ -4,8 +4,9 @@
 // world holds the nodes' state and primitives (cutting a link is
 // World.Partition); what a node does with them lives here.
 //
-// So far only the network partition fault has moved here (partition.go:
-// when a consumer's link to E is cut, and which messages that drops); the
-// producer, the consumers, the clients, the rest of the network, the disk
-// and the crashes are still sim/world's (issue #16 item 4).
+// So far the network partition fault (partition.go: when a consumer's link
+// to E is cut, and which messages that drops) and the producer's crash and
+// restart (producer_crash.go) have moved here; the producer's and the
+// consumers' request handling, the clients, the rest of the network, the
+// disk and the consumers' crashes are still sim/world's (issue #16 item 4).
 package nodes

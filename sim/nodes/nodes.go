@@ -7,7 +7,14 @@ import "github.com/baton-dev/baton/sim/world"
 // kinds this package owns, and the hooks of the world's send and arrival
 // paths.
 func Behaviour() *world.Behaviour {
-	b := &world.Behaviour{DropsSend: partitionDropsSend, DropsArrival: partitionDropsArrival}
+	b := &world.Behaviour{
+		DropsSend:          partitionDropsSend,
+		DropsArrival:       partitionDropsArrival,
+		StaleProducerEvent: staleProducerEvent,
+	}
 	b.Handlers[world.EvPartitionTick] = partitionTick
+	b.Handlers[world.EvProducerCrash] = crashProducer
+	b.Handlers[world.EvProducerChaos] = producerChaos
+	b.Handlers[world.EvProducerRestart] = producerRestart
 	return b
 }

@@ -16,6 +16,10 @@ type Behaviour struct {
 	// true means it was consumed there (lost, or a WRITE failed instead
 	// of landing).
 	DropsArrival func(w *World, ev Event) bool
+	// StaleProducerEvent runs before an event's handler while E is down or
+	// has restarted; true means the event belonged to a dead producer
+	// process and was dropped.
+	StaleProducerEvent func(w *World, ev Event) bool
 }
 
 // installedBehaviour is the behaviour a world built now gets.

@@ -43,7 +43,7 @@ func BenchmarkSimulator(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			ev, _ := q.Pop()
 			sink += ev.Tick
-			q.push(Event{Tick: ev.Tick + 1 + r.Int64N(100), Kind: evCollect})
+			q.push(Event{Tick: ev.Tick + 1 + r.Int64N(100), Kind: EvCollect})
 		}
 		wall := time.Since(start).Seconds()
 		b.ReportMetric(float64(b.N)/wall, "events/s")

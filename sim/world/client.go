@@ -192,7 +192,7 @@ func (w *World) finish(c *client, outcome string) {
 func (w *World) clientStart(ev Event) {
 	start := clientCallOf(ev)
 	c := w.Clients[start.client]
-	w.call(c, stagePublishing, msgRequest, Event{Kind: evPublishArrive})
+	w.call(c, stagePublishing, msgRequest, Event{Kind: EvPublishArrive})
 	if c.Plan.cancel == cancelEncoding {
 		w.After(c.Plan.cancelMs, clientCall{client: start.client, rpc: c.rpc}.event(evClientCancel))
 	}
@@ -364,7 +364,7 @@ func (w *World) afterPublish(c *client) {
 func (w *World) probe(c *client) {
 	kind := evConsumeArrive
 	if c.Plan.probe == probeWrongRole {
-		kind = evProducerConsume
+		kind = EvProducerConsume
 	}
 	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.probe]}.event(kind)
 	c.callPD = c.Plan.consumer

@@ -2,8 +2,9 @@
 // and event loop (world.go, queue.go, events.go), the seeded PRNG streams,
 // faults, ledger, history and trace, and most of the nodes' behaviour
 // (producer E, the PD/P/D consumers, clients, network, disk and crashes;
-// the partition fault's is sim/nodes'). Package sim re-exports its public
-// API; sim's package documentation describes the simulator.
+// the partition fault's and E's crash and restart are sim/nodes'). Package
+// sim re-exports its public API; sim's package documentation describes the
+// simulator.
 //
 // The loop runs the checkers and the node behaviour it is given and cannot
 // import them: packages sim/checks and sim/nodes import this one, and

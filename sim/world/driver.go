@@ -82,11 +82,11 @@ func QuietSettings() Settings {
 func NewQuietWorld(seed uint64, s Settings, opts Options) *World {
 	w := NewWorld(seed, s, opts)
 	w.Sd.interleave = false // a script or a caller orders every step itself
-	w.Prod = newProducerNode(w)
+	w.Prod = NewProducerNode(w)
 	for i := 0; i < s.Consumers; i++ {
 		w.Cons = append(w.Cons, newConsumerNode(w, i))
 	}
-	w.schedule(s.CollectPeriodMs, Event{Kind: evCollect})
+	w.Schedule(s.CollectPeriodMs, Event{Kind: EvCollect})
 	return w
 }
 
@@ -131,7 +131,7 @@ func (d *Driver) newClient(payloadBytes, ttlMs int64, entry string) *client {
 // TTL) and returns its id and expiry (virtual ms). Errors: ErrDriver.
 func (d *Driver) Publish(payloadBytes, ttlMs int64) (entry string, expiresMs int64, a Answer, err error) {
 	c := d.newClient(payloadBytes, ttlMs, "")
-	res, entry, err := d.run(c, func() { d.w.call(c, stagePublishing, msgRequest, Event{Kind: evPublishArrive}) })
+	res, entry, err := d.run(c, func() { d.w.call(c, stagePublishing, msgRequest, Event{Kind: EvPublishArrive}) })
 	if err != nil {
 		return "", 0, Answer{}, err
 	}
@@ -165,7 +165,7 @@ func (d *Driver) Release(entry string) (Answer, error) {
 }
 
 // ProducerInstanceID is E's instance id (a UUID).
-func (d *Driver) ProducerInstanceID() string { return d.w.Prod.instanceID }
+func (d *Driver) ProducerInstanceID() string { return d.w.Prod.InstanceID }
 
 // Load is a node's CONTRACT section 4 observables, and the quarantines a
 // consumer incarnation entered (QuarantinesEntered, the reference
@@ -181,7 +181,7 @@ func (d *Driver) ProducerLoad() Load {
 	p := d.w.Prod
 	var q int64
 	for _, st := range d.w.Sources {
-		if st == sourceQuarantined {
+		if st == SourceQuarantined {
 			q++
 		}
 	}
@@ -211,7 +211,7 @@ func (d *Driver) ShutdownProducer(expected string) (handoff.ShutdownStatus, erro
 		return st, err
 	}
 	w.hist.drainMs = w.Now
-	w.After(0, Event{Kind: evDrainTick})
+	w.After(0, Event{Kind: EvDrainTick})
 	if err := d.stepWhile(func() bool { return !w.Prod.Stopped }); err != nil {
 		return st, fmt.Errorf("the producer's drain: %w", err)
 	}

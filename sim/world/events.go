@@ -106,7 +106,7 @@ type releaseRequest struct {
 }
 
 func (p releaseRequest) event() Event {
-	return Event{Kind: evReleaseArrive, h: p.client, a: p.rpc, s: p.entry}
+	return Event{Kind: EvReleaseArrive, h: p.client, a: p.rpc, s: p.entry}
 }
 func releaseRequestOf(ev Event) releaseRequest {
 	return releaseRequest{client: ev.h, rpc: ev.a, entry: ev.s}
@@ -118,7 +118,7 @@ func releaseRequestOf(ev Event) releaseRequest {
 type encodeDone struct {
 	client    int32
 	rpc       int64
-	entry     string
+	Entry     string
 	resumed   bool
 	startedMs int64
 }
@@ -127,14 +127,14 @@ type encodeDone struct {
 const encodeResumed int32 = 1
 
 func (p encodeDone) event() Event {
-	ev := Event{Kind: evEncodeDone, h: p.client, a: p.rpc, s: p.entry, b: p.startedMs}
+	ev := Event{Kind: EvEncodeDone, h: p.client, a: p.rpc, s: p.Entry, b: p.startedMs}
 	if p.resumed {
 		ev.c = encodeResumed
 	}
 	return ev
 }
-func encodeDoneOf(ev Event) encodeDone {
-	return encodeDone{client: ev.h, rpc: ev.a, entry: ev.s, resumed: ev.c == encodeResumed, startedMs: ev.b}
+func EncodeDoneOf(ev Event) encodeDone {
+	return encodeDone{client: ev.h, rpc: ev.a, Entry: ev.s, resumed: ev.c == encodeResumed, startedMs: ev.b}
 }
 
 // removeDone: evRemoveDone, the removal of entry finished; client and rpc
@@ -143,14 +143,14 @@ type removeDone struct {
 	client int32
 	rpc    int64
 	cause  handoff.RemovalCause
-	entry  string
+	Entry  string
 }
 
 func (p removeDone) event() Event {
-	return Event{Kind: evRemoveDone, h: p.client, a: p.rpc, b: int64(p.cause), s: p.entry}
+	return Event{Kind: EvRemoveDone, h: p.client, a: p.rpc, b: int64(p.cause), s: p.Entry}
 }
-func removeDoneOf(ev Event) removeDone {
-	return removeDone{client: ev.h, rpc: ev.a, cause: handoff.RemovalCause(ev.b), entry: ev.s}
+func RemoveDoneOf(ev Event) removeDone {
+	return removeDone{client: ev.h, rpc: ev.a, cause: handoff.RemovalCause(ev.b), Entry: ev.s}
 }
 
 // recvTimer: a timer of consumer's receive recv, valid while the consumer
@@ -225,7 +225,7 @@ func ConsumerStepOf(ev Event) ConsumerStep {
 type shutdownCall struct{ injected bool }
 
 func (p shutdownCall) event() Event {
-	ev := Event{Kind: evShutdown}
+	ev := Event{Kind: EvShutdown}
 	if p.injected {
 		ev.a = 1
 	}
@@ -235,11 +235,11 @@ func shutdownCallOf(ev Event) shutdownCall { return shutdownCall{injected: ev.a 
 
 // producerCrash: evProducerCrash; slowWrite names the slow write it
 // interrupts ("" for none).
-type producerCrash struct{ slowWrite string }
+type producerCrash struct{ SlowWrite string }
 
-func (p producerCrash) event() Event { return Event{Kind: evProducerCrash, s: p.slowWrite} }
-func producerCrashOf(ev Event) producerCrash {
-	return producerCrash{slowWrite: ev.s}
+func (p producerCrash) event() Event { return Event{Kind: EvProducerCrash, s: p.SlowWrite} }
+func ProducerCrashOf(ev Event) producerCrash {
+	return producerCrash{SlowWrite: ev.s}
 }
 
 // kvExpire: evKVExpire, the TTL of prefill node P's KV session number session.

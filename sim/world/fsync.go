@@ -20,13 +20,13 @@ package world
 //
 // SiteProducerCrash may crash E during such a write, before the fsync: the
 // Write runs then up to its File.Sync and the process dies there; the
-// unsynced temp file is lost or left behind as an orphan (producer_crash.go,
+// unsynced temp file is lost or left behind as an orphan (sim/nodes/producer_crash.go,
 // sharedDisk.crashProducer).
 
 // publishMs is the tick the publish took its clock reading: before the
 // write (the first encodeDone, or the start of a slow write).
 func (w *World) publishMs(ev Event) int64 {
-	if e := encodeDoneOf(ev); e.resumed {
+	if e := EncodeDoneOf(ev); e.resumed {
 		return e.startedMs
 	}
 	return w.Now
@@ -36,20 +36,20 @@ func (w *World) publishMs(ev Event) int64 {
 // temp file exists, the publish stays in flight (p.publishing), and the
 // fsync's return is the resumed encodeDone. It reports whether it did.
 func (w *World) slowFsync(ev Event) bool {
-	e := encodeDoneOf(ev)
+	e := EncodeDoneOf(ev)
 	if e.resumed || !w.Faults.Buggify(SiteSlowFsync) {
 		return false
 	}
-	id := e.entry
+	id := e.Entry
 	d := Between(w.Nodes.Rng, 1, max(1, w.Set.FsyncMsMax))
-	w.Sd.slow[id] = true
+	w.Sd.Slow[id] = true
 	w.Prod.publishing++
 	if w.Tracing {
 		w.Notef("slow write of %s: temp file written, fsync takes %d ms", Short(id), d)
 	}
-	w.After(d, encodeDone{client: e.client, rpc: e.rpc, entry: id, resumed: true, startedMs: w.Now}.event())
+	w.After(d, encodeDone{client: e.client, rpc: e.rpc, Entry: id, resumed: true, startedMs: w.Now}.event())
 	if w.Faults.Buggify(SiteProducerCrash) {
-		w.After(Between(w.Nodes.Rng, 0, d-1), producerCrash{slowWrite: id}.event()) // before the fsync returns
+		w.After(Between(w.Nodes.Rng, 0, d-1), producerCrash{SlowWrite: id}.event()) // before the fsync returns
 	}
 	return true
 }
@@ -58,14 +58,14 @@ func (w *World) slowFsync(ev Event) bool {
 // returned; the Write (temp file, fsync, rename, directory fsync) runs.
 // It reports whether ev was such a resumption (encodeDone then commits).
 func (w *World) fsyncWritten(ev Event) bool {
-	e := encodeDoneOf(ev)
+	e := EncodeDoneOf(ev)
 	if !e.resumed {
 		return false
 	}
-	delete(w.Sd.slow, e.entry)
-	w.Sd.publish(w.Ledger.get(e.entry))
+	delete(w.Sd.Slow, e.Entry)
+	w.Sd.publish(w.Ledger.get(e.Entry))
 	if w.Tracing {
-		w.Notef("slow write of %s: fsync returned, renamed into place", Short(e.entry))
+		w.Notef("slow write of %s: fsync returned, renamed into place", Short(e.Entry))
 	}
 	return true
 }

@@ -84,7 +84,7 @@ func (w *World) histCall(client int, rpc int64, kind OpKind, entry string) {
 // operation of its own whose answer is unknown: the client takes the first
 // answer that arrives, which may be the copy's.
 func (w *World) histDuplicate(ev Event) {
-	if ev.Kind != evReleaseArrive {
+	if ev.Kind != EvReleaseArrive {
 		return
 	}
 	rq := releaseRequestOf(ev)
@@ -126,7 +126,7 @@ func (w *World) AppendHistory(out []HistoryOp) []HistoryOp {
 			continue
 		}
 		if rec, ok := w.Ledger.Entries[op.Entry]; ok {
-			op.MayLapse = rec.vanished || op.Return >= rec.ExpiresMs || (w.hist.drainMs >= 0 && op.Return >= w.hist.drainMs)
+			op.MayLapse = rec.Vanished || op.Return >= rec.ExpiresMs || (w.hist.drainMs >= 0 && op.Return >= w.hist.drainMs)
 		}
 		out = append(out, op)
 	}

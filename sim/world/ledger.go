@@ -26,7 +26,7 @@ type EntryRecord struct {
 	// RemovedCause is set when a producer removal WON (the storage was there).
 	RemovedCause string
 	removeFailed bool
-	vanished     bool
+	Vanished     bool
 	quarantined  bool
 	// OkCalls are the (client, call) pairs whose consume answer OK reached
 	// a client; aborted counts the ABORTED answers given.
@@ -46,7 +46,7 @@ type EntryRecord struct {
 
 // Terminal reports whether the entry has ended (CONTRACT section 2).
 func (e *EntryRecord) Terminal() bool {
-	return e.Abandoned || len(e.Consumptions) > 0 || e.RemovedCause != "" || e.removeFailed || e.vanished || e.quarantined
+	return e.Abandoned || len(e.Consumptions) > 0 || e.RemovedCause != "" || e.removeFailed || e.Vanished || e.quarantined
 }
 
 // ledger maps entry ids to their ground truth; all lists them in the order
@@ -134,7 +134,7 @@ type sourceState int
 const (
 	SourceLive sourceState = iota + 1
 	SourceFreed
-	sourceQuarantined
+	SourceQuarantined
 )
 
 // xreq is one TransferEncoderCache request: what the consumer registered.

@@ -14,7 +14,7 @@ type nodeWorld struct {
 	Rng *rand.Rand
 	// hookSend: the send hook has work (E+P+D, or partitions); hookArrival:
 	// the arrival hook has (partitions, or a producer crashed).
-	hookSend, hookArrival bool
+	hookSend, HookArrival bool
 
 	// CutUntil is, per consumer, the tick its link to E heals (partition.go).
 	CutUntil []int64
@@ -22,10 +22,10 @@ type nodeWorld struct {
 	// ProdDown: E's process crashed and is not restarted yet (until
 	// prodUpAt); prodRestarts counts restarts; lost lists the entries of
 	// crashed instances with their consumptions at the restart
-	// (producer_crash.go).
+	// (sim/nodes/producer_crash.go).
 	ProdDown     bool
-	prodUpAt     int64
-	prodRestarts int
+	ProdUpAt     int64
+	ProdRestarts int
 	Lost         []LostEntry
 
 	// E+P+D (prefill_decode.go).
@@ -51,9 +51,9 @@ type nodeWorld struct {
 // Event kinds of the nodes (queue.go's String and World.dispatch hand them here).
 const (
 	EvPartitionTick eventKind = 128 + iota
-	evProducerCrash
-	evProducerChaos
-	evProducerRestart
+	EvProducerCrash
+	EvProducerChaos
+	EvProducerRestart
 	evDecodeArrive
 	evKVFetchArrive
 	EvKVFetchReply
@@ -69,8 +69,8 @@ const (
 const evNodeFirst = EvPartitionTick
 
 var nodeEventNames = [...]string{
-	EvPartitionTick - evNodeFirst: "partition-tick", evProducerCrash - evNodeFirst: "producer-crash",
-	evProducerChaos - evNodeFirst: "producer-chaos", evProducerRestart - evNodeFirst: "producer-restart",
+	EvPartitionTick - evNodeFirst: "partition-tick", EvProducerCrash - evNodeFirst: "producer-crash",
+	EvProducerChaos - evNodeFirst: "producer-chaos", EvProducerRestart - evNodeFirst: "producer-restart",
 	evDecodeArrive - evNodeFirst: "decode-arrive", evKVFetchArrive - evNodeFirst: "kv-fetch-arrive",
 	EvKVFetchReply - evNodeFirst: "kv-fetch-reply", evDecodeFetchDeadline - evNodeFirst: "decode-fetch-deadline",
 	evDecodeReplyArrive - evNodeFirst: "decode-reply-arrive", evKVAbortArrive - evNodeFirst: "kv-abort-arrive",
@@ -95,13 +95,13 @@ func (w *World) initNodes() {
 func (w *World) StartNodes() {
 	if w.Faults.enabled[SitePartition] && w.Set.Backend == BackendTransfer {
 		w.Nodes.CutUntil = make([]int64, len(w.Cons))
-		w.Nodes.hookArrival = true
+		w.Nodes.HookArrival = true
 		for i := range w.Cons {
-			w.schedule(Between(w.Nodes.Rng, 1, max(1, w.Set.PartitionPeriodMs)), ConsumerStep{Consumer: int32(i)}.Event(EvPartitionTick))
+			w.Schedule(Between(w.Nodes.Rng, 1, max(1, w.Set.PartitionPeriodMs)), ConsumerStep{Consumer: int32(i)}.Event(EvPartitionTick))
 		}
 	}
 	if w.Faults.enabled[SiteProducerCrash] {
-		w.schedule(Between(w.Nodes.Rng, 100, 800), Event{Kind: evProducerChaos})
+		w.Schedule(Between(w.Nodes.Rng, 100, 800), Event{Kind: EvProducerChaos})
 	}
 	if w.Set.eppd() {
 		w.startEPPD()
@@ -115,12 +115,6 @@ func (w *World) dispatchNode(ev Event) bool {
 		return false
 	}
 	switch ev.Kind {
-	case evProducerCrash:
-		w.producerCrash(ev)
-	case evProducerChaos:
-		w.producerChaos(ev)
-	case evProducerRestart:
-		w.producerRestart(ev)
 	case evDecodeArrive, EvKVFetchReply, evDecodeFetchDeadline:
 		w.onDecoder(ev)
 	case evKVFetchArrive:
@@ -148,7 +142,7 @@ func (w *World) sendHook(ev *Event) bool {
 // arrivalHook runs before an event's handler; true means it was consumed
 // here (a message lost to a partition, a stale event of a crashed producer).
 func (w *World) arrivalHook(ev Event) bool {
-	if (w.Nodes.ProdDown || w.Nodes.prodRestarts > 0) && w.staleProducerEvent(ev) {
+	if (w.Nodes.ProdDown || w.Nodes.ProdRestarts > 0) && w.behaviour.StaleProducerEvent(w, ev) {
 		return true
 	}
 	return w.Nodes.CutUntil != nil && w.behaviour.DropsArrival(w, ev)
@@ -182,4 +176,11 @@ func (w *World) nodesBusy() bool {
 		}
 	}
 	return false
+}
+
+// LostEntry is an entry of a crashed producer instance and the number of
+// receives that had got its data at the restart (check_crash_lost.go).
+type LostEntry struct {
+	Rec          *EntryRecord
+	Consumptions int
 }

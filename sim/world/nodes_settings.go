@@ -30,7 +30,7 @@ const (
 	// SiteProducerCrash crashes E's process at a random time, or in the
 	// middle of a slow shared-directory write before its fsync (the temp
 	// file is lost or left as an orphan); it restarts with a new instance
-	// id after NodeSettings.ProducerDownMsMax at most (producer_crash.go).
+	// id after NodeSettings.ProducerDownMsMax at most (sim/nodes/producer_crash.go).
 	SiteProducerCrash Site = "process.producer-crash"
 	// SiteDecodeNoPrep: a client sends its decode request to D without the
 	// decode preparation (L-2: INVALID_ARGUMENT before execution).

@@ -64,7 +64,7 @@ func TestNodeFaultsFireAndAreSurvived(t *testing.T) {
 				refusedReplay++
 			}
 		}
-		restarts[w.Set.Backend] += w.Nodes.prodRestarts
+		restarts[w.Set.Backend] += w.Nodes.ProdRestarts
 		lost += len(w.Nodes.Lost)
 	}
 	for _, s := range nodeSites {
@@ -255,7 +255,7 @@ func TestSlowFsyncRaces(t *testing.T) {
 			}
 			w.Now = ev.Tick
 			w.Steps++
-			if e := encodeDoneOf(ev); ev.Kind == evEncodeDone && e.resumed && !w.Nodes.ProdDown && w.Prod.Table.State(e.entry) != 0 {
+			if e := EncodeDoneOf(ev); ev.Kind == EvEncodeDone && e.resumed && !w.Nodes.ProdDown && w.Prod.Table.State(e.Entry) != 0 {
 				c := w.Clients[e.client]
 				if c.streamCancelled(e.rpc) {
 					cancelled++

@@ -16,7 +16,7 @@ func (w *World) Partition(c int, ms int64) {
 		w.Nodes.CutUntil = make([]int64, len(w.Cons))
 	}
 	w.Nodes.CutUntil[c] = max(w.Nodes.CutUntil[c], w.Now+ms)
-	w.Nodes.hookSend, w.Nodes.hookArrival = true, true
+	w.Nodes.hookSend, w.Nodes.HookArrival = true, true
 	if w.Tracing {
 		w.Notef("partition: PD%d cut off from E until t=%d", c, w.Nodes.CutUntil[c])
 	}

@@ -16,7 +16,7 @@ import (
 // handoff.FailTransfer decides a transfer that failed past the claim (Q-3)
 // and handoff's Health.CleanupFailed a failed removal (X-1).
 type producerNode struct {
-	instanceID string
+	InstanceID string
 	// observed and vanishing are observeClaims' and collect's lists of the
 	// table's Published ids, reused from pass to pass.
 	observed, vanishing []string
@@ -54,18 +54,18 @@ type releaseWaiter struct {
 	rpc int64
 }
 
-func newProducerNode(w *World) *producerNode {
+func NewProducerNode(w *World) *producerNode {
 	p := &producerNode{
-		instanceID: w.newInstanceID(),
+		InstanceID: w.newInstanceID(),
 		Table: handoff.NewProducerTable(handoff.ProducerConfig{
 			QuotaBytes: w.Set.ProducerQuotaBytes, DefaultTTLMs: w.Set.DefaultTTLMs, MaxTTLMs: w.Set.MaxTTLMs,
 		}),
 		Health: handoff.NewHealth(),
 	}
-	p.key = []byte("baton-sim reference key\x00" + p.instanceID)
+	p.key = []byte("baton-sim reference key\x00" + p.InstanceID)
 	w.Sd.openProducer(p)
 	if w.Set.Backend == BackendTransfer {
-		p.agent = w.newAgent("E-"+p.instanceID, false)
+		p.agent = w.newAgent("E-"+p.InstanceID, false)
 	}
 	p.Health.Started()
 	return p
@@ -189,7 +189,7 @@ func (w *World) publishArrive(ev Event) {
 		return
 	}
 	p.publishing++
-	w.Ledger.Add(id, int(call.client), cl.Plan.payloadBytes).instance = p.instanceID
+	w.Ledger.Add(id, int(call.client), cl.Plan.payloadBytes).instance = p.InstanceID
 	d := Between(w.workRNG, 1, w.Set.EncodeMsMax)
 	if w.Faults.Buggify(SiteEncoderLate) {
 		d += Between(w.workRNG, 1, w.Set.LongDelayMaxMs)
@@ -197,16 +197,16 @@ func (w *World) publishArrive(ev Event) {
 	if w.Tracing {
 		w.Notef("reserved %s (%d bytes)", Short(id), cl.Plan.payloadBytes)
 	}
-	w.After(d, encodeDone{client: call.client, rpc: call.rpc, entry: id}.event())
+	w.After(d, encodeDone{client: call.client, rpc: call.rpc, Entry: id}.event())
 }
 
 // encodeDone: the encoder step ended. Cancelled or failed before publication
 // -> AbandonPublish (C-1, C-6); otherwise write the storage, CommitPublish,
 // then send EncoderReady; a failed send releases the entry (C-7).
 func (w *World) encodeDone(ev Event) {
-	e := encodeDoneOf(ev)
+	e := EncodeDoneOf(ev)
 	p := w.Prod
-	id := e.entry
+	id := e.Entry
 	rec := w.Ledger.get(id)
 	cl := w.Clients[e.client]
 	pubMs := w.publishMs(ev) // the clock reading before the write (fsync.go)
@@ -386,7 +386,7 @@ func (w *World) startRemoval(id string, cause handoff.RemovalCause, h int, rpc i
 	if w.Faults.Buggify(SiteSlowRemove) {
 		d += Between(w.diskRNG, 1, w.Set.LongDelayMaxMs)
 	}
-	w.After(d, removeDone{client: int32(h), rpc: rpc, cause: cause, entry: id}.event())
+	w.After(d, removeDone{client: int32(h), rpc: rpc, cause: cause, Entry: id}.event())
 }
 
 var CauseNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released", handoff.CauseExpiry: "expired", handoff.CauseDrain: "drained"}
@@ -394,9 +394,9 @@ var CauseNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released
 // removeDone: the removal syscall returned; report it with RemovalDone (or
 // RemovalFailed + health NOT_READY on an I/O error, X-1).
 func (w *World) removeDone(ev Event) {
-	rd := removeDoneOf(ev)
+	rd := RemoveDoneOf(ev)
 	p := w.Prod
-	id := rd.entry
+	id := rd.Entry
 	cause := rd.cause
 	rec := w.Ledger.get(id)
 	p.Cleanups--
@@ -505,7 +505,7 @@ func (w *World) collect(ev Event) {
 			if w.Faults.Buggify(SiteVanish) {
 				rec := w.Ledger.get(id)
 				w.Sd.Disk.Vanish(entryPath(rec.instance, id))
-				rec.vanished = true
+				rec.Vanished = true
 				if w.Tracing {
 					w.Notef("X-2 file of %s vanished", Short(id))
 				}
@@ -517,7 +517,7 @@ func (w *World) collect(ev Event) {
 		w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 	}
 	w.Sd.collect()
-	w.After(w.Set.CollectPeriodMs, Event{Kind: evCollect})
+	w.After(w.Set.CollectPeriodMs, Event{Kind: EvCollect})
 }
 
 // shutdown: Shutdown(expected_instance_id) on E (S-1), then the drain (S-2).
@@ -536,7 +536,7 @@ func (w *World) shutdown(ev Event) {
 		}
 	}
 	was := p.Health.Draining()
-	st, err := w.decideShutdown(p.instanceID)
+	st, err := w.decideShutdown(p.InstanceID)
 	if err != nil || (was && st != handoff.ShutdownAlreadyShuttingDown) || (!was && st != handoff.ShutdownAccepted) {
 		w.Failf(Correctness, "S-1", "Shutdown(own id) after draining=%v = %v, %v", was, st, err)
 		return
@@ -549,14 +549,14 @@ func (w *World) shutdown(ev Event) {
 	}
 	if !was {
 		w.hist.drainMs = w.Now
-		w.After(0, Event{Kind: evDrainTick})
+		w.After(0, Event{Kind: EvDrainTick})
 	}
 }
 
 // decideShutdown is E's S-1 decision for Shutdown(expected); the S-1
 // mutant accepts any non-empty id as its own.
 func (w *World) decideShutdown(expected string) (handoff.ShutdownStatus, error) {
-	return w.Prod.Health.DecideShutdownWith(expected, w.Prod.instanceID, w.decisions)
+	return w.Prod.Health.DecideShutdownWith(expected, w.Prod.InstanceID, w.decisions)
 }
 
 // drainTick: release every unconsumed entry (S-2); stop once nothing is
@@ -571,7 +571,7 @@ func (w *World) drainTick(ev Event) {
 		w.startRemoval(id, handoff.CauseDrain, -1, 0)
 	}
 	if !p.Table.DrainDone(p.Cleanups, p.publishing, w.decisions) { // the S-2 mutant leaves the removals it started running
-		w.After(10, Event{Kind: evDrainTick})
+		w.After(10, Event{Kind: EvDrainTick})
 		return
 	}
 	w.stopProducer()
@@ -680,7 +680,7 @@ func (w *World) transferArrive(ev Event) {
 		w.Notef("WRITE #%d of %s posted, lands in %d", wr.Num, Short(rq.entry), d)
 	}
 	w.After(d, WriteStep{Write: wr.Num}.Event(EvWriteLand))
-	w.After(w.Set.ProducerTimeoutMs, WriteStep{Write: wr.Num}.Event(evWriteDeadline))
+	w.After(w.Set.ProducerTimeoutMs, WriteStep{Write: wr.Num}.Event(EvWriteDeadline))
 }
 
 // beforeWriteAnswer is the producer's answer to a rejection made before the
@@ -738,15 +738,15 @@ func (w *World) writeLand(ev Event) {
 // fail the transfer (Q-3).
 func (w *World) writeComplete(ev Event) {
 	wr := w.Writes[WriteStepOf(ev).Write-1]
-	if wr.orphan {
+	if wr.Orphan {
 		return // its producer process crashed: the agent's Close ended it
 	}
 	err := w.completeWrite(wr)
 	w.writeEndedProof(wr) // ends its source's quarantine, if any (Q-6)
-	if wr.producerDone || w.Prod.Stopped {
+	if wr.ProducerDone || w.Prod.Stopped {
 		return
 	}
-	wr.producerDone = true
+	wr.ProducerDone = true
 	reply := transferReply{consumer: int32(wr.C), recv: wr.recv}
 	if err != nil {
 		reply.result = w.failTransfer(wr, "WRITE failed")
@@ -767,10 +767,10 @@ func (w *World) writeComplete(ev Event) {
 // may still land, so the source is quarantined, never freed (Q-3).
 func (w *World) writeDeadline(ev Event) {
 	wr := w.Writes[WriteStepOf(ev).Write-1]
-	if wr.producerDone || w.Prod.Stopped {
+	if wr.ProducerDone || w.Prod.Stopped {
 		return
 	}
-	wr.producerDone = true
+	wr.ProducerDone = true
 	res := w.failTransfer(wr, "deadline passed")
 	w.send(msgReply, transferReply{consumer: int32(wr.C), recv: wr.recv, result: res}.event())
 }
@@ -800,7 +800,7 @@ func (w *World) failTransfer(wr *Write, why string) int64 {
 	if d.Source == handoff.FreeSource {
 		w.freeSource(wr.Entry)
 	} else {
-		w.Sources[wr.Entry] = sourceQuarantined
+		w.Sources[wr.Entry] = SourceQuarantined
 	}
 	if d.Health != nil {
 		w.Prod.Health.Fail(d.Health.Check, d.Health.Reason)

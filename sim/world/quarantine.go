@@ -181,7 +181,7 @@ func (w *World) writeEndedProof(wr *Write) {
 	}
 	delete(p.Quarantines, wr.Entry)
 	p.Qver++
-	if w.Sources[wr.Entry] == sourceQuarantined || w.xf.srcRegs[wr.Entry] != nil {
+	if w.Sources[wr.Entry] == SourceQuarantined || w.xf.srcRegs[wr.Entry] != nil {
 		w.freeSource(wr.Entry)
 	}
 	p.Health.QuarantineEnded(len(p.Quarantines))

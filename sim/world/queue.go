@@ -8,44 +8,44 @@ const (
 	evClientStart eventKind = iota + 1
 	evClientDeadline
 	evClientCancel
-	evPublishArrive
-	evEncodeDone
+	EvPublishArrive
+	EvEncodeDone
 	evReadyArrive
 	evPublishFailArrive
 	evConsumeArrive
 	evClaimRead
 	evConsumeReplyArrive
-	evReleaseArrive
+	EvReleaseArrive
 	evReleaseReplyArrive
-	evRemoveDone
+	EvRemoveDone
 	EvTransferArrive
 	EvWriteLand
 	EvWriteComplete
-	evWriteDeadline
+	EvWriteDeadline
 	EvTransferReply
 	evTransferTimeout
-	evCollect
+	EvCollect
 	evChaos
 	evCrash
 	evRestart
-	evShutdown
-	evDrainTick
+	EvShutdown
+	EvDrainTick
 	evHeal
 	evEndCheck
-	evProducerConsume
+	EvProducerConsume
 	numEventKinds
 )
 
 var eventNames = [numEventKinds]string{
 	evClientStart: "client-start", evClientDeadline: "client-deadline", evClientCancel: "client-cancel",
-	evPublishArrive: "publish-arrive", evEncodeDone: "encode-done", evReadyArrive: "ready-arrive",
+	EvPublishArrive: "publish-arrive", EvEncodeDone: "encode-done", evReadyArrive: "ready-arrive",
 	evPublishFailArrive: "publish-fail-arrive", evConsumeArrive: "consume-arrive", evClaimRead: "claim-read",
-	evConsumeReplyArrive: "consume-reply-arrive", evReleaseArrive: "release-arrive",
-	evReleaseReplyArrive: "release-reply-arrive", evRemoveDone: "remove-done",
+	evConsumeReplyArrive: "consume-reply-arrive", EvReleaseArrive: "release-arrive",
+	evReleaseReplyArrive: "release-reply-arrive", EvRemoveDone: "remove-done",
 	EvTransferArrive: "transfer-arrive", EvWriteLand: "write-land", EvWriteComplete: "write-complete",
-	evWriteDeadline: "write-deadline", EvTransferReply: "transfer-reply", evTransferTimeout: "transfer-timeout",
-	evCollect: "collect", evChaos: "chaos", evCrash: "crash", evRestart: "restart", evShutdown: "shutdown",
-	evDrainTick: "drain-tick", evHeal: "heal", evEndCheck: "end-check", evProducerConsume: "producer-consume",
+	EvWriteDeadline: "write-deadline", EvTransferReply: "transfer-reply", evTransferTimeout: "transfer-timeout",
+	EvCollect: "collect", evChaos: "chaos", evCrash: "crash", evRestart: "restart", EvShutdown: "shutdown",
+	EvDrainTick: "drain-tick", evHeal: "heal", evEndCheck: "end-check", EvProducerConsume: "producer-consume",
 }
 
 func (k eventKind) String() string {

@@ -66,7 +66,7 @@ func (w *World) refBackend(f refForm) string {
 // (a sealed reference verifies: engine/handoff's Seal/Verify pair), so the
 // common path costs no HMAC.
 func (w *World) presented(rec *EntryRecord, f refForm) handoff.Reference {
-	ref := handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.Prod.instanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
+	ref := handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.Prod.InstanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
 	switch f {
 	case formForged:
 		sum := sha256.Sum256([]byte("baton-sim forged tag\x00" + rec.Id))
@@ -82,7 +82,7 @@ func (w *World) presented(rec *EntryRecord, f refForm) handoff.Reference {
 // handoff.ParseReference (only for a relabelled probe; cached).
 func (w *World) sealedTag(rec *EntryRecord) string {
 	if rec.sealedTag == "" {
-		sealed := handoff.Reference{Backend: w.Set.Backend, ProducerInstanceID: w.Prod.instanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
+		sealed := handoff.Reference{Backend: w.Set.Backend, ProducerInstanceID: w.Prod.InstanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
 		ref, err := handoff.ParseReference(sealed.Backend, sealed.ProducerInstanceID, sealed.Endpoint, sealed.Seal(w.Prod.key), 0)
 		if err != nil {
 			panic(fmt.Sprintf("sim: a sealed reference does not parse: %v", err))
@@ -155,7 +155,7 @@ func (a *consumeAdmission) bind(w *World) {
 // without its tag (verifyTag checks that, computing it only where the form
 // needs it).
 func (w *World) parsed(rec *EntryRecord, f refForm) handoff.Reference {
-	return handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.Prod.instanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
+	return handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.Prod.InstanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
 }
 
 // claimAndDiscard carries out handoff.Mutants.RejectedReferenceClaims (the
@@ -186,7 +186,7 @@ func (w *World) producerCheckRef(rec *EntryRecord, f refForm) error {
 		OpaqueBytes: f.opaqueBytes(),
 		Parse:       func() (handoff.Reference, error) { return w.parsed(rec, f), nil },
 		Serves:      []string{BackendTransfer},
-		Self:        w.Prod.instanceID,
+		Self:        w.Prod.InstanceID,
 		Verify:      func(handoff.Reference) error { return w.verifyTag(rec, f) },
 		NowUnixMs:   w.Now,
 	})

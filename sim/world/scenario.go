@@ -36,7 +36,7 @@ import (
 //	stabilize [max=N]           step until only the periodic collector is left (at most max steps)
 //	delay kind=KIND ms=MS       the earliest pending KIND event happens MS ms later (a slow removal or WRITE)
 //	shutdown                    Shutdown(own id) on E now: its drain starts (S-1, S-2)
-//	crash-producer              E's process dies now; it restarts under a new instance id (producer_crash.go)
+//	crash-producer              E's process dies now; it restarts under a new instance id (sim/nodes/producer_crash.go)
 //	finish [max=N]              end the run as a seeded one ends: heal, shut every node down once every
 //	                            client is done, step until converged, run the end-of-run checks
 //	expect                      print the producer, consumers, clients and entries
@@ -120,7 +120,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		payload, _ := num("payload", sc.W.Set.PayloadBytesMax)
 		c := &client{Idx: int(h), Plan: plan{payloadBytes: payload, ttlMs: ttl}}
 		sc.W.Clients = append(sc.W.Clients, c)
-		sc.W.call(c, stagePublishing, msgRequest, Event{Kind: evPublishArrive})
+		sc.W.call(c, stagePublishing, msgRequest, Event{Kind: EvPublishArrive})
 		fmt.Fprintf(b, "client %d: publish sent\n", c.Idx)
 	case "claim":
 		c, err := clientArg()
@@ -227,7 +227,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		tick := sc.W.Q.at(j).Tick
 		ev := sc.removeAt(i)
 		from := ev.Tick
-		sc.W.schedule(tick, ev)
+		sc.W.Schedule(tick, ev)
 		fmt.Fprintf(b, "%s moved from t=%d to t=%d (with %s)\n", ev.Kind, from, tick, args["with"])
 	case "advance":
 		ms, err := num("ms", -1)
@@ -345,7 +345,7 @@ func (sc *Scenario) step(b *strings.Builder) (Event, bool) {
 	w.note = ""
 	w.Dispatch(ev)
 	w.CheckStep()
-	if w.note != "" || (ev.Kind != evCollect && ev.Kind != evClientDeadline) {
+	if w.note != "" || (ev.Kind != EvCollect && ev.Kind != evClientDeadline) {
 		fmt.Fprintf(b, "t=%d %s", w.Now, ev.Kind)
 		if w.note != "" {
 			fmt.Fprintf(b, ": %s", w.note)
@@ -358,7 +358,7 @@ func (sc *Scenario) step(b *strings.Builder) (Event, bool) {
 // quiet reports whether only periodic events (the collector) are pending.
 func (sc *Scenario) quiet() bool {
 	for i := 0; i < sc.W.Q.len(); i++ {
-		if sc.W.Q.at(i).Kind != evCollect {
+		if sc.W.Q.at(i).Kind != EvCollect {
 			return false
 		}
 	}

@@ -27,23 +27,23 @@ func (sc *Scenario) delay(b *strings.Builder, args map[string]string, num func(s
 	}
 	ev := sc.removeAt(i)
 	from := ev.Tick
-	sc.W.schedule(from+ms, ev)
+	sc.W.Schedule(from+ms, ev)
 	fmt.Fprintf(b, "%s delayed from t=%d to t=%d\n", ev.Kind, from, from+ms)
 	return nil
 }
 
 // shutdown is the scenario command `shutdown`: Shutdown(its own id) on E
 // (S-1), which starts its drain (S-2), now; while E is down it waits for
-// the restart, as a seeded run's does (producer_crash.go).
+// the restart, as a seeded run's does (sim/nodes/producer_crash.go).
 func (sc *Scenario) shutdown(b *strings.Builder) {
-	sc.runNow(b, Event{Kind: evShutdown})
+	sc.runNow(b, Event{Kind: EvShutdown})
 }
 
 // crashProducer is the scenario command `crash-producer`: E's process dies
-// now (producer_crash.go); its restart under a new instance id is due
+// now (sim/nodes/producer_crash.go); its restart under a new instance id is due
 // after NodeSettings.ProducerDownMsMax (1 ms in a scenario).
 func (sc *Scenario) crashProducer(b *strings.Builder) {
-	sc.runNow(b, Event{Kind: evProducerCrash})
+	sc.runNow(b, Event{Kind: EvProducerCrash})
 }
 
 // runNow dispatches ev at the current tick, runs the checkers and prints

@@ -66,8 +66,8 @@ type sharedDisk struct {
 	dir  *shareddir.Dir
 	// cons is each consumer's current process.
 	cons []*simfs.Proc
-	// slow lists the entries whose slow write is in flight (fsync.go).
-	slow map[string]bool
+	// Slow lists the entries whose slow write is in flight (fsync.go).
+	Slow map[string]bool
 	// rngCell holds rng.
 	rngCell rngCell
 	// early holds the removals that landed inside a consumer's Claim,
@@ -119,7 +119,7 @@ func (g rngReader) Read(b []byte) (int, error) {
 }
 
 func newSharedDisk(w *World) *sharedDisk {
-	sd := &sharedDisk{w: w, slow: map[string]bool{}, early: map[string]bool{}, interleave: true}
+	sd := &sharedDisk{w: w, Slow: map[string]bool{}, early: map[string]bool{}, interleave: true}
 	sd.rng = sd.rngCell.seed(w.seed, subSharedDisk)
 	sd.rand = rngReader{sd.rng}
 	sd.Disk = simfs.NewDisk(func() int64 { return w.Now })
@@ -174,8 +174,8 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 	if sd.w.Tracing {
 		before = sd.Disk.Files(cacheRoot)
 	}
-	sd.prod = sd.Disk.Proc("E/" + p.instanceID)
-	dir, swept, err := shareddir.StartProducer(sd.prod, cacheRoot, p.instanceID, sd.rand, sd.w.Now, false)
+	sd.prod = sd.Disk.Proc("E/" + p.InstanceID)
+	dir, swept, err := shareddir.StartProducer(sd.prod, cacheRoot, p.InstanceID, sd.rand, sd.w.Now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: StartProducer: %v", err))
 	}
@@ -368,15 +368,15 @@ func (sd *sharedDisk) takeEarly(id string) (won, ok bool) {
 	return won, ok
 }
 
-// crashProducer: E's process dies. Each slow write in flight runs up to its
+// CrashProducer: E's process dies. Each slow write in flight runs up to its
 // fsync and dies there; its unsynced temp file is then lost or left as an
 // orphan (drawn from the nodes stream, one draw per file, as before).
-func (sd *sharedDisk) crashProducer() {
+func (sd *sharedDisk) CrashProducer() {
 	if !sd.active() || sd.prod == nil {
 		return
 	}
-	ids := make([]string, 0, len(sd.slow))
-	for id := range sd.slow {
+	ids := make([]string, 0, len(sd.Slow))
+	for id := range sd.Slow {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
@@ -384,7 +384,7 @@ func (sd *sharedDisk) crashProducer() {
 		sd.crashInWrite(id, sd.w.Ledger.get(id).H)
 	}
 	sd.prod.Crash()
-	clear(sd.slow)
+	clear(sd.Slow)
 	clear(sd.early)
 	w := sd.w
 	sd.Disk.LoseUnsynced(sd.dir.Path(), func(path string) bool {

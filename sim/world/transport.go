@@ -128,10 +128,10 @@ type Write struct {
 	// (InboundLanded); ended: it can land no more (delivered, refused,
 	// cut, or its initiator closed).
 	landed, ended bool
-	// producerDone: the producer ended the transfer (done, failed or deadline).
-	producerDone bool
-	// orphan: E's process crashed with it; its agent's Close ended it.
-	orphan bool
+	// ProducerDone: the producer ended the transfer (done, failed or deadline).
+	ProducerDone bool
+	// Orphan: E's process crashed with it; its agent's Close ended it.
+	Orphan bool
 	// Released: E completed and released its request (completeWrite):
 	// nothing reads the source any more (the Q-6 proof of its quarantine).
 	Released bool
@@ -190,16 +190,16 @@ func (w *World) completeWrite(wr *Write) error {
 	return err
 }
 
-// closeProducerAgent closes a crashed E's agent: its WRITEs in flight end
+// CloseProducerAgent closes a crashed E's agent: its WRITEs in flight end
 // cancelled (nothing lands after the crash) and its registered memory is gone.
-func (w *World) closeProducerAgent() {
+func (w *World) CloseProducerAgent() {
 	if w.Prod.agent == nil {
 		return
 	}
 	Must(w.Prod.agent.Close())
 	for _, wr := range w.Writes {
 		if wr.agent == w.Prod.agent {
-			wr.ended, wr.orphan, wr.producerDone = true, true, true
+			wr.ended, wr.Orphan, wr.ProducerDone = true, true, true
 		}
 	}
 	clear(w.xf.srcRegs)

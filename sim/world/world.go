@@ -312,7 +312,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 
 // Start builds the nodes and schedules the clients and the periodic work.
 func (w *World) Start() {
-	w.Prod = newProducerNode(w)
+	w.Prod = NewProducerNode(w)
 	for i := 0; i < w.Set.Consumers; i++ {
 		w.Cons = append(w.Cons, newConsumerNode(w, i))
 	}
@@ -329,29 +329,29 @@ func (w *World) Start() {
 		c := &slab[i]
 		c.Idx, c.Plan = i, drawPlan(w)
 		w.Clients = append(w.Clients, c)
-		w.schedule(c.Plan.startTick, clientCall{client: int32(i)}.event(evClientStart))
+		w.Schedule(c.Plan.startTick, clientCall{client: int32(i)}.event(evClientStart))
 	}
-	w.schedule(w.Set.CollectPeriodMs, Event{Kind: evCollect})
+	w.Schedule(w.Set.CollectPeriodMs, Event{Kind: EvCollect})
 	if w.Faults.enabled[SiteConsumerCrash] {
 		for i := range w.Cons {
-			w.schedule(Between(w.procRNG, 50, 300), ConsumerStep{Consumer: int32(i)}.Event(evChaos))
+			w.Schedule(Between(w.procRNG, 50, 300), ConsumerStep{Consumer: int32(i)}.Event(evChaos))
 		}
 	}
 	if w.Faults.Buggify(SiteShutdown) {
-		w.schedule(Between(w.procRNG, 1, w.Set.SafetyTicks), shutdownCall{injected: true}.event())
+		w.Schedule(Between(w.procRNG, 1, w.Set.SafetyTicks), shutdownCall{injected: true}.event())
 	}
-	w.schedule(w.Set.SafetyTicks, Event{Kind: evHeal})
+	w.Schedule(w.Set.SafetyTicks, Event{Kind: evHeal})
 	w.StartNodes()
 }
 
-// schedule puts ev on the queue at tick.
-func (w *World) schedule(tick int64, ev Event) {
+// Schedule puts ev on the queue at tick.
+func (w *World) Schedule(tick int64, ev Event) {
 	ev.Tick = tick
 	w.Q.push(ev)
 }
 
 // After puts ev on the queue delayMs from now.
-func (w *World) After(delayMs int64, ev Event) { w.schedule(w.Now+delayMs, ev) }
+func (w *World) After(delayMs int64, ev Event) { w.Schedule(w.Now+delayMs, ev) }
 
 // msgClass says which network faults a message may suffer.
 type msgClass int
@@ -484,7 +484,7 @@ func (w *World) handle(ev Event) bool {
 	if ev.Kind >= evNodeFirst {
 		return w.dispatchNode(ev)
 	}
-	if w.Nodes.hookArrival && w.arrivalHook(ev) {
+	if w.Nodes.HookArrival && w.arrivalHook(ev) {
 		return false
 	}
 	switch ev.Kind {
@@ -494,9 +494,9 @@ func (w *World) handle(ev Event) bool {
 		w.clientDeadline(ev)
 	case evClientCancel:
 		w.clientCancel(ev)
-	case evPublishArrive:
+	case EvPublishArrive:
 		w.publishArrive(ev)
-	case evEncodeDone:
+	case EvEncodeDone:
 		w.encodeDone(ev)
 	case evReadyArrive:
 		w.readyArrive(ev)
@@ -508,11 +508,11 @@ func (w *World) handle(ev Event) bool {
 		w.claimRead(ev)
 	case evConsumeReplyArrive:
 		w.consumeReplyArrive(ev)
-	case evReleaseArrive:
+	case EvReleaseArrive:
 		w.releaseArrive(ev)
 	case evReleaseReplyArrive:
 		w.releaseReplyArrive(ev)
-	case evRemoveDone:
+	case EvRemoveDone:
 		w.removeDone(ev)
 	case EvTransferArrive:
 		w.transferArrive(ev)
@@ -520,13 +520,13 @@ func (w *World) handle(ev Event) bool {
 		w.writeLand(ev)
 	case EvWriteComplete:
 		w.writeComplete(ev)
-	case evWriteDeadline:
+	case EvWriteDeadline:
 		w.writeDeadline(ev)
 	case EvTransferReply:
 		w.transferReply(ev)
 	case evTransferTimeout:
 		w.transferTimeout(ev)
-	case evCollect:
+	case EvCollect:
 		w.collect(ev)
 	case evChaos:
 		w.chaos(ev)
@@ -534,15 +534,15 @@ func (w *World) handle(ev Event) bool {
 		w.crash(ev)
 	case evRestart:
 		w.restart(ev)
-	case evShutdown:
+	case EvShutdown:
 		w.shutdown(ev)
-	case evDrainTick:
+	case EvDrainTick:
 		w.drainTick(ev)
 	case evHeal:
 		w.heal()
 	case evEndCheck:
 		return w.endCheck()
-	case evProducerConsume:
+	case EvProducerConsume:
 		w.producerConsume(ev)
 	default:
 		panic(fmt.Sprintf("sim: unknown event kind %d", ev.Kind))
@@ -580,7 +580,7 @@ func (w *World) endCheck() bool {
 			w.Notef("every client done; shutting every node down")
 		}
 		if !w.Prod.Health.Draining() {
-			w.After(0, Event{Kind: evShutdown})
+			w.After(0, Event{Kind: EvShutdown})
 		}
 		for _, c := range w.Cons {
 			c.Health.StartDrain()
@@ -591,11 +591,11 @@ func (w *World) endCheck() bool {
 	}
 	if !w.Prod.Stopped {
 		if !w.Nodes.ProdDown && !w.Prod.Health.Draining() {
-			// E restarted (producer_crash.go) after its Shutdown went to
+			// E restarted (sim/nodes/producer_crash.go) after its Shutdown went to
 			// the instance that crashed, or after the look above read the
 			// dead instance's Health while it was down: the new instance
 			// is shut down too. Found by the simulator (seed 920554).
-			w.After(0, Event{Kind: evShutdown})
+			w.After(0, Event{Kind: EvShutdown})
 		}
 		w.After(100, Event{Kind: evEndCheck})
 		return false

@@ -1,7 +1,8 @@
-package world
+package nodes
 
 import (
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/sim/world"
 )
 
 // Producer crash and restart (issue #3 item 1: "Processes: crash, restart
@@ -37,40 +38,33 @@ import (
 // still claim an entry while E is down: its file is durable and intact, so
 // that is a consumption like any other (SU-1 holds).
 
-// LostEntry is an entry of a crashed producer instance and the number of
-// receives that had got its data at the restart (check_crash_lost.go).
-type LostEntry struct {
-	Rec          *EntryRecord
-	Consumptions int
-}
-
 // producerChaos is E's crash fault tick in the safety phase.
-func (w *World) producerChaos(ev Event) {
+func producerChaos(w *world.World, ev world.Event) {
 	if w.Faults.Healed {
 		return
 	}
-	if !w.Nodes.ProdDown && !w.Prod.Stopped && w.Faults.Buggify(SiteProducerCrash) {
-		w.producerCrash(Event{Kind: evProducerCrash})
+	if !w.Nodes.ProdDown && !w.Prod.Stopped && w.Faults.Buggify(world.SiteProducerCrash) {
+		crashProducer(w, world.Event{Kind: world.EvProducerCrash})
 	}
-	w.After(Between(w.Nodes.Rng, 100, 800), Event{Kind: evProducerChaos})
+	w.After(world.Between(w.Nodes.Rng, 100, 800), world.Event{Kind: world.EvProducerChaos})
 }
 
-// producerCrash kills E's process; its payload names the slow write it interrupts
+// crashProducer kills E's process; its payload names the slow write it interrupts
 // ("" for a crash at a random time).
-func (w *World) producerCrash(ev Event) {
+func crashProducer(w *world.World, ev world.Event) {
 	p := w.Prod
 	if w.Nodes.ProdDown || p.Stopped {
 		return
 	}
-	if id := producerCrashOf(ev).slowWrite; id != "" {
-		if !w.Sd.slow[id] || p.Table.State(id) != handoff.EntryReserved {
+	if id := world.ProducerCrashOf(ev).SlowWrite; id != "" {
+		if !w.Sd.Slow[id] || p.Table.State(id) != handoff.EntryReserved {
 			return // the write finished first, or this process is not the one that wrote
 		}
 	}
 	if w.Tracing {
-		w.Notef("producer %s crashed", Short(p.instanceID))
+		w.Notef("producer %s crashed", world.Short(p.InstanceID))
 	}
-	w.Sd.crashProducer() // its slow writes die in their fsync; unsynced temp files lost or left (shared_disk.go)
+	w.Sd.CrashProducer() // its slow writes die in their fsync; unsynced temp files lost or left (shared_disk.go)
 	for _, rec := range w.Ledger.All {
 		if !rec.Terminal() && !rec.Published {
 			rec.Abandoned = true // reserved, never visible
@@ -78,49 +72,49 @@ func (w *World) producerCrash(ev Event) {
 	}
 	for _, wr := range w.Writes {
 		if wr.Pending() && w.Tracing {
-			w.Notef("WRITE #%d of %s failed with the process", wr.Num, Short(wr.Entry))
+			w.Notef("WRITE #%d of %s failed with the process", wr.Num, world.Short(wr.Entry))
 		}
-		wr.producerDone = true
+		wr.ProducerDone = true
 	}
-	w.closeProducerAgent() // its WRITEs in flight end cancelled, nothing lands (transport.go)
+	w.CloseProducerAgent() // its WRITEs in flight end cancelled, nothing lands (transport.go)
 	for id, st := range w.Sources {
-		if st == SourceLive || st == sourceQuarantined {
-			w.Sources[id] = SourceFreed // the process's registered memory is gone; no WRITE reads it now
+		if st == world.SourceLive || st == world.SourceQuarantined {
+			w.Sources[id] = world.SourceFreed // the process's registered memory is gone; no WRITE reads it now
 		}
 	}
 	w.Nodes.ProdDown = true
-	w.Nodes.hookArrival = true
-	w.Nodes.prodUpAt = w.Now + Between(w.Nodes.Rng, 1, max(1, w.Set.ProducerDownMsMax))
-	w.schedule(w.Nodes.prodUpAt, Event{Kind: evProducerRestart})
+	w.Nodes.HookArrival = true
+	w.Nodes.ProdUpAt = w.Now + world.Between(w.Nodes.Rng, 1, max(1, w.Set.ProducerDownMsMax))
+	w.Schedule(w.Nodes.ProdUpAt, world.Event{Kind: world.EvProducerRestart})
 }
 
 // producerRestart boots E's next instance, whose StartProducer sweep removes
 // the dead instance's directory (newProducerNode, shared_disk.go).
-func (w *World) producerRestart(ev Event) {
+func producerRestart(w *world.World, ev world.Event) {
 	if !w.Nodes.ProdDown {
 		return
 	}
-	old := w.Prod.instanceID
+	old := w.Prod.InstanceID
 	for _, rec := range w.Ledger.All {
 		switch {
 		case !rec.Published:
 		case !rec.Terminal():
-			rec.vanished = true // gone with its instance: no client call ended it
-			w.Nodes.Lost = append(w.Nodes.Lost, LostEntry{Rec: rec, Consumptions: len(rec.Consumptions)})
+			rec.Vanished = true // gone with its instance: no client call ended it
+			w.Nodes.Lost = append(w.Nodes.Lost, world.LostEntry{Rec: rec, Consumptions: len(rec.Consumptions)})
 		default:
 			// Its answers may still be on the wire, and the old instance's
 			// drain is forgotten with it (the history lets it lapse).
-			rec.vanished = true
+			rec.Vanished = true
 		}
 	}
-	w.Prod = newProducerNode(w) // shareddir.StartProducer: its sweep removes the dead instance's directory
+	w.Prod = world.NewProducerNode(w) // shareddir.StartProducer: its sweep removes the dead instance's directory
 	w.Nodes.ProdDown = false
-	w.Nodes.prodRestarts++
+	w.Nodes.ProdRestarts++
 	// The new instance has no cleanup failure and no health history.
 	w.Ledger.RemoveFailures, w.CleanupFailuresSeen = 0, 0
-	w.ProdHealthSig, w.ProdCheapSig = HealthSig{}, CheapCheck{}
+	w.ProdHealthSig, w.ProdCheapSig = world.HealthSig{}, world.CheapCheck{}
 	if w.Tracing {
-		w.Notef("producer %s restarted as %s", Short(old), Short(w.Prod.instanceID))
+		w.Notef("producer %s restarted as %s", world.Short(old), world.Short(w.Prod.InstanceID))
 	}
 }
 
@@ -128,18 +122,18 @@ func (w *World) producerRestart(ev Event) {
 // crashed process: requests are lost, E's own periodic work (collector,
 // Shutdown) waits for the restart, the dead process's queued work is
 // dropped. It reports whether it consumed ev.
-func (w *World) staleProducerEvent(ev Event) bool {
+func staleProducerEvent(w *world.World, ev world.Event) bool {
 	if w.Nodes.ProdDown {
 		switch ev.Kind {
-		case evPublishArrive, evReleaseArrive, EvTransferArrive, evProducerConsume:
+		case world.EvPublishArrive, world.EvReleaseArrive, world.EvTransferArrive, world.EvProducerConsume:
 			if w.Tracing {
 				w.Notef("%s: producer down, connection refused", ev.Kind)
 			}
 			return true
-		case evCollect, evShutdown:
-			w.schedule(w.Nodes.prodUpAt, ev) // after the restart, which is due then
+		case world.EvCollect, world.EvShutdown:
+			w.Schedule(w.Nodes.ProdUpAt, ev) // after the restart, which is due then
 			return true
-		case evEncodeDone, evRemoveDone, evDrainTick, EvWriteComplete, evWriteDeadline:
+		case world.EvEncodeDone, world.EvRemoveDone, world.EvDrainTick, world.EvWriteComplete, world.EvWriteDeadline:
 			if w.Tracing {
 				w.Notef("%s of a crashed producer process dropped", ev.Kind)
 			}
@@ -148,14 +142,14 @@ func (w *World) staleProducerEvent(ev Event) bool {
 	}
 	stale := false
 	switch ev.Kind {
-	case evEncodeDone:
-		stale = w.Prod.Table.State(encodeDoneOf(ev).entry) != handoff.EntryReserved
-	case evRemoveDone:
-		stale = w.Prod.Table.State(removeDoneOf(ev).entry) != handoff.EntryRemoving
-	case evDrainTick:
+	case world.EvEncodeDone:
+		stale = w.Prod.Table.State(world.EncodeDoneOf(ev).Entry) != handoff.EntryReserved
+	case world.EvRemoveDone:
+		stale = w.Prod.Table.State(world.RemoveDoneOf(ev).Entry) != handoff.EntryRemoving
+	case world.EvDrainTick:
 		stale = !w.Prod.Health.Draining()
-	case EvWriteLand:
-		stale = w.Writes[WriteStepOf(ev).Write-1].orphan // failed with the crashed process
+	case world.EvWriteLand:
+		stale = w.Writes[world.WriteStepOf(ev).Write-1].Orphan // failed with the crashed process
 	}
 	if stale {
 		if w.Tracing {
