@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/sim/nodes"
 	"github.com/baton-dev/baton/sim/world"
 )
 
@@ -52,15 +53,15 @@ func TestNodeCheckersCatch(t *testing.T) {
 	t.Run("D refuses with the core's rules", func(t *testing.T) {
 		w := mk()
 		s := &world.KvSession{Id: strings.Repeat("d", 32)}
-		err := w.CheckDecodeRequest(&world.DecodeReq{Session: s, SessionID: s.Id, Prep: &world.DecodePrep{SessionID: s.Id, Hashes: []string{"XYZ"}}})
+		err := nodes.CheckDecodeRequest(w, &world.DecodeReq{Session: s, SessionID: s.Id, Prep: &world.DecodePrep{SessionID: s.Id, Hashes: []string{"XYZ"}}})
 		if rule, code := handoff.Classify(err); rule != "H-3" || code != handoff.CodeInvalidArgument {
 			t.Errorf("malformed hash: %v (%s, %d), want H-3 INVALID_ARGUMENT", err, rule, code)
 		}
-		err = w.CheckDecodeRequest(&world.DecodeReq{Session: s, SessionID: s.Id})
+		err = nodes.CheckDecodeRequest(w, &world.DecodeReq{Session: s, SessionID: s.Id})
 		if _, code := handoff.Classify(err); code != handoff.CodeInvalidArgument || !strings.Contains(err.Error(), "L-2") {
 			t.Errorf("no preparation: %v, want L-2 INVALID_ARGUMENT", err)
 		}
-		if err := w.CheckDecodeRequest(&world.DecodeReq{Session: s, SessionID: s.Id, Prep: &world.DecodePrep{SessionID: s.Id, Hashes: []string{world.ContentHash(strings.Repeat("0", 32))}}}); err != nil {
+		if err := nodes.CheckDecodeRequest(w, &world.DecodeReq{Session: s, SessionID: s.Id, Prep: &world.DecodePrep{SessionID: s.Id, Hashes: []string{world.ContentHash(strings.Repeat("0", 32))}}}); err != nil {
 			t.Errorf("P's own preparation refused: %v", err)
 		}
 	})

@@ -5,8 +5,9 @@
 // World.Partition); what a node does with them lives here.
 //
 // So far the network partition fault (partition.go: when a consumer's link
-// to E is cut, and which messages that drops) and the producer's crash and
-// restart (producer_crash.go) have moved here; the producer's and the
-// consumers' request handling, the clients, the rest of the network, the
-// disk and the consumers' crashes are still sim/world's (issue #16 item 4).
+// to E is cut, and which messages that drops), the producer's crash and
+// restart (producer_crash.go) and the P and D nodes of E+P+D
+// (prefill_decode.go) have moved here; the producer's and the consumers'
+// request handling, the clients, the rest of the network, the disk and
+// the consumers' crashes are still sim/world's (issue #16 item 4).
 package nodes

@@ -11,10 +11,24 @@ func Behaviour() *world.Behaviour {
 		DropsSend:          partitionDropsSend,
 		DropsArrival:       partitionDropsArrival,
 		StaleProducerEvent: staleProducerEvent,
+		StartEPPD:          startEPPD,
+		PrefillReady:       prefillReady,
+		DecodeAnswer:       decodeAnswer,
+		Decode:             decode,
+		DrainEPPD:          drainEPPD,
+		DrainKVSessions:    drainKVSessions,
 	}
 	b.Handlers[world.EvPartitionTick] = partitionTick
 	b.Handlers[world.EvProducerCrash] = crashProducer
 	b.Handlers[world.EvProducerChaos] = producerChaos
 	b.Handlers[world.EvProducerRestart] = producerRestart
+	b.Handlers[world.EvDecodeArrive] = onDecoder
+	b.Handlers[world.EvKVFetchReply] = onDecoder
+	b.Handlers[world.EvDecodeFetchDeadline] = onDecoder
+	b.Handlers[world.EvKVFetchArrive] = kvFetchArrive
+	b.Handlers[world.EvDecodeReplyArrive] = decodeReplyArrive
+	b.Handlers[world.EvKVAbortReplyArrive] = decodeReplyArrive
+	b.Handlers[world.EvKVAbortArrive] = kvAbortArrive
+	b.Handlers[world.EvKVExpire] = kvExpire
 	return b
 }

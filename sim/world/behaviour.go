@@ -20,6 +20,22 @@ type Behaviour struct {
 	// has restarted; true means the event belonged to a dead producer
 	// process and was dropped.
 	StaleProducerEvent func(w *World, ev Event) bool
+
+	// The P and D nodes of E+P+D (sim/nodes' prefill_decode.go), called
+	// where the world's own nodes meet them: StartEPPD builds the D nodes
+	// at the start; PrefillReady runs as P sends a consume answer OK (P
+	// holds a KV session now); DecodeAnswer takes client c's consume
+	// answer res in E+P+D and reports whether it handled it (the client
+	// decodes next); Decode sends c's decode request with preparation kind
+	// to D node d (the scenario command decode); DrainEPPD begins P's and
+	// D's drain at the shutdown phase; DrainKVSessions releases what P
+	// node p still holds once its requests ended.
+	StartEPPD       func(w *World)
+	PrefillReady    func(w *World, ev *Event)
+	DecodeAnswer    func(w *World, c *Client, res int64) bool
+	Decode          func(w *World, c *Client, cd *ClientDecode, kind PrepKind, d int)
+	DrainEPPD       func(w *World)
+	DrainKVSessions func(w *World, p int)
 }
 
 // installedBehaviour is the behaviour a world built now gets.

@@ -83,23 +83,23 @@ const (
 type clientStage int
 
 const (
-	stageIdle clientStage = iota
+	StageIdle clientStage = iota
 	stagePublishing
-	stageConsuming
+	StageConsuming
 	stageReplaying
 	stageReleasing
 	stageProbing
 	stageDone
 )
 
-// client is one handoff's client: publish on E, consume on a PD, maybe replay
+// Client is one handoff's client: publish on E, consume on a PD, maybe replay
 // the spent reference, release once or twice, cancel at its plan's point.
-type client struct {
+type Client struct {
 	Idx   int
 	Plan  plan
 	Stage clientStage
-	// rpc numbers the client's calls; an answer for another number is stale.
-	rpc int64
+	// Rpc numbers the client's calls; an answer for another number is stale.
+	Rpc int64
 	// cancelledRPC is the publish call whose stream the client cancelled.
 	cancelledRPC int64
 	entry        string
@@ -125,10 +125,10 @@ func drawPlan(w *World) plan {
 		startTick:    Between(r, 0, w.Set.SafetyTicks/2),
 		consumer:     r.IntN(w.Set.Consumers),
 		payloadBytes: Between(r, 1, w.Set.PayloadBytesMax),
-		consume:      chance(r, 0.85),
-		replay:       chance(r, 0.25),
+		consume:      Chance(r, 0.85),
+		replay:       Chance(r, 0.25),
 	}
-	if chance(r, 0.5) {
+	if Chance(r, 0.5) {
 		p.ttlMs = Between(r, 1, w.Set.MaxTTLMs*2)
 	}
 	switch x := r.Float64(); {
@@ -165,23 +165,23 @@ func drawPlan(w *World) plan {
 }
 
 // streamCancelled reports whether the client cancelled its publish call rpc.
-func (c *client) streamCancelled(rpc int64) bool { return c.cancelledRPC == rpc && rpc != 0 }
+func (c *Client) streamCancelled(rpc int64) bool { return c.cancelledRPC == rpc && rpc != 0 }
 
 // call starts a client RPC: a new number, the request on the network, and the client's deadline.
-func (w *World) call(c *client, stage clientStage, class msgClass, ev Event) {
-	c.rpc++
+func (w *World) call(c *Client, stage clientStage, class msgClass, ev Event) {
+	c.Rpc++
 	c.Stage = stage
-	call := clientCall{client: int32(c.Idx), rpc: c.rpc}
+	call := ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}
 	ev.setCaller(call)
-	w.histCall(c.Idx, c.rpc, stageOps[stage], requestEntryOf(ev))
-	w.send(class, ev)
-	w.After(w.Set.ClientTimeoutMs, call.event(evClientDeadline))
+	w.histCall(c.Idx, c.Rpc, stageOps[stage], requestEntryOf(ev))
+	w.Send(class, ev)
+	w.After(w.Set.ClientTimeoutMs, call.Event(EvClientDeadline))
 }
 
 // stageOps is the history operation each calling stage makes.
-var stageOps = [...]OpKind{stagePublishing: OpPublish, stageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageProbing: OpConsume, stageDone: 0}
+var stageOps = [...]OpKind{stagePublishing: OpPublish, StageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageProbing: OpConsume, stageDone: 0}
 
-func (w *World) finish(c *client, outcome string) {
+func (w *World) finish(c *Client, outcome string) {
 	c.Stage, c.Done, c.Outcome = stageDone, true, outcome
 	if w.Tracing {
 		w.Notef("client %d done: %s", c.Idx, outcome)
@@ -191,16 +191,16 @@ func (w *World) finish(c *client, outcome string) {
 // clientStart publishes.
 func (w *World) clientStart(ev Event) {
 	start := clientCallOf(ev)
-	c := w.Clients[start.client]
-	w.call(c, stagePublishing, msgRequest, Event{Kind: EvPublishArrive})
+	c := w.Clients[start.Client]
+	w.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive})
 	if c.Plan.cancel == cancelEncoding {
-		w.After(c.Plan.cancelMs, clientCall{client: start.client, rpc: c.rpc}.event(evClientCancel))
+		w.After(c.Plan.cancelMs, ClientCall{Client: start.Client, Rpc: c.Rpc}.Event(evClientCancel))
 	}
 }
 
-// current reports whether an answer to call rpc answers the client's outstanding call.
-func (w *World) current(c *client, rpc int64) bool {
-	if c.Done || rpc != c.rpc || c.Stage == stageIdle {
+// Current reports whether an answer to call rpc answers the client's outstanding call.
+func (w *World) Current(c *Client, rpc int64) bool {
+	if c.Done || rpc != c.Rpc || c.Stage == StageIdle {
 		if w.Tracing {
 			w.Notef("stale answer for client %d ignored", c.Idx)
 		}
@@ -212,14 +212,14 @@ func (w *World) current(c *client, rpc int64) bool {
 // clientDeadline: the call's answer did not come in time (lost, or a node down).
 func (w *World) clientDeadline(ev Event) {
 	call := clientCallOf(ev)
-	c := w.Clients[call.client]
-	if c.Done || call.rpc != c.rpc || c.Stage == stageIdle {
+	c := w.Clients[call.Client]
+	if c.Done || call.Rpc != c.Rpc || c.Stage == StageIdle {
 		return
 	}
 	if w.Tracing {
-		w.Notef("client %d call %d deadline", c.Idx, call.rpc)
+		w.Notef("client %d call %d deadline", c.Idx, call.Rpc)
 	}
-	w.answer(c, ResUnavailable, "")
+	w.Answer(c, ResUnavailable, "")
 }
 
 // clientCancel cancels the client's current call: the publish stream (C-1,
@@ -227,23 +227,23 @@ func (w *World) clientDeadline(ev Event) {
 // buffers until the outcome is known; the client then releases).
 func (w *World) clientCancel(ev Event) {
 	call := clientCallOf(ev)
-	c := w.Clients[call.client]
-	if c.Done || call.rpc != c.rpc {
+	c := w.Clients[call.Client]
+	if c.Done || call.Rpc != c.Rpc {
 		return
 	}
 	switch c.Stage {
 	case stagePublishing:
-		c.cancelledRPC = c.rpc
-		c.rpc++ // answers to the cancelled call are stale now
+		c.cancelledRPC = c.Rpc
+		c.Rpc++ // answers to the cancelled call are stale now
 		w.finish(c, "cancelled while publishing")
-	case stageConsuming, stageReplaying:
-		w.consumerCancelled(w.Cons[c.callPD], int32(c.Idx), c.rpc)
-		c.rpc++
+	case StageConsuming, stageReplaying:
+		w.consumerCancelled(w.Cons[c.callPD], int32(c.Idx), c.Rpc)
+		c.Rpc++
 		if w.Tracing {
 			w.Notef("client %d cancelled its consume", c.Idx)
 		}
 		c.releasesLeft = max(c.releasesLeft, 1)
-		w.next(c)
+		w.Next(c)
 	}
 }
 
@@ -251,56 +251,56 @@ func (w *World) readyArrive(ev Event) {
 	r := readyReplyOf(ev)
 	w.histReturn(r.client, r.rpc, OpPublish, ResOK, r.entry)
 	c := w.Clients[r.client]
-	if !w.current(c, r.rpc) {
+	if !w.Current(c, r.rpc) {
 		return
 	}
-	w.answer(c, ResOK, r.entry)
+	w.Answer(c, ResOK, r.entry)
 }
 
 func (w *World) publishFailArrive(ev Event) {
-	r := callReplyOf(ev)
-	w.histReturn(r.client, r.rpc, OpPublish, r.result, "")
-	c := w.Clients[r.client]
-	if !w.current(c, r.rpc) {
+	r := CallReplyOf(ev)
+	w.histReturn(r.Client, r.Rpc, OpPublish, r.Result, "")
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
 		return
 	}
-	w.answer(c, r.result, "")
+	w.Answer(c, r.Result, "")
 }
 
 // consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
 func (w *World) consumeReplyArrive(ev Event) {
-	r := consumeReplyOf(ev)
-	w.histReturn(r.client, r.rpc, OpConsume, r.result, r.entry)
-	c := w.Clients[r.client]
-	if c.Plan.probe != probeNone && r.rpc == c.probeRPC && r.rpc != 0 {
-		w.ProbeAnswers = append(w.ProbeAnswers, probeAnswer{H: r.client, Rpc: r.rpc, Probe: c.Plan.probe, Entry: r.entry, Res: r.result})
+	r := ConsumeReplyOf(ev)
+	w.histReturn(r.Client, r.Rpc, OpConsume, r.result, r.Entry)
+	c := w.Clients[r.Client]
+	if c.Plan.probe != probeNone && r.Rpc == c.probeRPC && r.Rpc != 0 {
+		w.ProbeAnswers = append(w.ProbeAnswers, probeAnswer{H: r.Client, Rpc: r.Rpc, Probe: c.Plan.probe, Entry: r.Entry, Res: r.result})
 	}
 	if r.result == ResOK {
 		// Counted even if the client stopped waiting: the PD served it. A
 		// duplicated reply is the same answer, counted once.
-		rec := w.Ledger.get(r.entry)
-		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.client), r.rpc}) {
-			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.client), r.rpc})
+		rec := w.Ledger.get(r.Entry)
+		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc}) {
+			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc})
 		}
 	}
-	if !w.current(c, r.rpc) {
+	if !w.Current(c, r.Rpc) {
 		return
 	}
-	w.answer(c, r.result, "")
+	w.Answer(c, r.result, "")
 }
 
 func (w *World) releaseReplyArrive(ev Event) {
-	r := callReplyOf(ev)
-	w.histReturn(r.client, r.rpc, OpRelease, r.result, "")
-	c := w.Clients[r.client]
-	if !w.current(c, r.rpc) {
+	r := CallReplyOf(ev)
+	w.histReturn(r.Client, r.Rpc, OpRelease, r.Result, "")
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
 		return
 	}
-	w.answer(c, r.result, "")
+	w.Answer(c, r.Result, "")
 }
 
-// answer moves a client on after its current call ended with res.
-func (w *World) answer(c *client, res int64, entry string) {
+// Answer moves a client on after its current call ended with res.
+func (w *World) Answer(c *Client, res int64, entry string) {
 	if w.Tracing {
 		w.Notef("client %d got %s", c.Idx, ResNames[res])
 	}
@@ -309,8 +309,8 @@ func (w *World) answer(c *client, res int64, entry string) {
 		c.Stage, c.Done, c.Outcome = stageDone, true, ResNames[res]
 		return
 	}
-	if w.Set.eppd() && w.decodeAnswer(c, res) {
-		return // E+P+D: PrefillReady, decode, KV session release (prefill_decode.go)
+	if w.Set.eppd() && w.behaviour.DecodeAnswer(w, c, res) {
+		return // E+P+D: PrefillReady, decode, KV session release (sim/nodes/prefill_decode.go)
 	}
 	switch c.Stage {
 	case stagePublishing:
@@ -329,7 +329,7 @@ func (w *World) answer(c *client, res int64, entry string) {
 	case stageProbing:
 		w.afterPublish(c)
 		return
-	case stageConsuming:
+	case StageConsuming:
 		if res != ResOK {
 			c.releasesLeft = max(c.releasesLeft, 1) // hygiene: release what may still be live
 		}
@@ -338,52 +338,52 @@ func (w *World) answer(c *client, res int64, entry string) {
 	case stageReleasing:
 		c.releasesLeft--
 	}
-	c.Stage = stageIdle
-	w.next(c)
+	c.Stage = StageIdle
+	w.Next(c)
 }
 
 // afterPublish is what a client does with its new reference: release it
 // at once (cancelled), consume it, or go on to its releases.
-func (w *World) afterPublish(c *client) {
+func (w *World) afterPublish(c *Client) {
 	if c.Plan.cancel == cancelAfterReady {
 		c.releasesLeft = max(c.releasesLeft, 1)
-		c.Stage = stageIdle
-		w.next(c)
+		c.Stage = StageIdle
+		w.Next(c)
 		return
 	}
 	if c.Plan.consume {
-		w.consume(c, c.Plan.consumer, stageConsuming)
+		w.consume(c, c.Plan.consumer, StageConsuming)
 		return
 	}
-	c.Stage = stageIdle
-	w.next(c)
+	c.Stage = StageIdle
+	w.Next(c)
 }
 
 // probe makes the client's probe call with its live reference: an altered
 // reference to its consumer, or the consume to E (history: a probe op).
-func (w *World) probe(c *client) {
+func (w *World) probe(c *Client) {
 	kind := evConsumeArrive
 	if c.Plan.probe == probeWrongRole {
 		kind = EvProducerConsume
 	}
 	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.probe]}.event(kind)
 	c.callPD = c.Plan.consumer
-	w.call(c, stageProbing, msgRequest, ev)
-	c.probeRPC = c.rpc
+	w.call(c, stageProbing, MsgRequest, ev)
+	c.probeRPC = c.Rpc
 	w.hist.ops[len(w.hist.ops)-1].Probe = true
 	if w.Tracing {
 		w.Notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.probe])
 	}
 }
 
-// next picks the client's next call, or finishes it.
-func (w *World) next(c *client) {
+// Next picks the client's next call, or finishes it.
+func (w *World) Next(c *Client) {
 	switch {
 	case c.Plan.replay && !c.replayed && c.Plan.cancel == cancelNone && c.Plan.consume && c.releasesLeft == c.Plan.releases:
 		c.replayed = true
 		w.consume(c, (c.Plan.consumer+1)%w.Set.Consumers, stageReplaying)
 	case c.releasesLeft > 0:
-		w.call(c, stageReleasing, msgRelease, releaseRequest{entry: c.entry}.event())
+		w.call(c, stageReleasing, MsgRelease, releaseRequest{entry: c.entry}.event())
 	default:
 		w.finish(c, "finished")
 	}
@@ -391,20 +391,20 @@ func (w *World) next(c *client) {
 
 // consume sends the reference to consumer pd (and, per plan, a racing
 // call nobody waits for: call number 0); the late-cancel fault may cancel it.
-func (w *World) consume(c *client, pd int, stage clientStage) {
+func (w *World) consume(c *Client, pd int, stage clientStage) {
 	c.callPD = pd
-	w.call(c, stage, msgRequest, consumeRequest{consumer: int32(pd), entry: c.entry}.event(evConsumeArrive))
-	if stage == stageConsuming {
+	w.call(c, stage, MsgRequest, consumeRequest{consumer: int32(pd), entry: c.entry}.event(evConsumeArrive))
+	if stage == StageConsuming {
 		switch c.Plan.race {
 		case raceConsume:
 			w.histCall(c.Idx, 0, OpConsume, c.entry)
-			w.send(msgRequest, consumeRequest{client: int32(c.Idx), consumer: int32((pd + 1) % w.Set.Consumers), entry: c.entry}.event(evConsumeArrive))
+			w.Send(MsgRequest, consumeRequest{client: int32(c.Idx), consumer: int32((pd + 1) % w.Set.Consumers), entry: c.entry}.event(evConsumeArrive))
 		case raceRelease:
 			w.histCall(c.Idx, 0, OpRelease, c.entry)
-			w.send(msgRelease, releaseRequest{client: int32(c.Idx), entry: c.entry}.event())
+			w.Send(MsgRelease, releaseRequest{client: int32(c.Idx), entry: c.entry}.event())
 		}
 	}
 	if w.Faults.Buggify(SiteLateCancel) {
-		w.After(Between(w.workRNG, 0, w.Set.ConsumerTimeoutMs), clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientCancel))
+		w.After(Between(w.workRNG, 0, w.Set.ConsumerTimeoutMs), ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}.Event(evClientCancel))
 	}
 }

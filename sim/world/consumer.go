@@ -131,7 +131,7 @@ func (c *consumerNode) boot(w *World) {
 func (w *World) consumeArrive(ev Event) {
 	rq := consumeRequestOf(ev)
 	c := w.Cons[rq.consumer]
-	reply := consumeReply{client: rq.client, consumer: rq.consumer, rpc: rq.rpc, entry: rq.entry}
+	reply := consumeReply{Client: rq.client, Consumer: rq.consumer, Rpc: rq.rpc, Entry: rq.entry}
 	if !c.Up {
 		return // connection refused; the client's deadline ends its call
 	}
@@ -149,22 +149,22 @@ func (w *World) consumeArrive(ev Event) {
 		c.LateAdmissions = append(c.LateAdmissions, [2]int64{rq.waitingSince - 1, w.Now})
 	}
 	if err := c.Health.Admit(); err != nil {
-		reply.result = resOf(err)
+		reply.result = ResOf(err)
 		w.Ledger.refuseForHealth(CallKey{rq.client, rq.rpc})
 		if w.Tracing {
 			w.Notef("admit: %v", err)
 		}
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	rec := w.Ledger.get(rq.entry)
 	if err := w.consumerCheckRef(c, rec, rq.form, rq.client, rq.rpc); err != nil {
-		reply.result = resOf(err)
+		reply.result = ResOf(err)
 		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
 		if w.Tracing {
 			w.Notef("%v", err)
 		}
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	if w.Now >= rec.ExpiresMs {
@@ -172,7 +172,7 @@ func (w *World) consumeArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("SU-2 %s expired", Short(rq.entry))
 		}
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	num := int64(len(w.Xreqs) + 1)
@@ -185,7 +185,7 @@ func (w *World) consumeArrive(ev Event) {
 	// SU-2 before L-5 (CONTRACT precedence): the core's handoff.AdmitReceive
 	// looks (shareddir.EntryExists) before it reserves receive bytes.
 	if err := handoff.AdmitReceive(rec.Id, exists, lookErr, func() error { return c.Receives.Preflight(key, rec.PayloadBytes) }); err != nil {
-		reply.result = resOf(err)
+		reply.result = ResOf(err)
 		if w.Tracing {
 			if errors.Is(err, handoff.ErrSpentReference) {
 				w.Notef("SU-2 %s is not in the shared directory", Short(rq.entry))
@@ -193,7 +193,7 @@ func (w *World) consumeArrive(ev Event) {
 				w.Notef("preflight: %v", err)
 			}
 		}
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	r := &recv{num: num, h: int(rq.client), rpc: rq.rpc, entry: rq.entry, key: key, buf: -1, form: rq.form}
@@ -236,7 +236,7 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
 		if w.Tracing {
 			w.Notef("SU-2 %s already consumed, released or expired", Short(r.entry))
 		}
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	w.took(w.Ledger.get(r.entry), r.key, int32(r.h), r.rpc, r.form)
@@ -258,7 +258,7 @@ func (w *World) claimRead(ev Event) {
 	Must(c.Receives.Succeeded(r.key))
 	w.consumeMedia(c, r)
 	delete(c.recvs, r.num)
-	w.send(msgReply, consumeReply{client: int32(r.h), consumer: t.consumer, rpc: r.rpc, entry: r.entry, result: ResOK}.event())
+	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: t.consumer, Rpc: r.rpc, Entry: r.entry, result: ResOK}.event())
 }
 
 // requestTransfer: register a buffer, then Requested BEFORE sending
@@ -278,7 +278,7 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 		if w.Tracing {
 			w.Notef("L-5 no free receive buffer")
 		}
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	c.Bufs[buf].Owner = r.num
@@ -294,7 +294,7 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 		w.Notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
 	}
 	if !w.directRequest(r) {
-		w.send(msgRequest, transferRequest{consumer: int32(c.Idx), recv: r.num, entry: r.entry}.event())
+		w.Send(MsgRequest, transferRequest{consumer: int32(c.Idx), recv: r.num, entry: r.entry}.event())
 	}
 	w.After(w.Set.ConsumerTimeoutMs, recvTimer{consumer: int32(c.Idx), recv: r.num, inc: c.Inc}.event(evTransferTimeout))
 }
@@ -434,7 +434,7 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 			w.Notef("its revocation waits for a WRITE in flight")
 		}
 	}
-	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.Idx), rpc: r.rpc, entry: r.entry, result: ResUnavailable}.event())
+	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, result: ResUnavailable}.event())
 }
 
 // endReceive frees a receive's buffer (its outcome is known) and answers the client.
@@ -454,7 +454,7 @@ func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
 	if w.Tracing {
 		w.Notef("%s ended %s; buffer %d freed", r.key, ResNames[res], r.buf)
 	}
-	w.send(msgReply, consumeReply{client: int32(r.h), consumer: int32(c.Idx), rpc: r.rpc, entry: r.entry, result: res}.event())
+	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, result: res}.event())
 }
 
 // chaos is a consumer's fault tick in the safety phase: it may crash.

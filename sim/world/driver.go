@@ -99,8 +99,8 @@ type Answer struct {
 
 var AnswerCodes = map[int64]handoff.Code{
 	ResOK: handoff.CodeOK, resSpent: handoff.CodeInvalidArgument, ResUnavailable: handoff.CodeUnavailable,
-	resExhausted: handoff.CodeResourceExhausted, resInternal: handoff.CodeInternal, resAborted: handoff.CodeOK,
-	resAlreadyFinished: handoff.CodeOK, ResBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled,
+	resExhausted: handoff.CodeResourceExhausted, resInternal: handoff.CodeInternal, ResAborted: handoff.CodeOK,
+	ResAlreadyFinished: handoff.CodeOK, ResBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled,
 	resTooLarge: handoff.CodeInvalidArgument, resMalformed: handoff.CodeInvalidArgument, resForeign: handoff.CodeInvalidArgument,
 	resBackend: handoff.CodeFailedPrecondition, resWrongRole: handoff.CodeFailedPrecondition, ResPlainInvalid: handoff.CodeInvalidArgument,
 	resUnimplemented: handoff.CodeUnimplemented, ResUnavailableBeforeWrite: handoff.CodeUnavailable,
@@ -111,7 +111,7 @@ var AnswerCodes = map[int64]handoff.Code{
 var ErrDriver = fmt.Errorf("sim: driver")
 
 // run starts c's call with start and steps until it is answered.
-func (d *Driver) run(c *client, start func()) (int64, string, error) {
+func (d *Driver) run(c *Client, start func()) (int64, string, error) {
 	c.manual, c.answered = true, false
 	start()
 	if err := d.stepWhile(func() bool { return !c.answered }); err != nil {
@@ -121,8 +121,8 @@ func (d *Driver) run(c *client, start func()) (int64, string, error) {
 }
 
 // newClient makes the client of one call.
-func (d *Driver) newClient(payloadBytes, ttlMs int64, entry string) *client {
-	c := &client{Idx: len(d.w.Clients), Plan: plan{payloadBytes: payloadBytes, ttlMs: ttlMs}, entry: entry}
+func (d *Driver) newClient(payloadBytes, ttlMs int64, entry string) *Client {
+	c := &Client{Idx: len(d.w.Clients), Plan: plan{payloadBytes: payloadBytes, ttlMs: ttlMs}, entry: entry}
 	d.w.Clients = append(d.w.Clients, c)
 	return c
 }
@@ -131,7 +131,7 @@ func (d *Driver) newClient(payloadBytes, ttlMs int64, entry string) *client {
 // TTL) and returns its id and expiry (virtual ms). Errors: ErrDriver.
 func (d *Driver) Publish(payloadBytes, ttlMs int64) (entry string, expiresMs int64, a Answer, err error) {
 	c := d.newClient(payloadBytes, ttlMs, "")
-	res, entry, err := d.run(c, func() { d.w.call(c, stagePublishing, msgRequest, Event{Kind: EvPublishArrive}) })
+	res, entry, err := d.run(c, func() { d.w.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive}) })
 	if err != nil {
 		return "", 0, Answer{}, err
 	}
@@ -149,7 +149,7 @@ func (d *Driver) Consume(entry string, pd int) (Answer, error) {
 		return Answer{Code: handoff.CodeInvalidArgument}, nil // never published here (SU-5 is the adapter's)
 	}
 	c := d.newClient(0, 0, entry)
-	res, _, err := d.run(c, func() { d.w.consume(c, pd, stageConsuming) })
+	res, _, err := d.run(c, func() { d.w.consume(c, pd, StageConsuming) })
 	return Answer{Code: AnswerCodes[res]}, err
 }
 
@@ -160,8 +160,8 @@ func (d *Driver) Release(entry string) (Answer, error) {
 		return Answer{Code: handoff.CodeOK}, nil // ALREADY_FINISHED: nothing of ours to release
 	}
 	c := d.newClient(0, 0, entry)
-	res, _, err := d.run(c, func() { d.w.call(c, stageReleasing, msgRelease, releaseRequest{entry: entry}.event()) })
-	return Answer{Code: AnswerCodes[res], Aborted: res == resAborted}, err
+	res, _, err := d.run(c, func() { d.w.call(c, stageReleasing, MsgRelease, releaseRequest{entry: entry}.event()) })
+	return Answer{Code: AnswerCodes[res], Aborted: res == ResAborted}, err
 }
 
 // ProducerInstanceID is E's instance id (a UUID).

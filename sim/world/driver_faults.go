@@ -227,7 +227,7 @@ func (d *Driver) Advance(ms int64) error {
 }
 
 // Pending is a consume started by StartConsume whose answer is not in yet.
-type Pending struct{ c *client }
+type Pending struct{ c *Client }
 
 // Answered reports whether the pending consume's call has been answered.
 func (p *Pending) Answered() bool { return p.c.answered }
@@ -241,7 +241,7 @@ func (d *Driver) StartConsume(entry string, pd int) (a Answer, p *Pending, err e
 	}
 	c := d.newClient(0, 0, entry)
 	c.manual, c.answered = true, false
-	d.w.consume(c, pd, stageConsuming)
+	d.w.consume(c, pd, StageConsuming)
 	if err := d.stepWhile(func() bool { return !c.answered && !d.Held() }); err != nil {
 		return Answer{}, nil, err
 	}
@@ -282,8 +282,8 @@ func (d *Driver) Finish(p *Pending) (Answer, error) {
 // reply is stale; the receive itself waits for the transfer's outcome.
 func (d *Driver) Cancel(p *Pending, pd int) {
 	c := p.c
-	d.w.consumerCancelled(d.w.Cons[pd], int32(c.Idx), c.rpc)
-	c.rpc++
+	d.w.consumerCancelled(d.w.Cons[pd], int32(c.Idx), c.Rpc)
+	c.Rpc++
 	c.answered, c.lastRes = true, resCancelled
 	d.w.CheckStep()
 }

@@ -15,35 +15,35 @@ import (
 // slots (events_test.go checks it). The trace prints the slots as they are
 // (appendSlots), so traces are what they were before the payloads had names.
 
-// clientCall: a client's call and its own timers. client is the handoff
+// ClientCall: a client's call and its own timers. client is the handoff
 // (client) index, rpc the client's call number (0: a racing call nobody
 // waits for). Kinds: evClientStart (rpc 0), evClientDeadline,
 // evClientCancel, evPublishArrive.
-type clientCall struct {
-	client int32
-	rpc    int64
+type ClientCall struct {
+	Client int32
+	Rpc    int64
 }
 
-func (p clientCall) event(k eventKind) Event { return Event{Kind: k, h: p.client, a: p.rpc} }
-func clientCallOf(ev Event) clientCall       { return clientCall{client: ev.h, rpc: ev.a} }
+func (p ClientCall) Event(k eventKind) Event { return Event{Kind: k, h: p.Client, a: p.Rpc} }
+func clientCallOf(ev Event) ClientCall       { return ClientCall{Client: ev.h, Rpc: ev.a} }
 
 // setCaller stamps the request ev with the call that sends it (World.call):
 // every request kind keeps its client in h and its call number in a.
-func (ev *Event) setCaller(p clientCall) { ev.h, ev.a = p.client, p.rpc }
+func (ev *Event) setCaller(p ClientCall) { ev.h, ev.a = p.Client, p.Rpc }
 
-// callReply: an answer that carries only a result code. Kinds:
+// CallReply: an answer that carries only a result code. Kinds:
 // evPublishFailArrive, evReleaseReplyArrive, evDecodeReplyArrive,
 // evKVAbortReplyArrive.
-type callReply struct {
-	client int32
-	rpc    int64
-	result int64
+type CallReply struct {
+	Client int32
+	Rpc    int64
+	Result int64
 }
 
-func (p callReply) event(k eventKind) Event {
-	return Event{Kind: k, h: p.client, a: p.rpc, b: p.result}
+func (p CallReply) Event(k eventKind) Event {
+	return Event{Kind: k, h: p.Client, a: p.Rpc, b: p.Result}
 }
-func callReplyOf(ev Event) callReply { return callReply{client: ev.h, rpc: ev.a, result: ev.b} }
+func CallReplyOf(ev Event) CallReply { return CallReply{Client: ev.h, Rpc: ev.a, Result: ev.b} }
 
 // readyReply: evReadyArrive, E's OK to a publish with the entry it made
 // and when that entry expires.
@@ -84,18 +84,18 @@ func consumeRequestOf(ev Event) consumeRequest {
 // consumeReply: evConsumeReplyArrive, the answer to a consume from
 // consumer (-1: E answered, the L-4 mutant).
 type consumeReply struct {
-	client   int32
-	consumer int32
-	rpc      int64
-	entry    string
+	Client   int32
+	Consumer int32
+	Rpc      int64
+	Entry    string
 	result   int64
 }
 
 func (p consumeReply) event() Event {
-	return Event{Kind: evConsumeReplyArrive, h: p.client, c: p.consumer, a: p.rpc, s: p.entry, b: p.result}
+	return Event{Kind: evConsumeReplyArrive, h: p.Client, c: p.Consumer, a: p.Rpc, s: p.Entry, b: p.result}
 }
-func consumeReplyOf(ev Event) consumeReply {
-	return consumeReply{client: ev.h, consumer: ev.c, rpc: ev.a, entry: ev.s, result: ev.b}
+func ConsumeReplyOf(ev Event) consumeReply {
+	return consumeReply{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, result: ev.b}
 }
 
 // releaseRequest: evReleaseArrive, an Abort of entry.
@@ -242,59 +242,59 @@ func ProducerCrashOf(ev Event) producerCrash {
 	return producerCrash{SlowWrite: ev.s}
 }
 
-// kvExpire: evKVExpire, the TTL of prefill node P's KV session number session.
-type kvExpire struct {
-	prefill int32
-	session int64
+// KvExpire: EvKVExpire, the TTL of prefill node P's KV session number session.
+type KvExpire struct {
+	Prefill int32
+	Session int64
 }
 
-func (p kvExpire) event() Event { return Event{Kind: evKVExpire, c: p.prefill, a: p.session} }
-func kvExpireOf(ev Event) kvExpire {
-	return kvExpire{prefill: ev.c, session: ev.a}
+func (p KvExpire) Event() Event { return Event{Kind: EvKVExpire, c: p.Prefill, a: p.Session} }
+func KvExpireOf(ev Event) KvExpire {
+	return KvExpire{Prefill: ev.c, Session: ev.a}
 }
 
-// decodeRequest: evDecodeArrive, the client's decode call rpc to decoder
+// DecodeRequest: evDecodeArrive, the client's decode call rpc to decoder
 // D, decode request number req.
-type decodeRequest struct {
-	client  int32
-	decoder int32
-	rpc     int64
-	req     int64
+type DecodeRequest struct {
+	Client  int32
+	Decoder int32
+	Rpc     int64
+	Req     int64
 }
 
-func (p decodeRequest) event() Event {
-	return Event{Kind: evDecodeArrive, h: p.client, c: p.decoder, a: p.rpc, b: p.req}
+func (p DecodeRequest) Event() Event {
+	return Event{Kind: EvDecodeArrive, h: p.Client, c: p.Decoder, a: p.Rpc, b: p.Req}
 }
-func decodeRequestOf(ev Event) decodeRequest {
-	return decodeRequest{client: ev.h, decoder: ev.c, rpc: ev.a, req: ev.b}
+func DecodeRequestOf(ev Event) DecodeRequest {
+	return DecodeRequest{Client: ev.h, Decoder: ev.c, Rpc: ev.a, Req: ev.b}
 }
 
-// kvFetch: a step of decode request req's KV fetch at node (P for
+// KvFetch: a step of decode request req's KV fetch at node (P for
 // evKVFetchArrive; D for evKVFetchReply, with P's result, and for
 // evDecodeFetchDeadline).
-type kvFetch struct {
-	node   int32
-	req    int64
-	result int64
+type KvFetch struct {
+	Node   int32
+	Req    int64
+	Result int64
 }
 
-func (p kvFetch) event(k eventKind) Event { return Event{Kind: k, c: p.node, a: p.req, b: p.result} }
-func kvFetchOf(ev Event) kvFetch          { return kvFetch{node: ev.c, req: ev.a, result: ev.b} }
+func (p KvFetch) Event(k eventKind) Event { return Event{Kind: k, c: p.Node, a: p.Req, b: p.Result} }
+func KvFetchOf(ev Event) KvFetch          { return KvFetch{Node: ev.c, Req: ev.a, Result: ev.b} }
 
-// kvAbort: evKVAbortArrive, the client's Abort(kv_session) call rpc to
+// KvAbort: EvKVAbortArrive, the client's Abort(kv_session) call rpc to
 // prefill node P for session.
-type kvAbort struct {
-	client  int32
-	prefill int32
-	rpc     int64
-	session string
+type KvAbort struct {
+	Client  int32
+	Prefill int32
+	Rpc     int64
+	Session string
 }
 
-func (p kvAbort) event() Event {
-	return Event{Kind: evKVAbortArrive, h: p.client, c: p.prefill, a: p.rpc, s: p.session}
+func (p KvAbort) Event() Event {
+	return Event{Kind: EvKVAbortArrive, h: p.Client, c: p.Prefill, a: p.Rpc, s: p.Session}
 }
-func kvAbortOf(ev Event) kvAbort {
-	return kvAbort{client: ev.h, prefill: ev.c, rpc: ev.a, session: ev.s}
+func KvAbortOf(ev Event) KvAbort {
+	return KvAbort{Client: ev.h, Prefill: ev.c, Rpc: ev.a, Session: ev.s}
 }
 
 // appendSlots appends the trace's view of ev's slots (trace.go): the raw

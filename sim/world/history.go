@@ -247,11 +247,11 @@ func stepEntry(out []entryState, s0 entryState, op HistoryOp) []entryState {
 			}
 		case OpRelease:
 			switch op.Result {
-			case resAborted:
+			case ResAborted:
 				if s == esLive {
 					add(esReleased)
 				}
-			case resAlreadyFinished:
+			case ResAlreadyFinished:
 				if s != esLive && s != esUnpublished {
 					add(s)
 				}

@@ -64,12 +64,12 @@ func TestHistoryModel(t *testing.T) {
 		{"consume then replay", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(0, OpConsume, 4, 5, resSpent)}, true},
 		{"two consumes answered OK (SU-1)", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(1, OpConsume, 4, 5, ResOK)}, false},
 		{"concurrent consumes, one wins", []HistoryOp{pub, op(0, OpConsume, 2, 6, resSpent), op(1, OpConsume, 3, 5, ResOK)}, true},
-		{"ABORTED after a consume answered OK (SU-3)", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(0, OpRelease, 4, 5, resAborted)}, false},
-		{"OK after a release answered ABORTED (SU-2)", []HistoryOp{pub, op(0, OpRelease, 2, 3, resAborted), op(1, OpConsume, 4, 5, ResOK)}, false},
-		{"a lost consume may have taken it", []HistoryOp{pub, op(0, OpConsume, 2, ReturnUnknown, 0), op(0, OpRelease, 4, 5, resAlreadyFinished)}, true},
-		{"ALREADY_FINISHED for a live entry", []HistoryOp{pub, op(0, OpRelease, 2, 3, resAlreadyFinished)}, false},
-		{"ALREADY_FINISHED once it may have lapsed", []HistoryOp{pub, func() HistoryOp { o := op(0, OpRelease, 2, 3, resAlreadyFinished); o.MayLapse = true; return o }()}, true},
-		{"release twice", []HistoryOp{pub, op(0, OpRelease, 2, 3, resAborted), op(0, OpRelease, 4, 5, resAlreadyFinished)}, true},
+		{"ABORTED after a consume answered OK (SU-3)", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(0, OpRelease, 4, 5, ResAborted)}, false},
+		{"OK after a release answered ABORTED (SU-2)", []HistoryOp{pub, op(0, OpRelease, 2, 3, ResAborted), op(1, OpConsume, 4, 5, ResOK)}, false},
+		{"a lost consume may have taken it", []HistoryOp{pub, op(0, OpConsume, 2, ReturnUnknown, 0), op(0, OpRelease, 4, 5, ResAlreadyFinished)}, true},
+		{"ALREADY_FINISHED for a live entry", []HistoryOp{pub, op(0, OpRelease, 2, 3, ResAlreadyFinished)}, false},
+		{"ALREADY_FINISHED once it may have lapsed", []HistoryOp{pub, func() HistoryOp { o := op(0, OpRelease, 2, 3, ResAlreadyFinished); o.MayLapse = true; return o }()}, true},
+		{"release twice", []HistoryOp{pub, op(0, OpRelease, 2, 3, ResAborted), op(0, OpRelease, 4, 5, ResAlreadyFinished)}, true},
 	} {
 		if got := CheckHistory(tc.ops) == ""; got != tc.ok {
 			t.Errorf("%s: linearizable = %v, want %v (%s)", tc.name, got, tc.ok, CheckHistory(tc.ops))

@@ -29,23 +29,23 @@ type nodeWorld struct {
 	Lost         []LostEntry
 
 	// E+P+D (prefill_decode.go).
-	decoders []*decoderNode
+	Decoders []*DecoderNode
 	Sessions []*KvSession // by number-1
-	byID     map[string]*KvSession
+	ByID     map[string]*KvSession
 	Reqs     []*DecodeReq // by number-1
-	// prefills maps a consume call (client, rpc) answered OK by P to the
+	// Prefills maps a consume call (client, rpc) answered OK by P to the
 	// KV session of its PrefillReady.
-	prefills map[[2]int64]*KvSession
-	// decodes is each client's decode state, by client index.
-	decodes map[int]*clientDecode
+	Prefills map[[2]int64]*KvSession
+	// Decodes is each client's decode state, by client index.
+	Decodes map[int]*ClientDecode
 	// Touched are the sessions changed since the KV checker last looked;
 	// decided the decode requests D decided since the L-2/H-3 checker looked.
 	Touched []*KvSession
 	Decided []*DecodeReq
 	// N2 is the first N-2 violation seen ("" when none).
 	N2 string
-	// scripted: a scenario sends each decode itself (no client policy).
-	scripted bool
+	// Scripted: a scenario sends each decode itself (no client policy).
+	Scripted bool
 }
 
 // Event kinds of the nodes (queue.go's String and World.dispatch hand them here).
@@ -54,14 +54,14 @@ const (
 	EvProducerCrash
 	EvProducerChaos
 	EvProducerRestart
-	evDecodeArrive
-	evKVFetchArrive
+	EvDecodeArrive
+	EvKVFetchArrive
 	EvKVFetchReply
-	evDecodeFetchDeadline
-	evDecodeReplyArrive
-	evKVAbortArrive
-	evKVAbortReplyArrive
-	evKVExpire
+	EvDecodeFetchDeadline
+	EvDecodeReplyArrive
+	EvKVAbortArrive
+	EvKVAbortReplyArrive
+	EvKVExpire
 	evNodeEnd
 )
 
@@ -71,10 +71,10 @@ const evNodeFirst = EvPartitionTick
 var nodeEventNames = [...]string{
 	EvPartitionTick - evNodeFirst: "partition-tick", EvProducerCrash - evNodeFirst: "producer-crash",
 	EvProducerChaos - evNodeFirst: "producer-chaos", EvProducerRestart - evNodeFirst: "producer-restart",
-	evDecodeArrive - evNodeFirst: "decode-arrive", evKVFetchArrive - evNodeFirst: "kv-fetch-arrive",
-	EvKVFetchReply - evNodeFirst: "kv-fetch-reply", evDecodeFetchDeadline - evNodeFirst: "decode-fetch-deadline",
-	evDecodeReplyArrive - evNodeFirst: "decode-reply-arrive", evKVAbortArrive - evNodeFirst: "kv-abort-arrive",
-	evKVAbortReplyArrive - evNodeFirst: "kv-abort-reply-arrive", evKVExpire - evNodeFirst: "kv-expire",
+	EvDecodeArrive - evNodeFirst: "decode-arrive", EvKVFetchArrive - evNodeFirst: "kv-fetch-arrive",
+	EvKVFetchReply - evNodeFirst: "kv-fetch-reply", EvDecodeFetchDeadline - evNodeFirst: "decode-fetch-deadline",
+	EvDecodeReplyArrive - evNodeFirst: "decode-reply-arrive", EvKVAbortArrive - evNodeFirst: "kv-abort-arrive",
+	EvKVAbortReplyArrive - evNodeFirst: "kv-abort-reply-arrive", EvKVExpire - evNodeFirst: "kv-expire",
 }
 
 // nodeEventName names a node event kind ("" for another kind).
@@ -104,37 +104,24 @@ func (w *World) StartNodes() {
 		w.Schedule(Between(w.Nodes.Rng, 100, 800), Event{Kind: EvProducerChaos})
 	}
 	if w.Set.eppd() {
-		w.startEPPD()
+		w.behaviour.StartEPPD(w)
 	}
 }
 
-// dispatchNode runs a node event's handler; a D-side one under the N-2 guard.
+// dispatchNode runs a node event's handler from the installed behaviour's
+// table (sim/nodes; a D-side one runs under the N-2 guard there).
 func (w *World) dispatchNode(ev Event) bool {
 	if h := w.behaviour.Handlers[ev.Kind]; h != nil {
 		h(w, ev)
 		return false
 	}
-	switch ev.Kind {
-	case evDecodeArrive, EvKVFetchReply, evDecodeFetchDeadline:
-		w.onDecoder(ev)
-	case evKVFetchArrive:
-		w.kvFetchArrive(ev)
-	case evDecodeReplyArrive, evKVAbortReplyArrive:
-		w.decodeReplyArrive(ev)
-	case evKVAbortArrive:
-		w.kvAbortArrive(ev)
-	case evKVExpire:
-		w.kvExpire(ev)
-	default:
-		panic(fmt.Sprintf("sim: unknown node event kind %d", ev.Kind))
-	}
-	return false
+	panic(fmt.Sprintf("sim: unknown node event kind %d", ev.Kind))
 }
 
 // sendHook runs before w.send delivers ev; true means ev is lost (a partition).
 func (w *World) sendHook(ev *Event) bool {
-	if rep := consumeReplyOf(*ev); ev.Kind == evConsumeReplyArrive && rep.result == ResOK && rep.consumer >= 0 && w.Set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
-		w.prefillReady(ev)
+	if rep := ConsumeReplyOf(*ev); ev.Kind == evConsumeReplyArrive && rep.result == ResOK && rep.Consumer >= 0 && w.Set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
+		w.behaviour.PrefillReady(w, ev)
 	}
 	return w.behaviour.DropsSend(w, ev)
 }
@@ -152,7 +139,7 @@ func (w *World) arrivalHook(ev Event) bool {
 // sessions and D drains (S-2).
 func (w *World) drainNodes() {
 	if w.Set.eppd() {
-		w.drainEPPD()
+		w.behaviour.DrainEPPD(w)
 	}
 }
 
@@ -164,7 +151,7 @@ func (w *World) drainNodes() {
 // session behind (S-2, S-4). Found by the simulator (seed 285515).
 func (w *World) consumerDrained(p int) {
 	if w.Set.eppd() {
-		w.drainKVSessions(p)
+		w.behaviour.DrainKVSessions(w, p)
 	}
 }
 

@@ -91,7 +91,7 @@ func drawNodeSettings(seed uint64, s *Settings) {
 	r := newRNG(seed, subNodes)
 	n := &s.NodeSettings
 	n.Topology = TopologyEPD
-	if chance(r, 0.25) {
+	if Chance(r, 0.25) {
 		n.Topology = TopologyEPPD
 		n.Decoders = int(Between(r, 1, 2))
 	}
@@ -102,7 +102,7 @@ func drawNodeSettings(seed uint64, s *Settings) {
 	n.FsyncMsMax = Between(r, 20, 2000)
 	n.ProducerDownMsMax = Between(r, 1, 500)
 	for _, site := range nodeSites {
-		if chance(r, EnableProbability) {
+		if Chance(r, EnableProbability) {
 			s.Faults = append(s.Faults, site)
 		}
 	}

@@ -41,11 +41,11 @@ func TestNodeFaultsFireAndAreSurvived(t *testing.T) {
 			switch s.State {
 			case KvFetched:
 				decoded += len(s.DecodedBy)
-			case kvExpired:
+			case KvExpired:
 				expired++
 			case KvReleased:
 				released++
-			case kvDrained:
+			case KvDrained:
 				drained++
 			case KvLive:
 				if s.Live(w) {

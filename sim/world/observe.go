@@ -68,8 +68,8 @@ func (w *World) CheckEncoderUntouched(before encoderState, ev Event) {
 		w.Nodes.N2 = fmt.Sprintf("D's %s step changed the encoder side: %+v -> %+v", ev.Kind, before, after)
 		return
 	}
-	if ev.Kind == evDecodeArrive {
-		if r := w.Nodes.Reqs[decodeRequestOf(ev).req-1]; r.entryRef != "" {
+	if ev.Kind == EvDecodeArrive {
+		if r := w.Nodes.Reqs[DecodeRequestOf(ev).Req-1]; r.entryRef != "" {
 			w.Nodes.N2 = fmt.Sprintf("decode request %d to D%d carries encoder reference %s", r.Num, r.D, Short(r.entryRef))
 		}
 	}

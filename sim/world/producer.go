@@ -95,8 +95,8 @@ const (
 	ResUnavailable
 	resExhausted
 	resInternal
-	resAborted
-	resAlreadyFinished
+	ResAborted
+	ResAlreadyFinished
 	ResBeforeWrite
 	resCancelled
 	// Rejections of a presented reference (CONTRACT precedence L-4, L-1,
@@ -115,14 +115,14 @@ const (
 )
 
 var ResNames = map[int64]string{ResOK: "OK", resSpent: "INVALID_ARGUMENT(SU-2)", ResUnavailable: "UNAVAILABLE",
-	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", resAborted: "ABORTED", resAlreadyFinished: "ALREADY_FINISHED",
+	resExhausted: "RESOURCE_EXHAUSTED", resInternal: "INTERNAL", ResAborted: "ABORTED", ResAlreadyFinished: "ALREADY_FINISHED",
 	ResBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED",
 	resTooLarge: "INVALID_ARGUMENT(L-1)", resMalformed: "INVALID_ARGUMENT(SU-4)", resForeign: "INVALID_ARGUMENT(SU-5)",
 	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", ResPlainInvalid: "INVALID_ARGUMENT(no trailer)", resUnimplemented: "UNIMPLEMENTED",
 	ResUnavailableBeforeWrite: "UNAVAILABLE+before-write"}
 
-// resOf maps a core rejection to a reply code through handoff.Classify.
-func resOf(err error) int64 {
+// ResOf maps a core rejection to a reply code through handoff.Classify.
+func ResOf(err error) int64 {
 	rule, code := handoff.Classify(err)
 	switch code {
 	case handoff.CodeInvalidArgument:
@@ -153,27 +153,27 @@ func resOf(err error) int64 {
 func (w *World) publishArrive(ev Event) {
 	call := clientCallOf(ev)
 	p := w.Prod
-	reply := callReply{client: call.client, rpc: call.rpc}
+	reply := CallReply{Client: call.Client, Rpc: call.Rpc}
 	if p.Stopped {
-		reply.result = ResUnavailable
-		w.send(msgReply, reply.event(evPublishFailArrive))
+		reply.Result = ResUnavailable
+		w.Send(MsgReply, reply.Event(evPublishFailArrive))
 		return
 	}
 	if err := p.Health.Admit(); err != nil {
-		reply.result = resOf(err)
+		reply.Result = ResOf(err)
 		if w.Tracing {
 			w.Notef("admit: %v", err)
 		}
-		w.send(msgReply, reply.event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(evPublishFailArrive))
 		return
 	}
-	cl := w.Clients[call.client]
+	cl := w.Clients[call.Client]
 	if why := w.modalityError(&cl.Plan.Media); why != "" {
-		reply.result = resUnimplemented // L-3: before execution, nothing reserved
+		reply.Result = resUnimplemented // L-3: before execution, nothing reserved
 		if w.Tracing {
 			w.Notef("%s", why)
 		}
-		w.send(msgReply, reply.event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(evPublishFailArrive))
 		return
 	}
 	id := w.newEntryID()
@@ -181,15 +181,15 @@ func (w *World) publishArrive(ev Event) {
 		id = handoff.EntryID(id, fmt.Sprint(cl.Plan.content), w.decisions) // the SU-6 mutant's id
 	}
 	if err := p.Table.Reserve(id, cl.Plan.payloadBytes); err != nil {
-		reply.result = resOf(err)
+		reply.Result = ResOf(err)
 		if w.Tracing {
 			w.Notef("reserve: %v", err)
 		}
-		w.send(msgReply, reply.event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(evPublishFailArrive))
 		return
 	}
 	p.publishing++
-	w.Ledger.Add(id, int(call.client), cl.Plan.payloadBytes).instance = p.InstanceID
+	w.Ledger.Add(id, int(call.Client), cl.Plan.payloadBytes).instance = p.InstanceID
 	d := Between(w.workRNG, 1, w.Set.EncodeMsMax)
 	if w.Faults.Buggify(SiteEncoderLate) {
 		d += Between(w.workRNG, 1, w.Set.LongDelayMaxMs)
@@ -197,7 +197,7 @@ func (w *World) publishArrive(ev Event) {
 	if w.Tracing {
 		w.Notef("reserved %s (%d bytes)", Short(id), cl.Plan.payloadBytes)
 	}
-	w.After(d, encodeDone{client: call.client, rpc: call.rpc, Entry: id}.event())
+	w.After(d, encodeDone{client: call.Client, rpc: call.Rpc, Entry: id}.event())
 }
 
 // encodeDone: the encoder step ended. Cancelled or failed before publication
@@ -230,7 +230,7 @@ func (w *World) encodeDone(ev Event) {
 			}
 		}
 		if res != 0 {
-			w.send(msgReply, callReply{client: e.client, rpc: e.rpc, result: res}.event(evPublishFailArrive))
+			w.Send(MsgReply, CallReply{Client: e.client, Rpc: e.rpc, Result: res}.Event(evPublishFailArrive))
 		}
 	}
 	if w.fsyncWritten(ev) {
@@ -304,14 +304,14 @@ committed:
 	if w.Tracing {
 		w.Notef("published %s ttl %d", Short(id), ttl)
 	}
-	w.send(msgReply, readyReply{client: e.client, rpc: e.rpc, entry: id, expiresMs: rec.ExpiresMs}.event())
+	w.Send(MsgReply, readyReply{client: e.client, rpc: e.rpc, entry: id, expiresMs: rec.ExpiresMs}.event())
 }
 
 // releaseArrive: Abort(encoder_cache=ref) on E (SU-3).
 func (w *World) releaseArrive(ev Event) {
 	rq := releaseRequestOf(ev)
 	if w.Prod.Stopped {
-		w.send(msgReply, callReply{client: rq.client, rpc: rq.rpc, result: ResUnavailable}.event(evReleaseReplyArrive))
+		w.Send(MsgReply, CallReply{Client: rq.client, Rpc: rq.rpc, Result: ResUnavailable}.Event(evReleaseReplyArrive))
 		return
 	}
 	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
@@ -353,14 +353,14 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 			w.Notef("release %s: UNAVAILABLE (X-1 its removal failed)", Short(id))
 		}
 		if h >= 0 {
-			w.send(msgReply, callReply{client: int32(h), rpc: rpc, result: ResUnavailable}.event(evReleaseReplyArrive))
+			w.Send(MsgReply, CallReply{Client: int32(h), Rpc: rpc, Result: ResUnavailable}.Event(evReleaseReplyArrive))
 		}
 	default:
 		if w.Tracing {
 			w.Notef("release %s: ALREADY_FINISHED", Short(id))
 		}
 		if h >= 0 {
-			w.releaseReply(int32(h), rpc, id, resAlreadyFinished)
+			w.releaseReply(int32(h), rpc, id, ResAlreadyFinished)
 		}
 	}
 }
@@ -369,13 +369,13 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 // producer decided (the SU-3 mutant turns every ALREADY_FINISHED into
 // ABORTED); the ledger counts the ABORTED answers given.
 func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
-	if res == resAlreadyFinished && handoff.AnswerRelease(handoff.ReleaseAlreadyFinished, w.decisions) == handoff.ReleaseAborted {
-		res = resAborted // the SU-3 mutant (handoff.Mutants.ReleaseAlwaysAborted)
+	if res == ResAlreadyFinished && handoff.AnswerRelease(handoff.ReleaseAlreadyFinished, w.decisions) == handoff.ReleaseAborted {
+		res = ResAborted // the SU-3 mutant (handoff.Mutants.ReleaseAlwaysAborted)
 	}
-	if res == resAborted {
+	if res == ResAborted {
 		w.Ledger.get(id).Aborted++
 	}
-	w.send(msgReply, callReply{client: h, rpc: rpc, result: res}.event(evReleaseReplyArrive))
+	w.Send(MsgReply, CallReply{Client: h, Rpc: rpc, Result: res}.Event(evReleaseReplyArrive))
 }
 
 // startRemoval removes the storage of an entry the table moved to Removing;
@@ -403,7 +403,7 @@ func (w *World) removeDone(ev Event) {
 	reply := func(res int64) {
 		if cause == handoff.CauseRelease && rd.client >= 0 {
 			if res == ResUnavailable {
-				w.send(msgReply, callReply{client: rd.client, rpc: rd.rpc, result: res}.event(evReleaseReplyArrive))
+				w.Send(MsgReply, CallReply{Client: rd.client, Rpc: rd.rpc, Result: res}.Event(evReleaseReplyArrive))
 				return
 			}
 			w.releaseReply(rd.client, rd.rpc, id, res)
@@ -446,9 +446,9 @@ func (w *World) removeDone(ev Event) {
 	}
 	switch out {
 	case handoff.ReleaseAborted:
-		reply(resAborted)
+		reply(ResAborted)
 	default:
-		reply(resAlreadyFinished)
+		reply(ResAlreadyFinished)
 	}
 	w.decideWaitingReleases(id)
 }
@@ -612,7 +612,7 @@ func (w *World) transferArrive(ev Event) {
 	reply := transferReply{consumer: int32(rq.c), recv: tr.recv, result: ResBeforeWrite}
 	if p.Stopped {
 		reply.result = ResUnavailable // connection refused: no trailer, so uncertain for the consumer
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	rec := w.Ledger.get(rq.entry)
@@ -625,7 +625,7 @@ func (w *World) transferArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("SU-2 %s expired: before-write", Short(rq.entry))
 		}
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	if err != nil {
@@ -633,7 +633,7 @@ func (w *World) transferArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("%v: before-write", err)
 		}
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	// The consumer's agent metadata and descriptors, checked before the
@@ -641,12 +641,12 @@ func (w *World) transferArrive(ev Event) {
 	// xfer.CheckRemote): a bad one is a definite pre-write rejection.
 	if _, err := xfer.ParseMetadata(rq.md); err != nil {
 		reply.result = ResBeforeWrite
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	if err := xfer.CheckRemote(rq.targets); err != nil {
 		reply.result = ResBeforeWrite
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	if err := p.Table.ClaimForTransfer(rq.entry); err != nil {
@@ -654,7 +654,7 @@ func (w *World) transferArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("claim: %v: before-write", err)
 		}
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	// ---- the entry is out of the table: from here a failure quarantines (Q-3) ----
@@ -760,7 +760,7 @@ func (w *World) writeComplete(ev Event) {
 			w.Notef("transfer of %s done", Short(wr.Entry))
 		}
 	}
-	w.send(msgReply, reply.event())
+	w.Send(MsgReply, reply.event())
 }
 
 // writeDeadline: the producer's own deadline on its WRITE passed: the WRITE
@@ -772,7 +772,7 @@ func (w *World) writeDeadline(ev Event) {
 	}
 	wr.ProducerDone = true
 	res := w.failTransfer(wr, "deadline passed")
-	w.send(msgReply, transferReply{consumer: int32(wr.C), recv: wr.recv, result: res}.event())
+	w.Send(MsgReply, transferReply{consumer: int32(wr.C), recv: wr.recv, result: res}.event())
 }
 
 // failTransfer: handoff.FailTransfer decides from what
@@ -826,11 +826,11 @@ func (w *World) producerConsume(ev Event) {
 		return // no process: the client's deadline ends the call
 	}
 	rq := consumeRequestOf(ev)
-	reply := consumeReply{client: rq.client, consumer: -1, rpc: rq.rpc, entry: rq.entry}
+	reply := consumeReply{Client: rq.client, Consumer: -1, Rpc: rq.rpc, Entry: rq.entry}
 	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.decisions); err != nil {
-		reply.result = resOf(err)
+		reply.result = ResOf(err)
 		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
-		w.send(msgReply, reply.event())
+		w.Send(MsgReply, reply.event())
 		return
 	}
 	rec := w.Ledger.get(rq.entry)
@@ -850,7 +850,7 @@ func (w *World) producerConsume(ev Event) {
 	if w.Tracing {
 		w.Notef("E served a consume of %s: %s", Short(rec.Id), ResNames[reply.result])
 	}
-	w.send(msgReply, reply.event())
+	w.Send(MsgReply, reply.event())
 }
 
 // Short abbreviates an id for notes.

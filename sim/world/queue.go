@@ -6,7 +6,7 @@ type eventKind uint8
 // Event kinds. Names in eventNames are what the trace and -v print.
 const (
 	evClientStart eventKind = iota + 1
-	evClientDeadline
+	EvClientDeadline
 	evClientCancel
 	EvPublishArrive
 	EvEncodeDone
@@ -37,7 +37,7 @@ const (
 )
 
 var eventNames = [numEventKinds]string{
-	evClientStart: "client-start", evClientDeadline: "client-deadline", evClientCancel: "client-cancel",
+	evClientStart: "client-start", EvClientDeadline: "client-deadline", evClientCancel: "client-cancel",
 	EvPublishArrive: "publish-arrive", EvEncodeDone: "encode-done", evReadyArrive: "ready-arrive",
 	evPublishFailArrive: "publish-fail-arrive", evConsumeArrive: "consume-arrive", evClaimRead: "claim-read",
 	evConsumeReplyArrive: "consume-reply-arrive", EvReleaseArrive: "release-arrive",

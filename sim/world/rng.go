@@ -43,8 +43,8 @@ func (c *rngCell) seed(seed uint64, s subsystem) *rand.Rand {
 // Between draws an int64 uniformly from [lo, hi] (hi >= lo).
 func Between(r *rand.Rand, lo, hi int64) int64 { return seeded.Between(r, lo, hi) }
 
-// chance reports true with probability p.
-func chance(r *rand.Rand, p float64) bool { return seeded.Chance(r, p) }
+// Chance reports true with probability p.
+func Chance(r *rand.Rand, p float64) bool { return seeded.Chance(r, p) }
 
 // mix64 is seeded.Mix64.
 func mix64(x uint64) uint64 { return seeded.Mix64(x) }

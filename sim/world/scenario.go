@@ -91,7 +91,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		}
 		return n, nil
 	}
-	clientArg := func() (*client, error) {
+	clientArg := func() (*Client, error) {
 		h, err := num("h", -1)
 		if err != nil || h < 0 || int(h) >= len(sc.W.Clients) {
 			return nil, fmt.Errorf("h=%s: no such client (publish makes one)", args["h"])
@@ -118,9 +118,9 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return err
 		}
 		payload, _ := num("payload", sc.W.Set.PayloadBytesMax)
-		c := &client{Idx: int(h), Plan: plan{payloadBytes: payload, ttlMs: ttl}}
+		c := &Client{Idx: int(h), Plan: plan{payloadBytes: payload, ttlMs: ttl}}
 		sc.W.Clients = append(sc.W.Clients, c)
-		sc.W.call(c, stagePublishing, msgRequest, Event{Kind: EvPublishArrive})
+		sc.W.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive})
 		fmt.Fprintf(b, "client %d: publish sent\n", c.Idx)
 	case "claim":
 		c, err := clientArg()
@@ -135,7 +135,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return fmt.Errorf("client %d has no reference (its publish has not been answered OK)", c.Idx)
 		}
 		c.Done = false
-		sc.W.consume(c, pd, stageConsuming)
+		sc.W.consume(c, pd, StageConsuming)
 		fmt.Fprintf(b, "client %d: consume of %s sent to PD%d\n", c.Idx, Short(c.entry), pd)
 	case "release":
 		c, err := clientArg()
@@ -146,7 +146,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return fmt.Errorf("client %d has no reference", c.Idx)
 		}
 		c.Done = false
-		sc.W.call(c, stageReleasing, msgRelease, releaseRequest{entry: c.entry}.event())
+		sc.W.call(c, stageReleasing, MsgRelease, releaseRequest{entry: c.entry}.event())
 		fmt.Fprintf(b, "client %d: release of %s sent\n", c.Idx, Short(c.entry))
 	case "cancel":
 		c, err := clientArg()
@@ -154,7 +154,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return err
 		}
 		sc.W.note = ""
-		sc.W.clientCancel(clientCall{client: int32(c.Idx), rpc: c.rpc}.event(evClientCancel))
+		sc.W.clientCancel(ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}.Event(evClientCancel))
 		fmt.Fprintf(b, "client %d: cancelled", c.Idx)
 		if sc.W.note != "" {
 			fmt.Fprintf(b, ": %s", sc.W.note)
@@ -345,7 +345,7 @@ func (sc *Scenario) step(b *strings.Builder) (Event, bool) {
 	w.note = ""
 	w.Dispatch(ev)
 	w.CheckStep()
-	if w.note != "" || (ev.Kind != EvCollect && ev.Kind != evClientDeadline) {
+	if w.note != "" || (ev.Kind != EvCollect && ev.Kind != EvClientDeadline) {
 		fmt.Fprintf(b, "t=%d %s", w.Now, ev.Kind)
 		if w.note != "" {
 			fmt.Fprintf(b, ": %s", w.note)
@@ -437,7 +437,7 @@ func (sc *Scenario) describe(b *strings.Builder) {
 		switch {
 		case c.Done:
 			state = "done: " + c.Outcome
-		case c.Stage == stageIdle:
+		case c.Stage == StageIdle:
 			state = "idle"
 		}
 		fmt.Fprintf(b, "client %d: %s\n", c.Idx, state)

@@ -45,7 +45,7 @@ func scenarioNodeArgs(s *Settings, args map[string]string, num func(string, int6
 
 // scriptNodes makes a scenario's clients wait for `decode` after their
 // PrefillReady (scenario.go's newWorld).
-func (w *World) scriptNodes() { w.Nodes.scripted = true }
+func (w *World) scriptNodes() { w.Nodes.Scripted = true }
 
 // describeNodes prints the KV sessions of an E+P+D scenario (nothing otherwise).
 func (sc *Scenario) describeNodes(b *strings.Builder) {
@@ -66,7 +66,7 @@ func (sc *Scenario) describeNodes(b *strings.Builder) {
 // client h sends a decode request for the KV session of its PrefillReady
 // to D node d (default 0), with P's decode preparation, none, or one with
 // a malformed content hash.
-func (sc *Scenario) decode(b *strings.Builder, args map[string]string, num func(string, int64) (int64, error), clientArg func() (*client, error)) error {
+func (sc *Scenario) decode(b *strings.Builder, args map[string]string, num func(string, int64) (int64, error), clientArg func() (*Client, error)) error {
 	w := sc.W
 	if !w.Set.eppd() {
 		return fmt.Errorf("decode needs topology=e+p+d")
@@ -75,12 +75,12 @@ func (sc *Scenario) decode(b *strings.Builder, args map[string]string, num func(
 	if err != nil {
 		return err
 	}
-	cd := w.Nodes.decodes[c.Idx]
+	cd := w.Nodes.Decodes[c.Idx]
 	if cd == nil {
 		return fmt.Errorf("client %d has no PrefillReady (claim on a P first)", c.Idx)
 	}
 	d, err := num("d", 0)
-	if err != nil || d < 0 || int(d) >= len(w.Nodes.decoders) {
+	if err != nil || d < 0 || int(d) >= len(w.Nodes.Decoders) {
 		return fmt.Errorf("d=%s: no such decode node", args["d"])
 	}
 	kinds := map[string]PrepKind{"": PrepOK, "ok": PrepOK, "missing": PrepMissing, "bad-hash": PrepBadHash}
@@ -89,8 +89,8 @@ func (sc *Scenario) decode(b *strings.Builder, args map[string]string, num func(
 		return fmt.Errorf("prep=%s: want ok, missing or bad-hash", args["prep"])
 	}
 	c.Done = false
-	w.decode(c, cd, kind, int(d))
-	fmt.Fprintf(b, "client %d: decode of KV session %s sent to D%d (preparation %s)\n", c.Idx, Short(cd.session.Id), d, PrepNames[kind])
+	w.behaviour.Decode(w, c, cd, kind, int(d))
+	fmt.Fprintf(b, "client %d: decode of KV session %s sent to D%d (preparation %s)\n", c.Idx, Short(cd.Session.Id), d, PrepNames[kind])
 	return nil
 }
 

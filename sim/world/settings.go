@@ -96,7 +96,7 @@ func DrawSettings(seed uint64) Settings {
 		if isNodeSite(site) {
 			continue // drawn by drawNodeSettings from its own stream
 		}
-		if chance(r, EnableProbability) {
+		if Chance(r, EnableProbability) {
 			s.Faults = append(s.Faults, site)
 		}
 	}

@@ -137,7 +137,7 @@ type World struct {
 
 	Prod    *producerNode
 	Cons    []*consumerNode
-	Clients []*client
+	Clients []*Client
 	Ledger  *ledger
 	hist    *history
 	// Sd is the shared directory: the real shareddir code over a simulated disk (shared_disk.go).
@@ -238,8 +238,8 @@ type runBufs struct {
 	free       []int32
 	ops        []HistoryOp
 	Checked    []HistoryOp // checkHistory's copy of the history
-	clients    []client
-	clientPtrs []*client
+	clients    []Client
+	clientPtrs []*Client
 	xreqs      []xreq
 }
 
@@ -316,11 +316,11 @@ func (w *World) Start() {
 	for i := 0; i < w.Set.Consumers; i++ {
 		w.Cons = append(w.Cons, newConsumerNode(w, i))
 	}
-	var slab []client // one allocation for all clients, or Run's pooled one (cleared by releaseBufs)
+	var slab []Client // one allocation for all clients, or Run's pooled one (cleared by releaseBufs)
 	if w.Bufs != nil && cap(w.Bufs.clients) >= w.Set.Handoffs {
 		slab = w.Bufs.clients[:w.Set.Handoffs]
 	} else {
-		slab = make([]client, w.Set.Handoffs)
+		slab = make([]Client, w.Set.Handoffs)
 		if w.Bufs != nil {
 			w.Bufs.clients = slab
 		}
@@ -329,7 +329,7 @@ func (w *World) Start() {
 		c := &slab[i]
 		c.Idx, c.Plan = i, drawPlan(w)
 		w.Clients = append(w.Clients, c)
-		w.Schedule(c.Plan.startTick, clientCall{client: int32(i)}.event(evClientStart))
+		w.Schedule(c.Plan.startTick, ClientCall{Client: int32(i)}.Event(evClientStart))
 	}
 	w.Schedule(w.Set.CollectPeriodMs, Event{Kind: EvCollect})
 	if w.Faults.enabled[SiteConsumerCrash] {
@@ -357,29 +357,29 @@ func (w *World) After(delayMs int64, ev Event) { w.Schedule(w.Now+delayMs, ev) }
 type msgClass int
 
 const (
-	// msgRequest: may be delayed or dropped before it took effect.
-	msgRequest msgClass = iota
-	// msgReply: may be delayed, lost after its request took effect, or duplicated.
-	msgReply
-	// msgRelease: an Abort request; may also be duplicated (SU-3 must answer each).
-	msgRelease
+	// MsgRequest: may be delayed or dropped before it took effect.
+	MsgRequest msgClass = iota
+	// MsgReply: may be delayed, lost after its request took effect, or duplicated.
+	MsgReply
+	// MsgRelease: an Abort request; may also be duplicated (SU-3 must answer each).
+	MsgRelease
 )
 
-// send delivers ev over the simulated network: a delay drawn from the
+// Send delivers ev over the simulated network: a delay drawn from the
 // network stream, and (in the safety phase) the faults of its class.
-func (w *World) send(class msgClass, ev Event) {
+func (w *World) Send(class msgClass, ev Event) {
 	if w.Nodes.hookSend && w.sendHook(&ev) {
 		return
 	}
 	switch class {
-	case msgRequest, msgRelease:
+	case MsgRequest, MsgRelease:
 		if w.Faults.Buggify(SiteNetDrop) {
 			if w.Tracing {
 				w.Notef("dropped %s", ev.Kind)
 			}
 			return
 		}
-	case msgReply:
+	case MsgReply:
 		if ev.Kind == EvTransferReply {
 			rep := transferReplyOf(ev)
 			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.recv, Res: rep.result})
@@ -407,14 +407,14 @@ func (w *World) send(class msgClass, ev Event) {
 	w.After(d, ev)
 	dup := false
 	switch class {
-	case msgReply:
+	case MsgReply:
 		dup = w.Faults.Buggify(SiteDupReply)
-	case msgRelease:
+	case MsgRelease:
 		dup = w.Faults.Buggify(SiteDupRelease)
 	}
 	if dup {
 		w.After(d+Between(w.netRNG, 0, w.Set.NetDelayMaxMs), ev)
-		if class == msgRelease {
+		if class == MsgRelease {
 			w.histDuplicate(ev)
 		}
 	}
@@ -490,7 +490,7 @@ func (w *World) handle(ev Event) bool {
 	switch ev.Kind {
 	case evClientStart:
 		w.clientStart(ev)
-	case evClientDeadline:
+	case EvClientDeadline:
 		w.clientDeadline(ev)
 	case evClientCancel:
 		w.clientCancel(ev)
