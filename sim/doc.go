@@ -143,10 +143,11 @@
 // world itself (its state and event loop, and so far most of the nodes'
 // behaviour) is package sim/world, the checkers are package sim/checks and
 // the node behaviour that left the world is package sim/nodes (the
-// partition fault, the producer's crash and restart, the P and D nodes of
-// E+P+D); sim installs both in every world (wire.go). Every exported name
-// here is an alias of or a thin wrapper over world's (api.go). The
-// check_*.go files named above are sim/checks'; producer_crash.go is
-// sim/nodes', partition.go and prefill_decode.go both packages' (sim/nodes:
-// the behaviour; sim/world: the state); the other files are sim/world's.
+// partition fault, the producer's and the consumers' crash and restart,
+// the P and D nodes of E+P+D); sim installs both in every world (wire.go).
+// Every exported name here is an alias of or a thin wrapper over world's
+// (api.go). The check_*.go files named above are sim/checks';
+// producer_crash.go is sim/nodes', partition.go and prefill_decode.go both
+// packages' (sim/nodes: the behaviour; sim/world: the state); the other
+// files are sim/world's.
 package sim

@@ -6,8 +6,8 @@
 //
 // So far the network partition fault (partition.go: when a consumer's link
 // to E is cut, and which messages that drops), the producer's crash and
-// restart (producer_crash.go) and the P and D nodes of E+P+D
-// (prefill_decode.go) have moved here; the producer's and the consumers'
-// request handling, the clients, the rest of the network, the disk and
-// the consumers' crashes are still sim/world's (issue #16 item 4).
+// restart (producer_crash.go), a consumer's (consumer_crash.go) and the P
+// and D nodes of E+P+D (prefill_decode.go) have moved here; the producer's
+// and the consumers' request handling, the clients, the rest of the
+// network and the disk are still sim/world's (issue #16 item 4).
 package nodes

@@ -18,6 +18,9 @@ func Behaviour() *world.Behaviour {
 		DrainEPPD:          drainEPPD,
 		DrainKVSessions:    drainKVSessions,
 	}
+	b.Handlers[world.EvChaos] = chaos
+	b.Handlers[world.EvCrash] = crash
+	b.Handlers[world.EvRestart] = restart
 	b.Handlers[world.EvPartitionTick] = partitionTick
 	b.Handlers[world.EvProducerCrash] = crashProducer
 	b.Handlers[world.EvProducerChaos] = producerChaos

@@ -6,8 +6,9 @@ package world
 // arrival paths call. Package sim installs nodes.Behaviour() with
 // SetBehaviour.
 type Behaviour struct {
-	// Handlers handle the node events of the kinds they are set for
-	// (those >= the first node event kind); the others are the world's.
+	// Handlers handle the events of the kinds they are set for, instead
+	// of the world's own handlers (after the arrival hooks, for the kinds
+	// below the node kinds); every node event kind must have one.
 	Handlers [256]func(w *World, ev Event)
 	// DropsSend runs before a message is sent while a link may be cut;
 	// true means it is lost (a partition).
@@ -45,3 +46,7 @@ var installedBehaviour *Behaviour
 // Package sim calls it once, at its initialization, with nodes.Behaviour();
 // a world built before any call panics.
 func SetBehaviour(b *Behaviour) { installedBehaviour = b }
+
+// runNow runs ev's handler from the installed behaviour at once, outside
+// the queue: a crash or restart a script, the driver or a claim decides.
+func (w *World) runNow(ev Event) { w.behaviour.Handlers[ev.Kind](w, ev) }

@@ -59,11 +59,11 @@ type consumerNode struct {
 	Up       bool
 	Receives *handoff.ConsumerReceives
 	Health   *handoff.Health
-	recvs    map[int64]*recv
+	Recvs    map[int64]*recv
 	Bufs     []buffer
-	// agent is the incarnation's transfer agent and md its metadata (the
+	// Agent is the incarnation's transfer agent and md its metadata (the
 	// transfer backend only).
-	agent xfer.Agent
+	Agent xfer.Agent
 	md    []byte
 	// conn is the control connection the incarnation sends its next
 	// TransferEncoderCache over (ctrlConnFor; nil before the first).
@@ -85,7 +85,7 @@ type consumerNode struct {
 
 // transferInFlight reports whether a TransferEncoderCache call of c is outstanding.
 func (c *consumerNode) transferInFlight() bool {
-	for _, r := range c.recvs {
+	for _, r := range c.Recvs {
 		if r.buf >= 0 {
 			return true
 		}
@@ -95,24 +95,24 @@ func (c *consumerNode) transferInFlight() bool {
 
 func newConsumerNode(w *World, idx int) *consumerNode {
 	c := &consumerNode{Idx: idx, Inc: 1, Name: "PD" + strconv.Itoa(idx)}
-	w.Sd.cons = append(w.Sd.cons, nil)
-	c.boot(w)
+	w.Sd.Cons = append(w.Sd.Cons, nil)
+	c.Boot(w)
 	return c
 }
 
-// boot starts a fresh incarnation: new core state, fresh registered memory.
-func (c *consumerNode) boot(w *World) {
+// Boot starts a fresh incarnation: new core state, fresh registered memory.
+func (c *consumerNode) Boot(w *World) {
 	c.Up = true
-	w.Sd.cons[c.Idx] = w.Sd.Disk.Proc(consumerAgentName(c.Idx, c.Inc))
+	w.Sd.Cons[c.Idx] = w.Sd.Disk.Proc(consumerAgentName(c.Idx, c.Inc))
 	c.Receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes})
 	c.Health = handoff.NewHealth()
 	c.Health.Started()
-	c.recvs = map[int64]*recv{}
+	c.Recvs = map[int64]*recv{}
 	c.entered = 0
 	c.Bufs = make([]buffer, w.Set.BuffersPerConsumer)
 	if w.Set.Backend == BackendTransfer {
-		c.agent = w.newAgent(consumerAgentName(c.Idx, c.Inc), true)
-		md, err := c.agent.LocalMetadata()
+		c.Agent = w.newAgent(consumerAgentName(c.Idx, c.Inc), true)
+		md, err := c.Agent.LocalMetadata()
 		Must(err)
 		c.md = md
 		mem := make([]byte, entryIDBytes*len(c.Bufs))
@@ -180,7 +180,7 @@ func (w *World) consumeArrive(ev Event) {
 	w.Xreqs = append(w.Xreqs, xreq{h: int(rq.client), rpc: rq.rpc, c: c.Idx, inc: c.Inc, buf: -1, entry: rq.entry, Key: key, form: rq.form})
 	exists, lookErr := true, error(nil) // a transfer: the producer decides SU-2
 	if w.Set.Backend == BackendSharedDir {
-		exists, lookErr = shareddir.EntryExists(w.Sd.cons[c.Idx], cacheRoot, rec.instance, rec.Id)
+		exists, lookErr = shareddir.EntryExists(w.Sd.Cons[c.Idx], cacheRoot, rec.instance, rec.Id)
 	}
 	// SU-2 before L-5 (CONTRACT precedence): the core's handoff.AdmitReceive
 	// looks (shareddir.EntryExists) before it reserves receive bytes.
@@ -197,7 +197,7 @@ func (w *World) consumeArrive(ev Event) {
 		return
 	}
 	r := &recv{num: num, h: int(rq.client), rpc: rq.rpc, entry: rq.entry, key: key, buf: -1, form: rq.form}
-	c.recvs[num] = r
+	c.Recvs[num] = r
 	if w.Set.Backend == BackendSharedDir {
 		w.claimShared(c, r, reply)
 		return
@@ -217,21 +217,21 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
 	rec := w.Ledger.get(r.entry)
 	ok := false
 	crash := w.Faults.enabled[SiteConsumerCrash] && !w.Faults.Healed && w.Sd.rng.IntN(16) == 0
-	switch w.Sd.claim(w.Sd.cons[c.Idx], c.Idx, rec, crash) {
+	switch w.Sd.claim(w.Sd.Cons[c.Idx], c.Idx, rec, crash) {
 	case claimWon:
 		ok = true
 	case claimCrashed:
 		w.took(rec, r.key, int32(r.h), r.rpc, r.form)
-		w.reach(stCrashInsideClaim)
+		w.Reach(stCrashInsideClaim)
 		if w.Tracing {
 			w.Notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.Idx, Short(r.entry))
 		}
-		w.crash(ConsumerStep{Consumer: int32(c.Idx)}.Event(evCrash))
+		w.runNow(ConsumerStep{Consumer: int32(c.Idx)}.Event(EvCrash))
 		return
 	}
 	if !ok {
 		Must(c.Receives.Rejected(r.key))
-		delete(c.recvs, r.num)
+		delete(c.Recvs, r.num)
 		reply.result = resSpent
 		if w.Tracing {
 			w.Notef("SU-2 %s already consumed, released or expired", Short(r.entry))
@@ -254,10 +254,10 @@ func (w *World) claimRead(ev Event) {
 	if !c.Up || c.Inc != t.inc {
 		return // crashed in between: the claimed file is an orphan for the next incarnation
 	}
-	r := c.recvs[t.recv]
+	r := c.Recvs[t.recv]
 	Must(c.Receives.Succeeded(r.key))
 	w.consumeMedia(c, r)
-	delete(c.recvs, r.num)
+	delete(c.Recvs, r.num)
 	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: t.consumer, Rpc: r.rpc, Entry: r.entry, result: ResOK}.event())
 }
 
@@ -273,7 +273,7 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 	}
 	if buf < 0 {
 		Must(c.Receives.Rejected(r.key))
-		delete(c.recvs, r.num)
+		delete(c.Recvs, r.num)
 		reply.result = resExhausted
 		if w.Tracing {
 			w.Notef("L-5 no free receive buffer")
@@ -283,7 +283,7 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 	}
 	c.Bufs[buf].Owner = r.num
 	r.buf = buf
-	reg, err := c.agent.RegisterMemory([][]byte{c.Bufs[buf].mem})
+	reg, err := c.Agent.RegisterMemory([][]byte{c.Bufs[buf].mem})
 	Must(err)
 	c.Bufs[buf].reg = reg
 	rq := &w.Xreqs[r.num-1]
@@ -308,7 +308,7 @@ func (w *World) transferReply(ev Event) {
 	rep := transferReplyOf(ev)
 	c := w.Cons[rep.consumer]
 	rq := w.Xreqs[rep.recv-1]
-	r, ok := c.recvs[rep.recv]
+	r, ok := c.Recvs[rep.recv]
 	if !c.Up || c.Inc != rq.inc || !ok {
 		if w.Tracing {
 			w.Notef("reply %s for %s ignored: receive already ended", ResNames[rep.result], rq.Key)
@@ -377,11 +377,11 @@ func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 	if !c.Up {
 		return
 	}
-	for _, r := range c.recvs {
+	for _, r := range c.Recvs {
 		if int32(r.h) != h || r.rpc != rpc || r.buf < 0 {
 			continue
 		}
-		w.reach(stCancelMidTransfer)
+		w.Reach(stCancelMidTransfer)
 		_, ended, err := c.Receives.ClientCancelled(r.key, w.decisions) // handoff decides (C-4)
 		Must(err)
 		if ended { // the C-4 mutant
@@ -395,7 +395,7 @@ func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 func (w *World) transferTimeout(ev Event) {
 	t := recvTimerOf(ev)
 	c := w.Cons[t.consumer]
-	r, ok := c.recvs[t.recv]
+	r, ok := c.Recvs[t.recv]
 	if !c.Up || c.Inc != t.inc || !ok {
 		return
 	}
@@ -415,7 +415,7 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 	b := &c.Bufs[r.buf]
 	b.Quarantined = true
 	c.entered++
-	done, err := c.agent.Revoke(b.reg)
+	done, err := c.Agent.Revoke(b.reg)
 	Must(err)
 	b.reg = nil
 	w.Xreqs[r.num-1].revoked = true
@@ -425,7 +425,7 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 	}
 	w.retireCarrier(w.Xreqs[r.num-1].Carrier) // closed with its last use: the carrier's closing is the consumer's to bring about
 	c.Health.Fail(d.Health.Check, d.Health.Reason)
-	delete(c.recvs, r.num)
+	delete(c.Recvs, r.num)
 	if w.Tracing {
 		w.Notef("Q-1 %s uncertain (%s): buffer %d quarantined", r.key, why, r.buf)
 		select {
@@ -442,70 +442,19 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
 	w.RecvEnds = append(w.RecvEnds, recvEnd{Key: r.key, Cause: cause, Freed: true})
 	b := &c.Bufs[r.buf]
-	if err := c.agent.Deregister(b.reg); err != nil {
+	if err := c.Agent.Deregister(b.reg); err != nil {
 		// A WRITE the agent accepted may still land (only a broken
 		// decision frees the buffer then): revoke, and reuse it early.
-		_, err = c.agent.Revoke(b.reg)
+		_, err = c.Agent.Revoke(b.reg)
 		Must(err)
 	}
 	b.reg = nil
 	b.Owner = 0
-	delete(c.recvs, r.num)
+	delete(c.Recvs, r.num)
 	if w.Tracing {
 		w.Notef("%s ended %s; buffer %d freed", r.key, ResNames[res], r.buf)
 	}
 	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, result: res}.event())
-}
-
-// chaos is a consumer's fault tick in the safety phase: it may crash.
-func (w *World) chaos(ev Event) {
-	if w.Faults.Healed {
-		return
-	}
-	n := ConsumerStepOf(ev).Consumer
-	c := w.Cons[n]
-	if c.Up && w.Faults.Buggify(SiteConsumerCrash) {
-		w.After(0, ConsumerStep{Consumer: n}.Event(evCrash))
-	}
-	w.After(Between(w.procRNG, 50, 300), ConsumerStep{Consumer: n}.Event(evChaos))
-}
-
-// crash kills a consumer: its receives, buffers and quarantine go with the
-// process; clients waiting on it hit their deadlines.
-func (w *World) crash(ev Event) {
-	n := ConsumerStepOf(ev).Consumer
-	c := w.Cons[n]
-	if !c.Up {
-		return
-	}
-	c.Up = false
-	w.Sd.cons[c.Idx].Crash()
-	if c.agent != nil {
-		Must(c.agent.Close()) // its process is gone: a WRITE to it fails (transport.go)
-	}
-	if len(c.recvs) > 0 {
-		w.reach(stCrashWithReceive)
-	}
-	if w.Tracing {
-		w.Notef("PD%d incarnation %d crashed with %d receives in flight", c.Idx, c.Inc, len(c.recvs))
-	}
-	w.After(Between(w.procRNG, 10, 300), ConsumerStep{Consumer: n, inc: c.Inc}.Event(evRestart))
-}
-
-// restart boots a new incarnation (a new process on the shared disk). A
-// claimed file a past incarnation left is E's to collect (CollectOrphans),
-// as in the engine.
-func (w *World) restart(ev Event) {
-	st := ConsumerStepOf(ev)
-	c := w.Cons[st.Consumer]
-	if c.Up || c.Inc != st.inc {
-		return
-	}
-	c.Inc++
-	c.boot(w)
-	if w.Tracing {
-		w.Notef("PD%d restarted as incarnation %d", c.Idx, c.Inc)
-	}
 }
 
 // Must panics on an error the driver's own ordering rules out (a Crash verdict).

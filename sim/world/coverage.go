@@ -45,7 +45,7 @@ const (
 	stReplyLostAfterLanding = iota
 	stWriteLandedAfterGiveUp
 	stCancelMidTransfer
-	stCrashWithReceive
+	StCrashWithReceive
 	stShutdownWithHandoff
 	stClaimRacesExpiry
 	stCleanupFailureInDrain
@@ -63,7 +63,7 @@ var SometimesStates = [numSometimes]SometimesState{
 	stReplyLostAfterLanding:  {"xfer.reply-lost-after-write-landed", "Q-1", "a TransferEncoderCache reply was lost after its WRITE had landed in the consumer's buffer"},
 	stWriteLandedAfterGiveUp: {"xfer.write-landed-after-consumer-gave-up", "Q-1", "a WRITE landed in a receive buffer after the consumer had ended its receive as uncertain"},
 	stCancelMidTransfer:      {"consumer.cancelled-mid-transfer", "C-4", "a client's cancellation reached the consumer while its transfer was in flight"},
-	stCrashWithReceive:       {"consumer.crashed-with-receive-in-flight", "Q-4", "a consumer crashed with a receive in flight"},
+	StCrashWithReceive:       {"consumer.crashed-with-receive-in-flight", "Q-4", "a consumer crashed with a receive in flight"},
 	stShutdownWithHandoff:    {"producer.shutdown-with-handoff-in-flight", "S-2", "Shutdown was accepted while a publish was encoding or a transfer was claimed"},
 	stClaimRacesExpiry:       {"producer.claim-races-expiry", "X-2", "a transfer claim reached the producer after the entry's TTL ran out, though the consumer admitted it before"},
 	stCleanupFailureInDrain:  {"producer.cleanup-failure-during-drain", "X-1", "a removal failed with an I/O error while the producer was draining"},
@@ -151,8 +151,8 @@ func (c *runCoverage) fire(site Site) {
 	}
 }
 
-// reach records that the world is in sometimes state st.
-func (w *World) reach(st int) { w.cov.sometimes[st]++ }
+// Reach records that the world is in sometimes state st.
+func (w *World) Reach(st int) { w.cov.sometimes[st]++ }
 
 // coverLostTransferReply: the lost reply answers receive recv; a WRITE of
 // that receive that already landed makes it the Q-1 state.
@@ -160,7 +160,7 @@ func (w *World) coverLostTransferReply(recv int64) {
 	for i := len(w.Writes) - 1; i >= 0; i-- {
 		if w.Writes[i].recv == recv {
 			if w.Writes[i].landed {
-				w.reach(stReplyLostAfterLanding)
+				w.Reach(stReplyLostAfterLanding)
 			}
 			return
 		}

@@ -1,10 +1,10 @@
 // Package world is the deterministic world of baton's simulator: its state
 // and event loop (world.go, queue.go, events.go), the seeded PRNG streams,
 // faults, ledger, history and trace, and most of the nodes' behaviour
-// (producer E, the PD consumers, clients, network, disk and crashes; the
-// partition fault's, E's crash and restart and the P and D nodes' of
-// E+P+D are sim/nodes'). Package sim re-exports its public API; sim's
-// package documentation describes the simulator.
+// (producer E's and the PD consumers' request handling, the clients, the
+// network and the disk; the partition fault's, the crashes and restarts
+// and the P and D nodes' of E+P+D are sim/nodes'). Package sim re-exports
+// its public API; sim's package documentation describes the simulator.
 //
 // The loop runs the checkers and the node behaviour it is given and cannot
 // import them: packages sim/checks and sim/nodes import this one, and

@@ -86,8 +86,8 @@ func (d *Driver) RestartConsumer(pd int) error {
 		return fmt.Errorf("%w: no consumer %d", ErrDriver, pd)
 	}
 	c := w.Cons[pd]
-	w.crash(ConsumerStep{Consumer: int32(pd)}.Event(evCrash))
-	w.restart(ConsumerStep{Consumer: int32(pd), inc: c.Inc}.Event(evRestart))
+	w.runNow(ConsumerStep{Consumer: int32(pd)}.Event(EvCrash))
+	w.runNow(ConsumerStep{Consumer: int32(pd), Inc: c.Inc}.Event(EvRestart))
 	w.CheckStep()
 	if w.Fail != nil {
 		return fmt.Errorf("%w: %s", ErrDriver, w.Fail.Msg)
@@ -265,7 +265,7 @@ func (d *Driver) ReleaseHeld(heldMs int64) error {
 	d.w.After(heldMs, ev)
 	rep := transferReplyOf(ev)
 	c := d.w.Cons[rep.consumer]
-	return d.stepWhile(func() bool { _, open := c.recvs[rep.recv]; return open })
+	return d.stepWhile(func() bool { _, open := c.Recvs[rep.recv]; return open })
 }
 
 // Finish steps a pending consume until it is answered (after ReleaseHeld).

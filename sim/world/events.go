@@ -208,16 +208,16 @@ func (p WriteStep) Event(k eventKind) Event { return Event{Kind: k, a: p.Write} 
 func WriteStepOf(ev Event) WriteStep        { return WriteStep{Write: ev.a} }
 
 // ConsumerStep: something that happens to consumer (a node), in
-// incarnation inc where it matters. Kinds: evChaos, evCrash, evRestart
+// incarnation inc where it matters. Kinds: EvChaos, EvCrash, EvRestart
 // (inc: the incarnation that crashed), evPartitionTick.
 type ConsumerStep struct {
 	Consumer int32
-	inc      int64
+	Inc      int64
 }
 
-func (p ConsumerStep) Event(k eventKind) Event { return Event{Kind: k, c: p.Consumer, a: p.inc} }
+func (p ConsumerStep) Event(k eventKind) Event { return Event{Kind: k, c: p.Consumer, a: p.Inc} }
 func ConsumerStepOf(ev Event) ConsumerStep {
-	return ConsumerStep{Consumer: ev.c, inc: ev.a}
+	return ConsumerStep{Consumer: ev.c, Inc: ev.a}
 }
 
 // shutdownCall: evShutdown; injected marks the fault-injected Shutdown,

@@ -419,7 +419,7 @@ func (w *World) removeDone(ev Event) {
 		rec.removeFailed = true
 		w.Ledger.RemoveFailures++
 		if p.Health.Draining() {
-			w.reach(stCleanupFailureInDrain)
+			w.Reach(stCleanupFailureInDrain)
 		}
 		if w.Tracing {
 			w.Notef("X-1 removal of %s failed", Short(id))
@@ -545,7 +545,7 @@ func (w *World) shutdown(ev Event) {
 		w.Notef("shutdown %v", st)
 	}
 	if !was && (p.publishing > 0 || p.Table.Transfers() > 0) {
-		w.reach(stShutdownWithHandoff)
+		w.Reach(stShutdownWithHandoff)
 	}
 	if !was {
 		w.hist.drainMs = w.Now
@@ -618,7 +618,7 @@ func (w *World) transferArrive(ev Event) {
 	rec := w.Ledger.get(rq.entry)
 	err := w.producerCheckRef(rec, rq.form)
 	if errors.Is(err, handoff.ErrSpentReference) {
-		w.reach(stClaimRacesExpiry)
+		w.Reach(stClaimRacesExpiry)
 		for _, id := range p.Table.Expire(w.Now) {
 			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
@@ -716,8 +716,8 @@ func (w *World) writeLand(ev Event) {
 	case !c.Up || c.Inc != wr.Inc:
 		w.Failf(Correctness, "Q-1", "WRITE #%d of %s landed in PD%d incarnation %d, whose agent was closed", wr.Num, Short(wr.Entry), wr.C, wr.Inc)
 	default:
-		if _, open := c.recvs[wr.recv]; !open {
-			w.reach(stWriteLandedAfterGiveUp)
+		if _, open := c.Recvs[wr.recv]; !open {
+			w.Reach(stWriteLandedAfterGiveUp)
 		}
 		b := &c.Bufs[wr.Buf]
 		w.checkLanding(wr, b)

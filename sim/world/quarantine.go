@@ -91,7 +91,7 @@ func (w *World) CarrierClosed(cc *ctrlConn) bool {
 	if !cc.Retired {
 		return false
 	}
-	for _, r := range c.recvs {
+	for _, r := range c.Recvs {
 		if r.buf >= 0 && w.Xreqs[r.num-1].Carrier == cc {
 			return false // another call still uses it
 		}
@@ -146,7 +146,7 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 	b.Quarantined, b.Owner, b.Revoked, b.Carrier = false, 0, nil, nil
 	left, _ := c.Receives.Quarantine()
 	c.Health.QuarantineEnded(left)
-	w.reach(stQuarantineEndedByProof)
+	w.Reach(stQuarantineEndedByProof)
 	if w.Tracing {
 		w.Notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine ended, buffer freed (%d quarantined left)", key, i, left)
 	}
@@ -185,7 +185,7 @@ func (w *World) writeEndedProof(wr *Write) {
 		w.freeSource(wr.Entry)
 	}
 	p.Health.QuarantineEnded(len(p.Quarantines))
-	w.reach(stSourceQuarantineEndedByProof)
+	w.Reach(stSourceQuarantineEndedByProof)
 	if w.Tracing {
 		w.Notef("Q-6 WRITE #%d ended and released; quarantine of the source of %s ended, source freed (%d quarantined left)", wr.Num, Short(wr.Entry), len(p.Quarantines))
 	}

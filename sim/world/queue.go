@@ -25,9 +25,9 @@ const (
 	EvTransferReply
 	evTransferTimeout
 	EvCollect
-	evChaos
-	evCrash
-	evRestart
+	EvChaos
+	EvCrash
+	EvRestart
 	EvShutdown
 	EvDrainTick
 	evHeal
@@ -44,7 +44,7 @@ var eventNames = [numEventKinds]string{
 	evReleaseReplyArrive: "release-reply-arrive", EvRemoveDone: "remove-done",
 	EvTransferArrive: "transfer-arrive", EvWriteLand: "write-land", EvWriteComplete: "write-complete",
 	EvWriteDeadline: "write-deadline", EvTransferReply: "transfer-reply", evTransferTimeout: "transfer-timeout",
-	EvCollect: "collect", evChaos: "chaos", evCrash: "crash", evRestart: "restart", EvShutdown: "shutdown",
+	EvCollect: "collect", EvChaos: "chaos", EvCrash: "crash", EvRestart: "restart", EvShutdown: "shutdown",
 	EvDrainTick: "drain-tick", evHeal: "heal", evEndCheck: "end-check", EvProducerConsume: "producer-consume",
 }
 

@@ -164,7 +164,7 @@ func (w *World) claimAndDiscard(c *consumerNode, rec *EntryRecord, h int32, rpc 
 	if w.Set.Backend != BackendSharedDir {
 		return
 	}
-	if w.Sd.claim(w.Sd.cons[c.Idx], c.Idx, rec, false) == claimWon {
+	if w.Sd.claim(w.Sd.Cons[c.Idx], c.Idx, rec, false) == claimWon {
 		w.took(rec, fmt.Sprintf("discard/%d/%d", h, rpc), h, rpc, f)
 		if w.Tracing {
 			w.Notef("claimed and discarded %s for a rejected reference", Short(rec.Id))

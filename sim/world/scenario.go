@@ -167,10 +167,10 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		}
 		sc.W.note = ""
 		if cmd == "crash" {
-			sc.W.crash(ConsumerStep{Consumer: int32(pd)}.Event(evCrash))
-			sc.dropKind(evRestart) // the script decides when it comes back
+			sc.W.runNow(ConsumerStep{Consumer: int32(pd)}.Event(EvCrash))
+			sc.dropKind(EvRestart) // the script decides when it comes back
 		} else {
-			sc.W.restart(ConsumerStep{Consumer: int32(pd), inc: sc.W.Cons[pd].Inc}.Event(evRestart))
+			sc.W.runNow(ConsumerStep{Consumer: int32(pd), Inc: sc.W.Cons[pd].Inc}.Event(EvRestart))
 		}
 		fmt.Fprintf(b, "%s\n", sc.W.note)
 		sc.W.CheckStep()

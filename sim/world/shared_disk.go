@@ -64,8 +64,8 @@ type sharedDisk struct {
 	// prod is E's current process and dir its instance (nil: transfer backend).
 	prod *simfs.Proc
 	dir  *shareddir.Dir
-	// cons is each consumer's current process.
-	cons []*simfs.Proc
+	// Cons is each consumer's current process.
+	Cons []*simfs.Proc
 	// Slow lists the entries whose slow write is in flight (fsync.go).
 	Slow map[string]bool
 	// rngCell holds rng.
@@ -329,7 +329,7 @@ func (w *World) claimInsideClaim(cl claiming) {
 			return
 		}
 		other := w.Q.removeAt(i)
-		w.reach(stClaimInsideClaim)
+		w.Reach(stClaimInsideClaim)
 		if w.Tracing {
 			w.Notef("PD%d's consume of %s (due at %d) arrived inside PD%d's Claim, between its open and its rename", other.c, Short(cl.id), other.Tick, cl.cons)
 		}
@@ -354,7 +354,7 @@ func (w *World) removalInsideClaim(id string) {
 		return
 	}
 	sd.early[id] = sd.remove(id, false)
-	w.reach(stRemovalInsideClaim)
+	w.Reach(stRemovalInsideClaim)
 	if w.Tracing {
 		w.Notef("E's removal of %s landed inside the claim, between its open and its rename (won=%v)", Short(id), sd.early[id])
 	}

@@ -158,7 +158,7 @@ func (w *World) postWrite(wr *Write, rq *xreq, fault xfer.Fault) error {
 	if w.xf.seen && w.xf.inbound.Outcome == xfer.InboundRefused {
 		wr.ended = true // refused: it can land no more (its buffer may be freed and reused, Q-6)
 		if c := w.Cons[wr.C]; c.Up && c.Inc == wr.Inc && rq.revoked {
-			w.reach(stWriteRefusedAfterRevoke)
+			w.Reach(stWriteRefusedAfterRevoke)
 		}
 	}
 	return err
@@ -229,7 +229,7 @@ func (w *World) xferLeaks() string {
 		}
 	}
 	for _, c := range w.Cons {
-		if n := c.agent.Counters(); n.Registrations != 0 || n.Revoked != 0 || n.InboundInFlight != 0 {
+		if n := c.Agent.Counters(); n.Registrations != 0 || n.Revoked != 0 || n.InboundInFlight != 0 {
 			return fmt.Sprintf("PD%d's xfer agent still holds %d registrations, %d revocations not done, %d inbound transfers",
 				c.Idx, n.Registrations, n.Revoked, n.InboundInFlight)
 		}

@@ -130,7 +130,7 @@ type World struct {
 	idRNG   *rand.Rand
 	netRNG  *rand.Rand
 	diskRNG *rand.Rand
-	procRNG *rand.Rand
+	ProcRNG *rand.Rand
 	// rngs hold the streams above, the faults' and the nodes' (rngCell).
 	rngs   [7]rngCell
 	Faults *faults
@@ -285,7 +285,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	}
 	w.workRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
 	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
-	w.procRNG = w.rngs[4].seed(seed, subProcess)
+	w.ProcRNG = w.rngs[4].seed(seed, subProcess)
 	w.Sd = newSharedDisk(w)
 	w.Faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
 	w.Faults.cov = &w.cov
@@ -334,11 +334,11 @@ func (w *World) Start() {
 	w.Schedule(w.Set.CollectPeriodMs, Event{Kind: EvCollect})
 	if w.Faults.enabled[SiteConsumerCrash] {
 		for i := range w.Cons {
-			w.Schedule(Between(w.procRNG, 50, 300), ConsumerStep{Consumer: int32(i)}.Event(evChaos))
+			w.Schedule(Between(w.ProcRNG, 50, 300), ConsumerStep{Consumer: int32(i)}.Event(EvChaos))
 		}
 	}
 	if w.Faults.Buggify(SiteShutdown) {
-		w.Schedule(Between(w.procRNG, 1, w.Set.SafetyTicks), shutdownCall{injected: true}.event())
+		w.Schedule(Between(w.ProcRNG, 1, w.Set.SafetyTicks), shutdownCall{injected: true}.event())
 	}
 	w.Schedule(w.Set.SafetyTicks, Event{Kind: evHeal})
 	w.StartNodes()
@@ -487,6 +487,10 @@ func (w *World) handle(ev Event) bool {
 	if w.Nodes.HookArrival && w.arrivalHook(ev) {
 		return false
 	}
+	if h := w.behaviour.Handlers[ev.Kind]; h != nil {
+		h(w, ev)
+		return false
+	}
 	switch ev.Kind {
 	case evClientStart:
 		w.clientStart(ev)
@@ -528,12 +532,6 @@ func (w *World) handle(ev Event) bool {
 		w.transferTimeout(ev)
 	case EvCollect:
 		w.collect(ev)
-	case evChaos:
-		w.chaos(ev)
-	case evCrash:
-		w.crash(ev)
-	case evRestart:
-		w.restart(ev)
 	case EvShutdown:
 		w.shutdown(ev)
 	case EvDrainTick:
@@ -556,7 +554,7 @@ func (w *World) heal() {
 	w.phase = phaseLiveness
 	for i, c := range w.Cons {
 		if !c.Up {
-			w.After(1, ConsumerStep{Consumer: int32(i), inc: c.Inc}.Event(evRestart))
+			w.After(1, ConsumerStep{Consumer: int32(i), Inc: c.Inc}.Event(EvRestart))
 		}
 	}
 	if w.Tracing {
