@@ -6,8 +6,9 @@
 //
 // So far the network partition fault (partition.go: when a consumer's link
 // to E is cut, and which messages that drops), the producer's crash and
-// restart (producer_crash.go), a consumer's (consumer_crash.go) and the P
-// and D nodes of E+P+D (prefill_decode.go) have moved here; the producer's
-// and the consumers' request handling, the clients, the rest of the
-// network and the disk are still sim/world's (issue #16 item 4).
+// restart (producer_crash.go), a consumer's (consumer_crash.go), the P
+// and D nodes of E+P+D (prefill_decode.go) and the producer's collector,
+// Shutdown and drain ticks (producer_life.go) have moved here; the
+// producer's and the consumers' request handling, the clients, the rest
+// of the network and the disk are still sim/world's (issue #16 item 4).
 package nodes

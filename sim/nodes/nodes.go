@@ -18,6 +18,9 @@ func Behaviour() *world.Behaviour {
 		DrainEPPD:          drainEPPD,
 		DrainKVSessions:    drainKVSessions,
 	}
+	b.Handlers[world.EvCollect] = collect
+	b.Handlers[world.EvShutdown] = shutdown
+	b.Handlers[world.EvDrainTick] = drainTick
 	b.Handlers[world.EvChaos] = chaos
 	b.Handlers[world.EvCrash] = crash
 	b.Handlers[world.EvRestart] = restart

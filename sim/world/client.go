@@ -278,7 +278,7 @@ func (w *World) consumeReplyArrive(ev Event) {
 	if r.result == ResOK {
 		// Counted even if the client stopped waiting: the PD served it. A
 		// duplicated reply is the same answer, counted once.
-		rec := w.Ledger.get(r.Entry)
+		rec := w.Ledger.Get(r.Entry)
 		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc}) {
 			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc})
 		}
@@ -370,7 +370,7 @@ func (w *World) probe(c *Client) {
 	c.callPD = c.Plan.consumer
 	w.call(c, stageProbing, MsgRequest, ev)
 	c.probeRPC = c.Rpc
-	w.hist.ops[len(w.hist.ops)-1].Probe = true
+	w.Hist.ops[len(w.Hist.ops)-1].Probe = true
 	if w.Tracing {
 		w.Notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.probe])
 	}

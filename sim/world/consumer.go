@@ -157,7 +157,7 @@ func (w *World) consumeArrive(ev Event) {
 		w.Send(MsgReply, reply.event())
 		return
 	}
-	rec := w.Ledger.get(rq.entry)
+	rec := w.Ledger.Get(rq.entry)
 	if err := w.consumerCheckRef(c, rec, rq.form, rq.client, rq.rpc); err != nil {
 		reply.result = ResOf(err)
 		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
@@ -180,7 +180,7 @@ func (w *World) consumeArrive(ev Event) {
 	w.Xreqs = append(w.Xreqs, xreq{h: int(rq.client), rpc: rq.rpc, c: c.Idx, inc: c.Inc, buf: -1, entry: rq.entry, Key: key, form: rq.form})
 	exists, lookErr := true, error(nil) // a transfer: the producer decides SU-2
 	if w.Set.Backend == BackendSharedDir {
-		exists, lookErr = shareddir.EntryExists(w.Sd.Cons[c.Idx], cacheRoot, rec.instance, rec.Id)
+		exists, lookErr = shareddir.EntryExists(w.Sd.Cons[c.Idx], cacheRoot, rec.Instance, rec.Id)
 	}
 	// SU-2 before L-5 (CONTRACT precedence): the core's handoff.AdmitReceive
 	// looks (shareddir.EntryExists) before it reserves receive bytes.
@@ -214,7 +214,7 @@ func (w *World) consumeArrive(ev Event) {
 func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
 	Must(c.Receives.Registered(r.key))
 	Must(c.Receives.Requested(r.key))
-	rec := w.Ledger.get(r.entry)
+	rec := w.Ledger.Get(r.entry)
 	ok := false
 	crash := w.Faults.enabled[SiteConsumerCrash] && !w.Faults.Healed && w.Sd.rng.IntN(16) == 0
 	switch w.Sd.claim(w.Sd.Cons[c.Idx], c.Idx, rec, crash) {
@@ -239,7 +239,7 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
 		w.Send(MsgReply, reply.event())
 		return
 	}
-	w.took(w.Ledger.get(r.entry), r.key, int32(r.h), r.rpc, r.form)
+	w.took(w.Ledger.Get(r.entry), r.key, int32(r.h), r.rpc, r.form)
 	if w.Tracing {
 		w.Notef("claimed %s as %s", Short(r.entry), r.key)
 	}
@@ -338,7 +338,7 @@ func (w *World) transferEnded(c *consumerNode, r *recv, why string, cause int64)
 		BeforeWrite:     cause == ResBeforeWrite || cause == ResUnavailableBeforeWrite,
 		InvalidArgument: cause == ResPlainInvalid,
 		Reason:          "Q-1 receive " + r.key + " quarantined: " + why, // every transfer ends here: no fmt
-	}, w.decisions)
+	}, w.Decisions)
 	Must(err)
 	switch {
 	case d.Buffers == handoff.QuarantineBuffers:
@@ -382,7 +382,7 @@ func (w *World) consumerCancelled(c *consumerNode, h int32, rpc int64) {
 			continue
 		}
 		w.Reach(stCancelMidTransfer)
-		_, ended, err := c.Receives.ClientCancelled(r.key, w.decisions) // handoff decides (C-4)
+		_, ended, err := c.Receives.ClientCancelled(r.key, w.Decisions) // handoff decides (C-4)
 		Must(err)
 		if ended { // the C-4 mutant
 			w.endReceive(c, r, resCancelled, CauseCancelled)

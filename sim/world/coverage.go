@@ -46,7 +46,7 @@ const (
 	stWriteLandedAfterGiveUp
 	stCancelMidTransfer
 	StCrashWithReceive
-	stShutdownWithHandoff
+	StShutdownWithHandoff
 	stClaimRacesExpiry
 	stCleanupFailureInDrain
 	stRemovalInsideClaim
@@ -64,7 +64,7 @@ var SometimesStates = [numSometimes]SometimesState{
 	stWriteLandedAfterGiveUp: {"xfer.write-landed-after-consumer-gave-up", "Q-1", "a WRITE landed in a receive buffer after the consumer had ended its receive as uncertain"},
 	stCancelMidTransfer:      {"consumer.cancelled-mid-transfer", "C-4", "a client's cancellation reached the consumer while its transfer was in flight"},
 	StCrashWithReceive:       {"consumer.crashed-with-receive-in-flight", "Q-4", "a consumer crashed with a receive in flight"},
-	stShutdownWithHandoff:    {"producer.shutdown-with-handoff-in-flight", "S-2", "Shutdown was accepted while a publish was encoding or a transfer was claimed"},
+	StShutdownWithHandoff:    {"producer.shutdown-with-handoff-in-flight", "S-2", "Shutdown was accepted while a publish was encoding or a transfer was claimed"},
 	stClaimRacesExpiry:       {"producer.claim-races-expiry", "X-2", "a transfer claim reached the producer after the entry's TTL ran out, though the consumer admitted it before"},
 	stCleanupFailureInDrain:  {"producer.cleanup-failure-during-drain", "X-1", "a removal failed with an I/O error while the producer was draining"},
 	stRemovalInsideClaim:     {"shareddir.removal-inside-claim", "SU-1", "the producer's Dir.Remove of an entry landed between a consumer's shareddir.Claim open and its rename"},

@@ -2,8 +2,9 @@
 // and event loop (world.go, queue.go, events.go), the seeded PRNG streams,
 // faults, ledger, history and trace, and most of the nodes' behaviour
 // (producer E's and the PD consumers' request handling, the clients, the
-// network and the disk; the partition fault's, the crashes and restarts
-// and the P and D nodes' of E+P+D are sim/nodes'). Package sim re-exports
+// network and the disk; the partition fault's, the crashes and restarts,
+// the P and D nodes' of E+P+D and E's collector, Shutdown and drain ticks
+// are sim/nodes'). Package sim re-exports
 // its public API; sim's package documentation describes the simulator.
 //
 // The loop runs the checkers and the node behaviour it is given and cannot

@@ -136,7 +136,7 @@ func (d *Driver) Publish(payloadBytes, ttlMs int64) (entry string, expiresMs int
 		return "", 0, Answer{}, err
 	}
 	if res == ResOK {
-		expiresMs = d.w.Ledger.get(entry).ExpiresMs
+		expiresMs = d.w.Ledger.Get(entry).ExpiresMs
 	}
 	return entry, expiresMs, Answer{Code: AnswerCodes[res]}, nil
 }
@@ -206,11 +206,11 @@ func (d *Driver) ConsumerHealth(pd int) *handoff.Health { return d.w.Cons[pd].He
 // S-1 rejection; ErrDriver when the drain breaks a rule or never ends.
 func (d *Driver) ShutdownProducer(expected string) (handoff.ShutdownStatus, error) {
 	w := d.w
-	st, err := w.decideShutdown(expected)
+	st, err := w.DecideShutdown(expected)
 	if err != nil || st != handoff.ShutdownAccepted {
 		return st, err
 	}
-	w.hist.drainMs = w.Now
+	w.Hist.DrainMs = w.Now
 	w.After(0, Event{Kind: EvDrainTick})
 	if err := d.stepWhile(func() bool { return !w.Prod.Stopped }); err != nil {
 		return st, fmt.Errorf("the producer's drain: %w", err)

@@ -222,16 +222,16 @@ func ConsumerStepOf(ev Event) ConsumerStep {
 
 // shutdownCall: evShutdown; injected marks the fault-injected Shutdown,
 // which first tries the two wrong ids.
-type shutdownCall struct{ injected bool }
+type shutdownCall struct{ Injected bool }
 
 func (p shutdownCall) event() Event {
 	ev := Event{Kind: EvShutdown}
-	if p.injected {
+	if p.Injected {
 		ev.a = 1
 	}
 	return ev
 }
-func shutdownCallOf(ev Event) shutdownCall { return shutdownCall{injected: ev.a == 1} }
+func ShutdownCallOf(ev Event) shutdownCall { return shutdownCall{Injected: ev.a == 1} }
 
 // producerCrash: evProducerCrash; slowWrite names the slow write it
 // interrupts ("" for none).

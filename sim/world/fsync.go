@@ -43,7 +43,7 @@ func (w *World) slowFsync(ev Event) bool {
 	id := e.Entry
 	d := Between(w.Nodes.Rng, 1, max(1, w.Set.FsyncMsMax))
 	w.Sd.Slow[id] = true
-	w.Prod.publishing++
+	w.Prod.Publishing++
 	if w.Tracing {
 		w.Notef("slow write of %s: temp file written, fsync takes %d ms", Short(id), d)
 	}
@@ -63,7 +63,7 @@ func (w *World) fsyncWritten(ev Event) bool {
 		return false
 	}
 	delete(w.Sd.Slow, e.Entry)
-	w.Sd.publish(w.Ledger.get(e.Entry))
+	w.Sd.publish(w.Ledger.Get(e.Entry))
 	if w.Tracing {
 		w.Notef("slow write of %s: fsync returned, renamed into place", Short(e.Entry))
 	}

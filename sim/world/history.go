@@ -67,15 +67,15 @@ type opKey struct {
 type history struct {
 	ops     []HistoryOp
 	pending map[opKey]int // index into ops of calls not yet answered
-	// drainMs is the tick the producer's drain began (-1: never).
-	drainMs int64
+	// DrainMs is the tick the producer's drain began (-1: never).
+	DrainMs int64
 }
 
-func newHistory() *history { return &history{pending: map[opKey]int{}, drainMs: -1} }
+func newHistory() *history { return &history{pending: map[opKey]int{}, DrainMs: -1} }
 
 // histCall records the call of an operation (entry "" for a publish).
 func (w *World) histCall(client int, rpc int64, kind OpKind, entry string) {
-	h := w.hist
+	h := w.Hist
 	h.pending[opKey{int32(client), rpc, kind}] = len(h.ops)
 	h.ops = append(h.ops, HistoryOp{Client: client, Race: rpc == 0, Kind: kind, Entry: entry, Call: w.Now, Return: ReturnUnknown})
 }
@@ -91,14 +91,14 @@ func (w *World) histDuplicate(ev Event) {
 	if rq.client < 0 {
 		return
 	}
-	w.hist.ops = append(w.hist.ops, HistoryOp{Client: int(rq.client), Race: rq.rpc == 0, Kind: OpRelease, Entry: rq.entry, Call: w.Now, Return: ReturnUnknown})
+	w.Hist.ops = append(w.Hist.ops, HistoryOp{Client: int(rq.client), Race: rq.rpc == 0, Kind: OpRelease, Entry: rq.entry, Call: w.Now, Return: ReturnUnknown})
 }
 
 // histReturn records the first answer of an operation that reached its
 // client, whether or not the client still waited for it; later copies (a
 // duplicated reply) and answers to no recorded call are ignored.
 func (w *World) histReturn(client int32, rpc int64, kind OpKind, res int64, entry string) {
-	h := w.hist
+	h := w.Hist
 	k := opKey{client, rpc, kind}
 	i, ok := h.pending[k]
 	if !ok {
@@ -116,17 +116,17 @@ func (w *World) histReturn(client int32, rpc int64, kind OpKind, res int64, entr
 // ledger; publishes whose answer never came are left out (nobody learned
 // their reference).
 func (w *World) History() []HistoryOp {
-	return w.AppendHistory(make([]HistoryOp, 0, len(w.hist.ops)))
+	return w.AppendHistory(make([]HistoryOp, 0, len(w.Hist.ops)))
 }
 
 // AppendHistory appends History's operations to out.
 func (w *World) AppendHistory(out []HistoryOp) []HistoryOp {
-	for _, op := range w.hist.ops {
+	for _, op := range w.Hist.ops {
 		if op.Entry == "" {
 			continue
 		}
 		if rec, ok := w.Ledger.Entries[op.Entry]; ok {
-			op.MayLapse = rec.Vanished || op.Return >= rec.ExpiresMs || (w.hist.drainMs >= 0 && op.Return >= w.hist.drainMs)
+			op.MayLapse = rec.Vanished || op.Return >= rec.ExpiresMs || (w.Hist.DrainMs >= 0 && op.Return >= w.Hist.DrainMs)
 		}
 		out = append(out, op)
 	}

@@ -10,8 +10,8 @@ import (
 // its storage, independent of what the core's tables or the clients believe.
 type EntryRecord struct {
 	Id string
-	// instance is the producer instance that reserved it (its directory).
-	instance     string
+	// Instance is the producer instance that reserved it (its directory).
+	Instance     string
 	H            int
 	PayloadBytes int64
 	ExpiresMs    int64
@@ -120,7 +120,7 @@ func (l *ledger) Add(id string, h int, payloadBytes int64) *EntryRecord {
 	return e
 }
 
-func (l *ledger) get(id string) *EntryRecord {
+func (l *ledger) Get(id string) *EntryRecord {
 	e, ok := l.Entries[id]
 	if !ok {
 		panic(fmt.Sprintf("sim: entry %s not in the ledger", id))

@@ -331,7 +331,7 @@ func (w *World) modalityError(p *mediaPlan) string {
 	for i, it := range p.List() {
 		if it.Modality != ModalityImage {
 			why := fmt.Sprintf("L-3 item %d is %s: not served", i, ModalityNames[it.Modality])
-			if handoff.AdmitModality(fmt.Errorf("%w: %s", handoff.ErrModalityUnsupported, why), w.decisions) != nil {
+			if handoff.AdmitModality(fmt.Errorf("%w: %s", handoff.ErrModalityUnsupported, why), w.Decisions) != nil {
 				return why
 			}
 		}
@@ -374,7 +374,7 @@ func (w *World) publishMedia(rec *EntryRecord, p *mediaPlan) {
 // one identity per item, the prefix-cache key; a hit answers from the
 // cache, a miss from the received items' content.
 func (w *World) consumeMedia(c *consumerNode, r *recv) {
-	pm := w.Ledger.get(r.entry).media
+	pm := w.Ledger.Get(r.entry).media
 	if pm == nil {
 		return
 	}

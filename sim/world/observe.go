@@ -80,9 +80,9 @@ func (w *World) CheckEncoderUntouched(before encoderState, ev Event) {
 // between Reserve and its end). Called by stopProducer.
 func checkStopped(w *World) error {
 	p := w.Prod
-	if p.Cleanups > 0 || p.Table.PendingRemovals() > 0 || p.publishing > 0 {
+	if p.Cleanups > 0 || p.Table.PendingRemovals() > 0 || p.Publishing > 0 {
 		return fmt.Errorf("producer exits its drain with %d cleanup task(s) running, %d removal(s) pending and %d publish(es) in flight",
-			p.Cleanups, p.Table.PendingRemovals(), p.publishing)
+			p.Cleanups, p.Table.PendingRemovals(), p.Publishing)
 	}
 	return nil
 }

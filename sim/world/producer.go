@@ -19,7 +19,7 @@ type producerNode struct {
 	InstanceID string
 	// observed and vanishing are observeClaims' and collect's lists of the
 	// table's Published ids, reused from pass to pass.
-	observed, vanishing []string
+	observed, Vanishing []string
 	// Checked is what checkCore last checked of the table.
 	Checked CheckedCore
 	// key is the instance's HMAC key for reference tags (SU-5), as kept in
@@ -27,8 +27,8 @@ type producerNode struct {
 	key    []byte
 	Table  *handoff.ProducerTable
 	Health *handoff.Health
-	// publishing counts publishes between Reserve and CommitPublish/AbandonPublish.
-	publishing int
+	// Publishing counts publishes between Reserve and CommitPublish/AbandonPublish.
+	Publishing int
 	// Cleanups counts removals between the table's decision and RemovalDone.
 	Cleanups int
 	Stopped  bool
@@ -56,7 +56,7 @@ type releaseWaiter struct {
 
 func NewProducerNode(w *World) *producerNode {
 	p := &producerNode{
-		InstanceID: w.newInstanceID(),
+		InstanceID: w.NewInstanceID(),
 		Table: handoff.NewProducerTable(handoff.ProducerConfig{
 			QuotaBytes: w.Set.ProducerQuotaBytes, DefaultTTLMs: w.Set.DefaultTTLMs, MaxTTLMs: w.Set.MaxTTLMs,
 		}),
@@ -82,8 +82,8 @@ func (w *World) newEntryID() string {
 	return string(x[:]) // one allocation (EncodeToString makes two)
 }
 
-// newInstanceID draws a lowercase UUID from the ids stream.
-func (w *World) newInstanceID() string {
+// NewInstanceID draws a lowercase UUID from the ids stream.
+func (w *World) NewInstanceID() string {
 	h := w.newEntryID()
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
@@ -177,8 +177,8 @@ func (w *World) publishArrive(ev Event) {
 		return
 	}
 	id := w.newEntryID()
-	if w.decisions.EntryIDFromContent {
-		id = handoff.EntryID(id, fmt.Sprint(cl.Plan.content), w.decisions) // the SU-6 mutant's id
+	if w.Decisions.EntryIDFromContent {
+		id = handoff.EntryID(id, fmt.Sprint(cl.Plan.content), w.Decisions) // the SU-6 mutant's id
 	}
 	if err := p.Table.Reserve(id, cl.Plan.payloadBytes); err != nil {
 		reply.Result = ResOf(err)
@@ -188,8 +188,8 @@ func (w *World) publishArrive(ev Event) {
 		w.Send(MsgReply, reply.Event(evPublishFailArrive))
 		return
 	}
-	p.publishing++
-	w.Ledger.Add(id, int(call.Client), cl.Plan.payloadBytes).instance = p.InstanceID
+	p.Publishing++
+	w.Ledger.Add(id, int(call.Client), cl.Plan.payloadBytes).Instance = p.InstanceID
 	d := Between(w.workRNG, 1, w.Set.EncodeMsMax)
 	if w.Faults.Buggify(SiteEncoderLate) {
 		d += Between(w.workRNG, 1, w.Set.LongDelayMaxMs)
@@ -207,15 +207,15 @@ func (w *World) encodeDone(ev Event) {
 	e := EncodeDoneOf(ev)
 	p := w.Prod
 	id := e.Entry
-	rec := w.Ledger.get(id)
+	rec := w.Ledger.Get(id)
 	cl := w.Clients[e.client]
 	pubMs := w.publishMs(ev) // the clock reading before the write (fsync.go)
-	p.publishing--
+	p.Publishing--
 	abandon := func(res int64, rule, why string) {
 		w.Ledger.Unpublished = append(w.Ledger.Unpublished, unpublished{Rec: rec, Rule: rule, Why: why})
 		abandoned := true
 		if rule == "C-6" {
-			abandoned = p.Table.EncoderFailed(id, w.decisions) // the C-6 mutant keeps it
+			abandoned = p.Table.EncoderFailed(id, w.Decisions) // the C-6 mutant keeps it
 		} else {
 			p.Table.AbandonPublish(id)
 		}
@@ -240,7 +240,7 @@ func (w *World) encodeDone(ev Event) {
 	case w.Faults.Buggify(SiteEncoderFail):
 		abandon(resInternal, "C-6", "encoder failed")
 		return
-	case cl.streamCancelled(e.rpc) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.decisions) == handoff.PublishAbandon:
+	case cl.streamCancelled(e.rpc) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.Decisions) == handoff.PublishAbandon:
 		// The step completed after its client cancelled: the core decides
 		// (C-1, C-2; the C-2 mutant writes it).
 		abandon(0, "C-1", "cancelled before publication")
@@ -284,7 +284,7 @@ committed:
 	if !cancelled {
 		sent.SendFailed = w.Faults.Buggify(SiteSendFails)
 	}
-	if act := handoff.DecideReadySent(sent, w.decisions); act != handoff.PublishAnswered {
+	if act := handoff.DecideReadySent(sent, w.Decisions); act != handoff.PublishAnswered {
 		rec.ReadyUndelivered = true
 		if !rec.CancelledBeforeReady {
 			w.Ledger.Cancelled = append(w.Ledger.Cancelled, rec)
@@ -314,7 +314,7 @@ func (w *World) releaseArrive(ev Event) {
 		w.Send(MsgReply, CallReply{Client: rq.client, Rpc: rq.rpc, Result: ResUnavailable}.Event(evReleaseReplyArrive))
 		return
 	}
-	w.observeClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
+	w.ObserveClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
 	if rec, ok := w.Ledger.Entries[rq.entry]; ok {
 		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now:
 		// the core's ProducerTable.ExpireBeforeRelease decides, before its
@@ -322,7 +322,7 @@ func (w *World) releaseArrive(ev Event) {
 		// by the history check: the driver answered ABORTED for an entry a
 		// consumer had already rejected as expired.
 		for _, id := range w.Prod.Table.ExpireBeforeRelease(rec.ExpiresMs, w.Now) {
-			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+			w.StartRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 	}
 	w.producerRelease(rq.entry, int(rq.client), rq.rpc)
@@ -332,7 +332,7 @@ func (w *World) releaseArrive(ev Event) {
 func (w *World) producerRelease(id string, h int, rpc int64) {
 	switch w.Prod.Table.Release(id) {
 	case handoff.ReleaseRemove:
-		w.startRemoval(id, handoff.CauseRelease, h, rpc)
+		w.StartRemoval(id, handoff.CauseRelease, h, rpc)
 	case handoff.ReleaseWait:
 		// Its removal is in flight: a consumer may still win the claim, or
 		// the removal may fail; the answer waits for the outcome
@@ -369,18 +369,18 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 // producer decided (the SU-3 mutant turns every ALREADY_FINISHED into
 // ABORTED); the ledger counts the ABORTED answers given.
 func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
-	if res == ResAlreadyFinished && handoff.AnswerRelease(handoff.ReleaseAlreadyFinished, w.decisions) == handoff.ReleaseAborted {
+	if res == ResAlreadyFinished && handoff.AnswerRelease(handoff.ReleaseAlreadyFinished, w.Decisions) == handoff.ReleaseAborted {
 		res = ResAborted // the SU-3 mutant (handoff.Mutants.ReleaseAlwaysAborted)
 	}
 	if res == ResAborted {
-		w.Ledger.get(id).Aborted++
+		w.Ledger.Get(id).Aborted++
 	}
 	w.Send(MsgReply, CallReply{Client: h, Rpc: rpc, Result: res}.Event(evReleaseReplyArrive))
 }
 
-// startRemoval removes the storage of an entry the table moved to Removing;
+// StartRemoval removes the storage of an entry the table moved to Removing;
 // the removal may be slow, so a consumer's claim can race it.
-func (w *World) startRemoval(id string, cause handoff.RemovalCause, h int, rpc int64) {
+func (w *World) StartRemoval(id string, cause handoff.RemovalCause, h int, rpc int64) {
 	w.Prod.Cleanups++
 	d := Between(w.diskRNG, 0, 2)
 	if w.Faults.Buggify(SiteSlowRemove) {
@@ -398,7 +398,7 @@ func (w *World) removeDone(ev Event) {
 	p := w.Prod
 	id := rd.Entry
 	cause := rd.cause
-	rec := w.Ledger.get(id)
+	rec := w.Ledger.Get(id)
 	p.Cleanups--
 	reply := func(res int64) {
 		if cause == handoff.CauseRelease && rd.client >= 0 {
@@ -415,7 +415,7 @@ func (w *World) removeDone(ev Event) {
 			w.Sd.remove(id, true) // the real Dir.Remove, its rename failing with EIO: ErrCleanup, the entry stays
 		}
 		p.Table.RemovalFailed(id)
-		p.Health.CleanupFailed(fmt.Sprintf("X-1 remove entry %s: I/O error", Short(id)), w.decisions) // handoff decides
+		p.Health.CleanupFailed(fmt.Sprintf("X-1 remove entry %s: I/O error", Short(id)), w.Decisions) // handoff decides
 		rec.removeFailed = true
 		w.Ledger.RemoveFailures++
 		if p.Health.Draining() {
@@ -468,10 +468,10 @@ func (w *World) decideWaitingReleases(id string) {
 	}
 }
 
-// observeClaims: entries whose file is gone (shareddir's Dir.Exists, the
+// ObserveClaims: entries whose file is gone (shareddir's Dir.Exists, the
 // engine store's look too) were claimed (shared directory): the core's
 // ProducerTable.ObserveGone makes them CONSUMED.
-func (w *World) observeClaims() {
+func (w *World) ObserveClaims() {
 	if w.Set.Backend != BackendSharedDir {
 		return
 	}
@@ -489,105 +489,23 @@ func (w *World) observeClaims() {
 	}
 }
 
-// collect is one pass of the producer's collector: files vanish (fault),
-// claims are observed, expired entries are removed; on the shared
-// directory, orphans are collected and dead instances swept by
-// shareddir's Dir.Collect, which the engine's collector calls too.
-func (w *World) collect(ev Event) {
-	p := w.Prod
-	if p.Stopped {
-		return
-	}
-	if w.Set.Backend == BackendSharedDir {
-		ids := p.Table.AppendPublished(p.vanishing[:0])
-		p.vanishing = ids
-		for _, id := range ids {
-			if w.Faults.Buggify(SiteVanish) {
-				rec := w.Ledger.get(id)
-				w.Sd.Disk.Vanish(entryPath(rec.instance, id))
-				rec.Vanished = true
-				if w.Tracing {
-					w.Notef("X-2 file of %s vanished", Short(id))
-				}
-			}
-		}
-	}
-	w.observeClaims()
-	for _, id := range p.Table.Collect(w.Now, w.decisions) { // X-2 (handoff.Mutants.NoExpiryCollection)
-		w.startRemoval(id, handoff.CauseExpiry, -1, 0)
-	}
-	w.Sd.collect()
-	w.After(w.Set.CollectPeriodMs, Event{Kind: EvCollect})
-}
-
-// shutdown: Shutdown(expected_instance_id) on E (S-1), then the drain (S-2).
-// a=1 marks the fault-injected Shutdown, which first tries the two wrong ids.
-func (w *World) shutdown(ev Event) {
-	p := w.Prod
-	if p.Stopped {
-		return
-	}
-	if shutdownCallOf(ev).injected {
-		if _, err := w.decideShutdown(""); err == nil {
-			w.Failf(Correctness, "S-1", "Shutdown with an empty expected_instance_id was accepted")
-		}
-		if _, err := w.decideShutdown(w.newInstanceID()); err == nil {
-			w.Failf(Correctness, "S-1", "Shutdown naming another instance was accepted")
-		}
-	}
-	was := p.Health.Draining()
-	st, err := w.decideShutdown(p.InstanceID)
-	if err != nil || (was && st != handoff.ShutdownAlreadyShuttingDown) || (!was && st != handoff.ShutdownAccepted) {
-		w.Failf(Correctness, "S-1", "Shutdown(own id) after draining=%v = %v, %v", was, st, err)
-		return
-	}
-	if w.Tracing {
-		w.Notef("shutdown %v", st)
-	}
-	if !was && (p.publishing > 0 || p.Table.Transfers() > 0) {
-		w.Reach(stShutdownWithHandoff)
-	}
-	if !was {
-		w.hist.drainMs = w.Now
-		w.After(0, Event{Kind: EvDrainTick})
-	}
-}
-
-// decideShutdown is E's S-1 decision for Shutdown(expected); the S-1
+// DecideShutdown is E's S-1 decision for Shutdown(expected); the S-1
 // mutant accepts any non-empty id as its own.
-func (w *World) decideShutdown(expected string) (handoff.ShutdownStatus, error) {
-	return w.Prod.Health.DecideShutdownWith(expected, w.Prod.InstanceID, w.decisions)
+func (w *World) DecideShutdown(expected string) (handoff.ShutdownStatus, error) {
+	return w.Prod.Health.DecideShutdownWith(expected, w.Prod.InstanceID, w.Decisions)
 }
 
-// drainTick: release every unconsumed entry (S-2); stop once nothing is
-// live, no removal is pending and no publish or transfer is in flight (S-4).
-func (w *World) drainTick(ev Event) {
-	p := w.Prod
-	if p.Stopped {
-		return
-	}
-	w.observeClaims()
-	for _, id := range p.Table.Drain() {
-		w.startRemoval(id, handoff.CauseDrain, -1, 0)
-	}
-	if !p.Table.DrainDone(p.Cleanups, p.publishing, w.decisions) { // the S-2 mutant leaves the removals it started running
-		w.After(10, Event{Kind: EvDrainTick})
-		return
-	}
-	w.stopProducer()
-}
-
-// stopProducer closes the store: S-4 says nothing is left in the cache
+// StopProducer closes the store: S-4 says nothing is left in the cache
 // directory; only files whose removal failed (X-1, reported) may remain for
 // the close to take.
-func (w *World) stopProducer() {
+func (w *World) StopProducer() {
 	if err := checkStopped(w); err != nil {
 		w.Failf(Correctness, "S-2", "%s", err)
 	}
 	w.Sd.stop()
 	for id, st := range w.Sources {
 		if st == SourceLive {
-			if !w.Ledger.get(id).removeFailed {
+			if !w.Ledger.Get(id).removeFailed {
 				w.Failf(Correctness, "S-4", "drained producer left the source of %s registered", Short(id))
 			}
 			w.freeSource(id)
@@ -615,12 +533,12 @@ func (w *World) transferArrive(ev Event) {
 		w.Send(MsgReply, reply.event())
 		return
 	}
-	rec := w.Ledger.get(rq.entry)
+	rec := w.Ledger.Get(rq.entry)
 	err := w.producerCheckRef(rec, rq.form)
 	if errors.Is(err, handoff.ErrSpentReference) {
 		w.Reach(stClaimRacesExpiry)
 		for _, id := range p.Table.Expire(w.Now) {
-			w.startRemoval(id, handoff.CauseExpiry, -1, 0)
+			w.StartRemoval(id, handoff.CauseExpiry, -1, 0)
 		}
 		if w.Tracing {
 			w.Notef("SU-2 %s expired: before-write", Short(rq.entry))
@@ -725,7 +643,7 @@ func (w *World) writeLand(ev Event) {
 			w.Failf(Correctness, "Q-4", "xfer reported WRITE #%d of %s landed, but PD%d buffer %d holds %q", wr.Num, Short(wr.Entry), wr.C, wr.Buf, b.mem)
 		}
 		rq := &w.Xreqs[wr.recv-1]
-		w.took(w.Ledger.get(wr.Entry), rq.Key, int32(rq.h), rq.rpc, rq.form)
+		w.took(w.Ledger.Get(wr.Entry), rq.Key, int32(rq.h), rq.rpc, rq.form)
 		if w.Tracing {
 			w.Notef("WRITE #%d of %s landed in PD%d buffer %d", wr.Num, Short(wr.Entry), wr.C, wr.Buf)
 		}
@@ -794,9 +712,9 @@ func (w *World) failTransfer(wr *Write, why string) int64 {
 		WriteEnded: wr.Released,
 		Provable:   true, // E's xfer request tells when it ended (Complete, Release)
 		Reason:     fmt.Sprintf("Q-3 source of entry %s quarantined after a failed WRITE: %s", Short(wr.Entry), why),
-	}, w.decisions)
+	}, w.Decisions)
 	Must(err)
-	w.Ledger.get(wr.Entry).quarantined = true
+	w.Ledger.Get(wr.Entry).quarantined = true
 	if d.Source == handoff.FreeSource {
 		w.freeSource(wr.Entry)
 	} else {
@@ -827,13 +745,13 @@ func (w *World) producerConsume(ev Event) {
 	}
 	rq := consumeRequestOf(ev)
 	reply := consumeReply{Client: rq.client, Consumer: -1, Rpc: rq.rpc, Entry: rq.entry}
-	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.decisions); err != nil {
+	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.Decisions); err != nil {
 		reply.result = ResOf(err)
 		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
 		w.Send(MsgReply, reply.event())
 		return
 	}
-	rec := w.Ledger.get(rq.entry)
+	rec := w.Ledger.Get(rq.entry)
 	reply.result = resSpent
 	key := fmt.Sprintf("E/%d/%d", rq.client, rq.rpc)
 	if w.Set.Backend == BackendSharedDir {

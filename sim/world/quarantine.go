@@ -135,7 +135,7 @@ func (w *World) ReceiveProved(revoked <-chan struct{}, carrier *ctrlConn) bool {
 func (w *World) quarantineProved(c *consumerNode, i int) {
 	b := &c.Bufs[i]
 	key := w.Xreqs[b.Owner-1].Key
-	if !handoff.EndsOnProof(w.decisions) {
+	if !handoff.EndsOnProof(w.Decisions) {
 		b.proved = true // the Q-6 mutant: kept for the life of the incarnation
 		if w.Tracing {
 			w.Notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine kept", key, i)
@@ -172,7 +172,7 @@ func (w *World) writeEndedProof(wr *Write) {
 	if p.Quarantines[wr.Entry] != wr || wr.agent != p.agent || w.Nodes.ProdDown || p.Stopped {
 		return
 	}
-	if !handoff.EndsOnProof(w.decisions) {
+	if !handoff.EndsOnProof(w.Decisions) {
 		wr.proved = true // the Q-6 mutant: kept for the life of the process
 		if w.Tracing {
 			w.Notef("Q-6 WRITE #%d ended and released; source of %s kept quarantined", wr.Num, Short(wr.Entry))

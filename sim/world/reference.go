@@ -146,7 +146,7 @@ func (a *consumeAdmission) bind(w *World) {
 		Accepted: []string{w.Set.Backend},
 		Transfer: func(b string) bool { return b == BackendTransfer },
 		Verify:   func(handoff.Reference) error { return w.verifyTag(a.rec, a.f) },
-		Mutants:  w.decisions,
+		Mutants:  w.Decisions,
 		Discard:  func(handoff.Reference, bool) { w.claimAndDiscard(a.c, a.rec, a.h, a.rpc, a.f) },
 	}
 }

@@ -152,15 +152,15 @@ func (sd *sharedDisk) hook(p *simfs.Proc, op simfs.Op, path string) error {
 	return nil
 }
 
-// entryPath is where instance published entry id.
-func entryPath(instance, id string) string {
+// EntryPath is where instance published entry id.
+func EntryPath(instance, id string) string {
 	return filepath.Join(cacheRoot, instance, id+".safetensors")
 }
 
 // published reports whether rec's entry file is in place (the world's look,
 // not a process's: no hook, no fault).
 func (sd *sharedDisk) published(rec *EntryRecord) bool {
-	return sd.Disk.Exists(entryPath(rec.instance, rec.Id))
+	return sd.Disk.Exists(EntryPath(rec.Instance, rec.Id))
 }
 
 // openProducer starts E's instance p with shareddir.StartProducer (the
@@ -275,7 +275,7 @@ const (
 // state of the one it runs in.
 func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfterRename bool) (out claimOutcome) {
 	outerInj, outerCl := sd.inj, sd.cl
-	sd.cl = claiming{proc: p, path: entryPath(rec.instance, rec.Id), id: rec.Id, cons: cons}
+	sd.cl = claiming{proc: p, path: EntryPath(rec.Instance, rec.Id), id: rec.Id, cons: cons}
 	sd.inj = injection{}
 	if crashAfterRename {
 		sd.inj = injection{proc: p, op: simfs.OpRead, crash: true}
@@ -289,7 +289,7 @@ func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfte
 			out = claimCrashed
 		}
 	}()
-	tensors, _, err := shareddir.Receive(p, cacheRoot, rec.instance, rec.Id, sd.rand, 1<<20, sd.w.Opts.Mutant.SharedDirDecisions()) // the SU-1 mutant reads in place
+	tensors, _, err := shareddir.Receive(p, cacheRoot, rec.Instance, rec.Id, sd.rand, 1<<20, sd.w.Opts.Mutant.SharedDirDecisions()) // the SU-1 mutant reads in place
 	switch {
 	case err == nil:
 		if v, derr := tensors[0].Float32s(); len(tensors) != 1 || derr != nil || len(v) != 1 || v[0] != float32(rec.H) {
@@ -381,7 +381,7 @@ func (sd *sharedDisk) CrashProducer() {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		sd.crashInWrite(id, sd.w.Ledger.get(id).H)
+		sd.crashInWrite(id, sd.w.Ledger.Get(id).H)
 	}
 	sd.prod.Crash()
 	clear(sd.Slow)
@@ -406,10 +406,10 @@ func (sd *sharedDisk) CrashProducer() {
 // Files lists every file and directory under the root (the checkers' view).
 func (sd *sharedDisk) Files() []string { return sd.Disk.Paths(cacheRoot) }
 
-// collect is the shared-directory half of E's collector pass, the
+// Collect is the shared-directory half of E's collector pass, the
 // engine's too: shareddir's Dir.Collect (CollectOrphans of files
 // shareddir.OrphanAgeMs old, then the throttled sweep of dead instances).
-func (sd *sharedDisk) collect() {
+func (sd *sharedDisk) Collect() {
 	if !sd.active() {
 		return
 	}
@@ -438,7 +438,7 @@ func (sd *sharedDisk) stop() {
 		panic(fmt.Sprintf("sim: List: %v", err))
 	}
 	for _, id := range ids {
-		if !w.Ledger.get(id).removeFailed {
+		if !w.Ledger.Get(id).removeFailed {
 			w.Failf(Correctness, "S-4", "drained producer left entry %s in the cache directory", Short(id))
 		}
 	}

@@ -116,9 +116,9 @@ type World struct {
 	checks Checks
 	// behaviour is the node behaviour this world runs (SetBehaviour).
 	behaviour *Behaviour
-	// decisions are the core's broken decisions opts.Mutant switches on
+	// Decisions are the core's broken decisions opts.Mutant switches on
 	// (handoff.Mutants): the core decides, the driver carries it out.
-	decisions handoff.Mutants
+	Decisions handoff.Mutants
 	// ProofSeen is what the Q-6 checker saw at its last look (check_proof.go).
 	ProofSeen proofSeen
 
@@ -139,7 +139,7 @@ type World struct {
 	Cons    []*consumerNode
 	Clients []*Client
 	Ledger  *ledger
-	hist    *history
+	Hist    *history
 	// Sd is the shared directory: the real shareddir code over a simulated disk (shared_disk.go).
 	Sd      *sharedDisk
 	Sources map[string]sourceState
@@ -261,12 +261,12 @@ func (w *World) releaseBufs() {
 	}
 	w.Bufs = nil
 	clear(w.Q.slab)
-	clear(w.hist.ops)
+	clear(w.Hist.ops)
 	clear(w.Clients)
 	clear(b.clients)
 	clear(w.Xreqs)
 	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
-	b.ops, b.clientPtrs, b.xreqs = w.hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
+	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
 	runBufPool.Put(b)
 }
 
@@ -279,9 +279,9 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		panic("sim/world: no node behaviour installed (package sim installs it: world.SetBehaviour)")
 	}
 	w := &World{
-		seed: seed, Set: s, Opts: opts, decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
+		seed: seed, Set: s, Opts: opts, Decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
 		Sources: map[string]sourceState{},
-		Ledger:  newLedger(), hist: newHistory(), Media: newMediaWorld(seed),
+		Ledger:  newLedger(), Hist: newHistory(), Media: newMediaWorld(seed),
 	}
 	w.workRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
 	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
@@ -298,7 +298,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.Q.slab = reuse(b.slab, 16+2*s.Handoffs)
 	w.Q.heap = reuse(b.heap, 16+2*s.Handoffs)
 	w.Q.free = b.free[:0]
-	w.hist.ops = reuse(b.ops, 4*s.Handoffs)
+	w.Hist.ops = reuse(b.ops, 4*s.Handoffs)
 	w.Clients = reuse(b.clientPtrs, s.Handoffs)
 	w.Ledger.Entries = make(map[string]*EntryRecord, s.Handoffs)
 	w.Ledger.All = make([]*EntryRecord, 0, s.Handoffs)
@@ -338,7 +338,7 @@ func (w *World) Start() {
 		}
 	}
 	if w.Faults.Buggify(SiteShutdown) {
-		w.Schedule(Between(w.ProcRNG, 1, w.Set.SafetyTicks), shutdownCall{injected: true}.event())
+		w.Schedule(Between(w.ProcRNG, 1, w.Set.SafetyTicks), shutdownCall{Injected: true}.event())
 	}
 	w.Schedule(w.Set.SafetyTicks, Event{Kind: evHeal})
 	w.StartNodes()
@@ -530,12 +530,6 @@ func (w *World) handle(ev Event) bool {
 		w.transferReply(ev)
 	case evTransferTimeout:
 		w.transferTimeout(ev)
-	case EvCollect:
-		w.collect(ev)
-	case EvShutdown:
-		w.shutdown(ev)
-	case EvDrainTick:
-		w.drainTick(ev)
 	case evHeal:
 		w.heal()
 	case evEndCheck:
