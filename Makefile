@@ -111,10 +111,10 @@ volume:
 	BATON_VOLUME=1 $(GO) test -count=1 -timeout 20m -run 'TestVolumeCases' -v ./conformance/e2e/
 	BATON_VOLUME=1 $(GO) test -count=1 -timeout 20m -run 'TestInProcessMutantsKilled/b1-shared-receive-buffer' -v ./conformance/mutants/
 
-## scenarios: the datadriven lifecycle scripts under sim/testdata/scenarios
+## scenarios: the datadriven lifecycle scripts under sim/world/testdata/scenarios
 ## (REWRITE=1 regenerates their expected output).
 scenarios:
-	$(GO) test -count=1 -run 'TestScenarios' ./sim/ $(if $(REWRITE),-rewrite,)
+	$(GO) test -count=1 -run 'TestScenarios' ./sim/world/ $(if $(REWRITE),-rewrite,)
 
 ## mutants: the kill table, mutant x {suite, props, sim}: the suite's cases of the rule
 ## (TestMutantKillTable; no rule may fail that the mutant does not declare in AlsoBreaks),
@@ -179,7 +179,7 @@ bench: build
 	$(GO) test -run '^$$' -bench BenchmarkDecodeBudgetLoad -benchtime 1x ./engine/server/
 	$(GO) test -run '^$$' -bench BenchmarkHandoffLoad -benchtime 1x -timeout 20m ./engine/server/
 	$(GO) test -count=1 -run 'TestCoreSuiteBase' -v ./conformance/e2e/ -args -e2e.bench
-	$(GO) test -run '^$$' -bench BenchmarkSimulator -benchtime 2s ./sim/
+	$(GO) test -run '^$$' -bench BenchmarkSimulator -benchtime 2s ./sim/world/
 
 ## fuzz: every fuzz target (func FuzzXxx in a _test.go file) of every package, one after the
 ## other, each for FUZZTIME (default 30s). Their seed corpora (f.Add and testdata/fuzz/FuzzXxx/)

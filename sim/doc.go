@@ -138,4 +138,17 @@
 // -rewrite regenerates them), and Driver answers one client call at a time
 // for conformance/target/simtarget, the simulator behind the Target
 // interface that conformance/props runs its property against.
+//
+// Layout: this package is the simulator's public API and its wiring; the
+// world itself (its state and event loop, and so far most of the nodes'
+// behaviour) is package sim/world, the checkers are package sim/checks and
+// the node behaviour that left the world is package sim/nodes (the
+// partition fault, the producer's and the consumers' crash and restart,
+// the P and D nodes of E+P+D, the producer's collector, Shutdown and drain
+// ticks); sim installs both in every world (wire.go).
+// Every exported name here is an alias of or a thin wrapper over world's
+// (api.go). The check_*.go files named above are sim/checks';
+// producer_crash.go is sim/nodes', partition.go and prefill_decode.go both
+// packages' (sim/nodes: the behaviour; sim/world: the state); the other
+// files are sim/world's.
 package sim

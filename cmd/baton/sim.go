@@ -72,7 +72,7 @@ twice and its two traces compared byte for byte.
 
 --store DIR records each failing seed (commit, mutant, settings, trace)
 under DIR/<commit>/; --replay-store DIR re-runs every stored seed before
-the range (a regression gate). The layout is in sim/store.go and README.
+the range (a regression gate). The layout is in sim/world/store.go and README.
 
 Without --seed or --seeds a random seed is drawn (and printed).
 --mutant injects one broken decision, to check that the checkers catch it:

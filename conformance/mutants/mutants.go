@@ -93,7 +93,7 @@ type Mutant struct {
 	// SimSelfTest names the simulator's own mutant of the same rule, when
 	// it has one, for a row whose sim column does not apply (SimNA): a
 	// broken decision of the simulator's driver that tests the simulator's
-	// checker of the rule (sim/mutant_test.go), not the engine's decision.
+	// checker of the rule (sim/world/mutant_test.go), not the engine's decision.
 	// The kill table does not run it.
 	SimSelfTest string
 }

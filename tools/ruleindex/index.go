@@ -48,14 +48,14 @@ type Rule struct {
 	// Props are the actions and scenarios of the handoff property
 	// (conformance/props) whose failure messages name the rule.
 	Props []PropAction `yaml:"props"`
-	// Sim are the simulator's checkers of the rule (sim/check*.go and the
+	// Sim are the simulator's checkers of the rule (sim/checks/check*.go, sim/world/observe.go and the
 	// executor world).
 	Sim []string `yaml:"sim"`
 	// Mutants are the kill table's and the in-process mutants declaring the
 	// rule (conformance/mutants), with their simulator counterparts.
 	Mutants []Mutant `yaml:"mutants"`
 	// SimMutants are the simulator's own mutants breaking the rule
-	// (sim/mutant.go, executorworld.Mutations).
+	// (sim/world/mutant.go, executorworld.Mutations).
 	SimMutants []string `yaml:"sim_mutants"`
 }
 
@@ -280,15 +280,15 @@ func mutantsOf(rule string, simMuts map[string][]string) []Mutant {
 }
 
 // simMutants returns each rule's simulator mutants as "name (place)":
-// sim.Mutants with the constant declaring each (sim/mutant.go), and the
+// sim.Mutants with the constant declaring each (sim/world/mutant.go), and the
 // executor world's mutations (executorworld.Mutations) under the rule of the
 // conformance mutant that names them ("executor:<name>").
 func simMutants(root string) (map[string][]string, error) {
-	pkg, err := loadPkg(root, "sim")
+	pkg, err := loadPkg(root, "sim", "sim/world")
 	if err != nil {
 		return nil, err
 	}
-	consts := map[string]string{} // value -> "sim/mutant.go:ConstName"
+	consts := map[string]string{} // value -> "sim/world/mutant.go:ConstName"
 	for _, file := range pkg.sortedFiles() {
 		ast.Inspect(pkg.Files[file], func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)

@@ -311,13 +311,13 @@ func (p *pkgAST) callerCounts() map[string]int {
 }
 
 // simCheckers finds the simulator's checkers of each rule in sim/: the
-// checker{rule, check} registrations, the (rule, err) returns of ruled
+// world.Checker{Rule, Check} registrations, the (rule, err) returns of ruled
 // checks, failf(verdict, rule, ...) calls, and the executor world's errors
 // that start with rule IDs ("C-3 the storage of batch ..."). A rule found
 // in `if err := f(w); err != nil { return "X-2", err }` (or failf) belongs
 // to f; otherwise to the function it is written in.
 func simCheckers(root string, known map[string]bool) (map[string][]string, error) {
-	pkg, err := loadPkg(root, "sim", "sim/executorworld")
+	pkg, err := loadPkg(root, "sim", "sim/world", "sim/checks", "sim/nodes", "sim/executorworld")
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +394,7 @@ func simCheckers(root string, known map[string]bool) (map[string][]string, error
 					return true
 				}
 				switch {
-				case se.Sel.Name == "failf" && len(x.Args) >= 2:
+				case (se.Sel.Name == "failf" || se.Sel.Name == "Failf") && len(x.Args) >= 2:
 					if rule, ok := stringLit(x.Args[1]); ok {
 						add(rule, owner(x.Pos()))
 					}
@@ -455,16 +455,14 @@ func simCheckers(root string, known map[string]bool) (map[string][]string, error
 
 // tableRules returns the rules of a rule table literal: the inner
 // composite literals whose first element is a rule ID string ({"L-1", x}).
-// Checker literals (checker{...}, []checker) are not tables.
+// Checker literals (world.Checker{...}, []world.Checker) are not tables.
 func tableRules(e ast.Expr, known map[string]bool) []string {
 	cl, ok := e.(*ast.CompositeLit)
 	if !ok {
 		return nil
 	}
-	if at, ok := cl.Type.(*ast.ArrayType); ok {
-		if id, ok := at.Elt.(*ast.Ident); ok && id.Name == "checker" {
-			return nil
-		}
+	if at, ok := cl.Type.(*ast.ArrayType); ok && isCheckerType(at.Elt) {
+		return nil
 	}
 	var out []string
 	for _, el := range cl.Elts {
@@ -495,7 +493,7 @@ func mentions(n ast.Node, name string) bool {
 }
 
 // checkerLits calls found(rule, check) for each checker literal in x:
-// checker{rule: "L-3", check: checkModality} or, in a []checker literal,
+// world.Checker{Rule: "L-3", Check: checkModality} or, in a []world.Checker literal,
 // {"SU-1", checkSingleUse, nil}.
 func checkerLits(x *ast.CompositeLit, found func(rule, check string)) {
 	one := func(cl *ast.CompositeLit) {
@@ -504,9 +502,9 @@ func checkerLits(x *ast.CompositeLit, found func(rule, check string)) {
 			if kv, ok := el.(*ast.KeyValueExpr); ok {
 				k, _ := kv.Key.(*ast.Ident)
 				switch {
-				case k != nil && k.Name == "rule":
+				case k != nil && k.Name == "Rule":
 					rule, _ = stringLit(kv.Value)
-				case k != nil && k.Name == "check":
+				case k != nil && k.Name == "Check":
 					if id, ok := kv.Value.(*ast.Ident); ok {
 						check = id.Name
 					}
@@ -526,12 +524,12 @@ func checkerLits(x *ast.CompositeLit, found func(rule, check string)) {
 			found(rule, check)
 		}
 	}
-	if id, ok := x.Type.(*ast.Ident); ok && id.Name == "checker" {
+	if isCheckerType(x.Type) {
 		one(x)
 		return
 	}
 	if at, ok := x.Type.(*ast.ArrayType); ok {
-		if id, ok := at.Elt.(*ast.Ident); ok && id.Name == "checker" {
+		if isCheckerType(at.Elt) {
 			for _, el := range x.Elts {
 				if cl, ok := el.(*ast.CompositeLit); ok && cl.Type == nil {
 					one(cl)
@@ -539,4 +537,17 @@ func checkerLits(x *ast.CompositeLit, found func(rule, check string)) {
 			}
 		}
 	}
+}
+
+// isCheckerType reports whether t names the simulator's checker type:
+// world.Checker, or Checker inside sim/world.
+func isCheckerType(t ast.Expr) bool {
+	switch t := t.(type) {
+	case *ast.Ident:
+		return t.Name == "Checker"
+	case *ast.SelectorExpr:
+		x, ok := t.X.(*ast.Ident)
+		return ok && x.Name == "world" && t.Sel.Name == "Checker"
+	}
+	return false
 }

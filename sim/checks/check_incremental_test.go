@@ -1,0 +1,145 @@
+package checks
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/baton-dev/baton/engine/handoff"
+	"github.com/baton-dev/baton/sim/world"
+)
+
+// The incremental step checkers (check_buffers.go's pending WRITEs,
+// check_cancel.go's C-3 signature, check_singleuse.go's one-pass screen)
+// look only at what may have changed; these tests break an invariant in
+// the middle of a passing run, after the checkers have carried state over
+// many steps, and want the very next checkStep to fail with the rule.
+
+// stepUntil runs seeds' worlds step by step, with the checkers, until
+// found says the world is where a violation can be planted; it returns
+// that world (checked up to this step and passing) or nil.
+func stepUntil(t *testing.T, found func(w *world.World) bool) *world.World {
+	t.Helper()
+	for seed := uint64(1); seed <= 500; seed++ {
+		w := world.NewWorld(seed, world.DrawSettings(seed), world.Options{})
+		w.Start()
+		for w.Fail == nil {
+			ev, ok := w.Q.Pop()
+			if !ok {
+				break
+			}
+			w.Now = ev.Tick
+			w.Steps++
+			done := w.Dispatch(ev)
+			w.CheckStep()
+			if w.Fail != nil || done {
+				break
+			}
+			if w.Steps > 20 && found(w) {
+				return w
+			}
+		}
+	}
+	t.Fatal("no seed reached the state to plant the violation in")
+	return nil
+}
+
+// wantCaught runs one more checkStep and wants a failure of rule whose
+// message contains part.
+func wantCaught(t *testing.T, w *world.World, rule, part string) {
+	t.Helper()
+	w.Steps++
+	w.CheckStep()
+	if w.Fail == nil {
+		t.Fatalf("planted %s violation not caught at the step it happened", rule)
+	}
+	if w.Fail.Rule != rule || !strings.Contains(w.Fail.Msg, part) {
+		t.Fatalf("caught as %s %q, want %s with %q", w.Fail.Rule, w.Fail.Msg, rule, part)
+	}
+}
+
+// firstPending returns a WRITE that may still land into a live consumer
+// incarnation's buffer, one the checkers have already seen pending.
+func firstPending(w *world.World) *world.Write {
+	for _, wr := range w.Writes {
+		if wr.Pending() && w.Cons[wr.C].Up && w.Cons[wr.C].Inc == wr.Inc && len(w.Judged.Pending) > 0 && w.Judged.WritesSeen == len(w.Writes) {
+			return wr
+		}
+	}
+	return nil
+}
+
+func TestIncrementalBuffersCatchFreedBuffer(t *testing.T) {
+	w := stepUntil(t, func(w *world.World) bool { return firstPending(w) != nil })
+	wr := firstPending(w)
+	w.Cons[wr.C].Bufs[wr.Buf].Owner = 0 // freed under a WRITE that may land
+	wantCaught(t, w, "Q-1", "freed buffer")
+}
+
+func TestIncrementalSourcesCatchFreedSource(t *testing.T) {
+	w := stepUntil(t, func(w *world.World) bool { return firstPending(w) != nil })
+	wr := firstPending(w)
+	w.Sources[wr.Entry] = world.SourceFreed // freed under a WRITE that may read it
+	wantCaught(t, w, "Q-3", "freed the source")
+}
+
+func TestIncrementalUndeliveredCatchesPublished(t *testing.T) {
+	var rec *world.EntryRecord
+	w := stepUntil(t, func(w *world.World) bool {
+		if !w.Judged.Undelivered.Held {
+			return false
+		}
+		for _, e := range w.Ledger.All {
+			if w.Prod.Table.State(e.Id) == handoff.EntryPublished && !e.ReadyUndelivered {
+				rec = e
+				return true
+			}
+		}
+		return false
+	})
+	// Its EncoderReady send failed, yet it stays published (C-7); with
+	// its stream cancelled first, C-3.
+	rec.ReadyUndelivered = true
+	w.Ledger.Cancelled = append(w.Ledger.Cancelled, rec)
+	wantCaught(t, w, "C-7", "send failed")
+	rec.CancelledBeforeReady = true
+	w.Fail = nil
+	w.Judged.Undelivered = world.UndeliveredSeen{}
+	wantCaught(t, w, "C-3", "still published")
+}
+
+func TestIncrementalEntriesCatch(t *testing.T) {
+	for _, tc := range []struct {
+		name, rule, part string
+		plant            func(e *world.EntryRecord)
+	}{
+		{"consumed twice", "SU-1", "consumed 2 times", func(e *world.EntryRecord) {
+			e.Consumptions = append(e.Consumptions, "r-a", "r-b")
+		}},
+		{"OK without consumption", "SU-1", "no receive got its data", func(e *world.EntryRecord) {
+			e.OkCalls = append(e.OkCalls, [2]int64{1, 1})
+		}},
+		{"ABORTED twice", "SU-3", "ABORTED 2 times", func(e *world.EntryRecord) { e.Aborted = 2 }},
+		{"ABORTED without removal", "SU-3", "answered ABORTED but", func(e *world.EntryRecord) { e.Aborted = 1 }},
+		{"removed and consumed", "SU-1", "by the producer and consumed", func(e *world.EntryRecord) {
+			e.RemovedCause, e.Consumptions = "expired", []string{"r-a"}
+		}},
+		{"abandoned but published", "SU-1", "abandoned but published", func(e *world.EntryRecord) {
+			e.Abandoned, e.Published = true, true
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec *world.EntryRecord
+			w := stepUntil(t, func(w *world.World) bool {
+				for _, e := range w.Ledger.All {
+					if len(e.Consumptions) == 0 && len(e.OkCalls) == 0 && e.Aborted == 0 && e.RemovedCause == "" && !e.Abandoned {
+						rec = e
+						return len(w.Ledger.All) > 1
+					}
+				}
+				return false
+			})
+			tc.plant(rec)
+			wantCaught(t, w, tc.rule, tc.part)
+		})
+	}
+}

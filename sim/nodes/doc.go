@@ -1,0 +1,14 @@
+// Package nodes is the behaviour of the simulator's nodes, as functions
+// over *world.World that the world runs through the handler table and
+// hooks of a world.Behaviour (Behaviour; package sim installs it). The
+// world holds the nodes' state and primitives (cutting a link is
+// World.Partition); what a node does with them lives here.
+//
+// So far the network partition fault (partition.go: when a consumer's link
+// to E is cut, and which messages that drops), the producer's crash and
+// restart (producer_crash.go), a consumer's (consumer_crash.go), the P
+// and D nodes of E+P+D (prefill_decode.go) and the producer's collector,
+// Shutdown and drain ticks (producer_life.go) have moved here; the
+// producer's and the consumers' request handling, the clients, the rest
+// of the network and the disk are still sim/world's (issue #16 item 4).
+package nodes

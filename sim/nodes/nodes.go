@@ -1,0 +1,40 @@
+package nodes
+
+import "github.com/baton-dev/baton/sim/world"
+
+// Behaviour returns the node behaviour every world runs (package sim
+// installs it with world.SetBehaviour): the handlers of the node event
+// kinds this package owns, and the hooks of the world's send and arrival
+// paths.
+func Behaviour() *world.Behaviour {
+	b := &world.Behaviour{
+		DropsSend:          partitionDropsSend,
+		DropsArrival:       partitionDropsArrival,
+		StaleProducerEvent: staleProducerEvent,
+		StartEPPD:          startEPPD,
+		PrefillReady:       prefillReady,
+		DecodeAnswer:       decodeAnswer,
+		Decode:             decode,
+		DrainEPPD:          drainEPPD,
+		DrainKVSessions:    drainKVSessions,
+	}
+	b.Handlers[world.EvCollect] = collect
+	b.Handlers[world.EvShutdown] = shutdown
+	b.Handlers[world.EvDrainTick] = drainTick
+	b.Handlers[world.EvChaos] = chaos
+	b.Handlers[world.EvCrash] = crash
+	b.Handlers[world.EvRestart] = restart
+	b.Handlers[world.EvPartitionTick] = partitionTick
+	b.Handlers[world.EvProducerCrash] = crashProducer
+	b.Handlers[world.EvProducerChaos] = producerChaos
+	b.Handlers[world.EvProducerRestart] = producerRestart
+	b.Handlers[world.EvDecodeArrive] = onDecoder
+	b.Handlers[world.EvKVFetchReply] = onDecoder
+	b.Handlers[world.EvDecodeFetchDeadline] = onDecoder
+	b.Handlers[world.EvKVFetchArrive] = kvFetchArrive
+	b.Handlers[world.EvDecodeReplyArrive] = decodeReplyArrive
+	b.Handlers[world.EvKVAbortReplyArrive] = decodeReplyArrive
+	b.Handlers[world.EvKVAbortArrive] = kvAbortArrive
+	b.Handlers[world.EvKVExpire] = kvExpire
+	return b
+}

@@ -1,7 +1,0 @@
-//go:build !unix
-
-package sim
-
-// lockDir is a no-op where flock(2) does not exist: one writer per store
-// directory there.
-func lockDir(string) (func(), error) { return func() {}, nil }

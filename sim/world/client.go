@@ -1,0 +1,410 @@
+package world
+
+import "slices"
+
+// cancelPoint is where a client's plan cancels it (CONTRACT C-1, C-3, C-4).
+type cancelPoint int
+
+const (
+	cancelNone cancelPoint = iota
+	// cancelEncoding: the publish stream is cancelled while the encoder runs (C-1, C-7).
+	cancelEncoding
+	// cancelAfterReady: the client got its reference and cancels: it releases it (C-3).
+	cancelAfterReady
+)
+
+// plan is what a client will do, drawn from the workload stream when it is made.
+type plan struct {
+	startTick    int64
+	consumer     int
+	payloadBytes int64
+	ttlMs        int64
+	cancel       cancelPoint
+	cancelMs     int64
+	consume      bool
+	replay       bool
+	releases     int // Abort calls after consuming (0, 1 or 2: release twice)
+	race         raceKind
+	// probe is a call the harness makes with the live reference before
+	// consuming it, one the contract says is rejected and changes nothing.
+	probe probeKind
+	// content names the media published (one of contentKinds): two
+	// clients with the same content publish the same media (SU-6).
+	content int
+	// Media is what the publish carries and the consumes ask (media.go; its own stream).
+	Media mediaPlan
+}
+
+// probeKind is an altered call a client makes with its live reference
+// (CONTRACT SU-5, L-1, N-1, L-4), as the conformance harness does.
+type probeKind uint8
+
+const (
+	probeNone probeKind = iota
+	// probeForged consumes with a reference whose tag the producer never made (SU-5).
+	probeForged
+	// probeOversize consumes with the reference padded past 64 KiB (L-1).
+	probeOversize
+	// probeRelabelled consumes with the reference relabelled to an unlisted backend (N-1).
+	probeRelabelled
+	// probeWrongRole sends the consume to E, a producer (L-4).
+	probeWrongRole
+)
+
+// ProbeRules is the rule each probe checks and the answer the contract
+// gives it (0: any answer but OK).
+var ProbeRules = [...]struct {
+	Rule string
+	Want int64
+}{probeForged: {"SU-5", 0}, probeOversize: {"L-1", resTooLarge}, probeRelabelled: {"N-1", resBackend}, probeWrongRole: {"L-4", resWrongRole}}
+
+// probeForms is the reference form each probe presents.
+var probeForms = [...]refForm{probeForged: formForged, probeOversize: FormOversize, probeRelabelled: formRelabelled, probeWrongRole: FormIssued}
+
+var ProbeNames = [...]string{probeForged: "forged reference", probeOversize: "oversize reference", probeRelabelled: "relabelled reference", probeWrongRole: "consume sent to E"}
+
+// contentKinds is the number of distinct media clients publish.
+const contentKinds = 6
+
+// raceKind is a fire-and-forget call a client sends alongside its consume,
+// so claims and releases race (SU-1 holds "whatever the interleaving of
+// consumers, retries and releases").
+type raceKind int
+
+const (
+	raceNone raceKind = iota
+	// raceConsume sends the same reference to a second consumer at once.
+	raceConsume
+	// raceRelease sends Abort(encoder_cache) at once.
+	raceRelease
+)
+
+// clientStage is what a client waits for.
+type clientStage int
+
+const (
+	StageIdle clientStage = iota
+	stagePublishing
+	StageConsuming
+	stageReplaying
+	stageReleasing
+	stageProbing
+	stageDone
+)
+
+// Client is one handoff's client: publish on E, consume on a PD, maybe replay
+// the spent reference, release once or twice, cancel at its plan's point.
+type Client struct {
+	Idx   int
+	Plan  plan
+	Stage clientStage
+	// Rpc numbers the client's calls; an answer for another number is stale.
+	Rpc int64
+	// cancelledRPC is the publish call whose stream the client cancelled.
+	cancelledRPC int64
+	entry        string
+	releasesLeft int
+	replayed     bool
+	// callPD is the consumer of the current consume call; probeRPC the
+	// number of the probe call.
+	callPD   int
+	probeRPC int64
+	Done     bool
+	Outcome  string
+	// manual clients (Driver) make one call and stop at its answer:
+	// answered, lastRes and lastEntry hold it; nothing follows by itself.
+	manual, answered bool
+	lastRes          int64
+	lastEntry        string
+}
+
+// drawPlan draws a seeded client's plan from the workload stream.
+func drawPlan(w *World) plan {
+	r := w.workRNG
+	p := plan{
+		startTick:    Between(r, 0, w.Set.SafetyTicks/2),
+		consumer:     r.IntN(w.Set.Consumers),
+		payloadBytes: Between(r, 1, w.Set.PayloadBytesMax),
+		consume:      Chance(r, 0.85),
+		replay:       Chance(r, 0.25),
+	}
+	if Chance(r, 0.5) {
+		p.ttlMs = Between(r, 1, w.Set.MaxTTLMs*2)
+	}
+	switch x := r.Float64(); {
+	case x < 0.08:
+		p.cancel, p.cancelMs = cancelEncoding, Between(r, 0, w.Set.EncodeMsMax+w.Set.NetDelayMaxMs)
+	case x < 0.16:
+		p.cancel = cancelAfterReady
+	}
+	switch x := r.Float64(); {
+	case x < 0.12:
+		p.race = raceConsume
+	case x < 0.24:
+		p.race = raceRelease
+	}
+	switch x := r.Float64(); {
+	case x < 0.15:
+		p.releases = 2
+	case x < 0.45:
+		p.releases = 1
+	}
+	p.content = r.IntN(contentKinds)
+	switch x := r.Float64(); {
+	case x < 0.02:
+		p.probe = probeForged
+	case x < 0.04:
+		p.probe = probeOversize
+	case x < 0.06:
+		p.probe = probeRelabelled
+	case x < 0.08:
+		p.probe = probeWrongRole
+	}
+	p.Media = w.drawMedia()
+	return p
+}
+
+// streamCancelled reports whether the client cancelled its publish call rpc.
+func (c *Client) streamCancelled(rpc int64) bool { return c.cancelledRPC == rpc && rpc != 0 }
+
+// call starts a client RPC: a new number, the request on the network, and the client's deadline.
+func (w *World) call(c *Client, stage clientStage, class msgClass, ev Event) {
+	c.Rpc++
+	c.Stage = stage
+	call := ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}
+	ev.setCaller(call)
+	w.histCall(c.Idx, c.Rpc, stageOps[stage], requestEntryOf(ev))
+	w.Send(class, ev)
+	w.After(w.Set.ClientTimeoutMs, call.Event(EvClientDeadline))
+}
+
+// stageOps is the history operation each calling stage makes.
+var stageOps = [...]OpKind{stagePublishing: OpPublish, StageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageProbing: OpConsume, stageDone: 0}
+
+func (w *World) finish(c *Client, outcome string) {
+	c.Stage, c.Done, c.Outcome = stageDone, true, outcome
+	if w.Tracing {
+		w.Notef("client %d done: %s", c.Idx, outcome)
+	}
+}
+
+// clientStart publishes.
+func (w *World) clientStart(ev Event) {
+	start := clientCallOf(ev)
+	c := w.Clients[start.Client]
+	w.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive})
+	if c.Plan.cancel == cancelEncoding {
+		w.After(c.Plan.cancelMs, ClientCall{Client: start.Client, Rpc: c.Rpc}.Event(evClientCancel))
+	}
+}
+
+// Current reports whether an answer to call rpc answers the client's outstanding call.
+func (w *World) Current(c *Client, rpc int64) bool {
+	if c.Done || rpc != c.Rpc || c.Stage == StageIdle {
+		if w.Tracing {
+			w.Notef("stale answer for client %d ignored", c.Idx)
+		}
+		return false
+	}
+	return true
+}
+
+// clientDeadline: the call's answer did not come in time (lost, or a node down).
+func (w *World) clientDeadline(ev Event) {
+	call := clientCallOf(ev)
+	c := w.Clients[call.Client]
+	if c.Done || call.Rpc != c.Rpc || c.Stage == StageIdle {
+		return
+	}
+	if w.Tracing {
+		w.Notef("client %d call %d deadline", c.Idx, call.Rpc)
+	}
+	w.Answer(c, ResUnavailable, "")
+}
+
+// clientCancel cancels the client's current call: the publish stream (C-1,
+// C-7) or, injected, a consume in flight (C-4: the consumer keeps its
+// buffers until the outcome is known; the client then releases).
+func (w *World) clientCancel(ev Event) {
+	call := clientCallOf(ev)
+	c := w.Clients[call.Client]
+	if c.Done || call.Rpc != c.Rpc {
+		return
+	}
+	switch c.Stage {
+	case stagePublishing:
+		c.cancelledRPC = c.Rpc
+		c.Rpc++ // answers to the cancelled call are stale now
+		w.finish(c, "cancelled while publishing")
+	case StageConsuming, stageReplaying:
+		w.consumerCancelled(w.Cons[c.callPD], int32(c.Idx), c.Rpc)
+		c.Rpc++
+		if w.Tracing {
+			w.Notef("client %d cancelled its consume", c.Idx)
+		}
+		c.releasesLeft = max(c.releasesLeft, 1)
+		w.Next(c)
+	}
+}
+
+func (w *World) readyArrive(ev Event) {
+	r := readyReplyOf(ev)
+	w.histReturn(r.client, r.rpc, OpPublish, ResOK, r.entry)
+	c := w.Clients[r.client]
+	if !w.Current(c, r.rpc) {
+		return
+	}
+	w.Answer(c, ResOK, r.entry)
+}
+
+func (w *World) publishFailArrive(ev Event) {
+	r := CallReplyOf(ev)
+	w.histReturn(r.Client, r.Rpc, OpPublish, r.Result, "")
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, r.Result, "")
+}
+
+// consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
+func (w *World) consumeReplyArrive(ev Event) {
+	r := ConsumeReplyOf(ev)
+	w.histReturn(r.Client, r.Rpc, OpConsume, r.result, r.Entry)
+	c := w.Clients[r.Client]
+	if c.Plan.probe != probeNone && r.Rpc == c.probeRPC && r.Rpc != 0 {
+		w.ProbeAnswers = append(w.ProbeAnswers, probeAnswer{H: r.Client, Rpc: r.Rpc, Probe: c.Plan.probe, Entry: r.Entry, Res: r.result})
+	}
+	if r.result == ResOK {
+		// Counted even if the client stopped waiting: the PD served it. A
+		// duplicated reply is the same answer, counted once.
+		rec := w.Ledger.Get(r.Entry)
+		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc}) {
+			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc})
+		}
+	}
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, r.result, "")
+}
+
+func (w *World) releaseReplyArrive(ev Event) {
+	r := CallReplyOf(ev)
+	w.histReturn(r.Client, r.Rpc, OpRelease, r.Result, "")
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, r.Result, "")
+}
+
+// Answer moves a client on after its current call ended with res.
+func (w *World) Answer(c *Client, res int64, entry string) {
+	if w.Tracing {
+		w.Notef("client %d got %s", c.Idx, ResNames[res])
+	}
+	if c.manual {
+		c.answered, c.lastRes, c.lastEntry = true, res, entry
+		c.Stage, c.Done, c.Outcome = stageDone, true, ResNames[res]
+		return
+	}
+	if w.Set.eppd() && w.behaviour.DecodeAnswer(w, c, res) {
+		return // E+P+D: PrefillReady, decode, KV session release (sim/nodes/prefill_decode.go)
+	}
+	switch c.Stage {
+	case stagePublishing:
+		if res != ResOK {
+			w.finish(c, "publish failed: "+ResNames[res])
+			return
+		}
+		c.entry = entry
+		c.releasesLeft = c.Plan.releases
+		if c.Plan.probe != probeNone {
+			w.probe(c)
+			return
+		}
+		w.afterPublish(c)
+		return
+	case stageProbing:
+		w.afterPublish(c)
+		return
+	case StageConsuming:
+		if res != ResOK {
+			c.releasesLeft = max(c.releasesLeft, 1) // hygiene: release what may still be live
+		}
+	case stageReplaying:
+		c.replayed = true
+	case stageReleasing:
+		c.releasesLeft--
+	}
+	c.Stage = StageIdle
+	w.Next(c)
+}
+
+// afterPublish is what a client does with its new reference: release it
+// at once (cancelled), consume it, or go on to its releases.
+func (w *World) afterPublish(c *Client) {
+	if c.Plan.cancel == cancelAfterReady {
+		c.releasesLeft = max(c.releasesLeft, 1)
+		c.Stage = StageIdle
+		w.Next(c)
+		return
+	}
+	if c.Plan.consume {
+		w.consume(c, c.Plan.consumer, StageConsuming)
+		return
+	}
+	c.Stage = StageIdle
+	w.Next(c)
+}
+
+// probe makes the client's probe call with its live reference: an altered
+// reference to its consumer, or the consume to E (history: a probe op).
+func (w *World) probe(c *Client) {
+	kind := evConsumeArrive
+	if c.Plan.probe == probeWrongRole {
+		kind = EvProducerConsume
+	}
+	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.probe]}.event(kind)
+	c.callPD = c.Plan.consumer
+	w.call(c, stageProbing, MsgRequest, ev)
+	c.probeRPC = c.Rpc
+	w.Hist.ops[len(w.Hist.ops)-1].Probe = true
+	if w.Tracing {
+		w.Notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.probe])
+	}
+}
+
+// Next picks the client's next call, or finishes it.
+func (w *World) Next(c *Client) {
+	switch {
+	case c.Plan.replay && !c.replayed && c.Plan.cancel == cancelNone && c.Plan.consume && c.releasesLeft == c.Plan.releases:
+		c.replayed = true
+		w.consume(c, (c.Plan.consumer+1)%w.Set.Consumers, stageReplaying)
+	case c.releasesLeft > 0:
+		w.call(c, stageReleasing, MsgRelease, releaseRequest{entry: c.entry}.event())
+	default:
+		w.finish(c, "finished")
+	}
+}
+
+// consume sends the reference to consumer pd (and, per plan, a racing
+// call nobody waits for: call number 0); the late-cancel fault may cancel it.
+func (w *World) consume(c *Client, pd int, stage clientStage) {
+	c.callPD = pd
+	w.call(c, stage, MsgRequest, consumeRequest{consumer: int32(pd), entry: c.entry}.event(evConsumeArrive))
+	if stage == StageConsuming {
+		switch c.Plan.race {
+		case raceConsume:
+			w.histCall(c.Idx, 0, OpConsume, c.entry)
+			w.Send(MsgRequest, consumeRequest{client: int32(c.Idx), consumer: int32((pd + 1) % w.Set.Consumers), entry: c.entry}.event(evConsumeArrive))
+		case raceRelease:
+			w.histCall(c.Idx, 0, OpRelease, c.entry)
+			w.Send(MsgRelease, releaseRequest{client: int32(c.Idx), entry: c.entry}.event())
+		}
+	}
+	if w.Faults.Buggify(SiteLateCancel) {
+		w.After(Between(w.workRNG, 0, w.Set.ConsumerTimeoutMs), ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}.Event(evClientCancel))
+	}
+}

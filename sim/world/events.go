@@ -1,0 +1,335 @@
+package world
+
+import (
+	"strconv"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// Named, typed payloads of the events. The queue keeps every event in one
+// compact struct (queue.go's event, in the queue's slab) whose slots h, c,
+// a, b, f and s mean different things for different kinds. Handlers and
+// senders never touch those slots: each kind (or family of kinds) has a
+// payload type here that names what it carries, a constructor (p.event)
+// and an accessor (xOf). Only this file and queue.go read or write the
+// slots (events_test.go checks it). The trace prints the slots as they are
+// (appendSlots), so traces are what they were before the payloads had names.
+
+// ClientCall: a client's call and its own timers. client is the handoff
+// (client) index, rpc the client's call number (0: a racing call nobody
+// waits for). Kinds: evClientStart (rpc 0), evClientDeadline,
+// evClientCancel, evPublishArrive.
+type ClientCall struct {
+	Client int32
+	Rpc    int64
+}
+
+func (p ClientCall) Event(k eventKind) Event { return Event{Kind: k, h: p.Client, a: p.Rpc} }
+func clientCallOf(ev Event) ClientCall       { return ClientCall{Client: ev.h, Rpc: ev.a} }
+
+// setCaller stamps the request ev with the call that sends it (World.call):
+// every request kind keeps its client in h and its call number in a.
+func (ev *Event) setCaller(p ClientCall) { ev.h, ev.a = p.Client, p.Rpc }
+
+// CallReply: an answer that carries only a result code. Kinds:
+// evPublishFailArrive, evReleaseReplyArrive, evDecodeReplyArrive,
+// evKVAbortReplyArrive.
+type CallReply struct {
+	Client int32
+	Rpc    int64
+	Result int64
+}
+
+func (p CallReply) Event(k eventKind) Event {
+	return Event{Kind: k, h: p.Client, a: p.Rpc, b: p.Result}
+}
+func CallReplyOf(ev Event) CallReply { return CallReply{Client: ev.h, Rpc: ev.a, Result: ev.b} }
+
+// readyReply: evReadyArrive, E's OK to a publish with the entry it made
+// and when that entry expires.
+type readyReply struct {
+	client    int32
+	rpc       int64
+	entry     string
+	expiresMs int64
+}
+
+func (p readyReply) event() Event {
+	return Event{Kind: evReadyArrive, h: p.client, a: p.rpc, s: p.entry, b: p.expiresMs}
+}
+func readyReplyOf(ev Event) readyReply {
+	return readyReply{client: ev.h, rpc: ev.a, entry: ev.s, expiresMs: ev.b}
+}
+
+// consumeRequest: a consume of entry sent to consumer (evConsumeArrive) or,
+// by the wrong-role probe, to E (evProducerConsume). form is the form of
+// the presented reference; waitingSince is 0, or (under the
+// lock-across-transfer mutant) the tick the consume first arrived plus 1.
+type consumeRequest struct {
+	client       int32
+	consumer     int32
+	rpc          int64
+	entry        string
+	form         refForm
+	waitingSince int64
+}
+
+func (p consumeRequest) event(k eventKind) Event {
+	return Event{Kind: k, h: p.client, c: p.consumer, a: p.rpc, s: p.entry, f: uint8(p.form), b: p.waitingSince}
+}
+func consumeRequestOf(ev Event) consumeRequest {
+	return consumeRequest{client: ev.h, consumer: ev.c, rpc: ev.a, entry: ev.s, form: refForm(ev.f), waitingSince: ev.b}
+}
+
+// consumeReply: evConsumeReplyArrive, the answer to a consume from
+// consumer (-1: E answered, the L-4 mutant).
+type consumeReply struct {
+	Client   int32
+	Consumer int32
+	Rpc      int64
+	Entry    string
+	result   int64
+}
+
+func (p consumeReply) event() Event {
+	return Event{Kind: evConsumeReplyArrive, h: p.Client, c: p.Consumer, a: p.Rpc, s: p.Entry, b: p.result}
+}
+func ConsumeReplyOf(ev Event) consumeReply {
+	return consumeReply{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, result: ev.b}
+}
+
+// releaseRequest: evReleaseArrive, an Abort of entry.
+type releaseRequest struct {
+	client int32
+	rpc    int64
+	entry  string
+}
+
+func (p releaseRequest) event() Event {
+	return Event{Kind: EvReleaseArrive, h: p.client, a: p.rpc, s: p.entry}
+}
+func releaseRequestOf(ev Event) releaseRequest {
+	return releaseRequest{client: ev.h, rpc: ev.a, entry: ev.s}
+}
+
+// encodeDone: evEncodeDone, the encoder finished entry for the publish
+// call; resumed marks the second one of a slow write (the fsync returned),
+// and then startedMs is the tick the write began.
+type encodeDone struct {
+	client    int32
+	rpc       int64
+	Entry     string
+	resumed   bool
+	startedMs int64
+}
+
+// encodeResumed is the slot value that marks a resumed encodeDone.
+const encodeResumed int32 = 1
+
+func (p encodeDone) event() Event {
+	ev := Event{Kind: EvEncodeDone, h: p.client, a: p.rpc, s: p.Entry, b: p.startedMs}
+	if p.resumed {
+		ev.c = encodeResumed
+	}
+	return ev
+}
+func EncodeDoneOf(ev Event) encodeDone {
+	return encodeDone{client: ev.h, rpc: ev.a, Entry: ev.s, resumed: ev.c == encodeResumed, startedMs: ev.b}
+}
+
+// removeDone: evRemoveDone, the removal of entry finished; client and rpc
+// name the release call that asked for it (client < 0: none).
+type removeDone struct {
+	client int32
+	rpc    int64
+	cause  handoff.RemovalCause
+	Entry  string
+}
+
+func (p removeDone) event() Event {
+	return Event{Kind: EvRemoveDone, h: p.client, a: p.rpc, b: int64(p.cause), s: p.Entry}
+}
+func RemoveDoneOf(ev Event) removeDone {
+	return removeDone{client: ev.h, rpc: ev.a, cause: handoff.RemovalCause(ev.b), Entry: ev.s}
+}
+
+// recvTimer: a timer of consumer's receive recv, valid while the consumer
+// is still in incarnation inc. Kinds: evClaimRead, evTransferTimeout.
+type recvTimer struct {
+	consumer int32
+	recv     int64
+	inc      int64
+}
+
+func (p recvTimer) event(k eventKind) Event {
+	return Event{Kind: k, c: p.consumer, a: p.recv, b: p.inc}
+}
+func recvTimerOf(ev Event) recvTimer { return recvTimer{consumer: ev.c, recv: ev.a, inc: ev.b} }
+
+// transferRequest: evTransferArrive, consumer's transfer request number
+// recv (the receive's number) for entry, arriving at E.
+type transferRequest struct {
+	consumer int32
+	recv     int64
+	entry    string
+}
+
+func (p transferRequest) event() Event {
+	return Event{Kind: EvTransferArrive, c: p.consumer, a: p.recv, s: p.entry}
+}
+func transferRequestOf(ev Event) transferRequest {
+	return transferRequest{consumer: ev.c, recv: ev.a, entry: ev.s}
+}
+
+// transferReply: evTransferReply, E's answer result to consumer's
+// transfer request recv.
+type transferReply struct {
+	consumer int32
+	recv     int64
+	result   int64
+}
+
+func (p transferReply) event() Event {
+	return Event{Kind: EvTransferReply, c: p.consumer, a: p.recv, b: p.result}
+}
+func transferReplyOf(ev Event) transferReply {
+	return transferReply{consumer: ev.c, recv: ev.a, result: ev.b}
+}
+
+// setTransferResult changes the result of the transfer reply ev in place
+// (a fault or a directed plan replaces it).
+func (ev *Event) setTransferResult(result int64) { ev.b = result }
+
+// WriteStep: a step of WRITE number write (1-based). Kinds: evWriteLand,
+// evWriteComplete, evWriteDeadline.
+type WriteStep struct{ Write int64 }
+
+func (p WriteStep) Event(k eventKind) Event { return Event{Kind: k, a: p.Write} }
+func WriteStepOf(ev Event) WriteStep        { return WriteStep{Write: ev.a} }
+
+// ConsumerStep: something that happens to consumer (a node), in
+// incarnation inc where it matters. Kinds: EvChaos, EvCrash, EvRestart
+// (inc: the incarnation that crashed), evPartitionTick.
+type ConsumerStep struct {
+	Consumer int32
+	Inc      int64
+}
+
+func (p ConsumerStep) Event(k eventKind) Event { return Event{Kind: k, c: p.Consumer, a: p.Inc} }
+func ConsumerStepOf(ev Event) ConsumerStep {
+	return ConsumerStep{Consumer: ev.c, Inc: ev.a}
+}
+
+// shutdownCall: evShutdown; injected marks the fault-injected Shutdown,
+// which first tries the two wrong ids.
+type shutdownCall struct{ Injected bool }
+
+func (p shutdownCall) event() Event {
+	ev := Event{Kind: EvShutdown}
+	if p.Injected {
+		ev.a = 1
+	}
+	return ev
+}
+func ShutdownCallOf(ev Event) shutdownCall { return shutdownCall{Injected: ev.a == 1} }
+
+// producerCrash: evProducerCrash; slowWrite names the slow write it
+// interrupts ("" for none).
+type producerCrash struct{ SlowWrite string }
+
+func (p producerCrash) event() Event { return Event{Kind: EvProducerCrash, s: p.SlowWrite} }
+func ProducerCrashOf(ev Event) producerCrash {
+	return producerCrash{SlowWrite: ev.s}
+}
+
+// KvExpire: EvKVExpire, the TTL of prefill node P's KV session number session.
+type KvExpire struct {
+	Prefill int32
+	Session int64
+}
+
+func (p KvExpire) Event() Event { return Event{Kind: EvKVExpire, c: p.Prefill, a: p.Session} }
+func KvExpireOf(ev Event) KvExpire {
+	return KvExpire{Prefill: ev.c, Session: ev.a}
+}
+
+// DecodeRequest: evDecodeArrive, the client's decode call rpc to decoder
+// D, decode request number req.
+type DecodeRequest struct {
+	Client  int32
+	Decoder int32
+	Rpc     int64
+	Req     int64
+}
+
+func (p DecodeRequest) Event() Event {
+	return Event{Kind: EvDecodeArrive, h: p.Client, c: p.Decoder, a: p.Rpc, b: p.Req}
+}
+func DecodeRequestOf(ev Event) DecodeRequest {
+	return DecodeRequest{Client: ev.h, Decoder: ev.c, Rpc: ev.a, Req: ev.b}
+}
+
+// KvFetch: a step of decode request req's KV fetch at node (P for
+// evKVFetchArrive; D for evKVFetchReply, with P's result, and for
+// evDecodeFetchDeadline).
+type KvFetch struct {
+	Node   int32
+	Req    int64
+	Result int64
+}
+
+func (p KvFetch) Event(k eventKind) Event { return Event{Kind: k, c: p.Node, a: p.Req, b: p.Result} }
+func KvFetchOf(ev Event) KvFetch          { return KvFetch{Node: ev.c, Req: ev.a, Result: ev.b} }
+
+// KvAbort: EvKVAbortArrive, the client's Abort(kv_session) call rpc to
+// prefill node P for session.
+type KvAbort struct {
+	Client  int32
+	Prefill int32
+	Rpc     int64
+	Session string
+}
+
+func (p KvAbort) Event() Event {
+	return Event{Kind: EvKVAbortArrive, h: p.Client, c: p.Prefill, a: p.Rpc, s: p.Session}
+}
+func KvAbortOf(ev Event) KvAbort {
+	return KvAbort{Client: ev.h, Prefill: ev.c, Rpc: ev.a, Session: ev.s}
+}
+
+// appendSlots appends the trace's view of ev's slots (trace.go): the raw
+// h, c, a, b, f and s, whatever the kind, so the trace stays as it was.
+func (ev *Event) appendSlots(b []byte) []byte {
+	b = append(b, `,"h":`...)
+	b = strconv.AppendInt(b, int64(ev.h), 10)
+	b = append(b, `,"c":`...)
+	b = strconv.AppendInt(b, int64(ev.c), 10)
+	b = append(b, `,"a":`...)
+	b = strconv.AppendInt(b, ev.a, 10)
+	b = append(b, `,"b":`...)
+	b = strconv.AppendInt(b, ev.b, 10)
+	if ev.f != 0 {
+		b = append(b, `,"f":`...)
+		b = strconv.AppendInt(b, int64(ev.f), 10)
+	}
+	if ev.s != "" {
+		b = append(b, `,"s":`...)
+		b = strconv.AppendQuote(b, ev.s)
+	}
+	return b
+}
+
+// verboseSlots are the h and c slots the -v status line prints.
+func (ev *Event) verboseSlots() (h, c int32) { return ev.h, ev.c }
+
+// requestEntryOf is the entry named by a request World.call sends (a
+// consume's or a release's; "" for a publish).
+func requestEntryOf(ev Event) string { return ev.s }
+
+// dropSlots are the c and a slots a scenario's drop-reply line prints
+// (scenario.go), whatever the kind.
+func (ev *Event) dropSlots() (c int32, a int64) { return ev.c, ev.a }
+
+// TransferLink is the consumer at the other end of E's link a transfer
+// request or reply travels (evTransferArrive, evTransferReply).
+func TransferLink(ev Event) int32 { return ev.c }

@@ -1,0 +1,98 @@
+package world
+
+import (
+	"math/rand/v2"
+	"sort"
+)
+
+// Site is a BUGGIFY fault site: a place in the world where a fault may fire.
+// Every site models a fault the contract must survive.
+type Site string
+
+// Fault sites.
+const (
+	// SiteNetDelay delays a message by up to Settings.LongDelayMaxMs extra.
+	SiteNetDelay Site = "net.delay"
+	// SiteNetDrop drops a request before it arrives (nothing happened).
+	SiteNetDrop Site = "net.drop"
+	// SiteLostReply drops a reply AFTER its request took effect (the uncertain outcome, Q-1).
+	SiteLostReply Site = "net.lost-reply"
+	// SiteDupReply delivers a reply twice (the second must be ignored).
+	SiteDupReply Site = "net.duplicate-reply"
+	// SiteSlowWrite makes a WRITE land late, possibly after both sides' deadlines.
+	SiteSlowWrite Site = "xfer.slow-write"
+	// SiteWriteError makes a WRITE fail after the entry left the table; it may have landed.
+	SiteWriteError Site = "xfer.write-error"
+	// SiteEncoderFail fails an encoder step (C-6).
+	SiteEncoderFail Site = "encoder.fail"
+	// SiteEncoderLate makes an encoder step complete late (C-1, C-2 for the publish path).
+	SiteEncoderLate Site = "encoder.late"
+	// SiteENOSPC fails writing a published entry's file (nothing published).
+	SiteENOSPC Site = "disk.enospc"
+	// SiteSlowRemove delays a removal so a consumer's claim can race it (SU-1, SU-3).
+	SiteSlowRemove Site = "disk.slow-remove"
+	// SiteVanish makes a published file vanish (another process; X-2).
+	SiteVanish Site = "disk.vanish"
+	// SiteRemoveError fails a removal with an I/O error.
+	SiteRemoveError Site = "disk.remove-error"
+	// SiteConsumerCrash crashes a consumer, which restarts later; on the
+	// shared directory it may also die inside shareddir.Claim after the
+	// rename won, leaving an orphan for E's CollectOrphans.
+	SiteConsumerCrash Site = "process.consumer-crash"
+	// SiteLateCancel cancels a client while its consume is in flight (C-4).
+	SiteLateCancel Site = "client.late-cancel"
+	// SiteDupRelease sends a client's Abort twice (SU-3).
+	SiteDupRelease Site = "client.duplicate-release"
+	// SiteShutdown sends Shutdown to the producer at a random time (S-1, S-2).
+	SiteShutdown Site = "process.producer-shutdown"
+	// SiteSendFails fails the send of EncoderReady after publication (C-7).
+	SiteSendFails Site = "publish.send-fails"
+	// SitePlainInvalid replaces a TransferEncoderCache reply with a plain
+	// INVALID_ARGUMENT without the before-write trailer (a proxy's answer;
+	// the request may have taken effect: Q-2 says it is uncertain).
+	SitePlainInvalid Site = "net.plain-invalid-argument"
+)
+
+// AllSites lists every fault site, sorted.
+var AllSites = func() []Site {
+	s := []Site{SiteNetDelay, SiteNetDrop, SiteLostReply, SiteDupReply, SiteSlowWrite, SiteWriteError,
+		SiteEncoderFail, SiteEncoderLate, SiteENOSPC, SiteSlowRemove, SiteVanish, SiteRemoveError,
+		SiteConsumerCrash, SiteLateCancel, SiteDupRelease, SiteShutdown, SiteSendFails, SitePlainInvalid}
+	s = append(s, nodeSites...) // nodes_settings.go
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s
+}()
+
+// faults decides, from the faults stream only, whether an enabled site fires.
+type faults struct {
+	rng     *rand.Rand
+	enabled map[Site]bool
+	fireP   float64
+	Healed  bool
+	fired   map[Site]int
+	// cov counts fires by lifecycle point (coverage.go).
+	cov *runCoverage
+}
+
+func newFaults(rng *rand.Rand, s Settings) *faults {
+	f := &faults{rng: rng, enabled: map[Site]bool{}, fireP: s.FireProbability, fired: map[Site]int{}}
+	for _, site := range s.Faults {
+		f.enabled[site] = true
+	}
+	return f
+}
+
+// Buggify reports whether site fires at this hit. A disabled site, or any
+// site after heal, draws nothing, so healing does not shift the stream's use
+// elsewhere.
+func (f *faults) Buggify(site Site) bool {
+	if f.Healed || !f.enabled[site] {
+		return false
+	}
+	if f.rng.Float64() < f.fireP {
+		f.fired[site]++
+		f.cov.fire(site)
+		return true
+	}
+	return false
+}

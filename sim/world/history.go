@@ -1,0 +1,493 @@
+package world
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// OpKind is a client-visible operation of the history check.
+type OpKind uint8
+
+// Operation kinds: the three calls a client makes about one reference.
+const (
+	OpPublish OpKind = iota + 1 // Generate(encoder.publish) on E; its answer names the reference
+	OpConsume                   // Generate(encoder.consume=ref) on a PD
+	OpRelease                   // Abort(encoder_cache=ref) on E
+)
+
+var opNames = map[OpKind]string{OpPublish: "publish", OpConsume: "consume", OpRelease: "release"}
+
+func (k OpKind) String() string { return opNames[k] }
+
+// ReturnUnknown is the Return tick of an operation whose answer never
+// reached its client (deadline, cancellation, lost reply): it may take
+// effect at any time after its call (etcd's robustness tests do the same).
+const ReturnUnknown = math.MaxInt64
+
+// HistoryOp is one client-visible operation: who called what about which
+// entry, its call and return ticks (virtual ms) and its answer (a reply code,
+// 0 when unknown).
+type HistoryOp struct {
+	Client int    `json:"client"`
+	Race   bool   `json:"race,omitempty"` // a fire-and-forget call sent alongside a consume
+	Kind   OpKind `json:"kind"`
+	Entry  string `json:"entry"`
+	Call   int64  `json:"call"`
+	Return int64  `json:"return"`
+	Result int64  `json:"result"`
+	// MayLapse: before this operation returned, the entry could have ended
+	// without a client call: its TTL passed (X-2), the producer began its
+	// drain (S-2), or its file vanished (a fault).
+	MayLapse bool `json:"may_lapse,omitempty"`
+	// Probe: a consume with an altered reference, or one sent to E: the
+	// contract rejects it (SU-4, SU-5, L-1, N-1, L-4), and it changes
+	// nothing, whatever its answer; it is never answered OK.
+	Probe bool `json:"probe,omitempty"`
+}
+
+// opKey identifies an operation in flight: client, call number (0 for a
+// racing call) and kind.
+type opKey struct {
+	client int32
+	rpc    int64
+	kind   OpKind
+}
+
+// history records the client-visible operations of a run.
+type history struct {
+	ops     []HistoryOp
+	pending map[opKey]int // index into ops of calls not yet answered
+	// DrainMs is the tick the producer's drain began (-1: never).
+	DrainMs int64
+}
+
+func newHistory() *history { return &history{pending: map[opKey]int{}, DrainMs: -1} }
+
+// histCall records the call of an operation (entry "" for a publish).
+func (w *World) histCall(client int, rpc int64, kind OpKind, entry string) {
+	h := w.Hist
+	h.pending[opKey{int32(client), rpc, kind}] = len(h.ops)
+	h.ops = append(h.ops, HistoryOp{Client: client, Race: rpc == 0, Kind: kind, Entry: entry, Call: w.Now, Return: ReturnUnknown})
+}
+
+// histDuplicate records the network's copy of a release request ev as an
+// operation of its own whose answer is unknown: the client takes the first
+// answer that arrives, which may be the copy's.
+func (w *World) histDuplicate(ev Event) {
+	if ev.Kind != EvReleaseArrive {
+		return
+	}
+	rq := releaseRequestOf(ev)
+	if rq.client < 0 {
+		return
+	}
+	w.Hist.ops = append(w.Hist.ops, HistoryOp{Client: int(rq.client), Race: rq.rpc == 0, Kind: OpRelease, Entry: rq.entry, Call: w.Now, Return: ReturnUnknown})
+}
+
+// histReturn records the first answer of an operation that reached its
+// client, whether or not the client still waited for it; later copies (a
+// duplicated reply) and answers to no recorded call are ignored.
+func (w *World) histReturn(client int32, rpc int64, kind OpKind, res int64, entry string) {
+	h := w.Hist
+	k := opKey{client, rpc, kind}
+	i, ok := h.pending[k]
+	if !ok {
+		return
+	}
+	delete(h.pending, k)
+	op := &h.ops[i]
+	op.Return, op.Result = w.Now, res
+	if kind == OpPublish && res == ResOK {
+		op.Entry = entry
+	}
+}
+
+// History returns the run's operations, each with MayLapse decided from the
+// ledger; publishes whose answer never came are left out (nobody learned
+// their reference).
+func (w *World) History() []HistoryOp {
+	return w.AppendHistory(make([]HistoryOp, 0, len(w.Hist.ops)))
+}
+
+// AppendHistory appends History's operations to out.
+func (w *World) AppendHistory(out []HistoryOp) []HistoryOp {
+	for _, op := range w.Hist.ops {
+		if op.Entry == "" {
+			continue
+		}
+		if rec, ok := w.Ledger.Entries[op.Entry]; ok {
+			op.MayLapse = rec.Vanished || op.Return >= rec.ExpiresMs || (w.Hist.DrainMs >= 0 && op.Return >= w.Hist.DrainMs)
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// entryState is the history model's state of one entry.
+type entryState uint8
+
+const (
+	esUnpublished entryState = iota
+	esLive
+	esConsumed
+	esReleased
+	esGone // ended without a client-visible answer: expired, drained, vanished, or taken by an uncertain call
+)
+
+var entryStateNames = [...]string{"unpublished", "live", "consumed", "released", "gone"}
+
+// historyModel is the sequential specification of one entry, as its clients
+// see it (CONTRACT section 2, SU-1..SU-3): a publish makes it live; from
+// live exactly one of a consume answered OK or a release answered ABORTED
+// ends it; after that every consume is INVALID_ARGUMENT and every release
+// ALREADY_FINISHED. An operation whose answer is unknown (or another code)
+// may or may not have ended it. MayLapse lets a live entry end on its own.
+var historyModel = porcupine.NondeterministicModel{
+	Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
+		by := map[string][]porcupine.Operation{}
+		var ids []string
+		for _, op := range ops {
+			id := op.Input.(HistoryOp).Entry
+			if _, ok := by[id]; !ok {
+				ids = append(ids, id)
+			}
+			by[id] = append(by[id], op)
+		}
+		sort.Strings(ids)
+		out := make([][]porcupine.Operation, 0, len(ids))
+		for _, id := range ids {
+			out = append(out, by[id])
+		}
+		return out
+	},
+	Init: func() []any { return []any{esUnpublished} },
+	Step: func(state, input, _ any) []any {
+		var buf [4]entryState
+		next := stepEntry(buf[:0], state.(entryState), input.(HistoryOp))
+		if len(next) == 0 {
+			return nil
+		}
+		out := make([]any, len(next))
+		for i, n := range next {
+			out[i] = n
+		}
+		return out
+	},
+	DescribeOperation: func(input, _ any) string {
+		op := input.(HistoryOp)
+		res := "?"
+		if op.Return != ReturnUnknown {
+			res = ResNames[op.Result]
+		}
+		who := fmt.Sprintf("client %d", op.Client)
+		if op.Race {
+			who += " (race)"
+		}
+		if op.Probe {
+			who += " (probe)"
+		}
+		s := fmt.Sprintf("%s: %s(%s) -> %s", who, op.Kind, Short(op.Entry), res)
+		if op.MayLapse {
+			s += " [may have lapsed]"
+		}
+		return s
+	},
+	DescribeState: func(state any) string { return entryStateNames[state.(entryState)] },
+}
+
+// stepEntry appends to out the states op may take an entry in state s0 to,
+// in the model's order: historyModel's Step, without boxing, for the fast
+// paths of CheckHistory (issue #16: the boxed Step allocated per call).
+func stepEntry(out []entryState, s0 entryState, op HistoryOp) []entryState {
+	add := func(s entryState) { out = append(out, s) }
+	pre := [2]entryState{s0, esGone}
+	npre := 1
+	if s0 == esLive && op.MayLapse {
+		npre = 2
+	}
+	for _, s := range pre[:npre] {
+		if op.Probe {
+			if op.Result != ResOK && s != esUnpublished {
+				add(s)
+			}
+			continue
+		}
+		switch op.Kind {
+		case OpPublish:
+			if s == esUnpublished && op.Result == ResOK {
+				add(esLive)
+			}
+		case OpConsume:
+			switch op.Result {
+			case ResOK:
+				if s == esLive {
+					add(esConsumed)
+				}
+			case resSpent:
+				if s != esLive && s != esUnpublished {
+					add(s)
+				}
+			default:
+				if s != esUnpublished {
+					add(s)
+					if s == esLive {
+						add(esGone)
+					}
+				}
+			}
+		case OpRelease:
+			switch op.Result {
+			case ResAborted:
+				if s == esLive {
+					add(esReleased)
+				}
+			case ResAlreadyFinished:
+				if s != esLive && s != esUnpublished {
+					add(s)
+				}
+			default:
+				if s != esUnpublished {
+					add(s)
+					if s == esLive {
+						add(esReleased)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// porcupineOps converts a history for porcupine (unknown returns become
+// the largest tick, so they overlap everything after their call).
+func porcupineOps(ops []HistoryOp) []porcupine.Operation {
+	out := make([]porcupine.Operation, len(ops))
+	for i, op := range ops {
+		c := op.Client * 2
+		if op.Race {
+			c++
+		}
+		out[i] = porcupine.Operation{ClientId: c, Input: op, Call: op.Call, Output: op.Result, Return: op.Return}
+	}
+	return out
+}
+
+// historyTimeout bounds one history check; a run's partitions are small
+// (a handful of operations per entry), so it is never reached in practice.
+const historyTimeout = 10 * time.Second
+
+// CheckHistory checks that ops are linearizable against the per-entry model
+// (SU-1..SU-3 as clients see them). It returns "" when they are, else a
+// description of the first entry whose operations are not.
+func CheckHistory(ops []HistoryOp) string {
+	rest := sequentialRest(ops)
+	if len(rest) == 0 {
+		return ""
+	}
+	model := historyModel.ToModel()
+	if porcupine.CheckOperationsTimeout(model, porcupineOps(rest), historyTimeout) != porcupine.Illegal {
+		return "" // Ok, or Unknown: timed out without a verdict (not seen with runs of this size)
+	}
+	return describeIllegal(rest)
+}
+
+// sequentialRest is CheckHistory's fast path: for an entry none of whose
+// operations overlap in time (the common case: one client, answers that
+// came back), linearizability is a replay of its operations in call order
+// through the model; for one whose operations overlap, a small search
+// (searchLinearizable). It returns the operations of the entries found not
+// linearizable, for porcupine to decide and describe: porcupine has the
+// last word on every failure.
+func sequentialRest(ops []HistoryOp) []HistoryOp {
+	sb := orderPool.Get().(*sequentialBufs)
+	defer orderPool.Put(sb)
+	order := sb.order[:0]
+	for i := range ops {
+		order = append(order, i)
+	}
+	sb.order = order
+	slices.SortStableFunc(order, func(a, b int) int {
+		x, y := &ops[a], &ops[b]
+		if c := strings.Compare(x.Entry, y.Entry); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Call, y.Call)
+	})
+	var rest []HistoryOp
+	var states, next []entryState
+	for lo := 0; lo < len(order); {
+		hi := lo + 1
+		for hi < len(order) && ops[order[hi]].Entry == ops[order[lo]].Entry {
+			hi++
+		}
+		ok := true
+		states = append(states[:0], esUnpublished)
+		lastReturn := int64(math.MinInt64) // the latest return among the entry's earlier operations
+		for _, i := range order[lo:hi] {
+			op := &ops[i]
+			if lastReturn >= op.Call {
+				ok = false // overlapping (closed intervals)
+				break
+			}
+			lastReturn = max(lastReturn, op.Return)
+			next = next[:0]
+			for _, st := range states {
+				var buf [4]entryState
+				for _, n := range stepEntry(buf[:0], st, *op) {
+					if !containsState(next, n) {
+						next = append(next, n)
+					}
+				}
+			}
+			if len(next) == 0 {
+				ok = false
+				break
+			}
+			states, next = next, states
+		}
+		if !ok {
+			// searchLinearizable keeps nothing of part, and rest copies
+			// it: one buffer serves every entry (and, pooled, every run).
+			part := sb.part[:0]
+			for _, i := range order[lo:hi] {
+				part = append(part, ops[i])
+			}
+			if !searchLinearizable(part) {
+				rest = append(rest, part...)
+			}
+			clear(part) // drop the entry strings until the next use
+			sb.part = part
+		}
+		lo = hi
+	}
+	return rest
+}
+
+// orderPool holds sequentialRest's buffers (issue #16: the index buffer
+// for every run was ~4% of a run's bytes, an entry's operations copied for
+// the search ~3%).
+var orderPool = sync.Pool{New: func() any { return new(sequentialBufs) }}
+
+// sequentialBufs are sequentialRest's index buffer and its buffer of one
+// entry's operations.
+type sequentialBufs struct {
+	order []int
+	part  []HistoryOp
+}
+
+// searchLinearizable decides one entry's operations (at most 30; more go
+// to porcupine) by depth-first search over linearization orders (Wing and
+// Gong): the next operation is one whose call precedes every remaining
+// operation's return; visited (done-set, state) pairs are not searched
+// twice.
+func searchLinearizable(part []HistoryOp) bool {
+	n := len(part)
+	if n > 30 {
+		return false
+	}
+	type key struct {
+		done  uint32
+		state entryState
+	}
+	seen := map[key]bool{}
+	var dfs func(done uint32, s entryState) bool
+	dfs = func(done uint32, s entryState) bool {
+		if done == 1<<n-1 {
+			return true
+		}
+		k := key{done, s}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		minRet := int64(math.MaxInt64)
+		for i := 0; i < n; i++ {
+			if done&(1<<i) == 0 {
+				minRet = min(minRet, part[i].Return)
+			}
+		}
+		for i := 0; i < n; i++ {
+			if done&(1<<i) != 0 || part[i].Call > minRet {
+				continue
+			}
+			var buf [4]entryState
+			for _, next := range stepEntry(buf[:0], s, part[i]) {
+				if dfs(done|1<<i, next) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return dfs(0, esUnpublished)
+}
+
+func containsState(states []entryState, s entryState) bool {
+	for _, x := range states {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// describeIllegal names the first entry whose operations are not
+// linearizable and lists them.
+func describeIllegal(ops []HistoryOp) string {
+	model := historyModel.ToModel()
+	for _, part := range model.Partition(porcupineOps(ops)) {
+		if porcupine.CheckOperations(model, part) {
+			continue
+		}
+		s := fmt.Sprintf("operations on entry %s are not linearizable (SU-1..SU-3 as its clients saw them):", Short(part[0].Input.(HistoryOp).Entry))
+		for _, op := range part {
+			h := op.Input.(HistoryOp)
+			ret := "never answered"
+			if h.Return != ReturnUnknown {
+				ret = fmt.Sprintf("returned %d", h.Return)
+			}
+			s += fmt.Sprintf(" [called %d, %s: %s]", h.Call, ret, model.DescribeOperation(h, nil))
+		}
+		return s
+	}
+	return "history is not linearizable"
+}
+
+// WriteHistoryHTML checks ops and, when they are not linearizable, writes
+// porcupine's HTML visualization to path. It returns whether it wrote one.
+func WriteHistoryHTML(path string, ops []HistoryOp) (bool, error) {
+	model := historyModel.ToModel()
+	res, info := porcupine.CheckOperationsVerbose(model, porcupineOps(ops), historyTimeout)
+	if res != porcupine.Illegal {
+		return false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return false, err
+	}
+	return true, porcupine.VisualizePath(model, info, path)
+}
+
+// WriteHistory re-runs r's seed (its settings and mutant, with opts'
+// checker choice) keeping its history and, when the history is not
+// linearizable, writes porcupine's visualization to
+// dir/seed-<N>.history.html and returns the path ("" when linearizable).
+func WriteHistory(dir string, r Result, opts Options) (string, error) {
+	opts.Mutant, opts.KeepHistory = r.Mutant, true
+	again := Run(r.Seed, r.Settings, opts)
+	path := filepath.Join(dir, fmt.Sprintf("seed-%d.history.html", r.Seed))
+	wrote, err := WriteHistoryHTML(path, again.History)
+	if err != nil || !wrote {
+		return "", err
+	}
+	return path, nil
+}

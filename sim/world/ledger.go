@@ -1,0 +1,167 @@
+package world
+
+import (
+	"fmt"
+
+	"github.com/baton-dev/baton/engine/xfer"
+)
+
+// EntryRecord is the ground truth about one entry: what really happened to
+// its storage, independent of what the core's tables or the clients believe.
+type EntryRecord struct {
+	Id string
+	// Instance is the producer instance that reserved it (its directory).
+	Instance     string
+	H            int
+	PayloadBytes int64
+	ExpiresMs    int64
+	// CommittedMs is the tick of CommitPublish (a slow write commits an
+	// entry whose expiry was computed before it, possibly already past).
+	CommittedMs int64
+	Published   bool
+	Abandoned   bool
+	// Consumptions lists every receive that really got the entry's data
+	// (a won rename, a read, a WRITE that landed), in order.
+	Consumptions []string
+	// RemovedCause is set when a producer removal WON (the storage was there).
+	RemovedCause string
+	removeFailed bool
+	Vanished     bool
+	quarantined  bool
+	// OkCalls are the (client, call) pairs whose consume answer OK reached
+	// a client; aborted counts the ABORTED answers given.
+	OkCalls [][2]int64
+	Aborted int
+	// CancelledBeforeReady: the publish's stream was cancelled before its
+	// encoder step completed, yet the entry was published (only a broken
+	// driver does that, C-2); readyUndelivered: its EncoderReady was never
+	// delivered (a cancelled stream or a failed send), so nobody holds its
+	// reference (C-3, C-7).
+	CancelledBeforeReady, ReadyUndelivered bool
+	// sealedTag caches the real tag of the entry's sealed reference (reference.go).
+	sealedTag string
+	// media is the entry's items as published (media.go; nil without media).
+	media *PublishedMedia
+}
+
+// Terminal reports whether the entry has ended (CONTRACT section 2).
+func (e *EntryRecord) Terminal() bool {
+	return e.Abandoned || len(e.Consumptions) > 0 || e.RemovedCause != "" || e.removeFailed || e.Vanished || e.quarantined
+}
+
+// ledger maps entry ids to their ground truth; all lists them in the order
+// they were reserved, so checks run in a deterministic order.
+type ledger struct {
+	Entries map[string]*EntryRecord
+	All     []*EntryRecord
+	// recs is where add allocates records, a block at a time (never
+	// grown in place: records are referred to by pointer).
+	recs []EntryRecord
+	// RemoveFailures counts removals that failed with an I/O error (X-1).
+	RemoveFailures int
+	// Cancelled lists the entries whose publish was cancelled or whose
+	// EncoderReady was never delivered, for the C-2 and C-3 checks.
+	Cancelled []*EntryRecord
+
+	// ---- what the answer checks judge once each (check_answers.go) ----
+
+	// Reused lists (earlier, later) entries reserved under one id (SU-6).
+	Reused [][2]*EntryRecord
+	// Unpublished lists the publishes that ended before publication, with
+	// the rule under which they did (C-6 encoder failure, C-1, S-2, L-5).
+	Unpublished []unpublished
+	// Takes lists every consumption with the call and reference form that
+	// made it; rejected maps the calls answered a rejection of their
+	// reference (L-4, L-1, SU-4, N-1, SU-5) to that answer.
+	Takes    []take
+	Rejected map[CallKey]int64
+	// HealthRefused holds the consume calls a consumer refused for its
+	// health (S-2, X-1, Q-4: UNAVAILABLE), which CONTRACT's order puts
+	// before every check of the reference: a probe refused so was never
+	// judged on its reference (checkProbeAnswers).
+	HealthRefused map[CallKey]bool
+}
+
+// unpublished is a publish that ended with nothing published.
+type unpublished struct {
+	Rec       *EntryRecord
+	Rule, Why string
+}
+
+// rejectCall records that call was answered res, a rejection of its reference.
+func (l *ledger) rejectCall(call CallKey, res int64) {
+	if l.Rejected == nil {
+		l.Rejected = map[CallKey]int64{}
+	}
+	l.Rejected[call] = res
+}
+
+// refuseForHealth records that call was refused for the consumer's health.
+func (l *ledger) refuseForHealth(call CallKey) {
+	if l.HealthRefused == nil {
+		l.HealthRefused = map[CallKey]bool{}
+	}
+	l.HealthRefused[call] = true
+}
+
+func newLedger() *ledger { return &ledger{Entries: map[string]*EntryRecord{}} }
+
+func (l *ledger) Add(id string, h int, payloadBytes int64) *EntryRecord {
+	if len(l.recs) == cap(l.recs) {
+		l.recs = make([]EntryRecord, 0, max(16, 2*cap(l.recs)))
+	}
+	l.recs = append(l.recs, EntryRecord{Id: id, H: h, PayloadBytes: payloadBytes})
+	e := &l.recs[len(l.recs)-1]
+	if old, ok := l.Entries[id]; ok {
+		l.Reused = append(l.Reused, [2]*EntryRecord{old, e})
+	}
+	l.Entries[id] = e
+	l.All = append(l.All, e)
+	return e
+}
+
+func (l *ledger) Get(id string) *EntryRecord {
+	e, ok := l.Entries[id]
+	if !ok {
+		panic(fmt.Sprintf("sim: entry %s not in the ledger", id))
+	}
+	return e
+}
+
+// sourceState is a transfer source buffer on the producer (registered memory).
+type sourceState int
+
+const (
+	SourceLive sourceState = iota + 1
+	SourceFreed
+	SourceQuarantined
+)
+
+// xreq is one TransferEncoderCache request: what the consumer registered.
+type xreq struct {
+	h     int
+	rpc   int64
+	c     int
+	inc   int64
+	buf   int
+	entry string
+	Key   string
+	form  refForm
+	// Claimed: the producer took the entry out of its table for this
+	// request (ClaimForTransfer); from then on it is never answered
+	// INVALID_ARGUMENT (Q-3).
+	Claimed bool
+	// md and targets are what the request carries of the consumer's xfer
+	// agent: its metadata and the registered buffer's descriptors.
+	md      []byte
+	targets []xfer.Descriptor
+	// revoked: the consumer quarantined the receive and revoked the
+	// registration of its buffer (Q-1, Q-6).
+	revoked bool
+	// Carrier is the consumer's control connection to E the request was
+	// sent over: it may carry the transfer until it closes (Q-6's "every
+	// connection that carried the transfer has closed": the consumer
+	// retired it and no call uses it any more, or either process is gone;
+	// ctrlConn).
+	Carrier *ctrlConn
+}

@@ -1,0 +1,238 @@
+package world
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	"github.com/baton-dev/baton/engine/xfer"
+)
+
+// The transfer backend is not a model: E and every consumer incarnation run
+// a real engine/xfer agent (xfer.NewManual) on one xfer.ManualNetwork, and
+// the world steps its transfers at the virtual ticks it draws. E registers
+// each entry's source (its payload: the entry id's 32 bytes) at
+// publication, creates the WRITE with CreateWriteTo from the metadata and
+// descriptors the consumer's request carries, Posts it (the consumer's
+// agent accepts or refuses it then: key and bounds), and at the drawn tick
+// the network Delivers it (the bytes land in the consumer's registered
+// buffer, through the agent's own inbound path) or Cuts it (partition);
+// one tick later it Completes and E reads Status, Releases the request,
+// and Deregisters the source after TransferDone or keeps it (quarantine)
+// after a failure. A consumer registers the receive buffer with its
+// agent for each transfer receive, Deregisters it when the receive ends
+// with a known outcome, and Revokes it on an uncertain one: a WRITE
+// its agent accepted before still lands (xfer holds the region in flight),
+// every later one is refused, and the revocation's done channel closes
+// once none is in flight: with the connection that carried the request
+// closed (the consumer retires it), the Q-6 proof that ends the quarantine (quarantine.go). E's source quarantined after its deadline passed is
+// freed once its WRITE request ended and was released. A crashed
+// consumer's agent is Closed, so a WRITE to it fails; a crashed E's agent
+// is Closed, so its WRITEs end cancelled.
+
+// entryIDBytes is the size of a transfer payload and of a receive buffer:
+// the source holds the entry id, so the receive buffer holds the id of the
+// entry whose WRITE landed in it last.
+const entryIDBytes = 32
+
+// xferWorld is the world's transfer network and what its drivers share.
+type xferWorld struct {
+	net *xfer.ManualNetwork
+	// keys is the remote-key source of every agent (xferKeys).
+	keys xferKeys
+	// fault is the xfer fault the next Post takes (SiteWriteError).
+	fault xfer.Fault
+	// inbound is the last InboundEvent a consumer agent reported, and
+	// seen whether one was reported since the driver last cleared it.
+	inbound xfer.InboundEvent
+	seen    bool
+	// srcRegs are E's source registrations, by entry id.
+	srcRegs map[string]*xfer.Registration
+	// proofWaits counts the consumers' quarantines waiting for their Q-6
+	// proof (quarantine.go): while it is 0 no step looks for one.
+	proofWaits int
+}
+
+// xferKeys issues remote keys deterministically: a counter, unique across
+// the run's agents (the simulator needs no secrecy, only a seed-fixed run).
+type xferKeys struct{ n uint64 }
+
+// Read fills p with the next counter values.
+func (k *xferKeys) Read(p []byte) (int, error) {
+	for i := 0; i < len(p); i += 8 {
+		k.n++
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], k.n)
+		copy(p[i:], b[:])
+	}
+	return len(p), nil
+}
+
+// onInbound records a consumer agent's report of an inbound transfer.
+func (x *xferWorld) onInbound(ev xfer.InboundEvent) { x.inbound, x.seen = ev, true }
+
+// nextFault hands E's agent the fault its Post takes, once.
+func (x *xferWorld) nextFault(xfer.WriteInfo) xfer.Fault {
+	f := x.fault
+	x.fault = xfer.Fault{}
+	return f
+}
+
+// newAgent starts an xfer agent named name on the world's network; a
+// consumer's reports its inbound transfers to the driver.
+func (w *World) newAgent(name string, consumer bool) xfer.Agent {
+	if w.xf.net == nil {
+		w.xf.net = xfer.NewManualNetwork()
+		w.xf.srcRegs = map[string]*xfer.Registration{}
+	}
+	opts := xfer.Options{Name: name, Rand: &w.xf.keys}
+	if consumer {
+		opts.OnInbound = w.xf.onInbound
+	} else {
+		opts.Faults = w.xf.nextFault
+	}
+	a, err := xfer.NewManual(w.xf.net, opts)
+	Must(err)
+	return a
+}
+
+// registerSource registers the source of a published entry with E's agent.
+func (w *World) registerSource(id string) {
+	reg, err := w.Prod.agent.RegisterMemory([][]byte{[]byte(id)})
+	Must(err)
+	w.xf.srcRegs[id] = reg
+	w.Sources[id] = SourceLive
+}
+
+// freeSource deregisters a source and marks it freed. A source a request
+// still reads (the producer-frees-source mutant) keeps its registration.
+func (w *World) freeSource(id string) {
+	w.Sources[id] = SourceFreed
+	if reg := w.xf.srcRegs[id]; reg != nil && w.Prod.agent.Deregister(reg) == nil {
+		delete(w.xf.srcRegs, id)
+	}
+}
+
+// Write is one WRITE E posted into a consumer's buffer: the driver's handle
+// on an xfer request and what it knows of it.
+type Write struct {
+	Num   int64
+	Entry string
+	recv  int64 // receive number (index into xreqs + 1)
+	C     int
+	Inc   int64
+	Buf   int
+	req   *xfer.Request
+	agent xfer.Agent // E's agent that posted it
+	// landed: the consumer's agent reported every byte landed
+	// (InboundLanded); ended: it can land no more (delivered, refused,
+	// cut, or its initiator closed).
+	landed, ended bool
+	// ProducerDone: the producer ended the transfer (done, failed or deadline).
+	ProducerDone bool
+	// Orphan: E's process crashed with it; its agent's Close ended it.
+	Orphan bool
+	// Released: E completed and released its request (completeWrite):
+	// nothing reads the source any more (the Q-6 proof of its quarantine).
+	Released bool
+	// proved: released while its source was quarantined, and the core kept
+	// the quarantine (the NeverEndQuarantine mutant).
+	proved bool
+}
+
+// Pending reports whether the WRITE may still land.
+func (wr *Write) Pending() bool { return !wr.ended }
+
+// postWrite creates and posts E's WRITE of rq's entry into the consumer's
+// registered buffer rq names. An error of CreateWriteTo or Post is
+// returned for the caller to decide (Q-3: after the claim, a failure).
+func (w *World) postWrite(wr *Write, rq *xreq, fault xfer.Fault) error {
+	req, err := w.Prod.agent.CreateWriteTo(w.xf.srcRegs[rq.entry].Descriptors, rq.md, rq.targets)
+	if err != nil {
+		return err
+	}
+	wr.req, wr.agent = req, w.Prod.agent
+	w.xf.fault = fault
+	w.xf.seen = false
+	_, err = w.Prod.agent.Post(req) // the consumer's agent accepts or refuses it now
+	if w.xf.seen && w.xf.inbound.Outcome == xfer.InboundRefused {
+		wr.ended = true // refused: it can land no more (its buffer may be freed and reused, Q-6)
+		if c := w.Cons[wr.C]; c.Up && c.Inc == wr.Inc && rq.revoked {
+			w.Reach(stWriteRefusedAfterRevoke)
+		}
+	}
+	return err
+}
+
+// DeliverWrite moves wr now (Deliver, or Cut when cut) and records what
+// the consumer's agent reported.
+func (w *World) DeliverWrite(wr *Write, cut bool) error {
+	w.xf.seen = false
+	var err error
+	if cut {
+		err = w.xf.net.Cut(wr.req)
+	} else {
+		err = w.xf.net.Deliver(wr.req)
+	}
+	wr.ended = true
+	wr.landed = w.xf.seen && w.xf.inbound.Outcome == xfer.InboundLanded
+	return err
+}
+
+// completeWrite completes wr on the network and returns E's Status of it,
+// after releasing the request.
+func (w *World) completeWrite(wr *Write) error {
+	_ = w.xf.net.Complete(wr.req) // the outcome is read back through Status, as E does
+	wr.ended = true
+	_, err := wr.agent.Status(wr.req)
+	Must(wr.agent.Release(wr.req))
+	wr.Released = true
+	return err
+}
+
+// CloseProducerAgent closes a crashed E's agent: its WRITEs in flight end
+// cancelled (nothing lands after the crash) and its registered memory is gone.
+func (w *World) CloseProducerAgent() {
+	if w.Prod.agent == nil {
+		return
+	}
+	Must(w.Prod.agent.Close())
+	for _, wr := range w.Writes {
+		if wr.agent == w.Prod.agent {
+			wr.ended, wr.Orphan, wr.ProducerDone = true, true, true
+		}
+	}
+	clear(w.xf.srcRegs)
+}
+
+// consumerAgentName names consumer idx's incarnation inc's agent.
+func consumerAgentName(idx int, inc int64) string {
+	return "PD" + strconv.Itoa(idx) + "." + strconv.FormatInt(inc, 10) // fmt.Sprintf("PD%d.%d")
+}
+
+// xferLeaks is the transfer backend's part of a drained world (S-4; CONTRACT
+// section 4: nothing but quarantine left): no transfer pending on the
+// network, E's agent holds no request, and each consumer's agent holds no
+// registration, no revocation still waiting and no inbound transfer
+// (quarantined buffers were revoked, and their revocations are done once
+// no WRITE can land). "" when drained.
+func (w *World) xferLeaks() string {
+	if w.xf.net == nil {
+		return ""
+	}
+	if n := w.xf.net.Pending(); n != 0 {
+		return fmt.Sprintf("%d transfers still pending on the network", n)
+	}
+	if a := w.Prod.agent; a != nil && !w.Nodes.ProdDown {
+		if n := a.Counters(); n.Requests != 0 || n.InFlight != 0 {
+			return fmt.Sprintf("E's xfer agent still holds %d requests (%d in flight)", n.Requests, n.InFlight)
+		}
+	}
+	for _, c := range w.Cons {
+		if n := c.Agent.Counters(); n.Registrations != 0 || n.Revoked != 0 || n.InboundInFlight != 0 {
+			return fmt.Sprintf("PD%d's xfer agent still holds %d registrations, %d revocations not done, %d inbound transfers",
+				c.Idx, n.Registrations, n.Revoked, n.InboundInFlight)
+		}
+	}
+	return ""
+}

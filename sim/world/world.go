@@ -1,0 +1,640 @@
+package world
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+
+	"github.com/baton-dev/baton/engine/handoff"
+)
+
+// ErrBadSettings marks settings, a trace or a mutant name a run cannot use.
+var ErrBadSettings = errors.New("sim: bad settings")
+
+// Verdict is how a run ended; its number is `baton sim`'s exit code.
+type Verdict int
+
+// Verdicts.
+const (
+	// Passed: no checker failed and every handoff ended and every node drained in the budget.
+	Passed Verdict = 0
+	// Correctness: a safety checker failed (SU-1..SU-6, Q-1..Q-5, C-2..C-4, C-6, X-1, X-2, S-1, S-2, S-4, L-1, L-4, N-1, core invariants).
+	Correctness Verdict = 1
+	// Liveness: after faults healed, a handoff did not end or a node did not drain within the budget.
+	Liveness Verdict = 2
+	// Crash: the world panicked (a bug in the core or the simulator).
+	Crash Verdict = 3
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Passed:
+		return "PASSED"
+	case Correctness:
+		return "CORRECTNESS FAILURE"
+	case Liveness:
+		return "LIVENESS FAILURE"
+	case Crash:
+		return "CRASH"
+	}
+	return fmt.Sprintf("Verdict(%d)", int(v))
+}
+
+// Options are a run's outputs and its mutant; none changes what happens.
+type Options struct {
+	// Mutant injects one broken decision (MutantNone for the correct driver).
+	Mutant Mutant
+	// Trace, when set, receives the JSONL trace: a header line with the seed,
+	// mutant and settings, one line per step, and a verdict line.
+	Trace io.Writer
+	// Verbose, when set, receives one status line per step.
+	Verbose io.Writer
+	// KeepHistory keeps the client-visible operations in Result.History.
+	KeepHistory bool
+	// HistoryOnly turns every other checker off, so the history check alone
+	// must catch what is wrong (the test that it catches a mutant).
+	HistoryOnly bool
+	// Coverage, when set, gets the run's coverage added when it ends (coverage.go).
+	Coverage *Coverage
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	// Seed, Settings and Mutant are the run's inputs.
+	Seed     uint64
+	Settings Settings
+	Mutant   Mutant
+	Verdict  Verdict
+	// Rule is the rule ID the failing checker names ("" when passed).
+	Rule string
+	// Failure is the checker's message ("" when passed).
+	Failure string
+	// Ticks is the virtual time at the end, in ms; Events the number of steps taken.
+	Ticks  int64
+	Events int64
+	// Fired counts the faults that fired, by site.
+	Fired map[Site]int
+	// History is the client-visible operations (Options.KeepHistory only).
+	History []HistoryOp
+}
+
+// ReplayCommand is the command that re-runs r.
+func (r Result) ReplayCommand() string {
+	cmd := fmt.Sprintf("baton sim --seed %d", r.Seed)
+	if r.Mutant != MutantNone {
+		cmd += " --mutant " + string(r.Mutant)
+	}
+	return cmd
+}
+
+type phase int
+
+const (
+	phaseSafety phase = iota
+	phaseLiveness
+	phaseShutdown
+)
+
+// failure is a checker's verdict inside a run.
+type failure struct {
+	verdict Verdict
+	Rule    string
+	Msg     string
+}
+
+// World is one simulated deployment: the producer E, the PD consumers, the
+// clients, the shared directory, registered memory and the network, all
+// stepped by one event queue.
+type World struct {
+	seed uint64
+	Set  Settings
+	Opts Options
+	// checks are the checkers this world runs (SetChecks).
+	checks Checks
+	// behaviour is the node behaviour this world runs (SetBehaviour).
+	behaviour *Behaviour
+	// Decisions are the core's broken decisions opts.Mutant switches on
+	// (handoff.Mutants): the core decides, the driver carries it out.
+	Decisions handoff.Mutants
+	// ProofSeen is what the Q-6 checker saw at its last look (check_proof.go).
+	ProofSeen proofSeen
+
+	Q       queue
+	Now     int64
+	Steps   int64
+	phase   phase
+	workRNG *rand.Rand
+	idRNG   *rand.Rand
+	netRNG  *rand.Rand
+	diskRNG *rand.Rand
+	ProcRNG *rand.Rand
+	// rngs hold the streams above, the faults' and the nodes' (rngCell).
+	rngs   [7]rngCell
+	Faults *faults
+
+	Prod    *producerNode
+	Cons    []*consumerNode
+	Clients []*Client
+	Ledger  *ledger
+	Hist    *history
+	// Sd is the shared directory: the real shareddir code over a simulated disk (shared_disk.go).
+	Sd      *sharedDisk
+	Sources map[string]sourceState
+	Writes  []*Write // every WRITE posted, by number-1
+	// xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
+	xf    xferWorld
+	Xreqs []xreq // every transfer request, by receive number-1
+	// admit is consumerCheckRef's admission, its callbacks made once.
+	admit consumeAdmission
+	// dir is the Driver's directed transfer faults (nil in seeded runs).
+	dir *directed
+	// RecvEnds lists how each transfer receive ended; upstream the
+	// producer's TransferEncoderCache answers as they left it (before any
+	// network fault), by receive number; probeAnswers the answers that
+	// reached clients for their probe calls (check_answers.go).
+	RecvEnds     []recvEnd
+	Upstream     []upstreamAnswer
+	ProbeAnswers []probeAnswer
+	// Judged counts the entries of each log above (and the ledger's) the
+	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
+	Judged          judgedLogs
+	NextExpiryCheck int64
+	// Nodes: partitions, slow fsync, producer crash, P and D (nodes.go).
+	Nodes nodeWorld
+
+	// ProdHealthSig is the signature checkHealth last checked fully for E.
+	ProdHealthSig HealthSig
+	// ProdCheapSig is the signature checkHealth last checked cheaply for E.
+	ProdCheapSig CheapCheck
+	// CleanupFailuresSeen is the removal failures checkCleanupFailures last checked.
+	CleanupFailuresSeen int
+	// Media is the media model: items, content hashes, prefix caches, answers (media.go).
+	Media mediaWorld
+
+	// cov is the run's coverage counts (coverage.go).
+	cov runCoverage
+
+	// Bufs are the pooled buffers Run gave this world (nil otherwise).
+	Bufs *runBufs
+
+	Fail    *failure
+	Tracing bool
+	note    string
+	trace   *traceWriter
+}
+
+// Run runs the world for seed with settings s and returns its result. It
+// never panics: a panic inside the world is the Crash verdict.
+func Run(seed uint64, s Settings, opts Options) (res Result) {
+	res = Result{Seed: seed, Settings: s, Mutant: opts.Mutant}
+	if err := s.Validate(); err != nil {
+		res.Verdict, res.Failure = Crash, err.Error()
+		return res
+	}
+	bufs := runBufPool.Get().(*runBufs)
+	w := newWorldBufs(seed, s, opts, bufs)
+	defer w.releaseBufs()         // last: nothing reads the world after it
+	defer opts.Coverage.addRun(w) // after the recover below
+	defer func() {
+		if p := recover(); p != nil {
+			res.Verdict = Crash
+			res.Failure = fmt.Sprintf("panic at tick %d step %d: %v\n%s", w.Now, w.Steps, p, debug.Stack())
+			res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.fired
+			if opts.KeepHistory {
+				res.History = w.History()
+			}
+			w.trace.verdict(res)
+		}
+	}()
+	w.trace.header(seed, opts.Mutant, s)
+	w.Start()
+	w.Loop()
+	res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.fired
+	if w.Fail != nil {
+		res.Verdict, res.Rule, res.Failure = w.Fail.verdict, w.Fail.Rule, w.Fail.Msg
+	}
+	if opts.KeepHistory {
+		res.History = w.History()
+	}
+	w.trace.verdict(res)
+	return res
+}
+
+// RunSeed runs seed with the settings it draws.
+func RunSeed(seed uint64, opts Options) Result { return Run(seed, DrawSettings(seed), opts) }
+
+func NewWorld(seed uint64, s Settings, opts Options) *World { return newWorldBufs(seed, s, opts, nil) }
+
+// runBufs are the per-run buffers a finished Run hands to the next one
+// (issue #16: allocating them for every run was a fifth of a run's bytes,
+// so of its garbage-collection work). A World that has them gives them
+// back in releaseBufs, cleared, when nothing can read it any more.
+type runBufs struct {
+	slab       []Event
+	heap       []qent
+	free       []int32
+	ops        []HistoryOp
+	Checked    []HistoryOp // checkHistory's copy of the history
+	clients    []Client
+	clientPtrs []*Client
+	xreqs      []xreq
+}
+
+var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
+
+// reuse returns b[:0] when it can hold n, else a new slice of capacity n.
+func reuse[T any](b []T, n int) []T {
+	if cap(b) >= n {
+		return b[:0]
+	}
+	return make([]T, 0, n)
+}
+
+// releaseBufs clears the run's buffers and returns them to the pool.
+func (w *World) releaseBufs() {
+	b := w.Bufs
+	if b == nil {
+		return
+	}
+	w.Bufs = nil
+	clear(w.Q.slab)
+	clear(w.Hist.ops)
+	clear(w.Clients)
+	clear(b.clients)
+	clear(w.Xreqs)
+	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
+	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
+	runBufPool.Put(b)
+}
+
+// newWorldBufs is newWorld taking its buffers from bufs when not nil.
+func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
+	if installed.End == nil {
+		panic("sim/world: no checkers installed (package sim installs them: world.SetChecks)")
+	}
+	if installedBehaviour == nil {
+		panic("sim/world: no node behaviour installed (package sim installs it: world.SetBehaviour)")
+	}
+	w := &World{
+		seed: seed, Set: s, Opts: opts, Decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
+		Sources: map[string]sourceState{},
+		Ledger:  newLedger(), Hist: newHistory(), Media: newMediaWorld(seed),
+	}
+	w.workRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
+	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
+	w.ProcRNG = w.rngs[4].seed(seed, subProcess)
+	w.Sd = newSharedDisk(w)
+	w.Faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
+	w.Faults.cov = &w.cov
+	// Sized for a run's usual peak (about two events and four operations
+	// per handoff in flight), so a run does not grow them step by step.
+	var b runBufs // empty: fresh buffers, never pooled
+	if bufs != nil {
+		w.Bufs, b = bufs, *bufs
+	}
+	w.Q.slab = reuse(b.slab, 16+2*s.Handoffs)
+	w.Q.heap = reuse(b.heap, 16+2*s.Handoffs)
+	w.Q.free = b.free[:0]
+	w.Hist.ops = reuse(b.ops, 4*s.Handoffs)
+	w.Clients = reuse(b.clientPtrs, s.Handoffs)
+	w.Ledger.Entries = make(map[string]*EntryRecord, s.Handoffs)
+	w.Ledger.All = make([]*EntryRecord, 0, s.Handoffs)
+	w.Ledger.recs = make([]EntryRecord, 0, s.Handoffs)
+	w.Xreqs = reuse(b.xreqs, s.Handoffs)
+	w.Tracing = opts.Trace != nil || opts.Verbose != nil
+	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
+	w.initNodes()
+	return w
+}
+
+// Start builds the nodes and schedules the clients and the periodic work.
+func (w *World) Start() {
+	w.Prod = NewProducerNode(w)
+	for i := 0; i < w.Set.Consumers; i++ {
+		w.Cons = append(w.Cons, newConsumerNode(w, i))
+	}
+	var slab []Client // one allocation for all clients, or Run's pooled one (cleared by releaseBufs)
+	if w.Bufs != nil && cap(w.Bufs.clients) >= w.Set.Handoffs {
+		slab = w.Bufs.clients[:w.Set.Handoffs]
+	} else {
+		slab = make([]Client, w.Set.Handoffs)
+		if w.Bufs != nil {
+			w.Bufs.clients = slab
+		}
+	}
+	for i := range slab {
+		c := &slab[i]
+		c.Idx, c.Plan = i, drawPlan(w)
+		w.Clients = append(w.Clients, c)
+		w.Schedule(c.Plan.startTick, ClientCall{Client: int32(i)}.Event(evClientStart))
+	}
+	w.Schedule(w.Set.CollectPeriodMs, Event{Kind: EvCollect})
+	if w.Faults.enabled[SiteConsumerCrash] {
+		for i := range w.Cons {
+			w.Schedule(Between(w.ProcRNG, 50, 300), ConsumerStep{Consumer: int32(i)}.Event(EvChaos))
+		}
+	}
+	if w.Faults.Buggify(SiteShutdown) {
+		w.Schedule(Between(w.ProcRNG, 1, w.Set.SafetyTicks), shutdownCall{Injected: true}.event())
+	}
+	w.Schedule(w.Set.SafetyTicks, Event{Kind: evHeal})
+	w.StartNodes()
+}
+
+// Schedule puts ev on the queue at tick.
+func (w *World) Schedule(tick int64, ev Event) {
+	ev.Tick = tick
+	w.Q.push(ev)
+}
+
+// After puts ev on the queue delayMs from now.
+func (w *World) After(delayMs int64, ev Event) { w.Schedule(w.Now+delayMs, ev) }
+
+// msgClass says which network faults a message may suffer.
+type msgClass int
+
+const (
+	// MsgRequest: may be delayed or dropped before it took effect.
+	MsgRequest msgClass = iota
+	// MsgReply: may be delayed, lost after its request took effect, or duplicated.
+	MsgReply
+	// MsgRelease: an Abort request; may also be duplicated (SU-3 must answer each).
+	MsgRelease
+)
+
+// Send delivers ev over the simulated network: a delay drawn from the
+// network stream, and (in the safety phase) the faults of its class.
+func (w *World) Send(class msgClass, ev Event) {
+	if w.Nodes.hookSend && w.sendHook(&ev) {
+		return
+	}
+	switch class {
+	case MsgRequest, MsgRelease:
+		if w.Faults.Buggify(SiteNetDrop) {
+			if w.Tracing {
+				w.Notef("dropped %s", ev.Kind)
+			}
+			return
+		}
+	case MsgReply:
+		if ev.Kind == EvTransferReply {
+			rep := transferReplyOf(ev)
+			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.recv, Res: rep.result})
+			if w.Faults.Buggify(SitePlainInvalid) {
+				ev.setTransferResult(ResPlainInvalid)
+				if w.Tracing {
+					w.Notef("reply replaced by a plain INVALID_ARGUMENT")
+				}
+			}
+		}
+		if w.Faults.Buggify(SiteLostReply) {
+			if ev.Kind == EvTransferReply {
+				w.coverLostTransferReply(transferReplyOf(ev).recv)
+			}
+			if w.Tracing {
+				w.Notef("reply %s lost", ev.Kind)
+			}
+			return
+		}
+	}
+	d := Between(w.netRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
+	if w.Faults.Buggify(SiteNetDelay) {
+		d += Between(w.netRNG, 1, w.Set.LongDelayMaxMs)
+	}
+	w.After(d, ev)
+	dup := false
+	switch class {
+	case MsgReply:
+		dup = w.Faults.Buggify(SiteDupReply)
+	case MsgRelease:
+		dup = w.Faults.Buggify(SiteDupRelease)
+	}
+	if dup {
+		w.After(d+Between(w.netRNG, 0, w.Set.NetDelayMaxMs), ev)
+		if class == MsgRelease {
+			w.histDuplicate(ev)
+		}
+	}
+}
+
+// Notef sets the current step's note (only when tracing).
+func (w *World) Notef(format string, args ...any) {
+	if w.Tracing {
+		if w.note != "" {
+			w.note += "; "
+		}
+		w.note += fmt.Sprintf(format, args...)
+	}
+}
+
+// Failf records the first failure of the run.
+func (w *World) Failf(v Verdict, rule, format string, args ...any) {
+	if w.Fail == nil {
+		w.Fail = &failure{verdict: v, Rule: rule, Msg: fmt.Sprintf("%s at tick %d step %d: %s", rule, w.Now, w.Steps, fmt.Sprintf(format, args...))}
+	}
+}
+
+// Loop steps until the run ends: a failure, the end of the liveness phase,
+// an empty queue (no progress) or the budget.
+func (w *World) Loop() {
+	deadline := w.Set.SafetyTicks + w.Set.LivenessBudgetTicks
+	for w.Fail == nil {
+		ev, ok := w.Q.Pop()
+		if !ok {
+			w.Failf(Liveness, "liveness", "no progress: the event queue is empty; %s", w.pending())
+			return
+		}
+		if ev.Tick > deadline {
+			w.Now = deadline
+			w.Failf(Liveness, "liveness", "not converged within %d ticks of liveness budget; %s", w.Set.LivenessBudgetTicks, w.pending())
+			return
+		}
+		w.Now = ev.Tick
+		w.Steps++
+		w.note = ""
+		w.cov.step(ev.Kind)
+		done := w.Dispatch(ev)
+		if w.Tracing {
+			w.trace.step(w.Steps, ev, w.note)
+		}
+		w.CheckStep()
+		if done && w.Fail == nil {
+			w.checkEnd()
+			return
+		}
+	}
+}
+
+// Dispatch runs ev's handler, then ends the quarantines whose Q-6 proof
+// came in the step (quarantine.go); it returns true when the run is
+// complete.
+func (w *World) Dispatch(ev Event) bool {
+	done := w.handle(ev)
+	if w.xf.proofWaits > 0 {
+		w.endProvedQuarantines()
+	}
+	return done
+}
+
+// handle runs ev's handler; it returns true when the run is complete.
+func (w *World) handle(ev Event) bool {
+	if ev.Kind >= evNodeFirst {
+		return w.dispatchNode(ev)
+	}
+	if w.Nodes.HookArrival && w.arrivalHook(ev) {
+		return false
+	}
+	if h := w.behaviour.Handlers[ev.Kind]; h != nil {
+		h(w, ev)
+		return false
+	}
+	switch ev.Kind {
+	case evClientStart:
+		w.clientStart(ev)
+	case EvClientDeadline:
+		w.clientDeadline(ev)
+	case evClientCancel:
+		w.clientCancel(ev)
+	case EvPublishArrive:
+		w.publishArrive(ev)
+	case EvEncodeDone:
+		w.encodeDone(ev)
+	case evReadyArrive:
+		w.readyArrive(ev)
+	case evPublishFailArrive:
+		w.publishFailArrive(ev)
+	case evConsumeArrive:
+		w.consumeArrive(ev)
+	case evClaimRead:
+		w.claimRead(ev)
+	case evConsumeReplyArrive:
+		w.consumeReplyArrive(ev)
+	case EvReleaseArrive:
+		w.releaseArrive(ev)
+	case evReleaseReplyArrive:
+		w.releaseReplyArrive(ev)
+	case EvRemoveDone:
+		w.removeDone(ev)
+	case EvTransferArrive:
+		w.transferArrive(ev)
+	case EvWriteLand:
+		w.writeLand(ev)
+	case EvWriteComplete:
+		w.writeComplete(ev)
+	case EvWriteDeadline:
+		w.writeDeadline(ev)
+	case EvTransferReply:
+		w.transferReply(ev)
+	case evTransferTimeout:
+		w.transferTimeout(ev)
+	case evHeal:
+		w.heal()
+	case evEndCheck:
+		return w.endCheck()
+	case EvProducerConsume:
+		w.producerConsume(ev)
+	default:
+		panic(fmt.Sprintf("sim: unknown event kind %d", ev.Kind))
+	}
+	return false
+}
+
+// heal ends the safety phase: no new faults; crashed consumers come back.
+func (w *World) heal() {
+	w.Faults.Healed = true
+	w.phase = phaseLiveness
+	for i, c := range w.Cons {
+		if !c.Up {
+			w.After(1, ConsumerStep{Consumer: int32(i), Inc: c.Inc}.Event(EvRestart))
+		}
+	}
+	if w.Tracing {
+		w.Notef("faults healed; liveness phase")
+	}
+	w.After(100, Event{Kind: evEndCheck})
+}
+
+// endCheck, in the liveness phase: once every client is done, shut every
+// node down; once every node drained and no WRITE is pending, the run is complete.
+func (w *World) endCheck() bool {
+	if w.phase == phaseLiveness {
+		for _, c := range w.Clients {
+			if !c.Done {
+				w.After(100, Event{Kind: evEndCheck})
+				return false
+			}
+		}
+		w.phase = phaseShutdown
+		if w.Tracing {
+			w.Notef("every client done; shutting every node down")
+		}
+		if !w.Prod.Health.Draining() {
+			w.After(0, Event{Kind: EvShutdown})
+		}
+		for _, c := range w.Cons {
+			c.Health.StartDrain()
+		}
+		w.drainNodes()
+		w.After(100, Event{Kind: evEndCheck})
+		return false
+	}
+	if !w.Prod.Stopped {
+		if !w.Nodes.ProdDown && !w.Prod.Health.Draining() {
+			// E restarted (sim/nodes/producer_crash.go) after its Shutdown went to
+			// the instance that crashed, or after the look above read the
+			// dead instance's Health while it was down: the new instance
+			// is shut down too. Found by the simulator (seed 920554).
+			w.After(0, Event{Kind: EvShutdown})
+		}
+		w.After(100, Event{Kind: evEndCheck})
+		return false
+	}
+	busy := false
+	for _, c := range w.Cons {
+		if !c.Up || c.Receives.Inflight() > 0 {
+			busy = true
+			continue
+		}
+		w.consumerDrained(c.Idx)
+	}
+	if busy {
+		w.After(100, Event{Kind: evEndCheck})
+		return false
+	}
+	for _, wr := range w.Writes {
+		if wr.Pending() {
+			w.After(100, Event{Kind: evEndCheck})
+			return false
+		}
+	}
+	if w.nodesBusy() || (w.xf.net != nil && w.xf.net.Pending() > 0) {
+		w.After(100, Event{Kind: evEndCheck})
+		return false
+	}
+	if msg := w.xferLeaks(); msg != "" {
+		w.Failf(Correctness, "S-4", "drained world: %s", msg)
+	}
+	if w.Tracing {
+		w.Notef("converged")
+	}
+	return true
+}
+
+// pending describes what is still unfinished, for a liveness failure.
+func (w *World) pending() string {
+	var open []int
+	for _, c := range w.Clients {
+		if !c.Done {
+			open = append(open, c.Idx)
+		}
+	}
+	s := fmt.Sprintf("clients not done %v; producer entries %d (removing %d, transfers %d), stopped %v, cleanups %d",
+		open, w.Prod.Table.Entries(), w.Prod.Table.PendingRemovals(), w.Prod.Table.Transfers(), w.Prod.Stopped, w.Prod.Cleanups)
+	for _, c := range w.Cons {
+		s += fmt.Sprintf("; PD%d up %v inflight %d", c.Idx, c.Up, c.Receives.Inflight())
+	}
+	return s
+}
