@@ -5,7 +5,7 @@ import (
 )
 
 // Quarantines end by proof (CONTRACT Q-6), as in the engine
-// (engine/consumer quarantine.go, engine/server quarantine.go), never because time passed:
+// (engine/consumer quarantine.go and the engine's gRPC layer), never because time passed:
 //
 //   - a consumer's quarantined receive buffer: its registration was revoked
 //     with the consumer's xfer agent at the quarantine (quarantineReceive);
@@ -14,8 +14,8 @@ import (
 //     network's Deliver, Cut or Complete, or when their initiator closes);
 //     and every connection that carried the transfer has closed: the
 //     consumer's control connection to E that carried the request
-//     (ctrlConn). As the engine's consumer does (engine/server
-//     transfer.go, producers.retire), the consumer retires that connection
+//     (ctrlConn). As the engine's consumer does (its gRPC
+//     layer's transfer.go, producers.retire), the consumer retires that connection
 //     at the quarantine: no new request goes over it, and it is closed
 //     with its last use, once no other TransferEncoderCache call of the
 //     consumer is outstanding on it; so the proof comes while E lives. It
@@ -40,7 +40,7 @@ import (
 // check finds it still held at the end of a converged run.
 
 // ctrlConn is one control connection of a consumer incarnation to one E
-// process: the engine's cached producer client (engine/server peers.go),
+// process: the engine's cached producer client (its gRPC layer's peers.go),
 // over which the consumer's TransferEncoderCache requests go.
 type ctrlConn struct {
 	to   *producerNode
