@@ -88,7 +88,7 @@ ci-long: e2e-long e2e-invariants crash fuzz python-bugs volume
 ## e2e-invariants: the e2e target once more built with -tags invariants (the test and every `baton
 ## serve` it starts): after each transition of the lifecycle core the engine runs the producer
 ## table's and the consumer receives' CheckInvariants under its mutex and panics on a violation
-## (engine/server/invariants.go), so a broken invariant crashes the engine at the transition that
+## (engine/producer/checked.go, engine/consumer/checked.go), so a broken invariant crashes the engine at the transition that
 ## broke it. A panic here is an engine bug, whatever the test that met it. Part of make ci-long.
 ## The mutant tables are left out: a mutant breaks the engine on purpose, and the checks would
 ## judge it by its own invariants (an executor mutant panicked inside the property, which recovers

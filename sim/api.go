@@ -462,8 +462,8 @@ const SiteDecodeReplay = world.SiteDecodeReplay
 type NodeSettings = world.NodeSettings
 
 // Scenario is a hand-driven world for scripted lifecycle scenarios
-// (testdata/scenarios/*.txt, run by cockroachdb/datadriven in
-// scenario_test.go; ARCHITECTURE.md "Scenario tests read like scripts").
+// (sim/world/testdata/scenarios/*.txt, run by cockroachdb/datadriven in
+// sim/world/scenario_test.go; ARCHITECTURE.md "Scenario tests read like scripts").
 // Nothing happens by itself: no clients are drawn, no fault fires; the
 // script publishes, claims, cancels, delivers or drops the next event of a
 // kind, crashes consumers and prints the state. Every checker runs after

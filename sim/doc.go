@@ -115,7 +115,8 @@
 // end of a converged run.
 //
 // Verdicts and exit codes: Passed (0), Correctness (1), Liveness (2),
-// Crash (3: a panic inside the world). Every run can write a JSONL trace whose
+// Crash (a panic inside the world; `baton sim` exits 5 on it, 3 being its
+// bad-flags code). Every run can write a JSONL trace whose
 // first line holds the seed and the settings; Replay re-runs it.
 //
 // Mutants: Mutant names a broken decision, injected through a hook in this

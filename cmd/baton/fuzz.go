@@ -76,8 +76,9 @@ T) or the baton command that reproduces the failure (--replay FILE, or
 With --sim instead of --config the property runs against the simulator
 behind the Target interface (conformance/target/simtarget): a fresh
 fault-free world per check, shutdown drawn too, thousands of checks a
-second; --mutant injects one of the simulator's driver mutants (its own
-checkers then stay off, so the property alone must find it).
+second; --mutant injects one of the simulator's mutants, the same broken
+decision as the engine's (its own checkers then stay off, so the property
+alone must find it).
 
 Exit codes: 0 passed; 1 a check failed; 3 bad flags or configuration, or the
 target did not answer as a baton.encoder.v1 engine.
@@ -112,7 +113,7 @@ target did not answer as a baton.encoder.v1 engine.
 	fl.DurationVar(&f.shrinkTime, "shrink-time", 30*time.Second, "bound on shrinking a failure")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print rapid's log as it runs")
 	fl.BoolVar(&f.sim, "sim", false, "run against the simulator target instead of --config")
-	fl.StringVar(&f.mutant, "mutant", "", "with --sim: inject a simulator driver mutant: "+mutantNames())
+	fl.StringVar(&f.mutant, "mutant", "", "with --sim: inject one of the simulator's mutants: "+mutantNames())
 	addFuzzShardFlags(cmd, &shard)
 	return cmd
 }

@@ -76,9 +76,10 @@ the range (a regression gate). The layout is in sim/world/store.go and README.
 
 Without --seed or --seeds a random seed is drawn (and printed).
 --mutant injects one broken decision, to check that the checkers catch it:
-most set the same switch the engine's conformance mutant sets (in the
-lifecycle core, handoff.Mutants, or in shareddir, contenthash, lm), a few
-break the simulator's own driver (conformance/rules.yaml, sim_kind): ` + mutantNames() + `.
+each sets the same switch the engine's conformance mutant sets (in the
+lifecycle core, handoff.Mutants, the executor's core, or in shareddir,
+contenthash, lm; conformance/rules.yaml, sim_kind), except
+lock-across-transfer, the self-test of the simulator's Q-5 checker: ` + mutantNames() + `.
 
 Exit codes: 0 passed; 1 correctness failure (a safety checker: SU-1, SU-3,
 Q-1, Q-3, Q-4, Q-6, X-1, S-1, S-4, core invariants, and the media model's L-3,
@@ -119,7 +120,7 @@ every baton command); 5 crash (a panic in the world). ` + sweepExitHelp,
 	cmd.Flags().IntVarP(&f.jobs, "jobs", "j", 2, "runs in parallel when exploring a range")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "one status line per step")
 	cmd.Flags().StringVar(&f.traceDir, "trace-dir", "", "write each failing seed's JSONL trace here (seed-N.jsonl)")
-	cmd.Flags().StringVar(&f.mutant, "mutant", "", "inject a broken driver decision: "+mutantNames())
+	cmd.Flags().StringVar(&f.mutant, "mutant", "", "inject one broken decision (the engine's mutant's switch): "+mutantNames())
 	addProgressFlag(cmd, &f.progressMode)
 	addSweepFlags(cmd, &f.sweep, true)
 	cmd.AddCommand(simReplayCommand())

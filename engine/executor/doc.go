@@ -4,7 +4,7 @@
 //
 // Like engine/handoff it is pure: plain structs, no goroutines, no clock, no
 // I/O, no randomness. The engine's driver (engine/server, executor.go) and
-// the simulator (sim/executor.go) feed it events and carry out the actions it
+// the simulator (sim/executorworld/world.go) feed it events and carry out the actions it
 // returns, so what the simulator finds is true of the engine.
 //
 // # Requests
