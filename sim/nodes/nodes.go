@@ -17,6 +17,8 @@ func Behaviour() *world.Behaviour {
 		Decode:             decode,
 		DrainEPPD:          drainEPPD,
 		DrainKVSessions:    drainKVSessions,
+		SlowFsync:          slowFsync,
+		FsyncWritten:       fsyncWritten,
 	}
 	b.Handlers[world.EvCollect] = collect
 	b.Handlers[world.EvShutdown] = shutdown

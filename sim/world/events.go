@@ -112,29 +112,31 @@ func releaseRequestOf(ev Event) releaseRequest {
 	return releaseRequest{client: ev.h, rpc: ev.a, entry: ev.s}
 }
 
-// encodeDone: evEncodeDone, the encoder finished entry for the publish
-// call; resumed marks the second one of a slow write (the fsync returned),
-// and then startedMs is the tick the write began.
-type encodeDone struct {
-	client    int32
-	rpc       int64
+// EncodeDone is evEncodeDone's payload: the encoder finished Entry for the
+// publish call (Client, Rpc); Resumed marks the second one of a slow write
+// (the fsync returned, sim/nodes' fsync.go), and then StartedMs is the tick
+// the write began.
+type EncodeDone struct {
+	Client    int32
+	Rpc       int64
 	Entry     string
-	resumed   bool
-	startedMs int64
+	Resumed   bool
+	StartedMs int64
 }
 
 // encodeResumed is the slot value that marks a resumed encodeDone.
 const encodeResumed int32 = 1
 
-func (p encodeDone) event() Event {
-	ev := Event{Kind: EvEncodeDone, h: p.client, a: p.rpc, s: p.Entry, b: p.startedMs}
-	if p.resumed {
+// Event is p as an EvEncodeDone event.
+func (p EncodeDone) Event() Event {
+	ev := Event{Kind: EvEncodeDone, h: p.Client, a: p.Rpc, s: p.Entry, b: p.StartedMs}
+	if p.Resumed {
 		ev.c = encodeResumed
 	}
 	return ev
 }
-func EncodeDoneOf(ev Event) encodeDone {
-	return encodeDone{client: ev.h, rpc: ev.a, Entry: ev.s, resumed: ev.c == encodeResumed, startedMs: ev.b}
+func EncodeDoneOf(ev Event) EncodeDone {
+	return EncodeDone{Client: ev.h, Rpc: ev.a, Entry: ev.s, Resumed: ev.c == encodeResumed, StartedMs: ev.b}
 }
 
 // removeDone: evRemoveDone, the removal of entry finished; client and rpc
@@ -233,13 +235,14 @@ func (p shutdownCall) event() Event {
 }
 func ShutdownCallOf(ev Event) shutdownCall { return shutdownCall{Injected: ev.a == 1} }
 
-// producerCrash: evProducerCrash; slowWrite names the slow write it
-// interrupts ("" for none).
-type producerCrash struct{ SlowWrite string }
+// ProducerCrash is evProducerCrash's payload: SlowWrite names the slow
+// write it interrupts ("" for none).
+type ProducerCrash struct{ SlowWrite string }
 
-func (p producerCrash) event() Event { return Event{Kind: EvProducerCrash, s: p.SlowWrite} }
-func ProducerCrashOf(ev Event) producerCrash {
-	return producerCrash{SlowWrite: ev.s}
+// Event is p as an EvProducerCrash event.
+func (p ProducerCrash) Event() Event { return Event{Kind: EvProducerCrash, s: p.SlowWrite} }
+func ProducerCrashOf(ev Event) ProducerCrash {
+	return ProducerCrash{SlowWrite: ev.s}
 }
 
 // KvExpire: EvKVExpire, the TTL of prefill node P's KV session number session.

@@ -6,7 +6,7 @@ import (
 )
 
 // nodeWorld is the world's state for the network partition (partition.go),
-// the slow fsync and the producer crash (fsync.go) and the P and D nodes of
+// the slow fsync and the producer crash (sim/nodes/fsync.go) and the P and D nodes of
 // E+P+D (prefill_decode.go). Its stream is subNodes; nothing in it draws
 // from another subsystem's stream, so a seed whose node sites are all
 // disabled and whose topology is E+PD runs as it did without them.

@@ -197,7 +197,7 @@ func (w *World) publishArrive(ev Event) {
 	if w.Tracing {
 		w.Notef("reserved %s (%d bytes)", Short(id), cl.Plan.payloadBytes)
 	}
-	w.After(d, encodeDone{client: call.Client, rpc: call.Rpc, Entry: id}.event())
+	w.After(d, EncodeDone{Client: call.Client, Rpc: call.Rpc, Entry: id}.Event())
 }
 
 // encodeDone: the encoder step ended. Cancelled or failed before publication
@@ -208,8 +208,8 @@ func (w *World) encodeDone(ev Event) {
 	p := w.Prod
 	id := e.Entry
 	rec := w.Ledger.Get(id)
-	cl := w.Clients[e.client]
-	pubMs := w.publishMs(ev) // the clock reading before the write (fsync.go)
+	cl := w.Clients[e.Client]
+	pubMs := w.publishMs(ev) // the clock reading before the write (sim/nodes/fsync.go)
 	p.Publishing--
 	abandon := func(res int64, rule, why string) {
 		w.Ledger.Unpublished = append(w.Ledger.Unpublished, unpublished{Rec: rec, Rule: rule, Why: why})
@@ -230,17 +230,17 @@ func (w *World) encodeDone(ev Event) {
 			}
 		}
 		if res != 0 {
-			w.Send(MsgReply, CallReply{Client: e.client, Rpc: e.rpc, Result: res}.Event(evPublishFailArrive))
+			w.Send(MsgReply, CallReply{Client: e.Client, Rpc: e.Rpc, Result: res}.Event(evPublishFailArrive))
 		}
 	}
-	if w.fsyncWritten(ev) {
-		goto committed // a slow write's fsync returned and it is renamed into place (fsync.go)
+	if w.behaviour.FsyncWritten(w, ev) {
+		goto committed // a slow write's fsync returned and it is renamed into place (sim/nodes/fsync.go)
 	}
 	switch {
 	case w.Faults.Buggify(SiteEncoderFail):
 		abandon(resInternal, "C-6", "encoder failed")
 		return
-	case cl.streamCancelled(e.rpc) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.Decisions) == handoff.PublishAbandon:
+	case cl.streamCancelled(e.Rpc) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.Decisions) == handoff.PublishAbandon:
 		// The step completed after its client cancelled: the core decides
 		// (C-1, C-2; the C-2 mutant writes it).
 		abandon(0, "C-1", "cancelled before publication")
@@ -256,10 +256,10 @@ func (w *World) encodeDone(ev Event) {
 		return
 	}
 	if w.Set.Backend == BackendSharedDir {
-		if w.slowFsync(ev) {
-			return // the fsync returns later (fsync.go)
+		if w.behaviour.SlowFsync(w, ev) {
+			return // the fsync returns later (sim/nodes/fsync.go)
 		}
-		w.Sd.publish(rec)
+		w.Sd.Publish(rec)
 	} else {
 		w.registerSource(id) // with E's xfer agent (transport.go)
 	}
@@ -272,7 +272,7 @@ committed:
 	rec.Published = true
 	rec.ExpiresMs = pubMs + ttl
 	rec.CommittedMs = w.Now
-	cancelled := cl.streamCancelled(e.rpc)
+	cancelled := cl.streamCancelled(e.Rpc)
 	if cancelled {
 		rec.CancelledBeforeReady = true // C-2: the late completion of a cancelled publish
 		w.Ledger.Cancelled = append(w.Ledger.Cancelled, rec)
@@ -304,7 +304,7 @@ committed:
 	if w.Tracing {
 		w.Notef("published %s ttl %d", Short(id), ttl)
 	}
-	w.Send(MsgReply, readyReply{client: e.client, rpc: e.rpc, entry: id, expiresMs: rec.ExpiresMs}.event())
+	w.Send(MsgReply, readyReply{client: e.Client, rpc: e.Rpc, entry: id, expiresMs: rec.ExpiresMs}.event())
 }
 
 // releaseArrive: Abort(encoder_cache=ref) on E (SU-3).
@@ -777,4 +777,14 @@ func Short(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// publishMs is the tick the publish took its clock reading: before the
+// write (the first encodeDone, or the start of a slow write; sim/nodes'
+// fsync.go).
+func (w *World) publishMs(ev Event) int64 {
+	if e := EncodeDoneOf(ev); e.Resumed {
+		return e.StartedMs
+	}
+	return w.Now
 }
