@@ -20,6 +20,9 @@ func Behaviour() *world.Behaviour {
 		SlowFsync:          slowFsync,
 		FsyncWritten:       fsyncWritten,
 	}
+	b.Handlers[world.EvReadyArrive] = readyArrive
+	b.Handlers[world.EvPublishFailArrive] = publishFailArrive
+	b.Handlers[world.EvReleaseReplyArrive] = releaseReplyArrive
 	b.Handlers[world.EvCollect] = collect
 	b.Handlers[world.EvShutdown] = shutdown
 	b.Handlers[world.EvDrainTick] = drainTick

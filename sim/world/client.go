@@ -247,30 +247,10 @@ func (w *World) clientCancel(ev Event) {
 	}
 }
 
-func (w *World) readyArrive(ev Event) {
-	r := readyReplyOf(ev)
-	w.histReturn(r.client, r.rpc, OpPublish, ResOK, r.entry)
-	c := w.Clients[r.client]
-	if !w.Current(c, r.rpc) {
-		return
-	}
-	w.Answer(c, ResOK, r.entry)
-}
-
-func (w *World) publishFailArrive(ev Event) {
-	r := CallReplyOf(ev)
-	w.histReturn(r.Client, r.Rpc, OpPublish, r.Result, "")
-	c := w.Clients[r.Client]
-	if !w.Current(c, r.Rpc) {
-		return
-	}
-	w.Answer(c, r.Result, "")
-}
-
 // consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
 func (w *World) consumeReplyArrive(ev Event) {
 	r := ConsumeReplyOf(ev)
-	w.histReturn(r.Client, r.Rpc, OpConsume, r.result, r.Entry)
+	w.HistReturn(r.Client, r.Rpc, OpConsume, r.result, r.Entry)
 	c := w.Clients[r.Client]
 	if c.Plan.probe != probeNone && r.Rpc == c.probeRPC && r.Rpc != 0 {
 		w.ProbeAnswers = append(w.ProbeAnswers, probeAnswer{H: r.Client, Rpc: r.Rpc, Probe: c.Plan.probe, Entry: r.Entry, Res: r.result})
@@ -287,16 +267,6 @@ func (w *World) consumeReplyArrive(ev Event) {
 		return
 	}
 	w.Answer(c, r.result, "")
-}
-
-func (w *World) releaseReplyArrive(ev Event) {
-	r := CallReplyOf(ev)
-	w.histReturn(r.Client, r.Rpc, OpRelease, r.Result, "")
-	c := w.Clients[r.Client]
-	if !w.Current(c, r.Rpc) {
-		return
-	}
-	w.Answer(c, r.Result, "")
 }
 
 // Answer moves a client on after its current call ended with res.

@@ -32,7 +32,7 @@ func clientCallOf(ev Event) ClientCall       { return ClientCall{Client: ev.h, R
 func (ev *Event) setCaller(p ClientCall) { ev.h, ev.a = p.Client, p.Rpc }
 
 // CallReply: an answer that carries only a result code. Kinds:
-// evPublishFailArrive, evReleaseReplyArrive, evDecodeReplyArrive,
+// EvPublishFailArrive, EvReleaseReplyArrive, evDecodeReplyArrive,
 // evKVAbortReplyArrive.
 type CallReply struct {
 	Client int32
@@ -45,20 +45,23 @@ func (p CallReply) Event(k eventKind) Event {
 }
 func CallReplyOf(ev Event) CallReply { return CallReply{Client: ev.h, Rpc: ev.a, Result: ev.b} }
 
-// readyReply: evReadyArrive, E's OK to a publish with the entry it made
-// and when that entry expires.
-type readyReply struct {
-	client    int32
-	rpc       int64
-	entry     string
-	expiresMs int64
+// ReadyReply is EvReadyArrive's payload: E's OK to a publish call
+// (Client, Rpc) with the Entry it made and when that entry expires.
+type ReadyReply struct {
+	Client    int32
+	Rpc       int64
+	Entry     string
+	ExpiresMs int64
 }
 
-func (p readyReply) event() Event {
-	return Event{Kind: evReadyArrive, h: p.client, a: p.rpc, s: p.entry, b: p.expiresMs}
+// Event is p as an EvReadyArrive event.
+func (p ReadyReply) Event() Event {
+	return Event{Kind: EvReadyArrive, h: p.Client, a: p.Rpc, s: p.Entry, b: p.ExpiresMs}
 }
-func readyReplyOf(ev Event) readyReply {
-	return readyReply{client: ev.h, rpc: ev.a, entry: ev.s, expiresMs: ev.b}
+
+// ReadyReplyOf is ev's ReadyReply.
+func ReadyReplyOf(ev Event) ReadyReply {
+	return ReadyReply{Client: ev.h, Rpc: ev.a, Entry: ev.s, ExpiresMs: ev.b}
 }
 
 // consumeRequest: a consume of entry sent to consumer (evConsumeArrive) or,

@@ -156,7 +156,7 @@ func (w *World) publishArrive(ev Event) {
 	reply := CallReply{Client: call.Client, Rpc: call.Rpc}
 	if p.Stopped {
 		reply.Result = ResUnavailable
-		w.Send(MsgReply, reply.Event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(EvPublishFailArrive))
 		return
 	}
 	if err := p.Health.Admit(); err != nil {
@@ -164,7 +164,7 @@ func (w *World) publishArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("admit: %v", err)
 		}
-		w.Send(MsgReply, reply.Event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(EvPublishFailArrive))
 		return
 	}
 	cl := w.Clients[call.Client]
@@ -173,7 +173,7 @@ func (w *World) publishArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("%s", why)
 		}
-		w.Send(MsgReply, reply.Event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(EvPublishFailArrive))
 		return
 	}
 	id := w.newEntryID()
@@ -185,7 +185,7 @@ func (w *World) publishArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("reserve: %v", err)
 		}
-		w.Send(MsgReply, reply.Event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(EvPublishFailArrive))
 		return
 	}
 	p.Publishing++
@@ -230,7 +230,7 @@ func (w *World) encodeDone(ev Event) {
 			}
 		}
 		if res != 0 {
-			w.Send(MsgReply, CallReply{Client: e.Client, Rpc: e.Rpc, Result: res}.Event(evPublishFailArrive))
+			w.Send(MsgReply, CallReply{Client: e.Client, Rpc: e.Rpc, Result: res}.Event(EvPublishFailArrive))
 		}
 	}
 	if w.behaviour.FsyncWritten(w, ev) {
@@ -304,14 +304,14 @@ committed:
 	if w.Tracing {
 		w.Notef("published %s ttl %d", Short(id), ttl)
 	}
-	w.Send(MsgReply, readyReply{client: e.Client, rpc: e.Rpc, entry: id, expiresMs: rec.ExpiresMs}.event())
+	w.Send(MsgReply, ReadyReply{Client: e.Client, Rpc: e.Rpc, Entry: id, ExpiresMs: rec.ExpiresMs}.Event())
 }
 
 // releaseArrive: Abort(encoder_cache=ref) on E (SU-3).
 func (w *World) releaseArrive(ev Event) {
 	rq := releaseRequestOf(ev)
 	if w.Prod.Stopped {
-		w.Send(MsgReply, CallReply{Client: rq.client, Rpc: rq.rpc, Result: ResUnavailable}.Event(evReleaseReplyArrive))
+		w.Send(MsgReply, CallReply{Client: rq.client, Rpc: rq.rpc, Result: ResUnavailable}.Event(EvReleaseReplyArrive))
 		return
 	}
 	w.ObserveClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
@@ -353,7 +353,7 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 			w.Notef("release %s: UNAVAILABLE (X-1 its removal failed)", Short(id))
 		}
 		if h >= 0 {
-			w.Send(MsgReply, CallReply{Client: int32(h), Rpc: rpc, Result: ResUnavailable}.Event(evReleaseReplyArrive))
+			w.Send(MsgReply, CallReply{Client: int32(h), Rpc: rpc, Result: ResUnavailable}.Event(EvReleaseReplyArrive))
 		}
 	default:
 		if w.Tracing {
@@ -375,7 +375,7 @@ func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
 	if res == ResAborted {
 		w.Ledger.Get(id).Aborted++
 	}
-	w.Send(MsgReply, CallReply{Client: h, Rpc: rpc, Result: res}.Event(evReleaseReplyArrive))
+	w.Send(MsgReply, CallReply{Client: h, Rpc: rpc, Result: res}.Event(EvReleaseReplyArrive))
 }
 
 // StartRemoval removes the storage of an entry the table moved to Removing;
@@ -403,7 +403,7 @@ func (w *World) removeDone(ev Event) {
 	reply := func(res int64) {
 		if cause == handoff.CauseRelease && rd.client >= 0 {
 			if res == ResUnavailable {
-				w.Send(MsgReply, CallReply{Client: rd.client, Rpc: rd.rpc, Result: res}.Event(evReleaseReplyArrive))
+				w.Send(MsgReply, CallReply{Client: rd.client, Rpc: rd.rpc, Result: res}.Event(EvReleaseReplyArrive))
 				return
 			}
 			w.releaseReply(rd.client, rd.rpc, id, res)

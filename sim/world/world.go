@@ -502,10 +502,6 @@ func (w *World) handle(ev Event) bool {
 		w.publishArrive(ev)
 	case EvEncodeDone:
 		w.encodeDone(ev)
-	case evReadyArrive:
-		w.readyArrive(ev)
-	case evPublishFailArrive:
-		w.publishFailArrive(ev)
 	case evConsumeArrive:
 		w.consumeArrive(ev)
 	case evClaimRead:
@@ -514,8 +510,6 @@ func (w *World) handle(ev Event) bool {
 		w.consumeReplyArrive(ev)
 	case EvReleaseArrive:
 		w.releaseArrive(ev)
-	case evReleaseReplyArrive:
-		w.releaseReplyArrive(ev)
 	case EvRemoveDone:
 		w.removeDone(ev)
 	case EvTransferArrive:

@@ -1,0 +1,43 @@
+package nodes
+
+// The clients' handling of the producer's answers to their publish and
+// release calls: each is recorded in the history as it arrives, and moves
+// its client on (World.Answer) when the client still waits for that call.
+// The clients' plans, calls and deadlines are still the world's
+// (sim/world/client.go).
+
+import "github.com/baton-dev/baton/sim/world"
+
+// readyArrive: E's OK to a publish reaches its client (history, then the
+// client's next call if it still waits for this one).
+func readyArrive(w *world.World, ev world.Event) {
+	r := world.ReadyReplyOf(ev)
+	w.HistReturn(r.Client, r.Rpc, world.OpPublish, world.ResOK, r.Entry)
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, world.ResOK, r.Entry)
+}
+
+// publishFailArrive: E's refusal of a publish reaches its client.
+func publishFailArrive(w *world.World, ev world.Event) {
+	r := world.CallReplyOf(ev)
+	w.HistReturn(r.Client, r.Rpc, world.OpPublish, r.Result, "")
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, r.Result, "")
+}
+
+// releaseReplyArrive: E's answer to a release reaches its client.
+func releaseReplyArrive(w *world.World, ev world.Event) {
+	r := world.CallReplyOf(ev)
+	w.HistReturn(r.Client, r.Rpc, world.OpRelease, r.Result, "")
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, r.Result, "")
+}
