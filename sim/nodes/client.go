@@ -2,9 +2,9 @@ package nodes
 
 // The clients' handling of the producer's answers to their publish and
 // release calls: each is recorded in the history as it arrives, and moves
-// its client on (World.Answer) when the client still waits for that call.
-// The clients' plans, calls and deadlines are still the world's
-// (sim/world/client.go).
+// its client on (World.Answer) when the client still waits for that call;
+// and a call's deadline. The clients' plans, calls, cancellations and
+// consume answers are still the world's (sim/world/client.go).
 
 import "github.com/baton-dev/baton/sim/world"
 
@@ -40,4 +40,17 @@ func releaseReplyArrive(w *world.World, ev world.Event) {
 		return
 	}
 	w.Answer(c, r.Result, "")
+}
+
+// clientDeadline: the call's answer did not come in time (lost, or a node down).
+func clientDeadline(w *world.World, ev world.Event) {
+	call := world.ClientCallOf(ev)
+	c := w.Clients[call.Client]
+	if c.Done || call.Rpc != c.Rpc || c.Stage == world.StageIdle {
+		return
+	}
+	if w.Tracing {
+		w.Notef("client %d call %d deadline", c.Idx, call.Rpc)
+	}
+	w.Answer(c, world.ResUnavailable, "")
 }

@@ -20,6 +20,7 @@ func Behaviour() *world.Behaviour {
 		SlowFsync:          slowFsync,
 		FsyncWritten:       fsyncWritten,
 	}
+	b.Handlers[world.EvClientDeadline] = clientDeadline
 	b.Handlers[world.EvReadyArrive] = readyArrive
 	b.Handlers[world.EvPublishFailArrive] = publishFailArrive
 	b.Handlers[world.EvReleaseReplyArrive] = releaseReplyArrive

@@ -190,7 +190,7 @@ func (w *World) finish(c *Client, outcome string) {
 
 // clientStart publishes.
 func (w *World) clientStart(ev Event) {
-	start := clientCallOf(ev)
+	start := ClientCallOf(ev)
 	c := w.Clients[start.Client]
 	w.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive})
 	if c.Plan.cancel == cancelEncoding {
@@ -209,24 +209,11 @@ func (w *World) Current(c *Client, rpc int64) bool {
 	return true
 }
 
-// clientDeadline: the call's answer did not come in time (lost, or a node down).
-func (w *World) clientDeadline(ev Event) {
-	call := clientCallOf(ev)
-	c := w.Clients[call.Client]
-	if c.Done || call.Rpc != c.Rpc || c.Stage == StageIdle {
-		return
-	}
-	if w.Tracing {
-		w.Notef("client %d call %d deadline", c.Idx, call.Rpc)
-	}
-	w.Answer(c, ResUnavailable, "")
-}
-
 // clientCancel cancels the client's current call: the publish stream (C-1,
 // C-7) or, injected, a consume in flight (C-4: the consumer keeps its
 // buffers until the outcome is known; the client then releases).
 func (w *World) clientCancel(ev Event) {
-	call := clientCallOf(ev)
+	call := ClientCallOf(ev)
 	c := w.Clients[call.Client]
 	if c.Done || call.Rpc != c.Rpc {
 		return

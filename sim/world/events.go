@@ -25,7 +25,9 @@ type ClientCall struct {
 }
 
 func (p ClientCall) Event(k eventKind) Event { return Event{Kind: k, h: p.Client, a: p.Rpc} }
-func clientCallOf(ev Event) ClientCall       { return ClientCall{Client: ev.h, Rpc: ev.a} }
+
+// ClientCallOf is ev's ClientCall.
+func ClientCallOf(ev Event) ClientCall { return ClientCall{Client: ev.h, Rpc: ev.a} }
 
 // setCaller stamps the request ev with the call that sends it (World.call):
 // every request kind keeps its client in h and its call number in a.

@@ -151,7 +151,7 @@ func ResOf(err error) int64 {
 // publishArrive: E's Generate(encoder.publish): admit, Reserve (L-5) BEFORE
 // anything is written, then the encoder step.
 func (w *World) publishArrive(ev Event) {
-	call := clientCallOf(ev)
+	call := ClientCallOf(ev)
 	p := w.Prod
 	reply := CallReply{Client: call.Client, Rpc: call.Rpc}
 	if p.Stopped {

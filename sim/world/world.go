@@ -494,8 +494,6 @@ func (w *World) handle(ev Event) bool {
 	switch ev.Kind {
 	case evClientStart:
 		w.clientStart(ev)
-	case EvClientDeadline:
-		w.clientDeadline(ev)
 	case evClientCancel:
 		w.clientCancel(ev)
 	case EvPublishArrive:
