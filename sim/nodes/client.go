@@ -1,12 +1,16 @@
 package nodes
 
-// The clients' handling of the producer's answers to their publish and
+// The clients' handling of the answers to their publish, consume and
 // release calls: each is recorded in the history as it arrives, and moves
 // its client on (World.Answer) when the client still waits for that call;
-// and a call's deadline. The clients' plans, calls, cancellations and
-// consume answers are still the world's (sim/world/client.go).
+// and a call's deadline. The clients' plans, calls and cancellations are
+// still the world's (sim/world/client.go).
 
-import "github.com/baton-dev/baton/sim/world"
+import (
+	"slices"
+
+	"github.com/baton-dev/baton/sim/world"
+)
 
 // readyArrive: E's OK to a publish reaches its client (history, then the
 // client's next call if it still waits for this one).
@@ -53,4 +57,26 @@ func clientDeadline(w *world.World, ev world.Event) {
 		w.Notef("client %d call %d deadline", c.Idx, call.Rpc)
 	}
 	w.Answer(c, world.ResUnavailable, "")
+}
+
+// consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
+func consumeReplyArrive(w *world.World, ev world.Event) {
+	r := world.ConsumeReplyOf(ev)
+	w.HistReturn(r.Client, r.Rpc, world.OpConsume, r.Result, r.Entry)
+	c := w.Clients[r.Client]
+	if c.Plan.Probe != world.ProbeNone && r.Rpc == c.ProbeRPC && r.Rpc != 0 {
+		w.ProbeAnswers = append(w.ProbeAnswers, world.ProbeAnswer{H: r.Client, Rpc: r.Rpc, Probe: c.Plan.Probe, Entry: r.Entry, Res: r.Result})
+	}
+	if r.Result == world.ResOK {
+		// Counted even if the client stopped waiting: the PD served it. A
+		// duplicated reply is the same answer, counted once.
+		rec := w.Ledger.Get(r.Entry)
+		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc}) {
+			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc})
+		}
+	}
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, r.Result, "")
 }

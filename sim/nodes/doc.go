@@ -9,8 +9,9 @@
 // restart (producer_crash.go), a consumer's (consumer_crash.go), the P
 // and D nodes of E+P+D (prefill_decode.go), the producer's collector,
 // Shutdown and drain ticks (producer_life.go), the slow fsync of the
-// shared-directory publish (fsync.go) and the clients' handling of E's
-// publish and release answers and of their calls' deadlines (client.go)
+// shared-directory publish (fsync.go) and the clients' handling of the
+// answers to their publish, consume and release calls and of their calls'
+// deadlines (client.go)
 // have moved here; the producer's and the consumers' request handling,
 // the rest of the clients, the network and the disk are still sim/world's
 // (issue #16 item 4).

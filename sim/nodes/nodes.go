@@ -23,6 +23,7 @@ func Behaviour() *world.Behaviour {
 	b.Handlers[world.EvClientDeadline] = clientDeadline
 	b.Handlers[world.EvReadyArrive] = readyArrive
 	b.Handlers[world.EvPublishFailArrive] = publishFailArrive
+	b.Handlers[world.EvConsumeReplyArrive] = consumeReplyArrive
 	b.Handlers[world.EvReleaseReplyArrive] = releaseReplyArrive
 	b.Handlers[world.EvCollect] = collect
 	b.Handlers[world.EvShutdown] = shutdown

@@ -1,7 +1,5 @@
 package world
 
-import "slices"
-
 // cancelPoint is where a client's plan cancels it (CONTRACT C-1, C-3, C-4).
 type cancelPoint int
 
@@ -25,9 +23,9 @@ type plan struct {
 	replay       bool
 	releases     int // Abort calls after consuming (0, 1 or 2: release twice)
 	race         raceKind
-	// probe is a call the harness makes with the live reference before
+	// Probe is a call the harness makes with the live reference before
 	// consuming it, one the contract says is rejected and changes nothing.
-	probe probeKind
+	Probe probeKind
 	// content names the media published (one of contentKinds): two
 	// clients with the same content publish the same media (SU-6).
 	content int
@@ -40,7 +38,8 @@ type plan struct {
 type probeKind uint8
 
 const (
-	probeNone probeKind = iota
+	// ProbeNone: no probe (the plan makes none).
+	ProbeNone probeKind = iota
 	// probeForged consumes with a reference whose tag the producer never made (SU-5).
 	probeForged
 	// probeOversize consumes with the reference padded past 64 KiB (L-1).
@@ -105,10 +104,10 @@ type Client struct {
 	entry        string
 	releasesLeft int
 	replayed     bool
-	// callPD is the consumer of the current consume call; probeRPC the
+	// callPD is the consumer of the current consume call; ProbeRPC the
 	// number of the probe call.
 	callPD   int
-	probeRPC int64
+	ProbeRPC int64
 	Done     bool
 	Outcome  string
 	// manual clients (Driver) make one call and stop at its answer:
@@ -152,13 +151,13 @@ func drawPlan(w *World) plan {
 	p.content = r.IntN(contentKinds)
 	switch x := r.Float64(); {
 	case x < 0.02:
-		p.probe = probeForged
+		p.Probe = probeForged
 	case x < 0.04:
-		p.probe = probeOversize
+		p.Probe = probeOversize
 	case x < 0.06:
-		p.probe = probeRelabelled
+		p.Probe = probeRelabelled
 	case x < 0.08:
-		p.probe = probeWrongRole
+		p.Probe = probeWrongRole
 	}
 	p.Media = w.drawMedia()
 	return p
@@ -234,28 +233,6 @@ func (w *World) clientCancel(ev Event) {
 	}
 }
 
-// consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
-func (w *World) consumeReplyArrive(ev Event) {
-	r := ConsumeReplyOf(ev)
-	w.HistReturn(r.Client, r.Rpc, OpConsume, r.result, r.Entry)
-	c := w.Clients[r.Client]
-	if c.Plan.probe != probeNone && r.Rpc == c.probeRPC && r.Rpc != 0 {
-		w.ProbeAnswers = append(w.ProbeAnswers, probeAnswer{H: r.Client, Rpc: r.Rpc, Probe: c.Plan.probe, Entry: r.Entry, Res: r.result})
-	}
-	if r.result == ResOK {
-		// Counted even if the client stopped waiting: the PD served it. A
-		// duplicated reply is the same answer, counted once.
-		rec := w.Ledger.Get(r.Entry)
-		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc}) {
-			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc})
-		}
-	}
-	if !w.Current(c, r.Rpc) {
-		return
-	}
-	w.Answer(c, r.result, "")
-}
-
 // Answer moves a client on after its current call ended with res.
 func (w *World) Answer(c *Client, res int64, entry string) {
 	if w.Tracing {
@@ -277,7 +254,7 @@ func (w *World) Answer(c *Client, res int64, entry string) {
 		}
 		c.entry = entry
 		c.releasesLeft = c.Plan.releases
-		if c.Plan.probe != probeNone {
+		if c.Plan.Probe != ProbeNone {
 			w.probe(c)
 			return
 		}
@@ -320,16 +297,16 @@ func (w *World) afterPublish(c *Client) {
 // reference to its consumer, or the consume to E (history: a probe op).
 func (w *World) probe(c *Client) {
 	kind := evConsumeArrive
-	if c.Plan.probe == probeWrongRole {
+	if c.Plan.Probe == probeWrongRole {
 		kind = EvProducerConsume
 	}
-	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.probe]}.event(kind)
+	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.Probe]}.event(kind)
 	c.callPD = c.Plan.consumer
 	w.call(c, stageProbing, MsgRequest, ev)
-	c.probeRPC = c.Rpc
+	c.ProbeRPC = c.Rpc
 	w.Hist.ops[len(w.Hist.ops)-1].Probe = true
 	if w.Tracing {
-		w.Notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.probe])
+		w.Notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.Probe])
 	}
 }
 

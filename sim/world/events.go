@@ -86,21 +86,21 @@ func consumeRequestOf(ev Event) consumeRequest {
 	return consumeRequest{client: ev.h, consumer: ev.c, rpc: ev.a, entry: ev.s, form: refForm(ev.f), waitingSince: ev.b}
 }
 
-// consumeReply: evConsumeReplyArrive, the answer to a consume from
+// consumeReply: EvConsumeReplyArrive, the answer to a consume from
 // consumer (-1: E answered, the L-4 mutant).
 type consumeReply struct {
 	Client   int32
 	Consumer int32
 	Rpc      int64
 	Entry    string
-	result   int64
+	Result   int64
 }
 
 func (p consumeReply) event() Event {
-	return Event{Kind: evConsumeReplyArrive, h: p.Client, c: p.Consumer, a: p.Rpc, s: p.Entry, b: p.result}
+	return Event{Kind: EvConsumeReplyArrive, h: p.Client, c: p.Consumer, a: p.Rpc, s: p.Entry, b: p.Result}
 }
 func ConsumeReplyOf(ev Event) consumeReply {
-	return consumeReply{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, result: ev.b}
+	return consumeReply{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, Result: ev.b}
 }
 
 // releaseRequest: evReleaseArrive, an Abort of entry.

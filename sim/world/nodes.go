@@ -120,7 +120,7 @@ func (w *World) dispatchNode(ev Event) bool {
 
 // sendHook runs before w.send delivers ev; true means ev is lost (a partition).
 func (w *World) sendHook(ev *Event) bool {
-	if rep := ConsumeReplyOf(*ev); ev.Kind == evConsumeReplyArrive && rep.result == ResOK && rep.Consumer >= 0 && w.Set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
+	if rep := ConsumeReplyOf(*ev); ev.Kind == EvConsumeReplyArrive && rep.Result == ResOK && rep.Consumer >= 0 && w.Set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
 		w.behaviour.PrefillReady(w, ev)
 	}
 	return w.behaviour.DropsSend(w, ev)

@@ -746,27 +746,27 @@ func (w *World) producerConsume(ev Event) {
 	rq := consumeRequestOf(ev)
 	reply := consumeReply{Client: rq.client, Consumer: -1, Rpc: rq.rpc, Entry: rq.entry}
 	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.Decisions); err != nil {
-		reply.result = ResOf(err)
-		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
+		reply.Result = ResOf(err)
+		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.Result)
 		w.Send(MsgReply, reply.event())
 		return
 	}
 	rec := w.Ledger.Get(rq.entry)
-	reply.result = resSpent
+	reply.Result = resSpent
 	key := fmt.Sprintf("E/%d/%d", rq.client, rq.rpc)
 	if w.Set.Backend == BackendSharedDir {
 		if w.Sd.claim(w.Sd.prod, -1, rec, false) == claimWon {
 			w.took(rec, key, rq.client, rq.rpc, rq.form)
-			reply.result = ResOK
+			reply.Result = ResOK
 		}
 	} else if w.Now < rec.ExpiresMs && p.Table.ClaimForTransfer(rec.Id) == nil {
 		Must(p.Table.TransferDone(rec.Id))
 		w.freeSource(rec.Id)
 		w.took(rec, key, rq.client, rq.rpc, rq.form)
-		reply.result = ResOK
+		reply.Result = ResOK
 	}
 	if w.Tracing {
-		w.Notef("E served a consume of %s: %s", Short(rec.Id), ResNames[reply.result])
+		w.Notef("E served a consume of %s: %s", Short(rec.Id), ResNames[reply.Result])
 	}
 	w.Send(MsgReply, reply.event())
 }

@@ -14,7 +14,7 @@ const (
 	EvPublishFailArrive
 	evConsumeArrive
 	evClaimRead
-	evConsumeReplyArrive
+	EvConsumeReplyArrive
 	EvReleaseArrive
 	EvReleaseReplyArrive
 	EvRemoveDone
@@ -40,7 +40,7 @@ var eventNames = [numEventKinds]string{
 	evClientStart: "client-start", EvClientDeadline: "client-deadline", evClientCancel: "client-cancel",
 	EvPublishArrive: "publish-arrive", EvEncodeDone: "encode-done", EvReadyArrive: "ready-arrive",
 	EvPublishFailArrive: "publish-fail-arrive", evConsumeArrive: "consume-arrive", evClaimRead: "claim-read",
-	evConsumeReplyArrive: "consume-reply-arrive", EvReleaseArrive: "release-arrive",
+	EvConsumeReplyArrive: "consume-reply-arrive", EvReleaseArrive: "release-arrive",
 	EvReleaseReplyArrive: "release-reply-arrive", EvRemoveDone: "remove-done",
 	EvTransferArrive: "transfer-arrive", EvWriteLand: "write-land", EvWriteComplete: "write-complete",
 	EvWriteDeadline: "write-deadline", EvTransferReply: "transfer-reply", evTransferTimeout: "transfer-timeout",

@@ -157,7 +157,7 @@ type World struct {
 	// reached clients for their probe calls (check_answers.go).
 	RecvEnds     []recvEnd
 	Upstream     []upstreamAnswer
-	ProbeAnswers []probeAnswer
+	ProbeAnswers []ProbeAnswer
 	// Judged counts the entries of each log above (and the ledger's) the
 	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
 	Judged          judgedLogs
@@ -504,8 +504,6 @@ func (w *World) handle(ev Event) bool {
 		w.consumeArrive(ev)
 	case evClaimRead:
 		w.claimRead(ev)
-	case evConsumeReplyArrive:
-		w.consumeReplyArrive(ev)
 	case EvReleaseArrive:
 		w.releaseArrive(ev)
 	case EvRemoveDone:
