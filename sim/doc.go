@@ -81,7 +81,7 @@
 // Drawn from a stream of their own (nodes_settings.go), so a seed's other
 // draws stay as they were: a network partition that cuts a consumer off
 // from E for a window (partition.go), a slow fsync on the shared-directory
-// publish path (fsync.go), a producer crash at a random time or in such a
+// publish path (sim/nodes/fsync.go), a producer crash at a random time or in such a
 // write before its fsync, with a restart under a new instance id and
 // recovery of what the dead instance left (producer_crash.go), and the
 // E+P+D topology for

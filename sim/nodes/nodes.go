@@ -17,7 +17,14 @@ func Behaviour() *world.Behaviour {
 		Decode:             decode,
 		DrainEPPD:          drainEPPD,
 		DrainKVSessions:    drainKVSessions,
+		SlowFsync:          slowFsync,
+		FsyncWritten:       fsyncWritten,
 	}
+	b.Handlers[world.EvClientDeadline] = clientDeadline
+	b.Handlers[world.EvReadyArrive] = readyArrive
+	b.Handlers[world.EvPublishFailArrive] = publishFailArrive
+	b.Handlers[world.EvConsumeReplyArrive] = consumeReplyArrive
+	b.Handlers[world.EvReleaseReplyArrive] = releaseReplyArrive
 	b.Handlers[world.EvCollect] = collect
 	b.Handlers[world.EvShutdown] = shutdown
 	b.Handlers[world.EvDrainTick] = drainTick

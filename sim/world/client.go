@@ -1,7 +1,5 @@
 package world
 
-import "slices"
-
 // cancelPoint is where a client's plan cancels it (CONTRACT C-1, C-3, C-4).
 type cancelPoint int
 
@@ -25,9 +23,9 @@ type plan struct {
 	replay       bool
 	releases     int // Abort calls after consuming (0, 1 or 2: release twice)
 	race         raceKind
-	// probe is a call the harness makes with the live reference before
+	// Probe is a call the harness makes with the live reference before
 	// consuming it, one the contract says is rejected and changes nothing.
-	probe probeKind
+	Probe probeKind
 	// content names the media published (one of contentKinds): two
 	// clients with the same content publish the same media (SU-6).
 	content int
@@ -40,7 +38,8 @@ type plan struct {
 type probeKind uint8
 
 const (
-	probeNone probeKind = iota
+	// ProbeNone: no probe (the plan makes none).
+	ProbeNone probeKind = iota
 	// probeForged consumes with a reference whose tag the producer never made (SU-5).
 	probeForged
 	// probeOversize consumes with the reference padded past 64 KiB (L-1).
@@ -105,10 +104,10 @@ type Client struct {
 	entry        string
 	releasesLeft int
 	replayed     bool
-	// callPD is the consumer of the current consume call; probeRPC the
+	// callPD is the consumer of the current consume call; ProbeRPC the
 	// number of the probe call.
 	callPD   int
-	probeRPC int64
+	ProbeRPC int64
 	Done     bool
 	Outcome  string
 	// manual clients (Driver) make one call and stop at its answer:
@@ -152,13 +151,13 @@ func drawPlan(w *World) plan {
 	p.content = r.IntN(contentKinds)
 	switch x := r.Float64(); {
 	case x < 0.02:
-		p.probe = probeForged
+		p.Probe = probeForged
 	case x < 0.04:
-		p.probe = probeOversize
+		p.Probe = probeOversize
 	case x < 0.06:
-		p.probe = probeRelabelled
+		p.Probe = probeRelabelled
 	case x < 0.08:
-		p.probe = probeWrongRole
+		p.Probe = probeWrongRole
 	}
 	p.Media = w.drawMedia()
 	return p
@@ -190,7 +189,7 @@ func (w *World) finish(c *Client, outcome string) {
 
 // clientStart publishes.
 func (w *World) clientStart(ev Event) {
-	start := clientCallOf(ev)
+	start := ClientCallOf(ev)
 	c := w.Clients[start.Client]
 	w.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive})
 	if c.Plan.cancel == cancelEncoding {
@@ -209,24 +208,11 @@ func (w *World) Current(c *Client, rpc int64) bool {
 	return true
 }
 
-// clientDeadline: the call's answer did not come in time (lost, or a node down).
-func (w *World) clientDeadline(ev Event) {
-	call := clientCallOf(ev)
-	c := w.Clients[call.Client]
-	if c.Done || call.Rpc != c.Rpc || c.Stage == StageIdle {
-		return
-	}
-	if w.Tracing {
-		w.Notef("client %d call %d deadline", c.Idx, call.Rpc)
-	}
-	w.Answer(c, ResUnavailable, "")
-}
-
 // clientCancel cancels the client's current call: the publish stream (C-1,
 // C-7) or, injected, a consume in flight (C-4: the consumer keeps its
 // buffers until the outcome is known; the client then releases).
 func (w *World) clientCancel(ev Event) {
-	call := clientCallOf(ev)
+	call := ClientCallOf(ev)
 	c := w.Clients[call.Client]
 	if c.Done || call.Rpc != c.Rpc {
 		return
@@ -245,58 +231,6 @@ func (w *World) clientCancel(ev Event) {
 		c.releasesLeft = max(c.releasesLeft, 1)
 		w.Next(c)
 	}
-}
-
-func (w *World) readyArrive(ev Event) {
-	r := readyReplyOf(ev)
-	w.histReturn(r.client, r.rpc, OpPublish, ResOK, r.entry)
-	c := w.Clients[r.client]
-	if !w.Current(c, r.rpc) {
-		return
-	}
-	w.Answer(c, ResOK, r.entry)
-}
-
-func (w *World) publishFailArrive(ev Event) {
-	r := CallReplyOf(ev)
-	w.histReturn(r.Client, r.Rpc, OpPublish, r.Result, "")
-	c := w.Clients[r.Client]
-	if !w.Current(c, r.Rpc) {
-		return
-	}
-	w.Answer(c, r.Result, "")
-}
-
-// consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
-func (w *World) consumeReplyArrive(ev Event) {
-	r := ConsumeReplyOf(ev)
-	w.histReturn(r.Client, r.Rpc, OpConsume, r.result, r.Entry)
-	c := w.Clients[r.Client]
-	if c.Plan.probe != probeNone && r.Rpc == c.probeRPC && r.Rpc != 0 {
-		w.ProbeAnswers = append(w.ProbeAnswers, probeAnswer{H: r.Client, Rpc: r.Rpc, Probe: c.Plan.probe, Entry: r.Entry, Res: r.result})
-	}
-	if r.result == ResOK {
-		// Counted even if the client stopped waiting: the PD served it. A
-		// duplicated reply is the same answer, counted once.
-		rec := w.Ledger.Get(r.Entry)
-		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc}) {
-			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc})
-		}
-	}
-	if !w.Current(c, r.Rpc) {
-		return
-	}
-	w.Answer(c, r.result, "")
-}
-
-func (w *World) releaseReplyArrive(ev Event) {
-	r := CallReplyOf(ev)
-	w.histReturn(r.Client, r.Rpc, OpRelease, r.Result, "")
-	c := w.Clients[r.Client]
-	if !w.Current(c, r.Rpc) {
-		return
-	}
-	w.Answer(c, r.Result, "")
 }
 
 // Answer moves a client on after its current call ended with res.
@@ -320,7 +254,7 @@ func (w *World) Answer(c *Client, res int64, entry string) {
 		}
 		c.entry = entry
 		c.releasesLeft = c.Plan.releases
-		if c.Plan.probe != probeNone {
+		if c.Plan.Probe != ProbeNone {
 			w.probe(c)
 			return
 		}
@@ -363,16 +297,16 @@ func (w *World) afterPublish(c *Client) {
 // reference to its consumer, or the consume to E (history: a probe op).
 func (w *World) probe(c *Client) {
 	kind := evConsumeArrive
-	if c.Plan.probe == probeWrongRole {
+	if c.Plan.Probe == probeWrongRole {
 		kind = EvProducerConsume
 	}
-	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.probe]}.event(kind)
+	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.Probe]}.event(kind)
 	c.callPD = c.Plan.consumer
 	w.call(c, stageProbing, MsgRequest, ev)
-	c.probeRPC = c.Rpc
+	c.ProbeRPC = c.Rpc
 	w.Hist.ops[len(w.Hist.ops)-1].Probe = true
 	if w.Tracing {
-		w.Notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.probe])
+		w.Notef("client %d probes with a %s", c.Idx, ProbeNames[c.Plan.Probe])
 	}
 }
 

@@ -149,7 +149,7 @@ func (w *World) consumeArrive(ev Event) {
 		c.LateAdmissions = append(c.LateAdmissions, [2]int64{rq.waitingSince - 1, w.Now})
 	}
 	if err := c.Health.Admit(); err != nil {
-		reply.result = ResOf(err)
+		reply.Result = ResOf(err)
 		w.Ledger.refuseForHealth(CallKey{rq.client, rq.rpc})
 		if w.Tracing {
 			w.Notef("admit: %v", err)
@@ -159,8 +159,8 @@ func (w *World) consumeArrive(ev Event) {
 	}
 	rec := w.Ledger.Get(rq.entry)
 	if err := w.consumerCheckRef(c, rec, rq.form, rq.client, rq.rpc); err != nil {
-		reply.result = ResOf(err)
-		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
+		reply.Result = ResOf(err)
+		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.Result)
 		if w.Tracing {
 			w.Notef("%v", err)
 		}
@@ -168,7 +168,7 @@ func (w *World) consumeArrive(ev Event) {
 		return
 	}
 	if w.Now >= rec.ExpiresMs {
-		reply.result = resSpent
+		reply.Result = resSpent
 		if w.Tracing {
 			w.Notef("SU-2 %s expired", Short(rq.entry))
 		}
@@ -185,7 +185,7 @@ func (w *World) consumeArrive(ev Event) {
 	// SU-2 before L-5 (CONTRACT precedence): the core's handoff.AdmitReceive
 	// looks (shareddir.EntryExists) before it reserves receive bytes.
 	if err := handoff.AdmitReceive(rec.Id, exists, lookErr, func() error { return c.Receives.Preflight(key, rec.PayloadBytes) }); err != nil {
-		reply.result = ResOf(err)
+		reply.Result = ResOf(err)
 		if w.Tracing {
 			if errors.Is(err, handoff.ErrSpentReference) {
 				w.Notef("SU-2 %s is not in the shared directory", Short(rq.entry))
@@ -232,7 +232,7 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
 	if !ok {
 		Must(c.Receives.Rejected(r.key))
 		delete(c.Recvs, r.num)
-		reply.result = resSpent
+		reply.Result = resSpent
 		if w.Tracing {
 			w.Notef("SU-2 %s already consumed, released or expired", Short(r.entry))
 		}
@@ -258,7 +258,7 @@ func (w *World) claimRead(ev Event) {
 	Must(c.Receives.Succeeded(r.key))
 	w.consumeMedia(c, r)
 	delete(c.Recvs, r.num)
-	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: t.consumer, Rpc: r.rpc, Entry: r.entry, result: ResOK}.event())
+	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: t.consumer, Rpc: r.rpc, Entry: r.entry, Result: ResOK}.event())
 }
 
 // requestTransfer: register a buffer, then Requested BEFORE sending
@@ -274,7 +274,7 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 	if buf < 0 {
 		Must(c.Receives.Rejected(r.key))
 		delete(c.Recvs, r.num)
-		reply.result = resExhausted
+		reply.Result = resExhausted
 		if w.Tracing {
 			w.Notef("L-5 no free receive buffer")
 		}
@@ -434,7 +434,7 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 			w.Notef("its revocation waits for a WRITE in flight")
 		}
 	}
-	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, result: ResUnavailable}.event())
+	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, Result: ResUnavailable}.event())
 }
 
 // endReceive frees a receive's buffer (its outcome is known) and answers the client.
@@ -454,7 +454,7 @@ func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
 	if w.Tracing {
 		w.Notef("%s ended %s; buffer %d freed", r.key, ResNames[res], r.buf)
 	}
-	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, result: res}.event())
+	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, Result: res}.event())
 }
 
 // Must panics on an error the driver's own ordering rules out (a Crash verdict).

@@ -25,14 +25,16 @@ type ClientCall struct {
 }
 
 func (p ClientCall) Event(k eventKind) Event { return Event{Kind: k, h: p.Client, a: p.Rpc} }
-func clientCallOf(ev Event) ClientCall       { return ClientCall{Client: ev.h, Rpc: ev.a} }
+
+// ClientCallOf is ev's ClientCall.
+func ClientCallOf(ev Event) ClientCall { return ClientCall{Client: ev.h, Rpc: ev.a} }
 
 // setCaller stamps the request ev with the call that sends it (World.call):
 // every request kind keeps its client in h and its call number in a.
 func (ev *Event) setCaller(p ClientCall) { ev.h, ev.a = p.Client, p.Rpc }
 
 // CallReply: an answer that carries only a result code. Kinds:
-// evPublishFailArrive, evReleaseReplyArrive, evDecodeReplyArrive,
+// EvPublishFailArrive, EvReleaseReplyArrive, evDecodeReplyArrive,
 // evKVAbortReplyArrive.
 type CallReply struct {
 	Client int32
@@ -45,20 +47,23 @@ func (p CallReply) Event(k eventKind) Event {
 }
 func CallReplyOf(ev Event) CallReply { return CallReply{Client: ev.h, Rpc: ev.a, Result: ev.b} }
 
-// readyReply: evReadyArrive, E's OK to a publish with the entry it made
-// and when that entry expires.
-type readyReply struct {
-	client    int32
-	rpc       int64
-	entry     string
-	expiresMs int64
+// ReadyReply is EvReadyArrive's payload: E's OK to a publish call
+// (Client, Rpc) with the Entry it made and when that entry expires.
+type ReadyReply struct {
+	Client    int32
+	Rpc       int64
+	Entry     string
+	ExpiresMs int64
 }
 
-func (p readyReply) event() Event {
-	return Event{Kind: evReadyArrive, h: p.client, a: p.rpc, s: p.entry, b: p.expiresMs}
+// Event is p as an EvReadyArrive event.
+func (p ReadyReply) Event() Event {
+	return Event{Kind: EvReadyArrive, h: p.Client, a: p.Rpc, s: p.Entry, b: p.ExpiresMs}
 }
-func readyReplyOf(ev Event) readyReply {
-	return readyReply{client: ev.h, rpc: ev.a, entry: ev.s, expiresMs: ev.b}
+
+// ReadyReplyOf is ev's ReadyReply.
+func ReadyReplyOf(ev Event) ReadyReply {
+	return ReadyReply{Client: ev.h, Rpc: ev.a, Entry: ev.s, ExpiresMs: ev.b}
 }
 
 // consumeRequest: a consume of entry sent to consumer (evConsumeArrive) or,
@@ -81,21 +86,21 @@ func consumeRequestOf(ev Event) consumeRequest {
 	return consumeRequest{client: ev.h, consumer: ev.c, rpc: ev.a, entry: ev.s, form: refForm(ev.f), waitingSince: ev.b}
 }
 
-// consumeReply: evConsumeReplyArrive, the answer to a consume from
+// consumeReply: EvConsumeReplyArrive, the answer to a consume from
 // consumer (-1: E answered, the L-4 mutant).
 type consumeReply struct {
 	Client   int32
 	Consumer int32
 	Rpc      int64
 	Entry    string
-	result   int64
+	Result   int64
 }
 
 func (p consumeReply) event() Event {
-	return Event{Kind: evConsumeReplyArrive, h: p.Client, c: p.Consumer, a: p.Rpc, s: p.Entry, b: p.result}
+	return Event{Kind: EvConsumeReplyArrive, h: p.Client, c: p.Consumer, a: p.Rpc, s: p.Entry, b: p.Result}
 }
 func ConsumeReplyOf(ev Event) consumeReply {
-	return consumeReply{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, result: ev.b}
+	return consumeReply{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, Result: ev.b}
 }
 
 // releaseRequest: evReleaseArrive, an Abort of entry.
@@ -112,29 +117,31 @@ func releaseRequestOf(ev Event) releaseRequest {
 	return releaseRequest{client: ev.h, rpc: ev.a, entry: ev.s}
 }
 
-// encodeDone: evEncodeDone, the encoder finished entry for the publish
-// call; resumed marks the second one of a slow write (the fsync returned),
-// and then startedMs is the tick the write began.
-type encodeDone struct {
-	client    int32
-	rpc       int64
+// EncodeDone is evEncodeDone's payload: the encoder finished Entry for the
+// publish call (Client, Rpc); Resumed marks the second one of a slow write
+// (the fsync returned, sim/nodes' fsync.go), and then StartedMs is the tick
+// the write began.
+type EncodeDone struct {
+	Client    int32
+	Rpc       int64
 	Entry     string
-	resumed   bool
-	startedMs int64
+	Resumed   bool
+	StartedMs int64
 }
 
 // encodeResumed is the slot value that marks a resumed encodeDone.
 const encodeResumed int32 = 1
 
-func (p encodeDone) event() Event {
-	ev := Event{Kind: EvEncodeDone, h: p.client, a: p.rpc, s: p.Entry, b: p.startedMs}
-	if p.resumed {
+// Event is p as an EvEncodeDone event.
+func (p EncodeDone) Event() Event {
+	ev := Event{Kind: EvEncodeDone, h: p.Client, a: p.Rpc, s: p.Entry, b: p.StartedMs}
+	if p.Resumed {
 		ev.c = encodeResumed
 	}
 	return ev
 }
-func EncodeDoneOf(ev Event) encodeDone {
-	return encodeDone{client: ev.h, rpc: ev.a, Entry: ev.s, resumed: ev.c == encodeResumed, startedMs: ev.b}
+func EncodeDoneOf(ev Event) EncodeDone {
+	return EncodeDone{Client: ev.h, Rpc: ev.a, Entry: ev.s, Resumed: ev.c == encodeResumed, StartedMs: ev.b}
 }
 
 // removeDone: evRemoveDone, the removal of entry finished; client and rpc
@@ -233,13 +240,14 @@ func (p shutdownCall) event() Event {
 }
 func ShutdownCallOf(ev Event) shutdownCall { return shutdownCall{Injected: ev.a == 1} }
 
-// producerCrash: evProducerCrash; slowWrite names the slow write it
-// interrupts ("" for none).
-type producerCrash struct{ SlowWrite string }
+// ProducerCrash is evProducerCrash's payload: SlowWrite names the slow
+// write it interrupts ("" for none).
+type ProducerCrash struct{ SlowWrite string }
 
-func (p producerCrash) event() Event { return Event{Kind: EvProducerCrash, s: p.SlowWrite} }
-func ProducerCrashOf(ev Event) producerCrash {
-	return producerCrash{SlowWrite: ev.s}
+// Event is p as an EvProducerCrash event.
+func (p ProducerCrash) Event() Event { return Event{Kind: EvProducerCrash, s: p.SlowWrite} }
+func ProducerCrashOf(ev Event) ProducerCrash {
+	return ProducerCrash{SlowWrite: ev.s}
 }
 
 // KvExpire: EvKVExpire, the TTL of prefill node P's KV session number session.

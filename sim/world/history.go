@@ -94,10 +94,10 @@ func (w *World) histDuplicate(ev Event) {
 	w.Hist.ops = append(w.Hist.ops, HistoryOp{Client: int(rq.client), Race: rq.rpc == 0, Kind: OpRelease, Entry: rq.entry, Call: w.Now, Return: ReturnUnknown})
 }
 
-// histReturn records the first answer of an operation that reached its
+// HistReturn records the first answer of an operation that reached its
 // client, whether or not the client still waited for it; later copies (a
 // duplicated reply) and answers to no recorded call are ignored.
-func (w *World) histReturn(client int32, rpc int64, kind OpKind, res int64, entry string) {
+func (w *World) HistReturn(client int32, rpc int64, kind OpKind, res int64, entry string) {
 	h := w.Hist
 	k := opKey{client, rpc, kind}
 	i, ok := h.pending[k]

@@ -28,8 +28,8 @@ type upstreamAnswer struct {
 	Recv, Res int64
 }
 
-// probeAnswer is the answer that reached client h for its probe call.
-type probeAnswer struct {
+// ProbeAnswer is the answer that reached client h for its probe call.
+type ProbeAnswer struct {
 	H     int32
 	Rpc   int64
 	Probe probeKind

@@ -6,7 +6,7 @@ import (
 )
 
 // nodeWorld is the world's state for the network partition (partition.go),
-// the slow fsync and the producer crash (fsync.go) and the P and D nodes of
+// the slow fsync and the producer crash (sim/nodes/fsync.go) and the P and D nodes of
 // E+P+D (prefill_decode.go). Its stream is subNodes; nothing in it draws
 // from another subsystem's stream, so a seed whose node sites are all
 // disabled and whose topology is E+PD runs as it did without them.
@@ -120,7 +120,7 @@ func (w *World) dispatchNode(ev Event) bool {
 
 // sendHook runs before w.send delivers ev; true means ev is lost (a partition).
 func (w *World) sendHook(ev *Event) bool {
-	if rep := ConsumeReplyOf(*ev); ev.Kind == evConsumeReplyArrive && rep.result == ResOK && rep.Consumer >= 0 && w.Set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
+	if rep := ConsumeReplyOf(*ev); ev.Kind == EvConsumeReplyArrive && rep.Result == ResOK && rep.Consumer >= 0 && w.Set.eppd() { // c < 0: E answered (L-4 broken), no P holds a session
 		w.behaviour.PrefillReady(w, ev)
 	}
 	return w.behaviour.DropsSend(w, ev)

@@ -255,15 +255,15 @@ func TestSlowFsyncRaces(t *testing.T) {
 			}
 			w.Now = ev.Tick
 			w.Steps++
-			if e := EncodeDoneOf(ev); ev.Kind == EvEncodeDone && e.resumed && !w.Nodes.ProdDown && w.Prod.Table.State(e.Entry) != 0 {
-				c := w.Clients[e.client]
-				if c.streamCancelled(e.rpc) {
+			if e := EncodeDoneOf(ev); ev.Kind == EvEncodeDone && e.Resumed && !w.Nodes.ProdDown && w.Prod.Table.State(e.Entry) != 0 {
+				c := w.Clients[e.Client]
+				if c.streamCancelled(e.Rpc) {
 					cancelled++
 				}
 				if w.Prod.Health.Draining() {
 					draining++
 				}
-				if e.startedMs+w.Prod.Table.TTL(c.Plan.ttlMs) <= w.Now {
+				if e.StartedMs+w.Prod.Table.TTL(c.Plan.ttlMs) <= w.Now {
 					expired++
 				}
 			}

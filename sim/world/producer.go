@@ -151,12 +151,12 @@ func ResOf(err error) int64 {
 // publishArrive: E's Generate(encoder.publish): admit, Reserve (L-5) BEFORE
 // anything is written, then the encoder step.
 func (w *World) publishArrive(ev Event) {
-	call := clientCallOf(ev)
+	call := ClientCallOf(ev)
 	p := w.Prod
 	reply := CallReply{Client: call.Client, Rpc: call.Rpc}
 	if p.Stopped {
 		reply.Result = ResUnavailable
-		w.Send(MsgReply, reply.Event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(EvPublishFailArrive))
 		return
 	}
 	if err := p.Health.Admit(); err != nil {
@@ -164,7 +164,7 @@ func (w *World) publishArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("admit: %v", err)
 		}
-		w.Send(MsgReply, reply.Event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(EvPublishFailArrive))
 		return
 	}
 	cl := w.Clients[call.Client]
@@ -173,7 +173,7 @@ func (w *World) publishArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("%s", why)
 		}
-		w.Send(MsgReply, reply.Event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(EvPublishFailArrive))
 		return
 	}
 	id := w.newEntryID()
@@ -185,7 +185,7 @@ func (w *World) publishArrive(ev Event) {
 		if w.Tracing {
 			w.Notef("reserve: %v", err)
 		}
-		w.Send(MsgReply, reply.Event(evPublishFailArrive))
+		w.Send(MsgReply, reply.Event(EvPublishFailArrive))
 		return
 	}
 	p.Publishing++
@@ -197,7 +197,7 @@ func (w *World) publishArrive(ev Event) {
 	if w.Tracing {
 		w.Notef("reserved %s (%d bytes)", Short(id), cl.Plan.payloadBytes)
 	}
-	w.After(d, encodeDone{client: call.Client, rpc: call.Rpc, Entry: id}.event())
+	w.After(d, EncodeDone{Client: call.Client, Rpc: call.Rpc, Entry: id}.Event())
 }
 
 // encodeDone: the encoder step ended. Cancelled or failed before publication
@@ -208,8 +208,8 @@ func (w *World) encodeDone(ev Event) {
 	p := w.Prod
 	id := e.Entry
 	rec := w.Ledger.Get(id)
-	cl := w.Clients[e.client]
-	pubMs := w.publishMs(ev) // the clock reading before the write (fsync.go)
+	cl := w.Clients[e.Client]
+	pubMs := w.publishMs(ev) // the clock reading before the write (sim/nodes/fsync.go)
 	p.Publishing--
 	abandon := func(res int64, rule, why string) {
 		w.Ledger.Unpublished = append(w.Ledger.Unpublished, unpublished{Rec: rec, Rule: rule, Why: why})
@@ -230,17 +230,17 @@ func (w *World) encodeDone(ev Event) {
 			}
 		}
 		if res != 0 {
-			w.Send(MsgReply, CallReply{Client: e.client, Rpc: e.rpc, Result: res}.Event(evPublishFailArrive))
+			w.Send(MsgReply, CallReply{Client: e.Client, Rpc: e.Rpc, Result: res}.Event(EvPublishFailArrive))
 		}
 	}
-	if w.fsyncWritten(ev) {
-		goto committed // a slow write's fsync returned and it is renamed into place (fsync.go)
+	if w.behaviour.FsyncWritten(w, ev) {
+		goto committed // a slow write's fsync returned and it is renamed into place (sim/nodes/fsync.go)
 	}
 	switch {
 	case w.Faults.Buggify(SiteEncoderFail):
 		abandon(resInternal, "C-6", "encoder failed")
 		return
-	case cl.streamCancelled(e.rpc) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.Decisions) == handoff.PublishAbandon:
+	case cl.streamCancelled(e.Rpc) && handoff.DecidePublishStep(handoff.CancelledDuringStep, w.Decisions) == handoff.PublishAbandon:
 		// The step completed after its client cancelled: the core decides
 		// (C-1, C-2; the C-2 mutant writes it).
 		abandon(0, "C-1", "cancelled before publication")
@@ -256,10 +256,10 @@ func (w *World) encodeDone(ev Event) {
 		return
 	}
 	if w.Set.Backend == BackendSharedDir {
-		if w.slowFsync(ev) {
-			return // the fsync returns later (fsync.go)
+		if w.behaviour.SlowFsync(w, ev) {
+			return // the fsync returns later (sim/nodes/fsync.go)
 		}
-		w.Sd.publish(rec)
+		w.Sd.Publish(rec)
 	} else {
 		w.registerSource(id) // with E's xfer agent (transport.go)
 	}
@@ -272,7 +272,7 @@ committed:
 	rec.Published = true
 	rec.ExpiresMs = pubMs + ttl
 	rec.CommittedMs = w.Now
-	cancelled := cl.streamCancelled(e.rpc)
+	cancelled := cl.streamCancelled(e.Rpc)
 	if cancelled {
 		rec.CancelledBeforeReady = true // C-2: the late completion of a cancelled publish
 		w.Ledger.Cancelled = append(w.Ledger.Cancelled, rec)
@@ -304,14 +304,14 @@ committed:
 	if w.Tracing {
 		w.Notef("published %s ttl %d", Short(id), ttl)
 	}
-	w.Send(MsgReply, readyReply{client: e.client, rpc: e.rpc, entry: id, expiresMs: rec.ExpiresMs}.event())
+	w.Send(MsgReply, ReadyReply{Client: e.Client, Rpc: e.Rpc, Entry: id, ExpiresMs: rec.ExpiresMs}.Event())
 }
 
 // releaseArrive: Abort(encoder_cache=ref) on E (SU-3).
 func (w *World) releaseArrive(ev Event) {
 	rq := releaseRequestOf(ev)
 	if w.Prod.Stopped {
-		w.Send(MsgReply, CallReply{Client: rq.client, Rpc: rq.rpc, Result: ResUnavailable}.Event(evReleaseReplyArrive))
+		w.Send(MsgReply, CallReply{Client: rq.client, Rpc: rq.rpc, Result: ResUnavailable}.Event(EvReleaseReplyArrive))
 		return
 	}
 	w.ObserveClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
@@ -353,7 +353,7 @@ func (w *World) producerRelease(id string, h int, rpc int64) {
 			w.Notef("release %s: UNAVAILABLE (X-1 its removal failed)", Short(id))
 		}
 		if h >= 0 {
-			w.Send(MsgReply, CallReply{Client: int32(h), Rpc: rpc, Result: ResUnavailable}.Event(evReleaseReplyArrive))
+			w.Send(MsgReply, CallReply{Client: int32(h), Rpc: rpc, Result: ResUnavailable}.Event(EvReleaseReplyArrive))
 		}
 	default:
 		if w.Tracing {
@@ -375,7 +375,7 @@ func (w *World) releaseReply(h int32, rpc int64, id string, res int64) {
 	if res == ResAborted {
 		w.Ledger.Get(id).Aborted++
 	}
-	w.Send(MsgReply, CallReply{Client: h, Rpc: rpc, Result: res}.Event(evReleaseReplyArrive))
+	w.Send(MsgReply, CallReply{Client: h, Rpc: rpc, Result: res}.Event(EvReleaseReplyArrive))
 }
 
 // StartRemoval removes the storage of an entry the table moved to Removing;
@@ -403,7 +403,7 @@ func (w *World) removeDone(ev Event) {
 	reply := func(res int64) {
 		if cause == handoff.CauseRelease && rd.client >= 0 {
 			if res == ResUnavailable {
-				w.Send(MsgReply, CallReply{Client: rd.client, Rpc: rd.rpc, Result: res}.Event(evReleaseReplyArrive))
+				w.Send(MsgReply, CallReply{Client: rd.client, Rpc: rd.rpc, Result: res}.Event(EvReleaseReplyArrive))
 				return
 			}
 			w.releaseReply(rd.client, rd.rpc, id, res)
@@ -746,27 +746,27 @@ func (w *World) producerConsume(ev Event) {
 	rq := consumeRequestOf(ev)
 	reply := consumeReply{Client: rq.client, Consumer: -1, Rpc: rq.rpc, Entry: rq.entry}
 	if err := handoff.AdmitRole(fmt.Errorf("%w: L-4 only a consumer consumes an encoder output", handoff.ErrWrongRole), w.Decisions); err != nil {
-		reply.result = ResOf(err)
-		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.result)
+		reply.Result = ResOf(err)
+		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.Result)
 		w.Send(MsgReply, reply.event())
 		return
 	}
 	rec := w.Ledger.Get(rq.entry)
-	reply.result = resSpent
+	reply.Result = resSpent
 	key := fmt.Sprintf("E/%d/%d", rq.client, rq.rpc)
 	if w.Set.Backend == BackendSharedDir {
 		if w.Sd.claim(w.Sd.prod, -1, rec, false) == claimWon {
 			w.took(rec, key, rq.client, rq.rpc, rq.form)
-			reply.result = ResOK
+			reply.Result = ResOK
 		}
 	} else if w.Now < rec.ExpiresMs && p.Table.ClaimForTransfer(rec.Id) == nil {
 		Must(p.Table.TransferDone(rec.Id))
 		w.freeSource(rec.Id)
 		w.took(rec, key, rq.client, rq.rpc, rq.form)
-		reply.result = ResOK
+		reply.Result = ResOK
 	}
 	if w.Tracing {
-		w.Notef("E served a consume of %s: %s", Short(rec.Id), ResNames[reply.result])
+		w.Notef("E served a consume of %s: %s", Short(rec.Id), ResNames[reply.Result])
 	}
 	w.Send(MsgReply, reply.event())
 }
@@ -777,4 +777,14 @@ func Short(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// publishMs is the tick the publish took its clock reading: before the
+// write (the first encodeDone, or the start of a slow write; sim/nodes'
+// fsync.go).
+func (w *World) publishMs(ev Event) int64 {
+	if e := EncodeDoneOf(ev); e.Resumed {
+		return e.StartedMs
+	}
+	return w.Now
 }

@@ -10,13 +10,13 @@ const (
 	evClientCancel
 	EvPublishArrive
 	EvEncodeDone
-	evReadyArrive
-	evPublishFailArrive
+	EvReadyArrive
+	EvPublishFailArrive
 	evConsumeArrive
 	evClaimRead
-	evConsumeReplyArrive
+	EvConsumeReplyArrive
 	EvReleaseArrive
-	evReleaseReplyArrive
+	EvReleaseReplyArrive
 	EvRemoveDone
 	EvTransferArrive
 	EvWriteLand
@@ -38,10 +38,10 @@ const (
 
 var eventNames = [numEventKinds]string{
 	evClientStart: "client-start", EvClientDeadline: "client-deadline", evClientCancel: "client-cancel",
-	EvPublishArrive: "publish-arrive", EvEncodeDone: "encode-done", evReadyArrive: "ready-arrive",
-	evPublishFailArrive: "publish-fail-arrive", evConsumeArrive: "consume-arrive", evClaimRead: "claim-read",
-	evConsumeReplyArrive: "consume-reply-arrive", EvReleaseArrive: "release-arrive",
-	evReleaseReplyArrive: "release-reply-arrive", EvRemoveDone: "remove-done",
+	EvPublishArrive: "publish-arrive", EvEncodeDone: "encode-done", EvReadyArrive: "ready-arrive",
+	EvPublishFailArrive: "publish-fail-arrive", evConsumeArrive: "consume-arrive", evClaimRead: "claim-read",
+	EvConsumeReplyArrive: "consume-reply-arrive", EvReleaseArrive: "release-arrive",
+	EvReleaseReplyArrive: "release-reply-arrive", EvRemoveDone: "remove-done",
 	EvTransferArrive: "transfer-arrive", EvWriteLand: "write-land", EvWriteComplete: "write-complete",
 	EvWriteDeadline: "write-deadline", EvTransferReply: "transfer-reply", evTransferTimeout: "transfer-timeout",
 	EvCollect: "collect", EvChaos: "chaos", EvCrash: "crash", EvRestart: "restart", EvShutdown: "shutdown",

@@ -66,7 +66,7 @@ type sharedDisk struct {
 	dir  *shareddir.Dir
 	// Cons is each consumer's current process.
 	Cons []*simfs.Proc
-	// Slow lists the entries whose slow write is in flight (fsync.go).
+	// Slow lists the entries whose slow write is in flight (sim/nodes/fsync.go).
 	Slow map[string]bool
 	// rngCell holds rng.
 	rngCell rngCell
@@ -205,9 +205,9 @@ func entryTensors(h int) []shareddir.Tensor {
 	return []shareddir.Tensor{shareddir.F32Tensor("e", 1, 1, []float32{float32(h)})}
 }
 
-// publish writes rec's entry with Dir.Write (no fault: the faults are
+// Publish writes rec's entry with Dir.Write (no fault: the faults are
 // decided before).
-func (sd *sharedDisk) publish(rec *EntryRecord) {
+func (sd *sharedDisk) Publish(rec *EntryRecord) {
 	if _, err := sd.dir.Write(rec.Id, entryTensors(rec.H), nil); err != nil {
 		panic(fmt.Sprintf("sim: Write of %s: %v", rec.Id, err))
 	}

@@ -157,7 +157,7 @@ type World struct {
 	// reached clients for their probe calls (check_answers.go).
 	RecvEnds     []recvEnd
 	Upstream     []upstreamAnswer
-	ProbeAnswers []probeAnswer
+	ProbeAnswers []ProbeAnswer
 	// Judged counts the entries of each log above (and the ledger's) the
 	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
 	Judged          judgedLogs
@@ -494,28 +494,18 @@ func (w *World) handle(ev Event) bool {
 	switch ev.Kind {
 	case evClientStart:
 		w.clientStart(ev)
-	case EvClientDeadline:
-		w.clientDeadline(ev)
 	case evClientCancel:
 		w.clientCancel(ev)
 	case EvPublishArrive:
 		w.publishArrive(ev)
 	case EvEncodeDone:
 		w.encodeDone(ev)
-	case evReadyArrive:
-		w.readyArrive(ev)
-	case evPublishFailArrive:
-		w.publishFailArrive(ev)
 	case evConsumeArrive:
 		w.consumeArrive(ev)
 	case evClaimRead:
 		w.claimRead(ev)
-	case evConsumeReplyArrive:
-		w.consumeReplyArrive(ev)
 	case EvReleaseArrive:
 		w.releaseArrive(ev)
-	case evReleaseReplyArrive:
-		w.releaseReplyArrive(ev)
 	case EvRemoveDone:
 		w.removeDone(ev)
 	case EvTransferArrive:

@@ -1,0 +1,82 @@
+package nodes
+
+// The clients' handling of the answers to their publish, consume and
+// release calls: each is recorded in the history as it arrives, and moves
+// its client on (World.Answer) when the client still waits for that call;
+// and a call's deadline. The clients' plans, calls and cancellations are
+// still the world's (sim/world/client.go).
+
+import (
+	"slices"
+
+	"github.com/baton-dev/baton/sim/world"
+)
+
+// readyArrive: E's OK to a publish reaches its client (history, then the
+// client's next call if it still waits for this one).
+func readyArrive(w *world.World, ev world.Event) {
+	r := world.ReadyReplyOf(ev)
+	w.HistReturn(r.Client, r.Rpc, world.OpPublish, world.ResOK, r.Entry)
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, world.ResOK, r.Entry)
+}
+
+// publishFailArrive: E's refusal of a publish reaches its client.
+func publishFailArrive(w *world.World, ev world.Event) {
+	r := world.CallReplyOf(ev)
+	w.HistReturn(r.Client, r.Rpc, world.OpPublish, r.Result, "")
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, r.Result, "")
+}
+
+// releaseReplyArrive: E's answer to a release reaches its client.
+func releaseReplyArrive(w *world.World, ev world.Event) {
+	r := world.CallReplyOf(ev)
+	w.HistReturn(r.Client, r.Rpc, world.OpRelease, r.Result, "")
+	c := w.Clients[r.Client]
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, r.Result, "")
+}
+
+// clientDeadline: the call's answer did not come in time (lost, or a node down).
+func clientDeadline(w *world.World, ev world.Event) {
+	call := world.ClientCallOf(ev)
+	c := w.Clients[call.Client]
+	if c.Done || call.Rpc != c.Rpc || c.Stage == world.StageIdle {
+		return
+	}
+	if w.Tracing {
+		w.Notef("client %d call %d deadline", c.Idx, call.Rpc)
+	}
+	w.Answer(c, world.ResUnavailable, "")
+}
+
+// consumeReplyArrive: the PD's answer; an OK is the client-visible consumption SU-1 counts.
+func consumeReplyArrive(w *world.World, ev world.Event) {
+	r := world.ConsumeReplyOf(ev)
+	w.HistReturn(r.Client, r.Rpc, world.OpConsume, r.Result, r.Entry)
+	c := w.Clients[r.Client]
+	if c.Plan.Probe != world.ProbeNone && r.Rpc == c.ProbeRPC && r.Rpc != 0 {
+		w.ProbeAnswers = append(w.ProbeAnswers, world.ProbeAnswer{H: r.Client, Rpc: r.Rpc, Probe: c.Plan.Probe, Entry: r.Entry, Res: r.Result})
+	}
+	if r.Result == world.ResOK {
+		// Counted even if the client stopped waiting: the PD served it. A
+		// duplicated reply is the same answer, counted once.
+		rec := w.Ledger.Get(r.Entry)
+		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc}) {
+			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc})
+		}
+	}
+	if !w.Current(c, r.Rpc) {
+		return
+	}
+	w.Answer(c, r.Result, "")
+}
