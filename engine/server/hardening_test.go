@@ -249,18 +249,7 @@ func checkRuleLabels(t *testing.T, hooks Hooks) (f failures) {
 	// producer client in use across it, so the consumer's quarantine lasts
 	// until the Q-4 check below (Q-6: the retired client closes with its
 	// last use, and with nothing written the revocation is done at once).
-	p := &consSrv.Engine.producers
-	p.mu.Lock()
-	var addr string
-	for a := range p.conns {
-		addr = a
-	}
-	p.mu.Unlock()
-	other, err := p.get(addr)
-	if addr == "" || err != nil {
-		t.Fatalf("no cached client for the producer (%v)", err)
-	}
-	defer p.put(other)
+	defer holdProducerClient(t, consSrv.Engine)()
 	req := consumeReq(ref)
 	req.Extra, _ = structpb.NewStruct(map[string]any{"baton.transfer_fail": true})
 	res, _ = consumer.Generate(ctx, req)

@@ -69,17 +69,7 @@ func TestTCPTransfer(t *testing.T) {
 	}
 	// Another request's call on the producer's client, in use across the
 	// uncertain transfer below: its connections stay open until it ends.
-	p := &consSrv.Engine.producers
-	p.mu.Lock()
-	var addr string
-	for a := range p.conns {
-		addr = a
-	}
-	p.mu.Unlock()
-	other, err := p.get(addr)
-	if addr == "" || err != nil {
-		t.Fatalf("no cached client for the producer (%v)", err)
-	}
+	putBack := holdProducerClient(t, consSrv.Engine)
 	fail, _ := structpb.NewStruct(map[string]any{"baton.transfer_fail": true})
 	if code := consume(publish(), fail); code != codes.Unavailable {
 		t.Errorf("Q-1 consume whose WRITE failed after removal = %v, want UNAVAILABLE", code)
@@ -98,7 +88,7 @@ func TestTCPTransfer(t *testing.T) {
 	if text.Code() != codes.OK {
 		t.Errorf("Q-4 text-only request on a quarantined consumer = %v, want OK", text.Status)
 	}
-	p.put(other)
+	putBack()
 	waitFor(t, "the consumer's quarantine to end once the retired client's last call ended (Q-6)", func() bool {
 		return health(consumer) == pb.HealthState_HEALTH_STATE_READY
 	})
@@ -149,4 +139,23 @@ func TestConcurrentTCPHandoffsLeakNothing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// holdProducerClient takes the consumer's one cached producer client in
+// use, as another request's call would, so a retired client stays open
+// it closes with its last use) until the returned func puts it back.
+func holdProducerClient(t *testing.T, e *Engine) (putBack func()) {
+	t.Helper()
+	p := &e.producers
+	p.mu.Lock()
+	var addr string
+	for a := range p.conns {
+		addr = a
+	}
+	p.mu.Unlock()
+	other, err := p.get(addr)
+	if addr == "" || err != nil {
+		t.Fatalf("no cached client for the producer (%v)", err)
+	}
+	return func() { p.put(other) }
 }
