@@ -412,6 +412,12 @@ const MutantVideoAsImage = world.MutantVideoAsImage
 // NeverEndQuarantine switch (breaks Q-6).
 const MutantQuarantineNeverEnds = world.MutantQuarantineNeverEnds
 
+// MutantKeepCarrierOpen: the consumer keeps the control connection that
+// carried a transfer with an uncertain outcome open and in use instead of
+// retiring it, so its quarantine lasts while E lives (the core's
+// KeepCarrierOpen switch; breaks Q-6).
+const MutantKeepCarrierOpen = world.MutantKeepCarrierOpen
+
 // Mutants maps each mutant to the rule it breaks.
 var Mutants = world.Mutants
 

@@ -185,14 +185,10 @@ func DefaultPropsSeed(name string) uint64 {
 // refused connection and SE-3..SE-5.
 const suiteOnlySecurity = "the handoff property and the simulator model no trusted-peer lists, refused connections or grpc.health.v1"
 
-// propsNAQuarantineEnd is the PropsNA reason of the Q-6 mutant: the
-// simulator ends quarantines on their proofs and kills it; the property
+// propsNAQuarantineEnd is the PropsNA reason of the Q-6 mutants: the
+// simulator ends quarantines on their proofs and kills them; the property
 // does not look for the end of a quarantine.
 const propsNAQuarantineEnd = "the handoff property restarts every instance a quarantine poisons and never waits for a quarantine to end on its Q-6 proof"
-
-// suiteOnlyCarrier is the SuiteOnly reason of the Q-6 mutant that keeps
-// the carrier of an uncertain transfer open.
-const suiteOnlyCarrier = "a connection-lifetime choice of the engine's driver (whether the consumer closes the gRPC client that carried an uncertain transfer): the handoff property restarts every instance a quarantine poisons and never waits for a quarantine to end; the simulator retires the carrier as the engine does, but has no switch for keeping it, and its converged run stops E, which would close a kept carrier too"
 
 // simNALockAcrossTransfer is the SimNA reason of the Q-5 mutant.
 const simNALockAcrossTransfer = "Q-5 is about the engine's goroutines: a lock held while a TransferEncoderCache call blocks; the simulator runs each node as one event loop that never blocks on a call, so it holds no such lock to keep"
@@ -339,9 +335,9 @@ var all = []Mutant{
 	{Name: "q6-quarantine-never-ends", Rule: "Q-6", Topology: TopologyTCPFaults, Sim: "quarantine-never-ends", PropsNA: propsNAQuarantineEnd,
 		Breaks: "a quarantine lasts for the life of the process even once the backend proved no write can land (the engine before Q-6)",
 		Apply:  func(h *server.Hooks) { h.Decisions.NeverEndQuarantine = true }}, // the core's switch: the sim mutant sets the same
-	{Name: "q6-keep-carrier-open", Rule: "Q-6", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlyCarrier,
+	{Name: "q6-keep-carrier-open", Rule: "Q-6", Topology: TopologyTCPFaults, Sim: "keep-carrier-open", PropsNA: propsNAQuarantineEnd,
 		Breaks: "the consumer keeps the producer client that carried an uncertain tcp transfer open, so its quarantine lasts for as long as the producer lives and keeps that connection healthy (the engine before the consumer retired its carriers)",
-		Apply:  func(h *server.Hooks) { h.KeepCarrierOpen = true }},
+		Apply:  func(h *server.Hooks) { h.Decisions.KeepCarrierOpen = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "se3-trust-any-producer", Rule: "SE-3", AlsoBreaks: map[string]string{"SE-4": "dialling an untrusted endpoint a forged reference names is one of the SE-4 attacks"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "the consumer dials whatever producer endpoint a reference names",
 		Apply:  func(h *server.Hooks) { h.TrustProducer = TrustAnyProducer }},

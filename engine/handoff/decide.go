@@ -58,6 +58,13 @@ type Mutants struct {
 	// memory any more (breaks Q-6; conformance q6-quarantine-never-ends,
 	// sim quarantine-never-ends): EndsOnProof answers false.
 	NeverEndQuarantine bool
+	// KeepCarrierOpen keeps the control connections that may have carried
+	// a transfer with an uncertain outcome open and in use instead of
+	// retiring them (ReceiveDecision.RetireCarriers is false), so a
+	// quarantine whose proof needs them closed lasts for as long as the
+	// producer lives and keeps them healthy (breaks Q-6; conformance
+	// q6-keep-carrier-open, sim keep-carrier-open).
+	KeepCarrierOpen bool
 
 	// The switches below break the consumer's admission of a reference
 	// (AdmitConsume, ReadOpaqueState), the producer's answers (Shutdown,
@@ -240,6 +247,15 @@ type ReceiveDecision struct {
 	// NoProof: with QuarantineBuffers, nothing can ever prove the
 	// quarantine over; it lasts for the life of the process.
 	NoProof bool
+	// RetireCarriers: with QuarantineBuffers, the consumer retires the
+	// control connections that may have carried the request (its
+	// producer client): nothing new goes over them and they close with
+	// their last use, which is the part of the Q-6 proof that is the
+	// consumer's own to bring about; a live producer keeps an idle healthy
+	// connection open for ever. A transport whose proof needs no
+	// connection closed (cuda_ipc's loan) has nothing to retire. False
+	// only under the KeepCarrierOpen mutant.
+	RetireCarriers bool
 	// Health is the change to apply (nil: none): NOT_READY on check
 	// CheckQuarantine while buffers are quarantined.
 	Health *HealthChange
@@ -263,8 +279,9 @@ func decideTransferEnded(ev TransferEnded, m Mutants) ReceiveDecision {
 		return ReceiveDecision{Outcome: ReceiveRejected, Buffers: ReleaseBuffers, Reply: ReplyRefusal, Rule: "Q-1"}
 	}
 	return ReceiveDecision{Outcome: ReceiveUncertain, Buffers: QuarantineBuffers,
-		NoProof: ev.Unsent, // only the RefusedConnectionUncertain mutant gets here with Unsent
-		Health:  &HealthChange{Check: CheckQuarantine, Reason: ev.Reason}, Reply: ReplyUncertain, Rule: "Q-1"}
+		NoProof:        ev.Unsent, // only the RefusedConnectionUncertain mutant gets here with Unsent
+		RetireCarriers: !m.KeepCarrierOpen,
+		Health:         &HealthChange{Check: CheckQuarantine, Reason: ev.Reason}, Reply: ReplyUncertain, Rule: "Q-1"}
 }
 
 // EndTransfer decides how a receive whose TransferEncoderCache call ended
@@ -276,8 +293,10 @@ func decideTransferEnded(ev TransferEnded, m Mutants) ReceiveDecision {
 //   - nothing sent (the connection refused or never established, Q-2):
 //     REJECTED, release, UNAVAILABLE (ErrPeerUnreachable), stay READY;
 //   - anything else, an OK reply short of bytes included:
-//     UNCERTAIN, quarantine the buffers until Q-6 ends it, Health
-//     NOT_READY, UNAVAILABLE (ErrTransferUncertain).
+//     UNCERTAIN, quarantine the buffers until Q-6 ends it, retire the
+//     control connections that may have carried the request (the part of
+//     the Q-6 proof the consumer brings about itself), Health NOT_READY
+//     UNAVAILABLE (ErrTransferUncertain).
 //
 // A receive that was never REQUESTED sent nothing: an uncertain outcome
 // ends it REJECTED and releases its buffers. The Mutants switches replace
@@ -351,7 +370,7 @@ func (c *ConsumerReceives) apply(id string, d ReceiveDecision) (ReceiveDecision,
 	case ReceiveUncertain:
 		err = c.Uncertain(id)
 		if err == nil && !c.Quarantined(id) {
-			d.Outcome, d.Buffers, d.NoProof, d.Health = ReceiveRejected, ReleaseBuffers, false, nil
+			d.Outcome, d.Buffers, d.NoProof, d.RetireCarriers, d.Health = ReceiveRejected, ReleaseBuffers, false, false, nil
 		}
 	}
 	if err != nil {

@@ -105,6 +105,8 @@ func parseMutants(s string) (Mutants, error) {
 			m.ReviveLateCompletion = true
 		case "keep-output-after-cancel":
 			m.KeepOutputAfterCancel = true
+		case "keep-carrier-open":
+			m.KeepCarrierOpen = true
 		default:
 			return m, fmt.Errorf("unknown mutant %q", name)
 		}
@@ -308,6 +310,9 @@ func (d *decideHarness) receiveDecision(b *strings.Builder, rd ReceiveDecision, 
 	fmt.Fprintf(b, "buffers: %s", rd.Buffers)
 	if rd.NoProof {
 		b.WriteString(" (no proof: for the life of the process)")
+	}
+	if rd.RetireCarriers {
+		b.WriteString(", retire the carriers")
 	}
 	b.WriteString("\n")
 	d.healthChange(b, rd.Health)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-dev/baton/conformance/faultproxy"
 	"github.com/baton-dev/baton/conformance/target"
+	"github.com/baton-dev/baton/engine/handoff"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -141,7 +142,7 @@ func TestQ6ConsumerClosesCarrierOfUncertainTransfer(t *testing.T) {
 	}
 }
 
-// TestQ6KeepCarrierOpenMutant runs the Q-6 mutant Hooks.KeepCarrierOpen
+// TestQ6KeepCarrierOpenMutant runs the Q-6 mutant KeepCarrierOpen (the core switch)
 // ("the consumer keeps the carrier open, so a quarantine lasts while the
 // producer lives"), the engine before the consumer retired a carrier, and
 // shows what TestQ6ConsumerClosesCarrierOfUncertainTransfer kills: with
@@ -151,7 +152,7 @@ func TestQ6ConsumerClosesCarrierOfUncertainTransfer(t *testing.T) {
 // client: the pin the cuda_ipc receive still relies on). Only the producer
 // and the proxy going away end the quarantine.
 func TestQ6KeepCarrierOpenMutant(t *testing.T) {
-	s := newCarrierScenario(t, Hooks{KeepCarrierOpen: true})
+	s := newCarrierScenario(t, Hooks{Decisions: handoff.Mutants{KeepCarrierOpen: true}})
 	ctx := context.Background()
 	s.uncertain(t, map[string]faultproxy.Rule{}, nil)
 	p := &s.cons.Engine.producers

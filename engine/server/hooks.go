@@ -27,7 +27,9 @@ type Hooks struct {
 	// the modality check, L-3; the end of a publish, C-2, C-3, C-7).
 	// The simulator's mutants set the same switches, so the same broken
 	// decision runs in both: a broken decision of the core has this one
-	// name (the quarantine's end, Q-6; a refused connection, Q-2; the
+	// name (the quarantine's end and the consumer's retiring of the
+	// connections that carried an uncertain transfer, Q-6; a refused
+	// connection, Q-2; the
 	// source after a failed WRITE, Q-3; a cancelled receive, C-4 included).
 	Decisions handoff.Mutants
 	// SharedDir switches the shared-directory backend's decisions to broken
@@ -48,17 +50,6 @@ type Hooks struct {
 	// core decided it (handoff.FailTransfer; the conformance mutant that
 	// answers INVALID_ARGUMENT sets Decisions.InvalidArgumentAfterRemoval).
 	ProducerTransferFailure func(err error) error
-	// KeepCarrierOpen keeps the producer client whose control connections
-	// may have carried a tcp transfer with an uncertain outcome open and
-	// cached, pinned until those connections close by themselves, instead
-	// of retiring it (the Q-6 mutant "the consumer keeps the carrier open,
-	// so a quarantine lasts while the producer lives": an idle healthy
-	// connection to a live producer never closes, so the consumer stays
-	// NOT_READY although its registration was revoked and nothing can land
-	// any more). Killed by TestQ6KeepCarrierOpenMutant in engine/server
-	// and, in the kill table (conformance/mutants q6-keep-carrier-open), by
-	// the Q-6 case whose producer hangs, recovers and lives on.
-	KeepCarrierOpen bool
 	// HoldLockAcrossTransfer holds the engine's lock across the consumer's
 	// TransferEncoderCache call (the Q-5 mutant).
 	HoldLockAcrossTransfer bool

@@ -275,7 +275,7 @@ func (p *producerClients) hold(c *producerConn) {
 // pin keeps c open until every proof channel is closed: the carriers of a
 // cuda_ipc transfer whose outcome is uncertain, which the quarantine waits
 // for (Q-6; a tcp receive retires its client instead, unless the Q-6
-// mutant Hooks.KeepCarrierOpen pins it). Neither eviction nor the idle
+// mutant handoff.Mutants.KeepCarrierOpen pins it). Neither eviction nor the idle
 // sweep closes a pinned client, so only the producer or keepalive ends
 // those connections.
 func (p *producerClients) pin(c *producerConn, proofs []<-chan struct{}) {

@@ -467,10 +467,10 @@ func (e *Engine) transferReceive(ctx context.Context, receiveID string, ref hand
 		if d.NoProof {
 			carriers = nil // the Q-2 mutant's uncertain outcome, which nothing can end
 		}
-		if e.cfg.Hooks.KeepCarrierOpen {
-			e.producers.pin(pc, carriers) // the Q-6 mutant: only the producer or keepalive ends the quarantine
-		} else {
+		if d.RetireCarriers {
 			e.producers.retire(pc) // closed with its last use: the carriers' closing is ours to bring about
+		} else {
+			e.producers.pin(pc, carriers) // the Q-6 mutant KeepCarrierOpen: only the producer or keepalive ends the quarantine
 		}
 	}
 	switch d.Reply {

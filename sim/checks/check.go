@@ -34,6 +34,7 @@ var stepCheckers = []world.Checker{
 	{Rule: "kv-session", Check: checkKVSessions},
 	{Rule: "N-2", Check: checkNoEncoderOnDecode},
 	{Rule: "Q-6", Check: checkQuarantineProofs},
+	{Rule: "Q-6", Check: checkCarriersRetired},
 }
 
 // checkEnd runs the end-of-run checks once the world converged.

@@ -110,3 +110,33 @@ func checkProofsHonoured(w *world.World) error {
 	}
 	return nil
 }
+
+// checkCarriersRetired: Q-6 once every client is done and before the
+// nodes shut down (World.SettledStep). A consumer quarantine whose
+// registration's revocation is done, and whose carrier no call of the
+// consumer uses any more, has ended, although E may live on: closing the
+// connection that carried the uncertain request is the consumer's own part
+// of the proof (the core decides it retires it, handoff
+// ReceiveDecision.RetireCarriers), and an idle connection to a live E
+// never closes by itself. The KeepCarrierOpen mutant keeps it open, so its
+// quarantine lasts while E lives. The suite's case "Q-6 a consumer's
+// quarantine ends while the producer that hung recovers and lives on"
+// makes the same demand of a real engine.
+func checkCarriersRetired(w *world.World) error {
+	if w.SettledStep != w.Steps {
+		return nil
+	}
+	for _, c := range w.Cons {
+		if !c.Up {
+			continue
+		}
+		for i := range c.Bufs {
+			b := &c.Bufs[i]
+			if b.Quarantined && b.Revoked != nil && world.Closed(b.Revoked) && w.CarrierIdle(b.Carrier) {
+				return fmt.Errorf("every client is done and PD%d's buffer %d is still quarantined for receive %s although the revocation of its registration is done and no call uses the connection that carried its request: the consumer keeps that connection open, so the quarantine lasts for as long as E lives",
+					c.Idx, i, w.Xreqs[b.Owner-1].Key)
+			}
+		}
+	}
+	return nil
+}

@@ -407,7 +407,7 @@ func (w *World) transferTimeout(ev Event) {
 // agent (every later WRITE to it is refused; one it accepted before may
 // still land, and the revocation's done channel closes once none can: the
 // Q-6 proof, with the connection that carried the request closed, which
-// the consumer retires here as the engine does), the buffer is
+// the consumer retires here as the core decides, d.RetireCarriers), the buffer is
 // kept until that proof ends the quarantine (endProvedQuarantines),
 // health NOT_READY, the client answered UNAVAILABLE.
 func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDecision, why string, cause int64) {
@@ -423,7 +423,9 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 		b.Revoked, b.Carrier = done, w.Xreqs[r.num-1].Carrier
 		w.xf.proofWaits++
 	}
-	w.retireCarrier(w.Xreqs[r.num-1].Carrier) // closed with its last use: the carrier's closing is the consumer's to bring about
+	if d.RetireCarriers { // the core decides (the KeepCarrierOpen mutant keeps it open)
+		w.retireCarrier(w.Xreqs[r.num-1].Carrier) // closed with its last use: the carrier's closing is the consumer's to bring about
+	}
 	c.Health.Fail(d.Health.Check, d.Health.Reason)
 	delete(c.Recvs, r.num)
 	if w.Tracing {

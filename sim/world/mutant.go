@@ -147,6 +147,12 @@ const (
 // NeverEndQuarantine switch (breaks Q-6).
 const MutantQuarantineNeverEnds Mutant = "quarantine-never-ends"
 
+// MutantKeepCarrierOpen: the consumer keeps the control connection that
+// carried a transfer with an uncertain outcome open and in use instead of
+// retiring it, so its quarantine lasts while E lives (the core's
+// KeepCarrierOpen switch; breaks Q-6).
+const MutantKeepCarrierOpen Mutant = "keep-carrier-open"
+
 // Decisions returns the lifecycle core's switches (handoff.Mutants) this
 // mutant sets: the same broken decision the engine runs under the
 // conformance mutant that names this one (its Hooks.CoreDecisions); zero
@@ -170,6 +176,8 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.FreeOnCancel = true
 	case MutantQuarantineNeverEnds:
 		d.NeverEndQuarantine = true
+	case MutantKeepCarrierOpen:
+		d.KeepCarrierOpen = true
 	case MutantNoReferenceLimit:
 		d.NoReferenceLimit = true
 	case MutantRejectedReferenceClaims:
@@ -261,6 +269,7 @@ var Mutants = map[Mutant]string{
 	MutantVideoAsImage:             "L-3",
 	// quarantines end by proof
 	MutantQuarantineNeverEnds: "Q-6",
+	MutantKeepCarrierOpen:     "Q-6",
 }
 
 // ParseMutant returns the mutant named s ("" or "none" is MutantNone).

@@ -88,12 +88,15 @@ func (w *World) CarrierClosed(cc *ctrlConn) bool {
 	if !c.Up || c.Inc != cc.inc {
 		return true
 	}
-	if !cc.Retired {
-		return false
-	}
-	for _, r := range c.Recvs {
+	return cc.Retired && w.CarrierIdle(cc) // closed with its last use
+}
+
+// CarrierIdle reports whether no TransferEncoderCache call of cc's
+// consumer is outstanding on connection cc.
+func (w *World) CarrierIdle(cc *ctrlConn) bool {
+	for _, r := range cc.cons.Recvs {
 		if r.buf >= 0 && w.Xreqs[r.num-1].Carrier == cc {
-			return false // another call still uses it
+			return false
 		}
 	}
 	return true

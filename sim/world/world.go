@@ -126,6 +126,11 @@ type World struct {
 	Now     int64
 	Steps   int64
 	phase   phase
+	// SettledStep is the step at which every client was done, in the
+	// liveness phase, just before the nodes are shut down (0 before): the
+	// moment a live E's consumers must have ended every quarantine whose
+	// proof is theirs to bring about (checks.checkCarriersRetired, Q-6).
+	SettledStep int64
 	workRNG *rand.Rand
 	idRNG   *rand.Rand
 	netRNG  *rand.Rand
@@ -558,6 +563,7 @@ func (w *World) endCheck() bool {
 			}
 		}
 		w.phase = phaseShutdown
+		w.SettledStep = w.Steps
 		if w.Tracing {
 			w.Notef("every client done; shutting every node down")
 		}
