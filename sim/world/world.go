@@ -122,20 +122,20 @@ type World struct {
 	// ProofSeen is what the Q-6 checker saw at its last look (check_proof.go).
 	ProofSeen proofSeen
 
-	Q       queue
-	Now     int64
-	Steps   int64
-	phase   phase
+	Q     queue
+	Now   int64
+	Steps int64
+	phase phase
 	// SettledStep is the step at which every client was done, in the
 	// liveness phase, just before the nodes are shut down (0 before): the
 	// moment a live E's consumers must have ended every quarantine whose
 	// proof is theirs to bring about (checks.checkCarriersRetired, Q-6).
 	SettledStep int64
-	workRNG *rand.Rand
-	idRNG   *rand.Rand
-	netRNG  *rand.Rand
-	diskRNG *rand.Rand
-	ProcRNG *rand.Rand
+	workRNG     *rand.Rand
+	idRNG       *rand.Rand
+	netRNG      *rand.Rand
+	diskRNG     *rand.Rand
+	ProcRNG     *rand.Rand
 	// rngs hold the streams above, the faults' and the nodes' (rngCell).
 	rngs   [7]rngCell
 	Faults *faults
