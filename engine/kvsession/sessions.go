@@ -184,6 +184,15 @@ func (t *Sessions) Live() int {
 	return len(t.live)
 }
 
+// Ended is how many KV sessions P no longer holds, by how they ended:
+// released (D fetched and released them, Abort(kv_session), or the drain)
+// and expired (their TTL passed unfetched).
+func (t *Sessions) Ended() (released, expired int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.released, t.expired
+}
+
 // Attach records that this D attaches to session id; false if it did
 // before (a replayed session). Records older than maxTTL (the longest a
 // session can live on P: engine/server's Config.MaxTTL) are forgotten, and

@@ -2,6 +2,7 @@ package kvsession
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -54,6 +55,9 @@ func TestSessions(t *testing.T) {
 	if n := d.Sessions.Live(); n != 0 || len(env.cleanups) != 0 {
 		t.Errorf("after Drain: %d live, cleanups %v; want 0, none", n, env.cleanups)
 	}
+	if released, expired := d.Sessions.Ended(); released != 2 || expired != 1 {
+		t.Errorf("Ended = %d released, %d expired; want 2 (a released, c drained), 1 (b)", released, expired)
+	}
 
 	if !d.Sessions.Attach("x", time.Hour) || d.Sessions.Attach("x", time.Hour) {
 		t.Error("Attach twice: want the first, not the replay")
@@ -99,5 +103,87 @@ func TestRead(t *testing.T) {
 	}
 	if live := p.Release("s"); !live || len(env.cleanups) != 0 {
 		t.Errorf("after the READ: Release = %v, cleanups %v; want true (still live until released), none", live, env.cleanups)
+	}
+}
+
+// quarantineEnv records the quarantine a READ enters.
+type quarantineEnv struct {
+	fakeEnv
+	q      *consumer.Quarantine
+	proofs []<-chan struct{}
+}
+
+func (e *quarantineEnv) EnterQuarantine(q *consumer.Quarantine, proofs []<-chan struct{}) {
+	e.q, e.proofs = q, proofs
+}
+
+// TestReadInFlightAtDeadline: a READ that the agent has not ended when its
+// wait's deadline (timeout + ReadGrace) comes keeps D's buffer and request
+// (CONTRACT Q-1: bytes may still land in it). Read answers an error and
+// enters a quarantine for the buffer whose one proof closes only once
+// the READ ended and was released; then its Free deregisters the
+// buffer, and P frees the session it served without a cleanup failure.
+func TestReadInFlightAtDeadline(t *testing.T) {
+	reg := xfer.NewRegistry()
+	pAgent, err := xfer.NewLoopback(reg, xfer.Options{Name: "prefill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hang := xfer.NewHang()
+	dAgent, err := xfer.NewLoopback(reg, xfer.Options{Name: "decode", Faults: func(w xfer.WriteInfo) xfer.Fault {
+		if !w.Read {
+			return xfer.Fault{}
+		}
+		return xfer.Fault{Kind: xfer.FaultHang, AfterBytes: 64, Hang: hang}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	pEnv, dEnv := &fakeEnv{}, &quarantineEnv{}
+	p := &Driver{Sessions: &Sessions{}, Agent: pAgent, Env: pEnv, Log: log}
+	s, err := p.Register("s", make([]byte, lm.SessionBytes), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Hold(s, time.Hour)
+	md, err := pAgent.LocalMetadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Driver{Sessions: &Sessions{}, Agent: dAgent, Env: dEnv, Log: log}
+	got, err := d.Read(context.Background(), "s", md, s.Reg.Descriptors[0], time.Millisecond, "kv/s/1")
+	if err == nil || got != nil {
+		t.Fatalf("Read of a READ hung past its deadline = %d bytes, %v; want no bytes and an error", len(got), err)
+	}
+	q := dEnv.q
+	if q == nil || q.ID != "kv/s/1" || q.UncountedBytes != lm.SessionBytes || len(dEnv.proofs) != 1 {
+		t.Fatalf("quarantine entered = %+v with %d proofs; want kv/s/1 keeping %d uncounted bytes, one proof", q, len(dEnv.proofs), lm.SessionBytes)
+	}
+	select {
+	case <-dEnv.proofs[0]:
+		t.Fatal("the quarantine's proof closed while the READ is still in flight")
+	default:
+	}
+	if err := q.Free(); err == nil {
+		t.Fatal("the buffer deregistered while its READ is in flight; want the agent to refuse")
+	}
+	hang.Cancel() // the READ ends (failed): nothing can land in the buffer any more
+	select {
+	case <-dEnv.proofs[0]:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the quarantine's proof did not close within 10s of the READ's end")
+	}
+	if err := q.Free(); err != nil {
+		t.Errorf("Free after the proof: %v; want the buffer deregistered", err)
+	}
+	if !p.Release("s") {
+		t.Error("P's session is not live after the failed READ; want it held until released")
+	}
+	if err := pAgent.Deregister(s.Reg); !errors.Is(err, xfer.ErrNotFound) {
+		t.Errorf("P's session region after Release: Deregister = %v; want ErrNotFound (freed at once: nothing reads it any more)", err)
+	}
+	if len(pEnv.cleanups) != 0 || len(dEnv.cleanups) != 0 {
+		t.Errorf("cleanup failures P %v, D %v; want none", pEnv.cleanups, dEnv.cleanups)
 	}
 }
