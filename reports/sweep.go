@@ -147,7 +147,7 @@ type Determinism struct {
 	OneIn       int64             `json:"one_in"`                // one passing seed in OneIn is run twice
 	Sampled     int64             `json:"sampled"`               // seeds run twice
 	Diverged    int64             `json:"diverged"`              // of those, seeds whose two runs differed
-	Divergences []SweepDivergence `json:"divergences,omitempty"` // the diverged seeds listed
+	Divergences []SweepDivergence `json:"divergences,omitempty"` // diverged seeds listed, at most Diverged
 }
 
 // SweepDivergence is a sampled seed whose two runs differed, with the
