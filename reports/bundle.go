@@ -51,12 +51,12 @@ type Product struct {
 	Verdict Outcome `yaml:"verdict" json:"verdict"`
 	// Topologies and Backends are what the certificate covers.
 	Topologies []string `yaml:"topologies" json:"topologies"`
-	Backends   []string `yaml:"backends" json:"backends"`
+	Backends   []string `yaml:"backends" json:"backends"` // covered: "shared_dir", "tcp", "cuda_ipc"
 	// BatonVersion and BatonCommit identify the harness; SpecRevision the
 	// contract ("baton.encoder.v1").
 	BatonVersion string `yaml:"baton_version" json:"baton_version"`
-	BatonCommit  string `yaml:"baton_commit" json:"baton_commit"`
-	SpecRevision string `yaml:"spec_revision" json:"spec_revision"`
+	BatonCommit  string `yaml:"baton_commit" json:"baton_commit"`   // the harness build's commit
+	SpecRevision string `yaml:"spec_revision" json:"spec_revision"` // "baton.encoder.v1"
 	// Date is when the run started (RFC 3339, UTC).
 	Date string `yaml:"date" json:"date"`
 }

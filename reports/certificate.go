@@ -46,6 +46,8 @@ type Certificate struct {
 // its feature (CONTRACT section 5: SE-1 for "tls", SE-2 for
 // "authorization"); conformance/suite.FeatureRules lists them.
 type FeatureRule struct {
+	// Rule is the rule ID ("SE-1"); Feature the profile feature that brings
+	// it in ("tls").
 	Rule, Feature string
 }
 

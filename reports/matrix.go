@@ -20,7 +20,7 @@ type EngineIdentity struct {
 	Address string `json:"address" yaml:"address"`
 	// EngineName and EngineVersion are ServerInfo.engine_name and engine_version.
 	EngineName    string `json:"engine_name" yaml:"engine_name"`
-	EngineVersion string `json:"engine_version,omitempty" yaml:"engine_version,omitempty"`
+	EngineVersion string `json:"engine_version,omitempty" yaml:"engine_version,omitempty"` // "" when the engine gave none
 	// Model is ModelInfo.model_id ("" when the engine gave none).
 	Model string `json:"model,omitempty" yaml:"model,omitempty"`
 	// Preset is ServerInfo.extra["baton.preset"] ("" when absent).
@@ -43,7 +43,7 @@ func (r Results) Engine(role string) (EngineIdentity, bool) {
 type MatrixCell struct {
 	// Producer and Consumer name the implementations (EngineIdentity.EngineName).
 	Producer string `json:"producer" yaml:"producer"`
-	Consumer string `json:"consumer" yaml:"consumer"`
+	Consumer string `json:"consumer" yaml:"consumer"` // the consumer's, whose baseline the cell uses
 	// Verdict is the run's verdict (Results.Verdict).
 	Verdict Outcome `json:"verdict" yaml:"verdict"`
 	// Rules maps a rule ID to its verdict in this run.
@@ -62,7 +62,7 @@ type MatrixCell struct {
 type Matrix struct {
 	// Producers and Consumers are the implementations on each axis, sorted.
 	Producers []string `json:"producers" yaml:"producers"`
-	Consumers []string `json:"consumers" yaml:"consumers"`
+	Consumers []string `json:"consumers" yaml:"consumers"` // the consumer axis
 	// Rules are every rule that appears in some cell, in the order of the
 	// first run that reports it.
 	Rules []string `json:"rules" yaml:"rules"`

@@ -96,7 +96,7 @@ type Results struct {
 	// Topologies and Backends are what the profile declares ("E+PD",
 	// "shared_dir").
 	Topologies []string `json:"topologies,omitempty" yaml:"topologies,omitempty"`
-	Backends   []string `json:"backends,omitempty" yaml:"backends,omitempty"`
+	Backends   []string `json:"backends,omitempty" yaml:"backends,omitempty"` // the profile's declared backends
 	// StartedAt is when the run started (its date).
 	StartedAt time.Time `json:"started_at" yaml:"started_at"`
 	// DurationMs is the run's wall time in milliseconds.

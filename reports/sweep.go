@@ -61,8 +61,8 @@ var ErrBadSweep = errors.New("reports: bad sweep result")
 
 // SeedRange is an inclusive range of seeds.
 type SeedRange struct {
-	From uint64 `json:"from"`
-	To   uint64 `json:"to"`
+	From uint64 `json:"from"` // first seed
+	To   uint64 `json:"to"`   // last seed, included
 }
 
 // Len is the number of seeds (0 when To < From).
@@ -73,86 +73,88 @@ func (r SeedRange) Len() uint64 {
 	return r.To - r.From + 1
 }
 
+// String renders the range as "From..To".
 func (r SeedRange) String() string { return fmt.Sprintf("%d..%d", r.From, r.To) }
 
 // ShardRef is a shard's place: Index in [0, Count).
 type ShardRef struct {
-	Index int `json:"index"`
-	Count int `json:"count"`
+	Index int `json:"index"` // 0-based, < Count
+	Count int `json:"count"` // shards of the range, >= 1
 }
 
+// String renders the shard as "Index/Count".
 func (s ShardRef) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
 
 // SweepResult is one sweep's (or one shard's, or a merge's) result.
 type SweepResult struct {
-	Format       string `json:"format"`
-	World        string `json:"world"`
-	Commit       string `json:"commit"`
-	BatonVersion string `json:"baton_version"`
-	Mutant       string `json:"mutant,omitempty"`
+	Format       string `json:"format"`           // SweepFormat
+	World        string `json:"world"`            // SweepWorldHandoff or SweepWorldExecutor
+	Commit       string `json:"commit"`           // the baton build's commit (UnstampedCommit if unstamped)
+	BatonVersion string `json:"baton_version"`    // the baton build's version
+	Mutant       string `json:"mutant,omitempty"` // the simulator mutant swept; "" for the contract's core
 	// Range is the whole sweep's seeds; Shard this result's place in it;
 	// Seeds this result's own block (nil: the block is empty, more shards
 	// than seeds). A merge has Shard 0/1, Seeds = Range and MergedShards
 	// the shard count it adds up.
 	Range        SeedRange  `json:"range"`
-	Shard        ShardRef   `json:"shard"`
-	Seeds        *SeedRange `json:"seeds"`
-	MergedShards int        `json:"merged_shards,omitempty"`
+	Shard        ShardRef   `json:"shard"`                   // this result's place in Range
+	Seeds        *SeedRange `json:"seeds"`                   // this result's own block of Range; nil when empty
+	MergedShards int        `json:"merged_shards,omitempty"` // shards a merge adds up; 0 for a shard
 	// Runs is the seeds run; Verdicts counts them by run verdict.
 	Runs     int64            `json:"runs"`
-	Verdicts map[string]int64 `json:"verdicts"`
+	Verdicts map[string]int64 `json:"verdicts"` // run verdict -> runs
 	// Events and Ticks are summed over the runs (Ticks: virtual ms; 0 for the executor world).
 	Events int64 `json:"events"`
-	Ticks  int64 `json:"ticks"`
+	Ticks  int64 `json:"ticks"` // virtual ms
 	// Failures are the failing runs with the lowest seeds, in seed order;
 	// FailuresOmitted the failing runs not listed.
 	Failures        []SweepFailure `json:"failures"`
-	FailuresOmitted int64          `json:"failures_omitted"`
+	FailuresOmitted int64          `json:"failures_omitted"` // failing runs not in Failures
 	// StoreReplay is the regression gate's re-run of stored seeds (--replay-store).
 	StoreReplay *StoreReplay `json:"store_replay,omitempty"`
-	Determinism Determinism  `json:"determinism"`
+	Determinism Determinism  `json:"determinism"` // the sampled double runs
 	// Coverage is the handoff world's coverage (nil for the executor world).
 	Coverage *SweepCoverage `json:"coverage,omitempty"`
 	// Verdict is the worst of everything above (Finish); Unreached what
 	// the coverage gate found missing, when it applied.
 	Verdict   string   `json:"verdict"`
-	Unreached []string `json:"unreached,omitempty"`
+	Unreached []string `json:"unreached,omitempty"` // what the coverage gate found missing
 }
 
 // SweepFailure is one failing run.
 type SweepFailure struct {
-	Seed    uint64 `json:"seed"`
-	Verdict string `json:"verdict"`
-	Rule    string `json:"rule,omitempty"`
+	Seed    uint64 `json:"seed"`           // the failing run's seed
+	Verdict string `json:"verdict"`        // its run verdict (SweepCorrectness, SweepLiveness, SweepCrash)
+	Rule    string `json:"rule,omitempty"` // the CONTRACT rule the checker names, if any
 	// Failure is the checker's message (its first line).
 	Failure string `json:"failure"`
-	Events  int64  `json:"events"`
+	Events  int64  `json:"events"` // events the run took
 	// Replay is the command that re-runs the seed; Trace the failing run's
 	// trace file when one was written (--trace-dir, --store).
 	Replay string `json:"replay"`
-	Trace  string `json:"trace,omitempty"`
+	Trace  string `json:"trace,omitempty"` // the trace file, if one was written
 }
 
 // StoreReplay is the re-run of a seed store's seeds before the range.
 type StoreReplay struct {
-	Runs     int64            `json:"runs"`
-	Verdicts map[string]int64 `json:"verdicts"`
-	Failures []SweepFailure   `json:"failures"`
+	Runs     int64            `json:"runs"`     // stored seeds re-run
+	Verdicts map[string]int64 `json:"verdicts"` // run verdict -> runs
+	Failures []SweepFailure   `json:"failures"` // the failing re-runs
 }
 
 // Determinism is the sampled double runs (one passing seed in OneIn).
 type Determinism struct {
-	OneIn       int64             `json:"one_in"`
-	Sampled     int64             `json:"sampled"`
-	Diverged    int64             `json:"diverged"`
-	Divergences []SweepDivergence `json:"divergences,omitempty"`
+	OneIn       int64             `json:"one_in"`                // one passing seed in OneIn is run twice
+	Sampled     int64             `json:"sampled"`               // seeds run twice
+	Diverged    int64             `json:"diverged"`              // of those, seeds whose two runs differed
+	Divergences []SweepDivergence `json:"divergences,omitempty"` // diverged seeds listed, at most Diverged
 }
 
 // SweepDivergence is a sampled seed whose two runs differed, with the
 // files both runs' traces were kept in.
 type SweepDivergence struct {
-	Seed   uint64   `json:"seed"`
-	Traces []string `json:"traces,omitempty"`
+	Seed   uint64   `json:"seed"`             // the sampled seed
+	Traces []string `json:"traces,omitempty"` // the two runs' trace files
 }
 
 // SweepCoverage is what a sweep's runs reached: every fault site (fires,
@@ -161,24 +163,24 @@ type SweepDivergence struct {
 type SweepCoverage struct {
 	// GateMinSeeds is the sweep length from which the gate applies.
 	GateMinSeeds int64                     `json:"gate_min_seeds"`
-	Sites        map[string]SiteCount      `json:"sites"`
-	Points       map[string]int64          `json:"points"`
-	Sometimes    map[string]SometimesCount `json:"sometimes"`
+	Sites        map[string]SiteCount      `json:"sites"`     // fault site name -> its coverage
+	Points       map[string]int64          `json:"points"`    // lifecycle point -> steps taken there
+	Sometimes    map[string]SometimesCount `json:"sometimes"` // sometimes state name -> its coverage
 }
 
 // SiteCount is one fault site's coverage.
 type SiteCount struct {
-	Fired   int64            `json:"fired"`
-	Seeds   int64            `json:"seeds"`
-	ByPoint map[string]int64 `json:"by_point,omitempty"`
+	Fired   int64            `json:"fired"`              // times the site fired, over all runs
+	Seeds   int64            `json:"seeds"`              // runs in which it fired
+	ByPoint map[string]int64 `json:"by_point,omitempty"` // fires per lifecycle point; they sum to Fired
 }
 
 // SometimesCount is one sometimes state's coverage.
 type SometimesCount struct {
-	Rule  string `json:"rule"`
-	Text  string `json:"text"`
-	Hits  int64  `json:"hits"`
-	Seeds int64  `json:"seeds"`
+	Rule  string `json:"rule"`  // the CONTRACT rule it puts under test
+	Text  string `json:"text"`  // what happens in that state
+	Hits  int64  `json:"hits"`  // times it was reached, over all runs
+	Seeds int64  `json:"seeds"` // runs in which it was reached
 }
 
 // GateApplies reports whether the coverage gate judges r: a handoff sweep
@@ -421,17 +423,19 @@ func WriteSweep(path string, r SweepResult) error {
 
 // NamedSweep is a sweep result and where it came from (for messages).
 type NamedSweep struct {
-	Name   string
-	Result SweepResult
+	Name   string      // where it came from: a file name
+	Result SweepResult // the result read
 }
 
 // MergeError lists every reason shard results cannot be merged.
 type MergeError struct{ Problems []string }
 
+// Error lists the problems, one indented line each.
 func (e *MergeError) Error() string {
 	return "reports: cannot merge the sweep results:\n  " + strings.Join(e.Problems, "\n  ")
 }
 
+// Unwrap returns ErrBadSweep, so errors.Is(err, ErrBadSweep) holds.
 func (e *MergeError) Unwrap() error { return ErrBadSweep }
 
 // MergeOptions configures MergeSweeps.

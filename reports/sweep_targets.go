@@ -32,6 +32,8 @@ type CoverageTargets struct {
 // SometimesTarget is one sometimes state a sweep must reach: its stable
 // name, the CONTRACT rule it puts under test and what happened.
 type SometimesTarget struct {
+	// Name is the state's stable name; Rule the CONTRACT rule ID; Text what
+	// happens in the state.
 	Name, Rule, Text string
 }
 

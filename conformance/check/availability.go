@@ -383,6 +383,10 @@ type guardedEngine struct {
 // transfer call for SE-3); those calls pass the gate.
 func (e *guardedEngine) UnwrapEngine() target.Engine { return e.Engine }
 
+// Generate passes req to the wrapped engine, unless the endpoint was down when
+// the current case started: then the case gets the guard's UNAVAILABLE
+// (UnavailablePrefix) as the stream's status, nothing is sent, and the case is
+// marked as having sent a call whose fast UNAVAILABLE could pass for an answer.
 func (e *guardedEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*target.GenerateResult, error) {
 	if err := e.g.gate(e.role, true); err != nil {
 		return &target.GenerateResult{Status: status.Convert(err), Trailer: metadata.MD{}}, nil
@@ -390,6 +394,9 @@ func (e *guardedEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (
 	return e.Engine.Generate(ctx, req)
 }
 
+// GetServerInfo passes the call to the wrapped engine, unless the endpoint was
+// down when the current case started: then it returns the guard's UNAVAILABLE
+// (UnavailablePrefix) without calling.
 func (e *guardedEngine) GetServerInfo(ctx context.Context) (*pb.ServerInfo, error) {
 	if err := e.g.gate(e.role, false); err != nil {
 		return nil, err
@@ -397,6 +404,9 @@ func (e *guardedEngine) GetServerInfo(ctx context.Context) (*pb.ServerInfo, erro
 	return e.Engine.GetServerInfo(ctx)
 }
 
+// GetModelInfo passes the call to the wrapped engine, unless the endpoint was
+// down when the current case started: then it returns the guard's UNAVAILABLE
+// (UnavailablePrefix) without calling.
 func (e *guardedEngine) GetModelInfo(ctx context.Context, model string) (*pb.ModelInfo, error) {
 	if err := e.g.gate(e.role, false); err != nil {
 		return nil, err
@@ -404,6 +414,9 @@ func (e *guardedEngine) GetModelInfo(ctx context.Context, model string) (*pb.Mod
 	return e.Engine.GetModelInfo(ctx, model)
 }
 
+// GetLoad passes the call to the wrapped engine, unless the endpoint was down
+// when the current case started: then it returns the guard's UNAVAILABLE
+// (UnavailablePrefix) without calling.
 func (e *guardedEngine) GetLoad(ctx context.Context) (*pb.LoadInfo, error) {
 	if err := e.g.gate(e.role, false); err != nil {
 		return nil, err
@@ -411,6 +424,9 @@ func (e *guardedEngine) GetLoad(ctx context.Context) (*pb.LoadInfo, error) {
 	return e.Engine.GetLoad(ctx)
 }
 
+// Health passes the call to the wrapped engine, unless the endpoint was down
+// when the current case started: then it returns the guard's UNAVAILABLE
+// (UnavailablePrefix) without calling.
 func (e *guardedEngine) Health(ctx context.Context) (*pb.HealthResponse, error) {
 	if err := e.g.gate(e.role, false); err != nil {
 		return nil, err
@@ -418,6 +434,10 @@ func (e *guardedEngine) Health(ctx context.Context) (*pb.HealthResponse, error) 
 	return e.Engine.Health(ctx)
 }
 
+// Abort passes the call to the wrapped engine, unless the endpoint was down
+// when the current case started: then it returns the guard's UNAVAILABLE
+// (UnavailablePrefix) without calling, and the case is marked as having sent a
+// call whose fast UNAVAILABLE could pass for an answer.
 func (e *guardedEngine) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortResponse, error) {
 	if err := e.g.gate(e.role, true); err != nil {
 		return nil, err
@@ -425,6 +445,10 @@ func (e *guardedEngine) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.Ab
 	return e.Engine.Abort(ctx, req)
 }
 
+// Shutdown passes the call to the wrapped engine, unless the endpoint was down
+// when the current case started: then it returns the guard's UNAVAILABLE
+// (UnavailablePrefix) without calling, and the case is marked as having sent a
+// call whose fast UNAVAILABLE could pass for an answer.
 func (e *guardedEngine) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.ShutdownResponse, error) {
 	if err := e.g.gate(e.role, true); err != nil {
 		return nil, err

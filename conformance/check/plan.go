@@ -25,7 +25,9 @@ var ErrCannotCertify = errors.New("check: the profile cannot be certified at its
 type PlannedCase struct {
 	// Rule, Name, Level and Labels are the case's, as in conformance.yaml.
 	Rule, Name, Level string
-	Labels            []string
+	// Labels are the case's rule ID, its level label (LevelLabelPrefix +
+	// level) and its own labels: what the label filter matches.
+	Labels []string
 	// Selected: the case's level is claimed and the label filter selects
 	// it (a run never runs cases of levels above the claim).
 	Selected bool

@@ -190,6 +190,10 @@ type recordingEngine struct {
 // (their calls are not recorded).
 func (e *recordingEngine) UnwrapEngine() target.Engine { return e.Engine }
 
+// Generate calls the wrapped engine and records the call under the current
+// case: the redacted request, the gRPC code, a summary of the stream's end and
+// the latency, which also joins the publish (producer) or consume (consumer or
+// prefill) latency series.
 func (e *recordingEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*target.GenerateResult, error) {
 	start := e.rec.now()
 	res, err := e.Engine.Generate(ctx, req)
@@ -209,6 +213,8 @@ func (e *recordingEngine) Generate(ctx context.Context, req *pb.GenerateRequest)
 	return res, err
 }
 
+// GetServerInfo calls the wrapped engine and records the call (code, role,
+// instance id, schema revision, latency).
 func (e *recordingEngine) GetServerInfo(ctx context.Context) (*pb.ServerInfo, error) {
 	start := e.rec.now()
 	si, err := e.Engine.GetServerInfo(ctx)
@@ -220,6 +226,8 @@ func (e *recordingEngine) GetServerInfo(ctx context.Context) (*pb.ServerInfo, er
 	return si, err
 }
 
+// GetModelInfo calls the wrapped engine and records the call (model, code,
+// whether the model has an encoder and its role, latency).
 func (e *recordingEngine) GetModelInfo(ctx context.Context, model string) (*pb.ModelInfo, error) {
 	start := e.rec.now()
 	mi, err := e.Engine.GetModelInfo(ctx, model)
@@ -235,6 +243,8 @@ func (e *recordingEngine) GetModelInfo(ctx context.Context, model string) (*pb.M
 	return mi, err
 }
 
+// GetLoad calls the wrapped engine and records the call (code, the CONTRACT
+// section 4 observables of the LoadInfo, latency).
 func (e *recordingEngine) GetLoad(ctx context.Context) (*pb.LoadInfo, error) {
 	start := e.rec.now()
 	li, err := e.Engine.GetLoad(ctx)
@@ -246,6 +256,8 @@ func (e *recordingEngine) GetLoad(ctx context.Context) (*pb.LoadInfo, error) {
 	return li, err
 }
 
+// Health calls the wrapped engine and records the call (code, state and every
+// check not READY, latency).
 func (e *recordingEngine) Health(ctx context.Context) (*pb.HealthResponse, error) {
 	start := e.rec.now()
 	h, err := e.Engine.Health(ctx)
@@ -262,6 +274,8 @@ func (e *recordingEngine) Health(ctx context.Context) (*pb.HealthResponse, error
 	return h, err
 }
 
+// Abort calls the wrapped engine and records the call (redacted request, code,
+// AbortStatus and message, latency).
 func (e *recordingEngine) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.AbortResponse, error) {
 	start := e.rec.now()
 	a, err := e.Engine.Abort(ctx, req)
@@ -276,6 +290,8 @@ func (e *recordingEngine) Abort(ctx context.Context, req *pb.AbortRequest) (*pb.
 	return a, err
 }
 
+// Shutdown calls the wrapped engine and records the call (expected_instance_id,
+// code, ShutdownStatus and message, latency).
 func (e *recordingEngine) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb.ShutdownResponse, error) {
 	start := e.rec.now()
 	s, err := e.Engine.Shutdown(ctx, req)

@@ -79,7 +79,10 @@ func (f Fault) Reached() bool {
 // Step is the decision for one call: a Fault and, for FaultDelay only, how
 // long the reply is held (Delay > 0; ignored for other faults).
 type Step struct {
+	// Fault is what the proxy does to the call; zero is FaultNone.
 	Fault Fault
+	// Delay is how long a FaultDelay holds the reply, > 0; ignored
+	// otherwise.
 	Delay time.Duration
 }
 
@@ -95,7 +98,9 @@ func (s Step) String() string {
 // Probability (in [0, 1]); the Chances of a Rule sum to at most 1 and the
 // remainder is FaultNone.
 type Chance struct {
-	Step        Step
+	// Step is the outcome chosen.
+	Step Step
+	// Probability is the chance Step is chosen, in [0, 1].
 	Probability float64
 }
 
@@ -106,8 +111,12 @@ type Chance struct {
 // applies no fault. "Call 0 drops the reply, then none" is
 // Rule{Sequence: []Step{{Fault: FaultDropReply}}}.
 type Rule struct {
+	// Sequence gives the Step of the method's first len(Sequence) calls,
+	// call i getting Sequence[i].
 	Sequence []Step
-	Random   []Chance
+	// Random is drawn from for every later call (summing to at most 1; the
+	// rest is FaultNone); empty: FaultNone.
+	Random []Chance
 }
 
 // Plan is the proxy's whole fault configuration. Rules is keyed by full
@@ -115,8 +124,13 @@ type Rule struct {
 // no entry follows Default (zero: no fault). Seed drives every random
 // decision (Plan.Decide); print it in tests.
 type Plan struct {
-	Seed    uint64
-	Rules   map[string]Rule
+	// Seed seeds every random draw (Plan.Decide); the same seed gives the
+	// same decisions.
+	Seed uint64
+	// Rules maps a full method name to its Rule.
+	Rules map[string]Rule
+	// Default is the Rule of every method without an entry in Rules; zero:
+	// no fault.
 	Default Rule
 }
 

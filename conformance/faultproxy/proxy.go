@@ -217,8 +217,12 @@ type upstreamStats struct{ p *Proxy }
 
 type recordKey struct{}
 
+// TagRPC returns ctx unchanged: the call's record is already in ctx
+// (recordKey).
 func (upstreamStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 
+// HandleRPC marks the call's record UpstreamReached when the upstream's headers
+// or trailer arrive.
 func (h upstreamStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	switch s.(type) {
 	case *stats.InHeader, *stats.InTrailer:
@@ -228,6 +232,8 @@ func (h upstreamStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 }
 
+// TagConn returns ctx unchanged.
 func (upstreamStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 
+// HandleConn ignores connection events.
 func (upstreamStats) HandleConn(context.Context, stats.ConnStats) {}

@@ -21,7 +21,9 @@ type CallRecord struct {
 	// was set.
 	Seq int
 	// Step is the fault applied; Random says whether the seeded PRNG chose it.
-	Step   Step
+	Step Step
+	// Random: the seeded PRNG chose Step (false: Rule.Sequence did, or
+	// no rule applied and Step is FaultNone).
 	Random bool
 	// Forwarded: the proxy opened the upstream stream and sent the request.
 	Forwarded bool
@@ -32,9 +34,16 @@ type CallRecord struct {
 	UpstreamReached bool
 	// UpstreamDone: the upstream call finished; UpstreamCode, UpstreamMessage
 	// and UpstreamTrailer are its final status and trailers (valid only then).
-	UpstreamDone    bool
-	UpstreamCode    codes.Code
+	UpstreamDone bool
+	// UpstreamCode is the upstream's final gRPC code (valid once
+	// UpstreamDone).
+	UpstreamCode codes.Code
+	// UpstreamMessage is the upstream's final status message (valid once
+	// UpstreamDone).
 	UpstreamMessage string
+	// UpstreamTrailer is the upstream's trailer, valid once UpstreamDone
+	// (where `baton-transfer-rejected: before-write` would be, CONTRACT
+	// Q-2).
 	UpstreamTrailer metadata.MD
 	// Done: the proxy finished handling the call (answered, dropped after the
 	// caller gave up, or cut).

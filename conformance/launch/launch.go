@@ -95,8 +95,14 @@ const decodedBytesPerPixel = 8
 
 // Process is one running `baton serve`.
 type Process struct {
-	Role     string
-	Address  string
+	// Role is the process's `baton serve --role`: "encoder", "pd",
+	// "prefill", "decode" or "aggregated".
+	Role string
+	// Address is the gRPC listener's "127.0.0.1:port", read from the
+	// process's ready file.
+	Address string
+	// LogPath is the file that holds the process's stdout and stderr:
+	// <WorkDir>/<name>.<start number>.log.
 	LogPath  string
 	args     []string // the `baton serve` arguments it was started with
 	cmd      *exec.Cmd
@@ -112,20 +118,24 @@ type Process struct {
 // Topology is E + PD + a second PD + the aggregated baseline sharing one
 // cache directory (StartEPD), or E + P + D + the baseline (StartEPPD).
 type Topology struct {
+	// Producer is E, Consumer the (first) PD of E+PD (nil for E+P+D),
+	// Baseline the aggregated baseline (B-1).
 	Producer, Consumer, Baseline *Process
 	// Consumer2 is a second PD process of E+PD (endpoints key consumer2):
 	// SU-1 races one reference across the two consumer processes.
 	Consumer2 *Process
 	// Prefill and Decode are P and D of E+P+D (nil for E+PD).
 	Prefill, Decode *Process
-	CacheDir        string
-	opts            Options
-	sec             *security // Options.Security's certificates and token
-	proxy           *faultproxy.Proxy
-	starts          int
-	topology        string          // target.TopologyEPPD for StartEPPD; "" is E+PD
-	mu              sync.Mutex      // guards the processes' replacement by Restart
-	retired         []chan struct{} // closed once an instance Restart replaced has exited
+	// CacheDir is the cache directory the roles share, <WorkDir>/cache; it
+	// must be empty after a drain (CONTRACT S-4).
+	CacheDir string
+	opts     Options
+	sec      *security // Options.Security's certificates and token
+	proxy    *faultproxy.Proxy
+	starts   int
+	topology string          // target.TopologyEPPD for StartEPPD; "" is E+PD
+	mu       sync.Mutex      // guards the processes' replacement by Restart
+	retired  []chan struct{} // closed once an instance Restart replaced has exited
 	// ports are the fixed ports of the roles other roles trust (CONTRACT
 	// SE-3: trust lists name them, so a restarted instance must come back
 	// on the same ones): role -> control and transfer port (0: any).

@@ -25,6 +25,8 @@ const (
 	stateUnknown
 )
 
+// String is the state's name: "live", "consumed", "released" or "unknown"
+// (refState(n) for another value).
 func (s refState) String() string {
 	switch s {
 	case stateLive:

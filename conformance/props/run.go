@@ -288,11 +288,20 @@ func (r *runTB) failFile() (string, uint64) {
 	return r.failPath, r.seed
 }
 
-func (r *runTB) Helper()      {}
+// Helper does nothing: the log carries no file positions.
+func (r *runTB) Helper() {}
+
+// Name is the property's name (RunOptions.Name).
 func (r *runTB) Name() string { return r.name }
+
+// Logf formats a line into the log (Report.Output) and RunOptions.Out; with
+// RunOptions.Reproduce set, rapid's reproduce line is replaced by the command
+// it returns for the fail file.
 func (r *runTB) Logf(format string, args ...any) {
 	r.write(fmt.Sprintf(format, args...))
 }
+
+// Log is Logf with fmt.Sprintln formatting.
 func (r *runTB) Log(args ...any) { r.write(fmt.Sprintln(args...)) }
 func (r *runTB) write(s string) {
 	if !strings.HasSuffix(s, "\n") {
@@ -321,24 +330,46 @@ func (r *runTB) write(s string) {
 		io.WriteString(r.out, s)
 	}
 }
+
+// Skipf logs the line and ends the check as skipped (SkipNow).
 func (r *runTB) Skipf(format string, args ...any) { r.Logf(format, args...); r.SkipNow() }
-func (r *runTB) Skip(args ...any)                 { r.Log(args...); r.SkipNow() }
+
+// Skip logs the line and ends the check as skipped (SkipNow).
+func (r *runTB) Skip(args ...any) { r.Log(args...); r.SkipNow() }
+
+// SkipNow marks the check skipped and ends the calling goroutine
+// (runtime.Goexit), as testing does.
 func (r *runTB) SkipNow() {
 	r.mu.Lock()
 	r.skipped = true
 	r.mu.Unlock()
 	runtime.Goexit()
 }
+
+// Errorf logs the line and marks the check failed; the check goes on.
 func (r *runTB) Errorf(format string, args ...any) { r.Logf(format, args...); r.Fail() }
-func (r *runTB) Error(args ...any)                 { r.Log(args...); r.Fail() }
+
+// Error logs the line and marks the check failed; the check goes on.
+func (r *runTB) Error(args ...any) { r.Log(args...); r.Fail() }
+
+// Fatalf logs the line, marks the check failed and ends it (FailNow).
 func (r *runTB) Fatalf(format string, args ...any) { r.Logf(format, args...); r.FailNow() }
-func (r *runTB) Fatal(args ...any)                 { r.Log(args...); r.FailNow() }
-func (r *runTB) FailNow()                          { r.Fail(); runtime.Goexit() }
+
+// Fatal logs the line, marks the check failed and ends it (FailNow).
+func (r *runTB) Fatal(args ...any) { r.Log(args...); r.FailNow() }
+
+// FailNow marks the check failed and ends the calling goroutine
+// (runtime.Goexit).
+func (r *runTB) FailNow() { r.Fail(); runtime.Goexit() }
+
+// Fail marks the check failed; safe for concurrent use.
 func (r *runTB) Fail() {
 	r.mu.Lock()
 	r.failed = true
 	r.mu.Unlock()
 }
+
+// Failed reports whether the check was marked failed.
 func (r *runTB) Failed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -48,14 +48,18 @@ type recordingTB struct {
 	msgs, logs      []string
 }
 
+// Helper does nothing: recorded messages carry no file positions.
 func (r *recordingTB) Helper() {}
 
+// Logf appends a formatted line to Recorded.Logs.
 func (r *recordingTB) Logf(format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.logs = append(r.logs, fmt.Sprintf(format, args...))
 }
 
+// Errorf marks the case failed and appends the formatted message to
+// Recorded.Messages; the case goes on.
 func (r *recordingTB) Errorf(format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -63,11 +67,14 @@ func (r *recordingTB) Errorf(format string, args ...any) {
 	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
 }
 
+// Fatalf is Errorf, then ends the case's goroutine (runtime.Goexit).
 func (r *recordingTB) Fatalf(format string, args ...any) {
 	r.Errorf(format, args...)
 	runtime.Goexit()
 }
 
+// Skipf marks the case skipped, appends the formatted reason to
+// Recorded.Messages and ends the case's goroutine (runtime.Goexit).
 func (r *recordingTB) Skipf(format string, args ...any) {
 	r.mu.Lock()
 	r.skipped = true
@@ -76,6 +83,7 @@ func (r *recordingTB) Skipf(format string, args ...any) {
 	runtime.Goexit()
 }
 
+// Failed reports whether Errorf or Fatalf was called.
 func (r *recordingTB) Failed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

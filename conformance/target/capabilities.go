@@ -38,8 +38,12 @@ const (
 
 // TransferCall is what the fault proxy saw of one call.
 type TransferCall struct {
+	// Method is the call's full gRPC method name
+	// ("/openengine.v1.Control/TransferEncoderCache").
 	Method string
-	Fault  TransferFault
+	// Fault is the fault the proxy applied to the call (FaultNone: passed
+	// through).
+	Fault TransferFault
 	// UpstreamReached: the producer received the call (and so may have acted on it).
 	UpstreamReached bool
 	// UpstreamCode is the producer's gRPC code name when it answered ("OK", "INVALID_ARGUMENT"...).

@@ -861,7 +861,10 @@ func (l *Launched) Target() Target {
 // launchedTarget is the plain Target of a Launched.
 type launchedTarget struct{ l *Launched }
 
-func (t launchedTarget) Profile() Profile                { return t.l.Profile() }
+// Profile is the Launched's Profile.
+func (t launchedTarget) Profile() Profile { return t.l.Profile() }
+
+// Engine is the Launched's engine of role; false when the launch has none.
 func (t launchedTarget) Engine(role Role) (Engine, bool) { return t.l.Engine(role) }
 
 // say prints a line to Out and the launch log.

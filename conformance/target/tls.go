@@ -26,7 +26,8 @@ type TLS struct {
 	// CertFile and KeyFile are the harness's client certificate and key (PEM)
 	// for targets that require mutual TLS; both or neither.
 	CertFile string `yaml:"cert_file" json:"cert_file,omitempty"`
-	KeyFile  string `yaml:"key_file" json:"key_file,omitempty"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"key_file" json:"key_file,omitempty"`
 	// ServerName overrides the name checked against the target's certificate
 	// ("" = the endpoint's host).
 	ServerName string `yaml:"server_name" json:"server_name,omitempty"`
@@ -196,7 +197,8 @@ type Credential struct {
 	TokenFile string `yaml:"token_file" json:"token_file,omitempty"`
 	// CertFile and KeyFile are a client certificate and its key (PEM).
 	CertFile string `yaml:"cert_file" json:"cert_file,omitempty"`
-	KeyFile  string `yaml:"key_file" json:"key_file,omitempty"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"key_file" json:"key_file,omitempty"`
 }
 
 // check validates the block without reading files.

@@ -19,7 +19,10 @@ import (
 // IPCReceive is one cuda_ipc receive: its id and its receive buffer on
 // Driver.Device (the reference's payload bytes, the items back to back).
 type IPCReceive struct {
-	ID  string
+	// ID is the receive's id in Receives.
+	ID string
+	// Dst is the receive buffer on Driver.Device: the reference's payload
+	// bytes, the items back to back.
 	Dst xfer.DeviceBuffer
 }
 

@@ -38,22 +38,33 @@ type Env interface {
 // BeginTCP and EndTCP for tcp, between BeginIPC and EndTransfer or EndCopy
 // for cuda_ipc (cudaipc.go).
 type Driver struct {
+	// Receives is the receive table whose decisions the driver carries out;
+	// guarded by Env's lock.
 	Receives *Receives
-	Env      Env
+	// Env is the engine around the driver: its lock, X-1, quarantine,
+	// switches.
+	Env Env
 	// Agent is the tcp backend's transfer agent (nil for cuda_ipc).
 	Agent xfer.Agent
 	// Device is the cuda_ipc backend's device (nil for tcp), on which the
 	// receive buffers are allocated and the producers' loans opened.
 	Device xfer.IPCDevice
-	Log    *slog.Logger
+	// Log receives the driver's events: quarantines, failed revocations,
+	// failed copies.
+	Log *slog.Logger
 }
 
 // TCPReceive is one tcp receive: its id, its buffers (one per item, of the
 // item's bytes) and their registration with the transfer agent.
 type TCPReceive struct {
-	ID   string
+	// ID is the receive's id in Receives.
+	ID string
+	// Bufs holds one receive buffer per item, each of the item's payload
+	// bytes, in item order.
 	Bufs [][]byte
-	Reg  *xfer.Registration
+	// Reg is Bufs' registration with Driver.Agent, which the producer's
+	// WRITE targets; revoked or deregistered when the receive ends.
+	Reg *xfer.Registration
 }
 
 // BeginTCP admits a receive of items (Q-4, L-5: handoff.ErrQuarantined,

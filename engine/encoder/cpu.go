@@ -21,6 +21,8 @@ const weightStream uint64 = 0x656e636f_64657277
 // W1 [InDim, HiddenDim], B1 [HiddenDim], W2 [HiddenDim, OutDim],
 // B2 [OutDim].
 type Weights struct {
+	// Lengths in float32 elements: W1 InDim*HiddenDim, B1 HiddenDim, W2
+	// HiddenDim*OutDim, B2 OutDim.
 	W1, B1, W2, B2 []float32
 }
 

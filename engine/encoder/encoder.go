@@ -6,8 +6,10 @@ import "image"
 // of shape [Rows, Cols] = [Preset.Patches(), Preset.OutDim]; element (r, c)
 // is Data[r*Cols+c], len(Data) == Rows*Cols.
 type Embedding struct {
+	// Rows is Preset.Patches() (one row per patch), Cols is Preset.OutDim.
 	Rows, Cols int
-	Data       []float32
+	// Data holds the Rows*Cols elements, row-major.
+	Data []float32
 }
 
 // Encoder encodes decoded images into embeddings. Implementations: CPU (this

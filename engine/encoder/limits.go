@@ -11,8 +11,14 @@ package encoder
 // A zero or negative field takes its DefaultLimits value: there is no
 // "unlimited".
 type Limits struct {
+	// MaxEncodedBytes bounds one image's encoded bytes (default
+	// DefaultMaxEncodedBytes, 20 MiB).
 	MaxEncodedBytes int
-	MaxPixels       int64
+	// MaxPixels bounds the header's width*height (default DefaultMaxPixels,
+	// 40 M).
+	MaxPixels int64
+	// MaxDataURIBytes bounds a data URI's length in bytes (default
+	// DefaultMaxDataURIBytes, 28 MiB).
 	MaxDataURIBytes int
 }
 

@@ -15,6 +15,8 @@ var ErrUnknownPreset = errors.New("encoder: unknown preset")
 // InDim -> HiddenDim -> OutDim. The preset's Name is part of the content hash
 // (rule H-1): the same pixels under two presets hash differently.
 type Preset struct {
+	// Name is the preset's name ("tiny", "base", "large"), hashed into
+	// H-1's content hash.
 	Name                     string
 	ImageSize, PatchSize     int // pixels
 	InDim, HiddenDim, OutDim int // float32 elements per patch

@@ -199,6 +199,7 @@ type chunkReader struct {
 	last  int // the part that held the last byte read
 }
 
+// ReadByte returns the stream's next byte, io.EOF after the last part.
 func (r *chunkReader) ReadByte() (byte, error) {
 	for r.i < len(r.parts) {
 		if r.j < len(r.parts[r.i]) {
@@ -212,6 +213,8 @@ func (r *chunkReader) ReadByte() (byte, error) {
 	return 0, io.EOF
 }
 
+// Read copies up to len(p) of the stream's next bytes into p; io.EOF once
+// nothing is left.
 func (r *chunkReader) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) && r.i < len(r.parts) {

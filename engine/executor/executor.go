@@ -44,6 +44,9 @@ const (
 
 var stateNames = [...]string{"", "ENCODER_INIT", "PENDING", "PUBLISHED", "CONTEXT", "GENERATION", "FINISHED", "CANCELLED", "FAILED"}
 
+// String returns the state's contract name (ENCODER_INIT, PENDING, PUBLISHED,
+// CONTEXT, GENERATION, FINISHED, CANCELLED, FAILED), or State(n) for a value
+// out of range.
 func (s State) String() string {
 	if int(s) < len(stateNames) && s != 0 {
 		return stateNames[s]
@@ -71,6 +74,7 @@ const (
 	PreemptReset
 )
 
+// String returns "pause" or "reset", or PreemptMode(n) for another value.
 func (m PreemptMode) String() string {
 	switch m {
 	case PreemptPause:
@@ -124,8 +128,8 @@ type Counters struct {
 	ContextsComputed  uint64 // ContextComputed calls (cross-attention KV computations, R-1)
 	Releases          uint64 // Release calls that dropped a view
 	RedundantReleases uint64 // Release calls that found nothing to drop
-	Preemptions       uint64
-	StoragesFreed     uint64
+	Preemptions       uint64 // Preempt calls that re-admitted a request
+	StoragesFreed     uint64 // FreeStorage actions: packed storages freed (C-3, C-6)
 	EncoderFailures   uint64 // batches that failed
 }
 
@@ -133,9 +137,12 @@ type Counters struct {
 // [FirstItem, FirstItem+Items) of the batch's storage, in submission order
 // of the batch's members.
 type View struct {
-	Batch     BatchID
+	// Batch is the batch whose packed storage holds the view's items.
+	Batch BatchID
+	// FirstItem is the index of the view's first item in the storage.
 	FirstItem int
-	Items     int
+	// Items is the view's item count (the request's encoder input items).
+	Items int
 }
 
 type request struct {

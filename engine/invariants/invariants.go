@@ -26,10 +26,12 @@ type Violation struct {
 	Err error
 }
 
+// Error names the transition, the table and CheckInvariants' error.
 func (v *Violation) Error() string {
 	return fmt.Sprintf("baton: invariant violated after %s on the %s: %v", v.Op, v.Table, v.Err)
 }
 
+// Unwrap returns CheckInvariants' error, for errors.Is and errors.As.
 func (v *Violation) Unwrap() error { return v.Err }
 
 // MustHold panics with a *Violation when c's invariants do not hold after

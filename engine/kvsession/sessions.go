@@ -73,10 +73,16 @@ type Env interface {
 // released the session, it was aborted, it expired or the engine drains.
 // On D: it READs a session (Read, read.go).
 type Driver struct {
+	// Sessions is P's table of sessions held for D and D's replay guard.
 	Sessions *Sessions
-	Agent    xfer.Agent
-	Env      Env
-	Log      *slog.Logger
+	// Agent is the transfer agent: P registers sessions' bytes with it, D
+	// READs through it.
+	Agent xfer.Agent
+	// Env is the engine around the driver: X-1 and the quarantine entry.
+	Env Env
+	// Log receives the driver's events: sessions expired unfetched, failed
+	// READ releases.
+	Log *slog.Logger
 }
 
 // Register copies b, a serialised lm.Session (lm.SessionBytes bytes), and

@@ -34,7 +34,9 @@ const (
 // last token before a stop text, which may carry only the part of its text in
 // front of the cut. Concatenating the emitted Texts gives the answer.
 type Token struct {
-	ID   uint32
+	// ID is the token id, < VocabSize().
+	ID uint32
+	// Text is the token's text as emitted (see above).
 	Text string
 }
 
@@ -42,11 +44,14 @@ type Token struct {
 // (EOS and excluded stop tokens are not emitted and not counted); usage's
 // total_tokens is PromptTokens + CompletionTokens.
 type Result struct {
-	Finish      FinishReason
-	StopBy      StopKind
-	StopMatch   string // the stop text matched, for StopByText
-	StopTokenID uint32 // the stop token matched, for StopByTokenID
+	Finish      FinishReason // why the answer ended
+	StopBy      StopKind     // for FinishStop, which condition; StopByNone otherwise
+	StopMatch   string       // the stop text matched, for StopByText
+	StopTokenID uint32       // the stop token matched, for StopByTokenID
 
+	// PromptTokens is the prompt's length in tokens (text tokens plus every
+	// image's Rows); CompletionTokens counts the emitted tokens, including
+	// those a preempted decode emitted before (DecodeOptions.Emitted).
 	PromptTokens, CompletionTokens uint32
 }
 
@@ -87,7 +92,9 @@ type DecodeOptions struct {
 	// passes through them first: re-absorbing them (pause and resume) or,
 	// with Recompute, regenerating each and checking it equals (full reset;
 	// a difference is ErrRecomputeDiverged).
-	Decided   []uint32
+	Decided []uint32
+	// Recompute regenerates each Decided id and checks it (full reset)
+	// instead of re-absorbing them (pause and resume).
 	Recompute bool
 	// Emitted is how many tokens the earlier decode emitted: that many are
 	// not emitted again, but still counted in Result.CompletionTokens.

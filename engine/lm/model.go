@@ -89,6 +89,7 @@ func ArchitectureByName(name string) (Architecture, error) {
 	return 0, fmt.Errorf("%w: %q (want decoder-only or encoder-decoder)", ErrUnknownArchitecture, name)
 }
 
+// String is "encoder-decoder" for EncoderDecoder, "decoder-only" otherwise.
 func (a Architecture) String() string {
 	if a == EncoderDecoder {
 		return "encoder-decoder"
@@ -140,7 +141,8 @@ type Request struct {
 	// Prompt is the prompt text; "<image>" marks image positions. Exclusive
 	// with TokenIDs (ErrInvalidInput), which gives the prompt as ids
 	// (each < VocabSize(), else ErrTokenOutOfRange; ImageID marks images).
-	Prompt   string
+	Prompt string
+	// TokenIDs is the prompt as token ids, instead of Prompt (see above).
 	TokenIDs []uint32
 	// Images are the encoder outputs, in marker order.
 	Images []Image
@@ -154,8 +156,12 @@ type Request struct {
 	StopTexts []string
 	// StopTokenIDs end the answer with FinishStop when generated; the token is
 	// emitted only with IncludeStopInOutput.
-	StopTokenIDs        []uint32
-	IgnoreEOS           bool
+	StopTokenIDs []uint32
+	// IgnoreEOS keeps decoding past EOSID: the answer then ends only by a
+	// stop token id, a stop text or FinishLength.
+	IgnoreEOS bool
+	// IncludeStopInOutput emits the matched stop token id, or keeps the
+	// matched stop text in the output.
 	IncludeStopInOutput bool
 }
 

@@ -49,8 +49,13 @@ type Env interface {
 // (the checks before the claim, the gRPC answer) stays with the caller
 // (engine/server).
 type Driver struct {
+	// Table is the entry table; guarded by Env's lock.
 	Table *Table
-	Env   Env
+	// Env is the engine around the driver: its lock, X-1, quarantine,
+	// switches.
+	Env Env
+	// Agent is the tcp backend's transfer agent, which posts the WRITEs
+	// (nil for another backend).
 	Agent xfer.Agent
 	// Store is the tcp backend's memory store (nil for another backend);
 	// Entries is the store of every backend, whose Remove FinishRemoval
@@ -59,9 +64,13 @@ type Driver struct {
 	// Loans is the cuda_ipc backend's store (nil for another backend):
 	// Lend, FailLend and ReturnLoan (cudaipc.go) lend and take back its
 	// allocations.
-	Loans   *cudaipc.Store
+	Loans *cudaipc.Store
+	// Entries is the entry store of whichever backend is configured;
+	// FinishRemoval calls its Remove.
 	Entries cache.Store
-	Log     *slog.Logger
+	// Log receives the driver's events: lends, loan returns, failed
+	// removals and transfers.
+	Log *slog.Logger
 	// CollectorTrustsTable is the X-2 race mutant (engine/server's
 	// Hooks.CollectorTrustsTable): an expired entry already gone counts
 	// as a failed removal.

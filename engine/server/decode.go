@@ -27,10 +27,16 @@ func newDecodeGuard() *decodeGuard {
 	return &decodeGuard{proto: encoding.GetCodecV2("proto")}
 }
 
+// Name is the codec's name, "proto", so the guard replaces grpc-go's protobuf
+// codec.
 func (g *decodeGuard) Name() string { return "proto" }
 
+// Marshal encodes v with the protobuf codec.
 func (g *decodeGuard) Marshal(v any) (mem.BufferSlice, error) { return g.proto.Marshal(v) }
 
+// Unmarshal decodes data into v with the protobuf codec and never fails: an
+// unmarshal error is recorded against v for check, which answers
+// INVALID_ARGUMENT (CONTRACT SU-4) instead of grpc-go's INTERNAL.
 func (g *decodeGuard) Unmarshal(data mem.BufferSlice, v any) error {
 	if err := g.proto.Unmarshal(data, v); err != nil {
 		g.failed.Store(v, err)
@@ -69,6 +75,9 @@ type guardedStream struct {
 	e     *Engine
 }
 
+// RecvMsg receives the next message and answers INVALID_ARGUMENT (CONTRACT
+// SU-4) if it did not unmarshal as protobuf; stream errors are returned
+// unchanged.
 func (s *guardedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err

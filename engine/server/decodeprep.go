@@ -42,13 +42,25 @@ const DecodePreparationVersion = 1
 //   - session_bytes, session_sha256: the length (lm.SessionBytes) and
 //     SHA-256 of the KV session's bytes; D verifies the fetched bytes.
 type DecodePreparation struct {
-	Version       int              `json:"v"`
-	Model         string           `json:"model"`
-	SessionID     string           `json:"session_id"`
-	PromptTokens  uint32           `json:"prompt_tokens"`
-	Items         []DecodePrepItem `json:"items"`
-	SessionBytes  int              `json:"session_bytes"`
-	SessionSHA256 string           `json:"session_sha256"`
+	// Version is the format version, "v": DecodePreparationVersion.
+	Version int `json:"v"`
+	// Model is the served model name (ModelName), "model".
+	Model string `json:"model"`
+	// SessionID is the KvSessionRef.session_id the preparation belongs to,
+	// "session_id".
+	SessionID string `json:"session_id"`
+	// PromptTokens is the prefill's usage.prompt_tokens (text tokens plus
+	// every image's rows), >= 1, "prompt_tokens".
+	PromptTokens uint32 `json:"prompt_tokens"`
+	// Items is one entry per image in prompt order, "items"; empty for a
+	// text-only prefill.
+	Items []DecodePrepItem `json:"items"`
+	// SessionBytes is the KV session's length in bytes (lm.SessionBytes),
+	// "session_bytes".
+	SessionBytes int `json:"session_bytes"`
+	// SessionSHA256 is the SHA-256 of the KV session's bytes, 64 lowercase
+	// hex digits, "session_sha256".
+	SessionSHA256 string `json:"session_sha256"`
 }
 
 // DecodePrepItem is one image of a decode preparation.

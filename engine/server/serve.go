@@ -29,6 +29,7 @@ const MaxMessageBytes = 64 << 20
 
 // Server is a running engine with its gRPC server.
 type Server struct {
+	// Engine is the engine every RPC of this server is answered by.
 	Engine *Engine
 	grpc   *grpc.Server
 	health *health.Server

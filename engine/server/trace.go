@@ -36,11 +36,20 @@ var ErrBadTraceparent = errors.New("server: malformed traceparent")
 // that called it (ParentID, zero when the trace started here), the
 // trace-flags (bit 0: sampled) and the opaque tracestate.
 type TraceContext struct {
-	TraceID  [16]byte
-	SpanID   [8]byte
+	// TraceID is the W3C trace-id (16 bytes, all zero is invalid).
+	TraceID [16]byte
+	// SpanID is the holder's span (8 bytes): the parent-id of the calls it
+	// makes.
+	SpanID [8]byte
+	// ParentID is the span that called the holder; zero when the trace
+	// started here.
 	ParentID [8]byte
-	Flags    byte
-	State    string
+	// Flags is the W3C trace-flags byte (bit 0: sampled).
+	Flags byte
+	// State is the opaque W3C tracestate (bounded by parseTracestate:
+	// MaxTracestateBytes, MaxTracestateMembers; "" when absent or refused),
+	// forwarded on outgoing calls.
+	State string
 }
 
 // Valid reports whether the trace and span ids are non-zero.

@@ -520,11 +520,27 @@ func (e *Engine) ipcDriver(dev xfer.IPCDevice) *consumer.Driver {
 // core's decisions.
 type consumerEnv struct{ e *Engine }
 
-func (c consumerEnv) Lock()                              { c.e.mu.Lock() }
-func (c consumerEnv) Unlock()                            { c.e.mu.Unlock() }
+// Lock takes the engine's lock (Engine.mu); consumer.Env's sync.Locker.
+func (c consumerEnv) Lock() { c.e.mu.Lock() }
+
+// Unlock releases Engine.mu.
+func (c consumerEnv) Unlock() { c.e.mu.Unlock() }
+
+// FailCleanup records a cleanup failure: Health turns NOT_READY for good and
+// later Generate calls get UNAVAILABLE (CONTRACT X-1). Call without the lock.
 func (c consumerEnv) FailCleanup(what string, err error) { c.e.failCleanup(what, err) }
-func (c consumerEnv) CoreRefused(op string, err error)   { c.e.coreRefused(op, err) }
-func (c consumerEnv) Decisions() handoff.Mutants         { return c.e.decisions() }
+
+// CoreRefused logs a transition the handoff core refused (a bug of the driver);
+// a nil err logs nothing.
+func (c consumerEnv) CoreRefused(op string, err error) { c.e.coreRefused(op, err) }
+
+// Decisions returns the core's mutant switches this engine runs with
+// (Hooks.CoreDecisions; the zero value is the contract's core).
+func (c consumerEnv) Decisions() handoff.Mutants { return c.e.decisions() }
+
+// EnterQuarantine records q, turns Health NOT_READY (CONTRACT Q-4) and ends q
+// once every proof channel is closed; with nil proofs it lasts for the
+// life of the process. Call without the lock.
 func (c consumerEnv) EnterQuarantine(q *consumer.Quarantine, proofs []<-chan struct{}) {
 	c.e.enterQuarantine(q, proofs)
 }

@@ -215,13 +215,19 @@ func newCore(backend string, opts Options) (*core, error) {
 	return c, nil
 }
 
-func (c *core) Name() string    { return c.name }
+// Name is the agent's name as peers see it (Options.Name).
+func (c *core) Name() string { return c.name }
+
+// Backend is BackendLoopback or BackendTCP.
 func (c *core) Backend() string { return c.backend }
 
 func errClosed(op string) error {
 	return fmt.Errorf("xfer: %s on a closed agent: %w", op, ErrNotAllowed)
 }
 
+// RegisterMemory implements Agent.RegisterMemory: one Descriptor per region, in
+// order, with a fresh 16-byte remote key each. Errors: ErrInvalidParam (no
+// regions, an empty region), ErrNotAllowed (closed).
 func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 	if len(regions) == 0 {
 		return nil, fmt.Errorf("xfer: RegisterMemory of no regions: %w", ErrInvalidParam)
@@ -300,6 +306,9 @@ type oneRegion struct {
 	key    [remoteKeyBytes]byte
 }
 
+// Deregister implements Agent.Deregister. Errors: ErrInvalidParam (nil),
+// ErrNotFound (unknown or ended), ErrNotAllowed (an unreleased request uses a
+// region, or a peer's write is landing in one; the registration is kept).
 func (c *core) Deregister(reg *Registration) error {
 	if reg == nil {
 		return fmt.Errorf("xfer: Deregister(nil): %w", ErrInvalidParam)
@@ -326,6 +335,10 @@ func (c *core) Deregister(reg *Registration) error {
 	return nil
 }
 
+// Revoke implements Agent.Revoke (CONTRACT Q-6): the regions' keys are
+// forgotten at once; done closes once nothing lands in, reads or uses them and
+// every connection that carried a transfer into them has closed. Errors:
+// ErrInvalidParam (nil), ErrNotFound (unknown or ended).
 func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("xfer: Revoke(nil): %w", ErrInvalidParam)
@@ -392,6 +405,8 @@ func (c *core) carrierClosed(car *carrier) {
 	c.mu.Unlock()
 }
 
+// LocalMetadata implements Agent.LocalMetadata: the encoded backend, name and
+// address of this agent. Error: ErrNotAllowed (closed).
 func (c *core) LocalMetadata() ([]byte, error) {
 	c.mu.Lock()
 	closed := c.closed
@@ -418,6 +433,10 @@ func (c *core) peerOf(md []byte) (peerInfo, error) {
 	return p, nil
 }
 
+// LoadRemoteMetadata implements Agent.LoadRemoteMetadata: it loads md into the
+// shared peer table under the peer's name, replacing an entry of that name, and
+// returns the name. Errors: ErrInvalidParam (not metadata this agent can
+// reach), ErrNotAllowed (closed).
 func (c *core) LoadRemoteMetadata(md []byte) (string, error) {
 	p, err := c.peerOf(md)
 	if err != nil {
@@ -437,6 +456,9 @@ func (c *core) LoadRemoteMetadata(md []byte) (string, error) {
 	return p.name, nil
 }
 
+// InvalidateRemoteMetadata implements Agent.InvalidateRemoteMetadata: it
+// forgets peer; requests already created keep their copy. Error: ErrNotFound
+// (unknown peer).
 func (c *core) InvalidateRemoteMetadata(peer string) error {
 	c.mu.Lock()
 	p, ok := c.peers[peer]
@@ -509,14 +531,22 @@ func (c *core) localRegion(i int, d Descriptor) (*region, error) {
 	return nil, fmt.Errorf("xfer: local descriptor %d is not inside a registered region: %w", i, ErrNotFound)
 }
 
+// CreateWrite implements Agent.CreateWrite: a WRITE of local[i] into remote[i]
+// of the loaded peer. Errors (nothing sent): ErrInvalidParam, ErrMismatch,
+// ErrNotFound, ErrNotSupported, ErrNotAllowed.
 func (c *core) CreateWrite(local []Descriptor, peer string, remote []Descriptor) (*Request, error) {
 	return c.createTransfer("CreateWrite", false, local, peer, nil, remote)
 }
 
+// CreateRead implements Agent.CreateRead: a READ of remote[i] of the loaded
+// peer into local[i]. Errors as CreateWrite.
 func (c *core) CreateRead(local []Descriptor, peer string, remote []Descriptor) (*Request, error) {
 	return c.createTransfer("CreateRead", true, local, peer, nil, remote)
 }
 
+// CreateWriteTo implements Agent.CreateWriteTo: CreateWrite to the peer md
+// describes, decoded for this request alone; the shared peer table is neither
+// read nor changed. Errors: ErrInvalidParam for md, then CreateWrite's.
 func (c *core) CreateWriteTo(local []Descriptor, md []byte, remote []Descriptor) (*Request, error) {
 	p, err := c.peerOf(md)
 	if err != nil {
@@ -525,6 +555,9 @@ func (c *core) CreateWriteTo(local []Descriptor, md []byte, remote []Descriptor)
 	return c.createTransfer("CreateWriteTo", false, local, p.name, &p, remote)
 }
 
+// CreateReadFrom implements Agent.CreateReadFrom: CreateRead from the peer md
+// describes, decoded for this request alone. Errors: ErrInvalidParam for md,
+// then CreateRead's.
 func (c *core) CreateReadFrom(local []Descriptor, md []byte, remote []Descriptor) (*Request, error) {
 	p, err := c.peerOf(md)
 	if err != nil {
@@ -606,6 +639,10 @@ func (c *core) checkRequest(op string, r *Request) error {
 	return nil
 }
 
+// Post implements Agent.Post: StatusDone if the transfer completed within the
+// call, StatusInProgress if it continues. Errors: ErrInvalidParam (released,
+// foreign or nil request), ErrRepostActive (still in flight), ErrNotAllowed
+// (closed); any other error is an uncertain outcome (CONTRACT ).
 func (c *core) Post(r *Request) (Status, error) {
 	c.mu.Lock()
 	if err := c.checkRequest("Post", r); err != nil {
@@ -679,6 +716,9 @@ func (c *core) finish(r *Request, err error) {
 	c.writers.Done()
 }
 
+// Status implements Agent.Status: StatusInProgress, StatusDone, or the error
+// that ended the transfer (sticky until the next Post; uncertain). Errors:
+// ErrNotPosted (never posted), ErrInvalidParam (released, foreign or nil).
 func (c *core) Status(r *Request) (Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -696,6 +736,9 @@ func (c *core) Status(r *Request) (Status, error) {
 	return StatusDone, nil
 }
 
+// Release implements Agent.Release: it frees the request handle and its hold on
+// the local regions. Errors: ErrRepostActive while in flight (the handle is
+// kept), ErrInvalidParam (released, foreign or nil).
 func (c *core) Release(r *Request) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -714,6 +757,9 @@ func (c *core) Release(r *Request) error {
 	return nil
 }
 
+// Counters implements Agent.Counters: a snapshot of the agent's live tables
+// (registrations, regions, requests, transfers in flight either way, peers,
+// revocations).
 func (c *core) Counters() Counters {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -738,6 +784,10 @@ func (c *core) isClosed() bool {
 	return c.closed
 }
 
+// Close implements Agent.Close: writes in flight fail with ErrCanceled, peers'
+// writes are no longer accepted, and it returns the transport's close error
+// once no goroutine of the agent touches registered memory. A second Close
+// returns nil.
 func (c *core) Close() error {
 	c.mu.Lock()
 	if c.closed {

@@ -63,8 +63,11 @@ type IPCSegment struct {
 // allocation of Bytes bytes holding the entry's items, item i at
 // Segments[i] (float32, row-major, as the tcp backend's bytes).
 type IPCLoan struct {
-	Handle   [IPCHandleBytes]byte
-	Bytes    uint64
+	// Handle is the CUDA IPC handle of the lent allocation.
+	Handle [IPCHandleBytes]byte
+	// Bytes is the allocation's size in bytes; Open maps exactly this many.
+	Bytes uint64
+	// Segments holds one segment per item of the entry, in item order.
 	Segments []IPCSegment
 }
 
@@ -139,7 +142,9 @@ func ParseIPCHandle(s string) ([IPCHandleBytes]byte, error) {
 // IPCPeer is a cuda_ipc consumer's TransferEncoderCacheRequest.consumer_agent:
 // its agent name (the engine's instance id) and CUDA device ordinal.
 type IPCPeer struct {
-	Name   string
+	// Name is the consumer's agent name (the engine's instance id).
+	Name string
+	// Device is the consumer's CUDA device ordinal.
 	Device uint32
 }
 

@@ -34,6 +34,7 @@ func OpenCUDADevice(ordinal int) (IPCDevice, error) {
 	return &cudaDevice{ctx: ctx, stream: s}, nil
 }
 
+// Ordinal is the CUDA device ordinal the device was opened with.
 func (d *cudaDevice) Ordinal() int { return d.ctx.Info().Ordinal }
 
 func buf(b DeviceBuffer) (*cuda.Buffer, error) {
@@ -44,6 +45,7 @@ func buf(b DeviceBuffer) (*cuda.Buffer, error) {
 	return c, nil
 }
 
+// Alloc allocates bytes of device memory (cuMemAlloc); gpu/cuda's errors.
 func (d *cudaDevice) Alloc(bytes int) (DeviceBuffer, error) {
 	b, err := d.ctx.Alloc(bytes)
 	if err != nil {
@@ -52,6 +54,8 @@ func (d *cudaDevice) Alloc(bytes int) (DeviceBuffer, error) {
 	return b, nil
 }
 
+// Upload copies src into dst at offset (bytes) and synchronizes the stream.
+// ErrInvalidParam for a dst not of this device; gpu/cuda's errors.
 func (d *cudaDevice) Upload(dst DeviceBuffer, offset int, src []byte) error {
 	b, err := buf(dst)
 	if err != nil {
@@ -65,6 +69,8 @@ func (d *cudaDevice) Upload(dst DeviceBuffer, offset int, src []byte) error {
 	return d.stream.Synchronize()
 }
 
+// Download copies len(dst) bytes of src at offset (bytes) into dst.
+// ErrInvalidParam for a src not of this device; gpu/cuda's errors.
 func (d *cudaDevice) Download(dst []byte, src DeviceBuffer, offset int) error {
 	b, err := buf(src)
 	if err != nil {
@@ -75,6 +81,9 @@ func (d *cudaDevice) Download(dst []byte, src DeviceBuffer, offset int) error {
 	return cuda.Download(d.stream, dst, b, offset)
 }
 
+// Copy copies n bytes device-to-device, src at srcOffset to dst at dstOffset,
+// and synchronizes the stream. ErrInvalidParam for a buffer not of this device;
+// gpu/cuda's errors (after which dst holds none, some or all of the bytes).
 func (d *cudaDevice) Copy(dst DeviceBuffer, dstOffset int, src DeviceBuffer, srcOffset, n int) error {
 	db, err := buf(dst)
 	if err != nil {
@@ -92,6 +101,9 @@ func (d *cudaDevice) Copy(dst DeviceBuffer, dstOffset int, src DeviceBuffer, src
 	return d.stream.Synchronize()
 }
 
+// Export returns the CUDA IPC handle (IPCHandleBytes bytes) of an allocation
+// from Alloc. ErrInvalidParam for a buffer not of this device; gpu/cuda's
+// errors.
 func (d *cudaDevice) Export(b DeviceBuffer) ([IPCHandleBytes]byte, error) {
 	c, err := buf(b)
 	if err != nil {
@@ -101,6 +113,8 @@ func (d *cudaDevice) Export(b DeviceBuffer) ([IPCHandleBytes]byte, error) {
 	return h.Reserved, err
 }
 
+// Open maps the allocation of bytes bytes that another process exported as h
+// (cuIpcOpenMemHandle); gpu/cuda's errors.
 func (d *cudaDevice) Open(h [IPCHandleBytes]byte, bytes int) (DeviceBuffer, error) {
 	b, err := d.ctx.OpenIPC(cuda.IPCHandle{Reserved: h}, bytes)
 	if err != nil {
@@ -109,6 +123,8 @@ func (d *cudaDevice) Open(h [IPCHandleBytes]byte, bytes int) (DeviceBuffer, erro
 	return b, nil
 }
 
+// Free frees an allocation, or closes a mapping from Open. ErrInvalidParam for
+// a buffer not of this device; gpu/cuda's errors.
 func (d *cudaDevice) Free(b DeviceBuffer) error {
 	c, err := buf(b)
 	if err != nil {
@@ -117,12 +133,17 @@ func (d *cudaDevice) Free(b DeviceBuffer) error {
 	return c.Free()
 }
 
+// Synchronize waits for the device's stream and context (cuCtxSynchronize):
+// after nil, nothing this process started writes any buffer (CONTRACT Q-6). An
+// error (a sticky fault) means keep the buffers.
 func (d *cudaDevice) Synchronize() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return errors.Join(d.stream.Synchronize(), d.ctx.Synchronize())
 }
 
+// Close synchronizes and destroys the stream and releases the primary context,
+// joining their errors; buffers must be freed first.
 func (d *cudaDevice) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

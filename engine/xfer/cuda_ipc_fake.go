@@ -54,6 +54,7 @@ type fakeBuffer struct {
 	freed    bool
 }
 
+// Bytes is the buffer's length in bytes.
 func (b *fakeBuffer) Bytes() int { return len(b.data) }
 
 type fakeDevice struct {
@@ -61,6 +62,7 @@ type fakeDevice struct {
 	ordinal int
 }
 
+// Ordinal is the ordinal given to FakeIPC.Device.
 func (d *fakeDevice) Ordinal() int { return d.ordinal }
 
 func (d *fakeDevice) buf(b DeviceBuffer) (*fakeBuffer, error) {
@@ -71,6 +73,8 @@ func (d *fakeDevice) buf(b DeviceBuffer) (*fakeBuffer, error) {
 	return fb, nil
 }
 
+// Alloc allocates a zeroed fake buffer of bytes bytes and counts it Live.
+// ErrInvalidParam for bytes < 1.
 func (d *fakeDevice) Alloc(bytes int) (DeviceBuffer, error) {
 	if bytes <= 0 {
 		return nil, fmt.Errorf("xfer: fake cuda_ipc: Alloc(%d): %w", bytes, ErrInvalidParam)
@@ -88,6 +92,8 @@ func span(b *fakeBuffer, off, n int) error {
 	return nil
 }
 
+// Upload copies src into dst at offset (bytes). ErrInvalidParam for a buffer
+// not live or a range outside it.
 func (d *fakeDevice) Upload(dst DeviceBuffer, offset int, src []byte) error {
 	b, err := d.buf(dst)
 	if err != nil {
@@ -102,6 +108,8 @@ func (d *fakeDevice) Upload(dst DeviceBuffer, offset int, src []byte) error {
 	return nil
 }
 
+// Download copies len(dst) bytes of src at offset into dst. ErrInvalidParam for
+// a buffer not live or a range outside it.
 func (d *fakeDevice) Download(dst []byte, src DeviceBuffer, offset int) error {
 	b, err := d.buf(src)
 	if err != nil {
@@ -116,6 +124,10 @@ func (d *fakeDevice) Download(dst []byte, src DeviceBuffer, offset int) error {
 	return nil
 }
 
+// Copy copies n bytes from src at srcOffset to dst at dstOffset.
+// ErrInvalidParam for a buffer not live or a range outside it; under FailCopy
+// (reset by the call) it copies the first n/2 bytes and fails with ErrBackend,
+// an uncertain outcome (CONTRACT Q-1).
 func (d *fakeDevice) Copy(dst DeviceBuffer, dstOffset int, src DeviceBuffer, srcOffset, n int) error {
 	db, err := d.buf(dst)
 	if err != nil {
@@ -142,6 +154,8 @@ func (d *fakeDevice) Copy(dst DeviceBuffer, dstOffset int, src DeviceBuffer, src
 	return nil
 }
 
+// Export returns a random handle that devices of the same FakeIPC can Open.
+// ErrInvalidParam for a buffer not live or one from Open.
 func (d *fakeDevice) Export(b DeviceBuffer) ([IPCHandleBytes]byte, error) {
 	var h [IPCHandleBytes]byte
 	fb, err := d.buf(b)
@@ -158,6 +172,10 @@ func (d *fakeDevice) Export(b DeviceBuffer) ([IPCHandleBytes]byte, error) {
 	return h, nil
 }
 
+// Open maps the allocation exported as h, sharing its bytes, and counts it
+// Opened. Errors: ErrBackend once under FailOpen, ErrNotFound for an unknown or
+// freed handle, ErrInvalidParam for a handle of this same device or a bytes
+// other than the allocation's.
 func (d *fakeDevice) Open(h [IPCHandleBytes]byte, bytes int) (DeviceBuffer, error) {
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()
@@ -179,6 +197,9 @@ func (d *fakeDevice) Open(h [IPCHandleBytes]byte, bytes int) (DeviceBuffer, erro
 	return &fakeBuffer{dev: d, data: src.data, imported: true}, nil
 }
 
+// Free frees an allocation (its exports go) or closes a mapping from Open.
+// ErrInvalidParam for a buffer not live; ErrBackend under FailFree, the buffer
+// kept (a cleanup failure, CONTRACT X-1).
 func (d *fakeDevice) Free(b DeviceBuffer) error {
 	fb, err := d.buf(b)
 	if err != nil {
@@ -221,6 +242,7 @@ func (d *fakeDevice) Synchronize() error {
 	return nil
 }
 
+// Close counts a Close (an S-3 collection); ErrBackend under FailFree.
 func (d *fakeDevice) Close() error {
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()

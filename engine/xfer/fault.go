@@ -55,6 +55,7 @@ const (
 
 // Fault is what a FaultHook returns.
 type Fault struct {
+	// Kind is the fault to inject; FaultNone lets the write run normally.
 	Kind FaultKind
 	// AfterBytes is how many bytes get through before FaultFailAfter or
 	// FaultHang strikes; values past the write's length mean all of them.

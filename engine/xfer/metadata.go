@@ -102,8 +102,12 @@ func validName(name string) error {
 // agent: its backend, its name, and where it is reached: "host:port" for
 // tcp, the Registry's id for loopback.
 type PeerMetadata struct {
+	// Backend is the agent's backend: BackendTCP or BackendLoopback.
 	Backend string
-	Name    string
+	// Name is the agent's name (Options.Name), 1..255 bytes without NUL.
+	Name string
+	// Address is where the agent is reached: "host:port" in canonical form
+	// (CanonicalAddress) for tcp, the Registry's id for loopback.
 	Address string
 }
 

@@ -222,29 +222,29 @@ func (b *BLAS) Destroy() error {
 // matrices at A + b*StrideA, B + b*StrideB, C + b*StrideC (strides in
 // elements; a stride of 0 shares one matrix).
 type Gemm struct {
-	TransA, TransB            Op
-	M, N, K                   int
-	A, B, C                   DevicePtr
-	AType, BType, CType       DataType
-	LDA, LDB, LDC             int
-	Alpha, Beta               float32
-	Compute                   ComputeType
-	Batch                     int
-	StrideA, StrideB, StrideC int64
+	TransA, TransB            Op          // op(A), op(B): OpN as stored, OpT transposed
+	M, N, K                   int         // C is M x N, the inner dimension K; each in 1..2^31-1
+	A, B, C                   DevicePtr   // the matrices' device addresses, non-zero
+	AType, BType, CType       DataType    // element types of A, B and C
+	LDA, LDB, LDC             int         // leading dimensions in elements (Validate's bounds)
+	Alpha, Beta               float32     // scale factors
+	Compute                   ComputeType // a 32F compute type
+	Batch                     int         // products of GemmStridedBatchedEx, >= 1 there; unused by GemmEx
+	StrideA, StrideB, StrideC int64       // elements between batched products' matrices; 0 shares one
 }
 
 // RowMajorGemm describes C[M,N] = Alpha * A[M,K] * B[K,N] + Beta * C for
 // row-major matrices (element (i, j) at i*ld + j; LDA >= K, LDB >= N,
 // LDC >= N, in elements).
 type RowMajorGemm struct {
-	M, N, K                   int
-	A, B, C                   DevicePtr
-	AType, BType, CType       DataType
-	LDA, LDB, LDC             int
-	Alpha, Beta               float32
-	Compute                   ComputeType
-	Batch                     int
-	StrideA, StrideB, StrideC int64
+	M, N, K                   int         // C is M x N, the inner dimension K
+	A, B, C                   DevicePtr   // the matrices' device addresses
+	AType, BType, CType       DataType    // element types of A, B and C
+	LDA, LDB, LDC             int         // row strides in elements: LDA >= K, LDB >= N, LDC >= N
+	Alpha, Beta               float32     // scale factors
+	Compute                   ComputeType // a 32F compute type
+	Batch                     int         // products, for GemmStridedBatchedEx
+	StrideA, StrideB, StrideC int64       // elements between batched products' matrices; 0 shares one
 }
 
 // ColumnMajor returns the cuBLAS call computing g: a row-major matrix is the

@@ -13,6 +13,7 @@ const IPCHandleBytes = 64
 // allocation that another process on the same machine can open. It is
 // passed to cuIpcOpenMemHandle by value.
 type IPCHandle struct {
+	// Reserved is the handle's bytes, as CUipcMemHandle names its field.
 	Reserved [IPCHandleBytes]byte
 }
 

@@ -50,7 +50,7 @@ type Device struct {
 	// MemoryTotalBytes and MemoryUsedBytes are the device memory in bytes
 	// (nvmlDeviceGetMemoryInfo).
 	MemoryTotalBytes uint64 `json:"memory_total_bytes" yaml:"memory_total_bytes"`
-	MemoryUsedBytes  uint64 `json:"memory_used_bytes" yaml:"memory_used_bytes"`
+	MemoryUsedBytes  uint64 `json:"memory_used_bytes" yaml:"memory_used_bytes"` // bytes in use
 	// ComputeCapability is "major.minor", e.g. "9.0" for Hopper.
 	ComputeCapability string `json:"compute_capability" yaml:"compute_capability"`
 	// UtilizationPercent is the percent of time over the driver's last sample

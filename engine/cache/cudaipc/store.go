@@ -32,7 +32,10 @@ type Store struct {
 // Entry is one published entry: its allocation and the loan (handle,
 // bytes, one segment per tensor) a TransferEncoderCache answer carries.
 type Entry struct {
-	Buf  xfer.DeviceBuffer
+	// Buf is the entry's device allocation, the items back to back.
+	Buf xfer.DeviceBuffer
+	// Loan is Buf's IPC handle, size in bytes and one segment per tensor,
+	// as TransferEncoderCacheResponse.tensor_layout carries it.
 	Loan xfer.IPCLoan
 	// Borrower is the network peer of the TransferEncoderCache call that
 	// was lent the allocation: only an Abort(encoder_cache) from that peer

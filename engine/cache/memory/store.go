@@ -27,8 +27,12 @@ type Store struct {
 // Entry is one published entry: its tensors and their registration with
 // the agent (one region per tensor, in order).
 type Entry struct {
+	// Tensors are the entry's encoder outputs, one F32 [rows, cols] tensor
+	// per item, in item order; their bytes are the WRITE's source.
 	Tensors []shareddir.Tensor
-	Reg     *xfer.Registration
+	// Reg registers Tensors' bytes with the agent, one region per tensor in
+	// order.
+	Reg *xfer.Registration
 }
 
 var _ cache.Quarantining = (*Store)(nil)

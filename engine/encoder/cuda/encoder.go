@@ -104,6 +104,8 @@ const (
 	planPerImage
 )
 
+// String is the plan's name: "default", "batched", "strided" or
+// "per-image" (it panics for a value out of range).
 func (p gemmPlan) String() string {
 	return [...]string{"default", "batched", "strided", "per-image"}[p]
 }
