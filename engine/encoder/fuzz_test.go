@@ -110,3 +110,25 @@ func FuzzValidatePNG(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodePeakBytes: the frame-header read behind the decode budget's
+// charge never panics, and the charge is never below the default 8 bytes a
+// pixel, nor above the 20 a pixel that 4:4:4:4 coefficients and samples
+// take over whole MCUs of the largest sampling factors.
+func FuzzDecodePeakBytes(f *testing.F) {
+	f.Add(fixtures.ProgressiveJPEG(16, 16, 3, 1, 1), 16, 16)
+	f.Add(fixtures.ProgressiveJPEG(9, 7, 4, 1, 0), 9, 7)
+	f.Add(fixtures.ProgressiveJPEG(33, 17, 3, 2, 1), 33, 17)
+	f.Add([]byte{0xff, 0xd8, 0xff, 0xc2, 0, 5, 8}, 1, 1)
+	f.Fuzz(func(t *testing.T, data []byte, w, h int) {
+		if w <= 0 || h <= 0 || w > 1<<16 || h > 1<<16 {
+			return
+		}
+		got := DecodePeakBytes(data, w, h)
+		base := int64(w) * int64(h) * DecodedBytesPerPixel
+		padded := int64((w+31)/32*32) * int64((h+31)/32*32) // MCUs of sampling factor 4: 32 pixels
+		if got < base || got > max(base, padded*20*4*4) {
+			t.Fatalf("DecodePeakBytes(%dx%d) = %d; want within [%d, %d]", w, h, got, base, padded*20*16)
+		}
+	})
+}

@@ -245,13 +245,26 @@ func (r *chunkReader) remaining() int {
 	return left
 }
 
+// MaxJPEGScans bounds the scans (SOS segments) of one JPEG (CONTRACT L-6:
+// media are bounded before decoding; SE-4: decode CPU is bounded). Go's
+// progressive decoder walks every block of a component in every scan of
+// it, so a few bytes per scan buy a full pass over the image: a 6000x6000
+// progressive JPEG of 20000 empty scans (1.3 MB) held a decode slot for six
+// minutes (attack F1, stop 22). Encoders write far fewer: libjpeg's and
+// mozjpeg's progressive scripts use 10 scans for YCbCr and 6 for gray, and a
+// baseline JPEG has one per component at most. At 32 the worst image (40
+// megapixels, 32 scans of its full-size components) decodes in under 2 s
+// on the CI machine.
+const MaxJPEGScans = 32
+
 // ValidateJPEG checks the structure of a JPEG stream (CONTRACT L-6): SOI
 // first; then marker segments, each preceded only by optional 0xFF fill
 // bytes (no extraneous bytes, which Go's decoder skips), each complete (its
 // length at least 2 and all of it present); after each SOS, entropy-coded
 // data up to the next marker (stuffed 0xFF00 and RSTn markers belong to
 // it); and EOI, after which everything is ignored. Errors wrap
-// ErrCorruptMedia.
+// ErrCorruptMedia, except more than MaxJPEGScans scans, which wraps
+// ErrDecompressionBomb (a bound, not a corruption).
 func ValidateJPEG(b []byte) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: jpeg %w: %s", ErrCorruptMedia, errStrict, fmt.Sprintf(format, args...))
@@ -259,7 +272,7 @@ func ValidateJPEG(b []byte) error {
 	if len(b) < 2 || b[0] != 0xff || b[1] != 0xd8 {
 		return bad("no SOI marker first")
 	}
-	off := 2
+	off, scans := 2, 0
 	for {
 		if off >= len(b) {
 			return bad("the stream ends at byte %d without EOI", off)
@@ -294,6 +307,9 @@ func ValidateJPEG(b []byte) error {
 		if m != 0xda { // not SOS
 			continue
 		}
+		if scans++; scans > MaxJPEGScans {
+			return fmt.Errorf("%w: jpeg has more than %d scans (SOS segments); each scan is a pass over the image", ErrDecompressionBomb, MaxJPEGScans)
+		}
 		// Entropy-coded data: up to a 0xFF that is neither stuffing (0x00),
 		// a fill byte, nor a restart marker.
 		for {
@@ -311,4 +327,91 @@ func ValidateJPEG(b []byte) error {
 			break // a marker (possibly after fill bytes): the outer loop reads it
 		}
 	}
+}
+
+// DecodedBytesPerPixel is what one decoded pixel is charged by default: 8
+// bytes, the 16-bit RGBA form (image.NRGBA64) of the H-1 content hash and
+// the largest form a decoder returns (a 16-bit PNG), so every format holds
+// at most that once decoded (DecodePeakBytes).
+const DecodedBytesPerPixel = 8
+
+// DecodePeakBytes is how many bytes decoding data holds at its peak, from
+// its header alone (engine/server's decode budget charges it; CONTRACT
+// SE-4), for an image the header declares width x height: width * height *
+// DecodedBytesPerPixel, or more for a progressive JPEG. Go's progressive
+// decoder keeps the 64 int32 coefficients of every 8x8 block of every
+// component until the last scan (4 bytes per sample) beside the decoded
+// samples (1 byte each), over whole MCUs: a gray image holds 5 bytes per
+// pixel, YCbCr 4:2:0 7.5, YCbCr 4:4:4 15 and CMYK 20 (measured: a 36
+// megapixel CMYK progressive JPEG peaked at 825 MB of heap against the 288
+// MB that 8 bytes per pixel charged, attack F3, stop 22). Data whose frame
+// header cannot be read is charged the default (Decode refuses it later).
+func DecodePeakBytes(data []byte, width, height int) int64 {
+	base := int64(width) * int64(height) * DecodedBytesPerPixel
+	if width <= 0 || height <= 0 {
+		return 0
+	}
+	sof, ok := jpegFrameHeader(data)
+	if !ok || sof.marker != 0xc2 {
+		return base
+	}
+	var hmax, vmax int64 = 1, 1
+	for _, c := range sof.sampling {
+		hmax, vmax = max(hmax, int64(c[0])), max(vmax, int64(c[1]))
+	}
+	mxx := (int64(width) + 8*hmax - 1) / (8 * hmax)  // MCUs across
+	myy := (int64(height) + 8*vmax - 1) / (8 * vmax) // MCUs down
+	var blocks int64
+	for _, c := range sof.sampling {
+		blocks += mxx * myy * int64(c[0]) * int64(c[1])
+	}
+	return max(base, blocks*64*(4+1)) // coefficients (int32) and samples (bytes) of every block
+}
+
+// jpegFrame is what DecodePeakBytes needs of a JPEG's frame header (SOFn).
+type jpegFrame struct {
+	marker   byte      // 0xc0 baseline, 0xc1 extended, 0xc2 progressive, ...
+	sampling [][2]byte // each component's horizontal and vertical sampling factor (1..4)
+}
+
+// jpegFrameHeader finds the first SOFn segment of a JPEG stream by walking
+// its marker segments from SOI (a frame header comes before the first
+// scan); ok is false when there is none to read or it is malformed.
+func jpegFrameHeader(b []byte) (f jpegFrame, ok bool) {
+	if len(b) < 2 || b[0] != 0xff || b[1] != 0xd8 {
+		return f, false
+	}
+	off := 2
+	for off+4 <= len(b) && b[off] == 0xff {
+		for off < len(b) && b[off] == 0xff {
+			off++
+		}
+		if off+3 > len(b) {
+			return f, false
+		}
+		m := b[off]
+		n := int(binary.BigEndian.Uint16(b[off+1:]))
+		body := off + 3
+		if n < 2 || body+n-2 > len(b) || m == 0xda || m == 0xd9 {
+			return f, false // truncated, or a scan or the end before any frame header
+		}
+		if m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc { // SOFn, not DHT, JPG or DAC
+			seg := b[body : body+n-2]
+			if len(seg) < 6 || len(seg) < 6+3*int(seg[5]) || seg[5] == 0 {
+				return f, false
+			}
+			f.marker = m
+			for i := 0; i < int(seg[5]); i++ {
+				hv := seg[6+3*i+1]
+				h, v := hv>>4, hv&0x0f
+				if h < 1 || h > 4 || v < 1 || v > 4 {
+					return f, false
+				}
+				f.sampling = append(f.sampling, [2]byte{h, v})
+			}
+			return f, true
+		}
+		off = body + n - 2
+	}
+	return f, false
 }

@@ -20,13 +20,18 @@ import (
 // request from holding too much; this stops many requests at once from
 // holding too much together.
 //
-// A request reserves DecodedBytesPerPixel bytes for every pixel its images'
-// headers declare before any image is decoded, and holds the reservation
-// until the request ends (its decoded images live that long). A request
-// that does not fit waits up to Wait, first come first served, then fails
-// with RESOURCE_EXHAUSTED (retryable); a request larger than MaxBytes
-// alone fails at once. Each decode then runs in one of MaxConcurrent
-// slots, so decoding never takes every CPU and Health keeps answering.
+// A request reserves what decoding its images holds at the peak, from
+// their headers (encoder.DecodePeakBytes: DecodedBytesPerPixel bytes for
+// every pixel, more for a progressive JPEG), before any image is decoded,
+// and holds the reservation until the request ends (its decoded images
+// live that long). A request that does not fit waits up to Wait, first
+// come first served, then fails with RESOURCE_EXHAUSTED (retryable); a
+// request larger than MaxBytes alone fails at once. Each decode then runs
+// in one of MaxConcurrent slots, so decoding never takes every CPU and
+// Health keeps answering; a decode that gets no slot within
+// max(Wait, DecodeSlotWait) fails with RESOURCE_EXHAUSTED too, so a slow
+// decode delays the others by a bounded time instead of until their
+// deadlines (attack F1, stop 22).
 type DecodeBudget struct {
 	// MaxBytes bounds the decoded bytes reserved at once (--decode-budget-bytes;
 	// default DefaultDecodeBudgetBytes). It must hold one request of the
@@ -50,11 +55,19 @@ type DecodeBudget struct {
 // the CI machines (2 cores, 24 GiB), far from what takes a machine down.
 const DefaultDecodeBudgetBytes = 512 << 20
 
-// DecodedBytesPerPixel is what one decoded pixel is charged: 8 bytes, the
-// 16-bit RGBA form (image.NRGBA64) of the H-1 content hash and the largest
-// form a decoder returns (a 16-bit PNG), so every format is charged at
-// least what it holds.
-const DecodedBytesPerPixel = 8
+// DecodedBytesPerPixel is what one decoded pixel is charged at least: 8
+// bytes, the 16-bit RGBA form (image.NRGBA64) of the H-1 content hash and
+// the largest form a decoder returns (a 16-bit PNG); a progressive JPEG is
+// charged more (encoder.DecodePeakBytes: up to 20 bytes for CMYK, so the
+// largest of those need a budget above the default).
+const DecodedBytesPerPixel = encoder.DecodedBytesPerPixel
+
+// DecodeSlotWait is the least time a decode waits for one of the budget's
+// slots before RESOURCE_EXHAUSTED (SE-4): long enough for a queue of
+// ordinary images behind the slowest one L-6 lets in (a 40-megapixel
+// progressive JPEG of encoder.MaxJPEGScans scans, under 2 s on the CI
+// machine).
+const DecodeSlotWait = 5 * time.Second
 
 // DefaultDecodeWait is the default DecodeBudget.Wait.
 const DefaultDecodeWait = 500 * time.Millisecond
@@ -67,6 +80,7 @@ var errDecodeBudget = errors.New("server: decode budget exhausted")
 type decodeBudget struct {
 	maxBytes int64
 	wait     time.Duration
+	slotWait time.Duration // how long a decode waits for a slot: max(wait, DecodeSlotWait)
 	bytes    *semaphore.Weighted // decoded bytes reserved
 	cpu      *semaphore.Weighted // decodes running
 	inflight atomic.Int64        // bytes reserved now (observable)
@@ -115,6 +129,7 @@ func newDecodeBudget(b DecodeBudget) *decodeBudget {
 	return &decodeBudget{
 		maxBytes: b.MaxBytes,
 		wait:     b.Wait,
+		slotWait: max(b.Wait, DecodeSlotWait),
 		bytes:    semaphore.NewWeighted(b.MaxBytes),
 		cpu:      semaphore.NewWeighted(int64(b.MaxConcurrent)),
 	}
@@ -124,11 +139,11 @@ func newDecodeBudget(b DecodeBudget) *decodeBudget {
 // room for every request at once and a decode slot for every image.
 var unbounded = newDecodeBudget(DecodeBudget{MaxBytes: math.MaxInt64, MaxConcurrent: math.MaxInt32, Wait: -1})
 
-// reserve takes pixels*DecodedBytesPerPixel bytes of the budget, waiting up
-// to the budget's wait (or until ctx ends). It returns the release function
-// (idempotent). Errors: errDecodeBudget (RESOURCE_EXHAUSTED), ctx's error.
-func (d *decodeBudget) reserve(ctx context.Context, pixels int64) (release func(), err error) {
-	n := pixels * DecodedBytesPerPixel
+// reserve takes n bytes of the budget (a request's encoder.DecodePeakBytes),
+// waiting up to the budget's wait (or until ctx ends). It returns the
+// release function (idempotent). Errors: errDecodeBudget
+// (RESOURCE_EXHAUSTED), ctx's error.
+func (d *decodeBudget) reserve(ctx context.Context, n int64) (release func(), err error) {
 	if n <= 0 {
 		return func() {}, nil
 	}
@@ -164,11 +179,22 @@ func (d *decodeBudget) reserve(ctx context.Context, pixels int64) (release func(
 	}, nil
 }
 
-// run runs decode in one of the budget's CPU slots, waiting for one until
-// ctx ends (ctx's error).
+// run runs decode in one of the budget's CPU slots, waiting for one up to
+// its slot wait (max(the budget's wait, DecodeSlotWait)) or until ctx ends. Errors:
+// errDecodeBudget (RESOURCE_EXHAUSTED, SE-4) when no slot came in time,
+// ctx's error.
 func (d *decodeBudget) run(ctx context.Context, decode func()) error {
-	if err := d.cpu.Acquire(ctx, 1); err != nil {
-		return err
+	if !d.cpu.TryAcquire(1) {
+		wctx, cancel := context.WithTimeout(ctx, d.slotWait)
+		err := d.cpu.Acquire(wctx, 1)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d.refused.Add(1)
+			return fmt.Errorf("%w: SE-4 no decode slot free within %v (every slot busy decoding other requests' media); retry later", errDecodeBudget, d.slotWait)
+		}
 	}
 	defer d.cpu.Release(1)
 	decode()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-dev/baton/conformance/target"
 	"github.com/baton-dev/baton/engine/encoder"
+	"github.com/baton-dev/baton/fixtures"
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc/codes"
 )
@@ -137,16 +138,16 @@ func TestDecodeBudgetWaitsForRoom(t *testing.T) {
 // TestDecodeBudgetReserve: the budget's own rules, without an engine.
 func TestDecodeBudgetReserve(t *testing.T) {
 	b := newDecodeBudget(DecodeBudget{MaxBytes: 800, MaxConcurrent: 1, Wait: time.Hour})
-	if _, err := b.reserve(context.Background(), 101); !errors.Is(err, errDecodeBudget) {
+	if _, err := b.reserve(context.Background(), 808); !errors.Is(err, errDecodeBudget) {
 		t.Errorf("reserve over the whole budget = %v; want errDecodeBudget at once", err)
 	}
-	rel, err := b.reserve(context.Background(), 100)
+	rel, err := b.reserve(context.Background(), 800)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := b.reserve(ctx, 1); !errors.Is(err, context.Canceled) {
+	if _, err := b.reserve(ctx, 8); !errors.Is(err, context.Canceled) {
 		t.Errorf("reserve on a full budget with a cancelled context = %v; want context.Canceled", err)
 	}
 	rel()
@@ -154,7 +155,7 @@ func TestDecodeBudgetReserve(t *testing.T) {
 	if got := b.inflight.Load(); got != 0 {
 		t.Errorf("inflight after release = %d; want 0", got)
 	}
-	if rel2, err := b.reserve(context.Background(), 100); err != nil {
+	if rel2, err := b.reserve(context.Background(), 800); err != nil {
 		t.Errorf("reserve after release = %v; want room again", err)
 	} else {
 		rel2()
@@ -192,5 +193,80 @@ func TestMaxRequestPixels(t *testing.T) {
 	}
 	if _, err := New(Config{Role: RoleAggregated, Preset: "tiny", MaxRequestPixels: -1}, nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "max-request-pixels") {
 		t.Errorf("New with --max-request-pixels -1 = %v; want ErrConfig naming it", err)
+	}
+}
+
+// TestDecodeBudgetSlotWait: a decode that finds every slot busy waits up to
+// the slot wait, then fails with errDecodeBudget (RESOURCE_EXHAUSTED,
+// SE-4), instead of waiting until its own deadline behind a slow decode
+// (attack F1); once the slot is free it runs.
+func TestDecodeBudgetSlotWait(t *testing.T) {
+	b := newDecodeBudget(DecodeBudget{MaxBytes: 800, MaxConcurrent: 1, Wait: time.Millisecond})
+	if b.slotWait != DecodeSlotWait {
+		t.Fatalf("slot wait %v; want DecodeSlotWait %v", b.slotWait, DecodeSlotWait)
+	}
+	b.slotWait = 20 * time.Millisecond
+	busy, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() { done <- b.run(context.Background(), func() { close(busy); <-release }) }()
+	<-busy
+	ran := false
+	if err := b.run(context.Background(), func() { ran = true }); !errors.Is(err, errDecodeBudget) || ran {
+		t.Errorf("run while the only slot is busy = %v (ran %v); want errDecodeBudget after the slot wait, not run", err, ran)
+	}
+	if got := b.refused.Load(); got != 1 {
+		t.Errorf("refused = %d; want 1", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.run(ctx, func() { ran = true }); !errors.Is(err, context.Canceled) || ran {
+		t.Errorf("run with a cancelled context while busy = %v; want context.Canceled", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := b.run(context.Background(), func() { ran = true }); err != nil || !ran {
+		t.Errorf("run once the slot is free = %v (ran %v); want it run", err, ran)
+	}
+}
+
+// TestProgressiveJPEGBounds: attack F1 and F3 (stop 22) on a real E. A
+// progressive CMYK JPEG is charged what its decode holds (its coefficients
+// and samples, 20 bytes a pixel, not 8), and a progressive JPEG of more
+// scans than encoder.MaxJPEGScans is refused as a bound (INVALID_ARGUMENT,
+// L-6) before its scans are decoded, with Health READY and the next
+// publish served.
+func TestProgressiveJPEGBounds(t *testing.T) {
+	cfg := Config{Role: RoleEncoder, CacheDir: t.TempDir(), TestHooks: true}
+	_, eng := startEngine(t, cfg)
+	jpegItem := func(data []byte) *pb.GenerateRequest {
+		return &pb.GenerateRequest{Media: []*pb.MediaItem{{Modality: pb.Modality_MODALITY_IMAGE, Source: &pb.MediaItem_RawBytes{RawBytes: data}}},
+			Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held := withExtra(t, jpegItem(fixtures.ProgressiveJPEG(640, 480, 4, 1, 1)), map[string]any{HookEncoderDelayMs: 20000})
+	out := make(chan *target.GenerateResult, 1)
+	go func() {
+		res, _ := eng.Generate(ctx, held)
+		out <- res
+	}()
+	waitDecodeBytes(t, eng, 640*480*20)
+	cancel()
+	<-out
+	waitDecodeBytes(t, eng, 0)
+
+	bomb := fixtures.ProgressiveJPEG(6000, 6000, 1, 1, encoder.MaxJPEGScans) // one scan over the bound, 36 megapixels
+	res, err := eng.Generate(context.Background(), jpegItem(bomb))
+	if err != nil || res.Code() != codes.InvalidArgument || !strings.Contains(res.Status.Message(), "scans") {
+		t.Errorf("publish of a JPEG of %d scans = %v, %v; want INVALID_ARGUMENT naming the scans", encoder.MaxJPEGScans+1, res.Status, err)
+	}
+	if h, err := eng.Health(context.Background()); err != nil || h.GetState() != pb.HealthState_HEALTH_STATE_READY {
+		t.Errorf("Health after the scan bomb = %v, %v; want READY", h.GetState(), err)
+	}
+	waitDecodeBytes(t, eng, 0)
+	if res, err := eng.Generate(context.Background(), jpegItem(fixtures.ProgressiveJPEG(64, 64, 3, 2, 3))); err != nil || res.Code() != codes.OK {
+		t.Errorf("a progressive 4:2:0 publish after it = %v, %v; want OK", res.Status, err)
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,25 @@ func TestDrainEndsWithAClientThatNeverReads(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("S-2 drain did not end while a client never read its stream")
+	}
+}
+
+// TestDrainReportsAMissedDeadline: a request that no cancellation reaches
+// (attack F2 of stop 22: a decode that cannot be interrupted) and that
+// outlives the drain deadline, the streams' closing and its grace makes
+// the drain fail (S-4: exit 0 only after a clean drain within its
+// deadline), instead of "drained cleanly" minutes late.
+func TestDrainReportsAMissedDeadline(t *testing.T) {
+	e, err := New(Config{Role: RoleAggregated, Preset: "tiny"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.running.Add(1) // a request that ignores its cancellation
+	e.mu.Unlock()
+	stuck := forceStopAfter + drainOverrunGrace + 500*time.Millisecond
+	time.AfterFunc(10*time.Millisecond+stuck, e.running.Done)
+	if err := e.Drain(10 * time.Millisecond); err == nil || !strings.Contains(err.Error(), "S-4") || !strings.Contains(err.Error(), "after the drain deadline") {
+		t.Errorf("Drain with a request stuck %v past its deadline = %v; want an S-4 error naming the missed deadline", stuck, err)
 	}
 }

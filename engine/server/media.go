@@ -56,7 +56,7 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 		return nil, fmt.Errorf("%w: L-6 %d media items, at most %d per request", handoff.ErrMediaRejected, len(items), MaxItemsPerRequest)
 	}
 	raw := make([][]byte, len(items))
-	var totalPixels int64
+	var totalPixels, totalBytes int64
 	for i, it := range items {
 		var data []byte
 		switch src := it.GetSource().(type) {
@@ -78,6 +78,7 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 		// anything: each image is bounded by Decode, their sum here.
 		if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
 			totalPixels += int64(cfg.Width) * int64(cfg.Height)
+			totalBytes += encoder.DecodePeakBytes(data, cfg.Width, cfg.Height) // SE-4: what decoding it holds, a progressive JPEG's coefficients included
 		}
 		if totalPixels > e.cfg.MaxRequestPixels {
 			return nil, fmt.Errorf("%w: L-6 the request's images hold over %d pixels together", handoff.ErrMediaRejected, e.cfg.MaxRequestPixels)
@@ -90,7 +91,7 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 	if e.cfg.Hooks.NoDecodeBudget {
 		decodes = unbounded
 	}
-	rel, err := decodes.reserve(ctx, totalPixels)
+	rel, err := decodes.reserve(ctx, totalBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 			}
 			hash = contenthash.Of(e.preset.Name, data, img, e.cfg.Hooks.ContentHashing) // encoder.ContentHash, unless an H-1 or H-4 mutant
 		}); err != nil {
-			return nil, err // the client went away while waiting for a decode slot
+			return nil, err // no decode slot within the wait (RESOURCE_EXHAUSTED), or the client went away
 		}
 		if derr != nil {
 			return nil, fmt.Errorf("%w: L-6 item %d: %v", handoff.ErrMediaRejected, i, derr)

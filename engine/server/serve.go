@@ -23,6 +23,13 @@ import (
 // closes every stream.
 const forceStopAfter = 2 * time.Second
 
+// drainOverrunGrace is how long after forceStopAfter the in-flight
+// requests may still take to return before the drain counts as having
+// missed its deadline (S-4: the process exits 0 only after a clean drain
+// within its drain deadline): their handlers' own unwinding once their
+// streams closed.
+const drainOverrunGrace = 3 * time.Second
+
 // MaxMessageBytes bounds a received gRPC message (64 MiB): above the media
 // limits, so oversize media get the engine's own L-6 answer.
 const MaxMessageBytes = 64 << 20
@@ -157,6 +164,8 @@ func (e *Engine) Drain(timeout time.Duration) error {
 		e.healthChanged()
 		done := make(chan struct{})
 		go func() { e.running.Wait(); close(done) }()
+		start := time.Now()
+		var overrun error
 		select {
 		case <-done:
 		case <-time.After(timeout):
@@ -176,12 +185,20 @@ func (e *Engine) Drain(timeout time.Duration) error {
 					e.forceStop()
 				}
 				<-done
+				if late := time.Since(start) - timeout - forceStopAfter; late > drainOverrunGrace {
+					// Something no cancellation reaches (a decode, attack F2 of
+					// stop 22) kept a request: the drain missed its deadline.
+					overrun = fmt.Errorf("server: S-4 in-flight requests ended %v after the drain deadline (%v) and the streams' closing", late.Round(time.Millisecond), timeout)
+				}
 			}
 		}
 		execErr := e.exec.drain()
 		e.drainErr = e.drainProducer()
 		if e.drainErr == nil {
 			e.drainErr = execErr
+		}
+		if e.drainErr == nil {
+			e.drainErr = overrun
 		}
 		e.kvDriver().Drain() // E+P+D: P's KV sessions nobody fetched
 		e.producers.close()
