@@ -80,7 +80,7 @@ var errDecodeBudget = errors.New("server: decode budget exhausted")
 type decodeBudget struct {
 	maxBytes int64
 	wait     time.Duration
-	slotWait time.Duration // how long a decode waits for a slot: max(wait, DecodeSlotWait)
+	slotWait time.Duration       // how long a decode waits for a slot: max(wait, DecodeSlotWait)
 	bytes    *semaphore.Weighted // decoded bytes reserved
 	cpu      *semaphore.Weighted // decodes running
 	inflight atomic.Int64        // bytes reserved now (observable)
