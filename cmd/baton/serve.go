@@ -225,6 +225,7 @@ Decode budget (CONTRACT SE-4):
 	f.Int64Var(&cfg.DecodeBudget.MaxBytes, "decode-budget-bytes", server.DefaultDecodeBudgetBytes, "bound on decoded image bytes (8 per pixel) reserved by all requests together (CONTRACT SE-4)")
 	f.IntVar(&cfg.DecodeBudget.MaxConcurrent, "max-concurrent-decodes", 0, "images decoded at once (0 = CPUs - 1, at least 1) (CONTRACT SE-4)")
 	f.DurationVar(&cfg.DecodeBudget.Wait, "decode-wait", server.DefaultDecodeWait, "how long a request waits for room in the decode budget before RESOURCE_EXHAUSTED (negative: no wait)")
+	f.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", 10*time.Second, "how long an accepted connection may take to finish its TLS and HTTP/2 handshakes before it is closed (SE-4: idle connections hold no descriptor longer)")
 	f.StringVar(&logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	f.StringVar(&mutant, "mutant", "", "run a deliberately broken engine from conformance/mutants (testing the suite only)")
 	_ = f.MarkHidden("mutant")

@@ -113,6 +113,13 @@ type Config struct {
 	// ShutdownLinger keeps Control answering (Health DRAINING, Shutdown
 	// ALREADY_SHUTTING_DOWN) this long after a drain completes (default 300 ms).
 	ShutdownLinger time.Duration
+	// HandshakeTimeout bounds how long an accepted connection may take to
+	// complete its TLS and HTTP/2 handshakes before the server closes it
+	// (grpc.ConnectionTimeout; default 10 s, gRPC's own is 120 s): a client
+	// that opens connections and sends nothing holds a file descriptor each
+	// for that long (SE-4; attack F5 of stop 22 exhausted PD's 20000
+	// descriptors with idle connections).
+	HandshakeTimeout time.Duration
 	// MediaLimits bound media before decoding (L-6).
 	MediaLimits encoder.Limits
 	// MaxRequestPixels bounds the decoded pixels of all a request's images
@@ -285,6 +292,9 @@ func (c *Config) fill() error {
 	}
 	if c.ShutdownLinger == 0 {
 		c.ShutdownLinger = 300 * time.Millisecond
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = 10 * time.Second
 	}
 	if c.MediaLimits == (encoder.Limits{}) {
 		c.MediaLimits = encoder.DefaultLimits()

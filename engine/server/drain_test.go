@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -81,5 +82,44 @@ func TestDrainReportsAMissedDeadline(t *testing.T) {
 	time.AfterFunc(10*time.Millisecond+stuck, e.running.Done)
 	if err := e.Drain(10 * time.Millisecond); err == nil || !strings.Contains(err.Error(), "S-4") || !strings.Contains(err.Error(), "after the drain deadline") {
 		t.Errorf("Drain with a request stuck %v past its deadline = %v; want an S-4 error naming the missed deadline", stuck, err)
+	}
+}
+
+// TestIdleConnectionClosedAfterHandshakeTimeout: a connection that sends
+// nothing (not even the HTTP/2 preface) is closed once
+// Config.HandshakeTimeout passes, so idle connections cannot hold the
+// engine's file descriptors for gRPC's default two minutes (attack F5 of
+// stop 22, SE-4).
+func TestIdleConnectionClosedAfterHandshakeTimeout(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(Config{Role: RoleAggregated, Preset: "tiny", HandshakeTimeout: 100 * time.Millisecond}, lis, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := conn.Read(buf); err != nil { // the server's preface, then EOF once it closes
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("an idle connection still open after %v; want it closed after the 100 ms handshake timeout", time.Since(start).Round(time.Millisecond))
+			}
+			return
+		}
 	}
 }

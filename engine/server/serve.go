@@ -58,7 +58,8 @@ func NewServer(cfg Config, lis net.Listener, log *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	opts := append(e.serverOptions(), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.KeepaliveEnforcementPolicy(peerKeepaliveEnforcement))
+	opts := append(e.serverOptions(), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.KeepaliveEnforcementPolicy(peerKeepaliveEnforcement),
+		grpc.ConnectionTimeout(e.cfg.HandshakeTimeout))
 	if e.sec.server != nil {
 		// SE-1: TLS (and, with a client CA, mTLS: a peer without a valid
 		// certificate fails the handshake before any handler runs).
