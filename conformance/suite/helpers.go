@@ -285,6 +285,11 @@ func (h *harness) generateCtx(ctx context.Context, e target.Engine, req *pb.Gene
 	if res == nil || res.Status == nil {
 		HarnessError(h.t, "Generate(request_id=%s) returned no status", req.GetRequestId())
 	}
+	if res.Overflow {
+		// The target's wrong answer, whatever the case expected (a
+		// rejection it checks by a non-OK code would pass otherwise).
+		h.t.Errorf("Generate(request_id=%s): %s", req.GetRequestId(), res.Status.Message())
+	}
 	// Whatever the case expected, a reference that came back is released
 	// at cleanup, so a wrongly accepted publish cannot leak into other cases.
 	if ready := res.EncoderReady(); ready != nil {

@@ -10,11 +10,13 @@ import (
 	pb "github.com/baton-dev/baton/proto/openengine/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // MaxMessageBytes is the largest message the harness sends or accepts (64 MiB),
@@ -138,7 +140,32 @@ func (e *GRPCEngine) Redial(opts ...DialOption) (*GRPCEngine, error) {
 	return DialEngine(e.address, opts...)
 }
 
-// Generate implements Engine.
+// Bounds on what Generate keeps of one stream. Every case asks for a few
+// tokens (at most 24, one response each, plus EncoderReady or PrefillReady,
+// GenerationFinished, an EngineError) and each response is a few KiB at
+// most, so these are two orders of magnitude above any correct answer; a
+// target streaming without end (attack F7: endless 1 MiB messages grew the
+// harness to 6.3 GB in a minute) is cut off at them instead.
+const (
+	// MaxGenerateResponses is the most responses Generate keeps.
+	MaxGenerateResponses = 4096
+	// MaxGenerateBytes is the most bytes of responses (their wire size)
+	// Generate keeps. One message may be MaxMessageBytes.
+	MaxGenerateBytes = 64 << 20
+)
+
+// CodeStreamedTooMuch is the status code of a Generate result the harness
+// cut off because the target streamed past MaxGenerateResponses or
+// MaxGenerateBytes (GenerateResult.Overflow). No case expects it (the
+// contract answers with INVALID_ARGUMENT, FAILED_PRECONDITION, UNAVAILABLE,
+// RESOURCE_EXHAUSTED, UNIMPLEMENTED or OK), so a case judges it as the
+// target's wrong answer, a failure, not the harness's error.
+const CodeStreamedTooMuch = codes.OutOfRange
+
+// Generate implements Engine. It keeps at most MaxGenerateResponses
+// responses and MaxGenerateBytes bytes: past either it cancels the stream
+// and returns what it kept with Overflow set and the status
+// CodeStreamedTooMuch saying so.
 func (e *GRPCEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*GenerateResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -147,6 +174,7 @@ func (e *GRPCEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*Ge
 		return &GenerateResult{Status: status.Convert(err)}, nil
 	}
 	res := &GenerateResult{}
+	kept := 0 // bytes of res.Responses
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -157,6 +185,15 @@ func (e *GRPCEngine) Generate(ctx context.Context, req *pb.GenerateRequest) (*Ge
 			res.Status = status.Convert(err)
 			break
 		}
+		size := proto.Size(resp)
+		if len(res.Responses) >= MaxGenerateResponses || kept+size > MaxGenerateBytes {
+			cancel() // stop the target's stream: nothing more is read
+			res.Overflow = true
+			res.Status = status.Newf(CodeStreamedTooMuch, "the target streamed more than the harness keeps of one Generate (%d responses, %d bytes; limits %d responses, %d bytes): the harness cut the stream off there; no request of the suite asks for that much",
+				len(res.Responses)+1, kept+size, MaxGenerateResponses, MaxGenerateBytes)
+			break
+		}
+		kept += size
 		res.Responses = append(res.Responses, resp)
 	}
 	res.Trailer = stream.Trailer()

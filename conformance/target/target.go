@@ -201,6 +201,12 @@ type GenerateResult struct {
 	Status *status.Status
 	// Trailer is the stream's trailing metadata.
 	Trailer metadata.MD
+	// Overflow: the target streamed more than the harness keeps of one
+	// Generate (MaxGenerateResponses, MaxGenerateBytes); the stream was
+	// cancelled there, Responses hold what was kept and Status is
+	// CodeStreamedTooMuch. A target's wrong answer, whatever the case
+	// expected.
+	Overflow bool
 }
 
 // Code is the stream's final gRPC code.

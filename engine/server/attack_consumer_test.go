@@ -280,13 +280,19 @@ func TestA2TracestateNotForwardedToProducer(t *testing.T) {
 // any port of that host: the consumer's own gRPC port (it does not serve
 // TransferEncoderCache: L-4, answered with the before-write trailer, Q-2),
 // its own transfer agent, a port that accepts and closes, or one that
-// accepts and never speaks (no gRPC connection is ever established, so
-// nothing was sent: Q-2). Each ends in a contract code with the consumer
+// accepts and never speaks, or answers garbage, or trickles bytes (no gRPC
+// connection is ever established, so nothing was sent: Q-2). Each ends in a contract code with the consumer
 // READY and nothing quarantined (SE-4).
 func TestA5HostTrustSelfReferenceLeavesConsumerReady(t *testing.T) {
 	closing, hanging := listenCounting(t, false), listenCounting(t, true)
 	_, closingPort := closing.hostPort()
 	_, hangingPort := hanging.hostPort()
+	// An HTTP/1.1 answer read as HTTP/2 is a frame too large (the attack's
+	// "error reading server preface: http2: frame too large").
+	garbagePort := listenSpeaking(t, []byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"), 0)
+	// The header of a SETTINGS frame of 16380 bytes, then its payload, a
+	// byte every 50ms: a preface that would complete in 13 minutes.
+	tricklePort := listenSpeaking(t, append([]byte{0x00, 0x3f, 0xfc, 0x04, 0, 0, 0, 0, 0}, make([]byte, 16380)...), 50*time.Millisecond)
 	for _, c := range []struct {
 		name string
 		port func(srv *Server) uint32
@@ -297,6 +303,11 @@ func TestA5HostTrustSelfReferenceLeavesConsumerReady(t *testing.T) {
 		{"its own transfer agent", func(srv *Server) uint32 { _, p := splitHostPort(peerAddresses(t, srv)[1]); return p }, codes.Unavailable, "Q-2"},
 		{"a port that accepts and closes", func(*Server) uint32 { return closingPort }, codes.Unavailable, "Q-2"},
 		{"a port that accepts and never speaks", func(*Server) uint32 { return hangingPort }, codes.Unavailable, "Q-2"},
+		// Attack F6: bytes that are no HTTP/2 server preface, at once or
+		// trickled, are no established connection either: gRPC queued no
+		// request, so nothing was sent, whatever the peer wrote.
+		{"a port that answers garbage", func(*Server) uint32 { return garbagePort }, codes.Unavailable, "Q-2"},
+		{"a port that trickles a preface that never completes", func(*Server) uint32 { return tricklePort }, codes.Unavailable, "Q-2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, consumer := startEngineAlone(t, Config{Role: RolePD, AcceptBackends: []string{BackendTCP}, TrustedProducers: []string{"127.0.0.1"}, TransferTimeout: 2 * time.Second}, nil)
@@ -308,8 +319,62 @@ func TestA5HostTrustSelfReferenceLeavesConsumerReady(t *testing.T) {
 				t.Errorf("consume = %v; want %v naming %s", res.Status, c.want, c.rule)
 			}
 			expectCalm(t, "consumer after a reference naming "+c.name, srv)
+			// A quarantine that ended at once leaves no buffers behind:
+			// the count of those entered shows it happened.
+			if n := srv.Engine.Observables()["encoder.quarantine.entered"]; n != 0 {
+				t.Errorf("encoder.quarantine.entered after a reference naming %s = %g; want 0 (Q-2: nothing was sent, no quarantine)", c.name, n)
+			}
 		})
 	}
+}
+
+// listenSpeaking accepts connections on loopback and writes payload on
+// each, all at once (pace 0) or one byte every pace, then holds it open
+// until the test ends; it never reads. It returns the port.
+func listenSpeaking(t *testing.T, payload []byte, pace time.Duration) uint32 {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer conn.Close()
+				if pace == 0 {
+					_, _ = conn.Write(payload)
+					<-done
+					return
+				}
+				tick := time.NewTicker(pace)
+				defer tick.Stop()
+				for i := 0; ; i++ {
+					if i < len(payload) {
+						if _, err := conn.Write(payload[i : i+1]); err != nil {
+							return
+						}
+					}
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { close(done); l.Close(); wg.Wait() })
+	return uint32(l.Addr().(*net.TCPAddr).Port)
 }
 
 // TestTransferEncoderCacheEarlyRejectionsCarryTrailer: every rejection of

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
 )
 
 // Control connections to producers (a consumer's TransferEncoderCache and
@@ -23,15 +24,18 @@ import (
 // dials is tracked, so that a call knows which connections may have
 // carried its request:
 //
-//   - none that the producer ever spoke on (sent a byte) was open or
-//     established during the call: the connection was refused or never
-//     established and nothing was sent, a definite outcome (CONTRACT Q-2).
-//     A connection the peer never wrote a byte on never carried a request:
-//     gRPC sends nothing on a transport before it has read the server's
-//     preface (grpc-go's NewHTTP2Client blocks until then), so a port that
+//   - the call's request headers were never queued on a transport: the
+//     connection was refused or never established and nothing was sent, a
+//     definite outcome (CONTRACT Q-2). gRPC hands a call a transport only
+//     once it has read the server's HTTP/2 preface (grpc-go's
+//     NewHTTP2Client blocks until a SETTINGS frame arrived), and writes the
+//     request only after its headers; the client's stats handler
+//     (sendWatch) sees the headers queued (stats.OutHeader), so a port that
 //     accepts and never speaks gRPC (another service on a trusted host,
-//     the consumer's own transfer agent, attack A5) is refused, not
-//     uncertain;
+//     the consumer's own transfer agent, attack A5), one that answers
+//     garbage or trickles bytes slower than a preface (attack F6) is
+//     refused, not uncertain. Whether the peer wrote bytes is no measure of
+//     it: garbage is bytes;
 //   - otherwise an uncertain outcome's quarantine waits until each of them
 //     has closed (part of the proof of Q-6). On the tcp receive path the
 //     consumer closes them itself: it retires the client (retire), which
@@ -217,6 +221,7 @@ func (p *producerClients) get(addr string) (*producerConn, error) {
 		grpc.WithContextDialer(dial),
 		grpc.WithConnectParams(cp),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: peerKeepaliveTime, Timeout: peerKeepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithStatsHandler(sendWatch{}),
 	)
 	if err != nil {
 		return nil, err
@@ -453,9 +458,10 @@ func (c *producerConn) begin() callWindow {
 }
 
 // carriers closes the window: sent reports whether any connection the
-// peer has spoken on was open or established during the call (else
-// nothing can have been sent, Q-2); open are the closed channels of those,
-// which may have carried the request.
+// peer has spoken on was open or established during the call; open are
+// the closed channels of those, which may have carried the request. That
+// the peer spoke does not say a request was sent (garbage is bytes):
+// callTransfer decides Q-2 by sendWatch.
 func (w callWindow) carriers() (sent bool, open []<-chan struct{}) {
 	c := w.conn
 	c.mu.Lock()
@@ -474,3 +480,37 @@ func (w callWindow) carriers() (sent bool, open []<-chan struct{}) {
 	}
 	return sent, open
 }
+
+// sendWatch is the producer clients' stats handler: it tells a call whether
+// its request headers were queued on a transport, i.e. whether the request
+// may have been sent or certainly was not. grpc-go reports
+// stats.OutHeader once the headers are queued for a transport that read
+// the server's preface, before the call can return; nothing of a request
+// is written before its headers. A call that ends without it never reached
+// a ready connection: refused, never established, or a peer that does not
+// speak HTTP/2 (garbage, a trickle, silence; attacks A5 and F6).
+type sendWatch struct{}
+
+// sendWatchKey is the context key of the flag a call watches (watchSend).
+type sendWatchKey struct{}
+
+// watchSend returns ctx carrying a flag that sendWatch sets once the call
+// made on ctx has queued its request headers on a transport.
+func watchSend(ctx context.Context) (context.Context, *atomic.Bool) {
+	sent := new(atomic.Bool)
+	return context.WithValue(ctx, sendWatchKey{}, sent), sent
+}
+
+func (sendWatch) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (sendWatch) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if h, ok := s.(*stats.OutHeader); ok && h.Client {
+		if sent, ok := ctx.Value(sendWatchKey{}).(*atomic.Bool); ok {
+			sent.Store(true)
+		}
+	}
+}
+
+func (sendWatch) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (sendWatch) HandleConn(context.Context, stats.ConnStats) {}

@@ -306,11 +306,17 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 		callCtx = metadata.AppendToOutgoingContext(callCtx, HookTransferFail, "1")
 	}
 	callCtx = OutgoingTraceContext(callCtx)
+	callCtx, headersOut := watchSend(callCtx)
 	var trailer metadata.MD
 	pc.fresh(callCtx)
 	window := pc.begin()
 	resp, err := pc.client().TransferEncoderCache(callCtx, req, grpc.Trailer(&trailer))
-	sent, carriers := window.carriers()
+	_, carriers := window.carriers()
+	// sent: the request's headers were queued on a ready transport (one
+	// that read the server's preface), so it may have reached the
+	// producer. A peer that wrote bytes but never a preface (garbage, a
+	// trickle: attack F6) was sent nothing.
+	sent := headersOut.Load()
 	if hold {
 		e.mu.Unlock()
 	}
@@ -361,7 +367,8 @@ type transferCall struct {
 	// core's Q-2 mutant only).
 	invalidArgument bool
 	// unsent: no connection to the producer was open or could be
-	// established, so the request was never sent.
+	// established (none read a server preface: refused, silent, garbage,
+	// a trickle), so the request was never sent (Q-2; sendWatch).
 	unsent bool
 	// abandoned: the core ended the receive on the client's cancellation
 	// (handoff.ClientCancelled under the C-4 mutant): release the buffers.
