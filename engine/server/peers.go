@@ -117,9 +117,6 @@ type producerConn struct {
 	mu   sync.Mutex
 	live map[*trackedConn]struct{}
 	seq  uint64 // connections dialled so far
-	// spokeSeq is the highest seq of a connection the peer has written a
-	// byte on (0: none), open or closed since.
-	spokeSeq uint64
 }
 
 // trackedConn is one dialled control connection.
@@ -136,10 +133,7 @@ type trackedConn struct {
 func (c *trackedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 && !c.spoke.Load() {
-		c.owner.mu.Lock()
 		c.spoke.Store(true)
-		c.owner.spokeSeq = max(c.owner.spokeSeq, c.seq)
-		c.owner.mu.Unlock()
 	}
 	return n, err
 }
@@ -457,19 +451,17 @@ func (c *producerConn) begin() callWindow {
 	return callWindow{at: at, seq: c.seq, conn: c}
 }
 
-// carriers closes the window: sent reports whether any connection the
-// peer has spoken on was open or established during the call; open are
-// the closed channels of those, which may have carried the request. That
-// the peer spoke does not say a request was sent (garbage is bytes):
-// callTransfer decides Q-2 by sendWatch.
-func (w callWindow) carriers() (sent bool, open []<-chan struct{}) {
+// carriers closes the window: the closed channels of the connections the
+// peer has spoken on that were open or established during the call, which
+// may have carried the request (Q-6 waits for them). Whether a request was
+// sent at all is not read here (garbage is bytes too): callTransfer
+// decides Q-2 by sendWatch.
+func (w callWindow) carriers() (open []<-chan struct{}) {
 	c := w.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sent = c.spokeSeq > w.seq // one dialled during the call spoke (it may have closed since)
 	for tc := range w.at {
 		if tc.spoke.Load() {
-			sent = true
 			open = append(open, tc.closed) // closed already or not: waiting on a closed channel is free
 		}
 	}
@@ -478,7 +470,7 @@ func (w callWindow) carriers() (sent bool, open []<-chan struct{}) {
 			open = append(open, tc.closed)
 		}
 	}
-	return sent, open
+	return open
 }
 
 // sendWatch is the producer clients' stats handler: it tells a call whether

@@ -311,7 +311,7 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 	pc.fresh(callCtx)
 	window := pc.begin()
 	resp, err := pc.client().TransferEncoderCache(callCtx, req, grpc.Trailer(&trailer))
-	_, carriers := window.carriers()
+	carriers := window.carriers()
 	// sent: the request's headers were queued on a ready transport (one
 	// that read the server's preface), so it may have reached the
 	// producer. A peer that wrote bytes but never a preface (garbage, a
