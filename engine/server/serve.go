@@ -107,6 +107,11 @@ func (s *Server) Run(ctx context.Context) error {
 	collect := time.NewTicker(e.cfg.CollectInterval)
 	defer collect.Stop()
 	e.log.Info("serving", "address", s.lis.Addr().String(), "preset", e.preset.Name)
+	if tcp, ok := s.lis.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && !e.cfg.Security.authorizationOn() {
+		// Attack O1 (stop 22): without SE-2's authorization anyone who can
+		// reach the port is an operator.
+		e.log.Warn("SE-2 authorization is off on a non-loopback address: any client that reaches it may call Shutdown and Abort(all_requests); set --operator-token-file or --operator-identity", "address", s.lis.Addr().String())
+	}
 	var timeout time.Duration
 loop:
 	for {
