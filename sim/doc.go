@@ -146,7 +146,8 @@
 // the node behaviour that left the world is package sim/nodes (the
 // partition fault, the producer's and the consumers' crash and restart,
 // the P and D nodes of E+P+D, the producer's collector, Shutdown and drain
-// ticks); sim installs both in every world (wire.go).
+// ticks and its request handling); sim installs both in every world
+// (wire.go).
 // Every exported name here is an alias of or a thin wrapper over world's
 // (api.go). The check_*.go files named above are sim/checks';
 // producer_crash.go is sim/nodes', partition.go and prefill_decode.go both

@@ -8,11 +8,13 @@
 // to E is cut, and which messages that drops), the producer's crash and
 // restart (producer_crash.go), a consumer's (consumer_crash.go), the P
 // and D nodes of E+P+D (prefill_decode.go), the producer's collector,
-// Shutdown and drain ticks (producer_life.go), the slow fsync of the
+// Shutdown and drain ticks (producer_life.go), E's request handling
+// (producer.go: publishes, releases, removals, the transfer backend's
+// producer side, a wrong-role consume), the slow fsync of the
 // shared-directory publish (fsync.go) and the clients' handling of the
 // answers to their publish, consume and release calls and of their calls'
 // deadlines (client.go)
-// have moved here; the producer's and the consumers' request handling,
-// the rest of the clients, the network and the disk are still sim/world's
+// have moved here; the consumers' request handling, the rest of the
+// clients, the network and the disk are still sim/world's
 // (issue #16 item 4).
 package nodes

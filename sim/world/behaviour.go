@@ -37,15 +37,6 @@ type Behaviour struct {
 	Decode          func(w *World, c *Client, cd *ClientDecode, kind PrepKind, d int)
 	DrainEPPD       func(w *World)
 	DrainKVSessions func(w *World, p int)
-
-	// The slow fsync of the shared-directory publish (sim/nodes'
-	// fsync.go), called from the producer's encodeDone: SlowFsync starts
-	// a slow write of ev's entry when SiteSlowFsync fires and reports
-	// whether it did (the resumed encodeDone commits it later);
-	// FsyncWritten, at a resumed encodeDone, runs the Write and reports
-	// whether ev was such a resumption.
-	SlowFsync    func(w *World, ev Event) bool
-	FsyncWritten func(w *World, ev Event) bool
 }
 
 // installedBehaviour is the behaviour a world built now gets.

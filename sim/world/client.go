@@ -15,8 +15,8 @@ const (
 type plan struct {
 	startTick    int64
 	consumer     int
-	payloadBytes int64
-	ttlMs        int64
+	PayloadBytes int64 // the publish's payload size, bytes
+	TTLMs        int64 // the TTL the publish asks, ms (0: the default)
 	cancel       cancelPoint
 	cancelMs     int64
 	consume      bool
@@ -26,9 +26,9 @@ type plan struct {
 	// Probe is a call the harness makes with the live reference before
 	// consuming it, one the contract says is rejected and changes nothing.
 	Probe probeKind
-	// content names the media published (one of contentKinds): two
-	// clients with the same content publish the same media (SU-6).
-	content int
+	// Content names the media published (one of contentKinds): two
+	// clients with the same Content publish the same media (SU-6).
+	Content int
 	// Media is what the publish carries and the consumes ask (media.go; its own stream).
 	Media mediaPlan
 }
@@ -119,16 +119,16 @@ type Client struct {
 
 // drawPlan draws a seeded client's plan from the workload stream.
 func drawPlan(w *World) plan {
-	r := w.workRNG
+	r := w.WorkRNG
 	p := plan{
 		startTick:    Between(r, 0, w.Set.SafetyTicks/2),
 		consumer:     r.IntN(w.Set.Consumers),
-		payloadBytes: Between(r, 1, w.Set.PayloadBytesMax),
+		PayloadBytes: Between(r, 1, w.Set.PayloadBytesMax),
 		consume:      Chance(r, 0.85),
 		replay:       Chance(r, 0.25),
 	}
 	if Chance(r, 0.5) {
-		p.ttlMs = Between(r, 1, w.Set.MaxTTLMs*2)
+		p.TTLMs = Between(r, 1, w.Set.MaxTTLMs*2)
 	}
 	switch x := r.Float64(); {
 	case x < 0.08:
@@ -148,7 +148,7 @@ func drawPlan(w *World) plan {
 	case x < 0.45:
 		p.releases = 1
 	}
-	p.content = r.IntN(contentKinds)
+	p.Content = r.IntN(contentKinds)
 	switch x := r.Float64(); {
 	case x < 0.02:
 		p.Probe = probeForged
@@ -163,8 +163,8 @@ func drawPlan(w *World) plan {
 	return p
 }
 
-// streamCancelled reports whether the client cancelled its publish call rpc.
-func (c *Client) streamCancelled(rpc int64) bool { return c.cancelledRPC == rpc && rpc != 0 }
+// StreamCancelled reports whether the client cancelled its publish call rpc.
+func (c *Client) StreamCancelled(rpc int64) bool { return c.cancelledRPC == rpc && rpc != 0 }
 
 // call starts a client RPC: a new number, the request on the network, and the client's deadline.
 func (w *World) call(c *Client, stage clientStage, class msgClass, ev Event) {
@@ -300,7 +300,7 @@ func (w *World) probe(c *Client) {
 	if c.Plan.Probe == probeWrongRole {
 		kind = EvProducerConsume
 	}
-	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.Probe]}.event(kind)
+	ev := consumeRequest{Consumer: int32(c.Plan.consumer), Entry: c.entry, Form: probeForms[c.Plan.Probe]}.event(kind)
 	c.callPD = c.Plan.consumer
 	w.call(c, stageProbing, MsgRequest, ev)
 	c.ProbeRPC = c.Rpc
@@ -317,7 +317,7 @@ func (w *World) Next(c *Client) {
 		c.replayed = true
 		w.consume(c, (c.Plan.consumer+1)%w.Set.Consumers, stageReplaying)
 	case c.releasesLeft > 0:
-		w.call(c, stageReleasing, MsgRelease, releaseRequest{entry: c.entry}.event())
+		w.call(c, stageReleasing, MsgRelease, releaseRequest{Entry: c.entry}.event())
 	default:
 		w.finish(c, "finished")
 	}
@@ -327,18 +327,18 @@ func (w *World) Next(c *Client) {
 // call nobody waits for: call number 0); the late-cancel fault may cancel it.
 func (w *World) consume(c *Client, pd int, stage clientStage) {
 	c.callPD = pd
-	w.call(c, stage, MsgRequest, consumeRequest{consumer: int32(pd), entry: c.entry}.event(evConsumeArrive))
+	w.call(c, stage, MsgRequest, consumeRequest{Consumer: int32(pd), Entry: c.entry}.event(evConsumeArrive))
 	if stage == StageConsuming {
 		switch c.Plan.race {
 		case raceConsume:
 			w.histCall(c.Idx, 0, OpConsume, c.entry)
-			w.Send(MsgRequest, consumeRequest{client: int32(c.Idx), consumer: int32((pd + 1) % w.Set.Consumers), entry: c.entry}.event(evConsumeArrive))
+			w.Send(MsgRequest, consumeRequest{Client: int32(c.Idx), Consumer: int32((pd + 1) % w.Set.Consumers), Entry: c.entry}.event(evConsumeArrive))
 		case raceRelease:
 			w.histCall(c.Idx, 0, OpRelease, c.entry)
-			w.Send(MsgRelease, releaseRequest{client: int32(c.Idx), entry: c.entry}.event())
+			w.Send(MsgRelease, releaseRequest{Client: int32(c.Idx), Entry: c.entry}.event())
 		}
 	}
 	if w.Faults.Buggify(SiteLateCancel) {
-		w.After(Between(w.workRNG, 0, w.Set.ConsumerTimeoutMs), ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}.Event(evClientCancel))
+		w.After(Between(w.WorkRNG, 0, w.Set.ConsumerTimeoutMs), ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}.Event(evClientCancel))
 	}
 }

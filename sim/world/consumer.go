@@ -21,9 +21,9 @@ type buffer struct {
 	// proof came) but the core kept the quarantine (its
 	// NeverEndQuarantine mutant).
 	proved bool
-	// mem is the buffer's memory (entryIDBytes): what a WRITE landed here
+	// Mem is the buffer's memory (entryIDBytes): what a WRITE landed here
 	// last put there, through the consumer's xfer agent.
-	mem []byte
+	Mem []byte
 	// reg is its registration while a receive owns it (nil otherwise).
 	reg *xfer.Registration
 	// Revoked is the done channel of the Revoke of a quarantined buffer:
@@ -117,7 +117,7 @@ func (c *consumerNode) Boot(w *World) {
 		c.md = md
 		mem := make([]byte, entryIDBytes*len(c.Bufs))
 		for i := range c.Bufs {
-			c.Bufs[i].mem = mem[i*entryIDBytes : (i+1)*entryIDBytes : (i+1)*entryIDBytes]
+			c.Bufs[i].Mem = mem[i*entryIDBytes : (i+1)*entryIDBytes : (i+1)*entryIDBytes]
 		}
 	}
 }
@@ -129,15 +129,15 @@ func (c *consumerNode) Boot(w *World) {
 // then handoff.AdmitReceive: not in the shared directory), Preflight (L-5),
 // then the backend's claim.
 func (w *World) consumeArrive(ev Event) {
-	rq := consumeRequestOf(ev)
-	c := w.Cons[rq.consumer]
-	reply := consumeReply{Client: rq.client, Consumer: rq.consumer, Rpc: rq.rpc, Entry: rq.entry}
+	rq := ConsumeRequestOf(ev)
+	c := w.Cons[rq.Consumer]
+	reply := ConsumeReply{Client: rq.Client, Consumer: rq.Consumer, Rpc: rq.Rpc, Entry: rq.Entry}
 	if !c.Up {
 		return // connection refused; the client's deadline ends its call
 	}
 	if w.Opts.Mutant == MutantLockAcrossTransfer && c.transferInFlight() {
-		if rq.waitingSince == 0 {
-			rq.waitingSince = w.Now + 1 // arrival tick + 1
+		if rq.WaitingSince == 0 {
+			rq.WaitingSince = w.Now + 1 // arrival tick + 1
 		}
 		if w.Tracing {
 			w.Notef("PD%d lock held across a transfer: consume waits", c.Idx)
@@ -145,39 +145,39 @@ func (w *World) consumeArrive(ev Event) {
 		w.After(1, rq.event(ev.Kind))
 		return
 	}
-	if rq.waitingSince != 0 {
-		c.LateAdmissions = append(c.LateAdmissions, [2]int64{rq.waitingSince - 1, w.Now})
+	if rq.WaitingSince != 0 {
+		c.LateAdmissions = append(c.LateAdmissions, [2]int64{rq.WaitingSince - 1, w.Now})
 	}
 	if err := c.Health.Admit(); err != nil {
 		reply.Result = ResOf(err)
-		w.Ledger.refuseForHealth(CallKey{rq.client, rq.rpc})
+		w.Ledger.refuseForHealth(CallKey{rq.Client, rq.Rpc})
 		if w.Tracing {
 			w.Notef("admit: %v", err)
 		}
-		w.Send(MsgReply, reply.event())
+		w.Send(MsgReply, reply.Event())
 		return
 	}
-	rec := w.Ledger.Get(rq.entry)
-	if err := w.consumerCheckRef(c, rec, rq.form, rq.client, rq.rpc); err != nil {
+	rec := w.Ledger.Get(rq.Entry)
+	if err := w.consumerCheckRef(c, rec, rq.Form, rq.Client, rq.Rpc); err != nil {
 		reply.Result = ResOf(err)
-		w.Ledger.rejectCall(CallKey{rq.client, rq.rpc}, reply.Result)
+		w.Ledger.RejectCall(CallKey{rq.Client, rq.Rpc}, reply.Result)
 		if w.Tracing {
 			w.Notef("%v", err)
 		}
-		w.Send(MsgReply, reply.event())
+		w.Send(MsgReply, reply.Event())
 		return
 	}
 	if w.Now >= rec.ExpiresMs {
-		reply.Result = resSpent
+		reply.Result = ResSpent
 		if w.Tracing {
-			w.Notef("SU-2 %s expired", Short(rq.entry))
+			w.Notef("SU-2 %s expired", Short(rq.Entry))
 		}
-		w.Send(MsgReply, reply.event())
+		w.Send(MsgReply, reply.Event())
 		return
 	}
 	num := int64(len(w.Xreqs) + 1)
-	key := "r" + strconv.FormatInt(num, 10) + "/" + rq.entry // fmt.Sprintf("r%d/%s"), one allocation
-	w.Xreqs = append(w.Xreqs, xreq{h: int(rq.client), rpc: rq.rpc, c: c.Idx, inc: c.Inc, buf: -1, entry: rq.entry, Key: key, form: rq.form})
+	key := "r" + strconv.FormatInt(num, 10) + "/" + rq.Entry // fmt.Sprintf("r%d/%s"), one allocation
+	w.Xreqs = append(w.Xreqs, xreq{H: int(rq.Client), Rpc: rq.Rpc, C: c.Idx, Inc: c.Inc, Buf: -1, Entry: rq.Entry, Key: key, Form: rq.Form})
 	exists, lookErr := true, error(nil) // a transfer: the producer decides SU-2
 	if w.Set.Backend == BackendSharedDir {
 		exists, lookErr = shareddir.EntryExists(w.Sd.Cons[c.Idx], cacheRoot, rec.Instance, rec.Id)
@@ -188,15 +188,15 @@ func (w *World) consumeArrive(ev Event) {
 		reply.Result = ResOf(err)
 		if w.Tracing {
 			if errors.Is(err, handoff.ErrSpentReference) {
-				w.Notef("SU-2 %s is not in the shared directory", Short(rq.entry))
+				w.Notef("SU-2 %s is not in the shared directory", Short(rq.Entry))
 			} else {
 				w.Notef("preflight: %v", err)
 			}
 		}
-		w.Send(MsgReply, reply.event())
+		w.Send(MsgReply, reply.Event())
 		return
 	}
-	r := &recv{num: num, h: int(rq.client), rpc: rq.rpc, entry: rq.entry, key: key, buf: -1, form: rq.form}
+	r := &recv{num: num, h: int(rq.Client), rpc: rq.Rpc, entry: rq.Entry, key: key, buf: -1, form: rq.Form}
 	c.Recvs[num] = r
 	if w.Set.Backend == BackendSharedDir {
 		w.claimShared(c, r, reply)
@@ -211,17 +211,17 @@ func (w *World) consumeArrive(ev Event) {
 // crash fault is on may die inside the Claim after its rename won (drawn
 // from the shared disk's stream): the entry is spent and its claimed file
 // is an orphan for E's CollectOrphans (or its Close).
-func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
+func (w *World) claimShared(c *consumerNode, r *recv, reply ConsumeReply) {
 	Must(c.Receives.Registered(r.key))
 	Must(c.Receives.Requested(r.key))
 	rec := w.Ledger.Get(r.entry)
 	ok := false
 	crash := w.Faults.enabled[SiteConsumerCrash] && !w.Faults.Healed && w.Sd.rng.IntN(16) == 0
-	switch w.Sd.claim(w.Sd.Cons[c.Idx], c.Idx, rec, crash) {
-	case claimWon:
+	switch w.Sd.Claim(w.Sd.Cons[c.Idx], c.Idx, rec, crash) {
+	case ClaimWon:
 		ok = true
 	case claimCrashed:
-		w.took(rec, r.key, int32(r.h), r.rpc, r.form)
+		w.Took(rec, r.key, int32(r.h), r.rpc, r.form)
 		w.Reach(stCrashInsideClaim)
 		if w.Tracing {
 			w.Notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.Idx, Short(r.entry))
@@ -232,14 +232,14 @@ func (w *World) claimShared(c *consumerNode, r *recv, reply consumeReply) {
 	if !ok {
 		Must(c.Receives.Rejected(r.key))
 		delete(c.Recvs, r.num)
-		reply.Result = resSpent
+		reply.Result = ResSpent
 		if w.Tracing {
 			w.Notef("SU-2 %s already consumed, released or expired", Short(r.entry))
 		}
-		w.Send(MsgReply, reply.event())
+		w.Send(MsgReply, reply.Event())
 		return
 	}
-	w.took(w.Ledger.Get(r.entry), r.key, int32(r.h), r.rpc, r.form)
+	w.Took(w.Ledger.Get(r.entry), r.key, int32(r.h), r.rpc, r.form)
 	if w.Tracing {
 		w.Notef("claimed %s as %s", Short(r.entry), r.key)
 	}
@@ -258,12 +258,12 @@ func (w *World) claimRead(ev Event) {
 	Must(c.Receives.Succeeded(r.key))
 	w.consumeMedia(c, r)
 	delete(c.Recvs, r.num)
-	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: t.consumer, Rpc: r.rpc, Entry: r.entry, Result: ResOK}.event())
+	w.Send(MsgReply, ConsumeReply{Client: int32(r.h), Consumer: t.consumer, Rpc: r.rpc, Entry: r.entry, Result: ResOK}.Event())
 }
 
 // requestTransfer: register a buffer, then Requested BEFORE sending
 // TransferEncoderCache; the consumer's own deadline bounds the wait (C-4).
-func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
+func (w *World) requestTransfer(c *consumerNode, r *recv, reply ConsumeReply) {
 	buf := -1
 	for i := range c.Bufs {
 		if c.Bufs[i].Owner == 0 && !c.Bufs[i].Quarantined {
@@ -278,23 +278,23 @@ func (w *World) requestTransfer(c *consumerNode, r *recv, reply consumeReply) {
 		if w.Tracing {
 			w.Notef("L-5 no free receive buffer")
 		}
-		w.Send(MsgReply, reply.event())
+		w.Send(MsgReply, reply.Event())
 		return
 	}
 	c.Bufs[buf].Owner = r.num
 	r.buf = buf
-	reg, err := c.Agent.RegisterMemory([][]byte{c.Bufs[buf].mem})
+	reg, err := c.Agent.RegisterMemory([][]byte{c.Bufs[buf].Mem})
 	Must(err)
 	c.Bufs[buf].reg = reg
 	rq := &w.Xreqs[r.num-1]
-	rq.buf, rq.md, rq.targets, rq.Carrier = buf, c.md, reg.Descriptors, w.ctrlConnFor(c)
+	rq.Buf, rq.Md, rq.Targets, rq.Carrier = buf, c.md, reg.Descriptors, w.ctrlConnFor(c)
 	Must(c.Receives.Registered(r.key))
 	Must(c.Receives.Requested(r.key))
 	if w.Tracing {
 		w.Notef("registered buffer %d for %s; TransferEncoderCache sent", buf, r.key)
 	}
 	if !w.directRequest(r) {
-		w.Send(MsgRequest, transferRequest{consumer: int32(c.Idx), recv: r.num, entry: r.entry}.event())
+		w.Send(MsgRequest, transferRequest{Consumer: int32(c.Idx), Recv: r.num, Entry: r.entry}.event())
 	}
 	w.After(w.Set.ConsumerTimeoutMs, recvTimer{consumer: int32(c.Idx), recv: r.num, inc: c.Inc}.event(evTransferTimeout))
 }
@@ -306,22 +306,22 @@ func (w *World) transferReply(ev Event) {
 		return
 	}
 	rep := transferReplyOf(ev)
-	c := w.Cons[rep.consumer]
-	rq := w.Xreqs[rep.recv-1]
-	r, ok := c.Recvs[rep.recv]
-	if !c.Up || c.Inc != rq.inc || !ok {
+	c := w.Cons[rep.Consumer]
+	rq := w.Xreqs[rep.Recv-1]
+	r, ok := c.Recvs[rep.Recv]
+	if !c.Up || c.Inc != rq.Inc || !ok {
 		if w.Tracing {
-			w.Notef("reply %s for %s ignored: receive already ended", ResNames[rep.result], rq.Key)
+			w.Notef("reply %s for %s ignored: receive already ended", ResNames[rep.Result], rq.Key)
 		}
 		return
 	}
-	if rep.result == ResOK {
+	if rep.Result == ResOK {
 		b := &c.Bufs[r.buf]
-		if string(b.mem) != r.entry || b.Owner != r.num {
-			w.Failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, b.mem, b.Owner)
+		if string(b.Mem) != r.entry || b.Owner != r.num {
+			w.Failf(Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.key, r.buf, b.Mem, b.Owner)
 		}
 	}
-	w.transferEnded(c, r, "producer answered "+ResNames[rep.result], rep.result)
+	w.transferEnded(c, r, "producer answered "+ResNames[rep.Result], rep.Result)
 }
 
 // transferEnded: handoff.EndTransfer decides how the receive ends on the
@@ -347,7 +347,7 @@ func (w *World) transferEnded(c *consumerNode, r *recv, why string, cause int64)
 		w.consumeMedia(c, r)
 		w.endReceive(c, r, ResOK, cause)
 	case cause == ResBeforeWrite || cause == ResPlainInvalid:
-		w.endReceive(c, r, resSpent, cause) // the producer's rejection, relayed
+		w.endReceive(c, r, ResSpent, cause) // the producer's rejection, relayed
 	case cause == ResUnavailableBeforeWrite:
 		w.endReceive(c, r, ResUnavailable, cause) // the producer refused for its health: retryable
 	default:
@@ -434,7 +434,7 @@ func (w *World) quarantineReceive(c *consumerNode, r *recv, d handoff.ReceiveDec
 			w.Notef("its revocation waits for a WRITE in flight")
 		}
 	}
-	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, Result: ResUnavailable}.event())
+	w.Send(MsgReply, ConsumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, Result: ResUnavailable}.Event())
 }
 
 // endReceive frees a receive's buffer (its outcome is known) and answers the client.
@@ -454,7 +454,7 @@ func (w *World) endReceive(c *consumerNode, r *recv, res, cause int64) {
 	if w.Tracing {
 		w.Notef("%s ended %s; buffer %d freed", r.key, ResNames[res], r.buf)
 	}
-	w.Send(MsgReply, consumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, Result: res}.event())
+	w.Send(MsgReply, ConsumeReply{Client: int32(r.h), Consumer: int32(c.Idx), Rpc: r.rpc, Entry: r.entry, Result: res}.Event())
 }
 
 // Must panics on an error the driver's own ordering rules out (a Crash verdict).

@@ -112,7 +112,7 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	dir.byRecv[r.num] = len(dir.calls)
 	dir.calls = append(dir.calls, DirectedCall{Fault: f})
 	dir.deadline[r.num] = w.Now + w.Set.ConsumerTimeoutMs
-	reply := transferReply{consumer: int32(w.Xreqs[r.num-1].c), recv: r.num}
+	reply := TransferReply{Consumer: int32(w.Xreqs[r.num-1].C), Recv: r.num}
 	switch f {
 	case DirectedDropRequest:
 		if w.Tracing {
@@ -120,21 +120,21 @@ func (w *World) directRequest(r *recv) (handled bool) {
 		}
 		return true
 	case DirectedUnavailable:
-		reply.result = ResUnavailable
+		reply.Result = ResUnavailable
 	case DirectedInvalidArgument:
-		reply.result = ResPlainInvalid
+		reply.Result = ResPlainInvalid
 	default:
 		return false
 	}
 	if w.Tracing {
-		w.Notef("directed fault: transfer request of %s answered %s without reaching E", r.key, ResNames[reply.result])
+		w.Notef("directed fault: transfer request of %s answered %s without reaching E", r.key, ResNames[reply.Result])
 	}
-	w.After(1, reply.event())
+	w.After(1, reply.Event())
 	return true
 }
 
-// directArrive records that the producer received receive num's request.
-func (w *World) directArrive(num int64) {
+// DirectArrive records that the producer received receive num's request.
+func (w *World) DirectArrive(num int64) {
 	if w.dir == nil {
 		return
 	}
@@ -151,33 +151,33 @@ func (w *World) directReply(ev *Event) bool {
 		return false
 	}
 	rep := transferReplyOf(*ev)
-	i, ok := dir.byRecv[rep.recv]
+	i, ok := dir.byRecv[rep.Recv]
 	if !ok {
 		return false
 	}
 	call := &dir.calls[i]
 	if call.Reached && !call.Answered {
-		call.Answered, call.Code = true, AnswerCodes[rep.result]
+		call.Answered, call.Code = true, AnswerCodes[rep.Result]
 	}
 	switch call.Fault {
 	case DirectedDropReply:
 		if w.Tracing {
-			w.Notef("directed fault: reply %s for receive %d lost", ResNames[rep.result], rep.recv)
+			w.Notef("directed fault: reply %s for receive %d lost", ResNames[rep.Result], rep.Recv)
 		}
 		return true
 	case DirectedDelay:
-		if !dir.held[rep.recv] {
-			dir.held[rep.recv] = true
+		if !dir.held[rep.Recv] {
+			dir.held[rep.Recv] = true
 			if dir.park {
 				if w.Tracing {
-					w.Notef("directed fault: reply %s for receive %d parked", ResNames[rep.result], rep.recv)
+					w.Notef("directed fault: reply %s for receive %d parked", ResNames[rep.Result], rep.Recv)
 				}
 				held := *ev
 				dir.parked = &held
 				return true
 			}
 			if w.Tracing {
-				w.Notef("directed fault: reply %s for receive %d held %d ms", ResNames[rep.result], rep.recv, dir.delayMs)
+				w.Notef("directed fault: reply %s for receive %d held %d ms", ResNames[rep.Result], rep.Recv, dir.delayMs)
 			}
 			w.After(dir.delayMs, *ev)
 			return true
@@ -264,8 +264,8 @@ func (d *Driver) ReleaseHeld(heldMs int64) error {
 	dir.parked = nil
 	d.w.After(heldMs, ev)
 	rep := transferReplyOf(ev)
-	c := d.w.Cons[rep.consumer]
-	return d.stepWhile(func() bool { _, open := c.Recvs[rep.recv]; return open })
+	c := d.w.Cons[rep.Consumer]
+	return d.stepWhile(func() bool { _, open := c.Recvs[rep.Recv]; return open })
 }
 
 // Finish steps a pending consume until it is answered (after ReleaseHeld).

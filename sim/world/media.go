@@ -324,10 +324,10 @@ func (m *mediaWorld) newPublished(chunk int) *PublishedMedia {
 	return &m.arena[len(m.arena)-1]
 }
 
-// modalityError is the L-3 decision on a publish's items: "" when every
+// ModalityError is the L-3 decision on a publish's items: "" when every
 // item is an image. The core decides (handoff.AdmitModality); its L-3
 // switch treats video and audio as images.
-func (w *World) modalityError(p *mediaPlan) string {
+func (w *World) ModalityError(p *mediaPlan) string {
 	for i, it := range p.List() {
 		if it.Modality != ModalityImage {
 			why := fmt.Sprintf("L-3 item %d is %s: not served", i, ModalityNames[it.Modality])
@@ -339,11 +339,11 @@ func (w *World) modalityError(p *mediaPlan) string {
 	return ""
 }
 
-// publishMedia records the items of entry id as the producer publishes
+// PublishMedia records the items of entry id as the producer publishes
 // them, with the content hash it computes for each (none when the publish
 // omits them). The H-1 mutant hashes premultiplied pixels, the H-4 mutant
 // the wire bytes.
-func (w *World) publishMedia(rec *EntryRecord, p *mediaPlan) {
+func (w *World) PublishMedia(rec *EntryRecord, p *mediaPlan) {
 	if p.N == 0 {
 		return
 	}

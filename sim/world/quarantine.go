@@ -152,10 +152,10 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 	}
 }
 
-// quarantineSource records a source quarantine FailTransfer decided
+// QuarantineSource records a source quarantine FailTransfer decided
 // (QuarantineSourceUntilWriteEnds, or the Q-3 mutant's early free with
 // the same Health): it lasts until wr's request ended and was released.
-func (w *World) quarantineSource(wr *Write) {
+func (w *World) QuarantineSource(wr *Write) {
 	if w.Prod.Quarantines == nil {
 		w.Prod.Quarantines = map[string]*Write{}
 	}
@@ -163,11 +163,11 @@ func (w *World) quarantineSource(wr *Write) {
 	w.Prod.Qver++
 }
 
-// writeEndedProof: E completed and released wr's request (the Q-6 proof
+// WriteEndedProof: E completed and released wr's request (the Q-6 proof
 // of its source's quarantine, if any): the core decides whether the
 // quarantine ends; it then frees the source and recovers Health once no
 // source is quarantined any more.
-func (w *World) writeEndedProof(wr *Write) {
+func (w *World) WriteEndedProof(wr *Write) {
 	p := w.Prod
 	if p.Quarantines[wr.Entry] != wr || wr.agent != p.agent || w.Nodes.ProdDown || p.Stopped {
 		return
@@ -182,7 +182,7 @@ func (w *World) writeEndedProof(wr *Write) {
 	delete(p.Quarantines, wr.Entry)
 	p.Qver++
 	if w.Sources[wr.Entry] == SourceQuarantined || w.xf.srcRegs[wr.Entry] != nil {
-		w.freeSource(wr.Entry)
+		w.FreeSource(wr.Entry)
 	}
 	p.Health.QuarantineEnded(len(p.Quarantines))
 	w.Reach(stSourceQuarantineEndedByProof)

@@ -164,15 +164,15 @@ func (w *World) claimAndDiscard(c *consumerNode, rec *EntryRecord, h int32, rpc 
 	if w.Set.Backend != BackendSharedDir {
 		return
 	}
-	if w.Sd.claim(w.Sd.Cons[c.Idx], c.Idx, rec, false) == claimWon {
-		w.took(rec, fmt.Sprintf("discard/%d/%d", h, rpc), h, rpc, f)
+	if w.Sd.Claim(w.Sd.Cons[c.Idx], c.Idx, rec, false) == ClaimWon {
+		w.Took(rec, fmt.Sprintf("discard/%d/%d", h, rpc), h, rpc, f)
 		if w.Tracing {
 			w.Notef("claimed and discarded %s for a rejected reference", Short(rec.Id))
 		}
 	}
 }
 
-// producerCheckRef is the producer's admission of a TransferEncoderCache
+// ProducerCheckRef is the producer's admission of a TransferEncoderCache
 // call up to the claim: the core's handoff.AdmitTransfer decides it and
 // its order (L-1, the backend: SU-4 for another backend sent to
 // TransferEncoderCache, the SU-5 instance and tag, SU-2 expired), after
@@ -180,7 +180,7 @@ func (w *World) claimAndDiscard(c *consumerNode, rec *EntryRecord, h int32, rpc 
 // TransferEncoderCache. The world has no consumer agent or targets to
 // check. Each rejection is a pre-write one; an ErrSpentReference
 // means the reference expired.
-func (w *World) producerCheckRef(rec *EntryRecord, f refForm) error {
+func (w *World) ProducerCheckRef(rec *EntryRecord, f refForm) error {
 	_, err := handoff.AdmitTransfer(handoff.TransferAdmission{
 		Health:      w.Prod.Health.Admit,
 		OpaqueBytes: f.opaqueBytes(),
@@ -193,10 +193,10 @@ func (w *World) producerCheckRef(rec *EntryRecord, f refForm) error {
 	return err
 }
 
-// took records that a call's presented reference got rec's data (a won
+// Took records that a call's presented reference got rec's data (a won
 // rename, a read, a landed WRITE): the ground truth the SU-1, SU-4 and SU-5
 // checks judge.
-func (w *World) took(rec *EntryRecord, key string, h int32, rpc int64, f refForm) {
+func (w *World) Took(rec *EntryRecord, key string, h int32, rpc int64, f refForm) {
 	rec.Consumptions = append(rec.Consumptions, key)
 	w.Ledger.Takes = append(w.Ledger.Takes, take{Rec: rec, Key: key, Call: CallKey{h, rpc}, Form: f})
 }

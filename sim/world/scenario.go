@@ -118,7 +118,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return err
 		}
 		payload, _ := num("payload", sc.W.Set.PayloadBytesMax)
-		c := &Client{Idx: int(h), Plan: plan{payloadBytes: payload, ttlMs: ttl}}
+		c := &Client{Idx: int(h), Plan: plan{PayloadBytes: payload, TTLMs: ttl}}
 		sc.W.Clients = append(sc.W.Clients, c)
 		sc.W.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive})
 		fmt.Fprintf(b, "client %d: publish sent\n", c.Idx)
@@ -146,7 +146,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return fmt.Errorf("client %d has no reference", c.Idx)
 		}
 		c.Done = false
-		sc.W.call(c, stageReleasing, MsgRelease, releaseRequest{entry: c.entry}.event())
+		sc.W.call(c, stageReleasing, MsgRelease, releaseRequest{Entry: c.entry}.event())
 		fmt.Fprintf(b, "client %d: release of %s sent\n", c.Idx, Short(c.entry))
 	case "cancel":
 		c, err := clientArg()
@@ -456,7 +456,7 @@ func (sc *Scenario) describe(b *strings.Builder) {
 		if rec.RemovedCause != "" {
 			facts = append(facts, rec.RemovedCause)
 		}
-		if rec.quarantined {
+		if rec.Quarantined {
 			facts = append(facts, "source quarantined")
 		}
 		table := "left the table"

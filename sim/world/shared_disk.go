@@ -61,8 +61,8 @@ type sharedDisk struct {
 	Disk *simfs.Disk
 	rng  *rand.Rand
 	rand rngReader
-	// prod is E's current process and dir its instance (nil: transfer backend).
-	prod *simfs.Proc
+	// Prod is E's current process and dir its instance (nil: transfer backend).
+	Prod *simfs.Proc
 	dir  *shareddir.Dir
 	// Cons is each consumer's current process.
 	Cons []*simfs.Proc
@@ -174,8 +174,8 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 	if sd.w.Tracing {
 		before = sd.Disk.Files(cacheRoot)
 	}
-	sd.prod = sd.Disk.Proc("E/" + p.InstanceID)
-	dir, swept, err := shareddir.StartProducer(sd.prod, cacheRoot, p.InstanceID, sd.rand, sd.w.Now, false)
+	sd.Prod = sd.Disk.Proc("E/" + p.InstanceID)
+	dir, swept, err := shareddir.StartProducer(sd.Prod, cacheRoot, p.InstanceID, sd.rand, sd.w.Now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: StartProducer: %v", err))
 	}
@@ -213,10 +213,10 @@ func (sd *sharedDisk) Publish(rec *EntryRecord) {
 	}
 }
 
-// writeENOSPC runs rec's Dir.Write with ENOSPC injected into its write:
+// WriteENOSPC runs rec's Dir.Write with ENOSPC injected into its write:
 // it must fail with ENOSPC and leave nothing (L-5).
-func (sd *sharedDisk) writeENOSPC(rec *EntryRecord) {
-	sd.inj = injection{proc: sd.prod, op: simfs.OpWrite, err: syscall.ENOSPC}
+func (sd *sharedDisk) WriteENOSPC(rec *EntryRecord) {
+	sd.inj = injection{proc: sd.Prod, op: simfs.OpWrite, err: syscall.ENOSPC}
 	_, err := sd.dir.Write(rec.Id, entryTensors(rec.H), nil)
 	sd.inj = injection{}
 	if !errors.Is(err, syscall.ENOSPC) {
@@ -229,7 +229,7 @@ func (sd *sharedDisk) writeENOSPC(rec *EntryRecord) {
 
 // crashInWrite runs id's Dir.Write up to its fsync and kills E there.
 func (sd *sharedDisk) crashInWrite(id string, h int) {
-	sd.inj = injection{proc: sd.prod, op: simfs.OpSync, crash: true}
+	sd.inj = injection{proc: sd.Prod, op: simfs.OpSync, crash: true}
 	defer func() {
 		sd.inj = injection{}
 		if p := recover(); p != nil {
@@ -241,11 +241,11 @@ func (sd *sharedDisk) crashInWrite(id string, h int) {
 	sd.dir.Write(id, entryTensors(h), nil)
 }
 
-// remove is E's Dir.Remove of id; with fail, the rename fails with EIO
+// Remove is E's Dir.Remove of id; with fail, the rename fails with EIO
 // ErrCleanup and the entry stays.
-func (sd *sharedDisk) remove(id string, fail bool) bool {
+func (sd *sharedDisk) Remove(id string, fail bool) bool {
 	if fail {
-		sd.inj = injection{proc: sd.prod, op: simfs.OpRename, err: syscall.EIO}
+		sd.inj = injection{proc: sd.Prod, op: simfs.OpRename, err: syscall.EIO}
 	}
 	removed, err := sd.dir.Remove(id)
 	sd.inj = injection{}
@@ -262,18 +262,18 @@ func (sd *sharedDisk) remove(id string, fail bool) bool {
 type claimOutcome int
 
 const (
-	claimWon claimOutcome = iota + 1
+	ClaimWon claimOutcome = iota + 1 // the Claim's rename won: the entry is the caller's
 	claimLost
 	// claimCrashed: the process died inside the Claim after its rename:
 	// the entry is spent, the claimed file is an orphan.
 	claimCrashed
 )
 
-// claim runs shareddir.Claim of rec as process p of consumer cons (-1:
+// Claim runs shareddir.Claim of rec as process p of consumer cons (-1:
 // E); crashAfterRename kills p at its read (after the rename won). Another
 // Claim may run inside it (the interleaving): each saves and restores the
 // state of the one it runs in.
-func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfterRename bool) (out claimOutcome) {
+func (sd *sharedDisk) Claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfterRename bool) (out claimOutcome) {
 	outerInj, outerCl := sd.inj, sd.cl
 	sd.cl = claiming{proc: p, path: EntryPath(rec.Instance, rec.Id), id: rec.Id, cons: cons}
 	sd.inj = injection{}
@@ -295,7 +295,7 @@ func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfte
 		if v, derr := tensors[0].Float32s(); len(tensors) != 1 || derr != nil || len(v) != 1 || v[0] != float32(rec.H) {
 			sd.w.Failf(Correctness, "SU-1", "the claim of %s returned another entry's data", Short(rec.Id))
 		}
-		return claimWon
+		return ClaimWon
 	case errors.Is(err, shareddir.ErrGone), errors.Is(err, shareddir.ErrUnknownProducer):
 		return claimLost
 	}
@@ -322,7 +322,7 @@ func (w *World) claimInsideClaim(cl claiming) {
 		if ev.Kind != evConsumeArrive || ev.Tick > w.Now+claimWindowMs {
 			continue
 		}
-		if rq := consumeRequestOf(*ev); rq.entry != cl.id || int(rq.consumer) == cl.cons {
+		if rq := ConsumeRequestOf(*ev); rq.Entry != cl.id || int(rq.Consumer) == cl.cons {
 			continue
 		}
 		if w.Sd.rng.IntN(2) == 0 {
@@ -353,16 +353,16 @@ func (w *World) removalInsideClaim(id string) {
 	if _, ok := sd.early[id]; ok || sd.rng.IntN(2) == 0 {
 		return
 	}
-	sd.early[id] = sd.remove(id, false)
+	sd.early[id] = sd.Remove(id, false)
 	w.Reach(stRemovalInsideClaim)
 	if w.Tracing {
 		w.Notef("E's removal of %s landed inside the claim, between its open and its rename (won=%v)", Short(id), sd.early[id])
 	}
 }
 
-// takeEarly returns (and forgets) the outcome of id's removal if it landed
+// TakeEarly returns (and forgets) the outcome of id's removal if it landed
 // inside a Claim.
-func (sd *sharedDisk) takeEarly(id string) (won, ok bool) {
+func (sd *sharedDisk) TakeEarly(id string) (won, ok bool) {
 	won, ok = sd.early[id]
 	delete(sd.early, id)
 	return won, ok
@@ -372,7 +372,7 @@ func (sd *sharedDisk) takeEarly(id string) (won, ok bool) {
 // fsync and dies there; its unsynced temp file is then lost or left as an
 // orphan (drawn from the nodes stream, one draw per file, as before).
 func (sd *sharedDisk) CrashProducer() {
-	if !sd.active() || sd.prod == nil {
+	if !sd.active() || sd.Prod == nil {
 		return
 	}
 	ids := make([]string, 0, len(sd.Slow))
@@ -383,7 +383,7 @@ func (sd *sharedDisk) CrashProducer() {
 	for _, id := range ids {
 		sd.crashInWrite(id, sd.w.Ledger.Get(id).H)
 	}
-	sd.prod.Crash()
+	sd.Prod.Crash()
 	clear(sd.Slow)
 	clear(sd.early)
 	w := sd.w
@@ -438,7 +438,7 @@ func (sd *sharedDisk) stop() {
 		panic(fmt.Sprintf("sim: List: %v", err))
 	}
 	for _, id := range ids {
-		if !w.Ledger.Get(id).removeFailed {
+		if !w.Ledger.Get(id).RemoveFailed {
 			w.Failf(Correctness, "S-4", "drained producer left entry %s in the cache directory", Short(id))
 		}
 	}

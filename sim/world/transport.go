@@ -96,17 +96,17 @@ func (w *World) newAgent(name string, consumer bool) xfer.Agent {
 	return a
 }
 
-// registerSource registers the source of a published entry with E's agent.
-func (w *World) registerSource(id string) {
+// RegisterSource registers the source of a published entry with E's agent.
+func (w *World) RegisterSource(id string) {
 	reg, err := w.Prod.agent.RegisterMemory([][]byte{[]byte(id)})
 	Must(err)
 	w.xf.srcRegs[id] = reg
 	w.Sources[id] = SourceLive
 }
 
-// freeSource deregisters a source and marks it freed. A source a request
+// FreeSource deregisters a source and marks it freed. A source a request
 // still reads (the producer-frees-source mutant) keeps its registration.
-func (w *World) freeSource(id string) {
+func (w *World) FreeSource(id string) {
 	w.Sources[id] = SourceFreed
 	if reg := w.xf.srcRegs[id]; reg != nil && w.Prod.agent.Deregister(reg) == nil {
 		delete(w.xf.srcRegs, id)
@@ -118,16 +118,16 @@ func (w *World) freeSource(id string) {
 type Write struct {
 	Num   int64
 	Entry string
-	recv  int64 // receive number (index into xreqs + 1)
+	Recv  int64 // receive number (index into xreqs + 1)
 	C     int
 	Inc   int64
 	Buf   int
 	req   *xfer.Request
 	agent xfer.Agent // E's agent that posted it
-	// landed: the consumer's agent reported every byte landed
+	// Landed: the consumer's agent reported every byte Landed
 	// (InboundLanded); ended: it can land no more (delivered, refused,
 	// cut, or its initiator closed).
-	landed, ended bool
+	Landed, ended bool
 	// ProducerDone: the producer ended the transfer (done, failed or deadline).
 	ProducerDone bool
 	// Orphan: E's process crashed with it; its agent's Close ended it.
@@ -143,11 +143,11 @@ type Write struct {
 // Pending reports whether the WRITE may still land.
 func (wr *Write) Pending() bool { return !wr.ended }
 
-// postWrite creates and posts E's WRITE of rq's entry into the consumer's
+// PostWrite creates and posts E's WRITE of rq's entry into the consumer's
 // registered buffer rq names. An error of CreateWriteTo or Post is
 // returned for the caller to decide (Q-3: after the claim, a failure).
-func (w *World) postWrite(wr *Write, rq *xreq, fault xfer.Fault) error {
-	req, err := w.Prod.agent.CreateWriteTo(w.xf.srcRegs[rq.entry].Descriptors, rq.md, rq.targets)
+func (w *World) PostWrite(wr *Write, rq *xreq, fault xfer.Fault) error {
+	req, err := w.Prod.agent.CreateWriteTo(w.xf.srcRegs[rq.Entry].Descriptors, rq.Md, rq.Targets)
 	if err != nil {
 		return err
 	}
@@ -175,13 +175,13 @@ func (w *World) DeliverWrite(wr *Write, cut bool) error {
 		err = w.xf.net.Deliver(wr.req)
 	}
 	wr.ended = true
-	wr.landed = w.xf.seen && w.xf.inbound.Outcome == xfer.InboundLanded
+	wr.Landed = w.xf.seen && w.xf.inbound.Outcome == xfer.InboundLanded
 	return err
 }
 
-// completeWrite completes wr on the network and returns E's Status of it,
+// CompleteWrite completes wr on the network and returns E's Status of it,
 // after releasing the request.
-func (w *World) completeWrite(wr *Write) error {
+func (w *World) CompleteWrite(wr *Write) error {
 	_ = w.xf.net.Complete(wr.req) // the outcome is read back through Status, as E does
 	wr.ended = true
 	_, err := wr.agent.Status(wr.req)

@@ -126,9 +126,9 @@ type World struct {
 	Now     int64
 	Steps   int64
 	phase   phase
-	workRNG *rand.Rand
+	WorkRNG *rand.Rand // the workload stream (encode times, late cancels)
 	idRNG   *rand.Rand
-	netRNG  *rand.Rand
+	NetRNG  *rand.Rand // the network stream (delays, WRITE timing and faults)
 	diskRNG *rand.Rand
 	ProcRNG *rand.Rand
 	// rngs hold the streams above, the faults' and the nodes' (rngCell).
@@ -283,8 +283,8 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		Sources: map[string]sourceState{},
 		Ledger:  newLedger(), Hist: newHistory(), Media: newMediaWorld(seed),
 	}
-	w.workRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
-	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
+	w.WorkRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
+	w.NetRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
 	w.ProcRNG = w.rngs[4].seed(seed, subProcess)
 	w.Sd = newSharedDisk(w)
 	w.Faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
@@ -382,7 +382,7 @@ func (w *World) Send(class msgClass, ev Event) {
 	case MsgReply:
 		if ev.Kind == EvTransferReply {
 			rep := transferReplyOf(ev)
-			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.recv, Res: rep.result})
+			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.Recv, Res: rep.Result})
 			if w.Faults.Buggify(SitePlainInvalid) {
 				ev.setTransferResult(ResPlainInvalid)
 				if w.Tracing {
@@ -392,7 +392,7 @@ func (w *World) Send(class msgClass, ev Event) {
 		}
 		if w.Faults.Buggify(SiteLostReply) {
 			if ev.Kind == EvTransferReply {
-				w.coverLostTransferReply(transferReplyOf(ev).recv)
+				w.coverLostTransferReply(transferReplyOf(ev).Recv)
 			}
 			if w.Tracing {
 				w.Notef("reply %s lost", ev.Kind)
@@ -400,9 +400,9 @@ func (w *World) Send(class msgClass, ev Event) {
 			return
 		}
 	}
-	d := Between(w.netRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
+	d := Between(w.NetRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
 	if w.Faults.Buggify(SiteNetDelay) {
-		d += Between(w.netRNG, 1, w.Set.LongDelayMaxMs)
+		d += Between(w.NetRNG, 1, w.Set.LongDelayMaxMs)
 	}
 	w.After(d, ev)
 	dup := false
@@ -413,7 +413,7 @@ func (w *World) Send(class msgClass, ev Event) {
 		dup = w.Faults.Buggify(SiteDupRelease)
 	}
 	if dup {
-		w.After(d+Between(w.netRNG, 0, w.Set.NetDelayMaxMs), ev)
+		w.After(d+Between(w.NetRNG, 0, w.Set.NetDelayMaxMs), ev)
 		if class == MsgRelease {
 			w.histDuplicate(ev)
 		}
@@ -496,26 +496,10 @@ func (w *World) handle(ev Event) bool {
 		w.clientStart(ev)
 	case evClientCancel:
 		w.clientCancel(ev)
-	case EvPublishArrive:
-		w.publishArrive(ev)
-	case EvEncodeDone:
-		w.encodeDone(ev)
 	case evConsumeArrive:
 		w.consumeArrive(ev)
 	case evClaimRead:
 		w.claimRead(ev)
-	case EvReleaseArrive:
-		w.releaseArrive(ev)
-	case EvRemoveDone:
-		w.removeDone(ev)
-	case EvTransferArrive:
-		w.transferArrive(ev)
-	case EvWriteLand:
-		w.writeLand(ev)
-	case EvWriteComplete:
-		w.writeComplete(ev)
-	case EvWriteDeadline:
-		w.writeDeadline(ev)
 	case EvTransferReply:
 		w.transferReply(ev)
 	case evTransferTimeout:
@@ -524,8 +508,6 @@ func (w *World) handle(ev Event) bool {
 		w.heal()
 	case evEndCheck:
 		return w.endCheck()
-	case EvProducerConsume:
-		w.producerConsume(ev)
 	default:
 		panic(fmt.Sprintf("sim: unknown event kind %d", ev.Kind))
 	}
