@@ -141,12 +141,13 @@
 // interface that conformance/props runs its property against.
 //
 // Layout: this package is the simulator's public API and its wiring; the
-// world itself (its state and event loop, and so far most of the nodes'
-// behaviour) is package sim/world, the checkers are package sim/checks and
+// world itself (its state and event loop, and the primitives the nodes
+// act through) is package sim/world, the checkers are package sim/checks and
 // the node behaviour that left the world is package sim/nodes (the
 // partition fault, the producer's and the consumers' crash and restart,
 // the P and D nodes of E+P+D, the producer's collector, Shutdown and drain
-// ticks and its request handling); sim installs both in every world
+// ticks, E's and the PD consumers' request handling and the clients'
+// starts, cancels and answers); sim installs both in every world
 // (wire.go).
 // Every exported name here is an alias of or a thin wrapper over world's
 // (api.go). The check_*.go files named above are sim/checks';

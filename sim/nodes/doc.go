@@ -10,11 +10,13 @@
 // and D nodes of E+P+D (prefill_decode.go), the producer's collector,
 // Shutdown and drain ticks (producer_life.go), E's request handling
 // (producer.go: publishes, releases, removals, the transfer backend's
-// producer side, a wrong-role consume), the slow fsync of the
-// shared-directory publish (fsync.go) and the clients' handling of the
-// answers to their publish, consume and release calls and of their calls'
-// deadlines (client.go)
-// have moved here; the consumers' request handling, the rest of the
-// clients, the network and the disk are still sim/world's
-// (issue #16 item 4).
+// producer side, a wrong-role consume), the PD consumers' request
+// handling (consumer.go: a consume's admission, the shared-directory
+// claim, the transfer receive and how it ends, a client's cancel), the
+// slow fsync of the shared-directory publish (fsync.go) and the clients'
+// starts, cancels and handling of the answers to their publish, consume
+// and release calls and of their calls' deadlines (client.go) have moved
+// here. The nodes' state and the primitives these call (the clients'
+// calls, the transport, the shared disk, references, media, quarantines)
+// are still sim/world's (issue #16 item 4).
 package nodes

@@ -17,7 +17,14 @@ func Behaviour() *world.Behaviour {
 		Decode:             decode,
 		DrainEPPD:          drainEPPD,
 		DrainKVSessions:    drainKVSessions,
+		ConsumerCancelled:  consumerCancelled,
 	}
+	b.Handlers[world.EvClientStart] = clientStart
+	b.Handlers[world.EvClientCancel] = clientCancel
+	b.Handlers[world.EvConsumeArrive] = consumeArrive
+	b.Handlers[world.EvClaimRead] = claimRead
+	b.Handlers[world.EvTransferReply] = transferReply
+	b.Handlers[world.EvTransferTimeout] = transferTimeout
 	b.Handlers[world.EvPublishArrive] = publishArrive
 	b.Handlers[world.EvEncodeDone] = encodeDone
 	b.Handlers[world.EvReleaseArrive] = releaseArrive

@@ -37,6 +37,11 @@ type Behaviour struct {
 	Decode          func(w *World, c *Client, cd *ClientDecode, kind PrepKind, d int)
 	DrainEPPD       func(w *World)
 	DrainKVSessions func(w *World, p int)
+
+	// ConsumerCancelled is consumer c's handling of a cancel of client h's
+	// call rpc (sim/nodes' consumer.go; C-4), which the Driver's cancel
+	// fault calls too.
+	ConsumerCancelled func(w *World, c *ConsumerNode, h int32, rpc int64)
 }
 
 // installedBehaviour is the behaviour a world built now gets.
@@ -47,6 +52,6 @@ var installedBehaviour *Behaviour
 // a world built before any call panics.
 func SetBehaviour(b *Behaviour) { installedBehaviour = b }
 
-// runNow runs ev's handler from the installed behaviour at once, outside
+// RunNow runs ev's handler from the installed behaviour at once, outside
 // the queue: a crash or restart a script, the driver or a claim decides.
-func (w *World) runNow(ev Event) { w.behaviour.Handlers[ev.Kind](w, ev) }
+func (w *World) RunNow(ev Event) { w.behaviour.Handlers[ev.Kind](w, ev) }

@@ -44,13 +44,13 @@ type SometimesState struct {
 const (
 	stReplyLostAfterLanding  = iota
 	StWriteLandedAfterGiveUp // a WRITE landed after the consumer gave its receive up
-	stCancelMidTransfer
+	StCancelMidTransfer      // a client cancelled a consume while its transfer was in flight
 	StCrashWithReceive
 	StShutdownWithHandoff
 	StClaimRacesExpiry      // a transfer claim reached E after the entry expired
 	StCleanupFailureInDrain // a removal failed while E drained
 	stRemovalInsideClaim
-	stCrashInsideClaim
+	StCrashInsideClaim // a consumer died inside its Claim after the rename
 	stClaimInsideClaim
 	stWriteRefusedAfterRevoke
 	stQuarantineEndedByProof
@@ -62,13 +62,13 @@ const (
 var SometimesStates = [numSometimes]SometimesState{
 	stReplyLostAfterLanding:  {"xfer.reply-lost-after-write-landed", "Q-1", "a TransferEncoderCache reply was lost after its WRITE had landed in the consumer's buffer"},
 	StWriteLandedAfterGiveUp: {"xfer.write-landed-after-consumer-gave-up", "Q-1", "a WRITE landed in a receive buffer after the consumer had ended its receive as uncertain"},
-	stCancelMidTransfer:      {"consumer.cancelled-mid-transfer", "C-4", "a client's cancellation reached the consumer while its transfer was in flight"},
+	StCancelMidTransfer:      {"consumer.cancelled-mid-transfer", "C-4", "a client's cancellation reached the consumer while its transfer was in flight"},
 	StCrashWithReceive:       {"consumer.crashed-with-receive-in-flight", "Q-4", "a consumer crashed with a receive in flight"},
 	StShutdownWithHandoff:    {"producer.shutdown-with-handoff-in-flight", "S-2", "Shutdown was accepted while a publish was encoding or a transfer was claimed"},
 	StClaimRacesExpiry:       {"producer.claim-races-expiry", "X-2", "a transfer claim reached the producer after the entry's TTL ran out, though the consumer admitted it before"},
 	StCleanupFailureInDrain:  {"producer.cleanup-failure-during-drain", "X-1", "a removal failed with an I/O error while the producer was draining"},
 	stRemovalInsideClaim:     {"shareddir.removal-inside-claim", "SU-1", "the producer's Dir.Remove of an entry landed between a consumer's shareddir.Claim open and its rename"},
-	stCrashInsideClaim:       {"shareddir.crash-inside-claim", "SU-1", "a consumer died inside shareddir.Claim after its rename won, leaving the claimed file as an orphan"},
+	StCrashInsideClaim:       {"shareddir.crash-inside-claim", "SU-1", "a consumer died inside shareddir.Claim after its rename won, leaving the claimed file as an orphan"},
 	stClaimInsideClaim:       {"shareddir.claim-inside-claim", "SU-1", "another consumer's whole shareddir.Claim of an entry ran between a Claim's open and its rename"},
 
 	// The real xfer agent refuses what a revoked registration would receive (transport.go).

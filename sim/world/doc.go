@@ -2,11 +2,14 @@
 // and event loop (world.go, queue.go, events.go), the seeded PRNG streams,
 // faults, ledger, history and trace, the state of every node (producer.go's
 // producerNode, consumer.go's consumerNode, the clients, the transport,
-// the shared disk) and the behaviour still here: the PD consumers' request
-// handling, the clients' starts and cancels, the network and the disk.
-// Producer E's request handling, the partition fault, the crashes and
-// restarts, the P and D nodes of E+P+D, E's collector, Shutdown and drain
-// ticks, the slow fsync and the clients' answer handling are sim/nodes'.
+// the shared disk) and the primitives the nodes act through: the clients'
+// calls, the network and the transport, the disk, references, media and
+// quarantines. The nodes' event handlers are sim/nodes': producer E's and
+// the PD consumers' request handling, the clients' starts, cancels and
+// answers, the partition fault, the crashes and restarts, the P and D
+// nodes of E+P+D, E's collector, Shutdown and drain ticks and the slow
+// fsync. The world's own loop keeps only the end of the safety phase
+// (heal) and the end checks.
 // Package sim re-exports
 // its public API; sim's package documentation describes the simulator.
 //

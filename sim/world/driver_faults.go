@@ -86,8 +86,8 @@ func (d *Driver) RestartConsumer(pd int) error {
 		return fmt.Errorf("%w: no consumer %d", ErrDriver, pd)
 	}
 	c := w.Cons[pd]
-	w.runNow(ConsumerStep{Consumer: int32(pd)}.Event(EvCrash))
-	w.runNow(ConsumerStep{Consumer: int32(pd), Inc: c.Inc}.Event(EvRestart))
+	w.RunNow(ConsumerStep{Consumer: int32(pd)}.Event(EvCrash))
+	w.RunNow(ConsumerStep{Consumer: int32(pd), Inc: c.Inc}.Event(EvRestart))
 	w.CheckStep()
 	if w.Fail != nil {
 		return fmt.Errorf("%w: %s", ErrDriver, w.Fail.Msg)
@@ -98,9 +98,9 @@ func (d *Driver) RestartConsumer(pd int) error {
 // ConsumerIncarnation is consumer pd's incarnation (0 at boot, +1 per restart).
 func (d *Driver) ConsumerIncarnation(pd int) int64 { return d.w.Cons[pd].Inc }
 
-// directRequest sends receive r's transfer request under the directed plan:
+// DirectRequest sends receive r's transfer request under the directed plan:
 // false when it is delivered as usual (the caller sends it).
-func (w *World) directRequest(r *recv) (handled bool) {
+func (w *World) DirectRequest(r *Recv) (handled bool) {
 	dir := w.dir
 	if dir == nil {
 		return false
@@ -109,14 +109,14 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	if len(dir.plan) > 0 {
 		f, dir.plan = dir.plan[0], dir.plan[1:]
 	}
-	dir.byRecv[r.num] = len(dir.calls)
+	dir.byRecv[r.Num] = len(dir.calls)
 	dir.calls = append(dir.calls, DirectedCall{Fault: f})
-	dir.deadline[r.num] = w.Now + w.Set.ConsumerTimeoutMs
-	reply := TransferReply{Consumer: int32(w.Xreqs[r.num-1].C), Recv: r.num}
+	dir.deadline[r.Num] = w.Now + w.Set.ConsumerTimeoutMs
+	reply := TransferReply{Consumer: int32(w.Xreqs[r.Num-1].C), Recv: r.Num}
 	switch f {
 	case DirectedDropRequest:
 		if w.Tracing {
-			w.Notef("directed fault: transfer request of %s dropped", r.key)
+			w.Notef("directed fault: transfer request of %s dropped", r.Key)
 		}
 		return true
 	case DirectedUnavailable:
@@ -127,7 +127,7 @@ func (w *World) directRequest(r *recv) (handled bool) {
 		return false
 	}
 	if w.Tracing {
-		w.Notef("directed fault: transfer request of %s answered %s without reaching E", r.key, ResNames[reply.Result])
+		w.Notef("directed fault: transfer request of %s answered %s without reaching E", r.Key, ResNames[reply.Result])
 	}
 	w.After(1, reply.Event())
 	return true
@@ -143,14 +143,14 @@ func (w *World) DirectArrive(num int64) {
 	}
 }
 
-// directReply applies the directed plan to a transfer reply arriving at
+// DirectReply applies the directed plan to a transfer reply arriving at
 // the consumer: true when the reply is dropped or held (not delivered now).
-func (w *World) directReply(ev *Event) bool {
+func (w *World) DirectReply(ev *Event) bool {
 	dir := w.dir
 	if dir == nil {
 		return false
 	}
-	rep := transferReplyOf(*ev)
+	rep := TransferReplyOf(*ev)
 	i, ok := dir.byRecv[rep.Recv]
 	if !ok {
 		return false
@@ -263,7 +263,7 @@ func (d *Driver) ReleaseHeld(heldMs int64) error {
 	ev := *dir.parked
 	dir.parked = nil
 	d.w.After(heldMs, ev)
-	rep := transferReplyOf(ev)
+	rep := TransferReplyOf(ev)
 	c := d.w.Cons[rep.Consumer]
 	return d.stepWhile(func() bool { _, open := c.Recvs[rep.Recv]; return open })
 }
@@ -282,9 +282,9 @@ func (d *Driver) Finish(p *Pending) (Answer, error) {
 // reply is stale; the receive itself waits for the transfer's outcome.
 func (d *Driver) Cancel(p *Pending, pd int) {
 	c := p.c
-	d.w.consumerCancelled(d.w.Cons[pd], int32(c.Idx), c.Rpc)
+	d.w.behaviour.ConsumerCancelled(d.w, d.w.Cons[pd], int32(c.Idx), c.Rpc)
 	c.Rpc++
-	c.answered, c.lastRes = true, resCancelled
+	c.answered, c.lastRes = true, ResCancelled
 	d.w.CheckStep()
 }
 

@@ -79,7 +79,8 @@ type consumeRequest struct {
 	WaitingSince int64   // 0, or the first arrival tick + 1 (lock-across-transfer mutant)
 }
 
-func (p consumeRequest) event(k eventKind) Event {
+// Event is p as an event of kind k (EvConsumeArrive or EvProducerConsume).
+func (p consumeRequest) Event(k eventKind) Event {
 	return Event{Kind: k, h: p.Client, c: p.Consumer, a: p.Rpc, s: p.Entry, f: uint8(p.Form), b: p.WaitingSince}
 }
 
@@ -167,34 +168,38 @@ func RemoveDoneOf(ev Event) removeDone {
 	return removeDone{Client: ev.h, Rpc: ev.a, Cause: handoff.RemovalCause(ev.b), Entry: ev.s}
 }
 
-// recvTimer: a timer of consumer's receive recv, valid while the consumer
+// RecvTimer: a timer of consumer's receive recv, valid while the consumer
 // is still in incarnation inc. Kinds: evClaimRead, evTransferTimeout.
-type recvTimer struct {
-	consumer int32
-	recv     int64
-	inc      int64
+type RecvTimer struct {
+	Consumer int32 // the consumer (index)
+	Recv     int64 // its receive's number
+	Inc      int64 // the consumer's incarnation when it was set
 }
 
-func (p recvTimer) event(k eventKind) Event {
-	return Event{Kind: k, c: p.consumer, a: p.recv, b: p.inc}
+// Event is p as an event of kind k (EvClaimRead or EvTransferTimeout).
+func (p RecvTimer) Event(k eventKind) Event {
+	return Event{Kind: k, c: p.Consumer, a: p.Recv, b: p.Inc}
 }
-func recvTimerOf(ev Event) recvTimer { return recvTimer{consumer: ev.c, recv: ev.a, inc: ev.b} }
 
-// transferRequest: evTransferArrive, consumer's transfer request number
+// RecvTimerOf is ev's RecvTimer.
+func RecvTimerOf(ev Event) RecvTimer { return RecvTimer{Consumer: ev.c, Recv: ev.a, Inc: ev.b} }
+
+// TransferRequest: evTransferArrive, consumer's transfer request number
 // recv (the receive's number) for entry, arriving at E.
-type transferRequest struct {
+type TransferRequest struct {
 	Consumer int32  // the requesting consumer (index)
 	Recv     int64  // the receive's number (index into World.Xreqs + 1)
 	Entry    string // the entry asked
 }
 
-func (p transferRequest) event() Event {
+// Event is p as an EvTransferArrive event.
+func (p TransferRequest) Event() Event {
 	return Event{Kind: EvTransferArrive, c: p.Consumer, a: p.Recv, s: p.Entry}
 }
 
-// TransferRequestOf is ev's transferRequest.
-func TransferRequestOf(ev Event) transferRequest {
-	return transferRequest{Consumer: ev.c, Recv: ev.a, Entry: ev.s}
+// TransferRequestOf is ev's TransferRequest.
+func TransferRequestOf(ev Event) TransferRequest {
+	return TransferRequest{Consumer: ev.c, Recv: ev.a, Entry: ev.s}
 }
 
 // TransferReply: evTransferReply, E's answer result to consumer's
@@ -209,7 +214,9 @@ type TransferReply struct {
 func (p TransferReply) Event() Event {
 	return Event{Kind: EvTransferReply, c: p.Consumer, a: p.Recv, b: p.Result}
 }
-func transferReplyOf(ev Event) TransferReply {
+
+// TransferReplyOf is ev's TransferReply.
+func TransferReplyOf(ev Event) TransferReply {
 	return TransferReply{Consumer: ev.c, Recv: ev.a, Result: ev.b}
 }
 

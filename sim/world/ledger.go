@@ -96,8 +96,8 @@ func (l *ledger) RejectCall(call CallKey, res int64) {
 	l.Rejected[call] = res
 }
 
-// refuseForHealth records that call was refused for the consumer's health.
-func (l *ledger) refuseForHealth(call CallKey) {
+// RefuseForHealth records that call was refused for the consumer's health.
+func (l *ledger) RefuseForHealth(call CallKey) {
 	if l.HealthRefused == nil {
 		l.HealthRefused = map[CallKey]bool{}
 	}
@@ -137,8 +137,8 @@ const (
 	SourceQuarantined
 )
 
-// xreq is one TransferEncoderCache request: what the consumer registered.
-type xreq struct {
+// Xreq is one TransferEncoderCache request: what the consumer registered.
+type Xreq struct {
 	H     int    // the client's index
 	Rpc   int64  // its consume call's number
 	C     int    // the consumer (index)
@@ -155,9 +155,9 @@ type xreq struct {
 	// agent: its metadata and the registered buffer's descriptors.
 	Md      []byte
 	Targets []xfer.Descriptor
-	// revoked: the consumer quarantined the receive and revoked the
+	// Revoked: the consumer quarantined the receive and revoked the
 	// registration of its buffer (Q-1, Q-6).
-	revoked bool
+	Revoked bool
 	// Carrier is the consumer's control connection to E the request was
 	// sent over: it may carry the transfer until it closes (Q-6's "every
 	// connection that carried the transfer has closed": the consumer

@@ -369,16 +369,16 @@ func (w *World) PublishMedia(rec *EntryRecord, p *mediaPlan) {
 	w.Media.Published = append(w.Media.Published, pm)
 }
 
-// consumeMedia is the consumer's prefill of a successful consume of r's
+// ConsumeMedia is the consumer's prefill of a successful consume of r's
 // entry: the prompt's token ids (one lm.ImageID marker per item first),
 // one identity per item, the prefix-cache key; a hit answers from the
 // cache, a miss from the received items' content.
-func (w *World) consumeMedia(c *consumerNode, r *recv) {
-	pm := w.Ledger.Get(r.entry).media
+func (w *World) ConsumeMedia(c *ConsumerNode, r *Recv) {
+	pm := w.Ledger.Get(r.Entry).media
 	if pm == nil {
 		return
 	}
-	prompt := w.Clients[r.h].Plan.Media.prompt
+	prompt := w.Clients[r.H].Plan.Media.prompt
 	var idBuf [8]uint32
 	var identityBuf [2]string
 	ids := idBuf[:0]
@@ -405,7 +405,7 @@ func (w *World) consumeMedia(c *consumerNode, r *recv) {
 	w.Media.Answers = append(w.Media.Answers, MediaAnswer{Pm: pm, Consumer: int32(c.Idx), Inc: int32(c.Inc), Prompt: prompt, Answer: ans})
 	if w.Tracing {
 		if w.Tracing {
-			w.Notef("PD%d answered %s (prefix cache hit %v)", c.Idx, Short(r.entry), hit)
+			w.Notef("PD%d answered %s (prefix cache hit %v)", c.Idx, Short(r.Entry), hit)
 		}
 	}
 }

@@ -92,12 +92,12 @@ const (
 	ResOK    int64 = iota + 1
 	ResSpent       // INVALID_ARGUMENT, SU-2: spent reference
 	ResUnavailable
-	resExhausted
-	ResInternal // INTERNAL
+	ResExhausted // RESOURCE_EXHAUSTED (L-5)
+	ResInternal  // INTERNAL
 	ResAborted
 	ResAlreadyFinished
 	ResBeforeWrite
-	resCancelled
+	ResCancelled // CANCELLED (C-4)
 	// Rejections of a presented reference (CONTRACT precedence L-4, L-1,
 	// SU-4, N-1, SU-5): the gRPC code and the rule its message names.
 	resTooLarge      // INVALID_ARGUMENT, L-1
@@ -114,8 +114,8 @@ const (
 )
 
 var ResNames = map[int64]string{ResOK: "OK", ResSpent: "INVALID_ARGUMENT(SU-2)", ResUnavailable: "UNAVAILABLE",
-	resExhausted: "RESOURCE_EXHAUSTED", ResInternal: "INTERNAL", ResAborted: "ABORTED", ResAlreadyFinished: "ALREADY_FINISHED",
-	ResBeforeWrite: "INVALID_ARGUMENT+before-write", resCancelled: "CANCELLED",
+	ResExhausted: "RESOURCE_EXHAUSTED", ResInternal: "INTERNAL", ResAborted: "ABORTED", ResAlreadyFinished: "ALREADY_FINISHED",
+	ResBeforeWrite: "INVALID_ARGUMENT+before-write", ResCancelled: "CANCELLED",
 	resTooLarge: "INVALID_ARGUMENT(L-1)", resMalformed: "INVALID_ARGUMENT(SU-4)", resForeign: "INVALID_ARGUMENT(SU-5)",
 	resBackend: "FAILED_PRECONDITION(N-1)", resWrongRole: "FAILED_PRECONDITION(L-4)", ResPlainInvalid: "INVALID_ARGUMENT(no trailer)", ResUnimplemented: "UNIMPLEMENTED",
 	ResUnavailableBeforeWrite: "UNAVAILABLE+before-write"}
@@ -140,7 +140,7 @@ func ResOf(err error) int64 {
 		}
 		return resWrongRole
 	case handoff.CodeResourceExhausted:
-		return resExhausted
+		return ResExhausted
 	case handoff.CodeUnavailable:
 		return ResUnavailable
 	}
@@ -151,9 +151,9 @@ func ResOf(err error) int64 {
 // the removal may be slow, so a consumer's claim can race it.
 func (w *World) StartRemoval(id string, cause handoff.RemovalCause, h int, rpc int64) {
 	w.Prod.Cleanups++
-	d := Between(w.diskRNG, 0, 2)
+	d := Between(w.DiskRNG, 0, 2)
 	if w.Faults.Buggify(SiteSlowRemove) {
-		d += Between(w.diskRNG, 1, w.Set.LongDelayMaxMs)
+		d += Between(w.DiskRNG, 1, w.Set.LongDelayMaxMs)
 	}
 	w.After(d, removeDone{Client: int32(h), Rpc: rpc, Cause: cause, Entry: id}.event())
 }

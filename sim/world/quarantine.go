@@ -8,7 +8,7 @@ import (
 // (engine/consumer quarantine.go and the engine's gRPC layer), never because time passed:
 //
 //   - a consumer's quarantined receive buffer: its registration was revoked
-//     with the consumer's xfer agent at the quarantine (quarantineReceive);
+//     with the consumer's xfer agent at the quarantine (sim/nodes' quarantineReceive);
 //     the revocation's done channel closes once no WRITE is in flight into
 //     it and none can land (xfer ends the WRITEs it accepted before at the
 //     network's Deliver, Cut or Complete, or when their initiator closes);
@@ -27,8 +27,8 @@ import (
 //     deterministic point, after every step (dispatch), without blocking:
 //     no goroutine, no timer;
 //   - the producer's quarantined source: its WRITE request ended (the
-//     network's Complete) and E released it (completeWrite), in
-//     writeComplete.
+//     network's Complete) and E released it (CompleteWrite), in
+//     sim/nodes' writeComplete.
 //
 // On the proof the core decides (handoff.EndsOnProof): the driver ends the
 // quarantine in the core's table (ConsumerReceives.EndQuarantine; the
@@ -44,17 +44,17 @@ import (
 // over which the consumer's TransferEncoderCache requests go.
 type ctrlConn struct {
 	to   *producerNode
-	cons *consumerNode
+	cons *ConsumerNode
 	inc  int64 // the consumer incarnation that dialled it
 	// Retired: the consumer took it out of use after a request it carried
 	// ended uncertain (retireCarrier); it is closed once no call uses it.
 	Retired bool
 }
 
-// ctrlConnFor returns the connection consumer c sends its next request to
+// CtrlConnFor returns the connection consumer c sends its next request to
 // E over: its cached one, or a fresh one when it has none to this E
 // process or retired it (the next call dials afresh).
-func (w *World) ctrlConnFor(c *consumerNode) *ctrlConn {
+func (w *World) CtrlConnFor(c *ConsumerNode) *ctrlConn {
 	if cc := c.conn; cc != nil && cc.to == w.Prod && cc.inc == c.Inc && !cc.Retired {
 		return cc
 	}
@@ -62,10 +62,10 @@ func (w *World) ctrlConnFor(c *consumerNode) *ctrlConn {
 	return c.conn
 }
 
-// retireCarrier retires the connection that carried a request whose
+// RetireCarrier retires the connection that carried a request whose
 // outcome is uncertain (the quarantine's carrier): nothing new goes over
 // it, and it closes with its last use (carrierClosed).
-func (w *World) retireCarrier(cc *ctrlConn) {
+func (w *World) RetireCarrier(cc *ctrlConn) {
 	if cc == nil || cc.Retired {
 		return
 	}
@@ -92,7 +92,7 @@ func (w *World) CarrierClosed(cc *ctrlConn) bool {
 		return false
 	}
 	for _, r := range c.Recvs {
-		if r.buf >= 0 && w.Xreqs[r.num-1].Carrier == cc {
+		if r.Buf >= 0 && w.Xreqs[r.Num-1].Carrier == cc {
 			return false // another call still uses it
 		}
 	}
@@ -120,7 +120,7 @@ func (w *World) endProvedQuarantines() {
 			}
 		}
 	}
-	w.xf.proofWaits = waits
+	w.Xf.ProofWaits = waits
 }
 
 // ReceiveProved reports whether a consumer quarantine's Q-6 proof came:
@@ -132,7 +132,7 @@ func (w *World) ReceiveProved(revoked <-chan struct{}, carrier *ctrlConn) bool {
 
 // quarantineProved: the Q-6 proof of consumer c's quarantined buffer i
 // came; the core decides whether the quarantine ends.
-func (w *World) quarantineProved(c *consumerNode, i int) {
+func (w *World) quarantineProved(c *ConsumerNode, i int) {
 	b := &c.Bufs[i]
 	key := w.Xreqs[b.Owner-1].Key
 	if !handoff.EndsOnProof(w.Decisions) {
@@ -181,7 +181,7 @@ func (w *World) WriteEndedProof(wr *Write) {
 	}
 	delete(p.Quarantines, wr.Entry)
 	p.Qver++
-	if w.Sources[wr.Entry] == SourceQuarantined || w.xf.srcRegs[wr.Entry] != nil {
+	if w.Sources[wr.Entry] == SourceQuarantined || w.Xf.srcRegs[wr.Entry] != nil {
 		w.FreeSource(wr.Entry)
 	}
 	p.Health.QuarantineEnded(len(p.Quarantines))

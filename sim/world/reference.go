@@ -104,7 +104,7 @@ func (w *World) verifyTag(rec *EntryRecord, f refForm) error {
 	return w.presented(rec, f).Verify(w.Prod.key)
 }
 
-// consumerCheckRef is a consumer's admission of the presented reference:
+// ConsumerCheckRef is a consumer's admission of the presented reference:
 // the core's handoff.AdmitConsume (engine/handoff/admit.go) decides it and
 // its order (L-1 size, SU-4 malformed: every form parses, N-1 backend,
 // then SU-5: the tag on the shared directory; over a transfer backend the
@@ -113,7 +113,7 @@ func (w *World) verifyTag(rec *EntryRecord, f refForm) error {
 // mutant sets (handoff.Mutants: NoReferenceLimit, AnyBackend,
 // UnsignedReferences, RejectedReferenceClaims, whose claim of a rejected
 // reference's entry claimAndDiscard carries out).
-func (w *World) consumerCheckRef(c *consumerNode, rec *EntryRecord, f refForm, h int32, rpc int64) error {
+func (w *World) ConsumerCheckRef(c *ConsumerNode, rec *EntryRecord, f refForm, h int32, rpc int64) error {
 	a := &w.admit
 	if a.adm.Parse == nil {
 		a.bind(w)
@@ -132,7 +132,7 @@ func (w *World) consumerCheckRef(c *consumerNode, rec *EntryRecord, f refForm, h
 // fields, which consumerCheckRef sets before each admission.
 type consumeAdmission struct {
 	adm handoff.ConsumeAdmission
-	c   *consumerNode
+	c   *ConsumerNode
 	rec *EntryRecord
 	f   refForm
 	h   int32
@@ -160,7 +160,7 @@ func (w *World) parsed(rec *EntryRecord, f refForm) handoff.Reference {
 
 // claimAndDiscard carries out handoff.Mutants.RejectedReferenceClaims (the
 // SU-4 mutant): it claims the named entry by rename and throws it away.
-func (w *World) claimAndDiscard(c *consumerNode, rec *EntryRecord, h int32, rpc int64, f refForm) {
+func (w *World) claimAndDiscard(c *ConsumerNode, rec *EntryRecord, h int32, rpc int64, f refForm) {
 	if w.Set.Backend != BackendSharedDir {
 		return
 	}

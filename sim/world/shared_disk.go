@@ -48,8 +48,8 @@ import (
 // die inside its Claim after the rename won (the claimed file is an
 // orphan), and E inside a Write's fsync.
 
-// cacheRoot is the shared root directory on the simulated host.
-const cacheRoot = "/var/cache/baton"
+// CacheRoot is the shared root directory on the simulated host.
+const CacheRoot = "/var/cache/baton"
 
 // subSharedDisk is the stream of shareddir's randomness (keys, temp and
 // claimed name suffixes) and of the backend's interleaving draws.
@@ -59,7 +59,7 @@ const subSharedDisk subsystem = 0x165667b19e3779f9
 type sharedDisk struct {
 	w    *World
 	Disk *simfs.Disk
-	rng  *rand.Rand
+	Rng  *rand.Rand // the shared disk's stream (crashes inside a Claim)
 	rand rngReader
 	// Prod is E's current process and dir its instance (nil: transfer backend).
 	Prod *simfs.Proc
@@ -120,8 +120,8 @@ func (g rngReader) Read(b []byte) (int, error) {
 
 func newSharedDisk(w *World) *sharedDisk {
 	sd := &sharedDisk{w: w, Slow: map[string]bool{}, early: map[string]bool{}, interleave: true}
-	sd.rng = sd.rngCell.seed(w.seed, subSharedDisk)
-	sd.rand = rngReader{sd.rng}
+	sd.Rng = sd.rngCell.seed(w.seed, subSharedDisk)
+	sd.rand = rngReader{sd.Rng}
 	sd.Disk = simfs.NewDisk(func() int64 { return w.Now })
 	sd.Disk.Hook = sd.hook
 	return sd
@@ -154,7 +154,7 @@ func (sd *sharedDisk) hook(p *simfs.Proc, op simfs.Op, path string) error {
 
 // EntryPath is where instance published entry id.
 func EntryPath(instance, id string) string {
-	return filepath.Join(cacheRoot, instance, id+".safetensors")
+	return filepath.Join(CacheRoot, instance, id+".safetensors")
 }
 
 // published reports whether rec's entry file is in place (the world's look,
@@ -172,10 +172,10 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 	}
 	var before []string // what the sweep may remove, listed only for the trace
 	if sd.w.Tracing {
-		before = sd.Disk.Files(cacheRoot)
+		before = sd.Disk.Files(CacheRoot)
 	}
 	sd.Prod = sd.Disk.Proc("E/" + p.InstanceID)
-	dir, swept, err := shareddir.StartProducer(sd.Prod, cacheRoot, p.InstanceID, sd.rand, sd.w.Now, false)
+	dir, swept, err := shareddir.StartProducer(sd.Prod, CacheRoot, p.InstanceID, sd.rand, sd.w.Now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: StartProducer: %v", err))
 	}
@@ -194,7 +194,7 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 
 // short is path relative to the root, with instance ids abbreviated.
 func (sd *sharedDisk) short(path string) string {
-	rel, _ := filepath.Rel(cacheRoot, path)
+	rel, _ := filepath.Rel(CacheRoot, path)
 	inst, rest, _ := strings.Cut(rel, "/")
 	return Short(inst) + "/" + rest
 }
@@ -264,9 +264,9 @@ type claimOutcome int
 const (
 	ClaimWon claimOutcome = iota + 1 // the Claim's rename won: the entry is the caller's
 	claimLost
-	// claimCrashed: the process died inside the Claim after its rename:
+	// ClaimCrashed: the process died inside the Claim after its rename:
 	// the entry is spent, the claimed file is an orphan.
-	claimCrashed
+	ClaimCrashed
 )
 
 // Claim runs shareddir.Claim of rec as process p of consumer cons (-1:
@@ -286,10 +286,10 @@ func (sd *sharedDisk) Claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfte
 			if _, ok := r.(processCrash); !ok {
 				panic(r)
 			}
-			out = claimCrashed
+			out = ClaimCrashed
 		}
 	}()
-	tensors, _, err := shareddir.Receive(p, cacheRoot, rec.Instance, rec.Id, sd.rand, 1<<20, sd.w.Opts.Mutant.SharedDirDecisions()) // the SU-1 mutant reads in place
+	tensors, _, err := shareddir.Receive(p, CacheRoot, rec.Instance, rec.Id, sd.rand, 1<<20, sd.w.Opts.Mutant.SharedDirDecisions()) // the SU-1 mutant reads in place
 	switch {
 	case err == nil:
 		if v, derr := tensors[0].Float32s(); len(tensors) != 1 || derr != nil || len(v) != 1 || v[0] != float32(rec.H) {
@@ -319,13 +319,13 @@ func (w *World) insideClaim(cl claiming) {
 func (w *World) claimInsideClaim(cl claiming) {
 	for i := range w.Q.heap {
 		ev := w.Q.at(i)
-		if ev.Kind != evConsumeArrive || ev.Tick > w.Now+claimWindowMs {
+		if ev.Kind != EvConsumeArrive || ev.Tick > w.Now+claimWindowMs {
 			continue
 		}
 		if rq := ConsumeRequestOf(*ev); rq.Entry != cl.id || int(rq.Consumer) == cl.cons {
 			continue
 		}
-		if w.Sd.rng.IntN(2) == 0 {
+		if w.Sd.Rng.IntN(2) == 0 {
 			return
 		}
 		other := w.Q.removeAt(i)
@@ -350,7 +350,7 @@ func (w *World) removalInsideClaim(id string) {
 	if w.Nodes.ProdDown || w.Prod.Stopped || sd.dir == nil || w.Prod.Table.State(id) != handoff.EntryRemoving {
 		return
 	}
-	if _, ok := sd.early[id]; ok || sd.rng.IntN(2) == 0 {
+	if _, ok := sd.early[id]; ok || sd.Rng.IntN(2) == 0 {
 		return
 	}
 	sd.early[id] = sd.Remove(id, false)
@@ -404,7 +404,7 @@ func (sd *sharedDisk) CrashProducer() {
 }
 
 // Files lists every file and directory under the root (the checkers' view).
-func (sd *sharedDisk) Files() []string { return sd.Disk.Paths(cacheRoot) }
+func (sd *sharedDisk) Files() []string { return sd.Disk.Paths(CacheRoot) }
 
 // Collect is the shared-directory half of E's collector pass, the
 // engine's too: shareddir's Dir.Collect (CollectOrphans of files

@@ -48,9 +48,9 @@ type xferWorld struct {
 	seen    bool
 	// srcRegs are E's source registrations, by entry id.
 	srcRegs map[string]*xfer.Registration
-	// proofWaits counts the consumers' quarantines waiting for their Q-6
+	// ProofWaits counts the consumers' quarantines waiting for their Q-6
 	// proof (quarantine.go): while it is 0 no step looks for one.
-	proofWaits int
+	ProofWaits int
 }
 
 // xferKeys issues remote keys deterministically: a counter, unique across
@@ -81,17 +81,17 @@ func (x *xferWorld) nextFault(xfer.WriteInfo) xfer.Fault {
 // newAgent starts an xfer agent named name on the world's network; a
 // consumer's reports its inbound transfers to the driver.
 func (w *World) newAgent(name string, consumer bool) xfer.Agent {
-	if w.xf.net == nil {
-		w.xf.net = xfer.NewManualNetwork()
-		w.xf.srcRegs = map[string]*xfer.Registration{}
+	if w.Xf.net == nil {
+		w.Xf.net = xfer.NewManualNetwork()
+		w.Xf.srcRegs = map[string]*xfer.Registration{}
 	}
-	opts := xfer.Options{Name: name, Rand: &w.xf.keys}
+	opts := xfer.Options{Name: name, Rand: &w.Xf.keys}
 	if consumer {
-		opts.OnInbound = w.xf.onInbound
+		opts.OnInbound = w.Xf.onInbound
 	} else {
-		opts.Faults = w.xf.nextFault
+		opts.Faults = w.Xf.nextFault
 	}
-	a, err := xfer.NewManual(w.xf.net, opts)
+	a, err := xfer.NewManual(w.Xf.net, opts)
 	Must(err)
 	return a
 }
@@ -100,7 +100,7 @@ func (w *World) newAgent(name string, consumer bool) xfer.Agent {
 func (w *World) RegisterSource(id string) {
 	reg, err := w.Prod.agent.RegisterMemory([][]byte{[]byte(id)})
 	Must(err)
-	w.xf.srcRegs[id] = reg
+	w.Xf.srcRegs[id] = reg
 	w.Sources[id] = SourceLive
 }
 
@@ -108,8 +108,8 @@ func (w *World) RegisterSource(id string) {
 // still reads (the producer-frees-source mutant) keeps its registration.
 func (w *World) FreeSource(id string) {
 	w.Sources[id] = SourceFreed
-	if reg := w.xf.srcRegs[id]; reg != nil && w.Prod.agent.Deregister(reg) == nil {
-		delete(w.xf.srcRegs, id)
+	if reg := w.Xf.srcRegs[id]; reg != nil && w.Prod.agent.Deregister(reg) == nil {
+		delete(w.Xf.srcRegs, id)
 	}
 }
 
@@ -124,7 +124,7 @@ type Write struct {
 	Buf   int
 	req   *xfer.Request
 	agent xfer.Agent // E's agent that posted it
-	// Landed: the consumer's agent reported every byte Landed
+	// Landed: the consumer's agent reported every byte landed
 	// (InboundLanded); ended: it can land no more (delivered, refused,
 	// cut, or its initiator closed).
 	Landed, ended bool
@@ -146,18 +146,18 @@ func (wr *Write) Pending() bool { return !wr.ended }
 // PostWrite creates and posts E's WRITE of rq's entry into the consumer's
 // registered buffer rq names. An error of CreateWriteTo or Post is
 // returned for the caller to decide (Q-3: after the claim, a failure).
-func (w *World) PostWrite(wr *Write, rq *xreq, fault xfer.Fault) error {
-	req, err := w.Prod.agent.CreateWriteTo(w.xf.srcRegs[rq.Entry].Descriptors, rq.Md, rq.Targets)
+func (w *World) PostWrite(wr *Write, rq *Xreq, fault xfer.Fault) error {
+	req, err := w.Prod.agent.CreateWriteTo(w.Xf.srcRegs[rq.Entry].Descriptors, rq.Md, rq.Targets)
 	if err != nil {
 		return err
 	}
 	wr.req, wr.agent = req, w.Prod.agent
-	w.xf.fault = fault
-	w.xf.seen = false
+	w.Xf.fault = fault
+	w.Xf.seen = false
 	_, err = w.Prod.agent.Post(req) // the consumer's agent accepts or refuses it now
-	if w.xf.seen && w.xf.inbound.Outcome == xfer.InboundRefused {
+	if w.Xf.seen && w.Xf.inbound.Outcome == xfer.InboundRefused {
 		wr.ended = true // refused: it can land no more (its buffer may be freed and reused, Q-6)
-		if c := w.Cons[wr.C]; c.Up && c.Inc == wr.Inc && rq.revoked {
+		if c := w.Cons[wr.C]; c.Up && c.Inc == wr.Inc && rq.Revoked {
 			w.Reach(stWriteRefusedAfterRevoke)
 		}
 	}
@@ -167,22 +167,22 @@ func (w *World) PostWrite(wr *Write, rq *xreq, fault xfer.Fault) error {
 // DeliverWrite moves wr now (Deliver, or Cut when cut) and records what
 // the consumer's agent reported.
 func (w *World) DeliverWrite(wr *Write, cut bool) error {
-	w.xf.seen = false
+	w.Xf.seen = false
 	var err error
 	if cut {
-		err = w.xf.net.Cut(wr.req)
+		err = w.Xf.net.Cut(wr.req)
 	} else {
-		err = w.xf.net.Deliver(wr.req)
+		err = w.Xf.net.Deliver(wr.req)
 	}
 	wr.ended = true
-	wr.Landed = w.xf.seen && w.xf.inbound.Outcome == xfer.InboundLanded
+	wr.Landed = w.Xf.seen && w.Xf.inbound.Outcome == xfer.InboundLanded
 	return err
 }
 
 // CompleteWrite completes wr on the network and returns E's Status of it,
 // after releasing the request.
 func (w *World) CompleteWrite(wr *Write) error {
-	_ = w.xf.net.Complete(wr.req) // the outcome is read back through Status, as E does
+	_ = w.Xf.net.Complete(wr.req) // the outcome is read back through Status, as E does
 	wr.ended = true
 	_, err := wr.agent.Status(wr.req)
 	Must(wr.agent.Release(wr.req))
@@ -202,7 +202,7 @@ func (w *World) CloseProducerAgent() {
 			wr.ended, wr.Orphan, wr.ProducerDone = true, true, true
 		}
 	}
-	clear(w.xf.srcRegs)
+	clear(w.Xf.srcRegs)
 }
 
 // consumerAgentName names consumer idx's incarnation inc's agent.
@@ -217,10 +217,10 @@ func consumerAgentName(idx int, inc int64) string {
 // (quarantined buffers were revoked, and their revocations are done once
 // no WRITE can land). "" when drained.
 func (w *World) xferLeaks() string {
-	if w.xf.net == nil {
+	if w.Xf.net == nil {
 		return ""
 	}
-	if n := w.xf.net.Pending(); n != 0 {
+	if n := w.Xf.net.Pending(); n != 0 {
 		return fmt.Sprintf("%d transfers still pending on the network", n)
 	}
 	if a := w.Prod.agent; a != nil && !w.Nodes.ProdDown {

@@ -129,14 +129,14 @@ type World struct {
 	WorkRNG *rand.Rand // the workload stream (encode times, late cancels)
 	idRNG   *rand.Rand
 	NetRNG  *rand.Rand // the network stream (delays, WRITE timing and faults)
-	diskRNG *rand.Rand
+	DiskRNG *rand.Rand // the disk stream (removal and claim-read times)
 	ProcRNG *rand.Rand
 	// rngs hold the streams above, the faults' and the nodes' (rngCell).
 	rngs   [7]rngCell
 	Faults *faults
 
 	Prod    *producerNode
-	Cons    []*consumerNode
+	Cons    []*ConsumerNode
 	Clients []*Client
 	Ledger  *ledger
 	Hist    *history
@@ -144,9 +144,9 @@ type World struct {
 	Sd      *sharedDisk
 	Sources map[string]sourceState
 	Writes  []*Write // every WRITE posted, by number-1
-	// xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
-	xf    xferWorld
-	Xreqs []xreq // every transfer request, by receive number-1
+	// Xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
+	Xf    xferWorld
+	Xreqs []Xreq // every transfer request, by receive number-1
 	// admit is consumerCheckRef's admission, its callbacks made once.
 	admit consumeAdmission
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
@@ -155,7 +155,7 @@ type World struct {
 	// producer's TransferEncoderCache answers as they left it (before any
 	// network fault), by receive number; probeAnswers the answers that
 	// reached clients for their probe calls (check_answers.go).
-	RecvEnds     []recvEnd
+	RecvEnds     []RecvEnd
 	Upstream     []upstreamAnswer
 	ProbeAnswers []ProbeAnswer
 	// Judged counts the entries of each log above (and the ledger's) the
@@ -240,7 +240,7 @@ type runBufs struct {
 	Checked    []HistoryOp // checkHistory's copy of the history
 	clients    []Client
 	clientPtrs []*Client
-	xreqs      []xreq
+	xreqs      []Xreq
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -284,7 +284,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		Ledger:  newLedger(), Hist: newHistory(), Media: newMediaWorld(seed),
 	}
 	w.WorkRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
-	w.NetRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
+	w.NetRNG, w.DiskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
 	w.ProcRNG = w.rngs[4].seed(seed, subProcess)
 	w.Sd = newSharedDisk(w)
 	w.Faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
@@ -329,10 +329,10 @@ func (w *World) Start() {
 		c := &slab[i]
 		c.Idx, c.Plan = i, drawPlan(w)
 		w.Clients = append(w.Clients, c)
-		w.Schedule(c.Plan.startTick, ClientCall{Client: int32(i)}.Event(evClientStart))
+		w.Schedule(c.Plan.startTick, ClientCall{Client: int32(i)}.Event(EvClientStart))
 	}
 	w.Schedule(w.Set.CollectPeriodMs, Event{Kind: EvCollect})
-	if w.Faults.enabled[SiteConsumerCrash] {
+	if w.Faults.Enabled[SiteConsumerCrash] {
 		for i := range w.Cons {
 			w.Schedule(Between(w.ProcRNG, 50, 300), ConsumerStep{Consumer: int32(i)}.Event(EvChaos))
 		}
@@ -381,7 +381,7 @@ func (w *World) Send(class msgClass, ev Event) {
 		}
 	case MsgReply:
 		if ev.Kind == EvTransferReply {
-			rep := transferReplyOf(ev)
+			rep := TransferReplyOf(ev)
 			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.Recv, Res: rep.Result})
 			if w.Faults.Buggify(SitePlainInvalid) {
 				ev.setTransferResult(ResPlainInvalid)
@@ -392,7 +392,7 @@ func (w *World) Send(class msgClass, ev Event) {
 		}
 		if w.Faults.Buggify(SiteLostReply) {
 			if ev.Kind == EvTransferReply {
-				w.coverLostTransferReply(transferReplyOf(ev).Recv)
+				w.coverLostTransferReply(TransferReplyOf(ev).Recv)
 			}
 			if w.Tracing {
 				w.Notef("reply %s lost", ev.Kind)
@@ -473,7 +473,7 @@ func (w *World) Loop() {
 // complete.
 func (w *World) Dispatch(ev Event) bool {
 	done := w.handle(ev)
-	if w.xf.proofWaits > 0 {
+	if w.Xf.ProofWaits > 0 {
 		w.endProvedQuarantines()
 	}
 	return done
@@ -492,18 +492,6 @@ func (w *World) handle(ev Event) bool {
 		return false
 	}
 	switch ev.Kind {
-	case evClientStart:
-		w.clientStart(ev)
-	case evClientCancel:
-		w.clientCancel(ev)
-	case evConsumeArrive:
-		w.consumeArrive(ev)
-	case evClaimRead:
-		w.claimRead(ev)
-	case EvTransferReply:
-		w.transferReply(ev)
-	case evTransferTimeout:
-		w.transferTimeout(ev)
 	case evHeal:
 		w.heal()
 	case evEndCheck:
@@ -582,7 +570,7 @@ func (w *World) endCheck() bool {
 			return false
 		}
 	}
-	if w.nodesBusy() || (w.xf.net != nil && w.xf.net.Pending() > 0) {
+	if w.nodesBusy() || (w.Xf.net != nil && w.Xf.net.Pending() > 0) {
 		w.After(100, Event{Kind: evEndCheck})
 		return false
 	}
