@@ -181,7 +181,7 @@ func requestTransfer(w *world.World, c *world.ConsumerNode, r *world.Recv, reply
 	world.Must(err)
 	c.Bufs[buf].Reg = reg
 	rq := &w.Xreqs[r.Num-1]
-	rq.Buf, rq.Md, rq.Targets, rq.Carrier = buf, c.Md, reg.Descriptors, w.CtrlConnFor(c)
+	rq.Buf, rq.Md, rq.Targets, rq.Carrier = buf, c.Md, reg.Descriptors, ctrlConnFor(w, c)
 	world.Must(c.Receives.Registered(r.Key))
 	world.Must(c.Receives.Requested(r.Key))
 	if w.Tracing {
@@ -303,7 +303,7 @@ func quarantineReceive(w *world.World, c *world.ConsumerNode, r *world.Recv, d h
 		b.Revoked, b.Carrier = done, w.Xreqs[r.Num-1].Carrier
 		w.Xf.ProofWaits++
 	}
-	w.RetireCarrier(w.Xreqs[r.Num-1].Carrier) // closed with its last use: the carrier's closing is the consumer's to bring about
+	retireCarrier(w, w.Xreqs[r.Num-1].Carrier) // closed with its last use: the carrier's closing is the consumer's to bring about
 	c.Health.Fail(d.Health.Check, d.Health.Reason)
 	delete(c.Recvs, r.Num)
 	if w.Tracing {

@@ -15,8 +15,14 @@
 // claim, the transfer receive and how it ends, a client's cancel), the
 // slow fsync of the shared-directory publish (fsync.go) and the clients'
 // starts, cancels and handling of the answers to their publish, consume
-// and release calls and of their calls' deadlines (client.go) have moved
-// here. The nodes' state and the primitives these call (the clients'
-// calls, the transport, the shared disk, references, media, quarantines)
-// are still sim/world's (issue #16 item 4).
+// and release calls and of their calls' deadlines (client.go), the nodes'
+// use of the transfer backend's xfer agents (transport.go: E's source
+// registrations, its WRITEs posted and completed, the network's delivery,
+// a crashed E's agent closed) and of their quarantines (quarantine.go: a
+// consumer's control connections and the carrier it retires, E's source
+// quarantine until its WRITE ends) have moved here. The nodes' state and
+// the primitives these call (the clients' calls, the transfer network,
+// the shared disk, references, media, the Q-6 proof's end of a consumer's
+// quarantine, checked at every step) are still sim/world's (issue #16
+// item 4).
 package nodes

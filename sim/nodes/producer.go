@@ -128,7 +128,7 @@ func encodeDone(w *world.World, ev world.Event) {
 		}
 		w.Sd.Publish(rec)
 	} else {
-		w.RegisterSource(id) // with E's xfer agent (transport.go)
+		registerSource(w, id) // with E's xfer agent (transport.go)
 	}
 committed:
 	w.PublishMedia(rec, &cl.Plan.Media)
@@ -392,7 +392,7 @@ func transferArrive(w *world.World, ev world.Event) {
 		}
 	}
 	w.Writes = append(w.Writes, wr)
-	world.Must(w.PostWrite(wr, rq, fault)) // CreateWriteTo + Post on E's agent (transport.go)
+	world.Must(postWrite(w, wr, rq, fault)) // CreateWriteTo + Post on E's agent (transport.go)
 	d := world.Between(w.NetRNG, 1, w.Set.WriteMsMax)
 	if w.Faults.Buggify(world.SiteSlowWrite) {
 		d += world.Between(w.NetRNG, 1, w.Set.LongDelayMaxMs)
@@ -423,7 +423,7 @@ func beforeWriteAnswer(err error) int64 {
 // the consumer's agent refused it or is gone with its process).
 func writeLand(w *world.World, ev world.Event) {
 	wr := w.Writes[world.WriteStepOf(ev).Write-1]
-	err := w.DeliverWrite(wr, false)
+	err := deliverWrite(w, wr, false)
 	c := w.Cons[wr.C]
 	switch {
 	case !wr.Landed && (!c.Up || c.Inc != wr.Inc):
@@ -462,8 +462,8 @@ func writeComplete(w *world.World, ev world.Event) {
 	if wr.Orphan {
 		return // its producer process crashed: the agent's Close ended it
 	}
-	err := w.CompleteWrite(wr)
-	w.WriteEndedProof(wr) // ends its source's quarantine, if any
+	err := completeWrite(w, wr)
+	writeEndedProof(w, wr) // ends its source's quarantine, if any
 	if wr.ProducerDone || w.Prod.Stopped {
 		return
 	}
@@ -525,7 +525,7 @@ func failTransfer(w *world.World, wr *world.Write, why string) int64 {
 	}
 	if d.Health != nil {
 		w.Prod.Health.Fail(d.Health.Check, d.Health.Reason)
-		w.QuarantineSource(wr) // until the WRITE ends; the mutant's early free keeps Health NOT_READY as long
+		quarantineSource(w, wr) // until the WRITE ends; the mutant's early free keeps Health NOT_READY as long
 	}
 	if w.Tracing {
 		w.Notef("Q-3 transfer of %s failed (%s); source %s", world.Short(wr.Entry), why, map[bool]string{true: "freed", false: "quarantined"}[d.Source == handoff.FreeSource])

@@ -32,7 +32,7 @@ type buffer struct {
 	// closed, which the consumer brings about itself (it retired the
 	// connection at the quarantine: closed with its last use) or which
 	// happens when either process is gone.
-	Carrier *ctrlConn
+	Carrier *CtrlConn
 }
 
 // Recv is one receive in flight on a consumer.
@@ -63,9 +63,9 @@ type ConsumerNode struct {
 	// transfer backend only).
 	Agent xfer.Agent
 	Md    []byte
-	// conn is the control connection the incarnation sends its next
-	// TransferEncoderCache over (ctrlConnFor; nil before the first).
-	conn *ctrlConn
+	// Conn is the control connection the incarnation sends its next
+	// TransferEncoderCache over (sim/nodes' ctrlConnFor; nil before the first).
+	Conn *CtrlConn
 	// Entered counts the quarantines the incarnation entered (the
 	// engine's optional observable encoder.quarantine.entered): one that
 	// Q-6 ended at once still shows.

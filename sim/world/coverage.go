@@ -52,9 +52,9 @@ const (
 	stRemovalInsideClaim
 	StCrashInsideClaim // a consumer died inside its Claim after the rename
 	stClaimInsideClaim
-	stWriteRefusedAfterRevoke
+	StWriteRefusedAfterRevoke // a WRITE reached a revoked buffer and was refused
 	stQuarantineEndedByProof
-	stSourceQuarantineEndedByProof
+	StSourceQuarantineEndedByProof // E's source quarantine ended on its Q-6 proof
 	numSometimes
 )
 
@@ -72,11 +72,11 @@ var SometimesStates = [numSometimes]SometimesState{
 	stClaimInsideClaim:       {"shareddir.claim-inside-claim", "SU-1", "another consumer's whole shareddir.Claim of an entry ran between a Claim's open and its rename"},
 
 	// The real xfer agent refuses what a revoked registration would receive (transport.go).
-	stWriteRefusedAfterRevoke: {"xfer.write-refused-after-revoke", "Q-6", "a WRITE reached a consumer's xfer agent after it had revoked the quarantined buffer, and was refused before a byte landed"},
+	StWriteRefusedAfterRevoke: {"xfer.write-refused-after-revoke", "Q-6", "a WRITE reached a consumer's xfer agent after it had revoked the quarantined buffer, and was refused before a byte landed"},
 
 	// Quarantines end by proof (quarantine.go).
 	stQuarantineEndedByProof:       {"consumer.quarantine-ended-by-proof", "Q-6", "a consumer's quarantine ended once the revocation of its buffer was done (no WRITE in flight, none can land) and the connection that carried its request had closed, and the buffer was freed"},
-	stSourceQuarantineEndedByProof: {"producer.quarantine-ended-by-proof", "Q-6", "the producer's source quarantine ended once its WRITE request had ended and was released, and the source was freed"},
+	StSourceQuarantineEndedByProof: {"producer.quarantine-ended-by-proof", "Q-6", "the producer's source quarantine ended once its WRITE request had ended and was released, and the source was freed"},
 }
 
 // Lifecycle points: index 0 is "start" (before the first step), then the

@@ -163,5 +163,5 @@ type Xreq struct {
 	// connection that carried the transfer has closed": the consumer
 	// retired it and no call uses it any more, or either process is gone;
 	// ctrlConn).
-	Carrier *ctrlConn
+	Carrier *CtrlConn
 }

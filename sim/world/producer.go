@@ -31,8 +31,8 @@ type producerNode struct {
 	// Cleanups counts removals between the table's decision and RemovalDone.
 	Cleanups int
 	Stopped  bool
-	// agent is the instance's transfer agent (the transfer backend only).
-	agent xfer.Agent
+	// Agent is the instance's transfer agent (the transfer backend only).
+	Agent xfer.Agent
 	// Quarantines are the sources quarantined until their WRITE ends, by
 	// entry, with that WRITE (quarantine.go; ): Health is NOT_READY
 	// while one is held.
@@ -64,7 +64,7 @@ func NewProducerNode(w *World) *producerNode {
 	p.key = []byte("baton-sim reference key\x00" + p.InstanceID)
 	w.Sd.openProducer(p)
 	if w.Set.Backend == BackendTransfer {
-		p.agent = w.newAgent("E-"+p.InstanceID, false)
+		p.Agent = w.newAgent("E-"+p.InstanceID, false)
 	}
 	p.Health.Started()
 	return p

@@ -37,17 +37,17 @@ const entryIDBytes = 32
 
 // xferWorld is the world's transfer network and what its drivers share.
 type xferWorld struct {
-	net *xfer.ManualNetwork
+	Net *xfer.ManualNetwork // the network every agent runs on (nil before the first agent)
 	// keys is the remote-key source of every agent (xferKeys).
 	keys xferKeys
-	// fault is the xfer fault the next Post takes (SiteWriteError).
-	fault xfer.Fault
-	// inbound is the last InboundEvent a consumer agent reported, and
-	// seen whether one was reported since the driver last cleared it.
-	inbound xfer.InboundEvent
-	seen    bool
-	// srcRegs are E's source registrations, by entry id.
-	srcRegs map[string]*xfer.Registration
+	// Fault is the xfer fault the next Post takes (SiteWriteError).
+	Fault xfer.Fault
+	// Inbound is the last InboundEvent a consumer agent reported, and
+	// Seen whether one was reported since the driver last cleared it.
+	Inbound xfer.InboundEvent
+	Seen    bool
+	// SrcRegs are E's source registrations, by entry id.
+	SrcRegs map[string]*xfer.Registration
 	// ProofWaits counts the consumers' quarantines waiting for their Q-6
 	// proof (quarantine.go): while it is 0 no step looks for one.
 	ProofWaits int
@@ -69,21 +69,21 @@ func (k *xferKeys) Read(p []byte) (int, error) {
 }
 
 // onInbound records a consumer agent's report of an inbound transfer.
-func (x *xferWorld) onInbound(ev xfer.InboundEvent) { x.inbound, x.seen = ev, true }
+func (x *xferWorld) onInbound(ev xfer.InboundEvent) { x.Inbound, x.Seen = ev, true }
 
 // nextFault hands E's agent the fault its Post takes, once.
 func (x *xferWorld) nextFault(xfer.WriteInfo) xfer.Fault {
-	f := x.fault
-	x.fault = xfer.Fault{}
+	f := x.Fault
+	x.Fault = xfer.Fault{}
 	return f
 }
 
 // newAgent starts an xfer agent named name on the world's network; a
 // consumer's reports its inbound transfers to the driver.
 func (w *World) newAgent(name string, consumer bool) xfer.Agent {
-	if w.Xf.net == nil {
-		w.Xf.net = xfer.NewManualNetwork()
-		w.Xf.srcRegs = map[string]*xfer.Registration{}
+	if w.Xf.Net == nil {
+		w.Xf.Net = xfer.NewManualNetwork()
+		w.Xf.SrcRegs = map[string]*xfer.Registration{}
 	}
 	opts := xfer.Options{Name: name, Rand: &w.Xf.keys}
 	if consumer {
@@ -91,25 +91,17 @@ func (w *World) newAgent(name string, consumer bool) xfer.Agent {
 	} else {
 		opts.Faults = w.Xf.nextFault
 	}
-	a, err := xfer.NewManual(w.Xf.net, opts)
+	a, err := xfer.NewManual(w.Xf.Net, opts)
 	Must(err)
 	return a
-}
-
-// RegisterSource registers the source of a published entry with E's agent.
-func (w *World) RegisterSource(id string) {
-	reg, err := w.Prod.agent.RegisterMemory([][]byte{[]byte(id)})
-	Must(err)
-	w.Xf.srcRegs[id] = reg
-	w.Sources[id] = SourceLive
 }
 
 // FreeSource deregisters a source and marks it freed. A source a request
 // still reads (the producer-frees-source mutant) keeps its registration.
 func (w *World) FreeSource(id string) {
 	w.Sources[id] = SourceFreed
-	if reg := w.Xf.srcRegs[id]; reg != nil && w.Prod.agent.Deregister(reg) == nil {
-		delete(w.Xf.srcRegs, id)
+	if reg := w.Xf.SrcRegs[id]; reg != nil && w.Prod.Agent.Deregister(reg) == nil {
+		delete(w.Xf.SrcRegs, id)
 	}
 }
 
@@ -122,12 +114,12 @@ type Write struct {
 	C     int
 	Inc   int64
 	Buf   int
-	req   *xfer.Request
-	agent xfer.Agent // E's agent that posted it
+	Req   *xfer.Request // its xfer request on E's agent
+	Agent xfer.Agent    // E's agent that posted it
 	// Landed: the consumer's agent reported every byte landed
-	// (InboundLanded); ended: it can land no more (delivered, refused,
+	// (InboundLanded); Ended: it can land no more (delivered, refused,
 	// cut, or its initiator closed).
-	Landed, ended bool
+	Landed, Ended bool
 	// ProducerDone: the producer ended the transfer (done, failed or deadline).
 	ProducerDone bool
 	// Orphan: E's process crashed with it; its agent's Close ended it.
@@ -135,75 +127,13 @@ type Write struct {
 	// Released: E completed and released its request (completeWrite):
 	// nothing reads the source any more (the Q-6 proof of its quarantine).
 	Released bool
-	// proved: released while its source was quarantined, and the core kept
+	// Proved: released while its source was quarantined, and the core kept
 	// the quarantine (the NeverEndQuarantine mutant).
-	proved bool
+	Proved bool
 }
 
 // Pending reports whether the WRITE may still land.
-func (wr *Write) Pending() bool { return !wr.ended }
-
-// PostWrite creates and posts E's WRITE of rq's entry into the consumer's
-// registered buffer rq names. An error of CreateWriteTo or Post is
-// returned for the caller to decide (Q-3: after the claim, a failure).
-func (w *World) PostWrite(wr *Write, rq *Xreq, fault xfer.Fault) error {
-	req, err := w.Prod.agent.CreateWriteTo(w.Xf.srcRegs[rq.Entry].Descriptors, rq.Md, rq.Targets)
-	if err != nil {
-		return err
-	}
-	wr.req, wr.agent = req, w.Prod.agent
-	w.Xf.fault = fault
-	w.Xf.seen = false
-	_, err = w.Prod.agent.Post(req) // the consumer's agent accepts or refuses it now
-	if w.Xf.seen && w.Xf.inbound.Outcome == xfer.InboundRefused {
-		wr.ended = true // refused: it can land no more (its buffer may be freed and reused, Q-6)
-		if c := w.Cons[wr.C]; c.Up && c.Inc == wr.Inc && rq.Revoked {
-			w.Reach(stWriteRefusedAfterRevoke)
-		}
-	}
-	return err
-}
-
-// DeliverWrite moves wr now (Deliver, or Cut when cut) and records what
-// the consumer's agent reported.
-func (w *World) DeliverWrite(wr *Write, cut bool) error {
-	w.Xf.seen = false
-	var err error
-	if cut {
-		err = w.Xf.net.Cut(wr.req)
-	} else {
-		err = w.Xf.net.Deliver(wr.req)
-	}
-	wr.ended = true
-	wr.Landed = w.Xf.seen && w.Xf.inbound.Outcome == xfer.InboundLanded
-	return err
-}
-
-// CompleteWrite completes wr on the network and returns E's Status of it,
-// after releasing the request.
-func (w *World) CompleteWrite(wr *Write) error {
-	_ = w.Xf.net.Complete(wr.req) // the outcome is read back through Status, as E does
-	wr.ended = true
-	_, err := wr.agent.Status(wr.req)
-	Must(wr.agent.Release(wr.req))
-	wr.Released = true
-	return err
-}
-
-// CloseProducerAgent closes a crashed E's agent: its WRITEs in flight end
-// cancelled (nothing lands after the crash) and its registered memory is gone.
-func (w *World) CloseProducerAgent() {
-	if w.Prod.agent == nil {
-		return
-	}
-	Must(w.Prod.agent.Close())
-	for _, wr := range w.Writes {
-		if wr.agent == w.Prod.agent {
-			wr.ended, wr.Orphan, wr.ProducerDone = true, true, true
-		}
-	}
-	clear(w.Xf.srcRegs)
-}
+func (wr *Write) Pending() bool { return !wr.Ended }
 
 // consumerAgentName names consumer idx's incarnation inc's agent.
 func consumerAgentName(idx int, inc int64) string {
@@ -217,13 +147,13 @@ func consumerAgentName(idx int, inc int64) string {
 // (quarantined buffers were revoked, and their revocations are done once
 // no WRITE can land). "" when drained.
 func (w *World) xferLeaks() string {
-	if w.Xf.net == nil {
+	if w.Xf.Net == nil {
 		return ""
 	}
-	if n := w.Xf.net.Pending(); n != 0 {
+	if n := w.Xf.Net.Pending(); n != 0 {
 		return fmt.Sprintf("%d transfers still pending on the network", n)
 	}
-	if a := w.Prod.agent; a != nil && !w.Nodes.ProdDown {
+	if a := w.Prod.Agent; a != nil && !w.Nodes.ProdDown {
 		if n := a.Counters(); n.Requests != 0 || n.InFlight != 0 {
 			return fmt.Sprintf("E's xfer agent still holds %d requests (%d in flight)", n.Requests, n.InFlight)
 		}

@@ -570,7 +570,7 @@ func (w *World) endCheck() bool {
 			return false
 		}
 	}
-	if w.nodesBusy() || (w.Xf.net != nil && w.Xf.net.Pending() > 0) {
+	if w.nodesBusy() || (w.Xf.Net != nil && w.Xf.Net.Pending() > 0) {
 		w.After(100, Event{Kind: evEndCheck})
 		return false
 	}
