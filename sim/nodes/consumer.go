@@ -52,7 +52,7 @@ func consumeArrive(w *world.World, ev world.Event) {
 		return
 	}
 	rec := w.Ledger.Get(rq.Entry)
-	if err := w.ConsumerCheckRef(c, rec, rq.Form, rq.Client, rq.Rpc); err != nil {
+	if err := consumerCheckRef(w, c, rec, rq.Form, rq.Client, rq.Rpc); err != nil {
 		reply.Result = world.ResOf(err)
 		w.Ledger.RejectCall(world.CallKey{H: rq.Client, Rpc: rq.Rpc}, reply.Result)
 		if w.Tracing {
@@ -115,7 +115,7 @@ func claimShared(w *world.World, c *world.ConsumerNode, r *world.Recv, reply wor
 	case world.ClaimWon:
 		ok = true
 	case world.ClaimCrashed:
-		w.Took(rec, r.Key, int32(r.H), r.Rpc, r.Form)
+		took(w, rec, r.Key, int32(r.H), r.Rpc, r.Form)
 		w.Reach(world.StCrashInsideClaim)
 		if w.Tracing {
 			w.Notef("PD%d died inside its Claim of %s after the rename: the claimed file is an orphan", c.Idx, world.Short(r.Entry))
@@ -133,7 +133,7 @@ func claimShared(w *world.World, c *world.ConsumerNode, r *world.Recv, reply wor
 		w.Send(world.MsgReply, reply.Event())
 		return
 	}
-	w.Took(w.Ledger.Get(r.Entry), r.Key, int32(r.H), r.Rpc, r.Form)
+	took(w, w.Ledger.Get(r.Entry), r.Key, int32(r.H), r.Rpc, r.Form)
 	if w.Tracing {
 		w.Notef("claimed %s as %s", world.Short(r.Entry), r.Key)
 	}
@@ -150,7 +150,7 @@ func claimRead(w *world.World, ev world.Event) {
 	}
 	r := c.Recvs[t.Recv]
 	world.Must(c.Receives.Succeeded(r.Key))
-	w.ConsumeMedia(c, r)
+	consumeMedia(w, c, r)
 	delete(c.Recvs, r.Num)
 	w.Send(world.MsgReply, world.ConsumeReply{Client: int32(r.H), Consumer: t.Consumer, Rpc: r.Rpc, Entry: r.Entry, Result: world.ResOK}.Event())
 }
@@ -238,7 +238,7 @@ func transferEnded(w *world.World, c *world.ConsumerNode, r *world.Recv, why str
 	case d.Buffers == handoff.QuarantineBuffers:
 		quarantineReceive(w, c, r, d, why, cause)
 	case d.Reply == handoff.ReplyData:
-		w.ConsumeMedia(c, r)
+		consumeMedia(w, c, r)
 		endReceive(w, c, r, world.ResOK, cause)
 	case cause == world.ResBeforeWrite || cause == world.ResPlainInvalid:
 		endReceive(w, c, r, world.ResSpent, cause) // the producer's rejection, relayed

@@ -20,9 +20,13 @@
 // registrations, its WRITEs posted and completed, the network's delivery,
 // a crashed E's agent closed) and of their quarantines (quarantine.go: a
 // consumer's control connections and the carrier it retires, E's source
-// quarantine until its WRITE ends) have moved here. The nodes' state and
-// the primitives these call (the clients' calls, the transfer network,
-// the shared disk, references, media, the Q-6 proof's end of a consumer's
+// quarantine until its WRITE ends), their admission of a presented
+// reference and the record of what it got (reference.go), and their media
+// behaviour (media.go: E's L-3 decision and content hashes, a consumer's
+// prefill and prefix cache) have moved here. The nodes' state and the
+// primitives these call (the clients' calls, the transfer network, the
+// shared disk and its Claim, Write and Remove, how a reference looks in
+// each form, the media pool, the Q-6 proof's end of a consumer's
 // quarantine, checked at every step) are still sim/world's (issue #16
 // item 4).
 package nodes

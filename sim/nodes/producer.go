@@ -35,7 +35,7 @@ func publishArrive(w *world.World, ev world.Event) {
 		return
 	}
 	cl := w.Clients[call.Client]
-	if why := w.ModalityError(&cl.Plan.Media); why != "" {
+	if why := modalityError(w, &cl.Plan.Media); why != "" {
 		reply.Result = world.ResUnimplemented // L-3: before execution, nothing reserved
 		if w.Tracing {
 			w.Notef("%s", why)
@@ -131,7 +131,7 @@ func encodeDone(w *world.World, ev world.Event) {
 		registerSource(w, id) // with E's xfer agent (transport.go)
 	}
 committed:
-	w.PublishMedia(rec, &cl.Plan.Media)
+	publishMedia(w, rec, &cl.Plan.Media)
 	ttl := p.Table.TTL(cl.Plan.TTLMs)
 	if err := p.Table.CommitPublish(id, pubMs+ttl); err != nil {
 		panic(err)
@@ -337,7 +337,7 @@ func transferArrive(w *world.World, ev world.Event) {
 		return
 	}
 	rec := w.Ledger.Get(rq.Entry)
-	err := w.ProducerCheckRef(rec, rq.Form)
+	err := producerCheckRef(w, rec, rq.Form)
 	if errors.Is(err, handoff.ErrSpentReference) {
 		w.Reach(world.StClaimRacesExpiry)
 		for _, id := range p.Table.Expire(w.Now) {
@@ -446,7 +446,7 @@ func writeLand(w *world.World, ev world.Event) {
 			w.Failf(world.Correctness, "Q-4", "xfer reported WRITE #%d of %s landed, but PD%d buffer %d holds %q", wr.Num, world.Short(wr.Entry), wr.C, wr.Buf, b.Mem)
 		}
 		rq := &w.Xreqs[wr.Recv-1]
-		w.Took(w.Ledger.Get(wr.Entry), rq.Key, int32(rq.H), rq.Rpc, rq.Form)
+		took(w, w.Ledger.Get(wr.Entry), rq.Key, int32(rq.H), rq.Rpc, rq.Form)
 		if w.Tracing {
 			w.Notef("WRITE #%d of %s landed in PD%d buffer %d", wr.Num, world.Short(wr.Entry), wr.C, wr.Buf)
 		}
@@ -559,13 +559,13 @@ func producerConsume(w *world.World, ev world.Event) {
 	key := fmt.Sprintf("E/%d/%d", rq.Client, rq.Rpc)
 	if w.Set.Backend == world.BackendSharedDir {
 		if w.Sd.Claim(w.Sd.Prod, -1, rec, false) == world.ClaimWon {
-			w.Took(rec, key, rq.Client, rq.Rpc, rq.Form)
+			took(w, rec, key, rq.Client, rq.Rpc, rq.Form)
 			reply.Result = world.ResOK
 		}
 	} else if w.Now < rec.ExpiresMs && p.Table.ClaimForTransfer(rec.Id) == nil {
 		world.Must(p.Table.TransferDone(rec.Id))
 		w.FreeSource(rec.Id)
-		w.Took(rec, key, rq.Client, rq.Rpc, rq.Form)
+		took(w, rec, key, rq.Client, rq.Rpc, rq.Form)
 		reply.Result = world.ResOK
 	}
 	if w.Tracing {

@@ -30,7 +30,7 @@ type plan struct {
 	// clients with the same content publish the same media (SU-6).
 	Content int
 	// Media is what the publish carries and the consumes ask (media.go; its own stream).
-	Media mediaPlan
+	Media MediaPlan
 }
 
 // probeKind is an altered call a client makes with its live reference
@@ -58,7 +58,7 @@ var ProbeRules = [...]struct {
 }{probeForged: {"SU-5", 0}, probeOversize: {"L-1", resTooLarge}, probeRelabelled: {"N-1", resBackend}, probeWrongRole: {"L-4", resWrongRole}}
 
 // probeForms is the reference form each probe presents.
-var probeForms = [...]refForm{probeForged: formForged, probeOversize: FormOversize, probeRelabelled: formRelabelled, probeWrongRole: FormIssued}
+var probeForms = [...]RefForm{probeForged: formForged, probeOversize: FormOversize, probeRelabelled: formRelabelled, probeWrongRole: FormIssued}
 
 var ProbeNames = [...]string{probeForged: "forged reference", probeOversize: "oversize reference", probeRelabelled: "relabelled reference", probeWrongRole: "consume sent to E"}
 

@@ -43,7 +43,7 @@ type Recv struct {
 	Entry string  // the entry received
 	Key   string  // the receive's id in the core (ConsumerReceives)
 	Buf   int     // -1 for the shared-directory backend
-	Form  refForm // the form of the presented reference
+	Form  RefForm // the form of the presented reference
 }
 
 // ConsumerNode is a PD consumer: the core's ConsumerReceives and Health.

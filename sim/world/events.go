@@ -75,7 +75,7 @@ type consumeRequest struct {
 	Consumer     int32   // the consumer it is sent to (index)
 	Rpc          int64   // the client's call number (0: a racing call)
 	Entry        string  // the entry id of the presented reference
-	Form         refForm // the form of the presented reference
+	Form         RefForm // the form of the presented reference
 	WaitingSince int64   // 0, or the first arrival tick + 1 (lock-across-transfer mutant)
 }
 
@@ -86,7 +86,7 @@ func (p consumeRequest) Event(k eventKind) Event {
 
 // ConsumeRequestOf is ev's consumeRequest.
 func ConsumeRequestOf(ev Event) consumeRequest {
-	return consumeRequest{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, Form: refForm(ev.f), WaitingSince: ev.b}
+	return consumeRequest{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, Form: RefForm(ev.f), WaitingSince: ev.b}
 }
 
 // ConsumeReply: EvConsumeReplyArrive, the answer to a consume from

@@ -40,8 +40,8 @@ type EntryRecord struct {
 	CancelledBeforeReady, ReadyUndelivered bool
 	// sealedTag caches the real tag of the entry's sealed reference (reference.go).
 	sealedTag string
-	// media is the entry's items as published (media.go; nil without media).
-	media *PublishedMedia
+	// Media is the entry's items as published (media.go; nil without media).
+	Media *PublishedMedia
 }
 
 // Terminal reports whether the entry has ended (CONTRACT section 2).
@@ -73,7 +73,7 @@ type ledger struct {
 	// Takes lists every consumption with the call and reference form that
 	// made it; rejected maps the calls answered a rejection of their
 	// reference (L-4, L-1, SU-4, N-1, SU-5) to that answer.
-	Takes    []take
+	Takes    []Take
 	Rejected map[CallKey]int64
 	// HealthRefused holds the consume calls a consumer refused for its
 	// health (S-2, X-1, Q-4: UNAVAILABLE), which CONTRACT's order puts
@@ -146,7 +146,7 @@ type Xreq struct {
 	Buf   int    // the receive buffer (-1: none yet)
 	Entry string // the entry asked
 	Key   string
-	Form  refForm // the form of the presented reference
+	Form  RefForm // the form of the presented reference
 	// Claimed: the producer took the entry out of its table for this
 	// request (ClaimForTransfer); from then on it is never answered
 	// INVALID_ARGUMENT.

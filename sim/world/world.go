@@ -147,8 +147,8 @@ type World struct {
 	// Xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
 	Xf    xferWorld
 	Xreqs []Xreq // every transfer request, by receive number-1
-	// admit is consumerCheckRef's admission, its callbacks made once.
-	admit consumeAdmission
+	// Admit is sim/nodes' consumerCheckRef's admission, its callbacks made once.
+	Admit ConsumeAdmission
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
 	dir *directed
 	// RecvEnds lists how each transfer receive ended; upstream the
