@@ -151,7 +151,8 @@
 // (wire.go).
 // Every exported name here is an alias of or a thin wrapper over world's
 // (api.go). The check_*.go files named above are sim/checks';
-// producer_crash.go is sim/nodes', partition.go and prefill_decode.go both
-// packages' (sim/nodes: the behaviour; sim/world: the state); the other
-// files are sim/world's.
+// producer_crash.go is sim/nodes', partition.go, prefill_decode.go,
+// transport.go, quarantine.go and media.go both packages' (sim/nodes: the
+// behaviour; sim/world: the state and the primitives the nodes act
+// through); the other files are sim/world's.
 package sim
