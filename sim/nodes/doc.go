@@ -10,7 +10,8 @@
 // and D nodes of E+P+D (prefill_decode.go), the producer's collector,
 // Shutdown and drain ticks (producer_life.go), E's request handling
 // (producer.go: publishes, releases, removals, the transfer backend's
-// producer side, a wrong-role consume), the PD consumers' request
+// producer side, a wrong-role consume; E's look at claimed entries and its
+// stop), the PD consumers' request
 // handling (consumer.go: a consume's admission, the shared-directory
 // claim, the transfer receive and how it ends, a client's cancel), the
 // slow fsync of the shared-directory publish (fsync.go) and the clients'

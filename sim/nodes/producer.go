@@ -10,8 +10,10 @@ import (
 )
 
 // E's request handling: publishes (L-5, C-1, C-6, C-7), releases (SU-3,
-// X-1), removals, the transfer backend's producer side and the
-// consume a wrong-role probe sends to E (L-4). The producer's state
+// X-1), removals and their start, the transfer backend's producer side
+// and the consume a wrong-role probe sends to E (L-4); and E's
+// look at which entries were claimed (shared directory) and its stop at
+// the end of its drain (S-2, S-4). The producer's state
 // (World.Prod: its table, health and quarantines) stays in package world;
 // these are its handlers, installed in Behaviour's table.
 
@@ -181,7 +183,7 @@ func releaseArrive(w *world.World, ev world.Event) {
 		w.Send(world.MsgReply, world.CallReply{Client: rq.Client, Rpc: rq.Rpc, Result: world.ResUnavailable}.Event(world.EvReleaseReplyArrive))
 		return
 	}
-	w.ObserveClaims() // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
+	observeClaims(w) // the producer looks before it answers (CONTRACT: collection, GetLoad, Abort)
 	if rec, ok := w.Ledger.Entries[rq.Entry]; ok {
 		// SU-3: an expired entry is ALREADY_FINISHED, and is collected now:
 		// the core's ProducerTable.ExpireBeforeRelease decides, before its
@@ -189,7 +191,7 @@ func releaseArrive(w *world.World, ev world.Event) {
 		// by the history check: the driver answered ABORTED for an entry a
 		// consumer had already rejected as expired.
 		for _, id := range w.Prod.Table.ExpireBeforeRelease(rec.ExpiresMs, w.Now) {
-			w.StartRemoval(id, handoff.CauseExpiry, -1, 0)
+			startRemoval(w, id, handoff.CauseExpiry, -1, 0)
 		}
 	}
 	producerRelease(w, rq.Entry, int(rq.Client), rq.Rpc)
@@ -199,7 +201,7 @@ func releaseArrive(w *world.World, ev world.Event) {
 func producerRelease(w *world.World, id string, h int, rpc int64) {
 	switch w.Prod.Table.Release(id) {
 	case handoff.ReleaseRemove:
-		w.StartRemoval(id, handoff.CauseRelease, h, rpc)
+		startRemoval(w, id, handoff.CauseRelease, h, rpc)
 	case handoff.ReleaseWait:
 		// Its removal is in flight: a consumer may still win the claim, or
 		// the removal may fail; the answer waits for the outcome
@@ -341,7 +343,7 @@ func transferArrive(w *world.World, ev world.Event) {
 	if errors.Is(err, handoff.ErrSpentReference) {
 		w.Reach(world.StClaimRacesExpiry)
 		for _, id := range p.Table.Expire(w.Now) {
-			w.StartRemoval(id, handoff.CauseExpiry, -1, 0)
+			startRemoval(w, id, handoff.CauseExpiry, -1, 0)
 		}
 		if w.Tracing {
 			w.Notef("SU-2 %s expired: before-write", world.Short(rq.Entry))
@@ -582,4 +584,58 @@ func publishMs(w *world.World, ev world.Event) int64 {
 		return e.StartedMs
 	}
 	return w.Now
+}
+
+// startRemoval removes the storage of an entry the table moved to Removing;
+// the removal may be slow, so a consumer's claim can race it.
+func startRemoval(w *world.World, id string, cause handoff.RemovalCause, h int, rpc int64) {
+	w.Prod.Cleanups++
+	d := world.Between(w.DiskRNG, 0, 2)
+	if w.Faults.Buggify(world.SiteSlowRemove) {
+		d += world.Between(w.DiskRNG, 1, w.Set.LongDelayMaxMs)
+	}
+	w.After(d, world.RemoveDone{Client: int32(h), Rpc: rpc, Cause: cause, Entry: id}.Event())
+}
+
+// observeClaims: entries whose file is gone (shareddir's Dir.Exists, the
+// engine store's look too) were claimed (shared directory): the core's
+// ProducerTable.ObserveGone makes them CONSUMED.
+func observeClaims(w *world.World) {
+	if w.Set.Backend != world.BackendSharedDir {
+		return
+	}
+	ids := w.Prod.Table.AppendPublished(w.Prod.Observed[:0])
+	w.Prod.Observed = ids
+	for _, id := range ids {
+		if ok, err := w.Sd.Dir.Exists(id); err != nil {
+			panic(fmt.Sprintf("sim: Exists(%s): %v", id, err))
+		} else if !ok {
+			w.Prod.Table.ObserveGone(id)
+			if w.Tracing {
+				w.Notef("observed %s gone", world.Short(id))
+			}
+		}
+	}
+}
+
+// stopProducer closes the store: S-4 says nothing is left in the cache
+// directory; only files whose removal failed (X-1, reported) may remain for
+// the close to take.
+func stopProducer(w *world.World) {
+	if err := world.CheckStopped(w); err != nil {
+		w.Failf(world.Correctness, "S-2", "%s", err)
+	}
+	w.Sd.Stop()
+	for id, st := range w.Sources {
+		if st == world.SourceLive {
+			if !w.Ledger.Get(id).RemoveFailed {
+				w.Failf(world.Correctness, "S-4", "drained producer left the source of %s registered", world.Short(id))
+			}
+			w.FreeSource(id)
+		}
+	}
+	w.Prod.Stopped = true
+	if w.Tracing {
+		w.Notef("producer stopped")
+	}
 }

@@ -152,20 +152,23 @@ func EncodeDoneOf(ev Event) EncodeDone {
 	return EncodeDone{Client: ev.h, Rpc: ev.a, Entry: ev.s, Resumed: ev.c == encodeResumed, StartedMs: ev.b}
 }
 
-// removeDone: evRemoveDone, the removal of entry finished; client and rpc
+// RemoveDone: evRemoveDone, the removal of entry finished; client and rpc
 // name the release call that asked for it (client < 0: none).
-type removeDone struct {
+type RemoveDone struct {
 	Client int32                // the client of the release call (< 0: none)
 	Rpc    int64                // that call's number
 	Cause  handoff.RemovalCause // why the entry was removed
 	Entry  string
 }
 
-func (p removeDone) event() Event {
+// Event is p as an EvRemoveDone event.
+func (p RemoveDone) Event() Event {
 	return Event{Kind: EvRemoveDone, h: p.Client, a: p.Rpc, b: int64(p.Cause), s: p.Entry}
 }
-func RemoveDoneOf(ev Event) removeDone {
-	return removeDone{Client: ev.h, Rpc: ev.a, Cause: handoff.RemovalCause(ev.b), Entry: ev.s}
+
+// RemoveDoneOf is ev's RemoveDone.
+func RemoveDoneOf(ev Event) RemoveDone {
+	return RemoveDone{Client: ev.h, Rpc: ev.a, Cause: handoff.RemovalCause(ev.b), Entry: ev.s}
 }
 
 // RecvTimer: a timer of consumer's receive recv, valid while the consumer

@@ -75,10 +75,10 @@ func (w *World) CheckEncoderUntouched(before encoderState, ev Event) {
 	}
 }
 
-// checkStopped: S-2, when the producer is about to exit its drain: every
+// CheckStopped: S-2, when the producer is about to exit its drain: every
 // cleanup task it started has finished (no removal pending, no publish
 // between Reserve and its end). Called by stopProducer.
-func checkStopped(w *World) error {
+func CheckStopped(w *World) error {
 	p := w.Prod
 	if p.Cleanups > 0 || p.Table.PendingRemovals() > 0 || p.Publishing > 0 {
 		return fmt.Errorf("producer exits its drain with %d cleanup task(s) running, %d removal(s) pending and %d publish(es) in flight",

@@ -2,7 +2,6 @@ package world
 
 import (
 	"encoding/hex"
-	"fmt"
 
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -16,9 +15,9 @@ import (
 // and handoff's Health.CleanupFailed a failed removal.
 type producerNode struct {
 	InstanceID string
-	// observed and vanishing are observeClaims' and collect's lists of the
-	// table's Published ids, reused from pass to pass.
-	observed, Vanishing []string
+	// Observed and Vanishing are sim/nodes' observeClaims' and collect's
+	// lists of the table's Published ids, reused from pass to pass.
+	Observed, Vanishing []string
 	// Checked is what checkCore last checked of the table.
 	Checked CheckedCore
 	// key is the instance's HMAC key for reference tags (SU-5), as kept in
@@ -147,66 +146,12 @@ func ResOf(err error) int64 {
 	return ResInternal
 }
 
-// StartRemoval removes the storage of an entry the table moved to Removing;
-// the removal may be slow, so a consumer's claim can race it.
-func (w *World) StartRemoval(id string, cause handoff.RemovalCause, h int, rpc int64) {
-	w.Prod.Cleanups++
-	d := Between(w.DiskRNG, 0, 2)
-	if w.Faults.Buggify(SiteSlowRemove) {
-		d += Between(w.DiskRNG, 1, w.Set.LongDelayMaxMs)
-	}
-	w.After(d, removeDone{Client: int32(h), Rpc: rpc, Cause: cause, Entry: id}.event())
-}
-
 var CauseNames = map[handoff.RemovalCause]string{handoff.CauseRelease: "released", handoff.CauseExpiry: "expired", handoff.CauseDrain: "drained"}
-
-// ObserveClaims: entries whose file is gone (shareddir's Dir.Exists, the
-// engine store's look too) were claimed (shared directory): the core's
-// ProducerTable.ObserveGone makes them CONSUMED.
-func (w *World) ObserveClaims() {
-	if w.Set.Backend != BackendSharedDir {
-		return
-	}
-	ids := w.Prod.Table.AppendPublished(w.Prod.observed[:0])
-	w.Prod.observed = ids
-	for _, id := range ids {
-		if ok, err := w.Sd.dir.Exists(id); err != nil {
-			panic(fmt.Sprintf("sim: Exists(%s): %v", id, err))
-		} else if !ok {
-			w.Prod.Table.ObserveGone(id)
-			if w.Tracing {
-				w.Notef("observed %s gone", Short(id))
-			}
-		}
-	}
-}
 
 // DecideShutdown is E's S-1 decision for Shutdown(expected); the S-1
 // mutant accepts any non-empty id as its own.
 func (w *World) DecideShutdown(expected string) (handoff.ShutdownStatus, error) {
 	return w.Prod.Health.DecideShutdownWith(expected, w.Prod.InstanceID, w.Decisions)
-}
-
-// StopProducer closes the store: S-4 says nothing is left in the cache
-// directory; only files whose removal failed (X-1, reported) may remain for
-// the close to take.
-func (w *World) StopProducer() {
-	if err := checkStopped(w); err != nil {
-		w.Failf(Correctness, "S-2", "%s", err)
-	}
-	w.Sd.stop()
-	for id, st := range w.Sources {
-		if st == SourceLive {
-			if !w.Ledger.Get(id).RemoveFailed {
-				w.Failf(Correctness, "S-4", "drained producer left the source of %s registered", Short(id))
-			}
-			w.FreeSource(id)
-		}
-	}
-	w.Prod.Stopped = true
-	if w.Tracing {
-		w.Notef("producer stopped")
-	}
 }
 
 // ---- transfer backend, producer side (the core decides Q-3: handoff.FailTransfer) ----

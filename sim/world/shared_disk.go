@@ -61,9 +61,9 @@ type sharedDisk struct {
 	Disk *simfs.Disk
 	Rng  *rand.Rand // the shared disk's stream (crashes inside a Claim)
 	rand rngReader
-	// Prod is E's current process and dir its instance (nil: transfer backend).
+	// Prod is E's current process and Dir its instance (nil: transfer backend).
 	Prod *simfs.Proc
-	dir  *shareddir.Dir
+	Dir  *shareddir.Dir
 	// Cons is each consumer's current process.
 	Cons []*simfs.Proc
 	// Slow lists the entries whose slow write is in flight (sim/nodes/fsync.go).
@@ -182,7 +182,7 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 	if swept.Err != nil {
 		panic(fmt.Sprintf("sim: SweepDeadInstances: %v", swept.Err))
 	}
-	sd.dir = dir
+	sd.Dir = dir
 	if sd.w.Tracing {
 		for _, f := range before {
 			if !sd.Disk.Exists(f) {
@@ -208,7 +208,7 @@ func entryTensors(h int) []shareddir.Tensor {
 // Publish writes rec's entry with Dir.Write (no fault: the faults are
 // decided before).
 func (sd *sharedDisk) Publish(rec *EntryRecord) {
-	if _, err := sd.dir.Write(rec.Id, entryTensors(rec.H), nil); err != nil {
+	if _, err := sd.Dir.Write(rec.Id, entryTensors(rec.H), nil); err != nil {
 		panic(fmt.Sprintf("sim: Write of %s: %v", rec.Id, err))
 	}
 }
@@ -217,7 +217,7 @@ func (sd *sharedDisk) Publish(rec *EntryRecord) {
 // it must fail with ENOSPC and leave nothing (L-5).
 func (sd *sharedDisk) WriteENOSPC(rec *EntryRecord) {
 	sd.inj = injection{proc: sd.Prod, op: simfs.OpWrite, err: syscall.ENOSPC}
-	_, err := sd.dir.Write(rec.Id, entryTensors(rec.H), nil)
+	_, err := sd.Dir.Write(rec.Id, entryTensors(rec.H), nil)
 	sd.inj = injection{}
 	if !errors.Is(err, syscall.ENOSPC) {
 		panic(fmt.Sprintf("sim: Write of %s with ENOSPC: %v", rec.Id, err))
@@ -238,7 +238,7 @@ func (sd *sharedDisk) crashInWrite(id string, h int) {
 			}
 		}
 	}()
-	sd.dir.Write(id, entryTensors(h), nil)
+	sd.Dir.Write(id, entryTensors(h), nil)
 }
 
 // Remove is E's Dir.Remove of id; with fail, the rename fails with EIO
@@ -247,7 +247,7 @@ func (sd *sharedDisk) Remove(id string, fail bool) bool {
 	if fail {
 		sd.inj = injection{proc: sd.Prod, op: simfs.OpRename, err: syscall.EIO}
 	}
-	removed, err := sd.dir.Remove(id)
+	removed, err := sd.Dir.Remove(id)
 	sd.inj = injection{}
 	switch {
 	case fail && (removed || !errors.Is(err, shareddir.ErrCleanup)):
@@ -347,7 +347,7 @@ const claimWindowMs = 3
 // and its rename, E's pending removal of id may land first (drawn).
 func (w *World) removalInsideClaim(id string) {
 	sd := w.Sd
-	if w.Nodes.ProdDown || w.Prod.Stopped || sd.dir == nil || w.Prod.Table.State(id) != handoff.EntryRemoving {
+	if w.Nodes.ProdDown || w.Prod.Stopped || sd.Dir == nil || w.Prod.Table.State(id) != handoff.EntryRemoving {
 		return
 	}
 	if _, ok := sd.early[id]; ok || sd.Rng.IntN(2) == 0 {
@@ -387,7 +387,7 @@ func (sd *sharedDisk) CrashProducer() {
 	clear(sd.Slow)
 	clear(sd.early)
 	w := sd.w
-	sd.Disk.LoseUnsynced(sd.dir.Path(), func(path string) bool {
+	sd.Disk.LoseUnsynced(sd.Dir.Path(), func(path string) bool {
 		if !strings.HasPrefix(filepath.Base(path), ".tmp-") {
 			return false
 		}
@@ -413,7 +413,7 @@ func (sd *sharedDisk) Collect() {
 	if !sd.active() {
 		return
 	}
-	n, swept, err := sd.dir.Collect(sd.w.Now, false)
+	n, swept, err := sd.Dir.Collect(sd.w.Now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: CollectOrphans: %v", err))
 	}
@@ -425,15 +425,15 @@ func (sd *sharedDisk) Collect() {
 	}
 }
 
-// stop closes E's instance at the end of its drain: S-4 says no entry is
+// Stop closes E's instance at the end of its drain: S-4 says no entry is
 // left but one whose removal failed (X-1, reported), which Close(true)
 // then takes with everything else of the instance.
-func (sd *sharedDisk) stop() {
+func (sd *sharedDisk) Stop() {
 	if !sd.active() {
 		return
 	}
 	w := sd.w
-	ids, err := sd.dir.List()
+	ids, err := sd.Dir.List()
 	if err != nil {
 		panic(fmt.Sprintf("sim: List: %v", err))
 	}
@@ -442,7 +442,7 @@ func (sd *sharedDisk) stop() {
 			w.Failf(Correctness, "S-4", "drained producer left entry %s in the cache directory", Short(id))
 		}
 	}
-	if err := sd.dir.Close(true); err != nil {
+	if err := sd.Dir.Close(true); err != nil {
 		panic(fmt.Sprintf("sim: Close: %v", err))
 	}
 }
