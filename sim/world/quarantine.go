@@ -27,7 +27,7 @@ import (
 //     deterministic point, after every step (dispatch), without blocking:
 //     no goroutine, no timer;
 //   - the producer's quarantined source: its WRITE request ended (the
-//     network's Complete) and E released it (CompleteWrite), in
+//     network's Complete) and E released it (completeWrite), in
 //     sim/nodes' writeComplete.
 //
 // On the proof the core decides (handoff.EndsOnProof): the driver ends the

@@ -124,7 +124,7 @@ type Write struct {
 	ProducerDone bool
 	// Orphan: E's process crashed with it; its agent's Close ended it.
 	Orphan bool
-	// Released: E completed and released its request (completeWrite):
+	// Released: E completed and released its request (sim/nodes' completeWrite):
 	// nothing reads the source any more (the Q-6 proof of its quarantine).
 	Released bool
 	// Proved: released while its source was quarantined, and the core kept
