@@ -141,15 +141,18 @@
 // interface that conformance/props runs its property against.
 //
 // Layout: this package is the simulator's public API and its wiring; the
-// world itself (its state and event loop, and so far most of the nodes'
-// behaviour) is package sim/world, the checkers are package sim/checks and
+// world itself (its state and event loop, and the primitives the nodes
+// act through) is package sim/world, the checkers are package sim/checks and
 // the node behaviour that left the world is package sim/nodes (the
 // partition fault, the producer's and the consumers' crash and restart,
 // the P and D nodes of E+P+D, the producer's collector, Shutdown and drain
-// ticks); sim installs both in every world (wire.go).
+// ticks, E's and the PD consumers' request handling and the clients'
+// starts, cancels and answers); sim installs both in every world
+// (wire.go).
 // Every exported name here is an alias of or a thin wrapper over world's
 // (api.go). The check_*.go files named above are sim/checks';
-// producer_crash.go is sim/nodes', partition.go and prefill_decode.go both
-// packages' (sim/nodes: the behaviour; sim/world: the state); the other
-// files are sim/world's.
+// producer_crash.go is sim/nodes', partition.go, prefill_decode.go,
+// transport.go, quarantine.go and media.go both packages' (sim/nodes: the
+// behaviour; sim/world: the state and the primitives the nodes act
+// through); the other files are sim/world's.
 package sim

@@ -3,8 +3,9 @@ package nodes
 // The clients' handling of the answers to their publish, consume and
 // release calls: each is recorded in the history as it arrives, and moves
 // its client on (World.Answer) when the client still waits for that call;
-// and a call's deadline. The clients' plans, calls and cancellations are
-// still the world's (sim/world/client.go).
+// a call's deadline; and a client's start (its publish) and its cancels.
+// The clients' state, plans and calls (World.Call, World.Next) are still
+// the world's (sim/world/client.go).
 
 import (
 	"slices"
@@ -79,4 +80,39 @@ func consumeReplyArrive(w *world.World, ev world.Event) {
 		return
 	}
 	w.Answer(c, r.Result, "")
+}
+
+// clientStart publishes.
+func clientStart(w *world.World, ev world.Event) {
+	start := world.ClientCallOf(ev)
+	c := w.Clients[start.Client]
+	w.Call(c, world.StagePublishing, world.MsgRequest, world.Event{Kind: world.EvPublishArrive})
+	if c.Plan.Cancel == world.CancelEncoding {
+		w.After(c.Plan.CancelMs, world.ClientCall{Client: start.Client, Rpc: c.Rpc}.Event(world.EvClientCancel))
+	}
+}
+
+// clientCancel cancels the client's current call: the publish stream (C-1,
+// C-7) or, injected, a consume in flight (C-4: the consumer keeps its
+// buffers until the outcome is known; the client then releases).
+func clientCancel(w *world.World, ev world.Event) {
+	call := world.ClientCallOf(ev)
+	c := w.Clients[call.Client]
+	if c.Done || call.Rpc != c.Rpc {
+		return
+	}
+	switch c.Stage {
+	case world.StagePublishing:
+		c.CancelledRPC = c.Rpc
+		c.Rpc++ // answers to the cancelled call are stale now
+		w.Finish(c, "cancelled while publishing")
+	case world.StageConsuming, world.StageReplaying:
+		consumerCancelled(w, w.Cons[c.CallPD], int32(c.Idx), c.Rpc)
+		c.Rpc++
+		if w.Tracing {
+			w.Notef("client %d cancelled its consume", c.Idx)
+		}
+		c.ReleasesLeft = max(c.ReleasesLeft, 1)
+		w.Next(c)
+	}
 }

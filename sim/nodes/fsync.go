@@ -6,7 +6,7 @@ package nodes
 // simulated disk (sim/world/shared_disk.go): a temp file (.tmp-<entry>-<hex>),
 // fsync, rename to the entry's name, directory fsync; the table commits
 // the entry (CommitPublish) only after the Write, with the expiry computed
-// from the clock reading taken before it (World.publishMs; the engine's publish
+// from the clock reading taken before it (publishMs in producer.go; the engine's publish
 // reads its clock before the Write too). SiteSlowFsync makes that write
 // take up to NodeSettings.FsyncMsMax: the encoder step's completion
 // (encodeDone) is split in two, the checks first, then, once

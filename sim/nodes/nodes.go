@@ -17,9 +17,23 @@ func Behaviour() *world.Behaviour {
 		Decode:             decode,
 		DrainEPPD:          drainEPPD,
 		DrainKVSessions:    drainKVSessions,
-		SlowFsync:          slowFsync,
-		FsyncWritten:       fsyncWritten,
+		ConsumerCancelled:  consumerCancelled,
 	}
+	b.Handlers[world.EvClientStart] = clientStart
+	b.Handlers[world.EvClientCancel] = clientCancel
+	b.Handlers[world.EvConsumeArrive] = consumeArrive
+	b.Handlers[world.EvClaimRead] = claimRead
+	b.Handlers[world.EvTransferReply] = transferReply
+	b.Handlers[world.EvTransferTimeout] = transferTimeout
+	b.Handlers[world.EvPublishArrive] = publishArrive
+	b.Handlers[world.EvEncodeDone] = encodeDone
+	b.Handlers[world.EvReleaseArrive] = releaseArrive
+	b.Handlers[world.EvRemoveDone] = removeDone
+	b.Handlers[world.EvTransferArrive] = transferArrive
+	b.Handlers[world.EvWriteLand] = writeLand
+	b.Handlers[world.EvWriteComplete] = writeComplete
+	b.Handlers[world.EvWriteDeadline] = writeDeadline
+	b.Handlers[world.EvProducerConsume] = producerConsume
 	b.Handlers[world.EvClientDeadline] = clientDeadline
 	b.Handlers[world.EvReadyArrive] = readyArrive
 	b.Handlers[world.EvPublishFailArrive] = publishFailArrive

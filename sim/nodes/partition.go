@@ -58,7 +58,7 @@ func partitionDropsArrival(w *world.World, ev world.Event) bool {
 	case world.EvWriteLand:
 		wr := w.Writes[world.WriteStepOf(ev).Write-1]
 		if w.Partitioned(int32(wr.C)) && wr.Pending() {
-			_ = w.DeliverWrite(wr, true) // xfer's Cut: nothing lands (transport.go)
+			_ = deliverWrite(w, wr, true) // xfer's Cut: nothing lands (transport.go)
 			if w.Tracing {
 				w.Notef("partition: WRITE #%d of %s into PD%d failed: link cut", wr.Num, world.Short(wr.Entry), wr.C)
 			}

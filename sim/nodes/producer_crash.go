@@ -76,7 +76,7 @@ func crashProducer(w *world.World, ev world.Event) {
 		}
 		wr.ProducerDone = true
 	}
-	w.CloseProducerAgent() // its WRITEs in flight end cancelled, nothing lands (transport.go)
+	closeProducerAgent(w) // its WRITEs in flight end cancelled, nothing lands (transport.go)
 	for id, st := range w.Sources {
 		if st == world.SourceLive || st == world.SourceQuarantined {
 			w.Sources[id] = world.SourceFreed // the process's registered memory is gone; no WRITE reads it now

@@ -31,9 +31,9 @@ func collect(w *world.World, ev world.Event) {
 			}
 		}
 	}
-	w.ObserveClaims()
+	observeClaims(w)
 	for _, id := range p.Table.Collect(w.Now, w.Decisions) { // X-2 (handoff.Mutants.NoExpiryCollection)
-		w.StartRemoval(id, handoff.CauseExpiry, -1, 0)
+		startRemoval(w, id, handoff.CauseExpiry, -1, 0)
 	}
 	w.Sd.Collect()
 	w.After(w.Set.CollectPeriodMs, world.Event{Kind: world.EvCollect})
@@ -79,13 +79,13 @@ func drainTick(w *world.World, ev world.Event) {
 	if p.Stopped {
 		return
 	}
-	w.ObserveClaims()
+	observeClaims(w)
 	for _, id := range p.Table.Drain() {
-		w.StartRemoval(id, handoff.CauseDrain, -1, 0)
+		startRemoval(w, id, handoff.CauseDrain, -1, 0)
 	}
 	if !p.Table.DrainDone(p.Cleanups, p.Publishing, w.Decisions) { // the S-2 mutant leaves the removals it started running
 		w.After(10, world.Event{Kind: world.EvDrainTick})
 		return
 	}
-	w.StopProducer()
+	stopProducer(w)
 }

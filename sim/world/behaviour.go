@@ -38,14 +38,10 @@ type Behaviour struct {
 	DrainEPPD       func(w *World)
 	DrainKVSessions func(w *World, p int)
 
-	// The slow fsync of the shared-directory publish (sim/nodes'
-	// fsync.go), called from the producer's encodeDone: SlowFsync starts
-	// a slow write of ev's entry when SiteSlowFsync fires and reports
-	// whether it did (the resumed encodeDone commits it later);
-	// FsyncWritten, at a resumed encodeDone, runs the Write and reports
-	// whether ev was such a resumption.
-	SlowFsync    func(w *World, ev Event) bool
-	FsyncWritten func(w *World, ev Event) bool
+	// ConsumerCancelled is consumer c's handling of a cancel of client h's
+	// call rpc (sim/nodes' consumer.go; C-4), which the Driver's cancel
+	// fault calls too.
+	ConsumerCancelled func(w *World, c *ConsumerNode, h int32, rpc int64)
 }
 
 // installedBehaviour is the behaviour a world built now gets.
@@ -56,6 +52,6 @@ var installedBehaviour *Behaviour
 // a world built before any call panics.
 func SetBehaviour(b *Behaviour) { installedBehaviour = b }
 
-// runNow runs ev's handler from the installed behaviour at once, outside
+// RunNow runs ev's handler from the installed behaviour at once, outside
 // the queue: a crash or restart a script, the driver or a claim decides.
-func (w *World) runNow(ev Event) { w.behaviour.Handlers[ev.Kind](w, ev) }
+func (w *World) RunNow(ev Event) { w.behaviour.Handlers[ev.Kind](w, ev) }

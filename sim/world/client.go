@@ -5,8 +5,8 @@ type cancelPoint int
 
 const (
 	cancelNone cancelPoint = iota
-	// cancelEncoding: the publish stream is cancelled while the encoder runs (C-1, C-7).
-	cancelEncoding
+	// CancelEncoding: the publish stream is cancelled while the encoder runs (C-1, C-7).
+	CancelEncoding
 	// cancelAfterReady: the client got its reference and cancels: it releases it (C-3).
 	cancelAfterReady
 )
@@ -15,10 +15,10 @@ const (
 type plan struct {
 	startTick    int64
 	consumer     int
-	payloadBytes int64
-	ttlMs        int64
-	cancel       cancelPoint
-	cancelMs     int64
+	PayloadBytes int64       // the publish's payload size, bytes
+	TTLMs        int64       // the TTL the publish asks, ms (0: the default)
+	Cancel       cancelPoint // where the plan cancels the client (C-1, C-3, C-4)
+	CancelMs     int64       // with CancelEncoding, how long after the publish starts, ms
 	consume      bool
 	replay       bool
 	releases     int // Abort calls after consuming (0, 1 or 2: release twice)
@@ -26,11 +26,11 @@ type plan struct {
 	// Probe is a call the harness makes with the live reference before
 	// consuming it, one the contract says is rejected and changes nothing.
 	Probe probeKind
-	// content names the media published (one of contentKinds): two
+	// Content names the media published (one of contentKinds): two
 	// clients with the same content publish the same media (SU-6).
-	content int
+	Content int
 	// Media is what the publish carries and the consumes ask (media.go; its own stream).
-	Media mediaPlan
+	Media MediaPlan
 }
 
 // probeKind is an altered call a client makes with its live reference
@@ -58,7 +58,7 @@ var ProbeRules = [...]struct {
 }{probeForged: {"SU-5", 0}, probeOversize: {"L-1", resTooLarge}, probeRelabelled: {"N-1", resBackend}, probeWrongRole: {"L-4", resWrongRole}}
 
 // probeForms is the reference form each probe presents.
-var probeForms = [...]refForm{probeForged: formForged, probeOversize: FormOversize, probeRelabelled: formRelabelled, probeWrongRole: FormIssued}
+var probeForms = [...]RefForm{probeForged: formForged, probeOversize: FormOversize, probeRelabelled: formRelabelled, probeWrongRole: FormIssued}
 
 var ProbeNames = [...]string{probeForged: "forged reference", probeOversize: "oversize reference", probeRelabelled: "relabelled reference", probeWrongRole: "consume sent to E"}
 
@@ -82,10 +82,10 @@ const (
 type clientStage int
 
 const (
-	StageIdle clientStage = iota
-	stagePublishing
+	StageIdle       clientStage = iota
+	StagePublishing             // a publish call is out
 	StageConsuming
-	stageReplaying
+	StageReplaying // the replayed consume is out (to the next consumer)
 	stageReleasing
 	stageProbing
 	stageDone
@@ -99,14 +99,14 @@ type Client struct {
 	Stage clientStage
 	// Rpc numbers the client's calls; an answer for another number is stale.
 	Rpc int64
-	// cancelledRPC is the publish call whose stream the client cancelled.
-	cancelledRPC int64
+	// CancelledRPC is the publish call whose stream the client cancelled.
+	CancelledRPC int64
 	entry        string
-	releasesLeft int
+	ReleasesLeft int // Abort calls the client still makes
 	replayed     bool
-	// callPD is the consumer of the current consume call; ProbeRPC the
+	// CallPD is the consumer of the current consume call; ProbeRPC the
 	// number of the probe call.
-	callPD   int
+	CallPD   int
 	ProbeRPC int64
 	Done     bool
 	Outcome  string
@@ -119,22 +119,22 @@ type Client struct {
 
 // drawPlan draws a seeded client's plan from the workload stream.
 func drawPlan(w *World) plan {
-	r := w.workRNG
+	r := w.WorkRNG
 	p := plan{
 		startTick:    Between(r, 0, w.Set.SafetyTicks/2),
 		consumer:     r.IntN(w.Set.Consumers),
-		payloadBytes: Between(r, 1, w.Set.PayloadBytesMax),
+		PayloadBytes: Between(r, 1, w.Set.PayloadBytesMax),
 		consume:      Chance(r, 0.85),
 		replay:       Chance(r, 0.25),
 	}
 	if Chance(r, 0.5) {
-		p.ttlMs = Between(r, 1, w.Set.MaxTTLMs*2)
+		p.TTLMs = Between(r, 1, w.Set.MaxTTLMs*2)
 	}
 	switch x := r.Float64(); {
 	case x < 0.08:
-		p.cancel, p.cancelMs = cancelEncoding, Between(r, 0, w.Set.EncodeMsMax+w.Set.NetDelayMaxMs)
+		p.Cancel, p.CancelMs = CancelEncoding, Between(r, 0, w.Set.EncodeMsMax+w.Set.NetDelayMaxMs)
 	case x < 0.16:
-		p.cancel = cancelAfterReady
+		p.Cancel = cancelAfterReady
 	}
 	switch x := r.Float64(); {
 	case x < 0.12:
@@ -148,7 +148,7 @@ func drawPlan(w *World) plan {
 	case x < 0.45:
 		p.releases = 1
 	}
-	p.content = r.IntN(contentKinds)
+	p.Content = r.IntN(contentKinds)
 	switch x := r.Float64(); {
 	case x < 0.02:
 		p.Probe = probeForged
@@ -163,11 +163,11 @@ func drawPlan(w *World) plan {
 	return p
 }
 
-// streamCancelled reports whether the client cancelled its publish call rpc.
-func (c *Client) streamCancelled(rpc int64) bool { return c.cancelledRPC == rpc && rpc != 0 }
+// StreamCancelled reports whether the client cancelled its publish call rpc.
+func (c *Client) StreamCancelled(rpc int64) bool { return c.CancelledRPC == rpc && rpc != 0 }
 
-// call starts a client RPC: a new number, the request on the network, and the client's deadline.
-func (w *World) call(c *Client, stage clientStage, class msgClass, ev Event) {
+// Call starts a client RPC: a new number, the request on the network, and the client's deadline.
+func (w *World) Call(c *Client, stage clientStage, class msgClass, ev Event) {
 	c.Rpc++
 	c.Stage = stage
 	call := ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}
@@ -178,22 +178,13 @@ func (w *World) call(c *Client, stage clientStage, class msgClass, ev Event) {
 }
 
 // stageOps is the history operation each calling stage makes.
-var stageOps = [...]OpKind{stagePublishing: OpPublish, StageConsuming: OpConsume, stageReplaying: OpConsume, stageReleasing: OpRelease, stageProbing: OpConsume, stageDone: 0}
+var stageOps = [...]OpKind{StagePublishing: OpPublish, StageConsuming: OpConsume, StageReplaying: OpConsume, stageReleasing: OpRelease, stageProbing: OpConsume, stageDone: 0}
 
-func (w *World) finish(c *Client, outcome string) {
+// Finish ends client c with outcome, a line for the trace and the report.
+func (w *World) Finish(c *Client, outcome string) {
 	c.Stage, c.Done, c.Outcome = stageDone, true, outcome
 	if w.Tracing {
 		w.Notef("client %d done: %s", c.Idx, outcome)
-	}
-}
-
-// clientStart publishes.
-func (w *World) clientStart(ev Event) {
-	start := ClientCallOf(ev)
-	c := w.Clients[start.Client]
-	w.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive})
-	if c.Plan.cancel == cancelEncoding {
-		w.After(c.Plan.cancelMs, ClientCall{Client: start.Client, Rpc: c.Rpc}.Event(evClientCancel))
 	}
 }
 
@@ -206,31 +197,6 @@ func (w *World) Current(c *Client, rpc int64) bool {
 		return false
 	}
 	return true
-}
-
-// clientCancel cancels the client's current call: the publish stream (C-1,
-// C-7) or, injected, a consume in flight (C-4: the consumer keeps its
-// buffers until the outcome is known; the client then releases).
-func (w *World) clientCancel(ev Event) {
-	call := ClientCallOf(ev)
-	c := w.Clients[call.Client]
-	if c.Done || call.Rpc != c.Rpc {
-		return
-	}
-	switch c.Stage {
-	case stagePublishing:
-		c.cancelledRPC = c.Rpc
-		c.Rpc++ // answers to the cancelled call are stale now
-		w.finish(c, "cancelled while publishing")
-	case StageConsuming, stageReplaying:
-		w.consumerCancelled(w.Cons[c.callPD], int32(c.Idx), c.Rpc)
-		c.Rpc++
-		if w.Tracing {
-			w.Notef("client %d cancelled its consume", c.Idx)
-		}
-		c.releasesLeft = max(c.releasesLeft, 1)
-		w.Next(c)
-	}
 }
 
 // Answer moves a client on after its current call ended with res.
@@ -247,13 +213,13 @@ func (w *World) Answer(c *Client, res int64, entry string) {
 		return // E+P+D: PrefillReady, decode, KV session release (sim/nodes/prefill_decode.go)
 	}
 	switch c.Stage {
-	case stagePublishing:
+	case StagePublishing:
 		if res != ResOK {
-			w.finish(c, "publish failed: "+ResNames[res])
+			w.Finish(c, "publish failed: "+ResNames[res])
 			return
 		}
 		c.entry = entry
-		c.releasesLeft = c.Plan.releases
+		c.ReleasesLeft = c.Plan.releases
 		if c.Plan.Probe != ProbeNone {
 			w.probe(c)
 			return
@@ -265,12 +231,12 @@ func (w *World) Answer(c *Client, res int64, entry string) {
 		return
 	case StageConsuming:
 		if res != ResOK {
-			c.releasesLeft = max(c.releasesLeft, 1) // hygiene: release what may still be live
+			c.ReleasesLeft = max(c.ReleasesLeft, 1) // hygiene: release what may still be live
 		}
-	case stageReplaying:
+	case StageReplaying:
 		c.replayed = true
 	case stageReleasing:
-		c.releasesLeft--
+		c.ReleasesLeft--
 	}
 	c.Stage = StageIdle
 	w.Next(c)
@@ -279,8 +245,8 @@ func (w *World) Answer(c *Client, res int64, entry string) {
 // afterPublish is what a client does with its new reference: release it
 // at once (cancelled), consume it, or go on to its releases.
 func (w *World) afterPublish(c *Client) {
-	if c.Plan.cancel == cancelAfterReady {
-		c.releasesLeft = max(c.releasesLeft, 1)
+	if c.Plan.Cancel == cancelAfterReady {
+		c.ReleasesLeft = max(c.ReleasesLeft, 1)
 		c.Stage = StageIdle
 		w.Next(c)
 		return
@@ -296,13 +262,13 @@ func (w *World) afterPublish(c *Client) {
 // probe makes the client's probe call with its live reference: an altered
 // reference to its consumer, or the consume to E (history: a probe op).
 func (w *World) probe(c *Client) {
-	kind := evConsumeArrive
+	kind := EvConsumeArrive
 	if c.Plan.Probe == probeWrongRole {
 		kind = EvProducerConsume
 	}
-	ev := consumeRequest{consumer: int32(c.Plan.consumer), entry: c.entry, form: probeForms[c.Plan.Probe]}.event(kind)
-	c.callPD = c.Plan.consumer
-	w.call(c, stageProbing, MsgRequest, ev)
+	ev := consumeRequest{Consumer: int32(c.Plan.consumer), Entry: c.entry, Form: probeForms[c.Plan.Probe]}.Event(kind)
+	c.CallPD = c.Plan.consumer
+	w.Call(c, stageProbing, MsgRequest, ev)
 	c.ProbeRPC = c.Rpc
 	w.Hist.ops[len(w.Hist.ops)-1].Probe = true
 	if w.Tracing {
@@ -313,32 +279,32 @@ func (w *World) probe(c *Client) {
 // Next picks the client's next call, or finishes it.
 func (w *World) Next(c *Client) {
 	switch {
-	case c.Plan.replay && !c.replayed && c.Plan.cancel == cancelNone && c.Plan.consume && c.releasesLeft == c.Plan.releases:
+	case c.Plan.replay && !c.replayed && c.Plan.Cancel == cancelNone && c.Plan.consume && c.ReleasesLeft == c.Plan.releases:
 		c.replayed = true
-		w.consume(c, (c.Plan.consumer+1)%w.Set.Consumers, stageReplaying)
-	case c.releasesLeft > 0:
-		w.call(c, stageReleasing, MsgRelease, releaseRequest{entry: c.entry}.event())
+		w.consume(c, (c.Plan.consumer+1)%w.Set.Consumers, StageReplaying)
+	case c.ReleasesLeft > 0:
+		w.Call(c, stageReleasing, MsgRelease, releaseRequest{Entry: c.entry}.event())
 	default:
-		w.finish(c, "finished")
+		w.Finish(c, "finished")
 	}
 }
 
 // consume sends the reference to consumer pd (and, per plan, a racing
 // call nobody waits for: call number 0); the late-cancel fault may cancel it.
 func (w *World) consume(c *Client, pd int, stage clientStage) {
-	c.callPD = pd
-	w.call(c, stage, MsgRequest, consumeRequest{consumer: int32(pd), entry: c.entry}.event(evConsumeArrive))
+	c.CallPD = pd
+	w.Call(c, stage, MsgRequest, consumeRequest{Consumer: int32(pd), Entry: c.entry}.Event(EvConsumeArrive))
 	if stage == StageConsuming {
 		switch c.Plan.race {
 		case raceConsume:
 			w.histCall(c.Idx, 0, OpConsume, c.entry)
-			w.Send(MsgRequest, consumeRequest{client: int32(c.Idx), consumer: int32((pd + 1) % w.Set.Consumers), entry: c.entry}.event(evConsumeArrive))
+			w.Send(MsgRequest, consumeRequest{Client: int32(c.Idx), Consumer: int32((pd + 1) % w.Set.Consumers), Entry: c.entry}.Event(EvConsumeArrive))
 		case raceRelease:
 			w.histCall(c.Idx, 0, OpRelease, c.entry)
-			w.Send(MsgRelease, releaseRequest{client: int32(c.Idx), entry: c.entry}.event())
+			w.Send(MsgRelease, releaseRequest{Client: int32(c.Idx), Entry: c.entry}.event())
 		}
 	}
 	if w.Faults.Buggify(SiteLateCancel) {
-		w.After(Between(w.workRNG, 0, w.Set.ConsumerTimeoutMs), ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}.Event(evClientCancel))
+		w.After(Between(w.WorkRNG, 0, w.Set.ConsumerTimeoutMs), ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}.Event(EvClientCancel))
 	}
 }

@@ -42,41 +42,41 @@ type SometimesState struct {
 
 // The sometimes states, by index into runCoverage.sometimes.
 const (
-	stReplyLostAfterLanding = iota
-	stWriteLandedAfterGiveUp
-	stCancelMidTransfer
+	stReplyLostAfterLanding  = iota
+	StWriteLandedAfterGiveUp // a WRITE landed after the consumer gave its receive up
+	StCancelMidTransfer      // a client cancelled a consume while its transfer was in flight
 	StCrashWithReceive
 	StShutdownWithHandoff
-	stClaimRacesExpiry
-	stCleanupFailureInDrain
+	StClaimRacesExpiry      // a transfer claim reached E after the entry expired
+	StCleanupFailureInDrain // a removal failed while E drained
 	stRemovalInsideClaim
-	stCrashInsideClaim
+	StCrashInsideClaim // a consumer died inside its Claim after the rename
 	stClaimInsideClaim
-	stWriteRefusedAfterRevoke
+	StWriteRefusedAfterRevoke // a WRITE reached a revoked buffer and was refused
 	stQuarantineEndedByProof
-	stSourceQuarantineEndedByProof
+	StSourceQuarantineEndedByProof // E's source quarantine ended on its Q-6 proof
 	numSometimes
 )
 
 // SometimesStates lists every sometimes state, in table order.
 var SometimesStates = [numSometimes]SometimesState{
 	stReplyLostAfterLanding:  {"xfer.reply-lost-after-write-landed", "Q-1", "a TransferEncoderCache reply was lost after its WRITE had landed in the consumer's buffer"},
-	stWriteLandedAfterGiveUp: {"xfer.write-landed-after-consumer-gave-up", "Q-1", "a WRITE landed in a receive buffer after the consumer had ended its receive as uncertain"},
-	stCancelMidTransfer:      {"consumer.cancelled-mid-transfer", "C-4", "a client's cancellation reached the consumer while its transfer was in flight"},
+	StWriteLandedAfterGiveUp: {"xfer.write-landed-after-consumer-gave-up", "Q-1", "a WRITE landed in a receive buffer after the consumer had ended its receive as uncertain"},
+	StCancelMidTransfer:      {"consumer.cancelled-mid-transfer", "C-4", "a client's cancellation reached the consumer while its transfer was in flight"},
 	StCrashWithReceive:       {"consumer.crashed-with-receive-in-flight", "Q-4", "a consumer crashed with a receive in flight"},
 	StShutdownWithHandoff:    {"producer.shutdown-with-handoff-in-flight", "S-2", "Shutdown was accepted while a publish was encoding or a transfer was claimed"},
-	stClaimRacesExpiry:       {"producer.claim-races-expiry", "X-2", "a transfer claim reached the producer after the entry's TTL ran out, though the consumer admitted it before"},
-	stCleanupFailureInDrain:  {"producer.cleanup-failure-during-drain", "X-1", "a removal failed with an I/O error while the producer was draining"},
+	StClaimRacesExpiry:       {"producer.claim-races-expiry", "X-2", "a transfer claim reached the producer after the entry's TTL ran out, though the consumer admitted it before"},
+	StCleanupFailureInDrain:  {"producer.cleanup-failure-during-drain", "X-1", "a removal failed with an I/O error while the producer was draining"},
 	stRemovalInsideClaim:     {"shareddir.removal-inside-claim", "SU-1", "the producer's Dir.Remove of an entry landed between a consumer's shareddir.Claim open and its rename"},
-	stCrashInsideClaim:       {"shareddir.crash-inside-claim", "SU-1", "a consumer died inside shareddir.Claim after its rename won, leaving the claimed file as an orphan"},
+	StCrashInsideClaim:       {"shareddir.crash-inside-claim", "SU-1", "a consumer died inside shareddir.Claim after its rename won, leaving the claimed file as an orphan"},
 	stClaimInsideClaim:       {"shareddir.claim-inside-claim", "SU-1", "another consumer's whole shareddir.Claim of an entry ran between a Claim's open and its rename"},
 
 	// The real xfer agent refuses what a revoked registration would receive (transport.go).
-	stWriteRefusedAfterRevoke: {"xfer.write-refused-after-revoke", "Q-6", "a WRITE reached a consumer's xfer agent after it had revoked the quarantined buffer, and was refused before a byte landed"},
+	StWriteRefusedAfterRevoke: {"xfer.write-refused-after-revoke", "Q-6", "a WRITE reached a consumer's xfer agent after it had revoked the quarantined buffer, and was refused before a byte landed"},
 
 	// Quarantines end by proof (quarantine.go).
 	stQuarantineEndedByProof:       {"consumer.quarantine-ended-by-proof", "Q-6", "a consumer's quarantine ended once the revocation of its buffer was done (no WRITE in flight, none can land) and the connection that carried its request had closed, and the buffer was freed"},
-	stSourceQuarantineEndedByProof: {"producer.quarantine-ended-by-proof", "Q-6", "the producer's source quarantine ended once its WRITE request had ended and was released, and the source was freed"},
+	StSourceQuarantineEndedByProof: {"producer.quarantine-ended-by-proof", "Q-6", "the producer's source quarantine ended once its WRITE request had ended and was released, and the source was freed"},
 }
 
 // Lifecycle points: index 0 is "start" (before the first step), then the
@@ -158,8 +158,8 @@ func (w *World) Reach(st int) { w.cov.sometimes[st]++ }
 // that receive that already landed makes it the Q-1 state.
 func (w *World) coverLostTransferReply(recv int64) {
 	for i := len(w.Writes) - 1; i >= 0; i-- {
-		if w.Writes[i].recv == recv {
-			if w.Writes[i].landed {
+		if w.Writes[i].Recv == recv {
+			if w.Writes[i].Landed {
 				w.Reach(stReplyLostAfterLanding)
 			}
 			return

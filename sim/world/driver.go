@@ -98,12 +98,12 @@ type Answer struct {
 }
 
 var AnswerCodes = map[int64]handoff.Code{
-	ResOK: handoff.CodeOK, resSpent: handoff.CodeInvalidArgument, ResUnavailable: handoff.CodeUnavailable,
-	resExhausted: handoff.CodeResourceExhausted, resInternal: handoff.CodeInternal, ResAborted: handoff.CodeOK,
-	ResAlreadyFinished: handoff.CodeOK, ResBeforeWrite: handoff.CodeInvalidArgument, resCancelled: handoff.CodeCancelled,
+	ResOK: handoff.CodeOK, ResSpent: handoff.CodeInvalidArgument, ResUnavailable: handoff.CodeUnavailable,
+	ResExhausted: handoff.CodeResourceExhausted, ResInternal: handoff.CodeInternal, ResAborted: handoff.CodeOK,
+	ResAlreadyFinished: handoff.CodeOK, ResBeforeWrite: handoff.CodeInvalidArgument, ResCancelled: handoff.CodeCancelled,
 	resTooLarge: handoff.CodeInvalidArgument, resMalformed: handoff.CodeInvalidArgument, resForeign: handoff.CodeInvalidArgument,
 	resBackend: handoff.CodeFailedPrecondition, resWrongRole: handoff.CodeFailedPrecondition, ResPlainInvalid: handoff.CodeInvalidArgument,
-	resUnimplemented: handoff.CodeUnimplemented, ResUnavailableBeforeWrite: handoff.CodeUnavailable,
+	ResUnimplemented: handoff.CodeUnimplemented, ResUnavailableBeforeWrite: handoff.CodeUnavailable,
 }
 
 // ErrDriver wraps a checker's failure or a call that was never answered:
@@ -122,7 +122,7 @@ func (d *Driver) run(c *Client, start func()) (int64, string, error) {
 
 // newClient makes the client of one call.
 func (d *Driver) newClient(payloadBytes, ttlMs int64, entry string) *Client {
-	c := &Client{Idx: len(d.w.Clients), Plan: plan{payloadBytes: payloadBytes, ttlMs: ttlMs}, entry: entry}
+	c := &Client{Idx: len(d.w.Clients), Plan: plan{PayloadBytes: payloadBytes, TTLMs: ttlMs}, entry: entry}
 	d.w.Clients = append(d.w.Clients, c)
 	return c
 }
@@ -131,7 +131,7 @@ func (d *Driver) newClient(payloadBytes, ttlMs int64, entry string) *Client {
 // TTL) and returns its id and expiry (virtual ms). Errors: ErrDriver.
 func (d *Driver) Publish(payloadBytes, ttlMs int64) (entry string, expiresMs int64, a Answer, err error) {
 	c := d.newClient(payloadBytes, ttlMs, "")
-	res, entry, err := d.run(c, func() { d.w.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive}) })
+	res, entry, err := d.run(c, func() { d.w.Call(c, StagePublishing, MsgRequest, Event{Kind: EvPublishArrive}) })
 	if err != nil {
 		return "", 0, Answer{}, err
 	}
@@ -160,7 +160,7 @@ func (d *Driver) Release(entry string) (Answer, error) {
 		return Answer{Code: handoff.CodeOK}, nil // ALREADY_FINISHED: nothing of ours to release
 	}
 	c := d.newClient(0, 0, entry)
-	res, _, err := d.run(c, func() { d.w.call(c, stageReleasing, MsgRelease, releaseRequest{entry: entry}.event()) })
+	res, _, err := d.run(c, func() { d.w.Call(c, stageReleasing, MsgRelease, releaseRequest{Entry: entry}.event()) })
 	return Answer{Code: AnswerCodes[res], Aborted: res == ResAborted}, err
 }
 
@@ -192,7 +192,7 @@ func (d *Driver) ProducerLoad() Load {
 func (d *Driver) ConsumerLoad(pd int) Load {
 	c := d.w.Cons[pd]
 	n, b := c.Receives.Quarantine()
-	return Load{ReceivesInflight: int64(c.Receives.Inflight()), QuarantineBuffers: int64(n), QuarantineBytes: b, QuarantinesEntered: c.entered}
+	return Load{ReceivesInflight: int64(c.Receives.Inflight()), QuarantineBuffers: int64(n), QuarantineBytes: b, QuarantinesEntered: c.Entered}
 }
 
 // ProducerHealth is E's core Health; ConsumerHealth a consumer's.

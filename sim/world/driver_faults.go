@@ -86,8 +86,8 @@ func (d *Driver) RestartConsumer(pd int) error {
 		return fmt.Errorf("%w: no consumer %d", ErrDriver, pd)
 	}
 	c := w.Cons[pd]
-	w.runNow(ConsumerStep{Consumer: int32(pd)}.Event(EvCrash))
-	w.runNow(ConsumerStep{Consumer: int32(pd), Inc: c.Inc}.Event(EvRestart))
+	w.RunNow(ConsumerStep{Consumer: int32(pd)}.Event(EvCrash))
+	w.RunNow(ConsumerStep{Consumer: int32(pd), Inc: c.Inc}.Event(EvRestart))
 	w.CheckStep()
 	if w.Fail != nil {
 		return fmt.Errorf("%w: %s", ErrDriver, w.Fail.Msg)
@@ -98,9 +98,9 @@ func (d *Driver) RestartConsumer(pd int) error {
 // ConsumerIncarnation is consumer pd's incarnation (0 at boot, +1 per restart).
 func (d *Driver) ConsumerIncarnation(pd int) int64 { return d.w.Cons[pd].Inc }
 
-// directRequest sends receive r's transfer request under the directed plan:
+// DirectRequest sends receive r's transfer request under the directed plan:
 // false when it is delivered as usual (the caller sends it).
-func (w *World) directRequest(r *recv) (handled bool) {
+func (w *World) DirectRequest(r *Recv) (handled bool) {
 	dir := w.dir
 	if dir == nil {
 		return false
@@ -109,32 +109,32 @@ func (w *World) directRequest(r *recv) (handled bool) {
 	if len(dir.plan) > 0 {
 		f, dir.plan = dir.plan[0], dir.plan[1:]
 	}
-	dir.byRecv[r.num] = len(dir.calls)
+	dir.byRecv[r.Num] = len(dir.calls)
 	dir.calls = append(dir.calls, DirectedCall{Fault: f})
-	dir.deadline[r.num] = w.Now + w.Set.ConsumerTimeoutMs
-	reply := transferReply{consumer: int32(w.Xreqs[r.num-1].c), recv: r.num}
+	dir.deadline[r.Num] = w.Now + w.Set.ConsumerTimeoutMs
+	reply := TransferReply{Consumer: int32(w.Xreqs[r.Num-1].C), Recv: r.Num}
 	switch f {
 	case DirectedDropRequest:
 		if w.Tracing {
-			w.Notef("directed fault: transfer request of %s dropped", r.key)
+			w.Notef("directed fault: transfer request of %s dropped", r.Key)
 		}
 		return true
 	case DirectedUnavailable:
-		reply.result = ResUnavailable
+		reply.Result = ResUnavailable
 	case DirectedInvalidArgument:
-		reply.result = ResPlainInvalid
+		reply.Result = ResPlainInvalid
 	default:
 		return false
 	}
 	if w.Tracing {
-		w.Notef("directed fault: transfer request of %s answered %s without reaching E", r.key, ResNames[reply.result])
+		w.Notef("directed fault: transfer request of %s answered %s without reaching E", r.Key, ResNames[reply.Result])
 	}
-	w.After(1, reply.event())
+	w.After(1, reply.Event())
 	return true
 }
 
-// directArrive records that the producer received receive num's request.
-func (w *World) directArrive(num int64) {
+// DirectArrive records that the producer received receive num's request.
+func (w *World) DirectArrive(num int64) {
 	if w.dir == nil {
 		return
 	}
@@ -143,41 +143,41 @@ func (w *World) directArrive(num int64) {
 	}
 }
 
-// directReply applies the directed plan to a transfer reply arriving at
+// DirectReply applies the directed plan to a transfer reply arriving at
 // the consumer: true when the reply is dropped or held (not delivered now).
-func (w *World) directReply(ev *Event) bool {
+func (w *World) DirectReply(ev *Event) bool {
 	dir := w.dir
 	if dir == nil {
 		return false
 	}
-	rep := transferReplyOf(*ev)
-	i, ok := dir.byRecv[rep.recv]
+	rep := TransferReplyOf(*ev)
+	i, ok := dir.byRecv[rep.Recv]
 	if !ok {
 		return false
 	}
 	call := &dir.calls[i]
 	if call.Reached && !call.Answered {
-		call.Answered, call.Code = true, AnswerCodes[rep.result]
+		call.Answered, call.Code = true, AnswerCodes[rep.Result]
 	}
 	switch call.Fault {
 	case DirectedDropReply:
 		if w.Tracing {
-			w.Notef("directed fault: reply %s for receive %d lost", ResNames[rep.result], rep.recv)
+			w.Notef("directed fault: reply %s for receive %d lost", ResNames[rep.Result], rep.Recv)
 		}
 		return true
 	case DirectedDelay:
-		if !dir.held[rep.recv] {
-			dir.held[rep.recv] = true
+		if !dir.held[rep.Recv] {
+			dir.held[rep.Recv] = true
 			if dir.park {
 				if w.Tracing {
-					w.Notef("directed fault: reply %s for receive %d parked", ResNames[rep.result], rep.recv)
+					w.Notef("directed fault: reply %s for receive %d parked", ResNames[rep.Result], rep.Recv)
 				}
 				held := *ev
 				dir.parked = &held
 				return true
 			}
 			if w.Tracing {
-				w.Notef("directed fault: reply %s for receive %d held %d ms", ResNames[rep.result], rep.recv, dir.delayMs)
+				w.Notef("directed fault: reply %s for receive %d held %d ms", ResNames[rep.Result], rep.Recv, dir.delayMs)
 			}
 			w.After(dir.delayMs, *ev)
 			return true
@@ -263,9 +263,9 @@ func (d *Driver) ReleaseHeld(heldMs int64) error {
 	ev := *dir.parked
 	dir.parked = nil
 	d.w.After(heldMs, ev)
-	rep := transferReplyOf(ev)
-	c := d.w.Cons[rep.consumer]
-	return d.stepWhile(func() bool { _, open := c.Recvs[rep.recv]; return open })
+	rep := TransferReplyOf(ev)
+	c := d.w.Cons[rep.Consumer]
+	return d.stepWhile(func() bool { _, open := c.Recvs[rep.Recv]; return open })
 }
 
 // Finish steps a pending consume until it is answered (after ReleaseHeld).
@@ -282,9 +282,9 @@ func (d *Driver) Finish(p *Pending) (Answer, error) {
 // reply is stale; the receive itself waits for the transfer's outcome.
 func (d *Driver) Cancel(p *Pending, pd int) {
 	c := p.c
-	d.w.consumerCancelled(d.w.Cons[pd], int32(c.Idx), c.Rpc)
+	d.w.behaviour.ConsumerCancelled(d.w, d.w.Cons[pd], int32(c.Idx), c.Rpc)
 	c.Rpc++
-	c.answered, c.lastRes = true, resCancelled
+	c.answered, c.lastRes = true, ResCancelled
 	d.w.CheckStep()
 }
 

@@ -71,24 +71,27 @@ func ReadyReplyOf(ev Event) ReadyReply {
 // the presented reference; waitingSince is 0, or (under the
 // lock-across-transfer mutant) the tick the consume first arrived plus 1.
 type consumeRequest struct {
-	client       int32
-	consumer     int32
-	rpc          int64
-	entry        string
-	form         refForm
-	waitingSince int64
+	Client       int32   // the calling client's index
+	Consumer     int32   // the consumer it is sent to (index)
+	Rpc          int64   // the client's call number (0: a racing call)
+	Entry        string  // the entry id of the presented reference
+	Form         RefForm // the form of the presented reference
+	WaitingSince int64   // 0, or the first arrival tick + 1 (lock-across-transfer mutant)
 }
 
-func (p consumeRequest) event(k eventKind) Event {
-	return Event{Kind: k, h: p.client, c: p.consumer, a: p.rpc, s: p.entry, f: uint8(p.form), b: p.waitingSince}
-}
-func consumeRequestOf(ev Event) consumeRequest {
-	return consumeRequest{client: ev.h, consumer: ev.c, rpc: ev.a, entry: ev.s, form: refForm(ev.f), waitingSince: ev.b}
+// Event is p as an event of kind k (EvConsumeArrive or EvProducerConsume).
+func (p consumeRequest) Event(k eventKind) Event {
+	return Event{Kind: k, h: p.Client, c: p.Consumer, a: p.Rpc, s: p.Entry, f: uint8(p.Form), b: p.WaitingSince}
 }
 
-// consumeReply: EvConsumeReplyArrive, the answer to a consume from
+// ConsumeRequestOf is ev's consumeRequest.
+func ConsumeRequestOf(ev Event) consumeRequest {
+	return consumeRequest{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, Form: RefForm(ev.f), WaitingSince: ev.b}
+}
+
+// ConsumeReply: EvConsumeReplyArrive, the answer to a consume from
 // consumer (-1: E answered, the L-4 mutant).
-type consumeReply struct {
+type ConsumeReply struct {
 	Client   int32
 	Consumer int32
 	Rpc      int64
@@ -96,25 +99,30 @@ type consumeReply struct {
 	Result   int64
 }
 
-func (p consumeReply) event() Event {
+// Event is p as an EvConsumeReplyArrive event.
+func (p ConsumeReply) Event() Event {
 	return Event{Kind: EvConsumeReplyArrive, h: p.Client, c: p.Consumer, a: p.Rpc, s: p.Entry, b: p.Result}
 }
-func ConsumeReplyOf(ev Event) consumeReply {
-	return consumeReply{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, Result: ev.b}
+
+// ConsumeReplyOf is ev's ConsumeReply.
+func ConsumeReplyOf(ev Event) ConsumeReply {
+	return ConsumeReply{Client: ev.h, Consumer: ev.c, Rpc: ev.a, Entry: ev.s, Result: ev.b}
 }
 
 // releaseRequest: evReleaseArrive, an Abort of entry.
 type releaseRequest struct {
-	client int32
-	rpc    int64
-	entry  string
+	Client int32  // the releasing client's index
+	Rpc    int64  // its call number (0: a racing call nobody waits for)
+	Entry  string // the entry to release
 }
 
 func (p releaseRequest) event() Event {
-	return Event{Kind: EvReleaseArrive, h: p.client, a: p.rpc, s: p.entry}
+	return Event{Kind: EvReleaseArrive, h: p.Client, a: p.Rpc, s: p.Entry}
 }
-func releaseRequestOf(ev Event) releaseRequest {
-	return releaseRequest{client: ev.h, rpc: ev.a, entry: ev.s}
+
+// ReleaseRequestOf is ev's releaseRequest.
+func ReleaseRequestOf(ev Event) releaseRequest {
+	return releaseRequest{Client: ev.h, Rpc: ev.a, Entry: ev.s}
 }
 
 // EncodeDone is evEncodeDone's payload: the encoder finished Entry for the
@@ -144,63 +152,75 @@ func EncodeDoneOf(ev Event) EncodeDone {
 	return EncodeDone{Client: ev.h, Rpc: ev.a, Entry: ev.s, Resumed: ev.c == encodeResumed, StartedMs: ev.b}
 }
 
-// removeDone: evRemoveDone, the removal of entry finished; client and rpc
+// RemoveDone: evRemoveDone, the removal of entry finished; client and rpc
 // name the release call that asked for it (client < 0: none).
-type removeDone struct {
-	client int32
-	rpc    int64
-	cause  handoff.RemovalCause
+type RemoveDone struct {
+	Client int32                // the client of the release call (< 0: none)
+	Rpc    int64                // that call's number
+	Cause  handoff.RemovalCause // why the entry was removed
 	Entry  string
 }
 
-func (p removeDone) event() Event {
-	return Event{Kind: EvRemoveDone, h: p.client, a: p.rpc, b: int64(p.cause), s: p.Entry}
-}
-func RemoveDoneOf(ev Event) removeDone {
-	return removeDone{client: ev.h, rpc: ev.a, cause: handoff.RemovalCause(ev.b), Entry: ev.s}
+// Event is p as an EvRemoveDone event.
+func (p RemoveDone) Event() Event {
+	return Event{Kind: EvRemoveDone, h: p.Client, a: p.Rpc, b: int64(p.Cause), s: p.Entry}
 }
 
-// recvTimer: a timer of consumer's receive recv, valid while the consumer
+// RemoveDoneOf is ev's RemoveDone.
+func RemoveDoneOf(ev Event) RemoveDone {
+	return RemoveDone{Client: ev.h, Rpc: ev.a, Cause: handoff.RemovalCause(ev.b), Entry: ev.s}
+}
+
+// RecvTimer: a timer of consumer's receive recv, valid while the consumer
 // is still in incarnation inc. Kinds: evClaimRead, evTransferTimeout.
-type recvTimer struct {
-	consumer int32
-	recv     int64
-	inc      int64
+type RecvTimer struct {
+	Consumer int32 // the consumer (index)
+	Recv     int64 // its receive's number
+	Inc      int64 // the consumer's incarnation when it was set
 }
 
-func (p recvTimer) event(k eventKind) Event {
-	return Event{Kind: k, c: p.consumer, a: p.recv, b: p.inc}
+// Event is p as an event of kind k (EvClaimRead or EvTransferTimeout).
+func (p RecvTimer) Event(k eventKind) Event {
+	return Event{Kind: k, c: p.Consumer, a: p.Recv, b: p.Inc}
 }
-func recvTimerOf(ev Event) recvTimer { return recvTimer{consumer: ev.c, recv: ev.a, inc: ev.b} }
 
-// transferRequest: evTransferArrive, consumer's transfer request number
+// RecvTimerOf is ev's RecvTimer.
+func RecvTimerOf(ev Event) RecvTimer { return RecvTimer{Consumer: ev.c, Recv: ev.a, Inc: ev.b} }
+
+// TransferRequest: evTransferArrive, consumer's transfer request number
 // recv (the receive's number) for entry, arriving at E.
-type transferRequest struct {
-	consumer int32
-	recv     int64
-	entry    string
+type TransferRequest struct {
+	Consumer int32  // the requesting consumer (index)
+	Recv     int64  // the receive's number (index into World.Xreqs + 1)
+	Entry    string // the entry asked
 }
 
-func (p transferRequest) event() Event {
-	return Event{Kind: EvTransferArrive, c: p.consumer, a: p.recv, s: p.entry}
-}
-func transferRequestOf(ev Event) transferRequest {
-	return transferRequest{consumer: ev.c, recv: ev.a, entry: ev.s}
+// Event is p as an EvTransferArrive event.
+func (p TransferRequest) Event() Event {
+	return Event{Kind: EvTransferArrive, c: p.Consumer, a: p.Recv, s: p.Entry}
 }
 
-// transferReply: evTransferReply, E's answer result to consumer's
+// TransferRequestOf is ev's TransferRequest.
+func TransferRequestOf(ev Event) TransferRequest {
+	return TransferRequest{Consumer: ev.c, Recv: ev.a, Entry: ev.s}
+}
+
+// TransferReply: evTransferReply, E's answer result to consumer's
 // transfer request recv.
-type transferReply struct {
-	consumer int32
-	recv     int64
-	result   int64
+type TransferReply struct {
+	Consumer int32 // the consumer answered (index)
+	Recv     int64 // its receive's number
+	Result   int64 // the answer (a Res code)
 }
 
-func (p transferReply) event() Event {
-	return Event{Kind: EvTransferReply, c: p.consumer, a: p.recv, b: p.result}
+// Event is p as an EvTransferReply event.
+func (p TransferReply) Event() Event {
+	return Event{Kind: EvTransferReply, c: p.Consumer, a: p.Recv, b: p.Result}
 }
-func transferReplyOf(ev Event) transferReply {
-	return transferReply{consumer: ev.c, recv: ev.a, result: ev.b}
+
+// TransferReplyOf is ev's TransferReply.
+func TransferReplyOf(ev Event) TransferReply {
+	return TransferReply{Consumer: ev.c, Recv: ev.a, Result: ev.b}
 }
 
 // setTransferResult changes the result of the transfer reply ev in place

@@ -66,7 +66,7 @@ var AllSites = func() []Site {
 // faults decides, from the faults stream only, whether an enabled site fires.
 type faults struct {
 	rng     *rand.Rand
-	enabled map[Site]bool
+	Enabled map[Site]bool // the sites this seed enables
 	fireP   float64
 	Healed  bool
 	fired   map[Site]int
@@ -75,9 +75,9 @@ type faults struct {
 }
 
 func newFaults(rng *rand.Rand, s Settings) *faults {
-	f := &faults{rng: rng, enabled: map[Site]bool{}, fireP: s.FireProbability, fired: map[Site]int{}}
+	f := &faults{rng: rng, Enabled: map[Site]bool{}, fireP: s.FireProbability, fired: map[Site]int{}}
 	for _, site := range s.Faults {
-		f.enabled[site] = true
+		f.Enabled[site] = true
 	}
 	return f
 }
@@ -86,7 +86,7 @@ func newFaults(rng *rand.Rand, s Settings) *faults {
 // site after heal, draws nothing, so healing does not shift the stream's use
 // elsewhere.
 func (f *faults) Buggify(site Site) bool {
-	if f.Healed || !f.enabled[site] {
+	if f.Healed || !f.Enabled[site] {
 		return false
 	}
 	if f.rng.Float64() < f.fireP {

@@ -87,11 +87,11 @@ func (w *World) histDuplicate(ev Event) {
 	if ev.Kind != EvReleaseArrive {
 		return
 	}
-	rq := releaseRequestOf(ev)
-	if rq.client < 0 {
+	rq := ReleaseRequestOf(ev)
+	if rq.Client < 0 {
 		return
 	}
-	w.Hist.ops = append(w.Hist.ops, HistoryOp{Client: int(rq.client), Race: rq.rpc == 0, Kind: OpRelease, Entry: rq.entry, Call: w.Now, Return: ReturnUnknown})
+	w.Hist.ops = append(w.Hist.ops, HistoryOp{Client: int(rq.Client), Race: rq.Rpc == 0, Kind: OpRelease, Entry: rq.Entry, Call: w.Now, Return: ReturnUnknown})
 }
 
 // HistReturn records the first answer of an operation that reached its
@@ -233,7 +233,7 @@ func stepEntry(out []entryState, s0 entryState, op HistoryOp) []entryState {
 				if s == esLive {
 					add(esConsumed)
 				}
-			case resSpent:
+			case ResSpent:
 				if s != esLive && s != esUnpublished {
 					add(s)
 				}

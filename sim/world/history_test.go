@@ -61,9 +61,9 @@ func TestHistoryModel(t *testing.T) {
 		ops  []HistoryOp
 		ok   bool
 	}{
-		{"consume then replay", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(0, OpConsume, 4, 5, resSpent)}, true},
+		{"consume then replay", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(0, OpConsume, 4, 5, ResSpent)}, true},
 		{"two consumes answered OK (SU-1)", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(1, OpConsume, 4, 5, ResOK)}, false},
-		{"concurrent consumes, one wins", []HistoryOp{pub, op(0, OpConsume, 2, 6, resSpent), op(1, OpConsume, 3, 5, ResOK)}, true},
+		{"concurrent consumes, one wins", []HistoryOp{pub, op(0, OpConsume, 2, 6, ResSpent), op(1, OpConsume, 3, 5, ResOK)}, true},
 		{"ABORTED after a consume answered OK (SU-3)", []HistoryOp{pub, op(0, OpConsume, 2, 3, ResOK), op(0, OpRelease, 4, 5, ResAborted)}, false},
 		{"OK after a release answered ABORTED (SU-2)", []HistoryOp{pub, op(0, OpRelease, 2, 3, ResAborted), op(1, OpConsume, 4, 5, ResOK)}, false},
 		{"a lost consume may have taken it", []HistoryOp{pub, op(0, OpConsume, 2, ReturnUnknown, 0), op(0, OpRelease, 4, 5, ResAlreadyFinished)}, true},

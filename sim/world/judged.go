@@ -93,5 +93,5 @@ type HeldQuarantine struct {
 	Proof <-chan struct{}
 	// Carrier is the consumer's control connection the receive's request
 	// went over.
-	Carrier *ctrlConn
+	Carrier *CtrlConn
 }

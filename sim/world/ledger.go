@@ -25,9 +25,9 @@ type EntryRecord struct {
 	Consumptions []string
 	// RemovedCause is set when a producer removal WON (the storage was there).
 	RemovedCause string
-	removeFailed bool
+	RemoveFailed bool // a removal of the entry failed (X-1)
 	Vanished     bool
-	quarantined  bool
+	Quarantined  bool // its source was quarantined after a failed transfer (Q-3)
 	// OkCalls are the (client, call) pairs whose consume answer OK reached
 	// a client; aborted counts the ABORTED answers given.
 	OkCalls [][2]int64
@@ -40,13 +40,13 @@ type EntryRecord struct {
 	CancelledBeforeReady, ReadyUndelivered bool
 	// sealedTag caches the real tag of the entry's sealed reference (reference.go).
 	sealedTag string
-	// media is the entry's items as published (media.go; nil without media).
-	media *PublishedMedia
+	// Media is the entry's items as published (media.go; nil without media).
+	Media *PublishedMedia
 }
 
 // Terminal reports whether the entry has ended (CONTRACT section 2).
 func (e *EntryRecord) Terminal() bool {
-	return e.Abandoned || len(e.Consumptions) > 0 || e.RemovedCause != "" || e.removeFailed || e.Vanished || e.quarantined
+	return e.Abandoned || len(e.Consumptions) > 0 || e.RemovedCause != "" || e.RemoveFailed || e.Vanished || e.Quarantined
 }
 
 // ledger maps entry ids to their ground truth; all lists them in the order
@@ -69,11 +69,11 @@ type ledger struct {
 	Reused [][2]*EntryRecord
 	// Unpublished lists the publishes that ended before publication, with
 	// the rule under which they did (C-6 encoder failure, C-1, S-2, L-5).
-	Unpublished []unpublished
+	Unpublished []Unpublished
 	// Takes lists every consumption with the call and reference form that
 	// made it; rejected maps the calls answered a rejection of their
 	// reference (L-4, L-1, SU-4, N-1, SU-5) to that answer.
-	Takes    []take
+	Takes    []Take
 	Rejected map[CallKey]int64
 	// HealthRefused holds the consume calls a consumer refused for its
 	// health (S-2, X-1, Q-4: UNAVAILABLE), which CONTRACT's order puts
@@ -82,22 +82,22 @@ type ledger struct {
 	HealthRefused map[CallKey]bool
 }
 
-// unpublished is a publish that ended with nothing published.
-type unpublished struct {
+// Unpublished is a publish that ended with nothing published.
+type Unpublished struct {
 	Rec       *EntryRecord
 	Rule, Why string
 }
 
-// rejectCall records that call was answered res, a rejection of its reference.
-func (l *ledger) rejectCall(call CallKey, res int64) {
+// RejectCall records that call was answered res, a rejection of its reference.
+func (l *ledger) RejectCall(call CallKey, res int64) {
 	if l.Rejected == nil {
 		l.Rejected = map[CallKey]int64{}
 	}
 	l.Rejected[call] = res
 }
 
-// refuseForHealth records that call was refused for the consumer's health.
-func (l *ledger) refuseForHealth(call CallKey) {
+// RefuseForHealth records that call was refused for the consumer's health.
+func (l *ledger) RefuseForHealth(call CallKey) {
 	if l.HealthRefused == nil {
 		l.HealthRefused = map[CallKey]bool{}
 	}
@@ -137,31 +137,31 @@ const (
 	SourceQuarantined
 )
 
-// xreq is one TransferEncoderCache request: what the consumer registered.
-type xreq struct {
-	h     int
-	rpc   int64
-	c     int
-	inc   int64
-	buf   int
-	entry string
+// Xreq is one TransferEncoderCache request: what the consumer registered.
+type Xreq struct {
+	H     int    // the client's index
+	Rpc   int64  // its consume call's number
+	C     int    // the consumer (index)
+	Inc   int64  // the consumer's incarnation
+	Buf   int    // the receive buffer (-1: none yet)
+	Entry string // the entry asked
 	Key   string
-	form  refForm
+	Form  RefForm // the form of the presented reference
 	// Claimed: the producer took the entry out of its table for this
 	// request (ClaimForTransfer); from then on it is never answered
 	// INVALID_ARGUMENT (Q-3).
 	Claimed bool
-	// md and targets are what the request carries of the consumer's xfer
+	// Md and Targets are what the request carries of the consumer's xfer
 	// agent: its metadata and the registered buffer's descriptors.
-	md      []byte
-	targets []xfer.Descriptor
-	// revoked: the consumer quarantined the receive and revoked the
+	Md      []byte
+	Targets []xfer.Descriptor
+	// Revoked: the consumer quarantined the receive and revoked the
 	// registration of its buffer (Q-1, Q-6).
-	revoked bool
+	Revoked bool
 	// Carrier is the consumer's control connection to E the request was
 	// sent over: it may carry the transfer until it closes (Q-6's "every
 	// connection that carried the transfer has closed": the consumer
 	// retired it and no call uses it any more, or either process is gone;
 	// ctrlConn).
-	Carrier *ctrlConn
+	Carrier *CtrlConn
 }

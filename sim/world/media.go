@@ -2,7 +2,6 @@ package world
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"image"
 	"image/color"
@@ -10,8 +9,6 @@ import (
 	"strings"
 
 	"github.com/baton-dev/baton/engine/contenthash"
-	"github.com/baton-dev/baton/engine/handoff"
-	"github.com/baton-dev/baton/engine/lm"
 )
 
 // The media model of the handoff world. Each client's publish carries one
@@ -56,21 +53,21 @@ var ModalityNames = [...]string{ModalityImage: "image", modalityVideo: "video", 
 // lossless, so all four decode to the same pixels (H-4).
 var mediaEncodings = [...]string{"png", "png-reencoded", "data-uri", "raw-bytes"}
 
-// mediaUUIDs are the MediaItem.uuid values clients send (index 0: none);
+// MediaUUIDs are the MediaItem.uuid values clients send (index 0: none);
 // each is sent with different images (H-5).
-var mediaUUIDs = [...]string{"", "0b8f4a52-4c1e-4d0a-9a51-5a0c2f7e3b11", "7d3e9c10-2b6a-4f85-8e47-c1d2a3b4c5d6"}
+var MediaUUIDs = [...]string{"", "0b8f4a52-4c1e-4d0a-9a51-5a0c2f7e3b11", "7d3e9c10-2b6a-4f85-8e47-c1d2a3b4c5d6"}
 
-// mediaPrompts are the consumes' prompt token ids (no markers: the items'
+// MediaPrompts are the consumes' prompt token ids (no markers: the items'
 // lm.ImageID markers go before them, as without <image> in the prompt).
-var mediaPrompts = [...][]uint32{{201, 202, 203}, {201, 204}, {205, 206, 207, 208}}
+var MediaPrompts = [...][]uint32{{201, 202, 203}, {201, 204}, {205, 206, 207, 208}}
 
 // Content-hash functions the producer can apply: the contract's and the
 // two broken ones of the H-1 and H-4 mutants (contenthash.Of under each of
 // its switches).
 const (
-	hashContract = iota
-	hashPremultiplied
-	hashWireBytes
+	HashContract      = iota // contenthash.ContentHash: the contract's
+	HashPremultiplied        // over premultiplied pixels (the H-1 mutant)
+	HashWireBytes            // over the wire bytes (the H-4 mutant)
 	hashFunctions
 )
 
@@ -85,9 +82,9 @@ type mediaImage struct {
 	// pixelClass the index of the first pool image with these pixels.
 	Pixels     string
 	PixelClass int
-	// digest stands in for the encoder output of the decoded pixels.
-	digest uint64
-	hashes [hashFunctions][len(mediaEncodings)]string
+	// Digest stands in for the encoder output of the decoded pixels.
+	Digest uint64
+	Hashes [hashFunctions][len(mediaEncodings)]string // the item's content hash by hash function and encoding
 }
 
 // MediaPool is the fixed pool every seed draws items from.
@@ -135,12 +132,12 @@ func buildMediaPool() []mediaImage {
 				break
 			}
 		}
-		m.digest = fnv64(m.Pixels)
+		m.Digest = fnv64(m.Pixels)
 		for e, enc := range mediaEncodings {
 			wire := wireBytes(enc, m.img)
-			m.hashes[hashContract][e] = contenthash.ContentHash(mediaPreset, m.img)
-			m.hashes[hashPremultiplied][e] = contenthash.Of(mediaPreset, wire, m.img, contenthash.Mutants{Premultiplied: true})
-			m.hashes[hashWireBytes][e] = contenthash.Of(mediaPreset, wire, m.img, contenthash.Mutants{WireBytes: true})
+			m.Hashes[HashContract][e] = contenthash.ContentHash(mediaPreset, m.img)
+			m.Hashes[HashPremultiplied][e] = contenthash.Of(mediaPreset, wire, m.img, contenthash.Mutants{Premultiplied: true})
+			m.Hashes[HashWireBytes][e] = contenthash.Of(mediaPreset, wire, m.img, contenthash.Mutants{WireBytes: true})
 		}
 	}
 	return pool
@@ -197,13 +194,13 @@ func fnv64(s string) uint64 {
 // MediaItem is one MediaItem of a publish: a pool image, its encoding on
 // the wire, its uuid (index into mediaUUIDs, 0: none) and its modality.
 type MediaItem struct {
-	Img, enc, Uuid, Modality uint8
+	Img, Enc, Uuid, Modality uint8 // indexes into MediaPool, mediaEncodings, MediaUUIDs; the modality
 }
 
 func (it MediaItem) String() string {
-	s := MediaPool[it.Img].name + "/" + mediaEncodings[it.enc]
+	s := MediaPool[it.Img].name + "/" + mediaEncodings[it.Enc]
 	if it.Uuid != 0 {
-		s += " uuid " + mediaUUIDs[it.Uuid][:8]
+		s += " uuid " + MediaUUIDs[it.Uuid][:8]
 	}
 	if it.Modality != ModalityImage {
 		s += " (" + ModalityNames[it.Modality] + ")"
@@ -211,34 +208,34 @@ func (it MediaItem) String() string {
 	return s
 }
 
-// mediaPlan is what one client publishes and asks: its items (n of them),
+// MediaPlan is what one client publishes and asks: its items (n of them),
 // whether its publish omits the content hashes (the engine's omit-hash
 // test hook), and the prompt of its consumes. n == 0 is a client without
 // media (the Driver's).
-type mediaPlan struct {
+type MediaPlan struct {
 	items    [2]MediaItem
 	N        uint8
 	OmitHash bool
-	prompt   uint8
+	Prompt   uint8 // the consumes' prompt (index into MediaPrompts)
 }
 
 // List returns the plan's items.
-func (p *mediaPlan) List() []MediaItem { return p.items[:p.N] }
+func (p *MediaPlan) List() []MediaItem { return p.items[:p.N] }
 
 // drawMedia draws a client's media from the media stream: one item (80%)
 // or two, each from the pool in one of the encodings; a publish without
 // content hashes (6%, whose items carry no uuid); a shared uuid on an item
 // (6%); a video or audio item (1%).
-func (w *World) drawMedia() mediaPlan {
+func (w *World) drawMedia() MediaPlan {
 	m := &w.Media
-	p := mediaPlan{N: 1, prompt: m.intN(len(mediaPrompts)), OmitHash: m.chance(0.15)}
+	p := MediaPlan{N: 1, Prompt: m.intN(len(MediaPrompts)), OmitHash: m.chance(0.15)}
 	if m.chance(0.2) {
 		p.N = 2
 	}
 	for i := range p.List() {
-		it := MediaItem{Img: m.intN(len(MediaPool)), enc: m.intN(len(mediaEncodings))}
+		it := MediaItem{Img: m.intN(len(MediaPool)), Enc: m.intN(len(mediaEncodings))}
 		if !p.OmitHash && m.chance(0.2) {
-			it.Uuid = 1 + m.intN(len(mediaUUIDs)-1)
+			it.Uuid = 1 + m.intN(len(MediaUUIDs)-1)
 		}
 		if m.chance(0.01) {
 			it.Modality = 1 + m.intN(2)
@@ -254,7 +251,7 @@ type PublishedMedia struct {
 	Entry  string
 	Items  []MediaItem
 	Hashes []string
-	buf    [2]string // hashes' backing array
+	Buf    [2]string // hashes' backing array
 }
 
 // MediaAnswer is one successful consume's answer, with what it was asked.
@@ -266,23 +263,23 @@ type MediaAnswer struct {
 	Prompt   uint8
 }
 
-// cacheKey is a prefix-cache key of one consumer incarnation: the
+// CacheKey is a prefix-cache key of one consumer incarnation: the
 // consumers' caches share one map (a new incarnation starts cold).
-type cacheKey struct {
-	consumer, inc int32
-	key           string
+type CacheKey struct {
+	Consumer, Inc int32  // the consumer incarnation
+	Key           string // lm's prefix key
 }
 
 // mediaWorld is the media state of one world: the stream, what was
 // published and answered (the checkers' input), the consumers' caches, and
 // the checkers' progress.
 type mediaWorld struct {
-	pcg       rand.PCG          // the media stream (a value: no allocation per run)
-	Published []*PublishedMedia // in publication order
-	arena     []PublishedMedia  // where published ones are allocated, a chunk at a time
-	Answers   []MediaAnswer     // in answer order
-	cache     map[cacheKey]uint64
-	Hits      int // answers the prefix caches gave
+	Pcg       rand.PCG            // the media stream (a value: no allocation per run)
+	Published []*PublishedMedia   // in publication order
+	arena     []PublishedMedia    // where published ones are allocated, a chunk at a time
+	Answers   []MediaAnswer       // in answer order
+	Cache     map[CacheKey]uint64 // the consumers' prefix caches: the answer by key
+	Hits      int                 // answers the prefix caches gave
 
 	// Checker state: how far each checker got, and what it saw: the first
 	// published item of each pixel class (1 + 2*index into published +
@@ -306,17 +303,17 @@ func (r ItemRef) String() string {
 }
 
 func newMediaWorld(seed uint64) mediaWorld {
-	return mediaWorld{pcg: *rand.NewPCG(seed, uint64(subMedia))}
+	return mediaWorld{Pcg: *rand.NewPCG(seed, uint64(subMedia))}
 }
 
 // intN draws from [0, n) (n <= 256) from the media stream.
-func (m *mediaWorld) intN(n int) uint8 { return uint8(m.pcg.Uint64() % uint64(n)) }
+func (m *mediaWorld) intN(n int) uint8 { return uint8(m.Pcg.Uint64() % uint64(n)) }
 
 // chance reports true with probability p, from the media stream.
-func (m *mediaWorld) chance(p float64) bool { return float64(m.pcg.Uint64()>>11)/(1<<53) < p }
+func (m *mediaWorld) chance(p float64) bool { return float64(m.Pcg.Uint64()>>11)/(1<<53) < p }
 
-// newPublished allocates one publishedMedia from the arena.
-func (m *mediaWorld) newPublished(chunk int) *PublishedMedia {
+// NewPublished allocates one publishedMedia from the arena.
+func (m *mediaWorld) NewPublished(chunk int) *PublishedMedia {
 	if len(m.arena) == cap(m.arena) {
 		m.arena = make([]PublishedMedia, 0, max(chunk, 8))
 	}
@@ -324,119 +321,12 @@ func (m *mediaWorld) newPublished(chunk int) *PublishedMedia {
 	return &m.arena[len(m.arena)-1]
 }
 
-// modalityError is the L-3 decision on a publish's items: "" when every
-// item is an image. The core decides (handoff.AdmitModality); its L-3
-// switch treats video and audio as images.
-func (w *World) modalityError(p *mediaPlan) string {
-	for i, it := range p.List() {
-		if it.Modality != ModalityImage {
-			why := fmt.Sprintf("L-3 item %d is %s: not served", i, ModalityNames[it.Modality])
-			if handoff.AdmitModality(fmt.Errorf("%w: %s", handoff.ErrModalityUnsupported, why), w.Decisions) != nil {
-				return why
-			}
-		}
-	}
-	return ""
-}
-
-// publishMedia records the items of entry id as the producer publishes
-// them, with the content hash it computes for each (none when the publish
-// omits them). The H-1 mutant hashes premultiplied pixels, the H-4 mutant
-// the wire bytes.
-func (w *World) publishMedia(rec *EntryRecord, p *mediaPlan) {
-	if p.N == 0 {
-		return
-	}
-	fn := hashContract // the pool's hashes under each contenthash.Of switch
-	switch d := w.Opts.Mutant.ContentHashDecisions(); {
-	case d.Premultiplied:
-		fn = hashPremultiplied
-	case d.WireBytes:
-		fn = hashWireBytes
-	}
-	pm := w.Media.newPublished(w.Set.Handoffs)
-	pm.Entry, pm.Items = rec.Id, p.List()
-	pm.Hashes = pm.buf[:p.N]
-	if !p.OmitHash {
-		for i, it := range pm.Items {
-			pm.Hashes[i] = MediaPool[it.Img].hashes[fn][it.enc]
-		}
-	}
-	if w.Media.Published == nil {
-		w.Media.Published = make([]*PublishedMedia, 0, w.Set.Handoffs)
-	}
-	rec.media = pm
-	w.Media.Published = append(w.Media.Published, pm)
-}
-
-// consumeMedia is the consumer's prefill of a successful consume of r's
-// entry: the prompt's token ids (one lm.ImageID marker per item first),
-// one identity per item, the prefix-cache key; a hit answers from the
-// cache, a miss from the received items' content.
-func (w *World) consumeMedia(c *consumerNode, r *recv) {
-	pm := w.Ledger.Get(r.entry).media
-	if pm == nil {
-		return
-	}
-	prompt := w.Clients[r.h].Plan.Media.prompt
-	var idBuf [8]uint32
-	var identityBuf [2]string
-	ids := idBuf[:0]
-	for range pm.Items {
-		ids = append(ids, lm.ImageID)
-	}
-	ids = append(ids, mediaPrompts[prompt]...)
-	identities := identityBuf[:len(pm.Items)]
-	for i, it := range pm.Items {
-		identities[i] = w.imageIdentity(it, pm.Hashes[i])
-	}
-	key := cacheKey{consumer: int32(c.Idx), inc: int32(c.Inc), key: w.prefixKey(ids, identities)}
-	if w.Media.cache == nil {
-		w.Media.cache = make(map[cacheKey]uint64, w.Set.Handoffs)
-		w.Media.Answers = make([]MediaAnswer, 0, w.Set.Handoffs)
-	}
-	ans, hit := w.Media.cache[key]
-	if hit {
-		w.Media.Hits++
-	} else {
-		ans = AnswerOf(prompt, pm.Items)
-		w.Media.cache[key] = ans
-	}
-	w.Media.Answers = append(w.Media.Answers, MediaAnswer{Pm: pm, Consumer: int32(c.Idx), Inc: int32(c.Inc), Prompt: prompt, Answer: ans})
-	if w.Tracing {
-		if w.Tracing {
-			w.Notef("PD%d answered %s (prefix cache hit %v)", c.Idx, Short(r.entry), hit)
-		}
-	}
-}
-
-// imageIdentity is the identity the consumer keys an item by: its content
-// hash (lm.ImageIdentity, whose H-5 switch keys an item that has a uuid by
-// the uuid), or a fresh random identity when it has none (H-2).
-func (w *World) imageIdentity(it MediaItem, hash string) string {
-	if id := lm.ImageIdentity(mediaUUIDs[it.Uuid], hash, w.Opts.Mutant.ModelDecisions()); id != "" {
-		return id
-	}
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], w.Media.pcg.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], w.Media.pcg.Uint64())
-	return lm.FreshIdentityPrefix + hex.EncodeToString(b[:])
-}
-
-// prefixKey is the consumer's prefix-cache key: lm.PrefixKeyWith under the
-// model switches the mutant sets (lm.DefaultPrefixKey without; the B-2
-// mutant keys by the token ids alone, the H-2 mutant leaves the fresh
-// identities out).
-func (w *World) prefixKey(ids []uint32, identities []string) string {
-	return lm.PrefixKeyWith(ids, identities, w.Opts.Mutant.ModelDecisions())
-}
-
 // AnswerOf is the answer to prompt over items' decoded content: the
 // stand-in for the baseline's tokens (different content, different answer).
 func AnswerOf(prompt uint8, items []MediaItem) uint64 {
 	a := mix64(uint64(prompt)<<8 | uint64(len(items)))
 	for _, it := range items {
-		a = mix64(a ^ MediaPool[it.Img].digest)
+		a = mix64(a ^ MediaPool[it.Img].Digest)
 	}
 	return a
 }

@@ -88,19 +88,19 @@ func nodeEventName(k eventKind) string {
 // initNodes sets up the node state of a new world (newWorld).
 func (w *World) initNodes() {
 	w.Nodes.Rng = w.rngs[6].seed(w.seed, subNodes)
-	w.Nodes.hookSend = w.Set.eppd() || (w.Faults.enabled[SitePartition] && w.Set.Backend == BackendTransfer)
+	w.Nodes.hookSend = w.Set.eppd() || (w.Faults.Enabled[SitePartition] && w.Set.Backend == BackendTransfer)
 }
 
 // StartNodes builds the D nodes and schedules the partition ticks (start).
 func (w *World) StartNodes() {
-	if w.Faults.enabled[SitePartition] && w.Set.Backend == BackendTransfer {
+	if w.Faults.Enabled[SitePartition] && w.Set.Backend == BackendTransfer {
 		w.Nodes.CutUntil = make([]int64, len(w.Cons))
 		w.Nodes.HookArrival = true
 		for i := range w.Cons {
 			w.Schedule(Between(w.Nodes.Rng, 1, max(1, w.Set.PartitionPeriodMs)), ConsumerStep{Consumer: int32(i)}.Event(EvPartitionTick))
 		}
 	}
-	if w.Faults.enabled[SiteProducerCrash] {
+	if w.Faults.Enabled[SiteProducerCrash] {
 		w.Schedule(Between(w.Nodes.Rng, 100, 800), Event{Kind: EvProducerChaos})
 	}
 	if w.Set.eppd() {

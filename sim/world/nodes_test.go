@@ -257,13 +257,13 @@ func TestSlowFsyncRaces(t *testing.T) {
 			w.Steps++
 			if e := EncodeDoneOf(ev); ev.Kind == EvEncodeDone && e.Resumed && !w.Nodes.ProdDown && w.Prod.Table.State(e.Entry) != 0 {
 				c := w.Clients[e.Client]
-				if c.streamCancelled(e.Rpc) {
+				if c.StreamCancelled(e.Rpc) {
 					cancelled++
 				}
 				if w.Prod.Health.Draining() {
 					draining++
 				}
-				if e.StartedMs+w.Prod.Table.TTL(c.Plan.ttlMs) <= w.Now {
+				if e.StartedMs+w.Prod.Table.TTL(c.Plan.TTLMs) <= w.Now {
 					expired++
 				}
 			}

@@ -12,9 +12,9 @@ import (
 // step (N-2: what it records in Nodes.N2 sim/checks' checkNoEncoderOnDecode
 // reports) and the producer's exit from its drain (S-2).
 
-// checkLanding is checkReceiveBuffers' Q-1 check at the moment a WRITE
+// CheckLanding is checkReceiveBuffers' Q-1 check at the moment a WRITE
 // lands.
-func (w *World) checkLanding(wr *Write, b *buffer) {
+func (w *World) CheckLanding(wr *Write, b *buffer) {
 	if err := BufferHeld(wr, b); err != nil {
 		w.Failf(Correctness, "Q-1", "WRITE landed: %s", err)
 	}
@@ -23,15 +23,15 @@ func (w *World) checkLanding(wr *Write, b *buffer) {
 // BufferHeld says what is wrong when wr may land in b.
 func BufferHeld(wr *Write, b *buffer) error {
 	switch {
-	case b.Quarantined && b.Owner == wr.recv:
+	case b.Quarantined && b.Owner == wr.Recv:
 		return nil
-	case b.Owner == wr.recv:
+	case b.Owner == wr.Recv:
 		return nil
 	case b.Owner == 0:
 		return fmt.Errorf("PD%d freed buffer %d while WRITE #%d of %s may still land in it", wr.C, wr.Buf, wr.Num, Short(wr.Entry))
 	default:
 		return fmt.Errorf("PD%d reused buffer %d for receive %d while WRITE #%d of %s for receive %d may still land in it",
-			wr.C, wr.Buf, b.Owner, wr.Num, Short(wr.Entry), wr.recv)
+			wr.C, wr.Buf, b.Owner, wr.Num, Short(wr.Entry), wr.Recv)
 	}
 }
 
@@ -75,10 +75,10 @@ func (w *World) CheckEncoderUntouched(before encoderState, ev Event) {
 	}
 }
 
-// checkStopped: S-2, when the producer is about to exit its drain: every
+// CheckStopped: S-2, when the producer is about to exit its drain: every
 // cleanup task it started has finished (no removal pending, no publish
 // between Reserve and its end). Called by stopProducer.
-func checkStopped(w *World) error {
+func CheckStopped(w *World) error {
 	p := w.Prod
 	if p.Cleanups > 0 || p.Table.PendingRemovals() > 0 || p.Publishing > 0 {
 		return fmt.Errorf("producer exits its drain with %d cleanup task(s) running, %d removal(s) pending and %d publish(es) in flight",

@@ -8,7 +8,7 @@ import (
 // (engine/consumer quarantine.go and the engine's gRPC layer), never because time passed:
 //
 //   - a consumer's quarantined receive buffer: its registration was revoked
-//     with the consumer's xfer agent at the quarantine (quarantineReceive);
+//     with the consumer's xfer agent at the quarantine (sim/nodes' quarantineReceive);
 //     the revocation's done channel closes once no WRITE is in flight into
 //     it and none can land (xfer ends the WRITEs it accepted before at the
 //     network's Deliver, Cut or Complete, or when their initiator closes);
@@ -28,7 +28,7 @@ import (
 //     no goroutine, no timer;
 //   - the producer's quarantined source: its WRITE request ended (the
 //     network's Complete) and E released it (completeWrite), in
-//     writeComplete.
+//     sim/nodes' writeComplete.
 //
 // On the proof the core decides (handoff.EndsOnProof): the driver ends the
 // quarantine in the core's table (ConsumerReceives.EndQuarantine; the
@@ -39,40 +39,16 @@ import (
 // it: the buffer or source is marked proved, and check_proof.go's end
 // check finds it still held at the end of a converged run.
 
-// ctrlConn is one control connection of a consumer incarnation to one E
+// CtrlConn is one control connection of a consumer incarnation to one E
 // process: the engine's cached producer client (its gRPC layer's peers.go),
 // over which the consumer's TransferEncoderCache requests go.
-type ctrlConn struct {
-	to   *producerNode
-	cons *consumerNode
-	inc  int64 // the consumer incarnation that dialled it
+type CtrlConn struct {
+	To   *producerNode // the E process it goes to
+	Cons *ConsumerNode // the consumer that dialled it
+	Inc  int64         // the consumer incarnation that dialled it
 	// Retired: the consumer took it out of use after a request it carried
-	// ended uncertain (retireCarrier); it is closed once no call uses it.
+	// ended uncertain (sim/nodes' retireCarrier); it is closed once no call uses it.
 	Retired bool
-}
-
-// ctrlConnFor returns the connection consumer c sends its next request to
-// E over: its cached one, or a fresh one when it has none to this E
-// process or retired it (the next call dials afresh).
-func (w *World) ctrlConnFor(c *consumerNode) *ctrlConn {
-	if cc := c.conn; cc != nil && cc.to == w.Prod && cc.inc == c.Inc && !cc.Retired {
-		return cc
-	}
-	c.conn = &ctrlConn{to: w.Prod, cons: c, inc: c.Inc}
-	return c.conn
-}
-
-// retireCarrier retires the connection that carried a request whose
-// outcome is uncertain (the quarantine's carrier): nothing new goes over
-// it, and it closes with its last use (carrierClosed).
-func (w *World) retireCarrier(cc *ctrlConn) {
-	if cc == nil || cc.Retired {
-		return
-	}
-	cc.Retired = true
-	if w.Tracing && w.CarrierClosed(cc) {
-		w.Notef("Q-6 PD%d closed the connection that carried the uncertain request", cc.cons.Idx)
-	}
 }
 
 // CarrierClosed reports whether connection cc can carry nothing more: E's
@@ -80,12 +56,12 @@ func (w *World) retireCarrier(cc *ctrlConn) {
 // incarnation that dialled it is gone, or the consumer retired it and no
 // TransferEncoderCache call of the consumer is outstanding on it (closed
 // with its last use).
-func (w *World) CarrierClosed(cc *ctrlConn) bool {
-	if cc.to != w.Prod || w.Nodes.ProdDown || cc.to.Stopped {
+func (w *World) CarrierClosed(cc *CtrlConn) bool {
+	if cc.To != w.Prod || w.Nodes.ProdDown || cc.To.Stopped {
 		return true
 	}
-	c := cc.cons
-	if !c.Up || c.Inc != cc.inc {
+	c := cc.Cons
+	if !c.Up || c.Inc != cc.Inc {
 		return true
 	}
 	return cc.Retired && w.CarrierIdle(cc) // closed with its last use
@@ -93,9 +69,9 @@ func (w *World) CarrierClosed(cc *ctrlConn) bool {
 
 // CarrierIdle reports whether no TransferEncoderCache call of cc's
 // consumer is outstanding on connection cc.
-func (w *World) CarrierIdle(cc *ctrlConn) bool {
-	for _, r := range cc.cons.Recvs {
-		if r.buf >= 0 && w.Xreqs[r.num-1].Carrier == cc {
+func (w *World) CarrierIdle(cc *CtrlConn) bool {
+	for _, r := range cc.Cons.Recvs {
+		if r.Buf >= 0 && w.Xreqs[r.Num-1].Carrier == cc {
 			return false
 		}
 	}
@@ -123,19 +99,19 @@ func (w *World) endProvedQuarantines() {
 			}
 		}
 	}
-	w.xf.proofWaits = waits
+	w.Xf.ProofWaits = waits
 }
 
 // ReceiveProved reports whether a consumer quarantine's Q-6 proof came:
 // the revocation is done and the connection that carried its request
 // (carrier) is closed, so nothing can carry its transfer any more.
-func (w *World) ReceiveProved(revoked <-chan struct{}, carrier *ctrlConn) bool {
+func (w *World) ReceiveProved(revoked <-chan struct{}, carrier *CtrlConn) bool {
 	return Closed(revoked) && w.CarrierClosed(carrier)
 }
 
 // quarantineProved: the Q-6 proof of consumer c's quarantined buffer i
 // came; the core decides whether the quarantine ends.
-func (w *World) quarantineProved(c *consumerNode, i int) {
+func (w *World) quarantineProved(c *ConsumerNode, i int) {
 	b := &c.Bufs[i]
 	key := w.Xreqs[b.Owner-1].Key
 	if !handoff.EndsOnProof(w.Decisions) {
@@ -152,45 +128,6 @@ func (w *World) quarantineProved(c *consumerNode, i int) {
 	w.Reach(stQuarantineEndedByProof)
 	if w.Tracing {
 		w.Notef("Q-6 %s: revocation of buffer %d done and the connection that carried its request closed; quarantine ended, buffer freed (%d quarantined left)", key, i, left)
-	}
-}
-
-// quarantineSource records a source quarantine FailTransfer decided
-// (QuarantineSourceUntilWriteEnds, or the Q-3 mutant's early free with
-// the same Health): it lasts until wr's request ended and was released.
-func (w *World) quarantineSource(wr *Write) {
-	if w.Prod.Quarantines == nil {
-		w.Prod.Quarantines = map[string]*Write{}
-	}
-	w.Prod.Quarantines[wr.Entry] = wr
-	w.Prod.Qver++
-}
-
-// writeEndedProof: E completed and released wr's request (the Q-6 proof
-// of its source's quarantine, if any): the core decides whether the
-// quarantine ends; it then frees the source and recovers Health once no
-// source is quarantined any more.
-func (w *World) writeEndedProof(wr *Write) {
-	p := w.Prod
-	if p.Quarantines[wr.Entry] != wr || wr.agent != p.agent || w.Nodes.ProdDown || p.Stopped {
-		return
-	}
-	if !handoff.EndsOnProof(w.Decisions) {
-		wr.proved = true // the Q-6 mutant: kept for the life of the process
-		if w.Tracing {
-			w.Notef("Q-6 WRITE #%d ended and released; source of %s kept quarantined", wr.Num, Short(wr.Entry))
-		}
-		return
-	}
-	delete(p.Quarantines, wr.Entry)
-	p.Qver++
-	if w.Sources[wr.Entry] == SourceQuarantined || w.xf.srcRegs[wr.Entry] != nil {
-		w.freeSource(wr.Entry)
-	}
-	p.Health.QuarantineEnded(len(p.Quarantines))
-	w.Reach(stSourceQuarantineEndedByProof)
-	if w.Tracing {
-		w.Notef("Q-6 WRITE #%d ended and released; quarantine of the source of %s ended, source freed (%d quarantined left)", wr.Num, Short(wr.Entry), len(p.Quarantines))
 	}
 }
 

@@ -5,15 +5,15 @@ type eventKind uint8
 
 // Event kinds. Names in eventNames are what the trace and -v print.
 const (
-	evClientStart eventKind = iota + 1
+	EvClientStart eventKind = iota + 1 // a client starts: its publish call (ClientCall)
 	EvClientDeadline
-	evClientCancel
+	EvClientCancel // a client cancels its current call (ClientCall)
 	EvPublishArrive
 	EvEncodeDone
 	EvReadyArrive
 	EvPublishFailArrive
-	evConsumeArrive
-	evClaimRead
+	EvConsumeArrive // a consume reaches a consumer (consumeRequest)
+	EvClaimRead     // a shared-directory Claim returned (RecvTimer)
 	EvConsumeReplyArrive
 	EvReleaseArrive
 	EvReleaseReplyArrive
@@ -23,7 +23,7 @@ const (
 	EvWriteComplete
 	EvWriteDeadline
 	EvTransferReply
-	evTransferTimeout
+	EvTransferTimeout // a consumer's transfer deadline passed (RecvTimer)
 	EvCollect
 	EvChaos
 	EvCrash
@@ -37,13 +37,13 @@ const (
 )
 
 var eventNames = [numEventKinds]string{
-	evClientStart: "client-start", EvClientDeadline: "client-deadline", evClientCancel: "client-cancel",
+	EvClientStart: "client-start", EvClientDeadline: "client-deadline", EvClientCancel: "client-cancel",
 	EvPublishArrive: "publish-arrive", EvEncodeDone: "encode-done", EvReadyArrive: "ready-arrive",
-	EvPublishFailArrive: "publish-fail-arrive", evConsumeArrive: "consume-arrive", evClaimRead: "claim-read",
+	EvPublishFailArrive: "publish-fail-arrive", EvConsumeArrive: "consume-arrive", EvClaimRead: "claim-read",
 	EvConsumeReplyArrive: "consume-reply-arrive", EvReleaseArrive: "release-arrive",
 	EvReleaseReplyArrive: "release-reply-arrive", EvRemoveDone: "remove-done",
 	EvTransferArrive: "transfer-arrive", EvWriteLand: "write-land", EvWriteComplete: "write-complete",
-	EvWriteDeadline: "write-deadline", EvTransferReply: "transfer-reply", evTransferTimeout: "transfer-timeout",
+	EvWriteDeadline: "write-deadline", EvTransferReply: "transfer-reply", EvTransferTimeout: "transfer-timeout",
 	EvCollect: "collect", EvChaos: "chaos", EvCrash: "crash", EvRestart: "restart", EvShutdown: "shutdown",
 	EvDrainTick: "drain-tick", evHeal: "heal", evEndCheck: "end-check", EvProducerConsume: "producer-consume",
 }

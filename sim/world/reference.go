@@ -8,18 +8,18 @@ import (
 	"github.com/baton-dev/baton/engine/handoff"
 )
 
-// refForm is how a presented reference differs from the one its producer
+// RefForm is how a presented reference differs from the one its producer
 // sealed into EncoderReady. A client holds the sealed reference; the probes
 // of its plan present altered copies, as the conformance harness does
 // (CONTRACT SU-4, SU-5, L-1, N-1). The world carries the form, not the
 // bytes: the reference's fields and tag follow from the entry's ledger
 // record, and every node hands them to the core's admission
 // (handoff.AdmitConsume, handoff.AdmitTransfer), which decides.
-type refForm uint8
+type RefForm uint8
 
 const (
 	// FormIssued is the sealed reference, unchanged.
-	FormIssued refForm = iota
+	FormIssued RefForm = iota
 	// formForged names the same entry with a tag the producer never computed (SU-5).
 	formForged
 	// FormOversize is the sealed reference with bytes appended past
@@ -32,7 +32,8 @@ const (
 
 var refFormNames = [...]string{FormIssued: "issued", formForged: "forged", FormOversize: "oversize", formRelabelled: "relabelled"}
 
-func (f refForm) String() string { return refFormNames[f] }
+// String names the form as the trace and failures print it.
+func (f RefForm) String() string { return refFormNames[f] }
 
 // unlistedBackend is the backend of a relabelled reference: no node lists it.
 const unlistedBackend = "baton-sim-unlisted"
@@ -45,8 +46,8 @@ const sealedRefBytes = 200
 // shape is symbolic, the tag covers it).
 var refItems = []handoff.ItemMeta{{Rows: 1, Cols: 1}}
 
-// opaqueBytes is the length of the presented opaque state.
-func (f refForm) opaqueBytes() int {
+// OpaqueBytes is the length of the presented opaque state.
+func (f RefForm) OpaqueBytes() int {
 	if f == FormOversize {
 		return handoff.MaxOpaqueStateBytes + 1
 	}
@@ -54,7 +55,7 @@ func (f refForm) opaqueBytes() int {
 }
 
 // backend is the backend field the presented reference carries.
-func (w *World) refBackend(f refForm) string {
+func (w *World) refBackend(f RefForm) string {
 	if f == formRelabelled {
 		return unlistedBackend
 	}
@@ -65,7 +66,7 @@ func (w *World) refBackend(f refForm) string {
 // Its tag is only computed for a form whose tag is not the sealed one's
 // (a sealed reference verifies: engine/handoff's Seal/Verify pair), so the
 // common path costs no HMAC.
-func (w *World) presented(rec *EntryRecord, f refForm) handoff.Reference {
+func (w *World) presented(rec *EntryRecord, f RefForm) handoff.Reference {
 	ref := handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.Prod.InstanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
 	switch f {
 	case formForged:
@@ -92,121 +93,46 @@ func (w *World) sealedTag(rec *EntryRecord) string {
 	return rec.sealedTag
 }
 
-// verifyTag is the SU-5 tag check (handoff.Reference.Verify under the
+// VerifyTag is the SU-5 tag check (handoff.Reference.Verify under the
 // producer's key) of rec's reference in form f. An oversize form only
 // gets here past a missing L-1 bound (the no-reference-limit mutant),
 // whose reader, like a JSON decoder, skips the appended whitespace: what
 // is left is the sealed reference.
-func (w *World) verifyTag(rec *EntryRecord, f refForm) error {
+func (w *World) VerifyTag(rec *EntryRecord, f RefForm) error {
 	if f == FormIssued || f == FormOversize {
 		return nil // the sealed fields and tag: Verify accepts what Seal made
 	}
 	return w.presented(rec, f).Verify(w.Prod.key)
 }
 
-// consumerCheckRef is a consumer's admission of the presented reference:
-// the core's handoff.AdmitConsume (engine/handoff/admit.go) decides it and
-// its order (L-1 size, SU-4 malformed: every form parses, N-1 backend,
-// then SU-5: the tag on the shared directory; over a transfer backend the
-// producer verifies its own tag and the consumer checks the ids). The
-// world supplies its form of the reference and the core's switches the
-// mutant sets (handoff.Mutants: NoReferenceLimit, AnyBackend,
-// UnsignedReferences, RejectedReferenceClaims, whose claim of a rejected
-// reference's entry claimAndDiscard carries out).
-func (w *World) consumerCheckRef(c *consumerNode, rec *EntryRecord, f refForm, h int32, rpc int64) error {
-	a := &w.admit
-	if a.adm.Parse == nil {
-		a.bind(w)
-	}
-	a.c, a.rec, a.f, a.h, a.rpc = c, rec, f, h, rpc
-	adm := a.adm
-	adm.OpaqueBytes = f.opaqueBytes()
-	_, err := handoff.AdmitConsume(adm)
-	a.c, a.rec = nil, nil
-	return err
+// ConsumeAdmission is sim/nodes' consumerCheckRef's
+// handoff.ConsumeAdmission with its callbacks made once per world (a
+// consume made five closures and a slice each time, issue #16); they read
+// the presented reference from the fields (the consumer C, the entry Rec,
+// the form F, the call H, Rpc), which consumerCheckRef sets before each
+// admission.
+type ConsumeAdmission struct {
+	Adm handoff.ConsumeAdmission // the admission, its callbacks bound
+	C   *ConsumerNode            // the admitting consumer
+	Rec *EntryRecord             // the entry the reference names
+	F   RefForm                  // the form presented
+	H   int32                    // the calling client
+	Rpc int64                    // its call number
 }
 
-// consumeAdmission is consumerCheckRef's handoff.ConsumeAdmission with its
-// callbacks made once per world (a consume made five closures and a slice
-// each time, issue #16); they read the presented reference from the
-// fields, which consumerCheckRef sets before each admission.
-type consumeAdmission struct {
-	adm handoff.ConsumeAdmission
-	c   *consumerNode
-	rec *EntryRecord
-	f   refForm
-	h   int32
-	rpc int64
-}
-
-func (a *consumeAdmission) bind(w *World) {
-	a.adm = handoff.ConsumeAdmission{
-		Parse:    func() (handoff.Reference, error) { return w.parsed(a.rec, a.f), nil },
-		Accepts:  func(b string) bool { return b == w.Set.Backend },
-		Accepted: []string{w.Set.Backend},
-		Transfer: func(b string) bool { return b == BackendTransfer },
-		Verify:   func(handoff.Reference) error { return w.verifyTag(a.rec, a.f) },
-		Mutants:  w.Decisions,
-		Discard:  func(handoff.Reference, bool) { w.claimAndDiscard(a.c, a.rec, a.h, a.rpc, a.f) },
-	}
-}
-
-// parsed is the reference a node decodes from rec's reference in form f,
+// Parsed is the reference a node decodes from rec's reference in form f,
 // without its tag (verifyTag checks that, computing it only where the form
 // needs it).
-func (w *World) parsed(rec *EntryRecord, f refForm) handoff.Reference {
+func (w *World) Parsed(rec *EntryRecord, f RefForm) handoff.Reference {
 	return handoff.Reference{Backend: w.refBackend(f), ProducerInstanceID: w.Prod.InstanceID, EntryID: rec.Id, ExpiresUnixMs: rec.ExpiresMs, Items: refItems}
 }
 
-// claimAndDiscard carries out handoff.Mutants.RejectedReferenceClaims (the
-// SU-4 mutant): it claims the named entry by rename and throws it away.
-func (w *World) claimAndDiscard(c *consumerNode, rec *EntryRecord, h int32, rpc int64, f refForm) {
-	if w.Set.Backend != BackendSharedDir {
-		return
-	}
-	if w.Sd.claim(w.Sd.Cons[c.Idx], c.Idx, rec, false) == claimWon {
-		w.took(rec, fmt.Sprintf("discard/%d/%d", h, rpc), h, rpc, f)
-		if w.Tracing {
-			w.Notef("claimed and discarded %s for a rejected reference", Short(rec.Id))
-		}
-	}
-}
-
-// producerCheckRef is the producer's admission of a TransferEncoderCache
-// call up to the claim: the core's handoff.AdmitTransfer decides it and
-// its order (L-1, the backend: SU-4 for another backend sent to
-// TransferEncoderCache, the SU-5 instance and tag, SU-2 expired), after
-// the producer's health (S-2, X-1, Q-4: UNAVAILABLE), as the engine's
-// TransferEncoderCache. The world has no consumer agent or targets to
-// check. Each rejection is a pre-write one; an ErrSpentReference
-// means the reference expired.
-func (w *World) producerCheckRef(rec *EntryRecord, f refForm) error {
-	_, err := handoff.AdmitTransfer(handoff.TransferAdmission{
-		Health:      w.Prod.Health.Admit,
-		OpaqueBytes: f.opaqueBytes(),
-		Parse:       func() (handoff.Reference, error) { return w.parsed(rec, f), nil },
-		Serves:      []string{BackendTransfer},
-		Self:        w.Prod.InstanceID,
-		Verify:      func(handoff.Reference) error { return w.verifyTag(rec, f) },
-		NowUnixMs:   w.Now,
-	})
-	return err
-}
-
-// took records that a call's presented reference got rec's data (a won
-// rename, a read, a landed WRITE): the ground truth the SU-1, SU-4 and SU-5
-// checks judge.
-func (w *World) took(rec *EntryRecord, key string, h int32, rpc int64, f refForm) {
-	rec.Consumptions = append(rec.Consumptions, key)
-	w.Ledger.Takes = append(w.Ledger.Takes, take{Rec: rec, Key: key, Call: CallKey{h, rpc}, Form: f})
-}
-
-// take is one consumption as the reference checks see it.
-type take struct {
+// Take is one consumption as the reference checks see it.
+type Take struct {
 	Rec  *EntryRecord
 	Key  string
 	Call CallKey
-	Form refForm
+	Form RefForm // the form of the reference presented
 }
 
 // CallKey is a client call: client index and call number (0: a racing call).

@@ -118,9 +118,9 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return err
 		}
 		payload, _ := num("payload", sc.W.Set.PayloadBytesMax)
-		c := &Client{Idx: int(h), Plan: plan{payloadBytes: payload, ttlMs: ttl}}
+		c := &Client{Idx: int(h), Plan: plan{PayloadBytes: payload, TTLMs: ttl}}
 		sc.W.Clients = append(sc.W.Clients, c)
-		sc.W.call(c, stagePublishing, MsgRequest, Event{Kind: EvPublishArrive})
+		sc.W.Call(c, StagePublishing, MsgRequest, Event{Kind: EvPublishArrive})
 		fmt.Fprintf(b, "client %d: publish sent\n", c.Idx)
 	case "claim":
 		c, err := clientArg()
@@ -146,7 +146,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return fmt.Errorf("client %d has no reference", c.Idx)
 		}
 		c.Done = false
-		sc.W.call(c, stageReleasing, MsgRelease, releaseRequest{entry: c.entry}.event())
+		sc.W.Call(c, stageReleasing, MsgRelease, releaseRequest{Entry: c.entry}.event())
 		fmt.Fprintf(b, "client %d: release of %s sent\n", c.Idx, Short(c.entry))
 	case "cancel":
 		c, err := clientArg()
@@ -154,7 +154,7 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 			return err
 		}
 		sc.W.note = ""
-		sc.W.clientCancel(ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}.Event(evClientCancel))
+		sc.W.RunNow(ClientCall{Client: int32(c.Idx), Rpc: c.Rpc}.Event(EvClientCancel))
 		fmt.Fprintf(b, "client %d: cancelled", c.Idx)
 		if sc.W.note != "" {
 			fmt.Fprintf(b, ": %s", sc.W.note)
@@ -167,10 +167,10 @@ func (sc *Scenario) do(b *strings.Builder, cmd string, args map[string]string) e
 		}
 		sc.W.note = ""
 		if cmd == "crash" {
-			sc.W.runNow(ConsumerStep{Consumer: int32(pd)}.Event(EvCrash))
+			sc.W.RunNow(ConsumerStep{Consumer: int32(pd)}.Event(EvCrash))
 			sc.dropKind(EvRestart) // the script decides when it comes back
 		} else {
-			sc.W.runNow(ConsumerStep{Consumer: int32(pd), Inc: sc.W.Cons[pd].Inc}.Event(EvRestart))
+			sc.W.RunNow(ConsumerStep{Consumer: int32(pd), Inc: sc.W.Cons[pd].Inc}.Event(EvRestart))
 		}
 		fmt.Fprintf(b, "%s\n", sc.W.note)
 		sc.W.CheckStep()
@@ -456,7 +456,7 @@ func (sc *Scenario) describe(b *strings.Builder) {
 		if rec.RemovedCause != "" {
 			facts = append(facts, rec.RemovedCause)
 		}
-		if rec.quarantined {
+		if rec.Quarantined {
 			facts = append(facts, "source quarantined")
 		}
 		table := "left the table"

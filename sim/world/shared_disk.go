@@ -48,8 +48,8 @@ import (
 // die inside its Claim after the rename won (the claimed file is an
 // orphan), and E inside a Write's fsync.
 
-// cacheRoot is the shared root directory on the simulated host.
-const cacheRoot = "/var/cache/baton"
+// CacheRoot is the shared root directory on the simulated host.
+const CacheRoot = "/var/cache/baton"
 
 // subSharedDisk is the stream of shareddir's randomness (keys, temp and
 // claimed name suffixes) and of the backend's interleaving draws.
@@ -59,11 +59,11 @@ const subSharedDisk subsystem = 0x165667b19e3779f9
 type sharedDisk struct {
 	w    *World
 	Disk *simfs.Disk
-	rng  *rand.Rand
+	Rng  *rand.Rand // the shared disk's stream (crashes inside a Claim)
 	rand rngReader
-	// prod is E's current process and dir its instance (nil: transfer backend).
-	prod *simfs.Proc
-	dir  *shareddir.Dir
+	// Prod is E's current process and Dir its instance (nil: transfer backend).
+	Prod *simfs.Proc
+	Dir  *shareddir.Dir
 	// Cons is each consumer's current process.
 	Cons []*simfs.Proc
 	// Slow lists the entries whose slow write is in flight (sim/nodes/fsync.go).
@@ -120,8 +120,8 @@ func (g rngReader) Read(b []byte) (int, error) {
 
 func newSharedDisk(w *World) *sharedDisk {
 	sd := &sharedDisk{w: w, Slow: map[string]bool{}, early: map[string]bool{}, interleave: true}
-	sd.rng = sd.rngCell.seed(w.seed, subSharedDisk)
-	sd.rand = rngReader{sd.rng}
+	sd.Rng = sd.rngCell.seed(w.seed, subSharedDisk)
+	sd.rand = rngReader{sd.Rng}
 	sd.Disk = simfs.NewDisk(func() int64 { return w.Now })
 	sd.Disk.Hook = sd.hook
 	return sd
@@ -154,7 +154,7 @@ func (sd *sharedDisk) hook(p *simfs.Proc, op simfs.Op, path string) error {
 
 // EntryPath is where instance published entry id.
 func EntryPath(instance, id string) string {
-	return filepath.Join(cacheRoot, instance, id+".safetensors")
+	return filepath.Join(CacheRoot, instance, id+".safetensors")
 }
 
 // published reports whether rec's entry file is in place (the world's look,
@@ -172,17 +172,17 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 	}
 	var before []string // what the sweep may remove, listed only for the trace
 	if sd.w.Tracing {
-		before = sd.Disk.Files(cacheRoot)
+		before = sd.Disk.Files(CacheRoot)
 	}
-	sd.prod = sd.Disk.Proc("E/" + p.InstanceID)
-	dir, swept, err := shareddir.StartProducer(sd.prod, cacheRoot, p.InstanceID, sd.rand, sd.w.Now, false)
+	sd.Prod = sd.Disk.Proc("E/" + p.InstanceID)
+	dir, swept, err := shareddir.StartProducer(sd.Prod, CacheRoot, p.InstanceID, sd.rand, sd.w.Now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: StartProducer: %v", err))
 	}
 	if swept.Err != nil {
 		panic(fmt.Sprintf("sim: SweepDeadInstances: %v", swept.Err))
 	}
-	sd.dir = dir
+	sd.Dir = dir
 	if sd.w.Tracing {
 		for _, f := range before {
 			if !sd.Disk.Exists(f) {
@@ -194,7 +194,7 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 
 // short is path relative to the root, with instance ids abbreviated.
 func (sd *sharedDisk) short(path string) string {
-	rel, _ := filepath.Rel(cacheRoot, path)
+	rel, _ := filepath.Rel(CacheRoot, path)
 	inst, rest, _ := strings.Cut(rel, "/")
 	return Short(inst) + "/" + rest
 }
@@ -208,16 +208,16 @@ func entryTensors(h int) []shareddir.Tensor {
 // Publish writes rec's entry with Dir.Write (no fault: the faults are
 // decided before).
 func (sd *sharedDisk) Publish(rec *EntryRecord) {
-	if _, err := sd.dir.Write(rec.Id, entryTensors(rec.H), nil); err != nil {
+	if _, err := sd.Dir.Write(rec.Id, entryTensors(rec.H), nil); err != nil {
 		panic(fmt.Sprintf("sim: Write of %s: %v", rec.Id, err))
 	}
 }
 
-// writeENOSPC runs rec's Dir.Write with ENOSPC injected into its write:
+// WriteENOSPC runs rec's Dir.Write with ENOSPC injected into its write:
 // it must fail with ENOSPC and leave nothing (L-5).
-func (sd *sharedDisk) writeENOSPC(rec *EntryRecord) {
-	sd.inj = injection{proc: sd.prod, op: simfs.OpWrite, err: syscall.ENOSPC}
-	_, err := sd.dir.Write(rec.Id, entryTensors(rec.H), nil)
+func (sd *sharedDisk) WriteENOSPC(rec *EntryRecord) {
+	sd.inj = injection{proc: sd.Prod, op: simfs.OpWrite, err: syscall.ENOSPC}
+	_, err := sd.Dir.Write(rec.Id, entryTensors(rec.H), nil)
 	sd.inj = injection{}
 	if !errors.Is(err, syscall.ENOSPC) {
 		panic(fmt.Sprintf("sim: Write of %s with ENOSPC: %v", rec.Id, err))
@@ -229,7 +229,7 @@ func (sd *sharedDisk) writeENOSPC(rec *EntryRecord) {
 
 // crashInWrite runs id's Dir.Write up to its fsync and kills E there.
 func (sd *sharedDisk) crashInWrite(id string, h int) {
-	sd.inj = injection{proc: sd.prod, op: simfs.OpSync, crash: true}
+	sd.inj = injection{proc: sd.Prod, op: simfs.OpSync, crash: true}
 	defer func() {
 		sd.inj = injection{}
 		if p := recover(); p != nil {
@@ -238,16 +238,16 @@ func (sd *sharedDisk) crashInWrite(id string, h int) {
 			}
 		}
 	}()
-	sd.dir.Write(id, entryTensors(h), nil)
+	sd.Dir.Write(id, entryTensors(h), nil)
 }
 
-// remove is E's Dir.Remove of id; with fail, the rename fails with EIO
+// Remove is E's Dir.Remove of id; with fail, the rename fails with EIO
 // ErrCleanup and the entry stays.
-func (sd *sharedDisk) remove(id string, fail bool) bool {
+func (sd *sharedDisk) Remove(id string, fail bool) bool {
 	if fail {
-		sd.inj = injection{proc: sd.prod, op: simfs.OpRename, err: syscall.EIO}
+		sd.inj = injection{proc: sd.Prod, op: simfs.OpRename, err: syscall.EIO}
 	}
-	removed, err := sd.dir.Remove(id)
+	removed, err := sd.Dir.Remove(id)
 	sd.inj = injection{}
 	switch {
 	case fail && (removed || !errors.Is(err, shareddir.ErrCleanup)):
@@ -262,18 +262,18 @@ func (sd *sharedDisk) remove(id string, fail bool) bool {
 type claimOutcome int
 
 const (
-	claimWon claimOutcome = iota + 1
+	ClaimWon claimOutcome = iota + 1 // the Claim's rename won: the entry is the caller's
 	claimLost
-	// claimCrashed: the process died inside the Claim after its rename:
+	// ClaimCrashed: the process died inside the Claim after its rename:
 	// the entry is spent, the claimed file is an orphan.
-	claimCrashed
+	ClaimCrashed
 )
 
-// claim runs shareddir.Claim of rec as process p of consumer cons (-1:
+// Claim runs shareddir.Claim of rec as process p of consumer cons (-1:
 // E); crashAfterRename kills p at its read (after the rename won). Another
 // Claim may run inside it (the interleaving): each saves and restores the
 // state of the one it runs in.
-func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfterRename bool) (out claimOutcome) {
+func (sd *sharedDisk) Claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfterRename bool) (out claimOutcome) {
 	outerInj, outerCl := sd.inj, sd.cl
 	sd.cl = claiming{proc: p, path: EntryPath(rec.Instance, rec.Id), id: rec.Id, cons: cons}
 	sd.inj = injection{}
@@ -286,16 +286,16 @@ func (sd *sharedDisk) claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfte
 			if _, ok := r.(processCrash); !ok {
 				panic(r)
 			}
-			out = claimCrashed
+			out = ClaimCrashed
 		}
 	}()
-	tensors, _, err := shareddir.Receive(p, cacheRoot, rec.Instance, rec.Id, sd.rand, 1<<20, sd.w.Opts.Mutant.SharedDirDecisions()) // the SU-1 mutant reads in place
+	tensors, _, err := shareddir.Receive(p, CacheRoot, rec.Instance, rec.Id, sd.rand, 1<<20, sd.w.Opts.Mutant.SharedDirDecisions()) // the SU-1 mutant reads in place
 	switch {
 	case err == nil:
 		if v, derr := tensors[0].Float32s(); len(tensors) != 1 || derr != nil || len(v) != 1 || v[0] != float32(rec.H) {
 			sd.w.Failf(Correctness, "SU-1", "the claim of %s returned another entry's data", Short(rec.Id))
 		}
-		return claimWon
+		return ClaimWon
 	case errors.Is(err, shareddir.ErrGone), errors.Is(err, shareddir.ErrUnknownProducer):
 		return claimLost
 	}
@@ -319,13 +319,13 @@ func (w *World) insideClaim(cl claiming) {
 func (w *World) claimInsideClaim(cl claiming) {
 	for i := range w.Q.heap {
 		ev := w.Q.at(i)
-		if ev.Kind != evConsumeArrive || ev.Tick > w.Now+claimWindowMs {
+		if ev.Kind != EvConsumeArrive || ev.Tick > w.Now+claimWindowMs {
 			continue
 		}
-		if rq := consumeRequestOf(*ev); rq.entry != cl.id || int(rq.consumer) == cl.cons {
+		if rq := ConsumeRequestOf(*ev); rq.Entry != cl.id || int(rq.Consumer) == cl.cons {
 			continue
 		}
-		if w.Sd.rng.IntN(2) == 0 {
+		if w.Sd.Rng.IntN(2) == 0 {
 			return
 		}
 		other := w.Q.removeAt(i)
@@ -347,22 +347,22 @@ const claimWindowMs = 3
 // and its rename, E's pending removal of id may land first (drawn).
 func (w *World) removalInsideClaim(id string) {
 	sd := w.Sd
-	if w.Nodes.ProdDown || w.Prod.Stopped || sd.dir == nil || w.Prod.Table.State(id) != handoff.EntryRemoving {
+	if w.Nodes.ProdDown || w.Prod.Stopped || sd.Dir == nil || w.Prod.Table.State(id) != handoff.EntryRemoving {
 		return
 	}
-	if _, ok := sd.early[id]; ok || sd.rng.IntN(2) == 0 {
+	if _, ok := sd.early[id]; ok || sd.Rng.IntN(2) == 0 {
 		return
 	}
-	sd.early[id] = sd.remove(id, false)
+	sd.early[id] = sd.Remove(id, false)
 	w.Reach(stRemovalInsideClaim)
 	if w.Tracing {
 		w.Notef("E's removal of %s landed inside the claim, between its open and its rename (won=%v)", Short(id), sd.early[id])
 	}
 }
 
-// takeEarly returns (and forgets) the outcome of id's removal if it landed
+// TakeEarly returns (and forgets) the outcome of id's removal if it landed
 // inside a Claim.
-func (sd *sharedDisk) takeEarly(id string) (won, ok bool) {
+func (sd *sharedDisk) TakeEarly(id string) (won, ok bool) {
 	won, ok = sd.early[id]
 	delete(sd.early, id)
 	return won, ok
@@ -372,7 +372,7 @@ func (sd *sharedDisk) takeEarly(id string) (won, ok bool) {
 // fsync and dies there; its unsynced temp file is then lost or left as an
 // orphan (drawn from the nodes stream, one draw per file, as before).
 func (sd *sharedDisk) CrashProducer() {
-	if !sd.active() || sd.prod == nil {
+	if !sd.active() || sd.Prod == nil {
 		return
 	}
 	ids := make([]string, 0, len(sd.Slow))
@@ -383,11 +383,11 @@ func (sd *sharedDisk) CrashProducer() {
 	for _, id := range ids {
 		sd.crashInWrite(id, sd.w.Ledger.Get(id).H)
 	}
-	sd.prod.Crash()
+	sd.Prod.Crash()
 	clear(sd.Slow)
 	clear(sd.early)
 	w := sd.w
-	sd.Disk.LoseUnsynced(sd.dir.Path(), func(path string) bool {
+	sd.Disk.LoseUnsynced(sd.Dir.Path(), func(path string) bool {
 		if !strings.HasPrefix(filepath.Base(path), ".tmp-") {
 			return false
 		}
@@ -404,7 +404,7 @@ func (sd *sharedDisk) CrashProducer() {
 }
 
 // Files lists every file and directory under the root (the checkers' view).
-func (sd *sharedDisk) Files() []string { return sd.Disk.Paths(cacheRoot) }
+func (sd *sharedDisk) Files() []string { return sd.Disk.Paths(CacheRoot) }
 
 // Collect is the shared-directory half of E's collector pass, the
 // engine's too: shareddir's Dir.Collect (CollectOrphans of files
@@ -413,7 +413,7 @@ func (sd *sharedDisk) Collect() {
 	if !sd.active() {
 		return
 	}
-	n, swept, err := sd.dir.Collect(sd.w.Now, false)
+	n, swept, err := sd.Dir.Collect(sd.w.Now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: CollectOrphans: %v", err))
 	}
@@ -425,24 +425,24 @@ func (sd *sharedDisk) Collect() {
 	}
 }
 
-// stop closes E's instance at the end of its drain: S-4 says no entry is
+// Stop closes E's instance at the end of its drain: S-4 says no entry is
 // left but one whose removal failed (X-1, reported), which Close(true)
 // then takes with everything else of the instance.
-func (sd *sharedDisk) stop() {
+func (sd *sharedDisk) Stop() {
 	if !sd.active() {
 		return
 	}
 	w := sd.w
-	ids, err := sd.dir.List()
+	ids, err := sd.Dir.List()
 	if err != nil {
 		panic(fmt.Sprintf("sim: List: %v", err))
 	}
 	for _, id := range ids {
-		if !w.Ledger.Get(id).removeFailed {
+		if !w.Ledger.Get(id).RemoveFailed {
 			w.Failf(Correctness, "S-4", "drained producer left entry %s in the cache directory", Short(id))
 		}
 	}
-	if err := sd.dir.Close(true); err != nil {
+	if err := sd.Dir.Close(true); err != nil {
 		panic(fmt.Sprintf("sim: Close: %v", err))
 	}
 }

@@ -37,20 +37,20 @@ const entryIDBytes = 32
 
 // xferWorld is the world's transfer network and what its drivers share.
 type xferWorld struct {
-	net *xfer.ManualNetwork
+	Net *xfer.ManualNetwork // the network every agent runs on (nil before the first agent)
 	// keys is the remote-key source of every agent (xferKeys).
 	keys xferKeys
-	// fault is the xfer fault the next Post takes (SiteWriteError).
-	fault xfer.Fault
-	// inbound is the last InboundEvent a consumer agent reported, and
-	// seen whether one was reported since the driver last cleared it.
-	inbound xfer.InboundEvent
-	seen    bool
-	// srcRegs are E's source registrations, by entry id.
-	srcRegs map[string]*xfer.Registration
-	// proofWaits counts the consumers' quarantines waiting for their Q-6
+	// Fault is the xfer fault the next Post takes (SiteWriteError).
+	Fault xfer.Fault
+	// Inbound is the last InboundEvent a consumer agent reported, and
+	// Seen whether one was reported since the driver last cleared it.
+	Inbound xfer.InboundEvent
+	Seen    bool
+	// SrcRegs are E's source registrations, by entry id.
+	SrcRegs map[string]*xfer.Registration
+	// ProofWaits counts the consumers' quarantines waiting for their Q-6
 	// proof (quarantine.go): while it is 0 no step looks for one.
-	proofWaits int
+	ProofWaits int
 }
 
 // xferKeys issues remote keys deterministically: a counter, unique across
@@ -69,47 +69,39 @@ func (k *xferKeys) Read(p []byte) (int, error) {
 }
 
 // onInbound records a consumer agent's report of an inbound transfer.
-func (x *xferWorld) onInbound(ev xfer.InboundEvent) { x.inbound, x.seen = ev, true }
+func (x *xferWorld) onInbound(ev xfer.InboundEvent) { x.Inbound, x.Seen = ev, true }
 
 // nextFault hands E's agent the fault its Post takes, once.
 func (x *xferWorld) nextFault(xfer.WriteInfo) xfer.Fault {
-	f := x.fault
-	x.fault = xfer.Fault{}
+	f := x.Fault
+	x.Fault = xfer.Fault{}
 	return f
 }
 
 // newAgent starts an xfer agent named name on the world's network; a
 // consumer's reports its inbound transfers to the driver.
 func (w *World) newAgent(name string, consumer bool) xfer.Agent {
-	if w.xf.net == nil {
-		w.xf.net = xfer.NewManualNetwork()
-		w.xf.srcRegs = map[string]*xfer.Registration{}
+	if w.Xf.Net == nil {
+		w.Xf.Net = xfer.NewManualNetwork()
+		w.Xf.SrcRegs = map[string]*xfer.Registration{}
 	}
-	opts := xfer.Options{Name: name, Rand: &w.xf.keys}
+	opts := xfer.Options{Name: name, Rand: &w.Xf.keys}
 	if consumer {
-		opts.OnInbound = w.xf.onInbound
+		opts.OnInbound = w.Xf.onInbound
 	} else {
-		opts.Faults = w.xf.nextFault
+		opts.Faults = w.Xf.nextFault
 	}
-	a, err := xfer.NewManual(w.xf.net, opts)
+	a, err := xfer.NewManual(w.Xf.Net, opts)
 	Must(err)
 	return a
 }
 
-// registerSource registers the source of a published entry with E's agent.
-func (w *World) registerSource(id string) {
-	reg, err := w.Prod.agent.RegisterMemory([][]byte{[]byte(id)})
-	Must(err)
-	w.xf.srcRegs[id] = reg
-	w.Sources[id] = SourceLive
-}
-
-// freeSource deregisters a source and marks it freed. A source a request
+// FreeSource deregisters a source and marks it freed. A source a request
 // still reads (the producer-frees-source mutant) keeps its registration.
-func (w *World) freeSource(id string) {
+func (w *World) FreeSource(id string) {
 	w.Sources[id] = SourceFreed
-	if reg := w.xf.srcRegs[id]; reg != nil && w.Prod.agent.Deregister(reg) == nil {
-		delete(w.xf.srcRegs, id)
+	if reg := w.Xf.SrcRegs[id]; reg != nil && w.Prod.Agent.Deregister(reg) == nil {
+		delete(w.Xf.SrcRegs, id)
 	}
 }
 
@@ -118,92 +110,30 @@ func (w *World) freeSource(id string) {
 type Write struct {
 	Num   int64
 	Entry string
-	recv  int64 // receive number (index into xreqs + 1)
+	Recv  int64 // receive number (index into xreqs + 1)
 	C     int
 	Inc   int64
 	Buf   int
-	req   *xfer.Request
-	agent xfer.Agent // E's agent that posted it
-	// landed: the consumer's agent reported every byte landed
-	// (InboundLanded); ended: it can land no more (delivered, refused,
+	Req   *xfer.Request // its xfer request on E's agent
+	Agent xfer.Agent    // E's agent that posted it
+	// Landed: the consumer's agent reported every byte landed
+	// (InboundLanded); Ended: it can land no more (delivered, refused,
 	// cut, or its initiator closed).
-	landed, ended bool
+	Landed, Ended bool
 	// ProducerDone: the producer ended the transfer (done, failed or deadline).
 	ProducerDone bool
 	// Orphan: E's process crashed with it; its agent's Close ended it.
 	Orphan bool
-	// Released: E completed and released its request (completeWrite):
+	// Released: E completed and released its request (sim/nodes' completeWrite):
 	// nothing reads the source any more (the Q-6 proof of its quarantine).
 	Released bool
-	// proved: released while its source was quarantined, and the core kept
+	// Proved: released while its source was quarantined, and the core kept
 	// the quarantine (the NeverEndQuarantine mutant).
-	proved bool
+	Proved bool
 }
 
 // Pending reports whether the WRITE may still land.
-func (wr *Write) Pending() bool { return !wr.ended }
-
-// postWrite creates and posts E's WRITE of rq's entry into the consumer's
-// registered buffer rq names. An error of CreateWriteTo or Post is
-// returned for the caller to decide (Q-3: after the claim, a failure).
-func (w *World) postWrite(wr *Write, rq *xreq, fault xfer.Fault) error {
-	req, err := w.Prod.agent.CreateWriteTo(w.xf.srcRegs[rq.entry].Descriptors, rq.md, rq.targets)
-	if err != nil {
-		return err
-	}
-	wr.req, wr.agent = req, w.Prod.agent
-	w.xf.fault = fault
-	w.xf.seen = false
-	_, err = w.Prod.agent.Post(req) // the consumer's agent accepts or refuses it now
-	if w.xf.seen && w.xf.inbound.Outcome == xfer.InboundRefused {
-		wr.ended = true // refused: it can land no more (its buffer may be freed and reused, Q-6)
-		if c := w.Cons[wr.C]; c.Up && c.Inc == wr.Inc && rq.revoked {
-			w.Reach(stWriteRefusedAfterRevoke)
-		}
-	}
-	return err
-}
-
-// DeliverWrite moves wr now (Deliver, or Cut when cut) and records what
-// the consumer's agent reported.
-func (w *World) DeliverWrite(wr *Write, cut bool) error {
-	w.xf.seen = false
-	var err error
-	if cut {
-		err = w.xf.net.Cut(wr.req)
-	} else {
-		err = w.xf.net.Deliver(wr.req)
-	}
-	wr.ended = true
-	wr.landed = w.xf.seen && w.xf.inbound.Outcome == xfer.InboundLanded
-	return err
-}
-
-// completeWrite completes wr on the network and returns E's Status of it,
-// after releasing the request.
-func (w *World) completeWrite(wr *Write) error {
-	_ = w.xf.net.Complete(wr.req) // the outcome is read back through Status, as E does
-	wr.ended = true
-	_, err := wr.agent.Status(wr.req)
-	Must(wr.agent.Release(wr.req))
-	wr.Released = true
-	return err
-}
-
-// CloseProducerAgent closes a crashed E's agent: its WRITEs in flight end
-// cancelled (nothing lands after the crash) and its registered memory is gone.
-func (w *World) CloseProducerAgent() {
-	if w.Prod.agent == nil {
-		return
-	}
-	Must(w.Prod.agent.Close())
-	for _, wr := range w.Writes {
-		if wr.agent == w.Prod.agent {
-			wr.ended, wr.Orphan, wr.ProducerDone = true, true, true
-		}
-	}
-	clear(w.xf.srcRegs)
-}
+func (wr *Write) Pending() bool { return !wr.Ended }
 
 // consumerAgentName names consumer idx's incarnation inc's agent.
 func consumerAgentName(idx int, inc int64) string {
@@ -217,13 +147,13 @@ func consumerAgentName(idx int, inc int64) string {
 // (quarantined buffers were revoked, and their revocations are done once
 // no WRITE can land). "" when drained.
 func (w *World) xferLeaks() string {
-	if w.xf.net == nil {
+	if w.Xf.Net == nil {
 		return ""
 	}
-	if n := w.xf.net.Pending(); n != 0 {
+	if n := w.Xf.Net.Pending(); n != 0 {
 		return fmt.Sprintf("%d transfers still pending on the network", n)
 	}
-	if a := w.Prod.agent; a != nil && !w.Nodes.ProdDown {
+	if a := w.Prod.Agent; a != nil && !w.Nodes.ProdDown {
 		if n := a.Counters(); n.Requests != 0 || n.InFlight != 0 {
 			return fmt.Sprintf("E's xfer agent still holds %d requests (%d in flight)", n.Requests, n.InFlight)
 		}

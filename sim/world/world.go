@@ -131,17 +131,17 @@ type World struct {
 	// moment a live E's consumers must have ended every quarantine whose
 	// proof is theirs to bring about (checks.checkCarriersRetired, Q-6).
 	SettledStep int64
-	workRNG     *rand.Rand
+	WorkRNG     *rand.Rand // the workload stream (encode times, late cancels)
 	idRNG       *rand.Rand
-	netRNG      *rand.Rand
-	diskRNG     *rand.Rand
+	NetRNG      *rand.Rand // the network stream (delays, WRITE timing and faults)
+	DiskRNG     *rand.Rand // the disk stream (removal and claim-read times)
 	ProcRNG     *rand.Rand
 	// rngs hold the streams above, the faults' and the nodes' (rngCell).
 	rngs   [7]rngCell
 	Faults *faults
 
 	Prod    *producerNode
-	Cons    []*consumerNode
+	Cons    []*ConsumerNode
 	Clients []*Client
 	Ledger  *ledger
 	Hist    *history
@@ -149,18 +149,18 @@ type World struct {
 	Sd      *sharedDisk
 	Sources map[string]sourceState
 	Writes  []*Write // every WRITE posted, by number-1
-	// xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
-	xf    xferWorld
-	Xreqs []xreq // every transfer request, by receive number-1
-	// admit is consumerCheckRef's admission, its callbacks made once.
-	admit consumeAdmission
+	// Xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
+	Xf    xferWorld
+	Xreqs []Xreq // every transfer request, by receive number-1
+	// Admit is sim/nodes' consumerCheckRef's admission, its callbacks made once.
+	Admit ConsumeAdmission
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
 	dir *directed
 	// RecvEnds lists how each transfer receive ended; upstream the
 	// producer's TransferEncoderCache answers as they left it (before any
 	// network fault), by receive number; probeAnswers the answers that
 	// reached clients for their probe calls (check_answers.go).
-	RecvEnds     []recvEnd
+	RecvEnds     []RecvEnd
 	Upstream     []upstreamAnswer
 	ProbeAnswers []ProbeAnswer
 	// Judged counts the entries of each log above (and the ledger's) the
@@ -245,7 +245,7 @@ type runBufs struct {
 	Checked    []HistoryOp // checkHistory's copy of the history
 	clients    []Client
 	clientPtrs []*Client
-	xreqs      []xreq
+	xreqs      []Xreq
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -288,8 +288,8 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		Sources: map[string]sourceState{},
 		Ledger:  newLedger(), Hist: newHistory(), Media: newMediaWorld(seed),
 	}
-	w.workRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
-	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
+	w.WorkRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
+	w.NetRNG, w.DiskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
 	w.ProcRNG = w.rngs[4].seed(seed, subProcess)
 	w.Sd = newSharedDisk(w)
 	w.Faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
@@ -334,10 +334,10 @@ func (w *World) Start() {
 		c := &slab[i]
 		c.Idx, c.Plan = i, drawPlan(w)
 		w.Clients = append(w.Clients, c)
-		w.Schedule(c.Plan.startTick, ClientCall{Client: int32(i)}.Event(evClientStart))
+		w.Schedule(c.Plan.startTick, ClientCall{Client: int32(i)}.Event(EvClientStart))
 	}
 	w.Schedule(w.Set.CollectPeriodMs, Event{Kind: EvCollect})
-	if w.Faults.enabled[SiteConsumerCrash] {
+	if w.Faults.Enabled[SiteConsumerCrash] {
 		for i := range w.Cons {
 			w.Schedule(Between(w.ProcRNG, 50, 300), ConsumerStep{Consumer: int32(i)}.Event(EvChaos))
 		}
@@ -386,8 +386,8 @@ func (w *World) Send(class msgClass, ev Event) {
 		}
 	case MsgReply:
 		if ev.Kind == EvTransferReply {
-			rep := transferReplyOf(ev)
-			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.recv, Res: rep.result})
+			rep := TransferReplyOf(ev)
+			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.Recv, Res: rep.Result})
 			if w.Faults.Buggify(SitePlainInvalid) {
 				ev.setTransferResult(ResPlainInvalid)
 				if w.Tracing {
@@ -397,7 +397,7 @@ func (w *World) Send(class msgClass, ev Event) {
 		}
 		if w.Faults.Buggify(SiteLostReply) {
 			if ev.Kind == EvTransferReply {
-				w.coverLostTransferReply(transferReplyOf(ev).recv)
+				w.coverLostTransferReply(TransferReplyOf(ev).Recv)
 			}
 			if w.Tracing {
 				w.Notef("reply %s lost", ev.Kind)
@@ -405,9 +405,9 @@ func (w *World) Send(class msgClass, ev Event) {
 			return
 		}
 	}
-	d := Between(w.netRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
+	d := Between(w.NetRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
 	if w.Faults.Buggify(SiteNetDelay) {
-		d += Between(w.netRNG, 1, w.Set.LongDelayMaxMs)
+		d += Between(w.NetRNG, 1, w.Set.LongDelayMaxMs)
 	}
 	w.After(d, ev)
 	dup := false
@@ -418,7 +418,7 @@ func (w *World) Send(class msgClass, ev Event) {
 		dup = w.Faults.Buggify(SiteDupRelease)
 	}
 	if dup {
-		w.After(d+Between(w.netRNG, 0, w.Set.NetDelayMaxMs), ev)
+		w.After(d+Between(w.NetRNG, 0, w.Set.NetDelayMaxMs), ev)
 		if class == MsgRelease {
 			w.histDuplicate(ev)
 		}
@@ -478,7 +478,7 @@ func (w *World) Loop() {
 // complete.
 func (w *World) Dispatch(ev Event) bool {
 	done := w.handle(ev)
-	if w.xf.proofWaits > 0 {
+	if w.Xf.ProofWaits > 0 {
 		w.endProvedQuarantines()
 	}
 	return done
@@ -497,40 +497,10 @@ func (w *World) handle(ev Event) bool {
 		return false
 	}
 	switch ev.Kind {
-	case evClientStart:
-		w.clientStart(ev)
-	case evClientCancel:
-		w.clientCancel(ev)
-	case EvPublishArrive:
-		w.publishArrive(ev)
-	case EvEncodeDone:
-		w.encodeDone(ev)
-	case evConsumeArrive:
-		w.consumeArrive(ev)
-	case evClaimRead:
-		w.claimRead(ev)
-	case EvReleaseArrive:
-		w.releaseArrive(ev)
-	case EvRemoveDone:
-		w.removeDone(ev)
-	case EvTransferArrive:
-		w.transferArrive(ev)
-	case EvWriteLand:
-		w.writeLand(ev)
-	case EvWriteComplete:
-		w.writeComplete(ev)
-	case EvWriteDeadline:
-		w.writeDeadline(ev)
-	case EvTransferReply:
-		w.transferReply(ev)
-	case evTransferTimeout:
-		w.transferTimeout(ev)
 	case evHeal:
 		w.heal()
 	case evEndCheck:
 		return w.endCheck()
-	case EvProducerConsume:
-		w.producerConsume(ev)
 	default:
 		panic(fmt.Sprintf("sim: unknown event kind %d", ev.Kind))
 	}
@@ -606,7 +576,7 @@ func (w *World) endCheck() bool {
 			return false
 		}
 	}
-	if w.nodesBusy() || (w.xf.net != nil && w.xf.net.Pending() > 0) {
+	if w.nodesBusy() || (w.Xf.Net != nil && w.Xf.Net.Pending() > 0) {
 		w.After(100, Event{Kind: evEndCheck})
 		return false
 	}
