@@ -368,8 +368,11 @@ const (
 // Send delivers ev over the simulated network: a delay drawn from the
 // network stream, and (in the safety phase) the faults of its class.
 func (w *World) Send(class msgClass, ev Event) {
-	if w.Nodes.hookSend && w.sendHook(&ev) {
-		return
+	if w.Nodes.hookSend {
+		var dropped bool
+		if ev, dropped = w.sendHooked(ev); dropped {
+			return
+		}
 	}
 	switch class {
 	case MsgRequest, MsgRelease:
@@ -418,6 +421,14 @@ func (w *World) Send(class msgClass, ev Event) {
 			w.histDuplicate(ev)
 		}
 	}
+}
+
+// sendHooked runs sendHook on a copy of ev and returns it: the hooks take
+// a pointer, and taking Send's own ev's address would move every message
+// Send carries to the heap, hooked or not.
+func (w *World) sendHooked(ev Event) (Event, bool) {
+	dropped := w.sendHook(&ev)
+	return ev, dropped
 }
 
 // Notef sets the current step's note (only when tracing).
