@@ -180,6 +180,11 @@ type World struct {
 	// Bufs are the pooled buffers Run gave this world (nil otherwise).
 	Bufs *runBufs
 
+	// sendSlots hold the events sendHooked hands the send hooks, by
+	// nesting depth (sendDepth).
+	sendSlots [2]Event
+	sendDepth int
+
 	Fail    *failure
 	Tracing bool
 	note    string
@@ -425,8 +430,26 @@ func (w *World) Send(class msgClass, ev Event) {
 
 // sendHooked runs sendHook on a copy of ev and returns it: the hooks take
 // a pointer, and taking Send's own ev's address would move every message
-// Send carries to the heap, hooked or not.
+// Send carries to the heap, hooked or not. The copy lives in the world's
+// sendSlots (one per nesting level, should a hook send), so a hooked send
+// allocates nothing either.
 func (w *World) sendHooked(ev Event) (Event, bool) {
+	if w.sendDepth >= len(w.sendSlots) {
+		return sendHookedHeap(w, ev)
+	}
+	p := &w.sendSlots[w.sendDepth]
+	*p = ev
+	w.sendDepth++
+	dropped := w.sendHook(p)
+	w.sendDepth--
+	ev, *p = *p, Event{}
+	return ev, dropped
+}
+
+// sendHookedHeap is sendHooked past the world's slots.
+//
+//go:noinline
+func sendHookedHeap(w *World, ev Event) (Event, bool) {
 	dropped := w.sendHook(&ev)
 	return ev, dropped
 }
