@@ -72,6 +72,35 @@ type faults struct {
 	fired   map[Site]int
 	// cov counts fires by lifecycle point (coverage.go).
 	cov *runCoverage
+	// slots cache, by a hash of the site's name, what enabled and
+	// siteIndex say of a site: Buggify runs a few times a step, and two
+	// string-keyed map lookups were a sizeable part of its cost.
+	slots [64]siteSlot
+}
+
+// siteSlot is one site's cached lookups (a slot whose site is "" is empty).
+type siteSlot struct {
+	site Site
+	on   bool
+	ix   uint8
+}
+
+// slot returns site's cached lookups, filling its slot on a miss.
+func (f *faults) slot(site Site) *siteSlot {
+	n := len(site)
+	if n == 0 {
+		return &siteSlot{on: f.enabled[site], ix: uint8(siteIndex[site])}
+	}
+	// Of the sites today only the two process crashes (rare) share a slot.
+	h := n*2 + int(site[n-1])
+	if n >= 3 {
+		h += int(site[n-3]) * 10
+	}
+	s := &f.slots[h%len(f.slots)]
+	if s.site != site {
+		*s = siteSlot{site: site, on: f.enabled[site], ix: uint8(siteIndex[site])}
+	}
+	return s
 }
 
 func newFaults(rng *rand.Rand, s Settings) *faults {
@@ -86,12 +115,16 @@ func newFaults(rng *rand.Rand, s Settings) *faults {
 // site after heal, draws nothing, so healing does not shift the stream's use
 // elsewhere.
 func (f *faults) Buggify(site Site) bool {
-	if f.Healed || !f.enabled[site] {
+	if f.Healed {
+		return false
+	}
+	s := f.slot(site)
+	if !s.on {
 		return false
 	}
 	if f.rng.Float64() < f.fireP {
 		f.fired[site]++
-		f.cov.fire(site)
+		f.cov.fire(s.ix)
 		return true
 	}
 	return false
