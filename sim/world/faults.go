@@ -78,29 +78,32 @@ type faults struct {
 	slots [64]siteSlot
 }
 
-// siteSlot is one site's cached lookups (a slot whose site is "" is empty).
+// siteSlot is one site's cached lookups: its index in AllSites (ix) and
+// whether it is enabled; ok is false for an empty slot.
 type siteSlot struct {
-	site Site
-	on   bool
-	ix   uint8
+	ix     uint8
+	on, ok bool
 }
 
-// slot returns site's cached lookups, filling its slot on a miss.
-func (f *faults) slot(site Site) *siteSlot {
-	n := len(site)
-	if n == 0 {
-		return &siteSlot{on: f.enabled[site], ix: uint8(siteIndex[site])}
+// slot returns site's lookups, from its slot when it holds them (a site of
+// AllSites; another string is looked up every time, as before the cache).
+func (f *faults) slot(site Site) siteSlot {
+	if n := len(site); n > 0 {
+		// Of the sites today only the two process crashes (rare) share a slot.
+		h := n*2 + int(site[n-1])
+		if n >= 3 {
+			h += int(site[n-3]) * 10
+		}
+		s := &f.slots[h%len(f.slots)]
+		if s.ok && AllSites[s.ix] == site {
+			return *s
+		}
+		if ix, known := siteIndex[site]; known {
+			*s = siteSlot{ix: uint8(ix), on: f.enabled[site], ok: true}
+			return *s
+		}
 	}
-	// Of the sites today only the two process crashes (rare) share a slot.
-	h := n*2 + int(site[n-1])
-	if n >= 3 {
-		h += int(site[n-3]) * 10
-	}
-	s := &f.slots[h%len(f.slots)]
-	if s.site != site {
-		*s = siteSlot{site: site, on: f.enabled[site], ix: uint8(siteIndex[site])}
-	}
-	return s
+	return siteSlot{ix: uint8(siteIndex[site]), on: f.enabled[site]}
 }
 
 func newFaults(rng *rand.Rand, s Settings) *faults {
