@@ -246,6 +246,10 @@ type runBufs struct {
 	clients    []Client
 	clientPtrs []*Client
 	xreqs      []xreq
+	// recs is the ledger's first block of records and all its list
+	// (a run's records are referred to by pointer only within the run).
+	recs []EntryRecord
+	all  []*EntryRecord
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -270,6 +274,9 @@ func (w *World) releaseBufs() {
 	clear(w.Clients)
 	clear(b.clients)
 	clear(w.Xreqs)
+	clear(b.recs[:cap(b.recs)]) // the first block, whatever the ledger grew to since
+	clear(w.Ledger.All)
+	b.recs, b.all = b.recs[:0], w.Ledger.All[:0]
 	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
 	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
 	runBufPool.Put(b)
@@ -306,8 +313,11 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.Hist.ops = reuse(b.ops, 4*s.Handoffs)
 	w.Clients = reuse(b.clientPtrs, s.Handoffs)
 	w.Ledger.Entries = make(map[string]*EntryRecord, s.Handoffs)
-	w.Ledger.All = make([]*EntryRecord, 0, s.Handoffs)
-	w.Ledger.recs = make([]EntryRecord, 0, s.Handoffs)
+	w.Ledger.All = reuse(b.all, s.Handoffs)
+	w.Ledger.recs = reuse(b.recs, s.Handoffs)
+	if bufs != nil {
+		bufs.recs = w.Ledger.recs
+	}
 	w.Xreqs = reuse(b.xreqs, s.Handoffs)
 	w.Tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
