@@ -250,9 +250,15 @@ type runBufs struct {
 	// (a run's records are referred to by pointer only within the run).
 	recs []EntryRecord
 	all  []*EntryRecord
+	// entries and sources are the ledger's and the world's maps, cleared.
+	entries map[string]*EntryRecord
+	sources map[string]sourceState
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
+
+// maxPooledMap bounds the maps a finished run hands on (runBufs).
+const maxPooledMap = 256
 
 // reuse returns b[:0] when it can hold n, else a new slice of capacity n.
 func reuse[T any](b []T, n int) []T {
@@ -277,6 +283,13 @@ func (w *World) releaseBufs() {
 	clear(b.recs[:cap(b.recs)]) // the first block, whatever the ledger grew to since
 	clear(w.Ledger.All)
 	b.recs, b.all = b.recs[:0], w.Ledger.All[:0]
+	b.entries, b.sources = nil, nil
+	if len(w.Ledger.Entries) <= maxPooledMap && len(w.Sources) <= maxPooledMap {
+		// (clearing a map costs its capacity: a huge run's is not kept)
+		clear(w.Ledger.Entries)
+		clear(w.Sources)
+		b.entries, b.sources = w.Ledger.Entries, w.Sources
+	}
 	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
 	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
 	runBufPool.Put(b)
@@ -292,8 +305,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	}
 	w := &World{
 		seed: seed, Set: s, Opts: opts, Decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
-		Sources: map[string]sourceState{},
-		Ledger:  newLedger(), Hist: newHistory(), Media: newMediaWorld(seed),
+		Ledger: &ledger{}, Hist: newHistory(), Media: newMediaWorld(seed), // the ledger's map and lists: below
 	}
 	w.workRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
 	w.netRNG, w.diskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
@@ -312,7 +324,13 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.Q.free = b.free[:0]
 	w.Hist.ops = reuse(b.ops, 4*s.Handoffs)
 	w.Clients = reuse(b.clientPtrs, s.Handoffs)
-	w.Ledger.Entries = make(map[string]*EntryRecord, s.Handoffs)
+	w.Ledger.Entries, w.Sources = b.entries, b.sources // cleared by releaseBufs
+	if w.Ledger.Entries == nil {
+		w.Ledger.Entries = make(map[string]*EntryRecord, s.Handoffs)
+	}
+	if w.Sources == nil {
+		w.Sources = map[string]sourceState{}
+	}
 	w.Ledger.All = reuse(b.all, s.Handoffs)
 	w.Ledger.recs = reuse(b.recs, s.Handoffs)
 	if bufs != nil {
