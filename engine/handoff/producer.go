@@ -4,7 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // EntryState is where a published output stands in the producer's table
@@ -317,7 +317,7 @@ func (t *ProducerTable) Expire(nowMs int64) []string {
 	if len(ids) > 0 {
 		t.version++ // a pass that expired nothing left the table as it was
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return ids
 }
 
@@ -407,7 +407,7 @@ func (t *ProducerTable) Drain() []string {
 			ids = append(ids, e.id)
 		}
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return ids
 }
 
@@ -425,7 +425,7 @@ func (t *ProducerTable) AppendPublished(dst []string) []string {
 			dst = append(dst, e.id)
 		}
 	}
-	sort.Strings(dst[n:])
+	slices.Sort(dst[n:])
 	return dst
 }
 

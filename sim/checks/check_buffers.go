@@ -41,6 +41,10 @@ func pendingWrites(w *world.World) []*world.Write {
 	if j.PendingFresh {
 		return j.Pending
 	}
+	if len(j.Pending) == 0 && j.WritesSeen == len(w.Writes) {
+		j.PendingFresh = true // nothing pending, nothing posted: most steps
+		return j.Pending
+	}
 	kept := j.Pending[:0]
 	for _, wr := range j.Pending {
 		if wr.Pending() {

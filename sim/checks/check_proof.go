@@ -1,8 +1,9 @@
 package checks
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/baton-dev/baton/sim/world"
 )
@@ -77,7 +78,7 @@ func checkQuarantineProofs(w *world.World) error {
 	for _, wr := range p.Quarantines {
 		ps.Sources = append(ps.Sources, wr)
 	}
-	sort.Slice(ps.Sources, func(i, j int) bool { return ps.Sources[i].Num < ps.Sources[j].Num })
+	slices.SortFunc(ps.Sources, func(a, b *world.Write) int { return cmp.Compare(a.Num, b.Num) }) // numbers are unique
 	ps.Qver, ps.Qlen = p.Qver, len(p.Quarantines)
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 // conditions); only then do they run, each over the whole ledger in turn,
 // so the rule and message are exactly theirs.
 func checkEntries(w *world.World) (rule string, err error) {
-	released := world.CauseNames[handoff.CauseRelease]
+	released := releasedName
 	suspect := false
 	for _, e := range w.Ledger.All {
 		if entrySuspect(e, released) {
@@ -36,6 +36,10 @@ func checkEntries(w *world.World) (rule string, err error) {
 	}
 	return "", nil
 }
+
+// releasedName is world.CauseNames' name of a release, looked up once:
+// checkEntries runs every step.
+var releasedName = world.CauseNames[handoff.CauseRelease]
 
 // entrySuspect reports whether e breaks a condition of checkSingleUse,
 // checkReleaseAnswers or checkNoUseAfterRelease (keep it their union).

@@ -139,6 +139,23 @@ type Disk struct {
 	// one map lookup per element of the path. A cached entry is exact
 	// while no directory is removed or renamed; both clear the cache.
 	dirs map[string]*inode
+	// lastDir is the directory the cache gave last, lastPath its path:
+	// most operations in a row work in one directory, so most lookups
+	// find it here without hashing its path (cleared with dirs).
+	lastPath string
+	lastDir  *inode
+}
+
+// cachedDir returns the cached directory at the clean path.
+func (d *Disk) cachedDir(path string) (*inode, bool) {
+	if d.lastDir != nil && path == d.lastPath {
+		return d.lastDir, true
+	}
+	n, ok := d.dirs[path]
+	if ok {
+		d.lastPath, d.lastDir = path, n
+	}
+	return n, ok
 }
 
 // NewDisk returns an empty disk (only "/") whose modification times are
@@ -203,7 +220,7 @@ func (d *Disk) lookup(path string) (*inode, error) {
 // lookupClean is lookup of a path clean already (parent's directory).
 func (d *Disk) lookupClean(path string) (*inode, error) {
 	if i := strings.LastIndexByte(path, '/'); i > 0 {
-		if pn, ok := d.dirs[path[:i]]; ok {
+		if pn, ok := d.cachedDir(path[:i]); ok {
 			c, ok := pn.children[path[i+1:]]
 			if !ok {
 				return nil, syscall.ENOENT
@@ -216,7 +233,7 @@ func (d *Disk) lookupClean(path string) (*inode, error) {
 
 // lookupDir is lookupClean of a directory's path, through the cache.
 func (d *Disk) lookupDir(path string) (*inode, error) {
-	if n, ok := d.dirs[path]; ok {
+	if n, ok := d.cachedDir(path); ok {
 		return n, nil
 	}
 	n, err := d.walkClean(path)
@@ -231,6 +248,7 @@ func (d *Disk) lookupDir(path string) (*inode, error) {
 func (d *Disk) dirGone(n *inode) {
 	if n.dir {
 		clear(d.dirs)
+		d.lastPath, d.lastDir = "", nil
 	}
 }
 

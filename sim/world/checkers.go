@@ -41,16 +41,16 @@ func (w *World) CheckStep() {
 
 // runStepCheckers runs the step checkers in order until one fails.
 func (w *World) runStepCheckers() {
-	for i := range w.checks.Step {
-		c := &w.checks.Step[i]
-		rule, err := c.Rule, error(nil)
+	steps := w.checks.Step
+	for i := range steps {
+		c := &steps[i]
 		if c.Ruled != nil {
-			rule, err = c.Ruled(w)
-		} else {
-			err = c.Check(w)
-		}
-		if err != nil {
-			w.Failf(Correctness, rule, "%s", err)
+			if rule, err := c.Ruled(w); err != nil {
+				w.Failf(Correctness, rule, "%s", err)
+				return
+			}
+		} else if err := c.Check(w); err != nil {
+			w.Failf(Correctness, c.Rule, "%s", err)
 			return
 		}
 	}

@@ -137,17 +137,16 @@ func (c *runCoverage) step(k eventKind) {
 	c.steps[c.point]++
 }
 
-// fire records that site fired at the current point.
-func (c *runCoverage) fire(site Site) {
+// fire records that the site of index i (siteIndex) fired at the current point.
+func (c *runCoverage) fire(i uint8) {
 	if c != nil {
-		i := siteIndex[site]
 		for j := range c.fired {
-			if f := &c.fired[j]; f.point == c.point && int(f.site) == i {
+			if f := &c.fired[j]; f.point == c.point && f.site == i {
 				f.n++
 				return
 			}
 		}
-		c.fired = append(c.fired, firedCell{point: c.point, site: uint8(i), n: 1})
+		c.fired = append(c.fired, firedCell{point: c.point, site: i, n: 1})
 	}
 }
 

@@ -72,6 +72,38 @@ type faults struct {
 	fired   map[Site]int
 	// cov counts fires by lifecycle point (coverage.go).
 	cov *runCoverage
+	// slots cache, by a hash of the site's name, what enabled and
+	// siteIndex say of a site: Buggify runs a few times a step, and two
+	// string-keyed map lookups were a sizeable part of its cost.
+	slots [64]siteSlot
+}
+
+// siteSlot is one site's cached lookups: its index in AllSites (ix) and
+// whether it is enabled; ok is false for an empty slot.
+type siteSlot struct {
+	ix     uint8
+	on, ok bool
+}
+
+// slot returns site's lookups, from its slot when it holds them (a site of
+// AllSites; another string is looked up every time, as before the cache).
+func (f *faults) slot(site Site) siteSlot {
+	if n := len(site); n > 0 {
+		// Of the sites today only the two process crashes (rare) share a slot.
+		h := n*2 + int(site[n-1])
+		if n >= 3 {
+			h += int(site[n-3]) * 10
+		}
+		s := &f.slots[h%len(f.slots)]
+		if s.ok && AllSites[s.ix] == site {
+			return *s
+		}
+		if ix, known := siteIndex[site]; known {
+			*s = siteSlot{ix: uint8(ix), on: f.Enabled[site], ok: true}
+			return *s
+		}
+	}
+	return siteSlot{ix: uint8(siteIndex[site]), on: f.Enabled[site]}
 }
 
 func newFaults(rng *rand.Rand, s Settings) *faults {
@@ -86,12 +118,16 @@ func newFaults(rng *rand.Rand, s Settings) *faults {
 // site after heal, draws nothing, so healing does not shift the stream's use
 // elsewhere.
 func (f *faults) Buggify(site Site) bool {
-	if f.Healed || !f.Enabled[site] {
+	if f.Healed {
+		return false
+	}
+	s := f.slot(site)
+	if !s.on {
 		return false
 	}
 	if f.rng.Float64() < f.fireP {
 		f.fired[site]++
-		f.cov.fire(site)
+		f.cov.fire(s.ix)
 		return true
 	}
 	return false

@@ -316,12 +316,17 @@ func sequentialRest(ops []HistoryOp) []HistoryOp {
 		order = append(order, i)
 	}
 	sb.order = order
-	slices.SortStableFunc(order, func(a, b int) int {
+	// Stable by (entry, call): ties keep their index order, which the
+	// index itself breaks (a total order sorts faster than a stable sort).
+	slices.SortFunc(order, func(a, b int) int {
 		x, y := &ops[a], &ops[b]
 		if c := strings.Compare(x.Entry, y.Entry); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.Call, y.Call)
+		if c := cmp.Compare(x.Call, y.Call); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
 	})
 	var rest []HistoryOp
 	var states, next []entryState

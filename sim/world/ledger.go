@@ -104,8 +104,6 @@ func (l *ledger) RefuseForHealth(call CallKey) {
 	l.HealthRefused[call] = true
 }
 
-func newLedger() *ledger { return &ledger{Entries: map[string]*EntryRecord{}} }
-
 func (l *ledger) Add(id string, h int, payloadBytes int64) *EntryRecord {
 	if len(l.recs) == cap(l.recs) {
 		l.recs = make([]EntryRecord, 0, max(16, 2*cap(l.recs)))

@@ -2,7 +2,7 @@ package world
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // Topologies the simulator runs (CONTRACT section 1).
@@ -106,7 +106,7 @@ func drawNodeSettings(seed uint64, s *Settings) {
 			s.Faults = append(s.Faults, site)
 		}
 	}
-	sort.Slice(s.Faults, func(i, j int) bool { return s.Faults[i] < s.Faults[j] })
+	slices.Sort(s.Faults)
 	s.LivenessBudgetTicks += n.KVSessionTTLMs + n.DecodeTimeoutMs + n.PartitionMsMax + n.FsyncMsMax + n.ProducerDownMsMax
 }
 

@@ -113,9 +113,13 @@ func (q *queue) push(ev Event) {
 	if n := len(q.free); n > 0 {
 		slot = q.free[n-1]
 		q.free = q.free[:n-1]
-		q.slab[slot] = ev
+		q.slab[slot].set(&ev)
+	} else if n := len(q.slab); n < cap(q.slab) {
+		slot = int32(n)
+		q.slab = q.slab[:n+1]
+		q.slab[slot].set(&ev)
 	} else {
-		slot = int32(len(q.slab))
+		slot = int32(n)
 		q.slab = append(q.slab, ev)
 	}
 	q.heap = append(q.heap, qent{tick: ev.Tick, seq: ev.seq, slot: slot})
@@ -173,7 +177,7 @@ func (q *queue) Pop() (ev Event, ok bool) {
 func (q *queue) removeAt(i int) Event {
 	slot := q.heap[i].slot
 	ev := q.slab[slot]
-	q.slab[slot] = Event{} // drop the string reference
+	q.slab[slot].s = "" // drop the string reference (its only pointer; set overwrites the rest)
 	q.free = append(q.free, slot)
 	last := len(q.heap) - 1
 	q.heap[i] = q.heap[last]
@@ -183,6 +187,13 @@ func (q *queue) removeAt(i int) Event {
 		q.up(i)
 	}
 	return ev
+}
+
+// set stores ev in the slab slot e field by field: a whole-struct store
+// into the heap is a typed copy whose write barrier, while the GC marks,
+// walks the struct; a field store pays one for its one pointer, s.
+func (e *Event) set(ev *Event) {
+	e.Tick, e.seq, e.Kind, e.f, e.h, e.c, e.a, e.b, e.s = ev.Tick, ev.seq, ev.Kind, ev.f, ev.h, ev.c, ev.a, ev.b, ev.s
 }
 
 // at returns the event at heap position i (0 is the earliest; the rest

@@ -1,6 +1,7 @@
 package world
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -107,5 +108,19 @@ func TestQueueLayoutMatchesSwapSift(t *testing.T) {
 				t.Fatalf("step %d: position %d holds (%d,%d), reference (%d,%d)", step, i, ev.Tick, ev.seq, ref[i].tick, ref[i].seq)
 			}
 		}
+	}
+}
+
+// TestEventSetCopiesEveryField guards Event.set, which copies an event
+// field by field: a field added to Event must be added there too.
+func TestEventSetCopiesEveryField(t *testing.T) {
+	if n := reflect.TypeOf(Event{}).NumField(); n != 9 {
+		t.Fatalf("Event has %d fields; Event.set copies 9: update it (and this test)", n)
+	}
+	ev := Event{Tick: 1, seq: 2, Kind: 3, f: 4, h: 5, c: 6, a: 7, b: 8, s: "x"}
+	var got Event
+	got.set(&ev)
+	if got != ev {
+		t.Fatalf("set copied %+v, want %+v", got, ev)
 	}
 }

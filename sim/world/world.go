@@ -185,6 +185,11 @@ type World struct {
 	// Bufs are the pooled buffers Run gave this world (nil otherwise).
 	Bufs *runBufs
 
+	// sendSlots hold the events sendHooked hands the send hooks, by
+	// nesting depth (sendDepth).
+	sendSlots [2]Event
+	sendDepth int
+
 	Fail    *failure
 	Tracing bool
 	note    string
@@ -246,9 +251,19 @@ type runBufs struct {
 	clients    []Client
 	clientPtrs []*Client
 	xreqs      []Xreq
+	// recs is the ledger's first block of records and all its list
+	// (a run's records are referred to by pointer only within the run).
+	recs []EntryRecord
+	all  []*EntryRecord
+	// entries and sources are the ledger's and the world's maps, cleared.
+	entries map[string]*EntryRecord
+	sources map[string]sourceState
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
+
+// maxPooledMap bounds the maps a finished run hands on (runBufs).
+const maxPooledMap = 256
 
 // reuse returns b[:0] when it can hold n, else a new slice of capacity n.
 func reuse[T any](b []T, n int) []T {
@@ -270,6 +285,16 @@ func (w *World) releaseBufs() {
 	clear(w.Clients)
 	clear(b.clients)
 	clear(w.Xreqs)
+	clear(b.recs[:cap(b.recs)]) // the first block, whatever the ledger grew to since
+	clear(w.Ledger.All)
+	b.recs, b.all = b.recs[:0], w.Ledger.All[:0]
+	b.entries, b.sources = nil, nil
+	if len(w.Ledger.Entries) <= maxPooledMap && len(w.Sources) <= maxPooledMap {
+		// (clearing a map costs its capacity: a huge run's is not kept)
+		clear(w.Ledger.Entries)
+		clear(w.Sources)
+		b.entries, b.sources = w.Ledger.Entries, w.Sources
+	}
 	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
 	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
 	runBufPool.Put(b)
@@ -285,8 +310,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	}
 	w := &World{
 		seed: seed, Set: s, Opts: opts, Decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
-		Sources: map[string]sourceState{},
-		Ledger:  newLedger(), Hist: newHistory(), Media: newMediaWorld(seed),
+		Ledger: &ledger{}, Hist: newHistory(), Media: newMediaWorld(seed), // the ledger's map and lists: below
 	}
 	w.WorkRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
 	w.NetRNG, w.DiskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
@@ -305,9 +329,18 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.Q.free = b.free[:0]
 	w.Hist.ops = reuse(b.ops, 4*s.Handoffs)
 	w.Clients = reuse(b.clientPtrs, s.Handoffs)
-	w.Ledger.Entries = make(map[string]*EntryRecord, s.Handoffs)
-	w.Ledger.All = make([]*EntryRecord, 0, s.Handoffs)
-	w.Ledger.recs = make([]EntryRecord, 0, s.Handoffs)
+	w.Ledger.Entries, w.Sources = b.entries, b.sources // cleared by releaseBufs
+	if w.Ledger.Entries == nil {
+		w.Ledger.Entries = make(map[string]*EntryRecord, s.Handoffs)
+	}
+	if w.Sources == nil {
+		w.Sources = map[string]sourceState{}
+	}
+	w.Ledger.All = reuse(b.all, s.Handoffs)
+	w.Ledger.recs = reuse(b.recs, s.Handoffs)
+	if bufs != nil {
+		bufs.recs = w.Ledger.recs
+	}
 	w.Xreqs = reuse(b.xreqs, s.Handoffs)
 	w.Tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
@@ -373,8 +406,11 @@ const (
 // Send delivers ev over the simulated network: a delay drawn from the
 // network stream, and (in the safety phase) the faults of its class.
 func (w *World) Send(class msgClass, ev Event) {
-	if w.Nodes.hookSend && w.sendHook(&ev) {
-		return
+	if w.Nodes.hookSend {
+		var dropped bool
+		if ev, dropped = w.sendHooked(ev); dropped {
+			return
+		}
 	}
 	switch class {
 	case MsgRequest, MsgRelease:
@@ -423,6 +459,32 @@ func (w *World) Send(class msgClass, ev Event) {
 			w.histDuplicate(ev)
 		}
 	}
+}
+
+// sendHooked runs sendHook on a copy of ev and returns it: the hooks take
+// a pointer, and taking Send's own ev's address would move every message
+// Send carries to the heap, hooked or not. The copy lives in the world's
+// sendSlots (one per nesting level, should a hook send), so a hooked send
+// allocates nothing either.
+func (w *World) sendHooked(ev Event) (Event, bool) {
+	if w.sendDepth >= len(w.sendSlots) {
+		return sendHookedHeap(w, ev)
+	}
+	p := &w.sendSlots[w.sendDepth]
+	*p = ev
+	w.sendDepth++
+	dropped := w.sendHook(p)
+	w.sendDepth--
+	ev, *p = *p, Event{}
+	return ev, dropped
+}
+
+// sendHookedHeap is sendHooked past the world's slots.
+//
+//go:noinline
+func sendHookedHeap(w *World, ev Event) (Event, bool) {
+	dropped := w.sendHook(&ev)
+	return ev, dropped
 }
 
 // Notef sets the current step's note (only when tracing).

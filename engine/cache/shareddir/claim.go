@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // Claim consumes entry entryID of producer instance producerInstanceID under
@@ -98,7 +99,12 @@ func claimOpened(fsys FS, f File, dir, entry, entryID string, rand io.Reader, ma
 		f.Close()
 		return nil, err
 	}
-	claimed := join(dir, claimedPrefix+entryID+"-"+suffix)
+	var claimed string // join(dir, claimedPrefix+entryID+"-"+suffix), in one allocation when it can be
+	if joinsPlain(dir) {
+		claimed = dir + string(filepath.Separator) + claimedPrefix + entryID + "-" + suffix
+	} else {
+		claimed = join(dir, claimedPrefix+entryID+"-"+suffix)
+	}
 	if err := fsys.Rename(entry, claimed); err != nil {
 		f.Close()
 		if errors.Is(err, fs.ErrNotExist) {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"sort"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
@@ -203,7 +203,7 @@ func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, er
 			}
 			keys = append(keys, k)
 		}
-		sort.Strings(keys)
+		slices.Sort(keys)
 		sep()
 		hdr.WriteString(`"` + metadataKey + `":{`)
 		for i, k := range keys {

@@ -2,12 +2,13 @@ package shareddir
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"sort"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -83,11 +84,11 @@ func decodeSafetensorsJSON(b []byte, maxHeaderBytes int) ([]Tensor, map[string]s
 		}
 		all = append(all, located{t, begin, end})
 	}
-	sort.SliceStable(all, func(i, j int) bool {
-		if all[i].begin != all[j].begin {
-			return all[i].begin < all[j].begin
+	slices.SortStableFunc(all, func(a, b located) int {
+		if c := cmp.Compare(a.begin, b.begin); c != 0 {
+			return c
 		}
-		return all[i].end < all[j].end
+		return cmp.Compare(a.end, b.end)
 	})
 	var next uint64
 	tensors := make([]Tensor, len(all))

@@ -1,9 +1,10 @@
 package shareddir
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
-	"sort"
+	"slices"
 )
 
 // decodeSafetensorsCanonical is DecodeSafetensors' fast path. It reads only
@@ -79,11 +80,11 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 			return nil, nil, false
 		}
 	}
-	sort.SliceStable(all, func(i, j int) bool {
-		if all[i].begin != all[j].begin {
-			return all[i].begin < all[j].begin
+	slices.SortStableFunc(all, func(a, b located) int {
+		if c := cmp.Compare(a.begin, b.begin); c != 0 {
+			return c
 		}
-		return all[i].end < all[j].end
+		return cmp.Compare(a.end, b.end)
 	})
 	var next uint64
 	tensors = make([]Tensor, len(all))

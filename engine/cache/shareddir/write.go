@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // Write publishes entryID: it encodes tensors and metadata as safetensors,
@@ -32,13 +33,24 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 	if err != nil {
 		return 0, err
 	}
-	final := entryName(entryID)
-	if _, err := d.fsys.Lstat(join(d.dir, final)); err == nil {
+	// The paths, each in one allocation: a publish is the simulator's
+	// most frequent write. final and tmp are their last elements.
+	finalPath := entryPath(d.dir, entryID)
+	final := finalPath[len(finalPath)-len(entryID)-len(entrySuffix):]
+	var tmpPath, tmp string
+	if joinsPlain(d.dir) {
+		tmpPath = d.dir + string(filepath.Separator) + tmpPrefix + entryID + "-" + suffix
+		tmp = tmpPath[len(d.dir)+1:]
+	} else {
+		tmp = tmpPrefix + entryID + "-" + suffix
+		tmpPath = join(d.dir, tmp)
+	}
+	if _, err := d.fsys.Lstat(finalPath); err == nil {
 		return 0, fmt.Errorf("shareddir: SU-6 entry %s: %w", entryID, fs.ErrExist)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("shareddir: stat entry %s: %w", entryID, err)
 	}
-	if err := writeFileAtomic(d.fsys, d.dir, tmpPrefix+entryID+"-"+suffix, final, b); err != nil {
+	if err := writeFilePaths(d.fsys, d.dir, tmpPath, finalPath, tmp, final, b); err != nil {
 		var synced *dirSyncError
 		if errors.As(err, &synced) {
 			// Renamed but not durable: take it back so the table and the
@@ -65,7 +77,12 @@ func (e *dirSyncError) Unwrap() error { return e.err }
 // removes tmp (a failed removal is joined as ErrCleanup); a failed directory
 // fsync after the rename is a *dirSyncError.
 func writeFileAtomic(fsys FS, dir, tmp, final string, data []byte) (err error) {
-	tmpPath := join(dir, tmp)
+	return writeFilePaths(fsys, dir, join(dir, tmp), join(dir, final), tmp, final, data)
+}
+
+// writeFilePaths is writeFileAtomic given the two paths too: tmpPath is
+// join(dir, tmp), finalPath join(dir, final).
+func writeFilePaths(fsys FS, dir, tmpPath, finalPath, tmp, final string, data []byte) (err error) {
 	f, err := fsys.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 	if err != nil {
 		return fmt.Errorf("shareddir: create %s: %w", tmpPath, err)
@@ -91,7 +108,7 @@ func writeFileAtomic(fsys FS, dir, tmp, final string, data []byte) (err error) {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("shareddir: close %s: %w", tmpPath, err)
 	}
-	if err := fsys.Rename(tmpPath, join(dir, final)); err != nil {
+	if err := fsys.Rename(tmpPath, finalPath); err != nil {
 		return fmt.Errorf("shareddir: rename %s to %s: %w", tmp, final, err)
 	}
 	renamed = true
