@@ -700,15 +700,16 @@ const (
 	// far within the contract engine's default (40 megapixels).
 	scanBombSide = 2048
 	// scanBombACScans is each bomb's count of empty AC scans after its DC
-	// scan (fixtures.ProgressiveJPEG: 20 bytes a scan, 293 KB a bomb). Go's
+	// scan (fixtures.ProgressiveJPEG: 20 bytes a scan, 352 KB a bomb). Go's
 	// image/jpeg walks every one of the image's 65536 blocks in every scan:
-	// about 1.6 ms of one core a scan on the 2-core CI machine, so one
-	// bomb is about 24 s of CPU there, three times scanBombServeBound, and
-	// still past the bound on a machine 2.5 times as fast. An engine that
+	// about 1.4 ms of one core a scan on the 2-core CI machine (15000
+	// scans took 21.5 s), so one bomb is about 25 s of CPU there, three
+	// times scanBombServeBound, and still past the bound on a machine 2.5
+	// times as fast. An engine that
 	// decodes one bomb at a time (the reference engine without its scan
 	// bound, under launch's one decode slot and 32 MiB budget, which one
 	// bomb fills) spends no more than one bomb's decode on the case.
-	scanBombACScans = 15000
+	scanBombACScans = 18000
 	// scanBombServeBound is how long after the bombs were sent an ordinary
 	// publish must be served (OK): the reference engine's
 	// server.DecodeSlotWait (5 s, the most a decode waits for a slot before
@@ -716,6 +717,13 @@ const (
 	// loaded machine. An engine that refuses the bombs from their scans
 	// (CONTRACT L-6: media bounded before decoding) serves it at once.
 	scanBombServeBound = 8 * time.Second
+	// scanBombHeadStart is how long after the bombs the ordinary publish is
+	// first sent: time for their 1.4 MB to reach the producer and their
+	// decode to start, as in the attack, where the victims' publishes come
+	// after the bombs (sent together, the small publish arrives first and
+	// is served before any bomb is decoded, proving nothing). It counts
+	// against scanBombServeBound.
+	scanBombHeadStart = time.Second
 	// scanBombRetryPause is the pause before an ordinary publish answered
 	// RESOURCE_EXHAUSTED (retryable, SE-4) is sent again.
 	scanBombRetryPause = 200 * time.Millisecond
@@ -728,10 +736,11 @@ const (
 
 // SE4ScanBombsDoNotStallOtherPublishes: attack F1. It sends scanBombs
 // publishes at once, each a 2048x2048 grayscale progressive JPEG of one DC
-// scan and scanBombACScans empty AC scans (fixtures.ProgressiveJPEG: 293
+// scan and scanBombACScans empty AC scans (fixtures.ProgressiveJPEG: 352
 // KB whose every scan is a pass over the whole image in a decoder that
-// walks it scan by scan), and then, at once, publishes an ordinary small
-// PNG (the fault fixture image), again after scanBombRetryPause each time
+// walks it scan by scan), and then, scanBombHeadStart (1 s) later, when
+// the bombs have arrived, publishes an ordinary small PNG (the fault
+// fixture image), again after scanBombRetryPause each time
 // it is answered RESOURCE_EXHAUSTED (retryable, SE-4). Within
 // scanBombServeBound (8 s) of the bombs' sending one of those publishes
 // must end OK: a few hundred KB of scans must not stall every other
@@ -749,7 +758,7 @@ const (
 //
 // An engine without a scan bound is not failed as such: one whose decode
 // slots outnumber the bombs (a vendor engine on many cores, each slot
-// decoding a bomb for its ~24 s of CPU) serves the ordinary publish from a
+// decoding a bomb for its ~25 s of CPU) serves the ordinary publish from a
 // free slot and passes, since 4 bombs do not stall it. What fails is an
 // engine in which the bombs take every slot, or the whole decode budget,
 // for longer than the bound: the reference engine before the fix, whose
@@ -785,8 +794,10 @@ func SE4ScanBombsDoNotStallOtherPublishes(ctx context.Context, t TB, tg target.T
 			answers <- answer{res, time.Since(start)}
 		}()
 	}
-	// An ordinary publish, retried while it is answered RESOURCE_EXHAUSTED,
-	// must be served within the bound of the bombs' sending.
+	// An ordinary publish, once the bombs are in, retried while it is
+	// answered RESOURCE_EXHAUSTED, must be served within the bound of the
+	// bombs' sending.
+	h.waitMs(scanBombHeadStart.Milliseconds(), "letting the scan bombs reach the producer first")
 	bound := sent.Add(scanBombServeBound)
 	var (
 		served    *pb.EncoderReady
@@ -872,7 +883,8 @@ func (h *harness) awaitPublishServed(img fixtures.Image, within time.Duration) {
 		res := h.generateCtx(actx, h.prod, h.publishRequest(nil, imageItem(img)))
 		cancel()
 		if ready := res.EncoderReady(); res.Code() == codes.OK && ready != nil {
-			h.t.Logf("note: the producer served Publish(%s) again %v after the case's failure", img.Name, time.Since(start).Round(time.Millisecond))
+			got, err := h.abort(h.prod, ready.GetRef())
+			h.t.Logf("note: the producer served Publish(%s) again %v after the case's failure (released: %s %s)", img.Name, time.Since(start).Round(time.Millisecond), got, statusString(err))
 			return
 		}
 		if time.Now().Add(scanBombRetryPause).After(deadline) {
