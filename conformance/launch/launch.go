@@ -97,12 +97,14 @@ const DefaultFaultsDecodeBudgetBytes = 32 << 20
 // DefaultFaultsConcurrentDecodes is Options.MaxConcurrentDecodes of a
 // topology with a fault proxy: one decode slot, what the engine's default
 // (CPUs - 1, at least 1) gives on the 2-core CI machines, pinned so the
-// Faults level runs alike on any machine. The SE-4 scan case's bombs must
-// outnumber the producer's slots for the kill table's scan mutant
-// (se4-no-jpeg-scan-bound) to stall the other publishes: with CPUs - 1
-// slots a 16-core machine would decode its 4 bombs beside them and let the
-// mutant survive. One slot costs the other Faults cases nothing: none
-// decodes two images at once on purpose, and a decode waits its turn.
+// Faults level runs alike on any machine. The kill table's scan mutant
+// (se4-no-jpeg-scan-bound) is stalled by the SE-4 scan case's bombs in two
+// ways: one bomb reserves the whole DefaultFaultsDecodeBudgetBytes (4
+// megapixels at 8 bytes) while it decodes, and, the slot being one, it
+// also holds every decode slot; with CPUs - 1 slots and a larger budget a
+// 16-core machine would decode the 4 bombs beside the other publishes and
+// let the mutant survive. One slot costs the other Faults cases nothing:
+// none decodes two images at once on purpose, and a decode waits its turn.
 const DefaultFaultsConcurrentDecodes = 1
 
 // decodedBytesPerPixel is what `baton serve` charges the decode budget for
