@@ -47,6 +47,11 @@ type Options struct {
 	// needs a declared budget it can fill cheaply), else the engine's
 	// default, undeclared.
 	DecodeBudgetBytes int64
+	// MaxConcurrentDecodes is the encoder's and the baseline's
+	// --max-concurrent-decodes (CONTRACT SE-4: the decode slots). 0:
+	// DefaultFaultsConcurrentDecodes when a fault proxy runs, else the
+	// engine's default (CPUs - 1).
+	MaxConcurrentDecodes int
 	// Logs receives the processes' logs (nil = files in WorkDir only).
 	Logs io.Writer
 	// StartTimeout bounds the wait for READY (default 60 s).
@@ -88,6 +93,19 @@ type Options struct {
 // smaller) and the SE-4 case fills the budget with one image decoded in
 // about 0.15 s on the CI machines.
 const DefaultFaultsDecodeBudgetBytes = 32 << 20
+
+// DefaultFaultsConcurrentDecodes is Options.MaxConcurrentDecodes of a
+// topology with a fault proxy: one decode slot, what the engine's default
+// (CPUs - 1, at least 1) gives on the 2-core CI machines, pinned so the
+// Faults level runs alike on any machine. The kill table's scan mutant
+// (se4-no-jpeg-scan-bound) is stalled by the SE-4 scan case's bombs in two
+// ways: one bomb reserves the whole DefaultFaultsDecodeBudgetBytes (4
+// megapixels at 8 bytes) while it decodes, and, the slot being one, it
+// also holds every decode slot; with CPUs - 1 slots and a larger budget a
+// 16-core machine would decode the 4 bombs beside the other publishes and
+// let the mutant survive. One slot costs the other Faults cases nothing:
+// none decodes two images at once on purpose, and a decode waits its turn.
+const DefaultFaultsConcurrentDecodes = 1
 
 // decodedBytesPerPixel is what `baton serve` charges the decode budget for
 // one pixel (server.DecodedBytesPerPixel).
@@ -200,6 +218,9 @@ func (t *Topology) startAll(ctx context.Context, slots []roleSlot) (*Topology, e
 	}
 	if t.opts.FaultProxy && t.opts.DecodeBudgetBytes == 0 {
 		t.opts.DecodeBudgetBytes = DefaultFaultsDecodeBudgetBytes
+	}
+	if t.opts.FaultProxy && t.opts.MaxConcurrentDecodes == 0 {
+		t.opts.MaxConcurrentDecodes = DefaultFaultsConcurrentDecodes
 	}
 	t.CacheDir = filepath.Join(t.opts.WorkDir, "cache")
 	var err error
@@ -334,6 +355,9 @@ func (t *Topology) startAs(ctx context.Context, role, name string) (*Process, er
 	}
 	if b := t.opts.DecodeBudgetBytes; b > 0 && (role == "encoder" || role == "aggregated") {
 		args = append(args, "--decode-budget-bytes", fmt.Sprint(b), "--max-request-pixels", fmt.Sprint(b/decodedBytesPerPixel))
+	}
+	if n := t.opts.MaxConcurrentDecodes; n > 0 && (role == "encoder" || role == "aggregated") {
+		args = append(args, "--max-concurrent-decodes", fmt.Sprint(n))
 	}
 	args = append(args, t.sec.serveArgs()...)
 	args = append(args, t.opts.ServeArgs...)

@@ -196,6 +196,9 @@ const simNALockAcrossTransfer = "Q-5 is about the engine's goroutines: a lock he
 // suiteOnlyDecode is the SuiteOnly reason of the SE-4 decode-budget mutant.
 const suiteOnlyDecode = "the handoff property and the simulator model no media decoding (the simulator's encoder is a stand-in without pixels), so neither can hold decoded images"
 
+// suiteOnlyScans is the SuiteOnly reason of the SE-4 scan-bound mutant.
+const suiteOnlyScans = "the handoff property and the simulator model no media decoding (the simulator's encoder is a stand-in without pixels), so neither decodes a JPEG's scans"
+
 // TrustAnyProducer is the SE-3 consumer mutant's check: every producer
 // endpoint is trusted and dialled.
 func TrustAnyProducer(ep *pb.KvEndpoint) (string, error) {
@@ -350,6 +353,9 @@ var all = []Mutant{
 	{Name: "se4-no-decode-budget", Rule: "SE-4", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlyDecode,
 		Breaks: "media are decoded without the global decode budget: every request's images are decoded and held at once, however many arrive together (the engine before SE-4's bound)",
 		Apply:  func(h *server.Hooks) { h.NoDecodeBudget = true }},
+	{Name: "se4-no-jpeg-scan-bound", Rule: "SE-4", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlyScans,
+		Breaks: "a JPEG of any number of scans is decoded: a few hundred KB of empty progressive scans hold the decode (its slot and its share of the budget) for as long as the scans take, and every other publish waits (the engine before attack F1's fix)",
+		Apply:  func(h *server.Hooks) { h.NoJPEGScanBound = true }},
 	{Name: "se4-forward-unbounded-reference", Rule: "SE-4", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "the consumer forwards a transfer reference's producer_endpoint unbounded, so a padded one makes a TransferEncoderCache the producer's transport refuses without the before-write trailer, and the consumer quarantines (attack A1)",
 		Apply:  func(h *server.Hooks) { h.UnboundedReferenceFields = true }},

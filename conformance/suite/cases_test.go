@@ -416,3 +416,20 @@ func TestMixedPairDecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestFakeJPEGScans: the fake counts a progressive JPEG's scans (DC and
+// AC), and every fixture JPEG is within its scan bound.
+func TestFakeJPEGScans(t *testing.T) {
+	for _, c := range []struct{ comps, ac, want int }{{1, 0, 1}, {1, 31, 32}, {3, 10, 33}, {1, 18000, 18001}} {
+		if got := fakeJPEGScans(fixtures.ProgressiveJPEG(64, 48, c.comps, 1, c.ac)); got != c.want {
+			t.Errorf("fakeJPEGScans(%d components, %d AC rounds) = %d; want %d", c.comps, c.ac, got, c.want)
+		}
+	}
+	for _, im := range fixtures.Images() {
+		if im.Format == "jpeg" {
+			if n := fakeJPEGScans(im.Data); n < 1 || n > fakeMaxJPEGScans {
+				t.Errorf("fixture %s: %d scans; want 1..%d", im.Name, n, fakeMaxJPEGScans)
+			}
+		}
+	}
+}

@@ -405,6 +405,9 @@ func (w *fakeWorld) decodeItem(m *pb.MediaItem) (string, image.Image, *rejection
 	if strictFixture(data) {
 		return "", nil, reject(codes.InvalidArgument, "L-6 not strictly well-formed")
 	}
+	if format == "jpeg" && fakeJPEGScans(data) > fakeMaxJPEGScans {
+		return "", nil, reject(codes.InvalidArgument, "L-6 a JPEG of more than %d scans", fakeMaxJPEGScans)
+	}
 	img, hash, err := decodeCached(data)
 	if err != nil {
 		return "", nil, reject(codes.InvalidArgument, "L-6 undecodable: %v", err)
@@ -726,6 +729,39 @@ func (e *fakeEngine) Shutdown(ctx context.Context, req *pb.ShutdownRequest) (*pb
 		}
 	}
 	return &pb.ShutdownResponse{Status: pb.ShutdownStatus_SHUTDOWN_STATUS_ACCEPTED}, nil
+}
+
+// fakeMaxJPEGScans bounds a JPEG's scans before the fake decodes it, as
+// the reference engine does (encoder.MaxJPEGScans): Go's decoder walks the
+// image once a scan, and the SE-4 scan-bomb case's JPEGs of 18001 scans
+// would cost every fake world about 25 s of CPU each.
+const fakeMaxJPEGScans = 32
+
+// fakeJPEGScans counts the scans (SOS segments) of a JPEG by walking its
+// marker segments from SOI, each scan's entropy-coded data up to the next
+// marker that is neither stuffing nor a restart marker; it stops at EOI or
+// where the stream is malformed (the decoder then refuses it).
+func fakeJPEGScans(b []byte) int {
+	scans, off := 0, 2
+	for off+4 <= len(b) && b[off] == 0xff {
+		for off < len(b)-1 && b[off] == 0xff {
+			off++
+		}
+		m := b[off]
+		if m == 0xd9 || off+3 > len(b) {
+			break
+		}
+		n := int(b[off+1])<<8 | int(b[off+2]) // the segment's length, its own 2 bytes included
+		off += 1 + n
+		if m != 0xda {
+			continue
+		}
+		scans++
+		for off+1 < len(b) && !(b[off] == 0xff && b[off+1] != 0 && (b[off+1] < 0xd0 || b[off+1] > 0xd7)) {
+			off++
+		}
+	}
+	return scans
 }
 
 // strictFixture reports whether data is a fixture Go's lenient decoders

@@ -689,6 +689,212 @@ wait:
 	h.expectReady("producer", h.prod)
 }
 
+// Settings of the scan-bomb case (SE-4, attack F1).
+const (
+	// scanBombs is how many scan bombs the case sends at once: more than
+	// the one or two decode slots a small engine has.
+	scanBombs = 4
+	// scanBombSide is the width and height of each bomb: a 2048x2048
+	// grayscale image, 4 megapixels, within the media bounds of the Faults
+	// topologies conformance/launch starts (--max-request-pixels 4 Mi) and
+	// far within the contract engine's default (40 megapixels).
+	scanBombSide = 2048
+	// scanBombACScans is each bomb's count of empty AC scans after its DC
+	// scan (fixtures.ProgressiveJPEG: 20 bytes a scan, 352 KB a bomb). Go's
+	// image/jpeg walks every one of the image's 65536 blocks in every scan:
+	// about 1.4 ms of one core a scan on the 2-core CI machine (15000
+	// scans took 21.5 s), so one bomb is about 25 s of CPU there, three
+	// times scanBombServeBound, and still past the bound on a machine 2.5
+	// times as fast. An engine that
+	// decodes one bomb at a time (the reference engine without its scan
+	// bound, under launch's one decode slot and 32 MiB budget, which one
+	// bomb fills) spends no more than one bomb's decode on the case.
+	scanBombACScans = 18000
+	// scanBombServeBound is how long after the bombs were sent an ordinary
+	// publish must be served (OK): the reference engine's
+	// server.DecodeSlotWait (5 s, the most a decode waits for a slot before
+	// RESOURCE_EXHAUSTED) and 3 s to decode and publish a small PNG on a
+	// loaded machine. An engine that refuses the bombs from their scans
+	// (CONTRACT L-6: media bounded before decoding) serves it at once.
+	scanBombServeBound = 8 * time.Second
+	// scanBombHeadStart is how long after the bombs the ordinary publish is
+	// first sent: time for their 1.4 MB to reach the producer and their
+	// decode to start, as in the attack, where the victims' publishes come
+	// after the bombs (sent together, the small publish arrives first and
+	// is served before any bomb is decoded, proving nothing). It counts
+	// against scanBombServeBound.
+	scanBombHeadStart = time.Second
+	// scanBombRetryPause is the pause before an ordinary publish answered
+	// RESOURCE_EXHAUSTED (retryable, SE-4) is sent again.
+	scanBombRetryPause = 200 * time.Millisecond
+	// scanBombCalmBound is how long, after the case failed, it waits for
+	// the producer to serve a publish again before it ends, so the cases
+	// after it do not inherit the stall (the decode of a bomb cannot be
+	// cancelled once it started).
+	scanBombCalmBound = 30 * time.Second
+)
+
+// SE4ScanBombsDoNotStallOtherPublishes: attack F1. It sends scanBombs
+// publishes at once, each a 2048x2048 grayscale progressive JPEG of one DC
+// scan and scanBombACScans empty AC scans (fixtures.ProgressiveJPEG: 352
+// KB whose every scan is a pass over the whole image in a decoder that
+// walks it scan by scan), and then, scanBombHeadStart (1 s) later, when
+// the bombs have arrived, publishes an ordinary small PNG (the fault
+// fixture image), again after scanBombRetryPause each time
+// it is answered RESOURCE_EXHAUSTED (retryable, SE-4). Within
+// scanBombServeBound (8 s) of the bombs' sending one of those publishes
+// must end OK: a few hundred KB of scans must not stall every other
+// publish (SE-4: decode CPU is bounded across all requests together;
+// beyond the bound, RESOURCE_EXHAUSTED). An ordinary publish that ends
+// DEADLINE_EXCEEDED or still runs at the bound, or ends in any code but
+// OK and RESOURCE_EXHAUSTED, fails at once. Health must answer READY
+// within healthAnswerBound throughout. The bombs' own answers are not
+// judged (INVALID_ARGUMENT for the scan bound or the media bounds,
+// RESOURCE_EXHAUSTED, or OK from a decoder fast enough): the case checks
+// the rule, not the reference engine's way of keeping it. At the end the
+// bombs are cancelled, any that were published released, and the
+// producer's exports must be back where they were (observables, when
+// declared).
+//
+// An engine without a scan bound is not failed as such: one whose decode
+// slots outnumber the bombs (a vendor engine on many cores, each slot
+// decoding a bomb for its ~25 s of CPU) serves the ordinary publish from a
+// free slot and passes, since 4 bombs do not stall it. What fails is an
+// engine in which the bombs take every slot, or the whole decode budget,
+// for longer than the bound: the reference engine before the fix, whose
+// scan-bound mutant (se4-no-jpeg-scan-bound) the kill table runs with
+// conformance/launch's one decode slot and 32 MiB decode budget.
+func SE4ScanBombsDoNotStallOtherPublishes(ctx context.Context, t TB, tg target.Target) {
+	h := needEPD(ctx, t, tg)
+	defer h.cleanup()
+	bomb := &pb.MediaItem{Modality: pb.Modality_MODALITY_IMAGE, MimeType: mimeOf("jpeg"),
+		Source: &pb.MediaItem_RawBytes{RawBytes: fixtures.ProgressiveJPEG(scanBombSide, scanBombSide, 1, 1, scanBombACScans)}}
+	bombWhat := fmt.Sprintf("Publish(%dx%d gray progressive JPEG of %d scans, %d bytes)", scanBombSide, scanBombSide, 1+scanBombACScans, len(bomb.GetRawBytes()))
+	small := fixture(t, faultImage)
+	smallWhat := fmt.Sprintf("Publish(%s)", small.Name)
+	before, counted := h.optionalCounters("producer", h.prod)
+
+	type answer struct {
+		res  *target.GenerateResult
+		took time.Duration
+	}
+	answers := make(chan answer, scanBombs)
+	bombCtx, cancelBombs := context.WithCancel(h.ctx)
+	defer cancelBombs()
+	prober := probeHealth(h.ctx, h.prod)
+	sent := time.Now()
+	for range scanBombs {
+		req := h.publishRequest(nil, bomb)
+		go func() {
+			start := time.Now()
+			res, err := h.prod.Generate(bombCtx, req)
+			if err != nil || res == nil {
+				res = &target.GenerateResult{}
+			}
+			answers <- answer{res, time.Since(start)}
+		}()
+	}
+	// An ordinary publish, once the bombs are in, retried while it is
+	// answered RESOURCE_EXHAUSTED, must be served within the bound of the
+	// bombs' sending.
+	h.waitMs(scanBombHeadStart.Milliseconds(), "letting the scan bombs reach the producer first")
+	bound := sent.Add(scanBombServeBound)
+	var (
+		served    *pb.EncoderReady
+		attempts  int
+		exhausted int
+		stalled   bool
+	)
+	for { // every answer but a RESOURCE_EXHAUSTED before the bound ends the loop
+		attempts++
+		actx, cancel := context.WithDeadline(h.ctx, bound)
+		start := time.Now()
+		res := h.generateCtx(actx, h.prod, h.publishRequest(nil, imageItem(small)))
+		cancel()
+		took := time.Since(start)
+		switch code := res.Code(); {
+		case code == codes.OK && res.EncoderReady() != nil:
+			served = res.EncoderReady()
+			t.Logf("SE-4 %d scan bombs: %s served after %v (%v after the bombs were sent), attempt %d, %d answered RESOURCE_EXHAUSTED before", scanBombs, smallWhat, took.Round(time.Millisecond), time.Since(sent).Round(time.Millisecond), attempts, exhausted)
+		case code == codes.ResourceExhausted && time.Now().Add(scanBombRetryPause).Before(bound):
+			exhausted++
+			h.waitMs(scanBombRetryPause.Milliseconds(), "retrying a publish answered RESOURCE_EXHAUSTED (retryable)")
+			continue
+		case code == codes.ResourceExhausted:
+			exhausted++
+			t.Errorf("%s, sent %v after %d scan bombs (%s): not served within %v of the bombs' sending; %d attempts, %d answered RESOURCE_EXHAUSTED; want one OK (SE-4: a few hundred KB of scans stalled every other publish; decode CPU is bounded across requests)",
+				smallWhat, scanBombHeadStart, scanBombs, bombWhat, scanBombServeBound, attempts, exhausted)
+			stalled = true
+		case code == codes.DeadlineExceeded || time.Now().After(bound):
+			t.Errorf("%s, sent %v after %d scan bombs (%s): attempt %d still ran %v later, at the bound of %v after the bombs' sending (%s); want OK within it (SE-4: a few hundred KB of scans stalled every other publish; beyond the decode bound, RESOURCE_EXHAUSTED, not a wait)",
+				smallWhat, scanBombHeadStart, scanBombs, bombWhat, attempts, took.Round(time.Millisecond), scanBombServeBound, describe(res))
+			stalled = true
+		default:
+			t.Errorf("%s, sent %v after %d scan bombs (%s) = %s (attempt %d); want OK, or RESOURCE_EXHAUSTED and served on a retry within %v (SE-4)",
+				smallWhat, scanBombHeadStart, scanBombs, bombWhat, describe(res), attempts, scanBombServeBound)
+		}
+		break
+	}
+	probes, worst, bad := prober.end()
+	t.Logf("SE-4 %d scan bombs: Health asked %d times while they were sent and the ordinary publish waited, slowest answer %v", scanBombs, probes, worst.Round(time.Millisecond))
+	if len(bad) > 0 {
+		t.Errorf("Health(producer) while %d scan bombs (%s) were sent: %d of %d answers not READY within %v: %s; want READY within %v each (SE-4: the engine never stalls its health checks)",
+			scanBombs, bombWhat, len(bad), probes, healthAnswerBound, strings.Join(bad[:min(len(bad), 5)], ", "), healthAnswerBound)
+	}
+	if served != nil {
+		h.expectAbortStatus(served.GetRef(), "the ordinary publish served beside the scan bombs", pb.AbortStatus_ABORT_STATUS_ABORTED)
+	}
+	// The bombs are cancelled by their client; those answered before are
+	// logged (any answer is allowed) and released if published.
+	cancelBombs()
+	ended := time.NewTimer(cleanupTimeout)
+	defer ended.Stop()
+	var got []string
+	for len(got) < scanBombs {
+		select {
+		case a := <-answers:
+			got = append(got, fmt.Sprintf("%s after %v", codeName(a.res.Code()), a.took.Round(time.Millisecond)))
+			if ready := a.res.EncoderReady(); ready != nil {
+				h.expectAbortStatus(ready.GetRef(), "a scan bomb the producer published", pb.AbortStatus_ABORT_STATUS_ABORTED)
+			}
+		case <-ended.C:
+			t.Fatalf("%d of %d %s still running %v after their client cancelled them; want each ended", scanBombs-len(got), scanBombs, bombWhat, cleanupTimeout)
+		}
+	}
+	t.Logf("SE-4 %d scan bombs (%s) answered (or were cancelled): %s", scanBombs, bombWhat, strings.Join(got, ", "))
+	if stalled {
+		h.awaitPublishServed(small, scanBombCalmBound)
+	}
+	if counted {
+		h.expectSettled("SE-4", "producer", h.prod, before, "after the scan bombs were cancelled or released", ObservableExportsEntries, ObservableExportsBytes)
+	}
+	h.expectReady("producer", h.prod)
+}
+
+// awaitPublishServed publishes img, again while it is answered anything
+// but OK, until it is served (then released) or within passes; it only
+// logs (a case that already failed uses it so the cases after it do not
+// inherit a stalled producer).
+func (h *harness) awaitPublishServed(img fixtures.Image, within time.Duration) {
+	h.t.Helper()
+	start := time.Now()
+	for deadline := start.Add(within); time.Now().Before(deadline); {
+		actx, cancel := context.WithDeadline(h.ctx, deadline)
+		res := h.generateCtx(actx, h.prod, h.publishRequest(nil, imageItem(img)))
+		cancel()
+		if ready := res.EncoderReady(); res.Code() == codes.OK && ready != nil {
+			got, err := h.abort(h.prod, ready.GetRef())
+			h.t.Logf("note: the producer served Publish(%s) again %v after the case's failure (released: %s %s)", img.Name, time.Since(start).Round(time.Millisecond), got, statusString(err))
+			return
+		}
+		if time.Now().Add(scanBombRetryPause).After(deadline) {
+			break
+		}
+		h.waitMs(scanBombRetryPause.Milliseconds(), "waiting for the producer to serve a publish again")
+	}
+	h.t.Logf("note: the producer still served no Publish(%s) %v after the case's failure; the cases after it may find it stalled", img.Name, within)
+}
+
 // attackReceiveLimit is the receive limit the SE-4 oversize steps aim just
 // under: 64 MiB, the reference engine's and the fault proxy's (a target
 // with a smaller limit refuses the request itself, RESOURCE_EXHAUSTED).
@@ -845,6 +1051,7 @@ func securityCases() []Case {
 		{Rule: "SE-4", Name: "SE-4 forged, stale and unreachable references and abandoned transfers leave every engine READY", Run: SE4AttackCorpusLeavesEnginesReady, Needs: n, Labels: []string{LabelSlow}},
 		{Rule: "SE-4", Name: "SE-4 concurrent heavy PNGs beyond the declared decode budget end RESOURCE_EXHAUSTED while Health stays READY", Run: SE4DecodeBudgetBoundsConcurrentImages,
 			Needs: EPD.with(func(n *Needs) { n.TestHooks, n.DecodeBudget = true, true })},
+		{Rule: "SE-4", Name: "SE-4 progressive JPEGs of many scans do not stall the producer's other publishes", Run: SE4ScanBombsDoNotStallOtherPublishes, Needs: EPD},
 		{Rule: "SE-5", Name: "SE-5 grpc.health.v1 mirrors Health through DRAINING and NOT_READY", Run: SE5GRPCHealthMirrorsHealth, Needs: n.with(func(n *Needs) { n.TestHooks = true })},
 	}
 }

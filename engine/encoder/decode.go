@@ -77,7 +77,8 @@ func sniff(b []byte) string {
 //     ValidateJPEG (IHDR first, every CRC, one complete zlib stream over
 //     consecutive IDATs with nothing after it, IEND; SOI, complete segments
 //     with nothing between them, EOI), which Go's decoders do not all make
-//     -> ErrCorruptMedia; bytes after IEND or EOI are ignored;
+//     -> ErrCorruptMedia; bytes after IEND or EOI are ignored; a JPEG of
+//     more than lim.MaxJPEGScans scans -> ErrDecompressionBomb;
 //  5. the image is decoded; a decoding failure -> ErrCorruptMedia (truncated
 //     or corrupt data) or ErrUnsupportedFormat (a feature Go's decoder does
 //     not support). A panic inside a decoder is recovered as ErrCorruptMedia.
@@ -114,7 +115,7 @@ func Decode(data []byte, lim Limits) (img image.Image, format string, err error)
 	if px := int64(cfg.Width) * int64(cfg.Height); px > lim.MaxPixels {
 		return nil, "", fmt.Errorf("%w: %s header says %dx%d = %d pixels > bound %d", ErrDecompressionBomb, c.name, cfg.Width, cfg.Height, px, lim.MaxPixels)
 	}
-	if err := validateStrict(c.name, data); err != nil {
+	if err := validateStrict(c.name, data, lim); err != nil {
 		return nil, "", err
 	}
 	img, err = c.decode(data)
@@ -129,13 +130,14 @@ func Decode(data []byte, lim Limits) (img image.Image, format string, err error)
 }
 
 // validateStrict runs the L-6 structure check of format (strict.go) where
-// Go's decoder is lenient: PNG and JPEG, the required formats.
-func validateStrict(format string, data []byte) error {
+// Go's decoder is lenient: PNG and JPEG, the required formats; a JPEG's
+// scans are bounded by lim.MaxJPEGScans (lim has its defaults filled).
+func validateStrict(format string, data []byte, lim Limits) error {
 	switch format {
 	case FormatPNG:
 		return ValidatePNG(data)
 	case FormatJPEG:
-		return ValidateJPEG(data)
+		return validateJPEG(data, lim.MaxJPEGScans)
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func FuzzDecode(f *testing.F) {
 		if bd.Empty() || int64(bd.Dx())*int64(bd.Dy()) > fuzzLimits.MaxPixels {
 			t.Fatalf("accepted a %s image of bounds %v (bound %d pixels)", format, bd, fuzzLimits.MaxPixels)
 		}
-		if err := validateStrict(format, b); err != nil {
+		if err := validateStrict(format, b, DefaultLimits()); err != nil {
 			t.Fatalf("accepted a %s that fails the strict check: %v", format, err)
 		}
 		if h := ContentHash(preset, img); !IsContentHash(h) {

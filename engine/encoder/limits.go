@@ -6,7 +6,9 @@ package encoder
 // base64 decoding of a data URI. MaxPixels bounds width*height as declared by
 // the image header; it is checked before the pixels are allocated, so a
 // decompression bomb costs only its header. MaxDataURIBytes bounds the length
-// of a data URI string in bytes, checked before it is parsed.
+// of a data URI string in bytes, checked before it is parsed. MaxJPEGScans
+// bounds a JPEG's scans (SOS segments), counted by the structure check
+// before the pixels are decoded (each scan is a pass over the image).
 //
 // A zero or negative field takes its DefaultLimits value: there is no
 // "unlimited".
@@ -20,12 +22,18 @@ type Limits struct {
 	// MaxDataURIBytes bounds a data URI's length in bytes (default
 	// DefaultMaxDataURIBytes, 28 MiB).
 	MaxDataURIBytes int
+	// MaxJPEGScans bounds the scans of one JPEG (default MaxJPEGScans, 32;
+	// CONTRACT SE-4: decode CPU is bounded). Only the se4-no-jpeg-scan-bound
+	// mutant (conformance/mutants) raises it far above what any encoder
+	// writes.
+	MaxJPEGScans int
 }
 
 // Default bounds. 20 MiB of encoded bytes; 40 megapixels (so a 4000x3000
 // = 12 MP camera image is accepted, and a decoded image takes at most 40M *
 // 8 bytes = 320 MB as 16-bit RGBA); 28 MiB of data URI (the base64 of
-// 20 MiB is 26.7 MiB, plus room for the header).
+// 20 MiB is 26.7 MiB, plus room for the header). The scan bound's default
+// is MaxJPEGScans (strict.go).
 const (
 	DefaultMaxEncodedBytes = 20 << 20
 	DefaultMaxPixels       = 40_000_000
@@ -33,12 +41,13 @@ const (
 )
 
 // DefaultLimits returns the default bounds: 20 MiB encoded, 40 megapixels,
-// 28 MiB data URI.
+// 28 MiB data URI, MaxJPEGScans scans.
 func DefaultLimits() Limits {
 	return Limits{
 		MaxEncodedBytes: DefaultMaxEncodedBytes,
 		MaxPixels:       DefaultMaxPixels,
 		MaxDataURIBytes: DefaultMaxDataURIBytes,
+		MaxJPEGScans:    MaxJPEGScans,
 	}
 }
 
@@ -53,6 +62,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxDataURIBytes <= 0 {
 		l.MaxDataURIBytes = d.MaxDataURIBytes
+	}
+	if l.MaxJPEGScans <= 0 {
+		l.MaxJPEGScans = d.MaxJPEGScans
 	}
 	return l
 }

@@ -30,6 +30,34 @@ func TestJPEGScanBound(t *testing.T) {
 	}
 }
 
+// TestJPEGScanBoundLimit: Limits.MaxJPEGScans bounds Decode's scans; zero
+// or negative takes MaxJPEGScans (there is no unlimited), a lower one
+// refuses sooner, and a raised one (the se4-no-jpeg-scan-bound mutant's)
+// lets the scans through to the decoder.
+func TestJPEGScanBoundLimit(t *testing.T) {
+	over := fixtures.ProgressiveJPEG(64, 48, 1, 1, MaxJPEGScans) // MaxJPEGScans+1 scans
+	for _, n := range []int{0, -1} {
+		if _, _, err := Decode(over, Limits{MaxJPEGScans: n}); !errors.Is(err, ErrDecompressionBomb) {
+			t.Errorf("Decode(%d scans, MaxJPEGScans %d) = %v; want ErrDecompressionBomb (the default bound)", MaxJPEGScans+1, n, err)
+		}
+	}
+	if got := (Limits{MaxJPEGScans: -5}).withDefaults().MaxJPEGScans; got != MaxJPEGScans {
+		t.Errorf("Limits{MaxJPEGScans: -5} with defaults = %d; want %d", got, MaxJPEGScans)
+	}
+	if _, _, err := Decode(fixtures.ProgressiveJPEG(64, 48, 1, 1, 3), Limits{MaxJPEGScans: 3}); !errors.Is(err, ErrDecompressionBomb) {
+		t.Errorf("Decode(4 scans, MaxJPEGScans 3) = %v; want ErrDecompressionBomb", err)
+	}
+	if img, _, err := Decode(fixtures.ProgressiveJPEG(64, 48, 1, 1, 3), Limits{MaxJPEGScans: 4}); err != nil || img.Bounds() != image.Rect(0, 0, 64, 48) {
+		t.Errorf("Decode(4 scans, MaxJPEGScans 4) = %v, %v; want a 64x48 image", img, err)
+	}
+	if _, _, err := Decode(over, Limits{MaxJPEGScans: 1 << 30}); err != nil {
+		t.Errorf("Decode(%d scans, MaxJPEGScans 2^30) = %v; want it decoded", MaxJPEGScans+1, err)
+	}
+	if err := ValidateJPEG(over); !errors.Is(err, ErrDecompressionBomb) {
+		t.Errorf("ValidateJPEG(%d scans) = %v; want ErrDecompressionBomb (it keeps the default bound)", MaxJPEGScans+1, err)
+	}
+}
+
 // TestDecodePeakBytes: every image is charged 8 bytes per pixel, and a
 // progressive JPEG its coefficients and samples when that is more: 4:4:4
 // YCbCr 15 bytes a pixel, CMYK 20, over whole MCUs (attack F3).

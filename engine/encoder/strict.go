@@ -264,8 +264,12 @@ const MaxJPEGScans = 32
 // data up to the next marker (stuffed 0xFF00 and RSTn markers belong to
 // it); and EOI, after which everything is ignored. Errors wrap
 // ErrCorruptMedia, except more than MaxJPEGScans scans, which wraps
-// ErrDecompressionBomb (a bound, not a corruption).
-func ValidateJPEG(b []byte) error {
+// ErrDecompressionBomb (a bound, not a corruption). Decode checks against
+// its Limits.MaxJPEGScans instead (the same by default).
+func ValidateJPEG(b []byte) error { return validateJPEG(b, MaxJPEGScans) }
+
+// validateJPEG is ValidateJPEG with a scan bound of maxScans.
+func validateJPEG(b []byte, maxScans int) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: jpeg %w: %s", ErrCorruptMedia, errStrict, fmt.Sprintf(format, args...))
 	}
@@ -307,8 +311,8 @@ func ValidateJPEG(b []byte) error {
 		if m != 0xda { // not SOS
 			continue
 		}
-		if scans++; scans > MaxJPEGScans {
-			return fmt.Errorf("%w: jpeg has more than %d scans (SOS segments); each scan is a pass over the image", ErrDecompressionBomb, MaxJPEGScans)
+		if scans++; scans > maxScans {
+			return fmt.Errorf("%w: jpeg has more than %d scans (SOS segments); each scan is a pass over the image", ErrDecompressionBomb, maxScans)
 		}
 		// Entropy-coded data: up to a 0xFF that is neither stuffing (0x00),
 		// a fill byte, nor a restart marker.

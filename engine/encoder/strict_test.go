@@ -23,7 +23,7 @@ func TestStrictFixtures(t *testing.T) {
 		if _, _, err := image.Decode(bytes.NewReader(im.Data)); err != nil {
 			t.Errorf("%s: Go's decoder rejects it (%v); the fixture shows no leniency", im.Name, err)
 		}
-		if err := validateStrict(im.Format, im.Data); !errors.Is(err, errStrict) || !errors.Is(err, ErrCorruptMedia) {
+		if err := validateStrict(im.Format, im.Data, DefaultLimits()); !errors.Is(err, errStrict) || !errors.Is(err, ErrCorruptMedia) {
 			t.Errorf("%s (%s): strict check = %v; want ErrCorruptMedia, not strictly well-formed", im.Name, im.Note, err)
 		}
 	}
@@ -31,7 +31,7 @@ func TestStrictFixtures(t *testing.T) {
 		t.Fatal("no fixture of class strict")
 	}
 	for _, im := range fixtures.Images() {
-		if err := validateStrict(im.Format, im.Data); err != nil {
+		if err := validateStrict(im.Format, im.Data, DefaultLimits()); err != nil {
 			t.Errorf("valid %s: strict check = %v", im.Name, err)
 		}
 	}

@@ -270,3 +270,18 @@ func TestProgressiveJPEGBounds(t *testing.T) {
 		t.Errorf("a progressive 4:2:0 publish after it = %v, %v; want OK", res.Status, err)
 	}
 }
+
+// TestNoJPEGScanBoundHook: the SE-4 scan mutant's hook (NoJPEGScanBound)
+// lifts the scan bound and nothing else: a JPEG of more scans than
+// encoder.MaxJPEGScans, refused by the engine (TestProgressiveJPEGBounds),
+// is decoded and published by the mutant.
+func TestNoJPEGScanBoundHook(t *testing.T) {
+	cfg := Config{Role: RoleEncoder, CacheDir: t.TempDir(), TestHooks: true, Hooks: Hooks{NoJPEGScanBound: true}}
+	_, eng := startEngine(t, cfg)
+	req := &pb.GenerateRequest{Media: []*pb.MediaItem{{Modality: pb.Modality_MODALITY_IMAGE, Source: &pb.MediaItem_RawBytes{RawBytes: fixtures.ProgressiveJPEG(64, 48, 1, 1, 2*encoder.MaxJPEGScans)}}},
+		Encoder: &pb.EncoderOptions{Mode: &pb.EncoderOptions_Publish{Publish: &pb.EncoderPublish{}}}}
+	res, err := eng.Generate(context.Background(), req)
+	if err != nil || res.Code() != codes.OK {
+		t.Fatalf("publish of a JPEG of %d scans with NoJPEGScanBound = %v, %v; want OK (the bound lifted)", 1+2*encoder.MaxJPEGScans, res.Status, err)
+	}
+}

@@ -100,6 +100,13 @@ type Hooks struct {
 	// decode slots (the SE-4 decode mutant: the engine before the global
 	// budget, where many heavy images together exhaust it).
 	NoDecodeBudget bool
+	// NoJPEGScanBound decodes a JPEG of any number of scans: the media
+	// limits' scan bound (encoder.Limits.MaxJPEGScans) is raised to
+	// noJPEGScanBound, far above any image's (the SE-4 scan mutant: the
+	// engine before attack F1's fix, where a few KB of empty progressive
+	// scans hold a decode slot, and the decode budget they reserved, for
+	// as long as the scans take).
+	NoJPEGScanBound bool
 	// SkipDeadInstanceSweep never removes dead producers' instance
 	// directories from the shared directory, neither at start nor from the
 	// collector (the orphan-sweep-skipped mutant, hardening_test.go: the

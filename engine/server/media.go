@@ -91,6 +91,10 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 	if e.cfg.Hooks.NoDecodeBudget {
 		decodes = unbounded
 	}
+	limits := e.cfg.MediaLimits
+	if e.cfg.Hooks.NoJPEGScanBound {
+		limits.MaxJPEGScans = noJPEGScanBound
+	}
 	rel, err := decodes.reserve(ctx, totalBytes)
 	if err != nil {
 		return nil, err
@@ -104,7 +108,7 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 		// The decode and the content hash (a pass over every pixel) run in
 		// one of the budget's CPU slots (SE-4).
 		if err := decodes.run(ctx, func() {
-			if img, _, derr = encoder.Decode(data, e.cfg.MediaLimits); derr != nil {
+			if img, _, derr = encoder.Decode(data, limits); derr != nil {
 				return
 			}
 			hash = contenthash.Of(e.preset.Name, data, img, e.cfg.Hooks.ContentHashing) // encoder.ContentHash, unless an H-1 or H-4 mutant
@@ -118,6 +122,11 @@ func (e *Engine) decodeMediaBudgeted(ctx context.Context, items []*pb.MediaItem,
 	}
 	return out, nil
 }
+
+// noJPEGScanBound is the scan bound of the NoJPEGScanBound mutant
+// (hooks.go): 2^30 scans, more than any request L-6 lets in holds (each
+// scan takes at least 10 bytes), so in effect none.
+const noJPEGScanBound = 1 << 30
 
 // imageIdentity is the identity the model keys an image by: its content hash
 // (H-1, H-5; lm.ImageIdentity, whose switch Hooks.Model breaks it).
