@@ -68,25 +68,30 @@ func TestSessions(t *testing.T) {
 	}
 }
 
-// TestRead: D READs a session P holds from P's agent, with the metadata
-// and region P describes, into a buffer it frees afterwards.
-func TestRead(t *testing.T) {
+// readPair is a P holding session "s" (bytes want) for D, and a D whose
+// agent runs with dOpts (its Faults, say), both over one loopback
+// registry; md is P's agent metadata for D's Read.
+type readPair struct {
+	p, d   *Driver
+	pAgent xfer.Agent
+	s      *Session
+	md     []byte
+}
+
+func newReadPair(t *testing.T, want []byte, pEnv, dEnv Env, dOpts xfer.Options) readPair {
+	t.Helper()
 	reg := xfer.NewRegistry()
 	pAgent, err := xfer.NewLoopback(reg, xfer.Options{Name: "prefill"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dAgent, err := xfer.NewLoopback(reg, xfer.Options{Name: "decode"})
+	dOpts.Name = "decode"
+	dAgent, err := xfer.NewLoopback(reg, dOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &fakeEnv{}
 	log := slog.New(slog.DiscardHandler)
-	p := &Driver{Sessions: &Sessions{}, Agent: pAgent, Env: env, Log: log}
-	want := make([]byte, lm.SessionBytes)
-	for i := range want {
-		want[i] = byte(i + 1)
-	}
+	p := &Driver{Sessions: &Sessions{}, Agent: pAgent, Env: pEnv, Log: log}
 	s, err := p.Register("s", want, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +101,19 @@ func TestRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Driver{Sessions: &Sessions{}, Agent: dAgent, Env: env, Log: log}
+	return readPair{p: p, d: &Driver{Sessions: &Sessions{}, Agent: dAgent, Env: dEnv, Log: log}, pAgent: pAgent, s: s, md: md}
+}
+
+// TestRead: D READs a session P holds from P's agent, with the metadata
+// and region P describes, into a buffer it frees afterwards.
+func TestRead(t *testing.T) {
+	env := &fakeEnv{}
+	want := make([]byte, lm.SessionBytes)
+	for i := range want {
+		want[i] = byte(i + 1)
+	}
+	rp := newReadPair(t, want, env, env, xfer.Options{})
+	p, d, s, md := rp.p, rp.d, rp.s, rp.md
 	got, err := d.Read(context.Background(), "s", md, s.Reg.Descriptors[0], time.Second, "kv/s/1")
 	if err != nil || string(got) != string(want) {
 		t.Fatalf("Read = %x, %v; want the session's bytes", got, err)
@@ -124,34 +141,15 @@ func (e *quarantineEnv) EnterQuarantine(q *consumer.Quarantine, proofs []<-chan 
 // the READ ended and was released; then its Free deregisters the
 // buffer, and P frees the session it served without a cleanup failure.
 func TestReadInFlightAtDeadline(t *testing.T) {
-	reg := xfer.NewRegistry()
-	pAgent, err := xfer.NewLoopback(reg, xfer.Options{Name: "prefill"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hang := xfer.NewHang()
-	dAgent, err := xfer.NewLoopback(reg, xfer.Options{Name: "decode", Faults: func(w xfer.WriteInfo) xfer.Fault {
+	pEnv, dEnv := &fakeEnv{}, &quarantineEnv{}
+	rp := newReadPair(t, make([]byte, lm.SessionBytes), pEnv, dEnv, xfer.Options{Faults: func(w xfer.WriteInfo) xfer.Fault {
 		if !w.Read {
 			return xfer.Fault{}
 		}
 		return xfer.Fault{Kind: xfer.FaultHang, AfterBytes: 64, Hang: hang}
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	pEnv, dEnv := &fakeEnv{}, &quarantineEnv{}
-	p := &Driver{Sessions: &Sessions{}, Agent: pAgent, Env: pEnv, Log: log}
-	s, err := p.Register("s", make([]byte, lm.SessionBytes), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Hold(s, time.Hour)
-	md, err := pAgent.LocalMetadata()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &Driver{Sessions: &Sessions{}, Agent: dAgent, Env: dEnv, Log: log}
+	p, d, s, md, pAgent := rp.p, rp.d, rp.s, rp.md, rp.pAgent
 	got, err := d.Read(context.Background(), "s", md, s.Reg.Descriptors[0], time.Millisecond, "kv/s/1")
 	if err == nil || got != nil {
 		t.Fatalf("Read of a READ hung past its deadline = %d bytes, %v; want no bytes and an error", len(got), err)
