@@ -121,8 +121,9 @@ Decode budget (CONTRACT SE-4):
   Every request reserves 8 bytes per pixel its images' headers declare
   before decoding, held until the request ends; --decode-budget-bytes bounds
   the reservations of all requests together (default 512 MiB; at least 8
-  bytes * --max-request-pixels, the L-6 bound on one request's pixels, so a
-  smaller budget lowers that too). A request that finds no room within
+  bytes * --max-request-pixels, the L-6 bound on one request's pixels: a
+  smaller budget needs a lower --max-request-pixels with it; a progressive
+  JPEG is charged up to 20 bytes a pixel). A request that finds no room within
   --decode-wait gets RESOURCE_EXHAUSTED (retryable). At most --max-concurrent-decodes images decode at once
   (default: CPUs - 1, at least 1), so Health keeps answering.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
