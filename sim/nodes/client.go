@@ -26,20 +26,17 @@ func readyArrive(w *world.World, ev world.Event) {
 }
 
 // publishFailArrive: E's refusal of a publish reaches its client.
-func publishFailArrive(w *world.World, ev world.Event) {
-	r := world.CallReplyOf(ev)
-	w.HistReturn(r.Client, r.Rpc, world.OpPublish, r.Result, "")
-	c := w.Clients[r.Client]
-	if !w.Current(c, r.Rpc) {
-		return
-	}
-	w.Answer(c, r.Result, "")
-}
+func publishFailArrive(w *world.World, ev world.Event) { callReplyArrive(w, ev, world.OpPublish) }
 
 // releaseReplyArrive: E's answer to a release reaches its client.
-func releaseReplyArrive(w *world.World, ev world.Event) {
+func releaseReplyArrive(w *world.World, ev world.Event) { callReplyArrive(w, ev, world.OpRelease) }
+
+// callReplyArrive: E's answer without an entry (a refused publish, any
+// release answer) to a call of kind op reaches its client: recorded in the
+// history, and answered if the client still waits for that call.
+func callReplyArrive(w *world.World, ev world.Event, op world.OpKind) {
 	r := world.CallReplyOf(ev)
-	w.HistReturn(r.Client, r.Rpc, world.OpRelease, r.Result, "")
+	w.HistReturn(r.Client, r.Rpc, op, r.Result, "")
 	c := w.Clients[r.Client]
 	if !w.Current(c, r.Rpc) {
 		return
