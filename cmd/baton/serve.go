@@ -125,7 +125,7 @@ Decode budget (CONTRACT SE-4):
   smaller budget needs a lower --max-request-pixels with it; a progressive
   JPEG is charged up to 20 bytes a pixel). A request that finds no room within
   --decode-wait gets RESOURCE_EXHAUSTED (retryable). At most --max-concurrent-decodes images decode at once
-  (default: CPUs - 1, at least 1), so Health keeps answering.`,
+  (default: GOMAXPROCS - 1, at least 1), so Health keeps answering.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Role = server.Role(role)
 			if mutant != "" {
@@ -224,7 +224,7 @@ Decode budget (CONTRACT SE-4):
 	f.StringSliceVar(&cfg.Security.OperatorIdentities, "operator-identity", nil, "client-certificate name (subject CN or a DNS/URI/e-mail SAN) that is an operator (CONTRACT SE-2; needs --tls-client-ca)")
 	f.Int64Var(&cfg.MaxRequestPixels, "max-request-pixels", server.MaxRequestPixels, "bound on the decoded pixels of all a request's images together (CONTRACT L-6); the decode budget must hold 8 bytes for each")
 	f.Int64Var(&cfg.DecodeBudget.MaxBytes, "decode-budget-bytes", server.DefaultDecodeBudgetBytes, "bound on decoded image bytes (8 per pixel, up to 20 for a progressive JPEG) reserved by all requests together (CONTRACT SE-4)")
-	f.IntVar(&cfg.DecodeBudget.MaxConcurrent, "max-concurrent-decodes", 0, "images decoded at once (0 = CPUs - 1, at least 1) (CONTRACT SE-4)")
+	f.IntVar(&cfg.DecodeBudget.MaxConcurrent, "max-concurrent-decodes", 0, "images decoded at once (0 = GOMAXPROCS - 1, at least 1) (CONTRACT SE-4)")
 	f.DurationVar(&cfg.DecodeBudget.Wait, "decode-wait", server.DefaultDecodeWait, "how long a request waits for room in the decode budget before RESOURCE_EXHAUSTED (negative: no wait)")
 	f.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", 10*time.Second, "how long an accepted connection may take to finish its TLS and HTTP/2 handshakes before it is closed (SE-4: idle connections hold no descriptor longer)")
 	f.StringVar(&logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
