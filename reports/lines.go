@@ -13,6 +13,7 @@ const LineMessageMaxRunes = 160
 // Lines returns one terminal line per rule, in Rules order:
 //
 //	PASS  SU-2  (3 cases)
+//	PASS  SE-4  (2 cases; 2 not applicable)
 //	FAIL  SU-4  Consume(ref=3f2a..) = code OK, 12 tokens; want INVALID_ARGUMENT
 //	ERROR SU-1  harness error: dial producer: ...
 //	N/A   L-2   not applicable: target serves no D
@@ -29,11 +30,23 @@ func (r Results) Lines() []string {
 		width = max(width, len(rr.Rule))
 		count[rr.Rule]++
 	}
+	// A passed rule's not-applicable cases are not passes: the line counts
+	// them apart ("(2 cases; 2 not applicable)").
+	type key struct{ rule, level string }
+	notApplicable := map[key]int{}
+	for _, c := range r.Cases {
+		if c.Outcome == NotApplicable {
+			notApplicable[key{c.Rule, c.Level}]++
+		}
+	}
 	lines := make([]string, 0, len(r.Rules))
 	for _, rr := range r.Rules {
 		detail := firstLine(rr.Message)
 		if rr.Outcome == Passed || detail == "" {
 			detail = casesText(rr.Cases)
+			if na := notApplicable[key{rr.Rule, rr.Level}]; rr.Outcome == Passed && na > 0 && na < rr.Cases {
+				detail = fmt.Sprintf("%s; %d not applicable)", strings.TrimSuffix(casesText(rr.Cases-na), ")"), na)
+			}
 		}
 		detail = truncate(detail, LineMessageMaxRunes)
 		if count[rr.Rule] > 1 && rr.Level != "" {

@@ -244,21 +244,25 @@ func TestLines(t *testing.T) {
 		cr("SU-2", "core", Passed, ""),
 		cr("SU-4", "core", Failed, "Consume(ref=3f2a..) = code OK, 12 tokens; want INVALID_ARGUMENT\n  at suite/su4.go:12"),
 		cr("L-2", "core", NotApplicable, "not applicable: target serves no D"),
+		cr("SE-4", "core", Passed, ""),
+		cr("SE-4", "core", NotApplicable, "not applicable: target serves no PD"),
+		cr("SE-4", "core", NotApplicable, "not applicable: target serves no PD"),
 		cr("SU-1", "core", Error, "harness error: "+strings.Repeat("x", 400)),
-	}, map[string][]string{"core": {"SU-1", "SU-2", "SU-4", "L-2", "X-1"}})
+	}, map[string][]string{"core": {"SU-1", "SU-2", "SU-4", "L-2", "SE-4", "X-1"}})
 	lines := res.Lines()
 	want := []string{
 		"ERROR SU-1  harness error: " + strings.Repeat("x", LineMessageMaxRunes-len("harness error: ")-3) + "...",
 		"PASS  SU-2  (3 cases)",
 		"FAIL  SU-4  Consume(ref=3f2a..) = code OK, 12 tokens; want INVALID_ARGUMENT",
 		"N/A   L-2   not applicable: target serves no D",
+		"PASS  SE-4  (1 case; 2 not applicable)",
 		"N/V   X-1   " + MissingRuleMessage,
 	}
 	if !reflect.DeepEqual(lines, want) {
 		t.Errorf("Lines() =\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 	sum := res.Summary()
-	for _, part := range []string{"verdict: failed", "core: failed", "5 rules", "1 passed", "1 failed", "1 error", "1 not applicable", "1 not verifiable"} {
+	for _, part := range []string{"verdict: failed", "core: failed", "6 rules", "2 passed", "1 failed", "1 error", "1 not applicable", "1 not verifiable"} {
 		if !strings.Contains(sum, part) {
 			t.Errorf("Summary() = %q; missing %q", sum, part)
 		}
