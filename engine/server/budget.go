@@ -26,7 +26,8 @@ import (
 // and holds the reservation until the request ends (its decoded images
 // live that long). A request that does not fit waits up to Wait, first
 // come first served, then fails with RESOURCE_EXHAUSTED (retryable); a
-// request larger than MaxBytes alone fails at once. Each decode then runs
+// request larger than MaxBytes alone fails at once, RESOURCE_EXHAUSTED
+// too (SE-4's code), with a message that says retrying cannot help. Each decode then runs
 // in one of MaxConcurrent slots, so decoding never takes every CPU and
 // Health keeps answering; a decode that gets no slot within
 // max(Wait, DecodeSlotWait) fails with RESOURCE_EXHAUSTED too, so a slow
@@ -149,7 +150,7 @@ func (d *decodeBudget) reserve(ctx context.Context, n int64) (release func(), er
 	}
 	if n > d.maxBytes {
 		d.refused.Add(1)
-		return nil, fmt.Errorf("%w: SE-4 %d decoded bytes > the engine's decode budget of %d", errDecodeBudget, n, d.maxBytes)
+		return nil, fmt.Errorf("%w: SE-4 %d decoded bytes > the engine's decode budget of %d alone: retrying cannot help; send smaller images", errDecodeBudget, n, d.maxBytes)
 	}
 	if !d.bytes.TryAcquire(n) {
 		if d.wait < 0 {
