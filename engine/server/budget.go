@@ -150,7 +150,7 @@ func (d *decodeBudget) reserve(ctx context.Context, n int64) (release func(), er
 	}
 	if n > d.maxBytes {
 		d.refused.Add(1)
-		return nil, fmt.Errorf("%w: SE-4 %d decoded bytes > the engine's decode budget of %d alone: retrying cannot help; send smaller images", errDecodeBudget, n, d.maxBytes)
+		return nil, fmt.Errorf("%w: SE-4 this request alone decodes to %d bytes, more than the engine's decode budget of %d: retrying cannot help; send smaller images", errDecodeBudget, n, d.maxBytes)
 	}
 	if !d.bytes.TryAcquire(n) {
 		if d.wait < 0 {
