@@ -82,6 +82,12 @@ const DefaultCaseTimeout = 60 * time.Second
 // harness's own setting.
 const MinCaseTimeout = time.Second
 
+// MaxCaseTimeout is the longest case_timeout a profile may give: the bound
+// is what turns a hung target into a verdict, and a case of the suite that
+// needs longer than an hour is not one a CI run can wait for (attack O4,
+// stop 22: "case_timeout: 100000h" was accepted, so a hang never ended).
+const MaxCaseTimeout = time.Hour
+
 // ErrBadProfile is wrapped by every validation error of a profile's values
 // (unknown role, level, topology or reference format, negative numbers).
 var ErrBadProfile = errors.New("target: bad profile")
@@ -224,6 +230,9 @@ func (c *Config) finish() error {
 	}
 	if c.CaseTimeout < MinCaseTimeout {
 		return fmt.Errorf("%w: case_timeout %v is shorter than %v (no case can publish and consume in less; 0 or absent means %v)", ErrBadProfile, c.CaseTimeout, MinCaseTimeout, DefaultCaseTimeout)
+	}
+	if c.CaseTimeout > MaxCaseTimeout {
+		return fmt.Errorf("%w: case_timeout %v is longer than %v (the bound is what turns a hung target into a verdict; 0 or absent means %v)", ErrBadProfile, c.CaseTimeout, MaxCaseTimeout, DefaultCaseTimeout)
 	}
 	if c.TLS != nil {
 		if err := c.TLS.check(); err != nil {

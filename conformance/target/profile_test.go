@@ -181,6 +181,7 @@ func TestParseConfigRejectsMalformedProfiles(t *testing.T) {
 		{"bad duration", "endpoints: {producer: h:1}\ncase_timeout: soon\n", "time.Duration"},
 		{"case timeout too short", "endpoints: {producer: h:1}\ncase_timeout: 1ns\n", "shorter than 1s"},
 		{"negative case timeout", "endpoints: {producer: h:1}\ncase_timeout: -5s\n", "shorter than 1s"},
+		{"case timeout too long", "endpoints: {producer: h:1}\ncase_timeout: 100000h\n", "longer than 1h0m0s"},
 		{"not yaml", "endpoints: [\n", "parse profile"},
 		{"bad topology", "endpoints: {producer: h:1}\ntopologies: [EPD]\n", `topology "EPD"`},
 		{"consumer2 without consumer", "endpoints: {producer: h:1, consumer2: h:2}\n", "consumer2 but no consumer"},
