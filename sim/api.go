@@ -418,6 +418,11 @@ const MutantQuarantineNeverEnds = world.MutantQuarantineNeverEnds
 // KeepCarrierOpen switch; breaks Q-6).
 const MutantKeepCarrierOpen = world.MutantKeepCarrierOpen
 
+// MutantCancelCancelsTransfer: a client's cancel cancels the consumer's
+// transfer call, whose outcome is then uncertain, so the consumer
+// quarantines (the core's CancelCancelsTransfer switch; breaks SE-4).
+const MutantCancelCancelsTransfer = world.MutantCancelCancelsTransfer
+
 // Mutants maps each mutant to the rule it breaks.
 var Mutants = world.Mutants
 

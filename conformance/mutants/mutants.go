@@ -347,9 +347,9 @@ var all = []Mutant{
 	{Name: "se3-trust-any-consumer-agent", Rule: "SE-3", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
 		Breaks: "the tcp producer WRITEs into whatever consumer agent a TransferEncoderCache names",
 		Apply:  func(h *server.Hooks) { h.TrustConsumerAgent = func(string) error { return nil } }},
-	{Name: "se4-cancel-cancels-transfer", Rule: "SE-4", AlsoBreaks: map[string]string{"C-4": "cancelling the transfer call with the client makes the consumer's cancelled receive end before its outcome is known"}, Topology: TopologyTCPFaults, SuiteOnly: suiteOnlySecurity,
+	{Name: "se4-cancel-cancels-transfer", Rule: "SE-4", AlsoBreaks: map[string]string{"C-4": "cancelling the transfer call with the client makes the consumer's cancelled receive end before its outcome is known"}, Topology: TopologyTCPFaults, Sim: "cancel-cancels-transfer",
 		Breaks: "a client's cancel cancels the consumer's transfer call, whose outcome is then uncertain: an abandoned transfer quarantines the consumer",
-		Apply:  func(h *server.Hooks) { h.CancelCancelsTransfer = true }},
+		Apply:  func(h *server.Hooks) { h.Decisions.CancelCancelsTransfer = true }}, // the core's switch: the sim mutant sets the same
 	{Name: "se4-no-decode-budget", Rule: "SE-4", Topology: TopologyTCPFaults, SuiteOnly: suiteOnlyDecode,
 		Breaks: "media are decoded without the global decode budget: every request's images are decoded and held at once, however many arrive together (the engine before SE-4's bound)",
 		Apply:  func(h *server.Hooks) { h.NoDecodeBudget = true }},

@@ -49,6 +49,13 @@ type Mutants struct {
 	// while its transfer is in flight, without waiting for the outcome
 	// (breaks C-4; conformance c4-free-on-cancel, sim free-on-cancel).
 	FreeOnCancel bool
+	// CancelCancelsTransfer lets a client's cancellation cancel the
+	// consumer's TransferEncoderCache call (CancelReachesCall answers
+	// true): the call's outcome is then uncertain and the consumer
+	// quarantines, so a client that abandons its transfers takes the
+	// consumer out of READY (breaks SE-4, and C-4's wait for the outcome;
+	// conformance se4-cancel-cancels-transfer, sim cancel-cancels-transfer).
+	CancelCancelsTransfer bool
 	// SwallowCleanupFailure forgets a failed cleanup: Health stays READY
 	// and new handoffs are admitted (breaks X-1; conformance
 	// x1-cleanup-failure-swallowed, sim cleanup-failure-swallowed).
@@ -321,6 +328,15 @@ func (c *ConsumerReceives) ClientCancelled(id string, m Mutants) (d ReceiveDecis
 	d, err = c.apply(id, ReceiveDecision{Outcome: ReceiveRejected, Buffers: ReleaseBuffers, Reply: ReplyCancelled, Rule: "C-4"})
 	return d, true, err
 }
+
+// CancelReachesCall decides whether a client's cancellation of a consume
+// reaches the consumer's TransferEncoderCache call for it (CONTRACT C-4,
+// SE-4: never; the consumer's call runs on a context of its own, bounded
+// by its own deadline, and the consumer waits for the outcome). The
+// FreeOnCancel and CancelCancelsTransfer mutants answer true: the call is
+// cancelled with the client, its outcome is uncertain, and EndTransfer
+// then decides as for any uncertain outcome (Q-1: quarantine).
+func CancelReachesCall(m Mutants) bool { return m.FreeOnCancel || m.CancelCancelsTransfer }
 
 // CopyEnded is the consumer's event for a receive that ends on its own
 // side after the producer answered OK: a cuda_ipc receive, whose producer

@@ -35,7 +35,7 @@ import (
 // plain-invalid-argument-definite, refused-connection-uncertain,
 // free-source-on-transfer-failure, invalid-argument-after-removal,
 // free-on-cancel, swallow-cleanup-failure, revive-late-completion,
-// keep-output-after-cancel).
+// keep-output-after-cancel, keep-carrier-open, cancel-cancels-transfer).
 func TestDecide(t *testing.T) {
 	datadriven.Walk(t, "testdata/decide", func(t *testing.T, path string) {
 		d := newDecideHarness()
@@ -107,6 +107,8 @@ func parseMutants(s string) (Mutants, error) {
 			m.KeepOutputAfterCancel = true
 		case "keep-carrier-open":
 			m.KeepCarrierOpen = true
+		case "cancel-cancels-transfer":
+			m.CancelCancelsTransfer = true
 		default:
 			return m, fmt.Errorf("unknown mutant %q", name)
 		}
@@ -181,7 +183,11 @@ func (d *decideHarness) do(td *datadriven.TestData) (string, error) {
 	case "client-cancelled":
 		rd, ended, err := d.receives.ClientCancelled(a["id"], m)
 		if err == nil && !ended {
-			b.WriteString("wait for the transfer's outcome (C-4)\n")
+			if CancelReachesCall(m) {
+				b.WriteString("cancel the transfer call: its outcome is uncertain\n")
+			} else {
+				b.WriteString("wait for the transfer's outcome (C-4)\n")
+			}
 			d.state(&b)
 			break
 		}

@@ -90,11 +90,6 @@ type Hooks struct {
 	// metadata (xfer CreateWriteTo). Killed by
 	// TestA4NoCallRedirectsAnothersWrite in engine/server.
 	SharedAgentTable bool
-	// CancelCancelsTransfer lets a client's cancellation cancel the
-	// consumer's TransferEncoderCache call, whose outcome is then
-	// uncertain, so the consumer quarantines (the SE-4 mutant: a client
-	// that abandons its transfers takes the consumer out of READY).
-	CancelCancelsTransfer bool
 	// NoDecodeBudget decodes every request's media at once, without
 	// reserving its decoded bytes in the decode budget or taking one of its
 	// decode slots (the SE-4 decode mutant: the engine before the global

@@ -297,8 +297,8 @@ func (e *Engine) callTransfer(ctx context.Context, pc *producerConn, receiveID s
 	}
 	decisions := e.decisions()
 	callCtx := context.WithoutCancel(ctx)
-	if ctx.Err() == nil && (decisions.FreeOnCancel || e.cfg.Hooks.CancelCancelsTransfer) {
-		callCtx = ctx // the C-4 mutants: the client's cancellation reaches the call
+	if ctx.Err() == nil && handoff.CancelReachesCall(decisions) {
+		callCtx = ctx // the C-4 and SE-4 mutants: the client's cancellation reaches the call
 	}
 	callCtx, cancel := context.WithTimeout(callCtx, e.cfg.TransferTimeout)
 	defer cancel()

@@ -68,11 +68,17 @@ func checkReferenceTakes(w *world.World) (rule string, err error) {
 // rejection (INVALID_ARGUMENT with the before-write trailer, Q-2); on a
 // plain INVALID_ARGUMENT, any other failure or its own deadline,
 // or its client's cancellation before the outcome is known (C-4), it keeps
-// them (quarantined once the outcome is uncertain).
+// them (quarantined once the outcome is uncertain). SE-4: a client's
+// cancellation alone never quarantines them (it never reaches the
+// transfer call, handoff.CancelReachesCall), so a client that abandons
+// its transfers never takes the consumer out of READY.
 func checkReceiveEnds(w *world.World) (rule string, err error) {
 	for w.Judged.RecvEnds < len(w.RecvEnds) {
 		e := w.RecvEnds[w.Judged.RecvEnds]
 		w.Judged.RecvEnds++
+		if !e.Freed && e.Cause == world.CauseCancelled {
+			return "SE-4", fmt.Errorf("receive %s quarantined its buffers when its client cancelled: a client's cancel never reaches the transfer call (the consumer waits for the outcome, C-4), so abandoned transfers never take a consumer out of READY", e.Key)
+		}
 		if !e.Freed || e.Cause == world.ResOK || e.Cause == world.ResBeforeWrite || e.Cause == world.ResUnavailableBeforeWrite {
 			continue
 		}

@@ -252,7 +252,9 @@ func transferEnded(w *world.World, c *world.ConsumerNode, r *world.Recv, why str
 // consumerCancelled: the client of call (h, rpc) cancelled it (the stream's
 // RST reaches the consumer at once). handoff.ClientCancelled decides: a
 // transfer in flight keeps its buffers until its outcome is known (C-4);
-// the C-4 mutant's switch ends it now.
+// the C-4 mutant's switch ends it now. handoff.CancelReachesCall decides
+// whether the cancel reaches the transfer call (never; the SE-4 mutant's
+// switch cancels it, and its outcome is uncertain: CauseCancelled).
 func consumerCancelled(w *world.World, c *world.ConsumerNode, h int32, rpc int64) {
 	if !c.Up {
 		return
@@ -264,8 +266,11 @@ func consumerCancelled(w *world.World, c *world.ConsumerNode, h int32, rpc int64
 		w.Reach(world.StCancelMidTransfer)
 		_, ended, err := c.Receives.ClientCancelled(r.Key, w.Decisions) // handoff decides (C-4)
 		world.Must(err)
-		if ended { // the C-4 mutant
+		switch {
+		case ended: // the C-4 mutant
 			endReceive(w, c, r, world.ResCancelled, world.CauseCancelled)
+		case handoff.CancelReachesCall(w.Decisions): // the SE-4 mutant: the call ends CANCELLED, uncertain
+			transferEnded(w, c, r, "the client's cancel cancelled the call", world.CauseCancelled)
 		}
 		return // otherwise the receive waits for the transfer's outcome (C-4)
 	}

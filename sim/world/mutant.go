@@ -153,6 +153,13 @@ const MutantQuarantineNeverEnds Mutant = "quarantine-never-ends"
 // KeepCarrierOpen switch; breaks Q-6).
 const MutantKeepCarrierOpen Mutant = "keep-carrier-open"
 
+// MutantCancelCancelsTransfer: a client's cancel cancels the consumer's
+// TransferEncoderCache call (handoff.CancelReachesCall), whose outcome is
+// then uncertain, so the consumer quarantines its buffers and leaves
+// READY: a client that abandons its transfers takes it offline (the
+// core's CancelCancelsTransfer switch; breaks SE-4).
+const MutantCancelCancelsTransfer Mutant = "cancel-cancels-transfer"
+
 // Decisions returns the lifecycle core's switches (handoff.Mutants) this
 // mutant sets: the same broken decision the engine runs under the
 // conformance mutant that names this one (its Hooks.CoreDecisions); zero
@@ -178,6 +185,8 @@ func (m Mutant) decisions() handoff.Mutants {
 		d.NeverEndQuarantine = true
 	case MutantKeepCarrierOpen:
 		d.KeepCarrierOpen = true
+	case MutantCancelCancelsTransfer:
+		d.CancelCancelsTransfer = true
 	case MutantNoReferenceLimit:
 		d.NoReferenceLimit = true
 	case MutantRejectedReferenceClaims:
@@ -270,6 +279,8 @@ var Mutants = map[Mutant]string{
 	// quarantines end by proof
 	MutantQuarantineNeverEnds: "Q-6",
 	MutantKeepCarrierOpen:     "Q-6",
+	// abandoned transfers
+	MutantCancelCancelsTransfer: "SE-4",
 }
 
 // ParseMutant returns the mutant named s ("" or "none" is MutantNone).

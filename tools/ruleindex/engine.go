@@ -46,7 +46,7 @@ var engineDecisions = map[string][]string{
 	"C-1":  {"engine/handoff/producer.go:(*ProducerTable).AbandonPublish", "engine/handoff/publishend.go:DecidePublishStep", "engine/executor/request.go:(*Executor).Cancel", "engine/server/producer.go:(*Engine).publish", "engine/producer/publish.go:(*Publish).StepEnded", "engine/producer/publish.go:(*Publish).End"},
 	"C-2":  {"engine/executor/batch.go:(*Executor).EncoderDone", "engine/handoff/publishend.go:DecidePublishStep", "engine/executor/request.go:(*Executor).Cancel", "engine/server/executor.go:(*execDriver).runStep"},
 	"C-3":  {"engine/executor/request.go:(*Executor).Release", "engine/handoff/publishend.go:DecideReadySent", "engine/executor/request.go:(*Executor).dropView", "engine/server/producer.go:(*Engine).publish", "engine/producer/publish.go:(*Publish).ReadySent"},
-	"C-4":  {"engine/handoff/decide.go:(*ConsumerReceives).ClientCancelled", "engine/server/transfer.go:(*Engine).transferReceive", "engine/server/transfer.go:(*Engine).callTransfer", "engine/server/cudaipc.go:(*Engine).ipcReceive"},
+	"C-4":  {"engine/handoff/decide.go:(*ConsumerReceives).ClientCancelled", "engine/handoff/decide.go:CancelReachesCall", "engine/server/transfer.go:(*Engine).transferReceive", "engine/server/transfer.go:(*Engine).callTransfer", "engine/server/cudaipc.go:(*Engine).ipcReceive"},
 	"C-5":  {"engine/server/control.go:(*control).Abort", "engine/server/inference.go:(*Engine).generate"},
 	"C-6":  {"engine/executor/batch.go:(*Executor).EncoderFailed", "engine/handoff/producer.go:(*ProducerTable).AbandonPublish", "engine/handoff/producer.go:(*ProducerTable).EncoderFailed", "engine/producer/publish.go:(*Publish).EncoderFailed", "engine/server/executor.go:(*execDriver).applyLocked"},
 	"C-7":  {"engine/handoff/publishend.go:DecideReadySent", "engine/server/producer.go:(*Engine).publish", "engine/producer/publish.go:(*Publish).ReadySent"},
@@ -63,7 +63,7 @@ var engineDecisions = map[string][]string{
 	"SE-1": {"engine/server/security.go:(*security).peerCredentials", "engine/server/security.go:loadSecurity", "engine/server/serve.go:(*Server).ServeMetrics"},
 	"SE-2": {"engine/server/security.go:(*Engine).authorizeOperator", "engine/server/security.go:(*Engine).authorizeAbort"},
 	"SE-3": {"engine/server/trust.go:(*peerTrust).endpoint", "engine/server/trust.go:(*peerTrust).address", "engine/server/transfer.go:(*Engine).producerEndpoint"},
-	"SE-4": {"engine/server/budget.go:(*decodeBudget).reserve", "engine/server/transfer.go:(*Engine).transferReceive"},
+	"SE-4": {"engine/handoff/decide.go:CancelReachesCall", "engine/server/budget.go:(*decodeBudget).reserve", "engine/server/transfer.go:(*Engine).transferReceive", "engine/server/transfer.go:(*Engine).callTransfer"},
 	"SE-5": {"engine/server/serve.go:servingStatus", "engine/server/quarantine.go:(*Engine).healthChanged"},
 }
 
