@@ -13,7 +13,8 @@ import (
 
 // TestConsumerCasesOnEPPD runs the E+P+D copy of every consumer case (P
 // consumes the reference, D decodes P's KV session) at every level against
-// E+P+D over tcp with the fault proxy, as real processes: each passes.
+// E+P+D over tcp with the fault proxy, as real processes: each passes;
+// so do the SE-4 cases of E alone, which name no topology.
 func TestConsumerCasesOnEPPD(t *testing.T) {
 	topo, err := launch.StartEPPD(context.Background(), launch.Options{Binary: batonBinary, Preset: "tiny", WorkDir: t.TempDir(),
 		Backend: "tcp", FaultProxy: true, TestHooks: true, ProducerQuotaBytes: 32 << 20})
@@ -24,6 +25,11 @@ func TestConsumerCasesOnEPPD(t *testing.T) {
 	ran := runExpectingPass(t, live, func(c suite.Case) bool { return c.ViaPrefill })
 	if ran < 40 {
 		t.Errorf("ran %d E+P+D copies of consumer cases; want at least 40", ran)
+	}
+	// The SE-4 cases of E alone (decode budget, JPEG scans) name no
+	// topology: an E+P+D-only target runs them on its E too.
+	if ran := runExpectingPass(t, live, func(c suite.Case) bool { return c.Rule == "SE-4" && c.Needs.Topology == "" }); ran != 2 {
+		t.Errorf("ran %d SE-4 cases of E alone on E+P+D; want 2 (decode budget, JPEG scans)", ran)
 	}
 	if err := topo.Shutdown(context.Background(), 60*time.Second); err != nil {
 		t.Errorf("S-4 shutdown: %v", err)

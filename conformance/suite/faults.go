@@ -504,6 +504,4 @@ func eppdCopies(cs []Case) []Case {
 // eppdExcluded are the E+PD cases without an E+P+D copy, with why.
 var eppdExcluded = map[string]string{
 	"SE-3 a producer asked to write to an untrusted consumer agent answers FAILED_PRECONDITION with the before-write trailer": "a producer's check: no consumer takes part",
-	"SE-4 concurrent heavy PNGs beyond the declared decode budget end RESOURCE_EXHAUSTED while Health stays READY":            "a producer's check: no consumer takes part",
-	"SE-4 progressive JPEGs of many scans do not stall the producer's other publishes":                                        "a producer's check: no consumer takes part",
 }

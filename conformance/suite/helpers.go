@@ -133,6 +133,16 @@ func needEPD(ctx context.Context, t TB, tg target.Target) *harness {
 	return h
 }
 
+// needProducer returns the harness of a case that checks E alone (Needs
+// with no Topology): every topology has E, so it runs once on any target,
+// whichever topologies its profile declares.
+func needProducer(ctx context.Context, t TB, tg target.Target) *harness {
+	t.Helper()
+	h := newHarness(ctx, t, tg)
+	h.requireRoles(target.RoleProducer)
+	return h
+}
+
 // needEPPD returns the harness of an E+P+D case (Needs.Topology E+P+D).
 func needEPPD(ctx context.Context, t TB, tg target.Target) *harness {
 	t.Helper()

@@ -579,7 +579,7 @@ func (p *healthProber) end() (probes int, worst time.Duration, bad []string) {
 // publish is served once the budget is free (retryable), and nothing is
 // left published afterwards (SE-4: decode memory bounded across requests).
 func SE4DecodeBudgetBoundsConcurrentImages(ctx context.Context, t TB, tg target.Target) {
-	h := needEPD(ctx, t, tg)
+	h := needProducer(ctx, t, tg)
 	defer h.cleanup()
 	budget := h.profile.DecodeBudgetBytes
 	width, height, fit := heavyImageFor(budget)
@@ -765,7 +765,7 @@ const (
 // scan-bound mutant (se4-no-jpeg-scan-bound) the kill table runs with
 // conformance/launch's one decode slot and 32 MiB decode budget.
 func SE4ScanBombsDoNotStallOtherPublishes(ctx context.Context, t TB, tg target.Target) {
-	h := needEPD(ctx, t, tg)
+	h := needProducer(ctx, t, tg)
 	defer h.cleanup()
 	bomb := &pb.MediaItem{Modality: pb.Modality_MODALITY_IMAGE, MimeType: mimeOf("jpeg"),
 		Source: &pb.MediaItem_RawBytes{RawBytes: fixtures.ProgressiveJPEG(scanBombSide, scanBombSide, 1, 1, scanBombACScans)}}
@@ -1050,8 +1050,8 @@ func securityCases() []Case {
 			Needs: EPD.with(func(n *Needs) { n.Backend, n.UntrustedHost, n.AgentFormat = "tcp", true, true })},
 		{Rule: "SE-4", Name: "SE-4 forged, stale and unreachable references and abandoned transfers leave every engine READY", Run: SE4AttackCorpusLeavesEnginesReady, Needs: n, Labels: []string{LabelSlow}},
 		{Rule: "SE-4", Name: "SE-4 concurrent heavy PNGs beyond the declared decode budget end RESOURCE_EXHAUSTED while Health stays READY", Run: SE4DecodeBudgetBoundsConcurrentImages,
-			Needs: EPD.with(func(n *Needs) { n.TestHooks, n.DecodeBudget = true, true })},
-		{Rule: "SE-4", Name: "SE-4 progressive JPEGs of many scans do not stall the producer's other publishes", Run: SE4ScanBombsDoNotStallOtherPublishes, Needs: EPD},
+			Needs: Needs{TestHooks: true, DecodeBudget: true}}, // E's alone: any topology
+		{Rule: "SE-4", Name: "SE-4 progressive JPEGs of many scans do not stall the producer's other publishes", Run: SE4ScanBombsDoNotStallOtherPublishes, Needs: Needs{}}, // E's alone: any topology
 		{Rule: "SE-5", Name: "SE-5 grpc.health.v1 mirrors Health through DRAINING and NOT_READY", Run: SE5GRPCHealthMirrorsHealth, Needs: n.with(func(n *Needs) { n.TestHooks = true })},
 	}
 }
