@@ -718,7 +718,10 @@ func (n *inode) statAs(name string) fs.FileInfo {
 	if n.stat != nil && *n.stat == fi {
 		return n.stat
 	}
-	n.stat = &fi
+	// A copy on the heap only on a miss: taking fi's address would move
+	// every call's fi to the heap, the hits' too.
+	n.stat = new(fileInfo)
+	*n.stat = fi
 	return n.stat
 }
 
