@@ -140,7 +140,7 @@ type core struct {
 	nextAddr uint64
 	regs     map[uint64]*Registration
 	regions  map[uint64][]*region // by registration id
-	byKey    map[string]*region
+	byKey    map[remoteKey]*region
 	peers    map[string]peerInfo
 	reqs     map[uint64]*Request
 	inflight int
@@ -151,12 +151,25 @@ type core struct {
 	revocations []*revocation
 }
 
+// remoteKey is a remote key this agent issued (remoteKeyBytes bytes), as a
+// map key: an array needs no string copy per registered region.
+type remoteKey [remoteKeyBytes]byte
+
+// regionByKey returns the registered region whose remote key is k, or nil
+// (a key of another length is none of this agent's). Caller holds c.mu.
+func (c *core) regionByKey(k []byte) *region {
+	if len(k) != remoteKeyBytes {
+		return nil
+	}
+	return c.byKey[remoteKey(k)]
+}
+
 // region is one registered buffer.
 type region struct {
 	regID   uint64
 	buf     []byte
 	base    uint64
-	key     string
+	key     remoteKey
 	users   int // unreleased requests reading it
 	inbound int // peer writes landing in it
 	// carriers are the inbound connections that carried a peer transfer
@@ -201,7 +214,7 @@ func newCore(backend string, opts Options) (*core, error) {
 		nextAddr:  addressBase,
 		regs:      map[uint64]*Registration{},
 		regions:   map[uint64][]*region{},
-		byKey:     map[string]*region{},
+		byKey:     map[remoteKey]*region{},
 		peers:     map[string]peerInfo{},
 		reqs:      map[uint64]*Request{},
 	}
@@ -267,7 +280,7 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		return nil, errClosed("RegisterMemory")
 	}
 	for i := range regions {
-		if c.byKey[string(key(i))] != nil {
+		if c.byKey[remoteKey(key(i))] != nil {
 			return nil, fmt.Errorf("xfer: remote key collision (broken random source): %w", ErrBackend)
 		}
 	}
@@ -281,11 +294,11 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 			return nil, fmt.Errorf("xfer: address space exhausted: %w", ErrInvalidParam)
 		}
 		r := &slab[i]
-		*r = region{regID: reg.id, buf: buf, base: next, key: string(key(i))}
+		*r = region{regID: reg.id, buf: buf, base: next, key: remoteKey(key(i))}
 		next += span
 		rs[i] = r
 		// The descriptor's key is keyBuf's own bytes: the agent keeps
-		// only the string copy, so the caller's copy is its alone.
+		// only its own copy (region.key), so the caller's copy is its alone.
 		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
@@ -516,7 +529,7 @@ func (c *core) localRegion(i int, d Descriptor) (*region, error) {
 		return nil, fmt.Errorf("xfer: local descriptor %d is empty or wraps around: %w", i, ErrInvalidParam)
 	}
 	if len(d.RemoteKey) > 0 {
-		if r := c.byKey[string(d.RemoteKey)]; r != nil && r.contains(d.Address, d.Length) {
+		if r := c.regionByKey(d.RemoteKey); r != nil && r.contains(d.Address, d.Length) {
 			return r, nil
 		}
 	} else {
@@ -842,7 +855,7 @@ func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, v
 	}
 	in := &inboundWrite{c: c, from: from, total: total, read: read}
 	for _, s := range segs {
-		r := c.byKey[string(s.RemoteKey)]
+		r := c.regionByKey(s.RemoteKey)
 		if r == nil {
 			c.mu.Unlock()
 			return refuse("unknown remote key")
