@@ -179,21 +179,22 @@ func (d *Dir) Path() string { return d.dir }
 // <root>/<instanceID>/hmac.key), for signing references (engine/handoff).
 func (d *Dir) Key() []byte { return bytes.Clone(d.key) }
 
-// randSuffix returns 16 fresh lowercase hex digits, or fs.ErrClosed after Close.
-func (d *Dir) randSuffix() (string, error) {
+// randSuffix appends 16 fresh lowercase hex digits to dst, or returns
+// fs.ErrClosed after Close.
+func (d *Dir) randSuffix(dst []byte) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return "", fmt.Errorf("shareddir: producer instance %s: %w", d.instanceID, fs.ErrClosed)
+		return dst, fmt.Errorf("shareddir: producer instance %s: %w", d.instanceID, fs.ErrClosed)
 	}
-	return randHexInto(d.rand, d.suffix[:])
+	return appendRandHex(dst, d.rand, d.suffix[:])
 }
 
-// suffixNoCheck returns 16 fresh lowercase hex digits, closed or not.
-func (d *Dir) suffixNoCheck() (string, error) {
+// suffixNoCheck appends 16 fresh lowercase hex digits to dst, closed or not.
+func (d *Dir) suffixNoCheck(dst []byte) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return randHexInto(d.rand, d.suffix[:])
+	return appendRandHex(dst, d.rand, d.suffix[:])
 }
 
 // checkOpen returns fs.ErrClosed after Close.

@@ -29,11 +29,12 @@ func (d *Dir) Remove(entryID string) (removed bool, err error) {
 
 // remove is Remove without the checks (Close releases through it).
 func (d *Dir) remove(entryID string) (bool, error) {
-	suffix, err := d.suffixNoCheck()
+	var hexBuf [randSuffixHex]byte
+	suffix, err := d.suffixNoCheck(hexBuf[:0])
 	if err != nil {
 		return false, err
 	}
-	claimed := join(d.dir, claimedPrefix+entryID+"-"+suffix)
+	claimed := claimedPath(d.dir, entryID, suffix)
 	if err := d.fsys.Rename(entryPath(d.dir, entryID), claimed); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // Write publishes entryID: it encodes tensors and metadata as safetensors,
@@ -29,7 +28,8 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 	if err != nil {
 		return 0, err
 	}
-	suffix, err := d.randSuffix()
+	var hexBuf [randSuffixHex]byte
+	suffix, err := d.randSuffix(hexBuf[:0])
 	if err != nil {
 		return 0, err
 	}
@@ -37,14 +37,7 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 	// most frequent write. final and tmp are their last elements.
 	finalPath := entryPath(d.dir, entryID)
 	final := finalPath[len(finalPath)-len(entryID)-len(entrySuffix):]
-	var tmpPath, tmp string
-	if joinsPlain(d.dir) {
-		tmpPath = d.dir + string(filepath.Separator) + tmpPrefix + entryID + "-" + suffix
-		tmp = tmpPath[len(d.dir)+1:]
-	} else {
-		tmp = tmpPrefix + entryID + "-" + suffix
-		tmpPath = join(d.dir, tmp)
-	}
+	tmpPath, tmp := tempPath(d.dir, entryID, suffix)
 	if _, err := d.fsys.Lstat(finalPath); err == nil {
 		return 0, fmt.Errorf("shareddir: SU-6 entry %s: %w", entryID, fs.ErrExist)
 	} else if !errors.Is(err, fs.ErrNotExist) {
