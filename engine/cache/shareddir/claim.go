@@ -50,8 +50,7 @@ func Claim(fsys FS, root, producerInstanceID, entryID string, rand io.Reader, ma
 	if fsys == nil || rand == nil || maxBytes <= 0 {
 		return nil, nil, fmt.Errorf("shareddir: Claim needs a file system, a randomness source and maxBytes > 0 (got %d)", maxBytes)
 	}
-	dir := instanceDir(root, producerInstanceID)
-	entry := entryPath(dir, entryID)
+	entry, dir := instanceEntryPath(root, producerInstanceID, entryID)
 	f, err := fsys.OpenFile(entry, os.O_RDONLY|oNoFollow, 0)
 	if err != nil {
 		return nil, nil, openError(fsys, dir, entry, producerInstanceID, entryID, err)

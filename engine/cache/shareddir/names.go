@@ -189,6 +189,19 @@ func joinsPlain(dir string) bool {
 // allocate for a clean path).
 func isCleanDir(dir string) bool { return joinsPlain(dir) && filepath.Clean(dir) == dir }
 
+// instanceEntryPath is entryPath(instanceDir(root, instanceID), entryID)
+// and that directory, the path in one allocation when root is clean (a
+// consumer's every look at and claim of an entry); ids must have been
+// validated.
+func instanceEntryPath(root, instanceID, entryID string) (entry, dir string) {
+	if isCleanDir(root) {
+		entry = root + string(filepath.Separator) + instanceID + string(filepath.Separator) + entryID + entrySuffix
+		return entry, entry[:len(root)+1+len(instanceID)]
+	}
+	dir = instanceDir(root, instanceID)
+	return entryPath(dir, entryID), dir
+}
+
 // entryName is <entryID>.safetensors; entryID must have been validated.
 func entryName(entryID string) string { return entryID + entrySuffix }
 

@@ -106,7 +106,8 @@ func EntryExists(fsys FS, root, producerInstanceID, entryID string) (bool, error
 	if err := ValidateEntryID(entryID); err != nil {
 		return false, err
 	}
-	_, err := fsys.Lstat(entryPath(instanceDir(root, producerInstanceID), entryID))
+	entry, _ := instanceEntryPath(root, producerInstanceID, entryID)
+	_, err := fsys.Lstat(entry)
 	switch {
 	case err == nil:
 		return true, nil
