@@ -138,8 +138,7 @@ type core struct {
 	nextID   uint64
 	seq      uint64
 	nextAddr uint64
-	regs     map[uint64]*Registration
-	regions  map[uint64][]*region // by registration id
+	regs     map[uint64]*Registration // live registrations; each holds its regions
 	byKey    map[remoteKey]*region
 	peers    map[string]peerInfo
 	reqs     map[uint64]*Request
@@ -213,7 +212,6 @@ func newCore(backend string, opts Options) (*core, error) {
 		onInbound: opts.OnInbound,
 		nextAddr:  addressBase,
 		regs:      map[uint64]*Registration{},
-		regions:   map[uint64][]*region{},
 		byKey:     map[remoteKey]*region{},
 		peers:     map[string]peerInfo{},
 		reqs:      map[uint64]*Request{},
@@ -305,8 +303,8 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 	for _, r := range rs {
 		c.byKey[r.key] = r
 	}
+	reg.regions = rs
 	c.regs[reg.id] = reg
-	c.regions[reg.id] = rs
 	return reg, nil
 }
 
@@ -331,7 +329,7 @@ func (c *core) Deregister(reg *Registration) error {
 	if reg.owner != c || c.regs[reg.id] != reg {
 		return fmt.Errorf("xfer: Deregister of an unknown registration: %w", ErrNotFound)
 	}
-	for _, r := range c.regions[reg.id] {
+	for _, r := range reg.regions {
 		if r.users > 0 {
 			return fmt.Errorf("xfer: Deregister while %d unreleased request(s) read the region: %w", r.users, ErrNotAllowed)
 		}
@@ -339,11 +337,11 @@ func (c *core) Deregister(reg *Registration) error {
 			return fmt.Errorf("xfer: Deregister while %d peer write(s) land in the region: %w", r.inbound, ErrNotAllowed)
 		}
 	}
-	for _, r := range c.regions[reg.id] {
+	for _, r := range reg.regions {
 		delete(c.byKey, r.key)
 		r.carriers = nil
 	}
-	delete(c.regions, reg.id)
+	reg.regions = nil
 	delete(c.regs, reg.id)
 	return nil
 }
@@ -361,11 +359,11 @@ func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 	if reg.owner != c || c.regs[reg.id] != reg {
 		return nil, fmt.Errorf("xfer: Revoke of an unknown registration: %w", ErrNotFound)
 	}
-	rs := c.regions[reg.id]
+	rs := reg.regions
 	for _, r := range rs {
 		delete(c.byKey, r.key) // from here every transfer naming it is refused
 	}
-	delete(c.regions, reg.id)
+	reg.regions = nil
 	delete(c.regs, reg.id)
 	rv := &revocation{regions: rs, done: make(chan struct{})}
 	c.revocations = append(c.revocations, rv)
@@ -533,8 +531,8 @@ func (c *core) localRegion(i int, d Descriptor) (*region, error) {
 			return r, nil
 		}
 	} else {
-		for _, rs := range c.regions {
-			for _, r := range rs {
+		for _, reg := range c.regs {
+			for _, r := range reg.regions {
 				if r.contains(d.Address, d.Length) {
 					return r, nil
 				}
@@ -612,7 +610,7 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 			return nil, fmt.Errorf("xfer: %s to peer %q whose metadata is not loaded: %w", op, peer, ErrNotFound)
 		}
 	}
-	r := &Request{owner: c, peer: p, done: closedChan(), read: read}
+	r := &Request{owner: c, peer: p, done: closedChan, read: read}
 	seen := map[*region]bool{}
 	for i, d := range local {
 		reg, err := c.localRegion(i, d)
@@ -638,11 +636,12 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 	return r, nil
 }
 
-func closedChan() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}
+// closedChan is the done channel of a request not yet posted: closed, so
+// a wait on it ends at once. One for all requests, as context's closedchan:
+// nothing closes or sends on it again (Post gives the request a fresh one).
+var closedChan = make(chan struct{})
+
+func init() { close(closedChan) }
 
 // checkRequest: caller holds c.mu.
 func (c *core) checkRequest(op string, r *Request) error {
@@ -784,8 +783,8 @@ func (c *core) Counters() Counters {
 		Peers:           len(c.peers),
 		Revoked:         len(c.revocations),
 	}
-	for _, rs := range c.regions {
-		n.Regions += len(rs)
+	for _, reg := range c.regs {
+		n.Regions += len(reg.regions)
 	}
 	return n
 }

@@ -66,6 +66,10 @@ type Registration struct {
 
 	id    uint64
 	owner *core
+	// regions are the registered buffers, one per descriptor, while the
+	// registration is live (nil once deregistered or revoked); guarded by
+	// the owner's mutex.
+	regions []*region
 }
 
 // Request is the handle of one WRITE created by CreateWrite, or one READ
