@@ -140,8 +140,8 @@ type core struct {
 	nextAddr uint64
 	regs     map[uint64]*Registration // live registrations; each holds its regions
 	byKey    map[remoteKey]*region
-	peers    map[string]peerInfo
-	reqs     map[uint64]*Request
+	peers    map[string]peerInfo // made at the first peer loaded
+	reqs     map[uint64]*Request // made at the first request
 	inflight int
 	inbound  int
 	// revocations are the revoked registrations whose done channel is
@@ -213,8 +213,6 @@ func newCore(backend string, opts Options) (*core, error) {
 		nextAddr:  addressBase,
 		regs:      map[uint64]*Registration{},
 		byKey:     map[remoteKey]*region{},
-		peers:     map[string]peerInfo{},
-		reqs:      map[uint64]*Request{},
 	}
 	if c.rand == nil {
 		c.rand = rand.Reader
@@ -459,6 +457,9 @@ func (c *core) LoadRemoteMetadata(md []byte) (string, error) {
 		return "", errClosed("LoadRemoteMetadata")
 	}
 	old, had := c.peers[p.name]
+	if c.peers == nil {
+		c.peers = map[string]peerInfo{}
+	}
 	c.peers[p.name] = p
 	c.mu.Unlock()
 	if had && old.conn != p.conn {
@@ -632,6 +633,9 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 	}
 	c.nextID++
 	r.id = c.nextID
+	if c.reqs == nil {
+		c.reqs = map[uint64]*Request{}
+	}
 	c.reqs[r.id] = r
 	return r, nil
 }
