@@ -74,14 +74,13 @@ func decodeMetadata(md []byte) (peerInfo, error) {
 	if nameLen == 0 || len(r) < nameLen+2 {
 		return bad("name")
 	}
-	name := string(r[:nameLen])
-	r = r[nameLen:]
-	connLen := int(binary.BigEndian.Uint16(r))
-	r = r[2:]
-	if connLen == 0 || connLen > maxConnBytes || len(r) != connLen {
+	connLen := int(binary.BigEndian.Uint16(r[nameLen:]))
+	if connLen == 0 || connLen > maxConnBytes || len(r)-nameLen-2 != connLen {
 		return bad("connection info")
 	}
-	p := peerInfo{name: name, backend: backend, conn: string(r)}
+	// The name and the connection info in one string: <name><len><conn>.
+	s := string(r)
+	p := peerInfo{name: s[:nameLen], backend: backend, conn: s[nameLen+2:]}
 	if backend == BackendTCP {
 		if err := CanonicalAddress(p.conn); err != nil {
 			return peerInfo{}, fmt.Errorf("xfer: malformed agent metadata: %w", err)
