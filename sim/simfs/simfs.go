@@ -392,13 +392,17 @@ func (p *Proc) OpenFile(name string, flag int, perm fs.FileMode) (shareddir.File
 		return nil, perr("open", name, err)
 	}
 	n, ok := pn.children[base]
+	var f *file
 	switch {
 	case ok && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
 		return nil, perr("open", name, syscall.EEXIST)
 	case !ok && flag&os.O_CREATE == 0:
 		return nil, perr("open", name, syscall.ENOENT)
 	case !ok:
-		n = &inode{perm: perm.Perm() &^ Umask, modMs: p.d.now(), synced: true}
+		// A created file and its first open in one allocation (every
+		// publish creates its temp file).
+		c := &created{n: inode{perm: perm.Perm() &^ Umask, modMs: p.d.now(), synced: true}}
+		n, f = &c.n, &c.f
 		pn.setChild(base, n)
 		pn.modMs = p.d.now()
 	}
@@ -409,7 +413,17 @@ func (p *Proc) OpenFile(name string, flag int, perm fs.FileMode) (shareddir.File
 	if write && flag&os.O_TRUNC != 0 {
 		n.data, n.synced, n.modMs = nil, false, p.d.now()
 	}
-	return &file{p: p, n: n, name: name, write: write, read: flag&os.O_WRONLY == 0, append: flag&os.O_APPEND != 0}, nil
+	if f == nil {
+		f = new(file)
+	}
+	*f = file{p: p, n: n, name: name, write: write, read: flag&os.O_WRONLY == 0, append: flag&os.O_APPEND != 0}
+	return f, nil
+}
+
+// created is a new inode and the open file that created it (OpenFile).
+type created struct {
+	n inode
+	f file
 }
 
 // Rename atomically moves oldpath to newpath (replacing a file there).
