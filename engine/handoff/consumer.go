@@ -74,13 +74,13 @@ func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 		return rejectf(ErrQuarantined, "Q-4 %d buffers (%d bytes) quarantined; no new handoffs until Q-6 ends the quarantine", c.quarantineBuffers, c.quarantineBytes)
 	}
 	if _, dup := c.receives[id]; dup {
-		return rejectf(ErrBadRequest, "receive %s already in flight", id)
+		return rejectS(ErrBadRequest, "receive ", id, " already in flight", false)
 	}
 	if c.cfg.InflightQuotaBytes > 0 && c.inflightBytes+payloadBytes > c.cfg.InflightQuotaBytes {
 		return rejectf(ErrQuotaExceeded, "L-5 receiving %d bytes would put %d of %d in flight", payloadBytes, c.inflightBytes+payloadBytes, c.cfg.InflightQuotaBytes)
 	}
 	if _, dup := c.quarantined[id]; dup {
-		return rejectf(ErrBadRequest, "receive %s is quarantined", id)
+		return rejectS(ErrBadRequest, "receive ", id, " is quarantined", false)
 	}
 	c.receives[id] = &receive{id: id, payloadBytes: payloadBytes, buffers: 1, state: ReceivePreflight}
 	c.inflightBytes += payloadBytes

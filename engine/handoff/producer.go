@@ -164,10 +164,10 @@ func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
 		return rejectf(ErrBadRequest, "entry id %q is not 32 lowercase hex digits", id)
 	}
 	if _, busy := t.transfers[id]; busy {
-		return rejectf(ErrBadRequest, "entry id %s is being transferred", id)
+		return rejectS(ErrBadRequest, "entry id ", id, " is being transferred", false)
 	}
 	if _, dup := t.entries[id]; dup {
-		return rejectf(ErrBadRequest, "entry id %s already in the table", id)
+		return rejectS(ErrBadRequest, "entry id ", id, " already in the table", false)
 	}
 	if payloadBytes <= 0 {
 		return rejectf(ErrBadRequest, "payload of %d bytes", payloadBytes)
@@ -474,7 +474,7 @@ func (t *ProducerTable) ClaimForTransfer(id string) error {
 	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
-		return rejectf(ErrSpentReference, "SU-2 entry %s is not published (consumed, released, expired or in transfer)", id)
+		return rejectS(ErrSpentReference, "SU-2 entry ", id, " is not published (consumed, released, expired or in transfer)", false)
 	}
 	delete(t.entries, id)
 	e.state = EntryTransferring
