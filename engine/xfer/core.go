@@ -612,6 +612,10 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 		}
 	}
 	r := &Request{owner: c, peer: p, done: closedChan, read: read}
+	one := len(local) == 1
+	if one {
+		r.srcs, r.remote, r.regions = r.one.src[:0], r.one.remote[:0], r.one.region[:0]
+	}
 	seen := map[*region]bool{}
 	for i, d := range local {
 		reg, err := c.localRegion(i, d)
@@ -620,7 +624,11 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 		}
 		r.srcs = append(r.srcs, reg.slice(d.Address, d.Length))
 		rd := remote[i]
-		rd.RemoteKey = append([]byte(nil), rd.RemoteKey...)
+		if k := rd.RemoteKey; one && len(k) <= len(r.one.key) {
+			rd.RemoteKey = append(r.one.key[:0:len(k)], k...)
+		} else {
+			rd.RemoteKey = append([]byte(nil), k...)
+		}
 		r.remote = append(r.remote, rd)
 		r.total += d.Length
 		if !seen[reg] {

@@ -86,6 +86,14 @@ type Request struct {
 	remote  []Descriptor // targets, one per segment
 	regions []*region    // distinct local regions the request reads
 	total   uint64       // bytes per post
+	// one backs srcs, remote, regions and the remote key's copy of a
+	// one-segment request (the usual one) in the request's own allocation.
+	one struct {
+		src    [1][]byte
+		remote [1]Descriptor
+		region [1]*region
+		key    [remoteKeyBytes]byte
+	}
 
 	// Guarded by owner.mu.
 	state    reqState
