@@ -839,6 +839,12 @@ type inboundWrite struct {
 	regions []*region // one per segment (repeats allowed)
 	total   uint64
 	read    bool
+	// one backs dst and regions of a one-segment transfer (the usual
+	// one) in the inboundWrite's own allocation.
+	one struct {
+		dst    [1][]byte
+		region [1]*region
+	}
 }
 
 // beginInbound is the target-side check of a peer write or READ (read
@@ -865,6 +871,9 @@ func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, v
 		return refuse("agent closed")
 	}
 	in := &inboundWrite{c: c, from: from, total: total, read: read}
+	if len(segs) == 1 {
+		in.dst, in.regions = in.one.dst[:0], in.one.region[:0]
+	}
 	for _, s := range segs {
 		r := c.regionByKey(s.RemoteKey)
 		if r == nil {
