@@ -697,20 +697,25 @@ func (c *core) Post(r *Request) (Status, error) {
 		}
 	}
 	w := &outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f, read: r.read}
-	run := c.tr.write
-	if r.read {
-		run = c.tr.read
-	}
 	if c.tr.inline(f) {
-		c.finish(r, run(ctx, w))
+		c.finish(r, c.run(ctx, w))
 		return c.Status(r)
 	}
 	if h, ok := c.tr.(holder); ok {
 		h.hold(r, w) // ManualNetwork: the driver moves it (manual.go)
 		return StatusInProgress, nil
 	}
-	go func() { c.finish(r, run(ctx, w)) }()
+	go func() { c.finish(r, c.run(ctx, w)) }()
 	return StatusInProgress, nil
+}
+
+// run moves w through the transport: a READ or a WRITE. (A method, not a
+// method value picked in Post: that would cost an allocation per post.)
+func (c *core) run(ctx context.Context, w *outbound) error {
+	if w.read {
+		return c.tr.read(ctx, w)
+	}
+	return c.tr.write(ctx, w)
 }
 
 // sentinels are the errors a finished write may carry.
