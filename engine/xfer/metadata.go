@@ -37,15 +37,12 @@ type peerInfo struct {
 }
 
 func encodeMetadata(backend, name, conn string) []byte {
-	var b bytes.Buffer
-	b.WriteString(metadataMagic)
-	b.WriteByte(metadataVersion)
-	b.WriteByte(backendCodes[backend])
-	b.WriteByte(byte(len(name)))
-	b.WriteString(name)
-	_ = binary.Write(&b, binary.BigEndian, uint16(len(conn)))
-	b.WriteString(conn)
-	return b.Bytes()
+	b := make([]byte, 0, len(metadataMagic)+3+len(name)+2+len(conn)) // one allocation
+	b = append(b, metadataMagic...)
+	b = append(b, metadataVersion, backendCodes[backend], byte(len(name)))
+	b = append(b, name...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(conn)))
+	return append(b, conn...)
 }
 
 func decodeMetadata(md []byte) (peerInfo, error) {
