@@ -175,7 +175,7 @@ type Proc struct {
 	dead bool
 }
 
-var _ shareddir.FS = (*Proc)(nil)
+var _ shareddir.ExistsFS = (*Proc)(nil)
 
 // Name is the process's name.
 func (p *Proc) Name() string { return p.name }
@@ -545,6 +545,25 @@ func (p *Proc) Lstat(name string) (fs.FileInfo, error) {
 		return nil, perr("lstat", name, err)
 	}
 	return n.statAs(filepath.Base(name)), nil
+}
+
+// Exists implements shareddir.ExistsFS: Lstat's answer, through the same
+// hook call (OpLstat), without a FileInfo or an error value for a missing
+// name.
+func (p *Proc) Exists(name string) (bool, error) {
+	if err := p.enter(OpLstat, name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if _, err := p.d.lookup(name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, perr("lstat", name, err)
+	}
+	return true, nil
 }
 
 // Chmod sets the permission bits of name.

@@ -56,15 +56,11 @@ func (d *Dir) Exists(entryID string) (bool, error) {
 	if err := d.checkOpen(); err != nil {
 		return false, err
 	}
-	_, err := d.fsys.Lstat(entryPath(d.dir, entryID))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	default:
+	ok, err := exists(d.fsys, entryPath(d.dir, entryID))
+	if err != nil {
 		return false, fmt.Errorf("shareddir: stat entry %s: %w", entryID, err)
 	}
+	return ok, nil
 }
 
 // List returns the ids of the entries present (<entryID>.safetensors files),
@@ -107,13 +103,5 @@ func EntryExists(fsys FS, root, producerInstanceID, entryID string) (bool, error
 		return false, err
 	}
 	entry, _ := instanceEntryPath(root, producerInstanceID, entryID)
-	_, err := fsys.Lstat(entry)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	default:
-		return false, err
-	}
+	return exists(fsys, entry)
 }

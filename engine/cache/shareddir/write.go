@@ -38,10 +38,10 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 	finalPath := entryPath(d.dir, entryID)
 	final := finalPath[len(finalPath)-len(entryID)-len(entrySuffix):]
 	tmpPath, tmp := tempPath(d.dir, entryID, suffix)
-	if _, err := d.fsys.Lstat(finalPath); err == nil {
-		return 0, fmt.Errorf("shareddir: SU-6 entry %s: %w", entryID, fs.ErrExist)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	if ok, err := exists(d.fsys, finalPath); err != nil {
 		return 0, fmt.Errorf("shareddir: stat entry %s: %w", entryID, err)
+	} else if ok {
+		return 0, fmt.Errorf("shareddir: SU-6 entry %s: %w", entryID, fs.ErrExist)
 	}
 	if err := writeFilePaths(d.fsys, d.dir, tmpPath, finalPath, tmp, final, b); err != nil {
 		var synced *dirSyncError
