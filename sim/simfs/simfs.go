@@ -214,7 +214,31 @@ func (d *Disk) lookup(path string) (*inode, error) {
 	if path == "" {
 		return nil, syscall.ENOENT
 	}
+	if pn, base, ok := d.cachedParent(path); ok {
+		c, ok := pn.children[base]
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		return c, nil
+	}
 	return d.lookupClean(clean(path))
+}
+
+// cachedParent is parent's answer for a path whose directory is in the
+// cache and whose last element is a plain name: such a path is clean (the
+// cache holds clean paths), so it needs no cleaning pass (every operation
+// looks up a path; the simulator runs millions).
+func (d *Disk) cachedParent(path string) (*inode, string, bool) {
+	i := strings.LastIndexByte(path, '/')
+	if i <= 0 {
+		return nil, "", false
+	}
+	base := path[i+1:]
+	if base == "" || base == "." || base == ".." {
+		return nil, "", false
+	}
+	pn, ok := d.cachedDir(path[:i])
+	return pn, base, ok
 }
 
 // lookupClean is lookup of a path clean already (parent's directory).
@@ -306,6 +330,9 @@ func clean(p string) string {
 
 // parent returns the directory inode holding path and path's last element.
 func (d *Disk) parent(path string) (*inode, string, error) {
+	if pn, base, ok := d.cachedParent(path); ok {
+		return pn, base, nil
+	}
 	path = clean(path)
 	dir, base := "/", path
 	if i := strings.LastIndexByte(path, '/'); i >= 0 {
