@@ -681,8 +681,7 @@ func (c *core) Post(r *Request) (Status, error) {
 		c.mu.Unlock()
 		return 0, fmt.Errorf("xfer: Post of a request still in flight: %w", ErrRepostActive)
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	r.state, r.err, r.done, r.cancel = reqInFlight, nil, make(chan struct{}), cancel
+	r.state, r.err, r.done, r.cancel = reqInFlight, nil, make(chan struct{}), nil
 	c.inflight++
 	c.seq++
 	info := WriteInfo{Seq: c.seq, Peer: r.peer.name, Bytes: r.total, Segments: len(r.srcs), Read: r.read}
@@ -698,15 +697,28 @@ func (c *core) Post(r *Request) (Status, error) {
 	}
 	w := &outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f, read: r.read}
 	if c.tr.inline(f) {
-		c.finish(r, c.run(ctx, w))
+		c.finish(r, c.run(c.postContext(r), w))
 		return c.Status(r)
 	}
 	if h, ok := c.tr.(holder); ok {
-		h.hold(r, w) // ManualNetwork: the driver moves it (manual.go)
+		// ManualNetwork: the driver moves it (manual.go). Nothing there
+		// reads a context, so the post gets none (and no cancel).
+		h.hold(r, w)
 		return StatusInProgress, nil
 	}
+	ctx := c.postContext(r)
 	go func() { c.finish(r, c.run(ctx, w)) }()
 	return StatusInProgress, nil
+}
+
+// postContext returns the context of r's current post, a child of the
+// agent's (Close cancels it), and makes its cancel r's, which finish calls.
+func (c *core) postContext(r *Request) context.Context {
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.mu.Lock()
+	r.cancel = cancel
+	c.mu.Unlock()
+	return ctx
 }
 
 // run moves w through the transport: a READ or a WRITE. (A method, not a
@@ -739,7 +751,9 @@ func (c *core) finish(r *Request, err error) {
 		r.state = reqDone
 	}
 	c.inflight--
-	r.cancel()
+	if r.cancel != nil { // nil: a held post has no context (Post)
+		r.cancel()
+	}
 	close(r.done)
 	c.mu.Unlock()
 	c.writers.Done()

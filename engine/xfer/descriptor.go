@@ -99,7 +99,7 @@ type Request struct {
 	state    reqState
 	err      error
 	done     chan struct{} // closed when the current post finishes
-	cancel   func()        // ends the current post's write
+	cancel   func()        // ends the current post's write (nil: a held post, or not yet set)
 	released bool
 }
 
