@@ -117,11 +117,12 @@ func (d *Dir) initLockAndKey() error {
 	if err := d.fsys.Chmod(d.dir, dirPerm); err != nil {
 		return fmt.Errorf("shareddir: chmod %s 0700: %w", d.dir, err)
 	}
-	suffix, err := randHex(d.rand, randSuffixHex/2)
+	var hexBuf [randSuffixHex]byte
+	suffix, err := d.suffixNoCheck(hexBuf[:0])
 	if err != nil {
 		return err
 	}
-	tmp := join(d.dir, tmpPrefix+lockTmpInfix+"-"+suffix)
+	tmp, _ := tempPath(d.dir, lockTmpInfix, suffix)
 	lock, err := d.fsys.TryLock(tmp, true, filePerm)
 	if err != nil {
 		return fmt.Errorf("shareddir: create the instance lock: %w", err)
@@ -142,12 +143,13 @@ func (d *Dir) initKey() error {
 	if _, err := io.ReadFull(d.rand, key); err != nil {
 		return fmt.Errorf("shareddir: read HMAC key randomness: %w", err)
 	}
-	suffix, err := randHex(d.rand, randSuffixHex/2)
+	var hexBuf [randSuffixHex]byte
+	suffix, err := d.suffixNoCheck(hexBuf[:0])
 	if err != nil {
 		return err
 	}
-	tmp := tmpPrefix + keyTmpInfix + "-" + suffix
-	if err := writeFileAtomic(d.fsys, d.dir, tmp, keyFileName, key); err != nil {
+	tmpPath, tmp := tempPath(d.dir, keyTmpInfix, suffix)
+	if err := writeFilePaths(d.fsys, d.dir, tmpPath, join(d.dir, keyFileName), tmp, keyFileName, key); err != nil {
 		return err
 	}
 	if err := d.fsys.SyncDir(d.root); err != nil {

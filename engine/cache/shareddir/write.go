@@ -65,16 +65,11 @@ func (e *dirSyncError) Error() string {
 }
 func (e *dirSyncError) Unwrap() error { return e.err }
 
-// writeFileAtomic writes data to dir/tmp (created exclusively, 0600), fsyncs
-// it, renames it to dir/final and fsyncs dir. Before the rename any failure
-// removes tmp (a failed removal is joined as ErrCleanup); a failed directory
-// fsync after the rename is a *dirSyncError.
-func writeFileAtomic(fsys FS, dir, tmp, final string, data []byte) (err error) {
-	return writeFilePaths(fsys, dir, join(dir, tmp), join(dir, final), tmp, final, data)
-}
-
-// writeFilePaths is writeFileAtomic given the two paths too: tmpPath is
-// join(dir, tmp), finalPath join(dir, final).
+// writeFilePaths writes data to tmpPath, join(dir, tmp) (created
+// exclusively, 0600), fsyncs it, renames it to finalPath, join(dir, final),
+// and fsyncs dir. Before the rename any failure removes tmp (a failed
+// removal is joined as ErrCleanup); a failed directory fsync after the
+// rename is a *dirSyncError.
 func writeFilePaths(fsys FS, dir, tmpPath, finalPath, tmp, final string, data []byte) (err error) {
 	f, err := fsys.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 	if err != nil {
