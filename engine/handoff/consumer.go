@@ -62,7 +62,7 @@ func (c *ConsumerReceives) Version() uint64 { return c.version }
 
 // NewConsumerReceives returns an empty table.
 func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
-	return &ConsumerReceives{cfg: cfg, receives: map[string]*receive{}} // quarantined: made at the first (most tables never quarantine)
+	return &ConsumerReceives{cfg: cfg} // receives and quarantined: made at their first entry (a table may never receive; most never quarantine)
 }
 
 // Preflight admits a receive of payloadBytes. Errors: ErrQuarantined (Q-4:
@@ -81,6 +81,9 @@ func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 	}
 	if _, dup := c.quarantined[id]; dup {
 		return rejectS(ErrBadRequest, "receive ", id, " is quarantined", false)
+	}
+	if c.receives == nil {
+		c.receives = map[string]*receive{}
 	}
 	c.receives[id] = &receive{id: id, payloadBytes: payloadBytes, buffers: 1, state: ReceivePreflight}
 	c.inflightBytes += payloadBytes

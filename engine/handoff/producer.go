@@ -152,7 +152,7 @@ func (t *ProducerTable) Version() uint64 { return t.version }
 
 // NewProducerTable returns an empty table.
 func NewProducerTable(cfg ProducerConfig) *ProducerTable {
-	return &ProducerTable{cfg: cfg, entries: map[string]*producerEntry{}, transfers: map[string]*producerEntry{}}
+	return &ProducerTable{cfg: cfg, entries: map[string]*producerEntry{}} // transfers: made at the first transfer (a table may never transfer)
 }
 
 // Reserve claims payloadBytes of the quota for a new entry id before its storage
@@ -478,6 +478,9 @@ func (t *ProducerTable) ClaimForTransfer(id string) error {
 	}
 	delete(t.entries, id)
 	e.state = EntryTransferring
+	if t.transfers == nil {
+		t.transfers = map[string]*producerEntry{}
+	}
 	t.transfers[id] = e
 	return nil
 }
