@@ -192,7 +192,7 @@ func AdmitTransfer(a TransferAdmission) (Reference, error) {
 		return ref, err // SU-5
 	}
 	if ref.Expired(a.NowUnixMs) {
-		return ref, rejectf(ErrSpentReference, "SU-2 reference %s expired", shortID(ref.EntryID))
+		return ref, rejectS(ErrSpentReference, "SU-2 reference ", ref.EntryID, " expired", true)
 	}
 	if a.Targets != nil {
 		if err := a.Targets(ref); err != nil {
@@ -220,7 +220,7 @@ func shortID(id string) string {
 // the claim by rename will tell.
 func AdmitReceive(entryID string, exists bool, lookErr error, preflight func() error) error {
 	if lookErr == nil && !exists {
-		return rejectf(ErrSpentReference, "SU-2 reference %s was already consumed, released or expired", shortID(entryID))
+		return rejectS(ErrSpentReference, "SU-2 reference ", entryID, " was already consumed, released or expired", true)
 	}
 	return preflight()
 }

@@ -62,7 +62,7 @@ func (c *ConsumerReceives) Version() uint64 { return c.version }
 
 // NewConsumerReceives returns an empty table.
 func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
-	return &ConsumerReceives{cfg: cfg, receives: map[string]*receive{}} // quarantined: made at the first (most tables never quarantine)
+	return &ConsumerReceives{cfg: cfg} // receives and quarantined: made at their first entry (a table may never receive; most never quarantine)
 }
 
 // Preflight admits a receive of payloadBytes. Errors: ErrQuarantined (Q-4:
@@ -74,13 +74,16 @@ func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 		return rejectf(ErrQuarantined, "Q-4 %d buffers (%d bytes) quarantined; no new handoffs until Q-6 ends the quarantine", c.quarantineBuffers, c.quarantineBytes)
 	}
 	if _, dup := c.receives[id]; dup {
-		return rejectf(ErrBadRequest, "receive %s already in flight", id)
+		return rejectS(ErrBadRequest, "receive ", id, " already in flight", false)
 	}
 	if c.cfg.InflightQuotaBytes > 0 && c.inflightBytes+payloadBytes > c.cfg.InflightQuotaBytes {
 		return rejectf(ErrQuotaExceeded, "L-5 receiving %d bytes would put %d of %d in flight", payloadBytes, c.inflightBytes+payloadBytes, c.cfg.InflightQuotaBytes)
 	}
 	if _, dup := c.quarantined[id]; dup {
-		return rejectf(ErrBadRequest, "receive %s is quarantined", id)
+		return rejectS(ErrBadRequest, "receive ", id, " is quarantined", false)
+	}
+	if c.receives == nil {
+		c.receives = map[string]*receive{}
 	}
 	c.receives[id] = &receive{id: id, payloadBytes: payloadBytes, buffers: 1, state: ReceivePreflight}
 	c.inflightBytes += payloadBytes

@@ -154,6 +154,31 @@ func rejectf(sentinel error, format string, args ...any) error {
 	return &rejection{sentinel: sentinel, msg: string(b)}
 }
 
+// rejectS is rejectf(sentinel, before+"%s"+after, s) in one allocation:
+// the message is built when asked for (Error), as fs.PathError's is. With
+// short, s reads as shortID(s). For the rejections the simulator's nodes
+// make most (health, spent references, busy ids), whose messages it reads
+// only when tracing.
+func rejectS(sentinel error, before, s, after string, short bool) error {
+	return &strRejection{sentinel: sentinel, before: before, s: s, after: after, short: short}
+}
+
+// strRejection is rejectS's error.
+type strRejection struct {
+	sentinel         error
+	before, s, after string
+	short            bool
+}
+
+func (r *strRejection) Error() string {
+	s := r.s
+	if r.short {
+		s = shortID(s)
+	}
+	return r.sentinel.Error() + ": " + r.before + s + r.after
+}
+func (r *strRejection) Unwrap() error { return r.sentinel }
+
 // rejection is rejectf's error.
 type rejection struct {
 	sentinel error

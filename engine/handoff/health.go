@@ -140,13 +140,13 @@ func (h *Health) State() (HealthState, []HealthCheck) {
 // for draining.
 func (h *Health) Admit() error {
 	if h.draining {
-		return rejectf(ErrDraining, "S-2 shutting down")
+		return rejectS(ErrDraining, "S-2 shutting down", "", "", false)
 	}
 	if r, ok := h.failures[CheckCleanup]; ok {
-		return rejectf(ErrCleanupFailed, "X-1 %s", r)
+		return rejectS(ErrCleanupFailed, "X-1 ", r, "", false)
 	}
 	if r, ok := h.failures[CheckQuarantine]; ok {
-		return rejectf(ErrQuarantined, "Q-4 %s", r)
+		return rejectS(ErrQuarantined, "Q-4 ", r, "", false)
 	}
 	return nil
 }

@@ -152,7 +152,7 @@ func (t *ProducerTable) Version() uint64 { return t.version }
 
 // NewProducerTable returns an empty table.
 func NewProducerTable(cfg ProducerConfig) *ProducerTable {
-	return &ProducerTable{cfg: cfg, entries: map[string]*producerEntry{}, transfers: map[string]*producerEntry{}}
+	return &ProducerTable{cfg: cfg, entries: map[string]*producerEntry{}} // transfers: made at the first transfer (a table may never transfer)
 }
 
 // Reserve claims payloadBytes of the quota for a new entry id before its storage
@@ -164,10 +164,10 @@ func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
 		return rejectf(ErrBadRequest, "entry id %q is not 32 lowercase hex digits", id)
 	}
 	if _, busy := t.transfers[id]; busy {
-		return rejectf(ErrBadRequest, "entry id %s is being transferred", id)
+		return rejectS(ErrBadRequest, "entry id ", id, " is being transferred", false)
 	}
 	if _, dup := t.entries[id]; dup {
-		return rejectf(ErrBadRequest, "entry id %s already in the table", id)
+		return rejectS(ErrBadRequest, "entry id ", id, " already in the table", false)
 	}
 	if payloadBytes <= 0 {
 		return rejectf(ErrBadRequest, "payload of %d bytes", payloadBytes)
@@ -474,10 +474,13 @@ func (t *ProducerTable) ClaimForTransfer(id string) error {
 	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
-		return rejectf(ErrSpentReference, "SU-2 entry %s is not published (consumed, released, expired or in transfer)", id)
+		return rejectS(ErrSpentReference, "SU-2 entry ", id, " is not published (consumed, released, expired or in transfer)", false)
 	}
 	delete(t.entries, id)
 	e.state = EntryTransferring
+	if t.transfers == nil {
+		t.transfers = map[string]*producerEntry{}
+	}
 	t.transfers[id] = e
 	return nil
 }

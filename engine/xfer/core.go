@@ -138,11 +138,10 @@ type core struct {
 	nextID   uint64
 	seq      uint64
 	nextAddr uint64
-	regs     map[uint64]*Registration
-	regions  map[uint64][]*region // by registration id
-	byKey    map[string]*region
-	peers    map[string]peerInfo
-	reqs     map[uint64]*Request
+	regs     map[uint64]*Registration // live registrations; each holds its regions
+	byKey    map[remoteKey]*region
+	peers    map[string]peerInfo // made at the first peer loaded
+	reqs     map[uint64]*Request // made at the first request
 	inflight int
 	inbound  int
 	// revocations are the revoked registrations whose done channel is
@@ -151,12 +150,25 @@ type core struct {
 	revocations []*revocation
 }
 
+// remoteKey is a remote key this agent issued (remoteKeyBytes bytes), as a
+// map key: an array needs no string copy per registered region.
+type remoteKey [remoteKeyBytes]byte
+
+// regionByKey returns the registered region whose remote key is k, or nil
+// (a key of another length is none of this agent's). Caller holds c.mu.
+func (c *core) regionByKey(k []byte) *region {
+	if len(k) != remoteKeyBytes {
+		return nil
+	}
+	return c.byKey[remoteKey(k)]
+}
+
 // region is one registered buffer.
 type region struct {
 	regID   uint64
 	buf     []byte
 	base    uint64
-	key     string
+	key     remoteKey
 	users   int // unreleased requests reading it
 	inbound int // peer writes landing in it
 	// carriers are the inbound connections that carried a peer transfer
@@ -200,10 +212,7 @@ func newCore(backend string, opts Options) (*core, error) {
 		onInbound: opts.OnInbound,
 		nextAddr:  addressBase,
 		regs:      map[uint64]*Registration{},
-		regions:   map[uint64][]*region{},
-		byKey:     map[string]*region{},
-		peers:     map[string]peerInfo{},
-		reqs:      map[uint64]*Request{},
+		byKey:     map[remoteKey]*region{},
 	}
 	if c.rand == nil {
 		c.rand = rand.Reader
@@ -267,7 +276,7 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		return nil, errClosed("RegisterMemory")
 	}
 	for i := range regions {
-		if c.byKey[string(key(i))] != nil {
+		if c.byKey[remoteKey(key(i))] != nil {
 			return nil, fmt.Errorf("xfer: remote key collision (broken random source): %w", ErrBackend)
 		}
 	}
@@ -281,19 +290,19 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 			return nil, fmt.Errorf("xfer: address space exhausted: %w", ErrInvalidParam)
 		}
 		r := &slab[i]
-		*r = region{regID: reg.id, buf: buf, base: next, key: string(key(i))}
+		*r = region{regID: reg.id, buf: buf, base: next, key: remoteKey(key(i))}
 		next += span
 		rs[i] = r
 		// The descriptor's key is keyBuf's own bytes: the agent keeps
-		// only the string copy, so the caller's copy is its alone.
+		// only its own copy (region.key), so the caller's copy is its alone.
 		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
 	for _, r := range rs {
 		c.byKey[r.key] = r
 	}
+	reg.regions = rs
 	c.regs[reg.id] = reg
-	c.regions[reg.id] = rs
 	return reg, nil
 }
 
@@ -318,7 +327,7 @@ func (c *core) Deregister(reg *Registration) error {
 	if reg.owner != c || c.regs[reg.id] != reg {
 		return fmt.Errorf("xfer: Deregister of an unknown registration: %w", ErrNotFound)
 	}
-	for _, r := range c.regions[reg.id] {
+	for _, r := range reg.regions {
 		if r.users > 0 {
 			return fmt.Errorf("xfer: Deregister while %d unreleased request(s) read the region: %w", r.users, ErrNotAllowed)
 		}
@@ -326,11 +335,11 @@ func (c *core) Deregister(reg *Registration) error {
 			return fmt.Errorf("xfer: Deregister while %d peer write(s) land in the region: %w", r.inbound, ErrNotAllowed)
 		}
 	}
-	for _, r := range c.regions[reg.id] {
+	for _, r := range reg.regions {
 		delete(c.byKey, r.key)
 		r.carriers = nil
 	}
-	delete(c.regions, reg.id)
+	reg.regions = nil
 	delete(c.regs, reg.id)
 	return nil
 }
@@ -348,11 +357,11 @@ func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 	if reg.owner != c || c.regs[reg.id] != reg {
 		return nil, fmt.Errorf("xfer: Revoke of an unknown registration: %w", ErrNotFound)
 	}
-	rs := c.regions[reg.id]
+	rs := reg.regions
 	for _, r := range rs {
 		delete(c.byKey, r.key) // from here every transfer naming it is refused
 	}
-	delete(c.regions, reg.id)
+	reg.regions = nil
 	delete(c.regs, reg.id)
 	rv := &revocation{regions: rs, done: make(chan struct{})}
 	c.revocations = append(c.revocations, rv)
@@ -448,6 +457,9 @@ func (c *core) LoadRemoteMetadata(md []byte) (string, error) {
 		return "", errClosed("LoadRemoteMetadata")
 	}
 	old, had := c.peers[p.name]
+	if c.peers == nil {
+		c.peers = map[string]peerInfo{}
+	}
 	c.peers[p.name] = p
 	c.mu.Unlock()
 	if had && old.conn != p.conn {
@@ -516,12 +528,12 @@ func (c *core) localRegion(i int, d Descriptor) (*region, error) {
 		return nil, fmt.Errorf("xfer: local descriptor %d is empty or wraps around: %w", i, ErrInvalidParam)
 	}
 	if len(d.RemoteKey) > 0 {
-		if r := c.byKey[string(d.RemoteKey)]; r != nil && r.contains(d.Address, d.Length) {
+		if r := c.regionByKey(d.RemoteKey); r != nil && r.contains(d.Address, d.Length) {
 			return r, nil
 		}
 	} else {
-		for _, rs := range c.regions {
-			for _, r := range rs {
+		for _, reg := range c.regs {
+			for _, r := range reg.regions {
 				if r.contains(d.Address, d.Length) {
 					return r, nil
 				}
@@ -599,7 +611,11 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 			return nil, fmt.Errorf("xfer: %s to peer %q whose metadata is not loaded: %w", op, peer, ErrNotFound)
 		}
 	}
-	r := &Request{owner: c, peer: p, done: closedChan(), read: read}
+	r := &Request{owner: c, peer: p, done: closedChan, read: read}
+	one := len(local) == 1
+	if one {
+		r.srcs, r.remote, r.regions = r.one.src[:0], r.one.remote[:0], r.one.region[:0]
+	}
 	seen := map[*region]bool{}
 	for i, d := range local {
 		reg, err := c.localRegion(i, d)
@@ -608,7 +624,11 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 		}
 		r.srcs = append(r.srcs, reg.slice(d.Address, d.Length))
 		rd := remote[i]
-		rd.RemoteKey = append([]byte(nil), rd.RemoteKey...)
+		if k := rd.RemoteKey; one && len(k) <= len(r.one.key) {
+			rd.RemoteKey = append(r.one.key[:0:len(k)], k...)
+		} else {
+			rd.RemoteKey = append([]byte(nil), k...)
+		}
 		r.remote = append(r.remote, rd)
 		r.total += d.Length
 		if !seen[reg] {
@@ -621,15 +641,19 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 	}
 	c.nextID++
 	r.id = c.nextID
+	if c.reqs == nil {
+		c.reqs = map[uint64]*Request{}
+	}
 	c.reqs[r.id] = r
 	return r, nil
 }
 
-func closedChan() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}
+// closedChan is the done channel of a request not yet posted: closed, so
+// a wait on it ends at once. One for all requests, as context's closedchan:
+// nothing closes or sends on it again (Post gives the request a fresh one).
+var closedChan = make(chan struct{})
+
+func init() { close(closedChan) }
 
 // checkRequest: caller holds c.mu.
 func (c *core) checkRequest(op string, r *Request) error {
@@ -657,8 +681,7 @@ func (c *core) Post(r *Request) (Status, error) {
 		c.mu.Unlock()
 		return 0, fmt.Errorf("xfer: Post of a request still in flight: %w", ErrRepostActive)
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	r.state, r.err, r.done, r.cancel = reqInFlight, nil, make(chan struct{}), cancel
+	r.state, r.err, r.done, r.cancel = reqInFlight, nil, make(chan struct{}), nil
 	c.inflight++
 	c.seq++
 	info := WriteInfo{Seq: c.seq, Peer: r.peer.name, Bytes: r.total, Segments: len(r.srcs), Read: r.read}
@@ -673,20 +696,38 @@ func (c *core) Post(r *Request) (Status, error) {
 		}
 	}
 	w := &outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f, read: r.read}
-	run := c.tr.write
-	if r.read {
-		run = c.tr.read
-	}
 	if c.tr.inline(f) {
-		c.finish(r, run(ctx, w))
+		c.finish(r, c.run(c.postContext(r), w))
 		return c.Status(r)
 	}
 	if h, ok := c.tr.(holder); ok {
-		h.hold(r, w) // ManualNetwork: the driver moves it (manual.go)
+		// ManualNetwork: the driver moves it (manual.go). Nothing there
+		// reads a context, so the post gets none (and no cancel).
+		h.hold(r, w)
 		return StatusInProgress, nil
 	}
-	go func() { c.finish(r, run(ctx, w)) }()
+	ctx := c.postContext(r)
+	go func() { c.finish(r, c.run(ctx, w)) }()
 	return StatusInProgress, nil
+}
+
+// postContext returns the context of r's current post, a child of the
+// agent's (Close cancels it), and makes its cancel r's, which finish calls.
+func (c *core) postContext(r *Request) context.Context {
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.mu.Lock()
+	r.cancel = cancel
+	c.mu.Unlock()
+	return ctx
+}
+
+// run moves w through the transport: a READ or a WRITE. (A method, not a
+// method value picked in Post: that would cost an allocation per post.)
+func (c *core) run(ctx context.Context, w *outbound) error {
+	if w.read {
+		return c.tr.read(ctx, w)
+	}
+	return c.tr.write(ctx, w)
 }
 
 // sentinels are the errors a finished write may carry.
@@ -710,7 +751,9 @@ func (c *core) finish(r *Request, err error) {
 		r.state = reqDone
 	}
 	c.inflight--
-	r.cancel()
+	if r.cancel != nil { // nil: a held post has no context (Post)
+		r.cancel()
+	}
 	close(r.done)
 	c.mu.Unlock()
 	c.writers.Done()
@@ -771,8 +814,8 @@ func (c *core) Counters() Counters {
 		Peers:           len(c.peers),
 		Revoked:         len(c.revocations),
 	}
-	for _, rs := range c.regions {
-		n.Regions += len(rs)
+	for _, reg := range c.regs {
+		n.Regions += len(reg.regions)
 	}
 	return n
 }
@@ -815,6 +858,12 @@ type inboundWrite struct {
 	regions []*region // one per segment (repeats allowed)
 	total   uint64
 	read    bool
+	// one backs dst and regions of a one-segment transfer (the usual
+	// one) in the inboundWrite's own allocation.
+	one struct {
+		dst    [1][]byte
+		region [1]*region
+	}
 }
 
 // beginInbound is the target-side check of a peer write or READ (read
@@ -841,8 +890,11 @@ func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, v
 		return refuse("agent closed")
 	}
 	in := &inboundWrite{c: c, from: from, total: total, read: read}
+	if len(segs) == 1 {
+		in.dst, in.regions = in.one.dst[:0], in.one.region[:0]
+	}
 	for _, s := range segs {
-		r := c.byKey[string(s.RemoteKey)]
+		r := c.regionByKey(s.RemoteKey)
 		if r == nil {
 			c.mu.Unlock()
 			return refuse("unknown remote key")

@@ -66,6 +66,10 @@ type Registration struct {
 
 	id    uint64
 	owner *core
+	// regions are the registered buffers, one per descriptor, while the
+	// registration is live (nil once deregistered or revoked); guarded by
+	// the owner's mutex.
+	regions []*region
 }
 
 // Request is the handle of one WRITE created by CreateWrite, or one READ
@@ -82,12 +86,20 @@ type Request struct {
 	remote  []Descriptor // targets, one per segment
 	regions []*region    // distinct local regions the request reads
 	total   uint64       // bytes per post
+	// one backs srcs, remote, regions and the remote key's copy of a
+	// one-segment request (the usual one) in the request's own allocation.
+	one struct {
+		src    [1][]byte
+		remote [1]Descriptor
+		region [1]*region
+		key    [remoteKeyBytes]byte
+	}
 
 	// Guarded by owner.mu.
 	state    reqState
 	err      error
 	done     chan struct{} // closed when the current post finishes
-	cancel   func()        // ends the current post's write
+	cancel   func()        // ends the current post's write (nil: a held post, or not yet set)
 	released bool
 }
 

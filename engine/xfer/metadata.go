@@ -37,15 +37,12 @@ type peerInfo struct {
 }
 
 func encodeMetadata(backend, name, conn string) []byte {
-	var b bytes.Buffer
-	b.WriteString(metadataMagic)
-	b.WriteByte(metadataVersion)
-	b.WriteByte(backendCodes[backend])
-	b.WriteByte(byte(len(name)))
-	b.WriteString(name)
-	_ = binary.Write(&b, binary.BigEndian, uint16(len(conn)))
-	b.WriteString(conn)
-	return b.Bytes()
+	b := make([]byte, 0, len(metadataMagic)+3+len(name)+2+len(conn)) // one allocation
+	b = append(b, metadataMagic...)
+	b = append(b, metadataVersion, backendCodes[backend], byte(len(name)))
+	b = append(b, name...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(conn)))
+	return append(b, conn...)
 }
 
 func decodeMetadata(md []byte) (peerInfo, error) {
@@ -74,14 +71,13 @@ func decodeMetadata(md []byte) (peerInfo, error) {
 	if nameLen == 0 || len(r) < nameLen+2 {
 		return bad("name")
 	}
-	name := string(r[:nameLen])
-	r = r[nameLen:]
-	connLen := int(binary.BigEndian.Uint16(r))
-	r = r[2:]
-	if connLen == 0 || connLen > maxConnBytes || len(r) != connLen {
+	connLen := int(binary.BigEndian.Uint16(r[nameLen:]))
+	if connLen == 0 || connLen > maxConnBytes || len(r)-nameLen-2 != connLen {
 		return bad("connection info")
 	}
-	p := peerInfo{name: name, backend: backend, conn: string(r)}
+	// The name and the connection info in one string: <name><len><conn>.
+	s := string(r)
+	p := peerInfo{name: s[:nameLen], backend: backend, conn: s[nameLen+2:]}
 	if backend == BackendTCP {
 		if err := CanonicalAddress(p.conn); err != nil {
 			return peerInfo{}, fmt.Errorf("xfer: malformed agent metadata: %w", err)

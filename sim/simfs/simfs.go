@@ -175,7 +175,7 @@ type Proc struct {
 	dead bool
 }
 
-var _ shareddir.FS = (*Proc)(nil)
+var _ shareddir.ExistsFS = (*Proc)(nil)
 
 // Name is the process's name.
 func (p *Proc) Name() string { return p.name }
@@ -214,7 +214,31 @@ func (d *Disk) lookup(path string) (*inode, error) {
 	if path == "" {
 		return nil, syscall.ENOENT
 	}
+	if pn, base, ok := d.cachedParent(path); ok {
+		c, ok := pn.children[base]
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		return c, nil
+	}
 	return d.lookupClean(clean(path))
+}
+
+// cachedParent is parent's answer for a path whose directory is in the
+// cache and whose last element is a plain name: such a path is clean (the
+// cache holds clean paths), so it needs no cleaning pass (every operation
+// looks up a path; the simulator runs millions).
+func (d *Disk) cachedParent(path string) (*inode, string, bool) {
+	i := strings.LastIndexByte(path, '/')
+	if i <= 0 {
+		return nil, "", false
+	}
+	base := path[i+1:]
+	if base == "" || base == "." || base == ".." {
+		return nil, "", false
+	}
+	pn, ok := d.cachedDir(path[:i])
+	return pn, base, ok
 }
 
 // lookupClean is lookup of a path clean already (parent's directory).
@@ -306,6 +330,9 @@ func clean(p string) string {
 
 // parent returns the directory inode holding path and path's last element.
 func (d *Disk) parent(path string) (*inode, string, error) {
+	if pn, base, ok := d.cachedParent(path); ok {
+		return pn, base, nil
+	}
 	path = clean(path)
 	dir, base := "/", path
 	if i := strings.LastIndexByte(path, '/'); i >= 0 {
@@ -392,13 +419,17 @@ func (p *Proc) OpenFile(name string, flag int, perm fs.FileMode) (shareddir.File
 		return nil, perr("open", name, err)
 	}
 	n, ok := pn.children[base]
+	var f *file
 	switch {
 	case ok && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
 		return nil, perr("open", name, syscall.EEXIST)
 	case !ok && flag&os.O_CREATE == 0:
 		return nil, perr("open", name, syscall.ENOENT)
 	case !ok:
-		n = &inode{perm: perm.Perm() &^ Umask, modMs: p.d.now(), synced: true}
+		// A created file and its first open in one allocation (every
+		// publish creates its temp file).
+		c := &created{n: inode{perm: perm.Perm() &^ Umask, modMs: p.d.now(), synced: true}}
+		n, f = &c.n, &c.f
 		pn.setChild(base, n)
 		pn.modMs = p.d.now()
 	}
@@ -409,7 +440,17 @@ func (p *Proc) OpenFile(name string, flag int, perm fs.FileMode) (shareddir.File
 	if write && flag&os.O_TRUNC != 0 {
 		n.data, n.synced, n.modMs = nil, false, p.d.now()
 	}
-	return &file{p: p, n: n, name: name, write: write, read: flag&os.O_WRONLY == 0, append: flag&os.O_APPEND != 0}, nil
+	if f == nil {
+		f = new(file)
+	}
+	*f = file{p: p, n: n, name: name, write: write, read: flag&os.O_WRONLY == 0, append: flag&os.O_APPEND != 0}
+	return f, nil
+}
+
+// created is a new inode and the open file that created it (OpenFile).
+type created struct {
+	n inode
+	f file
 }
 
 // Rename atomically moves oldpath to newpath (replacing a file there).
@@ -531,6 +572,25 @@ func (p *Proc) Lstat(name string) (fs.FileInfo, error) {
 		return nil, perr("lstat", name, err)
 	}
 	return n.statAs(filepath.Base(name)), nil
+}
+
+// Exists implements shareddir.ExistsFS: Lstat's answer, through the same
+// hook call (OpLstat), without a FileInfo or an error value for a missing
+// name.
+func (p *Proc) Exists(name string) (bool, error) {
+	if err := p.enter(OpLstat, name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	if _, err := p.d.lookup(name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, perr("lstat", name, err)
+	}
+	return true, nil
 }
 
 // Chmod sets the permission bits of name.
@@ -718,7 +778,10 @@ func (n *inode) statAs(name string) fs.FileInfo {
 	if n.stat != nil && *n.stat == fi {
 		return n.stat
 	}
-	n.stat = &fi
+	// A copy on the heap only on a miss: taking fi's address would move
+	// every call's fi to the heap, the hits' too.
+	n.stat = new(fileInfo)
+	*n.stat = fi
 	return n.stat
 }
 

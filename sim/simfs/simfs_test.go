@@ -482,3 +482,60 @@ func TestLstatIsASnapshot(t *testing.T) {
 		t.Fatalf("Stat of the open file: %v, %v", st, err)
 	}
 }
+
+// TestExistsIsLstat: Exists answers what Lstat implies (shareddir.ExistsFS)
+// and runs the same hook, for a file, a directory, a missing name, a path
+// through a file (ENOTDIR), an injected error and a crashed process.
+func TestExistsIsLstat(t *testing.T) {
+	d, _ := newDisk()
+	p := d.Proc("p")
+	if err := p.MkdirAll("/a/b", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := p.OpenFile("/a/b/f", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	check := func(p *Proc, name string) {
+		t.Helper()
+		ops := d.Ops
+		ok, err := p.Exists(name)
+		existsOps := d.Ops - ops
+		ops = d.Ops
+		_, lerr := p.Lstat(name)
+		lstatOps := d.Ops - ops
+		var want bool
+		var wantErr error
+		switch {
+		case lerr == nil:
+			want = true
+		case errors.Is(lerr, fs.ErrNotExist):
+		default:
+			wantErr = lerr
+		}
+		if ok != want || (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Errorf("Exists(%q) = %v, %v; Lstat says %v, %v", name, ok, err, want, wantErr)
+		}
+		if existsOps != lstatOps {
+			t.Errorf("Exists(%q) counted %d operations, Lstat %d", name, existsOps, lstatOps)
+		}
+	}
+	for _, name := range []string{"/a/b/f", "/a/b", "/", "/a/b/g", "/x/y", "/a/b/f/g", "a/b/f", "/a/./b/../b/f"} {
+		check(p, name)
+	}
+	d.Hook = func(_ *Proc, op Op, path string) error {
+		if op == OpLstat && strings.HasSuffix(path, "eio") {
+			return syscall.EIO
+		}
+		if op == OpLstat && strings.HasSuffix(path, "enoent") {
+			return syscall.ENOENT
+		}
+		return nil
+	}
+	check(p, "/a/b/eio")
+	check(p, "/a/b/enoent")
+	d.Hook = nil
+	p.Crash()
+	check(p, "/a/b/f")
+}

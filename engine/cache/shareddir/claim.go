@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // Claim consumes entry entryID of producer instance producerInstanceID under
@@ -51,8 +50,7 @@ func Claim(fsys FS, root, producerInstanceID, entryID string, rand io.Reader, ma
 	if fsys == nil || rand == nil || maxBytes <= 0 {
 		return nil, nil, fmt.Errorf("shareddir: Claim needs a file system, a randomness source and maxBytes > 0 (got %d)", maxBytes)
 	}
-	dir := instanceDir(root, producerInstanceID)
-	entry := entryPath(dir, entryID)
+	entry, dir := instanceEntryPath(root, producerInstanceID, entryID)
 	f, err := fsys.OpenFile(entry, os.O_RDONLY|oNoFollow, 0)
 	if err != nil {
 		return nil, nil, openError(fsys, dir, entry, producerInstanceID, entryID, err)
@@ -94,17 +92,14 @@ func claimOpened(fsys FS, f File, dir, entry, entryID string, rand io.Reader, ma
 		}
 		return plantedDelete(fsys, f, entry, entryID, size)
 	}
-	suffix, err := randHex(rand, randSuffixHex/2)
+	var raw [randSuffixHex / 2]byte
+	var hexBuf [randSuffixHex]byte
+	suffix, err := appendRandHex(hexBuf[:0], rand, raw[:])
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	var claimed string // join(dir, claimedPrefix+entryID+"-"+suffix), in one allocation when it can be
-	if joinsPlain(dir) {
-		claimed = dir + string(filepath.Separator) + claimedPrefix + entryID + "-" + suffix
-	} else {
-		claimed = join(dir, claimedPrefix+entryID+"-"+suffix)
-	}
+	claimed := claimedPath(dir, entryID, suffix)
 	if err := fsys.Rename(entry, claimed); err != nil {
 		f.Close()
 		if errors.Is(err, fs.ErrNotExist) {

@@ -117,11 +117,12 @@ func (d *Dir) initLockAndKey() error {
 	if err := d.fsys.Chmod(d.dir, dirPerm); err != nil {
 		return fmt.Errorf("shareddir: chmod %s 0700: %w", d.dir, err)
 	}
-	suffix, err := randHex(d.rand, randSuffixHex/2)
+	var hexBuf [randSuffixHex]byte
+	suffix, err := d.suffixNoCheck(hexBuf[:0])
 	if err != nil {
 		return err
 	}
-	tmp := join(d.dir, tmpPrefix+lockTmpInfix+"-"+suffix)
+	tmp, _ := tempPath(d.dir, lockTmpInfix, suffix)
 	lock, err := d.fsys.TryLock(tmp, true, filePerm)
 	if err != nil {
 		return fmt.Errorf("shareddir: create the instance lock: %w", err)
@@ -142,12 +143,13 @@ func (d *Dir) initKey() error {
 	if _, err := io.ReadFull(d.rand, key); err != nil {
 		return fmt.Errorf("shareddir: read HMAC key randomness: %w", err)
 	}
-	suffix, err := randHex(d.rand, randSuffixHex/2)
+	var hexBuf [randSuffixHex]byte
+	suffix, err := d.suffixNoCheck(hexBuf[:0])
 	if err != nil {
 		return err
 	}
-	tmp := tmpPrefix + keyTmpInfix + "-" + suffix
-	if err := writeFileAtomic(d.fsys, d.dir, tmp, keyFileName, key); err != nil {
+	tmpPath, tmp := tempPath(d.dir, keyTmpInfix, suffix)
+	if err := writeFilePaths(d.fsys, d.dir, tmpPath, join(d.dir, keyFileName), tmp, keyFileName, key); err != nil {
 		return err
 	}
 	if err := d.fsys.SyncDir(d.root); err != nil {
@@ -179,21 +181,22 @@ func (d *Dir) Path() string { return d.dir }
 // <root>/<instanceID>/hmac.key), for signing references (engine/handoff).
 func (d *Dir) Key() []byte { return bytes.Clone(d.key) }
 
-// randSuffix returns 16 fresh lowercase hex digits, or fs.ErrClosed after Close.
-func (d *Dir) randSuffix() (string, error) {
+// randSuffix appends 16 fresh lowercase hex digits to dst, or returns
+// fs.ErrClosed after Close.
+func (d *Dir) randSuffix(dst []byte) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return "", fmt.Errorf("shareddir: producer instance %s: %w", d.instanceID, fs.ErrClosed)
+		return dst, fmt.Errorf("shareddir: producer instance %s: %w", d.instanceID, fs.ErrClosed)
 	}
-	return randHexInto(d.rand, d.suffix[:])
+	return appendRandHex(dst, d.rand, d.suffix[:])
 }
 
-// suffixNoCheck returns 16 fresh lowercase hex digits, closed or not.
-func (d *Dir) suffixNoCheck() (string, error) {
+// suffixNoCheck appends 16 fresh lowercase hex digits to dst, closed or not.
+func (d *Dir) suffixNoCheck(dst []byte) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return randHexInto(d.rand, d.suffix[:])
+	return appendRandHex(dst, d.rand, d.suffix[:])
 }
 
 // checkOpen returns fs.ErrClosed after Close.

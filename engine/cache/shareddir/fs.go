@@ -1,6 +1,7 @@
 package shareddir
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -49,6 +50,34 @@ type FS interface {
 	// descriptor holds the lock (its owner is alive); the file system's
 	// error otherwise (fs.ErrNotExist, permission, not a regular file).
 	TryLock(name string, create bool, perm fs.FileMode) (FileLock, error)
+}
+
+// ExistsFS is an FS that tells whether a name exists more cheaply than
+// Lstat: without a FileInfo, and without an error value for a missing name
+// (the simulator's disk; the package asks on every publish and every look
+// at an entry). Exists(name) must answer what Lstat(name) implies: true and
+// nil where Lstat succeeds; false and nil where Lstat's error satisfies
+// errors.Is(err, fs.ErrNotExist); false and Lstat's error otherwise.
+type ExistsFS interface {
+	FS
+	Exists(name string) (bool, error)
+}
+
+// exists reports whether name exists: through ExistsFS where fsys is one,
+// else from Lstat.
+func exists(fsys FS, name string) (bool, error) {
+	if e, ok := fsys.(ExistsFS); ok {
+		return e.Exists(name)
+	}
+	_, err := fsys.Lstat(name)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 // FileLock is a lock taken by FS.TryLock. Close releases it and closes its

@@ -83,15 +83,49 @@ func randHex(rand io.Reader, n int) (string, error) {
 
 // randHexInto is randHex reading into b (len(b) bytes).
 func randHexInto(rand io.Reader, b []byte) (string, error) {
-	if _, err := io.ReadFull(rand, b); err != nil {
-		return "", fmt.Errorf("shareddir: read randomness: %w", err)
-	}
 	var x [64]byte // hex.EncodeToString in one allocation for the usual sizes
 	if 2*len(b) > len(x) {
+		if _, err := io.ReadFull(rand, b); err != nil {
+			return "", fmt.Errorf("shareddir: read randomness: %w", err)
+		}
 		return hex.EncodeToString(b), nil
 	}
-	n := hex.Encode(x[:], b)
-	return string(x[:n]), nil
+	h, err := appendRandHex(x[:0], rand, b)
+	if err != nil {
+		return "", err
+	}
+	return string(h), nil
+}
+
+// appendRandHex reads len(b) bytes from rand into b and appends them to dst
+// as 2*len(b) lowercase hex digits. With dst on the caller's stack a name
+// built from the digits (tempPath, claimedPath) costs one allocation, not two.
+func appendRandHex(dst []byte, rand io.Reader, b []byte) ([]byte, error) {
+	if _, err := io.ReadFull(rand, b); err != nil {
+		return dst, fmt.Errorf("shareddir: read randomness: %w", err)
+	}
+	return hex.AppendEncode(dst, b), nil
+}
+
+// tempPath is join(dir, tmpPrefix+infix+"-"+suffix) and its last element,
+// in one allocation when dir joins plainly (a publish is the simulator's
+// most frequent write).
+func tempPath(dir, infix string, suffix []byte) (path, name string) {
+	if joinsPlain(dir) {
+		path = dir + string(filepath.Separator) + tmpPrefix + infix + "-" + string(suffix)
+		return path, path[len(dir)+1:]
+	}
+	name = tmpPrefix + infix + "-" + string(suffix)
+	return join(dir, name), name
+}
+
+// claimedPath is join(dir, claimedPrefix+entryID+"-"+suffix), in one
+// allocation when dir joins plainly; entryID must have been validated.
+func claimedPath(dir, entryID string, suffix []byte) string {
+	if joinsPlain(dir) {
+		return dir + string(filepath.Separator) + claimedPrefix + entryID + "-" + string(suffix)
+	}
+	return join(dir, claimedPrefix+entryID+"-"+string(suffix))
 }
 
 // instanceDir is <root>/<id>, filepath.Join(root, instanceID); id must
@@ -154,6 +188,19 @@ func joinsPlain(dir string) bool {
 // caller's): dir joins plainly and is clean (filepath.Clean does not
 // allocate for a clean path).
 func isCleanDir(dir string) bool { return joinsPlain(dir) && filepath.Clean(dir) == dir }
+
+// instanceEntryPath is entryPath(instanceDir(root, instanceID), entryID)
+// and that directory, the path in one allocation when root is clean (a
+// consumer's every look at and claim of an entry); ids must have been
+// validated.
+func instanceEntryPath(root, instanceID, entryID string) (entry, dir string) {
+	if isCleanDir(root) {
+		entry = root + string(filepath.Separator) + instanceID + string(filepath.Separator) + entryID + entrySuffix
+		return entry, entry[:len(root)+1+len(instanceID)]
+	}
+	dir = instanceDir(root, instanceID)
+	return entryPath(dir, entryID), dir
+}
 
 // entryName is <entryID>.safetensors; entryID must have been validated.
 func entryName(entryID string) string { return entryID + entrySuffix }

@@ -156,8 +156,9 @@ func TestBadNamesTouchNothing(t *testing.T) {
 }
 
 // TestJoinIsFilepathJoin: the package's path joins (instanceDir, join,
-// entryPath) return exactly what filepath.Join does, for clean and unclean
-// roots and for names that are and are not one plain element.
+// entryPath, instanceEntryPath, tempPath, claimedPath) return exactly what
+// filepath.Join does, for clean and unclean roots and for names that are
+// and are not one plain element.
 func TestJoinIsFilepathJoin(t *testing.T) {
 	const inst = "0123abcd-0123-4567-89ab-0123456789ab"
 	const id = "0123456789abcdef0123456789abcdef"
@@ -170,7 +171,21 @@ func TestJoinIsFilepathJoin(t *testing.T) {
 		if want := filepath.Join(root, inst); dir != want {
 			t.Errorf("instanceDir(%q) = %q, want %q", root, dir, want)
 		}
+		entry, edir := instanceEntryPath(root, inst, id)
+		if want := filepath.Join(root, inst, entryName(id)); entry != want || edir != dir {
+			t.Errorf("instanceEntryPath(%q) = %q, %q, want %q, %q", root, entry, edir, want, dir)
+		}
+		const suffix = "0123456789abcdef"
 		for _, d := range []string{dir, filepath.Join(root, "x")} {
+			for _, infix := range []string{id, keyTmpInfix, lockTmpInfix} {
+				name := tmpPrefix + infix + "-" + suffix
+				if p, n := tempPath(d, infix, []byte(suffix)); p != filepath.Join(d, name) || n != name {
+					t.Errorf("tempPath(%q, %q) = %q, %q, want %q, %q", d, infix, p, n, filepath.Join(d, name), name)
+				}
+			}
+			if got, want := claimedPath(d, id, []byte(suffix)), filepath.Join(d, claimedPrefix+id+"-"+suffix); got != want {
+				t.Errorf("claimedPath(%q) = %q, want %q", d, got, want)
+			}
 			for _, name := range names {
 				if got, want := join(d, name), filepath.Join(d, name); got != want {
 					t.Errorf("join(%q, %q) = %q, want %q", d, name, got, want)

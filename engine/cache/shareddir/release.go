@@ -29,11 +29,12 @@ func (d *Dir) Remove(entryID string) (removed bool, err error) {
 
 // remove is Remove without the checks (Close releases through it).
 func (d *Dir) remove(entryID string) (bool, error) {
-	suffix, err := d.suffixNoCheck()
+	var hexBuf [randSuffixHex]byte
+	suffix, err := d.suffixNoCheck(hexBuf[:0])
 	if err != nil {
 		return false, err
 	}
-	claimed := join(d.dir, claimedPrefix+entryID+"-"+suffix)
+	claimed := claimedPath(d.dir, entryID, suffix)
 	if err := d.fsys.Rename(entryPath(d.dir, entryID), claimed); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
@@ -55,15 +56,11 @@ func (d *Dir) Exists(entryID string) (bool, error) {
 	if err := d.checkOpen(); err != nil {
 		return false, err
 	}
-	_, err := d.fsys.Lstat(entryPath(d.dir, entryID))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	default:
+	ok, err := exists(d.fsys, entryPath(d.dir, entryID))
+	if err != nil {
 		return false, fmt.Errorf("shareddir: stat entry %s: %w", entryID, err)
 	}
+	return ok, nil
 }
 
 // List returns the ids of the entries present (<entryID>.safetensors files),
@@ -105,13 +102,6 @@ func EntryExists(fsys FS, root, producerInstanceID, entryID string) (bool, error
 	if err := ValidateEntryID(entryID); err != nil {
 		return false, err
 	}
-	_, err := fsys.Lstat(entryPath(instanceDir(root, producerInstanceID), entryID))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	default:
-		return false, err
-	}
+	entry, _ := instanceEntryPath(root, producerInstanceID, entryID)
+	return exists(fsys, entry)
 }

@@ -186,17 +186,29 @@ type tensorHeader struct {
 // non-UTF-8 or duplicate tensor name, an unknown dtype, a negative dim, or
 // len(Data) != product(Shape) * dtype size; non-UTF-8 metadata.
 func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, error) {
-	var hdr bytes.Buffer
-	hdr.WriteByte('{')
+	// The file is built in one buffer: the length placeholder, the header
+	// written in place, then the data. Its capacity is a bound on the
+	// header for names and metadata that need no JSON escaping (an escape
+	// only makes append grow it) plus the data.
+	est := headerLenBytes + 2 + 7 + len(metadataKey) + 5
+	for k, v := range metadata {
+		est += len(k) + len(v) + 6
+	}
+	for _, t := range tensors {
+		est += len(t.Name) + len(t.DType) + 48 + 2*20 + 21*len(t.Shape) + len(t.Data)
+	}
+	out := make([]byte, headerLenBytes, est)
+	out = append(out, '{')
 	first := true
 	sep := func() {
 		if !first {
-			hdr.WriteByte(',')
+			out = append(out, ',')
 		}
 		first = false
 	}
 	if len(metadata) > 0 {
-		keys := make([]string, 0, len(metadata))
+		var keyBuf [8]string // the usual few keys sort on the stack
+		keys := keyBuf[:0]
 		for k, v := range metadata {
 			if !utf8.ValidString(k) || !utf8.ValidString(v) {
 				return nil, fmt.Errorf("%w: metadata %q is not valid UTF-8", ErrBadSafetensors, k)
@@ -205,16 +217,16 @@ func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, er
 		}
 		slices.Sort(keys)
 		sep()
-		hdr.WriteString(`"` + metadataKey + `":{`)
+		out = append(out, `"`+metadataKey+`":{`...)
 		for i, k := range keys {
 			if i > 0 {
-				hdr.WriteByte(',')
+				out = append(out, ',')
 			}
-			writeJSONString(&hdr, k)
-			hdr.WriteByte(':')
-			writeJSONString(&hdr, metadata[k])
+			out = appendJSONString(out, k)
+			out = append(out, ':')
+			out = appendJSONString(out, metadata[k])
 		}
-		hdr.WriteByte('}')
+		out = append(out, '}')
 	}
 	seen := make(map[string]bool, len(tensors))
 	var offset uint64
@@ -228,18 +240,16 @@ func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, er
 		seen[t.Name] = true
 		end := offset + uint64(len(t.Data))
 		sep()
-		writeJSONString(&hdr, t.Name)
-		hdr.WriteByte(':')
-		writeTensorHeader(&hdr, t.DType, t.Shape, offset, end)
+		out = appendJSONString(out, t.Name)
+		out = append(out, ':')
+		out = appendTensorHeader(out, t.DType, t.Shape, offset, end)
 		offset = end
 	}
-	hdr.WriteByte('}')
-	for hdr.Len()%8 != 0 {
-		hdr.WriteByte(' ')
+	out = append(out, '}')
+	for (len(out)-headerLenBytes)%8 != 0 {
+		out = append(out, ' ')
 	}
-	out := make([]byte, headerLenBytes, headerLenBytes+hdr.Len()+int(offset))
-	binary.LittleEndian.PutUint64(out, uint64(hdr.Len()))
-	out = append(out, hdr.Bytes()...)
+	binary.LittleEndian.PutUint64(out, uint64(len(out)-headerLenBytes))
 	for _, t := range tensors {
 		out = append(out, t.Data...)
 	}
@@ -257,38 +267,38 @@ func writeJSON(w *bytes.Buffer, v any) {
 	w.Truncate(w.Len() - 1) // Encode appends a newline
 }
 
-// writeJSONString appends s as writeJSON would: printable ASCII without '"'
-// or '\' is its own JSON (no HTML escaping), anything else goes through
-// encoding/json.
-func writeJSONString(w *bytes.Buffer, s string) {
+// appendJSONString appends s as writeJSON would: printable ASCII without
+// '"' or '\' is its own JSON (no HTML escaping), anything else goes
+// through encoding/json.
+func appendJSONString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			writeJSON(w, s)
-			return
+			var w bytes.Buffer
+			writeJSON(&w, s)
+			return append(dst, w.Bytes()...)
 		}
 	}
-	w.WriteByte('"')
-	w.WriteString(s)
-	w.WriteByte('"')
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
-// writeTensorHeader appends a tensor entry exactly as writeJSON of its
+// appendTensorHeader appends a tensor entry exactly as writeJSON of its
 // tensorHeader{DType: dtype, Shape: shape, DataOffsets: {begin, end}} does
 // (shape's dims are non-negative: Tensor.check), without reflection.
-func writeTensorHeader(w *bytes.Buffer, dtype string, shape []int, begin, end uint64) {
-	w.WriteString(`{"dtype":`)
-	writeJSONString(w, dtype)
-	w.WriteString(`,"shape":[`)
-	var num [20]byte
+func appendTensorHeader(dst []byte, dtype string, shape []int, begin, end uint64) []byte {
+	dst = append(dst, `{"dtype":`...)
+	dst = appendJSONString(dst, dtype)
+	dst = append(dst, `,"shape":[`...)
 	for i, d := range shape {
 		if i > 0 {
-			w.WriteByte(',')
+			dst = append(dst, ',')
 		}
-		w.Write(strconv.AppendUint(num[:0], uint64(d), 10))
+		dst = strconv.AppendUint(dst, uint64(d), 10)
 	}
-	w.WriteString(`],"data_offsets":[`)
-	w.Write(strconv.AppendUint(num[:0], begin, 10))
-	w.WriteByte(',')
-	w.Write(strconv.AppendUint(num[:0], end, 10))
-	w.WriteString(`]}`)
+	dst = append(dst, `],"data_offsets":[`...)
+	dst = strconv.AppendUint(dst, begin, 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendUint(dst, end, 10)
+	return append(dst, `]}`...)
 }

@@ -37,8 +37,9 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 		t          Tensor
 		begin, end uint64
 	}
-	var all []located
-	var keys []string
+	var allBuf [4]located // the usual one tensor and few keys: on the stack
+	var keyBuf [8]string
+	all, keys := allBuf[:0], keyBuf[:0]
 	if !p.eat('}') {
 		for {
 			key, ok := p.str()

@@ -319,3 +319,21 @@ func TestF32TensorViewMatchesCopy(t *testing.T) {
 		t.Errorf("empty view = %v", empty)
 	}
 }
+
+// TestEncodeSafetensorsOneAllocation: an entry with ASCII names and a few
+// metadata keys (every publish the engine makes) is encoded in one
+// allocation, the file itself, sized for it up front.
+func TestEncodeSafetensorsOneAllocation(t *testing.T) {
+	ts := []Tensor{F32Tensor("encoder_output", 4, 8, make([]float32, 32))}
+	md := map[string]string{"model": "m", "entry_id": "0123456789abcdef0123456789abcdef", "created_unix_ms": "1700000000000"}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := EncodeSafetensors(ts, md); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 1 {
+		t.Errorf("EncodeSafetensors: %v allocations, want 1", n)
+	}
+	if b, _ := EncodeSafetensors(ts, md); len(b) > cap(b) || cap(b)-len(b) > 128 {
+		t.Errorf("EncodeSafetensors: len %d, cap %d: the size bound is off", len(b), cap(b))
+	}
+}

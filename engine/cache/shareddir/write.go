@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // Write publishes entryID: it encodes tensors and metadata as safetensors,
@@ -29,7 +28,8 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 	if err != nil {
 		return 0, err
 	}
-	suffix, err := d.randSuffix()
+	var hexBuf [randSuffixHex]byte
+	suffix, err := d.randSuffix(hexBuf[:0])
 	if err != nil {
 		return 0, err
 	}
@@ -37,18 +37,11 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 	// most frequent write. final and tmp are their last elements.
 	finalPath := entryPath(d.dir, entryID)
 	final := finalPath[len(finalPath)-len(entryID)-len(entrySuffix):]
-	var tmpPath, tmp string
-	if joinsPlain(d.dir) {
-		tmpPath = d.dir + string(filepath.Separator) + tmpPrefix + entryID + "-" + suffix
-		tmp = tmpPath[len(d.dir)+1:]
-	} else {
-		tmp = tmpPrefix + entryID + "-" + suffix
-		tmpPath = join(d.dir, tmp)
-	}
-	if _, err := d.fsys.Lstat(finalPath); err == nil {
-		return 0, fmt.Errorf("shareddir: SU-6 entry %s: %w", entryID, fs.ErrExist)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	tmpPath, tmp := tempPath(d.dir, entryID, suffix)
+	if ok, err := exists(d.fsys, finalPath); err != nil {
 		return 0, fmt.Errorf("shareddir: stat entry %s: %w", entryID, err)
+	} else if ok {
+		return 0, fmt.Errorf("shareddir: SU-6 entry %s: %w", entryID, fs.ErrExist)
 	}
 	if err := writeFilePaths(d.fsys, d.dir, tmpPath, finalPath, tmp, final, b); err != nil {
 		var synced *dirSyncError
@@ -72,16 +65,11 @@ func (e *dirSyncError) Error() string {
 }
 func (e *dirSyncError) Unwrap() error { return e.err }
 
-// writeFileAtomic writes data to dir/tmp (created exclusively, 0600), fsyncs
-// it, renames it to dir/final and fsyncs dir. Before the rename any failure
-// removes tmp (a failed removal is joined as ErrCleanup); a failed directory
-// fsync after the rename is a *dirSyncError.
-func writeFileAtomic(fsys FS, dir, tmp, final string, data []byte) (err error) {
-	return writeFilePaths(fsys, dir, join(dir, tmp), join(dir, final), tmp, final, data)
-}
-
-// writeFilePaths is writeFileAtomic given the two paths too: tmpPath is
-// join(dir, tmp), finalPath join(dir, final).
+// writeFilePaths writes data to tmpPath, join(dir, tmp) (created
+// exclusively, 0600), fsyncs it, renames it to finalPath, join(dir, final),
+// and fsyncs dir. Before the rename any failure removes tmp (a failed
+// removal is joined as ErrCleanup); a failed directory fsync after the
+// rename is a *dirSyncError.
 func writeFilePaths(fsys FS, dir, tmpPath, finalPath, tmp, final string, data []byte) (err error) {
 	f, err := fsys.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 	if err != nil {
