@@ -9,10 +9,11 @@ import (
 )
 
 // The incremental step checkers (check_buffers.go's pending WRITEs,
-// check_cancel.go's C-3 signature, check_singleuse.go's one-pass screen)
-// look only at what may have changed; these tests break an invariant in
-// the middle of a passing run, after the checkers have carried state over
-// many steps, and want the very next checkStep to fail with the rule.
+// check_cancel.go's C-3 signature, check_singleuse.go's screen of the
+// touched entries) look only at what may have changed; these tests break
+// an invariant in the middle of a passing run, after the checkers have
+// carried state over many steps, and want the very next checkStep to fail
+// with the rule.
 
 // stepUntil runs seeds' worlds step by step, with the checkers, until
 // found says the world is where a violation can be planted; it returns
@@ -138,7 +139,11 @@ func TestIncrementalEntriesCatch(t *testing.T) {
 				}
 				return false
 			})
+			if len(w.Ledger.Touched) != 0 {
+				t.Fatalf("%d entries still touched after a passing check", len(w.Ledger.Touched))
+			}
 			tc.plant(rec)
+			w.Ledger.Touch(rec) // as every writer of these fields does
 			wantCaught(t, w, tc.rule, tc.part)
 		})
 	}

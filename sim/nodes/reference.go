@@ -91,5 +91,6 @@ func producerCheckRef(w *world.World, rec *world.EntryRecord, f world.RefForm) e
 // checks judge.
 func took(w *world.World, rec *world.EntryRecord, key string, h int32, rpc int64, f world.RefForm) {
 	rec.Consumptions = append(rec.Consumptions, key)
+	w.Ledger.Touch(rec)
 	w.Ledger.Takes = append(w.Ledger.Takes, world.Take{Rec: rec, Key: key, Call: world.CallKey{H: h, Rpc: rpc}, Form: f})
 }
