@@ -107,7 +107,12 @@ func (c *ConsumerNode) Boot(w *World) {
 	c.Health.Started()
 	c.Recvs = map[int64]*Recv{}
 	c.Entered = 0
-	c.Bufs = make([]buffer, w.Set.BuffersPerConsumer)
+	if n := w.Set.BuffersPerConsumer; len(w.consBufs) >= n && c.Inc == 1 {
+		// a first incarnation's, from Run's pooled buffers (cleared)
+		c.Bufs, w.consBufs = w.consBufs[:n:n], w.consBufs[n:]
+	} else {
+		c.Bufs = make([]buffer, n)
+	}
 	if w.Set.Backend == BackendTransfer {
 		c.Agent = w.newAgent(consumerAgentName(c.Idx, c.Inc), true)
 		md, err := c.Agent.LocalMetadata()

@@ -184,6 +184,9 @@ type World struct {
 
 	// Bufs are the pooled buffers Run gave this world (nil otherwise).
 	Bufs *runBufs
+	// consBufs is what is left of Bufs' consumer buffers for the
+	// consumers' first incarnations to take (ConsumerNode.Boot).
+	consBufs []buffer
 
 	// sendSlots hold the events sendHooked hands the send hooks, by
 	// nesting depth (sendDepth).
@@ -258,6 +261,10 @@ type runBufs struct {
 	// entries and sources are the ledger's and the world's maps, cleared.
 	entries map[string]*EntryRecord
 	sources map[string]sourceState
+	// world is the World itself, zeroed; consBufs the buffers of the
+	// consumers' first incarnations, cleared (ConsumerNode.Boot).
+	world    *World
+	consBufs []buffer
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -297,6 +304,9 @@ func (w *World) releaseBufs() {
 	}
 	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
 	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
+	clear(b.consBufs[:cap(b.consBufs)])
+	*w = World{} // nothing of this run stays reachable from the pool
+	b.world = w
 	runBufPool.Put(b)
 }
 
@@ -308,7 +318,13 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	if installedBehaviour == nil {
 		panic("sim/world: no node behaviour installed (package sim installs it: world.SetBehaviour)")
 	}
-	w := &World{
+	var w *World
+	if bufs != nil && bufs.world != nil {
+		w, bufs.world = bufs.world, nil // zeroed by releaseBufs
+	} else {
+		w = new(World)
+	}
+	*w = World{
 		seed: seed, Set: s, Opts: opts, Decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
 		Ledger: &ledger{}, Hist: newHistory(), Media: newMediaWorld(seed), // the ledger's map and lists: below
 	}
@@ -342,6 +358,14 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		bufs.recs = w.Ledger.recs
 	}
 	w.Xreqs = reuse(b.xreqs, s.Handoffs)
+	if bufs != nil {
+		if n := s.Consumers * s.BuffersPerConsumer; cap(b.consBufs) >= n {
+			bufs.consBufs = b.consBufs[:n]
+		} else {
+			bufs.consBufs = make([]buffer, n)
+		}
+		w.consBufs = bufs.consBufs
+	}
 	w.Tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
 	w.initNodes()
