@@ -154,6 +154,8 @@ type World struct {
 	Xreqs []Xreq // every transfer request, by receive number-1
 	// Admit is sim/nodes' consumerCheckRef's admission, its callbacks made once.
 	Admit ConsumeAdmission
+	// TransferAdmit is sim/nodes' producerCheckRef's, likewise.
+	TransferAdmit TransferAdmission
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
 	dir *directed
 	// RecvEnds lists how each transfer receive ended; upstream the
