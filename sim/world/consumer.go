@@ -91,8 +91,21 @@ func (c *ConsumerNode) TransferInFlight() bool {
 	return false
 }
 
+// consumerNames are the names of the consumers a drawn run has (1..3).
+var consumerNames = [...]string{"PD0", "PD1", "PD2"}
+
 func newConsumerNode(w *World, idx int) *ConsumerNode {
-	c := &ConsumerNode{Idx: idx, Inc: 1, Name: "PD" + strconv.Itoa(idx)}
+	var c *ConsumerNode
+	if len(w.consNodes) > 0 { // Run's pooled one (cleared by releaseBufs)
+		c, w.consNodes = &w.consNodes[0], w.consNodes[1:]
+	} else {
+		c = new(ConsumerNode)
+	}
+	name := "PD" + strconv.Itoa(idx)
+	if idx < len(consumerNames) {
+		name = consumerNames[idx]
+	}
+	*c = ConsumerNode{Idx: idx, Inc: 1, Name: name}
 	w.Sd.Cons = append(w.Sd.Cons, nil)
 	c.Boot(w)
 	return c
