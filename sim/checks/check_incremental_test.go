@@ -1,6 +1,8 @@
 package checks
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -147,4 +149,64 @@ func TestIncrementalEntriesCatch(t *testing.T) {
 			wantCaught(t, w, tc.rule, tc.part)
 		})
 	}
+}
+
+// TestEveryEntryWriterTouches: checkEntries looks only at the ledger's
+// Touched entries, so every step that changes a field entrySuspect reads
+// must have touched the entry. Over many seeds (correct and mutant
+// worlds), each step's changes are compared with Touched before the check.
+func TestEveryEntryWriterTouches(t *testing.T) {
+	type fields struct {
+		nc, nok, aborted     int
+		removed              string
+		abandoned, published bool
+	}
+	of := func(e *world.EntryRecord) fields {
+		return fields{len(e.Consumptions), len(e.OkCalls), e.Aborted, e.RemovedCause, e.Abandoned, e.Published}
+	}
+	mutants := append([]world.Mutant{world.MutantNone}, slices.Sorted(maps.Keys(world.Mutants))...)
+	changed := 0
+	for _, m := range mutants {
+		for seed := uint64(1); seed <= 40; seed++ {
+			w := world.NewWorld(seed, world.DrawSettings(seed), world.Options{Mutant: m})
+			before := map[*world.EntryRecord]fields{}
+			w.Start()
+			for w.Fail == nil {
+				for _, e := range w.Ledger.All {
+					before[e] = of(e)
+				}
+				ev, ok := w.Q.Pop()
+				if !ok {
+					break
+				}
+				w.Now = ev.Tick
+				w.Steps++
+				done := w.Dispatch(ev)
+				touched := map[*world.EntryRecord]bool{}
+				for _, e := range w.Ledger.Touched {
+					touched[e] = true
+				}
+				for _, e := range w.Ledger.All {
+					was, seen := before[e]
+					if !seen {
+						was = fields{}
+					}
+					if of(e) != was {
+						changed++
+						if !touched[e] {
+							t.Fatalf("mutant %q seed %d step %d: entry %s changed (%+v -> %+v) but is not in Ledger.Touched", m, seed, w.Steps, world.Short(e.Id), was, of(e))
+						}
+					}
+				}
+				w.CheckStep()
+				if done {
+					break
+				}
+			}
+		}
+	}
+	if changed == 0 {
+		t.Fatal("no step changed an entry")
+	}
+	t.Logf("%d entry changes over %d worlds, each touched", changed, 40*len(mutants))
 }
