@@ -1,6 +1,8 @@
 package checks
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,10 +11,11 @@ import (
 )
 
 // The incremental step checkers (check_buffers.go's pending WRITEs,
-// check_cancel.go's C-3 signature, check_singleuse.go's one-pass screen)
-// look only at what may have changed; these tests break an invariant in
-// the middle of a passing run, after the checkers have carried state over
-// many steps, and want the very next checkStep to fail with the rule.
+// check_cancel.go's C-3 signature, check_singleuse.go's screen of the
+// touched entries) look only at what may have changed; these tests break
+// an invariant in the middle of a passing run, after the checkers have
+// carried state over many steps, and want the very next checkStep to fail
+// with the rule.
 
 // stepUntil runs seeds' worlds step by step, with the checkers, until
 // found says the world is where a violation can be planted; it returns
@@ -138,8 +141,72 @@ func TestIncrementalEntriesCatch(t *testing.T) {
 				}
 				return false
 			})
+			if len(w.Ledger.Touched) != 0 {
+				t.Fatalf("%d entries still touched after a passing check", len(w.Ledger.Touched))
+			}
 			tc.plant(rec)
+			w.Ledger.Touch(rec) // as every writer of these fields does
 			wantCaught(t, w, tc.rule, tc.part)
 		})
 	}
+}
+
+// TestEveryEntryWriterTouches: checkEntries looks only at the ledger's
+// Touched entries, so every step that changes a field entrySuspect reads
+// must have touched the entry. Over many seeds (correct and mutant
+// worlds), each step's changes are compared with Touched before the check.
+func TestEveryEntryWriterTouches(t *testing.T) {
+	type fields struct {
+		nc, nok, aborted     int
+		removed              string
+		abandoned, published bool
+	}
+	of := func(e *world.EntryRecord) fields {
+		return fields{len(e.Consumptions), len(e.OkCalls), e.Aborted, e.RemovedCause, e.Abandoned, e.Published}
+	}
+	mutants := append([]world.Mutant{world.MutantNone}, slices.Sorted(maps.Keys(world.Mutants))...)
+	changed := 0
+	for _, m := range mutants {
+		for seed := uint64(1); seed <= 40; seed++ {
+			w := world.NewWorld(seed, world.DrawSettings(seed), world.Options{Mutant: m})
+			before := map[*world.EntryRecord]fields{}
+			w.Start()
+			for w.Fail == nil {
+				for _, e := range w.Ledger.All {
+					before[e] = of(e)
+				}
+				ev, ok := w.Q.Pop()
+				if !ok {
+					break
+				}
+				w.Now = ev.Tick
+				w.Steps++
+				done := w.Dispatch(ev)
+				touched := map[*world.EntryRecord]bool{}
+				for _, e := range w.Ledger.Touched {
+					touched[e] = true
+				}
+				for _, e := range w.Ledger.All {
+					was, seen := before[e]
+					if !seen {
+						was = fields{}
+					}
+					if of(e) != was {
+						changed++
+						if !touched[e] {
+							t.Fatalf("mutant %q seed %d step %d: entry %s changed (%+v -> %+v) but is not in Ledger.Touched", m, seed, w.Steps, world.Short(e.Id), was, of(e))
+						}
+					}
+				}
+				w.CheckStep()
+				if done {
+					break
+				}
+			}
+		}
+	}
+	if changed == 0 {
+		t.Fatal("no step changed an entry")
+	}
+	t.Logf("%d entry changes over %d worlds, each touched", changed, 40*len(mutants))
 }

@@ -9,20 +9,23 @@ import (
 
 // checkEntries runs the three checks of every entry's ground truth, in
 // this order: checkSingleUse (SU-1), checkReleaseAnswers (SU-3),
-// checkNoUseAfterRelease (SU-1). One pass over the ledger first asks
-// whether any entry breaks any of them (entrySuspect, the union of their
+// checkNoUseAfterRelease (SU-1). A pass over the entries touched since its
+// last look (the ledger's Touched: only a change to one of the fields they
+// judge can break them, and every entry touched before passed then) first
+// asks whether any breaks any of them (entrySuspect, the union of their
 // conditions); only then do they run, each over the whole ledger in turn,
 // so the rule and message are exactly theirs.
 func checkEntries(w *world.World) (rule string, err error) {
 	released := releasedName
 	suspect := false
-	for _, e := range w.Ledger.All {
+	for _, e := range w.Ledger.Touched {
 		if entrySuspect(e, released) {
 			suspect = true
 			break
 		}
 	}
 	if !suspect {
+		w.Ledger.Untouch()
 		return "", nil
 	}
 	if err := checkSingleUse(w); err != nil {
@@ -34,6 +37,7 @@ func checkEntries(w *world.World) (rule string, err error) {
 	if err := checkNoUseAfterRelease(w); err != nil {
 		return "SU-1", err
 	}
+	w.Ledger.Untouch()
 	return "", nil
 }
 

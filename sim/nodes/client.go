@@ -71,6 +71,7 @@ func consumeReplyArrive(w *world.World, ev world.Event) {
 		rec := w.Ledger.Get(r.Entry)
 		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc}) {
 			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc})
+			w.Ledger.Touch(rec)
 		}
 	}
 	if !w.Current(c, r.Rpc) {

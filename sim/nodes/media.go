@@ -72,13 +72,13 @@ func consumeMedia(w *world.World, c *world.ConsumerNode, r *world.Recv) {
 		return
 	}
 	prompt := w.Clients[r.H].Plan.Media.Prompt
-	var idBuf [8]uint32
 	var identityBuf [2]string
-	ids := idBuf[:0]
+	ids := w.Media.TokenIDs[:0]
 	for range pm.Items {
 		ids = append(ids, lm.ImageID)
 	}
 	ids = append(ids, world.MediaPrompts[prompt]...)
+	w.Media.TokenIDs = ids
 	identities := identityBuf[:len(pm.Items)]
 	for i, it := range pm.Items {
 		identities[i] = imageIdentity(w, it, pm.Hashes[i])

@@ -94,6 +94,7 @@ func encodeDone(w *world.World, ev world.Event) {
 			}
 		} else {
 			rec.Abandoned = true
+			w.Ledger.Touch(rec)
 			if w.Tracing {
 				w.Notef("abandoned %s: %s", world.Short(id), why)
 			}
@@ -139,6 +140,7 @@ committed:
 		panic(err)
 	}
 	rec.Published = true
+	w.Ledger.Touch(rec)
 	rec.ExpiresMs = pubMs + ttl
 	rec.CommittedMs = w.Now
 	cancelled := cl.StreamCancelled(e.Rpc)
@@ -242,7 +244,9 @@ func releaseReply(w *world.World, h int32, rpc int64, id string, res int64) {
 		res = world.ResAborted // the SU-3 mutant (handoff.Mutants.ReleaseAlwaysAborted)
 	}
 	if res == world.ResAborted {
-		w.Ledger.Get(id).Aborted++
+		rec := w.Ledger.Get(id)
+		rec.Aborted++
+		w.Ledger.Touch(rec)
 	}
 	w.Send(world.MsgReply, world.CallReply{Client: h, Rpc: rpc, Result: res}.Event(world.EvReleaseReplyArrive))
 }
@@ -295,6 +299,7 @@ func removeDone(w *world.World, ev world.Event) {
 	}
 	if won {
 		rec.RemovedCause = world.CauseNames[cause]
+		w.Ledger.Touch(rec)
 	}
 	out := p.Table.RemovalDone(id, won)
 	if w.Tracing {

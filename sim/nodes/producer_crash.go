@@ -68,6 +68,7 @@ func crashProducer(w *world.World, ev world.Event) {
 	for _, rec := range w.Ledger.All {
 		if !rec.Terminal() && !rec.Published {
 			rec.Abandoned = true // reserved, never visible
+			w.Ledger.Touch(rec)
 		}
 	}
 	for _, wr := range w.Writes {

@@ -74,16 +74,29 @@ func claimAndDiscard(w *world.World, c *world.ConsumerNode, rec *world.EntryReco
 // check. Each rejection is a pre-write one; an ErrSpentReference
 // means the reference expired.
 func producerCheckRef(w *world.World, rec *world.EntryRecord, f world.RefForm) error {
-	_, err := handoff.AdmitTransfer(handoff.TransferAdmission{
-		Health:      w.Prod.Health.Admit,
-		OpaqueBytes: f.OpaqueBytes(),
-		Parse:       func() (handoff.Reference, error) { return w.Parsed(rec, f), nil },
-		Serves:      []string{world.BackendTransfer},
-		Self:        w.Prod.InstanceID,
-		Verify:      func(handoff.Reference) error { return w.VerifyTag(rec, f) },
-		NowUnixMs:   w.Now,
-	})
+	a := &w.TransferAdmit
+	if a.Adm.Parse == nil {
+		bindTransferAdmission(a, w)
+	}
+	a.Rec, a.F = rec, f
+	adm := a.Adm
+	adm.OpaqueBytes, adm.Self, adm.NowUnixMs = f.OpaqueBytes(), w.Prod.InstanceID, w.Now
+	_, err := handoff.AdmitTransfer(adm)
+	a.Rec = nil
 	return err
+}
+
+// bindTransferAdmission makes a's callbacks once per world: they read the
+// producer (the current incarnation's health) from w and the presented
+// reference from a's fields, which producerCheckRef sets before each
+// admission.
+func bindTransferAdmission(a *world.TransferAdmission, w *world.World) {
+	a.Adm = handoff.TransferAdmission{
+		Health: func() error { return w.Prod.Health.Admit() },
+		Parse:  func() (handoff.Reference, error) { return w.Parsed(a.Rec, a.F), nil },
+		Serves: []string{world.BackendTransfer},
+		Verify: func(handoff.Reference) error { return w.VerifyTag(a.Rec, a.F) },
+	}
 }
 
 // took records that a call's presented reference got rec's data (a won
@@ -91,5 +104,6 @@ func producerCheckRef(w *world.World, rec *world.EntryRecord, f world.RefForm) e
 // checks judge.
 func took(w *world.World, rec *world.EntryRecord, key string, h int32, rpc int64, f world.RefForm) {
 	rec.Consumptions = append(rec.Consumptions, key)
+	w.Ledger.Touch(rec)
 	w.Ledger.Takes = append(w.Ledger.Takes, world.Take{Rec: rec, Key: key, Call: world.CallKey{H: h, Rpc: rpc}, Form: f})
 }

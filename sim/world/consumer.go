@@ -91,8 +91,21 @@ func (c *ConsumerNode) TransferInFlight() bool {
 	return false
 }
 
+// consumerNames are the names of the consumers a drawn run has (1..3).
+var consumerNames = [...]string{"PD0", "PD1", "PD2"}
+
 func newConsumerNode(w *World, idx int) *ConsumerNode {
-	c := &ConsumerNode{Idx: idx, Inc: 1, Name: "PD" + strconv.Itoa(idx)}
+	var c *ConsumerNode
+	if len(w.consNodes) > 0 { // Run's pooled one (cleared by releaseBufs)
+		c, w.consNodes = &w.consNodes[0], w.consNodes[1:]
+	} else {
+		c = new(ConsumerNode)
+	}
+	name := "PD" + strconv.Itoa(idx)
+	if idx < len(consumerNames) {
+		name = consumerNames[idx]
+	}
+	*c = ConsumerNode{Idx: idx, Inc: 1, Name: name}
 	w.Sd.Cons = append(w.Sd.Cons, nil)
 	c.Boot(w)
 	return c
@@ -107,7 +120,12 @@ func (c *ConsumerNode) Boot(w *World) {
 	c.Health.Started()
 	c.Recvs = map[int64]*Recv{}
 	c.Entered = 0
-	c.Bufs = make([]buffer, w.Set.BuffersPerConsumer)
+	if n := w.Set.BuffersPerConsumer; len(w.consBufs) >= n && c.Inc == 1 {
+		// a first incarnation's, from Run's pooled buffers (cleared)
+		c.Bufs, w.consBufs = w.consBufs[:n:n], w.consBufs[n:]
+	} else {
+		c.Bufs = make([]buffer, n)
+	}
 	if w.Set.Backend == BackendTransfer {
 		c.Agent = w.newAgent(consumerAgentName(c.Idx, c.Inc), true)
 		md, err := c.Agent.LocalMetadata()

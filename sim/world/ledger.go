@@ -8,6 +8,8 @@ import (
 
 // EntryRecord is the ground truth about one entry: what really happened to
 // its storage, independent of what the core's tables or the clients believe.
+// Whoever changes its Consumptions, OkCalls, Aborted, RemovedCause,
+// Abandoned or Published calls its ledger's Touch.
 type EntryRecord struct {
 	Id string
 	// Instance is the producer instance that reserved it (its directory).
@@ -42,6 +44,8 @@ type EntryRecord struct {
 	sealedTag string
 	// Media is the entry's items as published (media.go; nil without media).
 	Media *PublishedMedia
+	// touched: the entry is on its ledger's Touched list (Ledger.Touch).
+	touched bool
 }
 
 // Terminal reports whether the entry has ended (CONTRACT section 2).
@@ -62,6 +66,11 @@ type ledger struct {
 	// Cancelled lists the entries whose publish was cancelled or whose
 	// EncoderReady was never delivered, for the C-2 and C-3 checks.
 	Cancelled []*EntryRecord
+	// Touched lists, once each, the entries whose Consumptions, OkCalls,
+	// Aborted, RemovedCause, Abandoned or Published changed since the
+	// SU-1/SU-3 step check last looked (Touch, Untouch): only they can
+	// have come to break those rules (check_singleuse.go's checkEntries).
+	Touched []*EntryRecord
 
 	// ---- what the answer checks judge once each (check_answers.go) ----
 
@@ -116,6 +125,25 @@ func (l *ledger) Add(id string, h int, payloadBytes int64) *EntryRecord {
 	l.Entries[id] = e
 	l.All = append(l.All, e)
 	return e
+}
+
+// Touch records that e's Consumptions, OkCalls, Aborted, RemovedCause,
+// Abandoned or Published changed: whoever changes one of them calls it,
+// so the SU-1/SU-3 step check looks at e again (Touched).
+func (l *ledger) Touch(e *EntryRecord) {
+	if !e.touched {
+		e.touched = true
+		l.Touched = append(l.Touched, e)
+	}
+}
+
+// Untouch empties Touched once the SU-1/SU-3 step check has looked at it.
+func (l *ledger) Untouch() {
+	for _, e := range l.Touched {
+		e.touched = false
+	}
+	clear(l.Touched)
+	l.Touched = l.Touched[:0]
 }
 
 func (l *ledger) Get(id string) *EntryRecord {

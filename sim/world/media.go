@@ -280,6 +280,10 @@ type mediaWorld struct {
 	Answers   []MediaAnswer       // in answer order
 	Cache     map[CacheKey]uint64 // the consumers' prefix caches: the answer by key
 	Hits      int                 // answers the prefix caches gave
+	// TokenIDs is sim/nodes' consumeMedia's buffer for a prompt's token
+	// ids, reused from one consume to the next (lm's prefix key keeps
+	// nothing of them; an array on the stack escaped, issue #16).
+	TokenIDs []uint32
 
 	// Checker state: how far each checker got, and what it saw: the first
 	// published item of each pixel class (1 + 2*index into published +

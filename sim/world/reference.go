@@ -120,6 +120,18 @@ type ConsumeAdmission struct {
 	Rpc int64                    // its call number
 }
 
+// TransferAdmission is sim/nodes' producerCheckRef's
+// handoff.TransferAdmission with its callbacks made once per world (an
+// admission made three closures and a slice each time, issue #16); they
+// read the producer from the World and the presented reference from the
+// fields (the entry Rec, the form F), which producerCheckRef sets before
+// each admission.
+type TransferAdmission struct {
+	Adm handoff.TransferAdmission // the admission, its callbacks bound
+	Rec *EntryRecord              // the entry the reference names
+	F   RefForm                   // the form presented
+}
+
 // Parsed is the reference a node decodes from rec's reference in form f,
 // without its tag (verifyTag checks that, computing it only where the form
 // needs it).

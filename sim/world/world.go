@@ -154,6 +154,8 @@ type World struct {
 	Xreqs []Xreq // every transfer request, by receive number-1
 	// Admit is sim/nodes' consumerCheckRef's admission, its callbacks made once.
 	Admit ConsumeAdmission
+	// TransferAdmit is sim/nodes' producerCheckRef's, likewise.
+	TransferAdmit TransferAdmission
 	// dir is the Driver's directed transfer faults (nil in seeded runs).
 	dir *directed
 	// RecvEnds lists how each transfer receive ended; upstream the
@@ -184,6 +186,11 @@ type World struct {
 
 	// Bufs are the pooled buffers Run gave this world (nil otherwise).
 	Bufs *runBufs
+	// consBufs is what is left of Bufs' consumer buffers for the
+	// consumers' first incarnations to take (ConsumerNode.Boot), and
+	// consNodes of its consumers for newConsumerNode to take.
+	consBufs  []buffer
+	consNodes []ConsumerNode
 
 	// sendSlots hold the events sendHooked hands the send hooks, by
 	// nesting depth (sendDepth).
@@ -258,6 +265,24 @@ type runBufs struct {
 	// entries and sources are the ledger's and the world's maps, cleared.
 	entries map[string]*EntryRecord
 	sources map[string]sourceState
+	// world is the World itself, zeroed; consBufs the buffers of the
+	// consumers' first incarnations, cleared (ConsumerNode.Boot).
+	world    *World
+	consBufs []buffer
+	// consNodes are the consumers themselves and consPtrs the World's
+	// list of them, cleared.
+	consNodes []ConsumerNode
+	consPtrs  []*ConsumerNode
+	// pending is the history's map of unanswered calls, cleared.
+	pending map[opKey]int
+	// The media model's: the first block of published media, and the
+	// published, answers and by-hash lists, cleared; cache is the
+	// consumers' prefix caches' map, cleared.
+	arena     []PublishedMedia
+	published []*PublishedMedia
+	answers   []MediaAnswer
+	byHash    []ItemRef
+	cache     map[CacheKey]uint64
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -297,6 +322,24 @@ func (w *World) releaseBufs() {
 	}
 	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
 	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
+	clear(b.consBufs[:cap(b.consBufs)])
+	clear(b.consNodes)
+	clear(w.Cons)
+	b.consPtrs = w.Cons[:0]
+	m := &w.Media
+	clear(b.arena[:cap(b.arena)]) // the first block, whatever the media grew to since
+	clear(m.Published)
+	clear(m.Answers)
+	clear(m.ByHash)
+	b.arena, b.published, b.answers, b.byHash = b.arena[:0], m.Published[:0], m.Answers[:0], m.ByHash[:0]
+	b.pending, b.cache = nil, nil
+	if len(w.Hist.pending) <= maxPooledMap && len(m.Cache) <= maxPooledMap {
+		clear(w.Hist.pending)
+		clear(m.Cache)
+		b.pending, b.cache = w.Hist.pending, m.Cache
+	}
+	*w = World{} // nothing of this run stays reachable from the pool
+	b.world = w
 	runBufPool.Put(b)
 }
 
@@ -308,7 +351,13 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	if installedBehaviour == nil {
 		panic("sim/world: no node behaviour installed (package sim installs it: world.SetBehaviour)")
 	}
-	w := &World{
+	var w *World
+	if bufs != nil && bufs.world != nil {
+		w, bufs.world = bufs.world, nil // zeroed by releaseBufs
+	} else {
+		w = new(World)
+	}
+	*w = World{
 		seed: seed, Set: s, Opts: opts, Decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
 		Ledger: &ledger{}, Hist: newHistory(), Media: newMediaWorld(seed), // the ledger's map and lists: below
 	}
@@ -342,6 +391,36 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		bufs.recs = w.Ledger.recs
 	}
 	w.Xreqs = reuse(b.xreqs, s.Handoffs)
+	if bufs != nil {
+		if n := s.Consumers * s.BuffersPerConsumer; cap(b.consBufs) >= n {
+			bufs.consBufs = b.consBufs[:n]
+		} else {
+			bufs.consBufs = make([]buffer, n)
+		}
+		w.consBufs = bufs.consBufs
+		if cap(b.consNodes) >= s.Consumers {
+			bufs.consNodes = b.consNodes[:s.Consumers]
+		} else {
+			bufs.consNodes = make([]ConsumerNode, s.Consumers)
+		}
+		w.consNodes = bufs.consNodes
+		w.Cons = reuse(b.consPtrs, s.Consumers)
+		if b.pending != nil {
+			w.Hist.pending = b.pending // cleared by releaseBufs
+		}
+		// The media model's lists, as sim/nodes would make them (an
+		// empty list reads as a nil one), and its first block.
+		m := &w.Media
+		m.arena = reuse(b.arena, max(s.Handoffs, 8))
+		bufs.arena = m.arena
+		m.Published = reuse(b.published, s.Handoffs)
+		m.Answers = reuse(b.answers, s.Handoffs)
+		m.ByHash = b.byHash[:0]
+		m.Cache = b.cache
+		if m.Cache == nil {
+			m.Cache = make(map[CacheKey]uint64, s.Handoffs)
+		}
+	}
 	w.Tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
 	w.initNodes()
