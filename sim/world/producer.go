@@ -2,6 +2,7 @@ package world
 
 import (
 	"encoding/hex"
+	"unsafe"
 
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -75,10 +76,26 @@ func (w *World) NewEntryID() string {
 	for i := range b {
 		b[i] = byte(w.idRNG.Uint32())
 	}
-	var x [32]byte
-	hex.Encode(x[:], b[:])
-	return string(x[:]) // one allocation (EncodeToString makes two)
+	if len(w.idChunk)+32 > cap(w.idChunk) {
+		n := idChunkIDs
+		if w.idChunk == nil {
+			n = w.Set.Handoffs + 2 // a publish's each, the instance's, a shutdown's
+		}
+		w.idChunk = make([]byte, 0, n*32)
+	}
+	n := len(w.idChunk)
+	w.idChunk = w.idChunk[:n+32]
+	x := w.idChunk[n : n+32 : n+32]
+	hex.Encode(x, b[:])
+	// The id's bytes are never written again (the chunk only grows past
+	// them, and a full chunk is dropped, never reused): a string may
+	// share them.
+	return unsafe.String(&x[0], 32)
 }
+
+// idChunkIDs is how many ids share one allocation (World.idChunk) after
+// the run's first chunk, which is sized for its handoffs.
+const idChunkIDs = 16
 
 // NewInstanceID draws a lowercase UUID from the ids stream.
 func (w *World) NewInstanceID() string {

@@ -133,9 +133,13 @@ type World struct {
 	SettledStep int64
 	WorkRNG     *rand.Rand // the workload stream (encode times, late cancels)
 	idRNG       *rand.Rand
-	NetRNG      *rand.Rand // the network stream (delays, WRITE timing and faults)
-	DiskRNG     *rand.Rand // the disk stream (removal and claim-read times)
-	ProcRNG     *rand.Rand
+	// idChunk holds the text of the ids NewEntryID drew so far, in chunks
+	// of idChunkIDs (issue #16: one allocation per id was a twentieth of
+	// a run's); each chunk is this run's only and never reused.
+	idChunk []byte
+	NetRNG  *rand.Rand // the network stream (delays, WRITE timing and faults)
+	DiskRNG *rand.Rand // the disk stream (removal and claim-read times)
+	ProcRNG *rand.Rand
 	// rngs hold the streams above, the faults' and the nodes' (rngCell).
 	rngs   [7]rngCell
 	Faults *faults
@@ -275,6 +279,11 @@ type runBufs struct {
 	consPtrs  []*ConsumerNode
 	// pending is the history's map of unanswered calls, cleared.
 	pending map[opKey]int
+	// admit and transferAdmit are world's admissions, their callbacks
+	// (bound to world, which they read) kept and their per-run fields
+	// cleared (sim/nodes binds them once per World, not once per run).
+	admit         ConsumeAdmission
+	transferAdmit TransferAdmission
 	// The media model's: the first block of published media, and the
 	// published, answers and by-hash lists, cleared; cache is the
 	// consumers' prefix caches' map, cleared.
@@ -338,6 +347,10 @@ func (w *World) releaseBufs() {
 		clear(m.Cache)
 		b.pending, b.cache = w.Hist.pending, m.Cache
 	}
+	b.admit = ConsumeAdmission{Adm: w.Admit.Adm}
+	b.admit.Adm.Accepted, b.admit.Adm.Mutants, b.admit.Adm.OpaqueBytes = nil, handoff.Mutants{}, 0
+	b.transferAdmit = TransferAdmission{Adm: w.TransferAdmit.Adm}
+	b.transferAdmit.Adm.OpaqueBytes, b.transferAdmit.Adm.Self, b.transferAdmit.Adm.NowUnixMs = 0, "", 0
 	*w = World{} // nothing of this run stays reachable from the pool
 	b.world = w
 	runBufPool.Put(b)
@@ -352,7 +365,8 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		panic("sim/world: no node behaviour installed (package sim installs it: world.SetBehaviour)")
 	}
 	var w *World
-	if bufs != nil && bufs.world != nil {
+	pooled := bufs != nil && bufs.world != nil
+	if pooled {
 		w, bufs.world = bufs.world, nil // zeroed by releaseBufs
 	} else {
 		w = new(World)
@@ -360,6 +374,9 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	*w = World{
 		seed: seed, Set: s, Opts: opts, Decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
 		Ledger: &ledger{}, Hist: newHistory(), Media: newMediaWorld(seed), // the ledger's map and lists: below
+	}
+	if pooled { // the admissions' callbacks, bound to this very World
+		w.Admit, w.TransferAdmit = bufs.admit, bufs.transferAdmit
 	}
 	w.WorkRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
 	w.NetRNG, w.DiskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
