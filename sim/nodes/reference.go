@@ -127,7 +127,7 @@ func bindTransferAdmission(a *world.TransferAdmission, w *world.World) {
 // rename, a read, a landed WRITE): the ground truth the SU-1, SU-4 and SU-5
 // checks judge.
 func took(w *world.World, rec *world.EntryRecord, key string, h int32, rpc int64, f world.RefForm) {
-	rec.Consumptions = append(rec.Consumptions, key)
+	w.Ledger.AddConsumption(rec, key)
 	w.Ledger.Touch(rec)
 	w.Ledger.Takes = append(w.Ledger.Takes, world.Take{Rec: rec, Key: key, Call: world.CallKey{H: h, Rpc: rpc}, Form: f})
 }

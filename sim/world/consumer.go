@@ -46,6 +46,28 @@ type Recv struct {
 	Form  RefForm // the form of the presented reference
 }
 
+// RecvKey is receive num's id in the core, "r<num>/<entry>", made in the
+// run's text (text.go).
+func (w *World) RecvKey(num int64, entry string) string {
+	b := w.text(len(entry) + 21) // "r", a number's up to 19 digits, "/"
+	b = append(b, 'r')
+	b = strconv.AppendInt(b, num, 10)
+	b = append(b, '/')
+	b = append(b, entry...)
+	return w.keep(b)
+}
+
+// NewRecv returns a new receive holding r, allocated from the run's blocks
+// of receives (issue #16: one allocation a consume), which are never grown
+// in place (receives are referred to by pointer).
+func (w *World) NewRecv(r Recv) *Recv {
+	if len(w.recvs) == cap(w.recvs) {
+		w.recvs = make([]Recv, 0, max(16, 2*cap(w.recvs)))
+	}
+	w.recvs = append(w.recvs, r)
+	return &w.recvs[len(w.recvs)-1]
+}
+
 // ConsumerNode is a PD consumer: the core's ConsumerReceives and Health.
 // handoff.EndTransfer decides how a transfer receive ends;
 // the driver carries the decision out, as the real engine does.

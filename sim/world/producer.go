@@ -2,7 +2,6 @@ package world
 
 import (
 	"encoding/hex"
-	"unsafe"
 
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/xfer"
@@ -76,26 +75,10 @@ func (w *World) NewEntryID() string {
 	for i := range b {
 		b[i] = byte(w.idRNG.Uint32())
 	}
-	if len(w.idChunk)+32 > cap(w.idChunk) {
-		n := idChunkIDs
-		if w.idChunk == nil {
-			n = w.Set.Handoffs + 2 // a publish's each, the instance's, a shutdown's
-		}
-		w.idChunk = make([]byte, 0, n*32)
-	}
-	n := len(w.idChunk)
-	w.idChunk = w.idChunk[:n+32]
-	x := w.idChunk[n : n+32 : n+32]
+	x := w.text(32)[:32]
 	hex.Encode(x, b[:])
-	// The id's bytes are never written again (the chunk only grows past
-	// them, and a full chunk is dropped, never reused): a string may
-	// share them.
-	return unsafe.String(&x[0], 32)
+	return w.keep(x) // one allocation a chunk of the run's text (text.go)
 }
-
-// idChunkIDs is how many ids share one allocation (World.idChunk) after
-// the run's first chunk, which is sized for its handoffs.
-const idChunkIDs = 16
 
 // NewInstanceID draws a lowercase UUID from the ids stream.
 func (w *World) NewInstanceID() string {
@@ -179,4 +162,35 @@ func Short(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// Phrases of an answer made once per code, not per answer (issue #16).
+var (
+	producerAnswered = prefixedResNames("producer answered ")
+	publishFailedAs  = prefixedResNames("publish failed: ")
+)
+
+// prefixedResNames maps each code of ResNames to p followed by its name.
+func prefixedResNames(p string) map[int64]string {
+	m := make(map[int64]string, len(ResNames))
+	for res, name := range ResNames {
+		m[res] = p + name
+	}
+	return m
+}
+
+// ProducerAnswered is "producer answered " and res's name (ResNames).
+func ProducerAnswered(res int64) string {
+	if s, ok := producerAnswered[res]; ok {
+		return s
+	}
+	return "producer answered " + ResNames[res]
+}
+
+// publishFailed is "publish failed: " and res's name (ResNames).
+func publishFailed(res int64) string {
+	if s, ok := publishFailedAs[res]; ok {
+		return s
+	}
+	return "publish failed: " + ResNames[res]
 }

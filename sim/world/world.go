@@ -133,10 +133,8 @@ type World struct {
 	SettledStep int64
 	WorkRNG     *rand.Rand // the workload stream (encode times, late cancels)
 	idRNG       *rand.Rand
-	// idChunk holds the text of the ids NewEntryID drew so far, in chunks
-	// of idChunkIDs (issue #16: one allocation per id was a twentieth of
-	// a run's); each chunk is this run's only and never reused.
-	idChunk []byte
+	// textBuf is the run's current chunk of text (text.go): ids, receive keys.
+	textBuf []byte
 	NetRNG  *rand.Rand // the network stream (delays, WRITE timing and faults)
 	DiskRNG *rand.Rand // the disk stream (removal and claim-read times)
 	ProcRNG *rand.Rand
@@ -156,6 +154,8 @@ type World struct {
 	// Xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
 	Xf    xferWorld
 	Xreqs []Xreq // every transfer request, by receive number-1
+	// recvs is where NewRecv allocates receives, a block at a time.
+	recvs []Recv
 	// Admit is sim/nodes' consumerCheckRef's admission, its callbacks made once.
 	Admit ConsumeAdmission
 	// TransferAdmit is sim/nodes' producerCheckRef's, likewise.
@@ -266,6 +266,11 @@ type runBufs struct {
 	// (a run's records are referred to by pointer only within the run).
 	recs []EntryRecord
 	all  []*EntryRecord
+	// recvs is the run's first block of receives (NewRecv), takes and
+	// touched the ledger's lists of them, cleared.
+	recvs   []Recv
+	takes   []Take
+	touched []*EntryRecord
 	// entries and sources are the ledger's and the world's maps, cleared.
 	entries map[string]*EntryRecord
 	sources map[string]sourceState
@@ -322,6 +327,11 @@ func (w *World) releaseBufs() {
 	clear(b.recs[:cap(b.recs)]) // the first block, whatever the ledger grew to since
 	clear(w.Ledger.All)
 	b.recs, b.all = b.recs[:0], w.Ledger.All[:0]
+	clear(b.recvs[:cap(b.recvs)]) // the first block, whatever the world grew to since
+	b.recvs = b.recvs[:0]
+	clear(w.Ledger.Takes)
+	clear(w.Ledger.Touched[:cap(w.Ledger.Touched)]) // Untouch clears only what it empties
+	b.takes, b.touched = w.Ledger.Takes[:0], w.Ledger.Touched[:0]
 	b.entries, b.sources = nil, nil
 	if len(w.Ledger.Entries) <= maxPooledMap && len(w.Sources) <= maxPooledMap {
 		// (clearing a map costs its capacity: a huge run's is not kept)
@@ -408,6 +418,12 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		bufs.recs = w.Ledger.recs
 	}
 	w.Xreqs = reuse(b.xreqs, s.Handoffs)
+	w.recvs = reuse(b.recvs, max(16, s.Handoffs))
+	w.Ledger.Takes = reuse(b.takes, s.Handoffs)
+	w.Ledger.Touched = b.touched[:0]
+	if bufs != nil {
+		bufs.recvs = w.recvs
+	}
 	if bufs != nil {
 		if n := s.Consumers * s.BuffersPerConsumer; cap(b.consBufs) >= n {
 			bufs.consBufs = b.consBufs[:n]
