@@ -176,7 +176,7 @@ func requestTransfer(w *world.World, c *world.ConsumerNode, r *world.Recv, reply
 	}
 	c.Bufs[buf].Owner = r.Num
 	r.Buf = buf
-	reg, err := c.Agent.RegisterMemory([][]byte{c.Bufs[buf].Mem})
+	reg, err := c.Agent.RegisterMemory(w.OneRegion(c.Bufs[buf].Mem))
 	world.Must(err)
 	c.Bufs[buf].Reg = reg
 	rq := &w.Xreqs[r.Num-1]

@@ -1,6 +1,7 @@
 package world
 
 import (
+	"github.com/baton-dev/baton/sim/simfs"
 	"strconv"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -128,6 +129,9 @@ func newConsumerNode(w *World, idx int) *ConsumerNode {
 		name = consumerNames[idx]
 	}
 	*c = ConsumerNode{Idx: idx, Inc: 1, Name: name}
+	if w.Sd.Cons == nil {
+		w.Sd.Cons = make([]*simfs.Proc, 0, w.Set.Consumers) // one allocation, not one a consumer
+	}
 	w.Sd.Cons = append(w.Sd.Cons, nil)
 	c.Boot(w)
 	return c

@@ -51,6 +51,30 @@ type xferWorld struct {
 	// ProofWaits counts the consumers' quarantines waiting for their Q-6
 	// proof (quarantine.go): while it is 0 no step looks for one.
 	ProofWaits int
+	// region is OneRegion's list; srcMem the chunk SourceMem takes from.
+	region [1][]byte
+	srcMem []byte
+}
+
+// OneRegion returns the list of the one region buf, for an agent's
+// RegisterMemory (which keeps none of the list, only the region: engine/xfer
+// core.go), in a list the world reuses (issue #16: an allocation each).
+func (w *World) OneRegion(buf []byte) [][]byte {
+	w.Xf.region[0] = buf
+	return w.Xf.region[:]
+}
+
+// SourceMem returns a copy of id, for E to register as an entry's source,
+// taken from a chunk of the run's (issue #16: an allocation each); each
+// copy is its own (capacity len(id)) and a chunk is never reused.
+func (w *World) SourceMem(id string) []byte {
+	n := len(id)
+	if len(w.Xf.srcMem)+n > cap(w.Xf.srcMem) {
+		w.Xf.srcMem = make([]byte, 0, max(textChunk, n))
+	}
+	l := len(w.Xf.srcMem)
+	w.Xf.srcMem = append(w.Xf.srcMem, id...)
+	return w.Xf.srcMem[l : l+n : l+n]
 }
 
 // xferKeys issues remote keys deterministically: a counter, unique across

@@ -141,6 +141,8 @@ type World struct {
 	// rngs hold the streams above, the faults' and the nodes' (rngCell).
 	rngs   [7]rngCell
 	Faults *faults
+	// faults is what Faults points to (issue #16: one allocation less a run).
+	faults faults
 
 	Prod    *producerNode
 	Cons    []*ConsumerNode
@@ -282,6 +284,8 @@ type runBufs struct {
 	// list of them, cleared.
 	consNodes []ConsumerNode
 	consPtrs  []*ConsumerNode
+	// enabled is the faults' map of enabled sites, cleared.
+	enabled map[Site]bool
 	// pending is the history's map of unanswered calls, cleared.
 	pending map[opKey]int
 	// admit and transferAdmit are world's admissions, their callbacks
@@ -361,6 +365,10 @@ func (w *World) releaseBufs() {
 	b.admit.Adm.Accepted, b.admit.Adm.Mutants, b.admit.Adm.OpaqueBytes = nil, handoff.Mutants{}, 0
 	b.transferAdmit = TransferAdmission{Adm: w.TransferAdmit.Adm}
 	b.transferAdmit.Adm.OpaqueBytes, b.transferAdmit.Adm.Self, b.transferAdmit.Adm.NowUnixMs = 0, "", 0
+	if e := w.faults.Enabled; e != nil {
+		clear(e)
+		b.enabled = e
+	}
 	*w = World{} // nothing of this run stays reachable from the pool
 	b.world = w
 	runBufPool.Put(b)
@@ -392,7 +400,11 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.NetRNG, w.DiskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
 	w.ProcRNG = w.rngs[4].seed(seed, subProcess)
 	w.Sd = newSharedDisk(w)
-	w.Faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
+	var enabled map[Site]bool
+	if bufs != nil {
+		enabled, bufs.enabled = bufs.enabled, nil // cleared by releaseBufs
+	}
+	w.Faults = w.faults.init(w.rngs[5].seed(seed, subFaults), s, enabled)
 	w.Faults.cov = &w.cov
 	// Sized for a run's usual peak (about two events and four operations
 	// per handoff in flight), so a run does not grow them step by step.
