@@ -140,11 +140,16 @@ func newConsumerNode(w *World, idx int) *ConsumerNode {
 // Boot starts a fresh incarnation: new core state, fresh registered memory.
 func (c *ConsumerNode) Boot(w *World) {
 	c.Up = true
-	w.Sd.Cons[c.Idx] = w.Sd.Disk.Proc(consumerAgentName(c.Idx, c.Inc))
+	name := consumerAgentName(c.Idx, c.Inc)
+	w.Sd.Cons[c.Idx] = w.Sd.Disk.Proc(name)
 	c.Receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes})
 	c.Health = handoff.NewHealth()
 	c.Health.Started()
-	c.Recvs = map[int64]*Recv{}
+	if n := len(w.recvMaps); n > 0 { // Run's pooled one (cleared by releaseBufs)
+		c.Recvs, w.recvMaps = w.recvMaps[n-1], w.recvMaps[:n-1]
+	} else {
+		c.Recvs = map[int64]*Recv{}
+	}
 	c.Entered = 0
 	if n := w.Set.BuffersPerConsumer; len(w.consBufs) >= n && c.Inc == 1 {
 		// a first incarnation's, from Run's pooled buffers (cleared)
@@ -153,7 +158,7 @@ func (c *ConsumerNode) Boot(w *World) {
 		c.Bufs = make([]buffer, n)
 	}
 	if w.Set.Backend == BackendTransfer {
-		c.Agent = w.newAgent(consumerAgentName(c.Idx, c.Inc), true)
+		c.Agent = w.newAgent(name, true)
 		md, err := c.Agent.LocalMetadata()
 		Must(err)
 		c.Md = md

@@ -64,6 +64,8 @@ type ledger struct {
 	// consumptions is where AddConsumption takes the records' first
 	// consumptions, a block at a time.
 	consumptions []string
+	// okCalls is where AddOkCall takes the records' first OK calls.
+	okCalls [][2]int64
 	// RemoveFailures counts removals that failed with an I/O error.
 	RemoveFailures int
 	// Cancelled lists the entries whose publish was cancelled or whose
@@ -145,6 +147,21 @@ func (l *ledger) AddConsumption(e *EntryRecord, key string) {
 	l.consumptions = append(l.consumptions, key)
 	n := len(l.consumptions)
 	e.Consumptions = l.consumptions[n-1 : n : n]
+}
+
+// AddOkCall appends call (client, rpc) to e.OkCalls, the first one from
+// the ledger's block as AddConsumption does.
+func (l *ledger) AddOkCall(e *EntryRecord, call [2]int64) {
+	if e.OkCalls != nil {
+		e.OkCalls = append(e.OkCalls, call)
+		return
+	}
+	if len(l.okCalls) == cap(l.okCalls) {
+		l.okCalls = make([][2]int64, 0, max(16, 2*cap(l.okCalls)))
+	}
+	l.okCalls = append(l.okCalls, call)
+	n := len(l.okCalls)
+	e.OkCalls = l.okCalls[n-1 : n : n]
 }
 
 // Touch records that e's Consumptions, OkCalls, Aborted, RemovedCause,

@@ -159,8 +159,14 @@ type Write struct {
 // Pending reports whether the WRITE may still land.
 func (wr *Write) Pending() bool { return !wr.Ended }
 
+// firstAgentNames are consumerAgentName's names of the first incarnations.
+var firstAgentNames = [...]string{"PD0.1", "PD1.1", "PD2.1"}
+
 // consumerAgentName names consumer idx's incarnation inc's agent.
 func consumerAgentName(idx int, inc int64) string {
+	if inc == 1 && idx < len(firstAgentNames) {
+		return firstAgentNames[idx]
+	}
 	return "PD" + strconv.Itoa(idx) + "." + strconv.FormatInt(inc, 10) // fmt.Sprintf("PD%d.%d")
 }
 

@@ -149,6 +149,10 @@ type World struct {
 	Clients []*Client
 	Ledger  *ledger
 	Hist    *history
+	// ledger and hist are what Ledger and Hist point to (issue #16: two
+	// allocations less a run).
+	ledger ledger
+	hist   history
 	// Sd is the shared directory: the real shareddir code over a simulated disk (shared_disk.go).
 	Sd      *sharedDisk
 	Sources map[string]sourceState
@@ -197,6 +201,8 @@ type World struct {
 	// consNodes of its consumers for newConsumerNode to take.
 	consBufs  []buffer
 	consNodes []ConsumerNode
+	// recvMaps are Run's pooled maps for the consumers' receives (Boot).
+	recvMaps []map[int64]*Recv
 
 	// sendSlots hold the events sendHooked hands the send hooks, by
 	// nesting depth (sendDepth).
@@ -268,6 +274,12 @@ type runBufs struct {
 	// (a run's records are referred to by pointer only within the run).
 	recs []EntryRecord
 	all  []*EntryRecord
+	// upstream, recvEnds and writes are the World's logs, cleared.
+	upstream []upstreamAnswer
+	recvEnds []RecvEnd
+	writes   []*Write
+	// recvMaps are the consumers' maps of receives, cleared.
+	recvMaps []map[int64]*Recv
 	// recvs is the run's first block of receives (NewRecv), takes and
 	// touched the ledger's lists of them, cleared.
 	recvs   []Recv
@@ -336,6 +348,16 @@ func (w *World) releaseBufs() {
 	clear(w.Ledger.Takes)
 	clear(w.Ledger.Touched[:cap(w.Ledger.Touched)]) // Untouch clears only what it empties
 	b.takes, b.touched = w.Ledger.Takes[:0], w.Ledger.Touched[:0]
+	clear(w.Upstream)
+	clear(w.RecvEnds)
+	clear(w.Writes)
+	b.upstream, b.recvEnds, b.writes = w.Upstream[:0], w.RecvEnds[:0], w.Writes[:0]
+	for _, c := range w.Cons {
+		if len(c.Recvs) <= maxPooledMap && c.Recvs != nil {
+			clear(c.Recvs)
+			b.recvMaps = append(b.recvMaps, c.Recvs)
+		}
+	}
 	b.entries, b.sources = nil, nil
 	if len(w.Ledger.Entries) <= maxPooledMap && len(w.Sources) <= maxPooledMap {
 		// (clearing a map costs its capacity: a huge run's is not kept)
@@ -391,8 +413,10 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	}
 	*w = World{
 		seed: seed, Set: s, Opts: opts, Decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
-		Ledger: &ledger{}, Hist: newHistory(), Media: newMediaWorld(seed), // the ledger's map and lists: below
+		Media: newMediaWorld(seed), // the ledger's map and lists: below
 	}
+	w.Ledger, w.Hist = &w.ledger, &w.hist
+	w.hist.DrainMs = -1
 	if pooled { // the admissions' callbacks, bound to this very World
 		w.Admit, w.TransferAdmit = bufs.admit, bufs.transferAdmit
 	}
@@ -433,6 +457,10 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.recvs = reuse(b.recvs, max(16, s.Handoffs))
 	w.Ledger.Takes = reuse(b.takes, s.Handoffs)
 	w.Ledger.Touched = b.touched[:0]
+	w.Upstream, w.RecvEnds, w.Writes = b.upstream[:0], b.recvEnds[:0], b.writes[:0]
+	if bufs != nil {
+		w.recvMaps, bufs.recvMaps = bufs.recvMaps, bufs.recvMaps[:0]
+	}
 	if bufs != nil {
 		bufs.recvs = w.recvs
 	}
@@ -450,9 +478,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		}
 		w.consNodes = bufs.consNodes
 		w.Cons = reuse(b.consPtrs, s.Consumers)
-		if b.pending != nil {
-			w.Hist.pending = b.pending // cleared by releaseBufs
-		}
+		w.Hist.pending = b.pending // cleared by releaseBufs (nil: made below)
 		// The media model's lists, as sim/nodes would make them (an
 		// empty list reads as a nil one), and its first block.
 		m := &w.Media
@@ -465,6 +491,9 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		if m.Cache == nil {
 			m.Cache = make(map[CacheKey]uint64, s.Handoffs)
 		}
+	}
+	if w.Hist.pending == nil {
+		w.Hist.pending = map[opKey]int{}
 	}
 	w.Tracing = opts.Trace != nil || opts.Verbose != nil
 	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
