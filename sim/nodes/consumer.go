@@ -230,7 +230,7 @@ func transferEnded(w *world.World, c *world.ConsumerNode, r *world.Recv, why str
 		Complete:        cause == world.ResOK, // the world's WRITE faults land every byte or none (transport.go)
 		BeforeWrite:     cause == world.ResBeforeWrite || cause == world.ResUnavailableBeforeWrite,
 		InvalidArgument: cause == world.ResPlainInvalid,
-		Reason:          "Q-1 receive " + r.Key + " quarantined: " + why, // every transfer ends here: no fmt
+		Reason:          w.Concat("Q-1 receive ", r.Key, " quarantined: ", why), // every transfer ends here: no fmt, no allocation of its own
 	}, w.Decisions)
 	world.Must(err)
 	switch {

@@ -162,7 +162,19 @@ func (c *ConsumerNode) Boot(w *World) {
 		md, err := c.Agent.LocalMetadata()
 		Must(err)
 		c.Md = md
-		mem := make([]byte, entryIDBytes*len(c.Bufs))
+		var mem []byte
+		if n := entryIDBytes * len(c.Bufs); c.Inc == 1 && w.Bufs != nil {
+			// a first incarnation's, from Run's pooled memory (cleared
+			// by releaseBufs, which clears all of Bufs.consMem)
+			if len(w.consMem)+n > cap(w.consMem) {
+				w.Bufs.consMem = make([]byte, entryIDBytes*w.Set.Consumers*w.Set.BuffersPerConsumer)
+				w.consMem = w.Bufs.consMem[:0]
+			}
+			l := len(w.consMem)
+			mem, w.consMem = w.consMem[l:l+n:l+n], w.consMem[:l+n]
+		} else {
+			mem = make([]byte, n)
+		}
 		for i := range c.Bufs {
 			c.Bufs[i].Mem = mem[i*entryIDBytes : (i+1)*entryIDBytes : (i+1)*entryIDBytes]
 		}

@@ -1,8 +1,6 @@
 package world
 
 import (
-	"encoding/hex"
-
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/xfer"
 )
@@ -63,7 +61,7 @@ func NewProducerNode(w *World) *producerNode {
 	p.key = []byte("baton-sim reference key\x00" + p.InstanceID)
 	w.Sd.openProducer(p)
 	if w.Set.Backend == BackendTransfer {
-		p.Agent = w.newAgent("E-"+p.InstanceID, false)
+		p.Agent = w.newAgent(w.Concat("E-", p.InstanceID), false)
 	}
 	p.Health.Started()
 	return p
@@ -75,9 +73,7 @@ func (w *World) NewEntryID() string {
 	for i := range b {
 		b[i] = byte(w.idRNG.Uint32())
 	}
-	x := w.text(32)[:32]
-	hex.Encode(x, b[:])
-	return w.keep(x) // one allocation a chunk of the run's text (text.go)
+	return w.Hex(b[:]) // one allocation a chunk of the run's text (text.go)
 }
 
 // NewInstanceID draws a lowercase UUID from the ids stream.

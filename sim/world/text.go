@@ -1,6 +1,9 @@
 package world
 
-import "unsafe"
+import (
+	"encoding/hex"
+	"unsafe"
+)
 
 // The run's text: ids and receive keys are built into chunks of bytes the
 // run owns (issue #16: one allocation per id or key was a twentieth of a
@@ -38,4 +41,25 @@ func (w *World) keep(b []byte) string {
 	}
 	w.textBuf = w.textBuf[:len(w.textBuf)+len(b)]
 	return unsafe.String(&b[0], len(b))
+}
+
+// Concat returns the concatenation of parts, made in the run's text
+// (issue #16: for strings built on every handoff, a "+" each allocated).
+func (w *World) Concat(parts ...string) string {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := w.text(n)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return w.keep(b)
+}
+
+// Hex returns b in lowercase hex (hex.EncodeToString's), made in the run's text.
+func (w *World) Hex(b []byte) string {
+	x := w.text(2 * len(b))[:2*len(b)]
+	hex.Encode(x, b)
+	return w.keep(x)
 }

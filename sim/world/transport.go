@@ -51,9 +51,11 @@ type xferWorld struct {
 	// ProofWaits counts the consumers' quarantines waiting for their Q-6
 	// proof (quarantine.go): while it is 0 no step looks for one.
 	ProofWaits int
-	// region is OneRegion's list; srcMem the chunk SourceMem takes from.
+	// region is OneRegion's list; srcMem the chunk SourceMem takes from;
+	// writes the block NewWrite takes from.
 	region [1][]byte
 	srcMem []byte
+	writes []Write
 }
 
 // OneRegion returns the list of the one region buf, for an agent's
@@ -131,6 +133,17 @@ func (w *World) FreeSource(id string) {
 
 // Write is one WRITE E posted into a consumer's buffer: the driver's handle
 // on an xfer request and what it knows of it.
+// NewWrite returns a new WRITE holding wr, allocated from the run's blocks
+// of WRITEs (issue #16: one allocation a transfer), which are never grown
+// in place (WRITEs are referred to by pointer).
+func (w *World) NewWrite(wr Write) *Write {
+	if len(w.Xf.writes) == cap(w.Xf.writes) {
+		w.Xf.writes = make([]Write, 0, max(8, 2*cap(w.Xf.writes)))
+	}
+	w.Xf.writes = append(w.Xf.writes, wr)
+	return &w.Xf.writes[len(w.Xf.writes)-1]
+}
+
 type Write struct {
 	Num   int64
 	Entry string

@@ -201,8 +201,10 @@ type World struct {
 	// consNodes of its consumers for newConsumerNode to take.
 	consBufs  []buffer
 	consNodes []ConsumerNode
-	// recvMaps are Run's pooled maps for the consumers' receives (Boot).
+	// recvMaps are Run's pooled maps for the consumers' receives (Boot),
+	// and consMem its memory for their first incarnations' buffers.
 	recvMaps []map[int64]*Recv
+	consMem  []byte
 
 	// sendSlots hold the events sendHooked hands the send hooks, by
 	// nesting depth (sendDepth).
@@ -280,6 +282,10 @@ type runBufs struct {
 	writes   []*Write
 	// recvMaps are the consumers' maps of receives, cleared.
 	recvMaps []map[int64]*Recv
+	// fired is the run's coverage of fired faults; consMem the memory of
+	// the consumers' first incarnations' buffers (transfer backend), cleared.
+	fired   []firedCell
+	consMem []byte
 	// recvs is the run's first block of receives (NewRecv), takes and
 	// touched the ledger's lists of them, cleared.
 	recvs   []Recv
@@ -352,6 +358,8 @@ func (w *World) releaseBufs() {
 	clear(w.RecvEnds)
 	clear(w.Writes)
 	b.upstream, b.recvEnds, b.writes = w.Upstream[:0], w.RecvEnds[:0], w.Writes[:0]
+	b.fired = w.cov.fired[:0]
+	clear(b.consMem)
 	for _, c := range w.Cons {
 		if len(c.Recvs) <= maxPooledMap && c.Recvs != nil {
 			clear(c.Recvs)
@@ -458,8 +466,10 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.Ledger.Takes = reuse(b.takes, s.Handoffs)
 	w.Ledger.Touched = b.touched[:0]
 	w.Upstream, w.RecvEnds, w.Writes = b.upstream[:0], b.recvEnds[:0], b.writes[:0]
+	w.cov.fired = b.fired[:0]
 	if bufs != nil {
 		w.recvMaps, bufs.recvMaps = bufs.recvMaps, bufs.recvMaps[:0]
+		w.consMem = bufs.consMem[:0]
 	}
 	if bufs != nil {
 		bufs.recvs = w.recvs
