@@ -288,9 +288,10 @@ type runBufs struct {
 	consMem []byte
 	// recvs is the run's first block of receives (NewRecv), takes and
 	// touched the ledger's lists of them, cleared.
-	recvs   []Recv
-	takes   []Take
-	touched []*EntryRecord
+	recvs       []Recv
+	takes       []Take
+	touched     []*EntryRecord
+	unpublished []Unpublished
 	// entries and sources are the ledger's and the world's maps, cleared.
 	entries map[string]*EntryRecord
 	sources map[string]sourceState
@@ -326,6 +327,10 @@ var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
 // maxPooledMap bounds the maps a finished run hands on (runBufs).
 const maxPooledMap = 256
 
+// maxPooledRecvMaps bounds the consumers' maps of receives a finished run
+// hands on: enough for the most consumers a run draws.
+const maxPooledRecvMaps = 4
+
 // reuse returns b[:0] when it can hold n, else a new slice of capacity n.
 func reuse[T any](b []T, n int) []T {
 	if cap(b) >= n {
@@ -346,22 +351,29 @@ func (w *World) releaseBufs() {
 	clear(w.Clients)
 	clear(b.clients)
 	clear(w.Xreqs)
-	clear(b.recs[:cap(b.recs)]) // the first block, whatever the ledger grew to since
+	// the first block's used records, whatever the ledger grew to since
+	// (Add allocates records in order, one per entry of All)
+	clear(b.recs[:min(len(w.Ledger.All), cap(b.recs))])
 	clear(w.Ledger.All)
 	b.recs, b.all = b.recs[:0], w.Ledger.All[:0]
-	clear(b.recvs[:cap(b.recvs)]) // the first block, whatever the world grew to since
+	// the first block's used receives, whatever the world grew to since
+	// (NewRecv allocates them in order, at most one per request of Xreqs)
+	clear(b.recvs[:min(len(w.Xreqs), cap(b.recvs))])
 	b.recvs = b.recvs[:0]
 	clear(w.Ledger.Takes)
 	clear(w.Ledger.Touched[:cap(w.Ledger.Touched)]) // Untouch clears only what it empties
 	b.takes, b.touched = w.Ledger.Takes[:0], w.Ledger.Touched[:0]
+	clear(w.Ledger.Unpublished)
+	b.unpublished = w.Ledger.Unpublished[:0]
 	clear(w.Upstream)
 	clear(w.RecvEnds)
 	clear(w.Writes)
 	b.upstream, b.recvEnds, b.writes = w.Upstream[:0], w.RecvEnds[:0], w.Writes[:0]
 	b.fired = w.cov.fired[:0]
 	clear(b.consMem)
+	b.recvMaps = w.recvMaps // those this run did not take (empty)
 	for _, c := range w.Cons {
-		if len(c.Recvs) <= maxPooledMap && c.Recvs != nil {
+		if len(c.Recvs) <= maxPooledMap && c.Recvs != nil && len(b.recvMaps) < maxPooledRecvMaps {
 			clear(c.Recvs)
 			b.recvMaps = append(b.recvMaps, c.Recvs)
 		}
@@ -465,10 +477,11 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.recvs = reuse(b.recvs, max(16, s.Handoffs))
 	w.Ledger.Takes = reuse(b.takes, s.Handoffs)
 	w.Ledger.Touched = b.touched[:0]
+	w.Ledger.Unpublished = b.unpublished[:0]
 	w.Upstream, w.RecvEnds, w.Writes = b.upstream[:0], b.recvEnds[:0], b.writes[:0]
 	w.cov.fired = b.fired[:0]
 	if bufs != nil {
-		w.recvMaps, bufs.recvMaps = bufs.recvMaps, bufs.recvMaps[:0]
+		w.recvMaps, bufs.recvMaps = bufs.recvMaps, nil
 		w.consMem = bufs.consMem[:0]
 	}
 	if bufs != nil {
