@@ -17,7 +17,7 @@ const textChunk = 1024
 
 // firstTextChunk is the size of a run's first text chunk: about an id and
 // a receive key per handoff.
-func firstTextChunk(s Settings) int { return 64 + 80*s.Handoffs }
+func firstTextChunk(s Settings) int { return 64 + 64*s.Handoffs }
 
 // text returns an empty slice with room for n bytes at the end of the
 // run's text; append to it (at most n bytes) and hand it to keep.

@@ -72,7 +72,11 @@ func (w *World) OneRegion(buf []byte) [][]byte {
 func (w *World) SourceMem(id string) []byte {
 	n := len(id)
 	if len(w.Xf.srcMem)+n > cap(w.Xf.srcMem) {
-		w.Xf.srcMem = make([]byte, 0, max(textChunk, n))
+		size := textChunk
+		if w.Xf.srcMem == nil {
+			size = n * (w.Set.Handoffs + 1) // about one entry a handoff
+		}
+		w.Xf.srcMem = make([]byte, 0, max(size, n))
 	}
 	l := len(w.Xf.srcMem)
 	w.Xf.srcMem = append(w.Xf.srcMem, id...)

@@ -215,6 +215,7 @@ type World struct {
 	Tracing bool
 	note    string
 	trace   *traceWriter
+	traceW  traceWriter // what trace points to (one allocation less a run)
 }
 
 // Run runs the world for seed with settings s and returns its result. It
@@ -519,7 +520,8 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		w.Hist.pending = map[opKey]int{}
 	}
 	w.Tracing = opts.Trace != nil || opts.Verbose != nil
-	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
+	w.traceW = traceWriter{out: opts.Trace, verbose: opts.Verbose}
+	w.trace = &w.traceW
 	w.initNodes()
 	return w
 }
