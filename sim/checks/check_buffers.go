@@ -36,6 +36,18 @@ func checkReceiveBuffers(w *world.World) error {
 // both ask within one checkStep: the second gets the list the
 // first brought up to date (nothing changes the world between two
 // checkers; checkStep clears pendingFresh before and after its checkers).
+// noPendingWrites is pendingWrites' answer "none" where it costs no scan
+// (most steps: nothing pending, nothing posted), inline in checkStep, which
+// then skips checkReceiveBuffers and checkSources (they judge only pending
+// WRITEs).
+func noPendingWrites(w *world.World) bool {
+	if j := &w.Judged; len(j.Pending) == 0 && j.WritesSeen == len(w.Writes) {
+		j.PendingFresh = true // as pendingWrites marks it
+		return true
+	}
+	return false
+}
+
 func pendingWrites(w *world.World) []*world.Write {
 	j := &w.Judged
 	if j.PendingFresh {

@@ -14,6 +14,14 @@ import (
 // UNAVAILABLE: a failed cleanup is never swallowed. Checked fully once per
 // new failure (State and Admit allocate).
 func checkCleanupFailures(w *world.World) error {
+	if w.Ledger.RemoveFailures == 0 || w.Ledger.RemoveFailures == w.CleanupFailuresSeen {
+		return nil // nothing new to judge (the scan would find nothing)
+	}
+	return checkCleanupFailuresScan(w)
+}
+
+// checkCleanupFailuresScan is checkCleanupFailures's scan, once there is something to look at.
+func checkCleanupFailuresScan(w *world.World) error {
 	n := w.Ledger.RemoveFailures
 	if n == 0 || n == w.CleanupFailuresSeen {
 		return nil

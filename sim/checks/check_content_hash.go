@@ -13,6 +13,14 @@ import (
 // content hash equals that of an earlier published item with other pixels
 // (checked once per newly published entry).
 func checkContentHash(w *world.World) error {
+	if w.Media.ContentHashSeen >= len(w.Media.Published) {
+		return nil // nothing new to judge (the scan would find nothing)
+	}
+	return checkContentHashScan(w)
+}
+
+// checkContentHashScan is checkContentHash's scan, once there is something to look at.
+func checkContentHashScan(w *world.World) error {
 	m := &w.Media
 	for ; m.ContentHashSeen < len(m.Published); m.ContentHashSeen++ {
 		pm := m.Published[m.ContentHashSeen]

@@ -13,6 +13,14 @@ import (
 // nor fetches it. A request carrying an encoder reference is refused too
 // (L-2: D never receives one). Checked for the requests D decided in the step.
 func checkDecodePreparation(w *world.World) error {
+	if len(w.Nodes.Decided) == 0 {
+		return nil // nothing new to judge (the scan would find nothing)
+	}
+	return checkDecodePreparationScan(w)
+}
+
+// checkDecodePreparationScan is checkDecodePreparation's scan, once there is something to look at.
+func checkDecodePreparationScan(w *world.World) error {
 	for _, r := range w.Nodes.Decided {
 		if !r.Ran {
 			if r.Res != world.ResDecodeRefused && r.Kind != world.PrepOK {

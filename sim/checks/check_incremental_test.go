@@ -210,3 +210,45 @@ func TestEveryEntryWriterTouches(t *testing.T) {
 	}
 	t.Logf("%d entry changes over %d worlds, each touched", changed, 40*len(mutants))
 }
+
+// TestGatedCheckersCatchLateEntries: checkStep calls most checkers only
+// when their log or list holds something they have not judged (an inline
+// test of the checker's own "nothing new" condition). Each case plants one
+// entry in a passing world's log after many steps and wants the very next
+// checkStep to fail with its rule.
+func TestGatedCheckersCatchLateEntries(t *testing.T) {
+	someRecord := func(w *world.World) *world.EntryRecord { return w.Ledger.All[0] }
+	for _, tc := range []struct {
+		name, rule, part string
+		plant            func(w *world.World)
+	}{
+		{"receive freed on its deadline", "Q-1", "deadline passed", func(w *world.World) {
+			w.RecvEnds = append(w.RecvEnds, world.RecvEnd{Key: "r99/late", Cause: world.CauseDeadline, Freed: true})
+		}},
+		{"take with an oversize reference is fine, a relabelled one is not", "SU-5", "never sealed", func(w *world.World) {
+			rec := someRecord(w)
+			w.Ledger.Takes = append(w.Ledger.Takes,
+				world.Take{Rec: rec, Key: "r98/late", Call: world.CallKey{H: 0, Rpc: 9998}, Form: world.FormOversize},
+				world.Take{Rec: rec, Key: "r99/late", Call: world.CallKey{H: 0, Rpc: 9999}, Form: world.FormOversize + 1})
+		}},
+		{"served after a producer crash", "SU-2", "served after the crash", func(w *world.World) {
+			rec := someRecord(w)
+			w.Nodes.Lost = append(w.Nodes.Lost, world.LostEntry{Rec: rec, Consumptions: len(rec.Consumptions)})
+			rec.Consumptions = append(rec.Consumptions, "r99/late")
+		}},
+		{"revived after a cancel", "C-2", "late encoder completion revived it", func(w *world.World) {
+			rec := someRecord(w)
+			rec.CancelledBeforeReady, rec.Published, rec.ReadyUndelivered = true, true, false
+			w.Ledger.Cancelled = append(w.Ledger.Cancelled, rec)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := stepUntil(t, func(w *world.World) bool {
+				return len(w.Ledger.All) > 0 && len(w.Ledger.Cancelled) == 0 && len(w.Nodes.Lost) == 0 && len(w.Ledger.Touched) == 0 &&
+					w.Judged.RecvEnds == len(w.RecvEnds) && w.Judged.Takes == len(w.Ledger.Takes) && len(w.Ledger.Takes) > 0
+			})
+			tc.plant(w)
+			wantCaught(t, w, tc.rule, tc.part)
+		})
+	}
+}

@@ -14,6 +14,14 @@ import (
 // session nobody attached to (SU-3's rule for KV sessions). Checked for
 // the sessions changed in the step.
 func checkKVSessions(w *world.World) error {
+	if len(w.Nodes.Touched) == 0 {
+		return nil // nothing new to judge (the scan would find nothing)
+	}
+	return checkKVSessionsScan(w)
+}
+
+// checkKVSessionsScan is checkKVSessions's scan, once there is something to look at.
+func checkKVSessionsScan(w *world.World) error {
 	for _, s := range w.Nodes.Touched {
 		switch {
 		case s.Served > 1:

@@ -10,6 +10,14 @@ import (
 // with UNIMPLEMENTED, so no publish carrying one is ever admitted: none
 // reserves an entry (checked once per new entry of the ledger).
 func checkModality(w *world.World) error {
+	if w.Media.ModalitySeen >= len(w.Ledger.All) {
+		return nil // nothing new to judge (the scan would find nothing)
+	}
+	return checkModalityScan(w)
+}
+
+// checkModalityScan is checkModality's scan, once there is something to look at.
+func checkModalityScan(w *world.World) error {
 	for ; w.Media.ModalitySeen < len(w.Ledger.All); w.Media.ModalitySeen++ {
 		rec := w.Ledger.All[w.Media.ModalitySeen]
 		p := &w.Clients[rec.H].Plan.Media

@@ -125,6 +125,14 @@ func checkProofsHonoured(w *world.World) error {
 // makes the same demand of a real engine.
 func checkCarriersRetired(w *world.World) error {
 	if w.SettledStep != w.Steps {
+		return nil // nothing new to judge (the scan would find nothing)
+	}
+	return checkCarriersRetiredScan(w)
+}
+
+// checkCarriersRetiredScan is checkCarriersRetired's scan, once there is something to look at.
+func checkCarriersRetiredScan(w *world.World) error {
+	if w.SettledStep != w.Steps {
 		return nil
 	}
 	for _, c := range w.Cons {

@@ -16,6 +16,14 @@ import (
 // conditions); only then do they run, each over the whole ledger in turn,
 // so the rule and message are exactly theirs.
 func checkEntries(w *world.World) (rule string, err error) {
+	if len(w.Ledger.Touched) == 0 {
+		return "", nil // nothing new to judge (the scan would find nothing)
+	}
+	return checkEntriesScan(w)
+}
+
+// checkEntriesScan is checkEntries's scan, once there is something to look at.
+func checkEntriesScan(w *world.World) (rule string, err error) {
 	released := releasedName
 	suspect := false
 	for _, e := range w.Ledger.Touched {

@@ -11,6 +11,14 @@ import (
 // item's content hash equals that of every earlier published item with the
 // same decoded pixels (checked once per newly published entry).
 func checkWireHash(w *world.World) error {
+	if w.Media.WireHashSeen >= len(w.Media.Published) {
+		return nil // nothing new to judge (the scan would find nothing)
+	}
+	return checkWireHashScan(w)
+}
+
+// checkWireHashScan is checkWireHash's scan, once there is something to look at.
+func checkWireHashScan(w *world.World) error {
 	m := &w.Media
 	for ; m.WireHashSeen < len(m.Published); m.WireHashSeen++ {
 		pm := m.Published[m.WireHashSeen]

@@ -70,7 +70,7 @@ func consumeReplyArrive(w *world.World, ev world.Event) {
 		// duplicated reply is the same answer, counted once.
 		rec := w.Ledger.Get(r.Entry)
 		if !slices.Contains(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc}) {
-			rec.OkCalls = append(rec.OkCalls, [2]int64{int64(r.Client), r.Rpc})
+			w.Ledger.AddOkCall(rec, [2]int64{int64(r.Client), r.Rpc})
 			w.Ledger.Touch(rec)
 		}
 	}

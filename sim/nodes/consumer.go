@@ -2,7 +2,6 @@ package nodes
 
 import (
 	"errors"
-	"strconv"
 
 	"github.com/baton-dev/baton/engine/cache/shareddir"
 	"github.com/baton-dev/baton/engine/handoff"
@@ -70,7 +69,7 @@ func consumeArrive(w *world.World, ev world.Event) {
 		return
 	}
 	num := int64(len(w.Xreqs) + 1)
-	key := "r" + strconv.FormatInt(num, 10) + "/" + rq.Entry // fmt.Sprintf("r%d/%s"), one allocation
+	key := w.RecvKey(num, rq.Entry)
 	w.Xreqs = append(w.Xreqs, world.Xreq{H: int(rq.Client), Rpc: rq.Rpc, C: c.Idx, Inc: c.Inc, Buf: -1, Entry: rq.Entry, Key: key, Form: rq.Form})
 	exists, lookErr := true, error(nil) // a transfer: the producer decides SU-2
 	if w.Set.Backend == world.BackendSharedDir {
@@ -90,7 +89,7 @@ func consumeArrive(w *world.World, ev world.Event) {
 		w.Send(world.MsgReply, reply.Event())
 		return
 	}
-	r := &world.Recv{Num: num, H: int(rq.Client), Rpc: rq.Rpc, Entry: rq.Entry, Key: key, Buf: -1, Form: rq.Form}
+	r := w.NewRecv(world.Recv{Num: num, H: int(rq.Client), Rpc: rq.Rpc, Entry: rq.Entry, Key: key, Buf: -1, Form: rq.Form})
 	c.Recvs[num] = r
 	if w.Set.Backend == world.BackendSharedDir {
 		claimShared(w, c, r, reply)
@@ -177,7 +176,7 @@ func requestTransfer(w *world.World, c *world.ConsumerNode, r *world.Recv, reply
 	}
 	c.Bufs[buf].Owner = r.Num
 	r.Buf = buf
-	reg, err := c.Agent.RegisterMemory([][]byte{c.Bufs[buf].Mem})
+	reg, err := c.Agent.RegisterMemory(w.OneRegion(c.Bufs[buf].Mem))
 	world.Must(err)
 	c.Bufs[buf].Reg = reg
 	rq := &w.Xreqs[r.Num-1]
@@ -215,7 +214,7 @@ func transferReply(w *world.World, ev world.Event) {
 			w.Failf(world.Correctness, "Q-4", "receive %s succeeded but its buffer %d holds %q owned by receive %d", r.Key, r.Buf, b.Mem, b.Owner)
 		}
 	}
-	transferEnded(w, c, r, "producer answered "+world.ResNames[rep.Result], rep.Result)
+	transferEnded(w, c, r, world.ProducerAnswered(rep.Result), rep.Result)
 }
 
 // transferEnded: handoff.EndTransfer decides how the receive ends on the
@@ -231,7 +230,7 @@ func transferEnded(w *world.World, c *world.ConsumerNode, r *world.Recv, why str
 		Complete:        cause == world.ResOK, // the world's WRITE faults land every byte or none (transport.go)
 		BeforeWrite:     cause == world.ResBeforeWrite || cause == world.ResUnavailableBeforeWrite,
 		InvalidArgument: cause == world.ResPlainInvalid,
-		Reason:          "Q-1 receive " + r.Key + " quarantined: " + why, // every transfer ends here: no fmt
+		Reason:          w.Concat("Q-1 receive ", r.Key, " quarantined: ", why), // every transfer ends here: no fmt, no allocation of its own
 	}, w.Decisions)
 	world.Must(err)
 	switch {

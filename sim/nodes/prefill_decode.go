@@ -1,7 +1,6 @@
 package nodes
 
 import (
-	"encoding/hex"
 	"fmt"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -61,7 +60,7 @@ func prefillReady(w *world.World, ev *world.Event) {
 	}
 	rep := world.ConsumeReplyOf(*ev)
 	c := w.Cons[rep.Consumer]
-	s := &world.KvSession{Num: len(w.Nodes.Sessions) + 1, Id: hex.EncodeToString(b[:]), P: int(rep.Consumer), Pinc: c.Inc, Entry: rep.Entry, State: world.KvLive}
+	s := &world.KvSession{Num: len(w.Nodes.Sessions) + 1, Id: w.Hex(b[:]), P: int(rep.Consumer), Pinc: c.Inc, Entry: rep.Entry, State: world.KvLive}
 	w.Nodes.Sessions = append(w.Nodes.Sessions, s)
 	w.Nodes.ByID[s.Id] = s
 	w.Nodes.Prefills[[2]int64{int64(rep.Client), rep.Rpc}] = s

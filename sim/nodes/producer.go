@@ -390,7 +390,7 @@ func transferArrive(w *world.World, ev world.Event) {
 	if w.Sources[rq.Entry] != world.SourceLive {
 		panic(fmt.Sprintf("sim: transfer source of %s is %d", rq.Entry, w.Sources[rq.Entry]))
 	}
-	wr := &world.Write{Num: int64(len(w.Writes) + 1), Entry: rq.Entry, Recv: tr.Recv, C: rq.C, Inc: rq.Inc, Buf: rq.Buf}
+	wr := w.NewWrite(world.Write{Num: int64(len(w.Writes) + 1), Entry: rq.Entry, Recv: tr.Recv, C: rq.C, Inc: rq.Inc, Buf: rq.Buf})
 	var fault xfer.Fault // SiteWriteError: the WRITE fails before a byte lands, or lands and loses its acknowledgement
 	if w.Faults.Buggify(world.SiteWriteError) {
 		fault.Kind = xfer.FaultFailAfter

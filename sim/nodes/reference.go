@@ -24,7 +24,7 @@ import (
 // reference's entry claimAndDiscard carries out).
 func consumerCheckRef(w *world.World, c *world.ConsumerNode, rec *world.EntryRecord, f world.RefForm, h int32, rpc int64) error {
 	a := &w.Admit
-	if a.Adm.Parse == nil {
+	if a.Adm.Accepted == nil {
 		bindAdmission(a, w)
 	}
 	a.C, a.Rec, a.F, a.H, a.Rpc = c, rec, f, h, rpc
@@ -35,20 +35,44 @@ func consumerCheckRef(w *world.World, c *world.ConsumerNode, rec *world.EntryRec
 	return err
 }
 
-// bindAdmission makes a's callbacks once per world (a consume made five
-// closures and a slice each time, issue #16): they read the presented
-// reference from a's fields, which consumerCheckRef sets before each
-// admission.
+// bindAdmission makes a's callbacks once per World (a consume made five
+// closures and a slice each time, issue #16; a pooled World keeps them from
+// run to run, world.runBufs) and sets its per-run fields once per run: the
+// callbacks read the presented reference from a's fields, which
+// consumerCheckRef sets before each admission, and the run's settings
+// from w.
 func bindAdmission(a *world.ConsumeAdmission, w *world.World) {
+	if a.Adm.Parse != nil {
+		a.Adm.Accepted, a.Adm.Mutants = accepted(w.Set.Backend), w.Decisions
+		return
+	}
 	a.Adm = handoff.ConsumeAdmission{
 		Parse:    func() (handoff.Reference, error) { return w.Parsed(a.Rec, a.F), nil },
 		Accepts:  func(b string) bool { return b == w.Set.Backend },
-		Accepted: []string{w.Set.Backend},
+		Accepted: accepted(w.Set.Backend),
 		Transfer: func(b string) bool { return b == world.BackendTransfer },
 		Verify:   func(handoff.Reference) error { return w.VerifyTag(a.Rec, a.F) },
 		Mutants:  w.Decisions,
 		Discard:  func(handoff.Reference, bool) { claimAndDiscard(w, a.C, a.Rec, a.H, a.Rpc, a.F) },
 	}
+}
+
+// The consumer's list of accepted backends, one per backend, shared by
+// every run (handoff reads Accepted for its N-1 message only).
+var (
+	acceptSharedDir = []string{world.BackendSharedDir}
+	acceptTransfer  = []string{world.BackendTransfer}
+)
+
+// accepted is the list of the one backend b a consumer accepts.
+func accepted(b string) []string {
+	switch b {
+	case world.BackendSharedDir:
+		return acceptSharedDir
+	case world.BackendTransfer:
+		return acceptTransfer
+	}
+	return []string{b}
 }
 
 // claimAndDiscard carries out handoff.Mutants.RejectedReferenceClaims (the
@@ -103,7 +127,7 @@ func bindTransferAdmission(a *world.TransferAdmission, w *world.World) {
 // rename, a read, a landed WRITE): the ground truth the SU-1, SU-4 and SU-5
 // checks judge.
 func took(w *world.World, rec *world.EntryRecord, key string, h int32, rpc int64, f world.RefForm) {
-	rec.Consumptions = append(rec.Consumptions, key)
+	w.Ledger.AddConsumption(rec, key)
 	w.Ledger.Touch(rec)
 	w.Ledger.Takes = append(w.Ledger.Takes, world.Take{Rec: rec, Key: key, Call: world.CallKey{H: h, Rpc: rpc}, Form: f})
 }

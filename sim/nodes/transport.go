@@ -13,7 +13,7 @@ import (
 
 // registerSource registers the source of a published entry with E's agent.
 func registerSource(w *world.World, id string) {
-	reg, err := w.Prod.Agent.RegisterMemory([][]byte{[]byte(id)})
+	reg, err := w.Prod.Agent.RegisterMemory(w.OneRegion(w.SourceMem(id)))
 	world.Must(err)
 	w.Xf.SrcRegs[id] = reg
 	w.Sources[id] = world.SourceLive

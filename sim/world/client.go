@@ -215,7 +215,7 @@ func (w *World) Answer(c *Client, res int64, entry string) {
 	switch c.Stage {
 	case StagePublishing:
 		if res != ResOK {
-			w.Finish(c, "publish failed: "+ResNames[res])
+			w.Finish(c, publishFailed(res))
 			return
 		}
 		c.entry = entry

@@ -1,6 +1,7 @@
 package world
 
 import (
+	"github.com/baton-dev/baton/sim/simfs"
 	"strconv"
 
 	"github.com/baton-dev/baton/engine/handoff"
@@ -44,6 +45,28 @@ type Recv struct {
 	Key   string  // the receive's id in the core (ConsumerReceives)
 	Buf   int     // -1 for the shared-directory backend
 	Form  RefForm // the form of the presented reference
+}
+
+// RecvKey is receive num's id in the core, "r<num>/<entry>", made in the
+// run's text (text.go).
+func (w *World) RecvKey(num int64, entry string) string {
+	b := w.text(len(entry) + 21) // "r", a number's up to 19 digits, "/"
+	b = append(b, 'r')
+	b = strconv.AppendInt(b, num, 10)
+	b = append(b, '/')
+	b = append(b, entry...)
+	return w.keep(b)
+}
+
+// NewRecv returns a new receive holding r, allocated from the run's blocks
+// of receives (issue #16: one allocation a consume), which are never grown
+// in place (receives are referred to by pointer).
+func (w *World) NewRecv(r Recv) *Recv {
+	if len(w.recvs) == cap(w.recvs) {
+		w.recvs = make([]Recv, 0, max(16, 2*cap(w.recvs)))
+	}
+	w.recvs = append(w.recvs, r)
+	return &w.recvs[len(w.recvs)-1]
 }
 
 // ConsumerNode is a PD consumer: the core's ConsumerReceives and Health.
@@ -106,6 +129,9 @@ func newConsumerNode(w *World, idx int) *ConsumerNode {
 		name = consumerNames[idx]
 	}
 	*c = ConsumerNode{Idx: idx, Inc: 1, Name: name}
+	if w.Sd.Cons == nil {
+		w.Sd.Cons = make([]*simfs.Proc, 0, w.Set.Consumers) // one allocation, not one a consumer
+	}
 	w.Sd.Cons = append(w.Sd.Cons, nil)
 	c.Boot(w)
 	return c
@@ -114,11 +140,16 @@ func newConsumerNode(w *World, idx int) *ConsumerNode {
 // Boot starts a fresh incarnation: new core state, fresh registered memory.
 func (c *ConsumerNode) Boot(w *World) {
 	c.Up = true
-	w.Sd.Cons[c.Idx] = w.Sd.Disk.Proc(consumerAgentName(c.Idx, c.Inc))
+	name := consumerAgentName(c.Idx, c.Inc)
+	w.Sd.Cons[c.Idx] = w.Sd.Disk.Proc(name)
 	c.Receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes})
 	c.Health = handoff.NewHealth()
 	c.Health.Started()
-	c.Recvs = map[int64]*Recv{}
+	if n := len(w.recvMaps); n > 0 { // Run's pooled one (cleared by releaseBufs)
+		c.Recvs, w.recvMaps = w.recvMaps[n-1], w.recvMaps[:n-1]
+	} else {
+		c.Recvs = map[int64]*Recv{}
+	}
 	c.Entered = 0
 	if n := w.Set.BuffersPerConsumer; len(w.consBufs) >= n && c.Inc == 1 {
 		// a first incarnation's, from Run's pooled buffers (cleared)
@@ -127,11 +158,23 @@ func (c *ConsumerNode) Boot(w *World) {
 		c.Bufs = make([]buffer, n)
 	}
 	if w.Set.Backend == BackendTransfer {
-		c.Agent = w.newAgent(consumerAgentName(c.Idx, c.Inc), true)
+		c.Agent = w.newAgent(name, true)
 		md, err := c.Agent.LocalMetadata()
 		Must(err)
 		c.Md = md
-		mem := make([]byte, entryIDBytes*len(c.Bufs))
+		var mem []byte
+		if n := entryIDBytes * len(c.Bufs); c.Inc == 1 && w.Bufs != nil {
+			// a first incarnation's, from Run's pooled memory (cleared
+			// by releaseBufs, which clears all of Bufs.consMem)
+			if len(w.consMem)+n > cap(w.consMem) {
+				w.Bufs.consMem = make([]byte, entryIDBytes*w.Set.Consumers*w.Set.BuffersPerConsumer)
+				w.consMem = w.Bufs.consMem[:0]
+			}
+			l := len(w.consMem)
+			mem, w.consMem = w.consMem[l:l+n:l+n], w.consMem[:l+n]
+		} else {
+			mem = make([]byte, n)
+		}
 		for i := range c.Bufs {
 			c.Bufs[i].Mem = mem[i*entryIDBytes : (i+1)*entryIDBytes : (i+1)*entryIDBytes]
 		}

@@ -106,8 +106,13 @@ func (f *faults) slot(site Site) siteSlot {
 	return siteSlot{ix: uint8(siteIndex[site]), on: f.Enabled[site]}
 }
 
-func newFaults(rng *rand.Rand, s Settings) *faults {
-	f := &faults{rng: rng, Enabled: map[Site]bool{}, fireP: s.FireProbability, fired: map[Site]int{}}
+// init makes f the faults of settings s drawing from rng, with enabled
+// (empty) as its map of enabled sites if not nil, and returns f.
+func (f *faults) init(rng *rand.Rand, s Settings, enabled map[Site]bool) *faults {
+	if enabled == nil {
+		enabled = map[Site]bool{}
+	}
+	*f = faults{rng: rng, Enabled: enabled, fireP: s.FireProbability, fired: map[Site]int{}}
 	for _, site := range s.Faults {
 		f.Enabled[site] = true
 	}

@@ -71,8 +71,6 @@ type history struct {
 	DrainMs int64
 }
 
-func newHistory() *history { return &history{pending: map[opKey]int{}, DrainMs: -1} }
-
 // histCall records the call of an operation (entry "" for a publish).
 func (w *World) histCall(client int, rpc int64, kind OpKind, entry string) {
 	h := w.Hist

@@ -61,6 +61,11 @@ type ledger struct {
 	// recs is where add allocates records, a block at a time (never
 	// grown in place: records are referred to by pointer).
 	recs []EntryRecord
+	// consumptions is where AddConsumption takes the records' first
+	// consumptions, a block at a time.
+	consumptions []string
+	// okCalls is where AddOkCall takes the records' first OK calls.
+	okCalls [][2]int64
 	// RemoveFailures counts removals that failed with an I/O error.
 	RemoveFailures int
 	// Cancelled lists the entries whose publish was cancelled or whose
@@ -125,6 +130,38 @@ func (l *ledger) Add(id string, h int, payloadBytes int64) *EntryRecord {
 	l.Entries[id] = e
 	l.All = append(l.All, e)
 	return e
+}
+
+// AddConsumption appends key to e.Consumptions. A record's first
+// consumption takes a one-string slice of the ledger's block (issue #16:
+// an entry is consumed once, so that was an allocation each); a second
+// one, which single use forbids, grows it as append does.
+func (l *ledger) AddConsumption(e *EntryRecord, key string) {
+	if e.Consumptions != nil {
+		e.Consumptions = append(e.Consumptions, key)
+		return
+	}
+	if len(l.consumptions) == cap(l.consumptions) {
+		l.consumptions = make([]string, 0, max(16, 2*cap(l.consumptions)))
+	}
+	l.consumptions = append(l.consumptions, key)
+	n := len(l.consumptions)
+	e.Consumptions = l.consumptions[n-1 : n : n]
+}
+
+// AddOkCall appends call (client, rpc) to e.OkCalls, the first one from
+// the ledger's block as AddConsumption does.
+func (l *ledger) AddOkCall(e *EntryRecord, call [2]int64) {
+	if e.OkCalls != nil {
+		e.OkCalls = append(e.OkCalls, call)
+		return
+	}
+	if len(l.okCalls) == cap(l.okCalls) {
+		l.okCalls = make([][2]int64, 0, max(16, 2*cap(l.okCalls)))
+	}
+	l.okCalls = append(l.okCalls, call)
+	n := len(l.okCalls)
+	e.OkCalls = l.okCalls[n-1 : n : n]
 }
 
 // Touch records that e's Consumptions, OkCalls, Aborted, RemovedCause,

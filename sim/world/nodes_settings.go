@@ -86,9 +86,11 @@ type NodeSettings struct {
 var nodeSettingKeys = []string{"topology", "decoders", "kv_session_ttl_ms", "decode_timeout_ms", "partition_ms_max", "partition_period_ms", "fsync_ms_max", "producer_down_ms_max"}
 
 // drawNodeSettings draws s.NodeSettings and the node sites from the nodes
-// stream only, and adds the enabled sites to s.Faults (kept sorted).
-func drawNodeSettings(seed uint64, s *Settings) {
-	r := newRNG(seed, subNodes)
+// stream only, adds the enabled sites to faults (the sites DrawSettings
+// enabled) and returns it sorted.
+func drawNodeSettings(seed uint64, s *Settings, faults []Site) []Site {
+	var cell rngCell // newRNG's stream, not allocated (issue #16)
+	r := cell.seed(seed, subNodes)
 	n := &s.NodeSettings
 	n.Topology = TopologyEPD
 	if Chance(r, 0.25) {
@@ -103,11 +105,12 @@ func drawNodeSettings(seed uint64, s *Settings) {
 	n.ProducerDownMsMax = Between(r, 1, 500)
 	for _, site := range nodeSites {
 		if Chance(r, EnableProbability) {
-			s.Faults = append(s.Faults, site)
+			faults = append(faults, site)
 		}
 	}
-	slices.Sort(s.Faults)
+	slices.Sort(faults)
 	s.LivenessBudgetTicks += n.KVSessionTTLMs + n.DecodeTimeoutMs + n.PartitionMsMax + n.FsyncMsMax + n.ProducerDownMsMax
+	return faults
 }
 
 // validate lists what is wrong with n (Settings.Validate).

@@ -1,8 +1,6 @@
 package world
 
 import (
-	"encoding/hex"
-
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/engine/xfer"
 )
@@ -63,7 +61,7 @@ func NewProducerNode(w *World) *producerNode {
 	p.key = []byte("baton-sim reference key\x00" + p.InstanceID)
 	w.Sd.openProducer(p)
 	if w.Set.Backend == BackendTransfer {
-		p.Agent = w.newAgent("E-"+p.InstanceID, false)
+		p.Agent = w.newAgent(w.Concat("E-", p.InstanceID), false)
 	}
 	p.Health.Started()
 	return p
@@ -75,9 +73,7 @@ func (w *World) NewEntryID() string {
 	for i := range b {
 		b[i] = byte(w.idRNG.Uint32())
 	}
-	var x [32]byte
-	hex.Encode(x[:], b[:])
-	return string(x[:]) // one allocation (EncodeToString makes two)
+	return w.Hex(b[:]) // one allocation a chunk of the run's text (text.go)
 }
 
 // NewInstanceID draws a lowercase UUID from the ids stream.
@@ -162,4 +158,35 @@ func Short(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// Phrases of an answer made once per code, not per answer (issue #16).
+var (
+	producerAnswered = prefixedResNames("producer answered ")
+	publishFailedAs  = prefixedResNames("publish failed: ")
+)
+
+// prefixedResNames maps each code of ResNames to p followed by its name.
+func prefixedResNames(p string) map[int64]string {
+	m := make(map[int64]string, len(ResNames))
+	for res, name := range ResNames {
+		m[res] = p + name
+	}
+	return m
+}
+
+// ProducerAnswered is "producer answered " and res's name (ResNames).
+func ProducerAnswered(res int64) string {
+	if s, ok := producerAnswered[res]; ok {
+		return s
+	}
+	return "producer answered " + ResNames[res]
+}
+
+// publishFailed is "publish failed: " and res's name (ResNames).
+func publishFailed(res int64) string {
+	if s, ok := publishFailedAs[res]; ok {
+		return s
+	}
+	return "publish failed: " + ResNames[res]
 }

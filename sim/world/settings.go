@@ -66,7 +66,8 @@ const EnableProbability = 0.25
 
 // DrawSettings returns the settings seed decides, from the settings stream only.
 func DrawSettings(seed uint64) Settings {
-	r := newRNG(seed, subSettings)
+	var cell rngCell // newRNG's stream, not allocated (issue #16)
+	r := cell.seed(seed, subSettings)
 	s := Settings{}
 	if r.IntN(2) == 0 {
 		s.Backend = BackendSharedDir
@@ -92,16 +93,23 @@ func DrawSettings(seed uint64) Settings {
 	s.ClientTimeoutMs = Between(r, 1500, 4000)
 	s.CollectPeriodMs = Between(r, 20, 400)
 	s.FireProbability = 0.25
+	// The enabled sites are gathered here and copied once into s.Faults
+	// (nil if none), not grown site by site (issue #16).
+	var sites [maxSites]Site // maxSites bounds len(AllSites) (coverage.go)
+	faults := sites[:0]
 	for _, site := range AllSites {
 		if isNodeSite(site) {
 			continue // drawn by drawNodeSettings from its own stream
 		}
 		if Chance(r, EnableProbability) {
-			s.Faults = append(s.Faults, site)
+			faults = append(faults, site)
 		}
 	}
 	s.LivenessBudgetTicks = s.MaxTTLMs + s.LongDelayMaxMs*4 + s.ClientTimeoutMs*4 + s.ConsumerTimeoutMs + s.ProducerTimeoutMs + 10*s.CollectPeriodMs + 5000
-	drawNodeSettings(seed, &s)
+	faults = drawNodeSettings(seed, &s, faults)
+	if len(faults) > 0 {
+		s.Faults = append([]Site(nil), faults...)
+	}
 	return s
 }
 

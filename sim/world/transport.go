@@ -51,6 +51,36 @@ type xferWorld struct {
 	// ProofWaits counts the consumers' quarantines waiting for their Q-6
 	// proof (quarantine.go): while it is 0 no step looks for one.
 	ProofWaits int
+	// region is OneRegion's list; srcMem the chunk SourceMem takes from;
+	// writes the block NewWrite takes from.
+	region [1][]byte
+	srcMem []byte
+	writes []Write
+}
+
+// OneRegion returns the list of the one region buf, for an agent's
+// RegisterMemory (which keeps none of the list, only the region: engine/xfer
+// core.go), in a list the world reuses (issue #16: an allocation each).
+func (w *World) OneRegion(buf []byte) [][]byte {
+	w.Xf.region[0] = buf
+	return w.Xf.region[:]
+}
+
+// SourceMem returns a copy of id, for E to register as an entry's source,
+// taken from a chunk of the run's (issue #16: an allocation each); each
+// copy is its own (capacity len(id)) and a chunk is never reused.
+func (w *World) SourceMem(id string) []byte {
+	n := len(id)
+	if len(w.Xf.srcMem)+n > cap(w.Xf.srcMem) {
+		size := textChunk
+		if w.Xf.srcMem == nil {
+			size = n * (w.Set.Handoffs + 1) // about one entry a handoff
+		}
+		w.Xf.srcMem = make([]byte, 0, max(size, n))
+	}
+	l := len(w.Xf.srcMem)
+	w.Xf.srcMem = append(w.Xf.srcMem, id...)
+	return w.Xf.srcMem[l : l+n : l+n]
 }
 
 // xferKeys issues remote keys deterministically: a counter, unique across
@@ -107,6 +137,17 @@ func (w *World) FreeSource(id string) {
 
 // Write is one WRITE E posted into a consumer's buffer: the driver's handle
 // on an xfer request and what it knows of it.
+// NewWrite returns a new WRITE holding wr, allocated from the run's blocks
+// of WRITEs (issue #16: one allocation a transfer), which are never grown
+// in place (WRITEs are referred to by pointer).
+func (w *World) NewWrite(wr Write) *Write {
+	if len(w.Xf.writes) == cap(w.Xf.writes) {
+		w.Xf.writes = make([]Write, 0, max(8, 2*cap(w.Xf.writes)))
+	}
+	w.Xf.writes = append(w.Xf.writes, wr)
+	return &w.Xf.writes[len(w.Xf.writes)-1]
+}
+
 type Write struct {
 	Num   int64
 	Entry string
@@ -135,8 +176,14 @@ type Write struct {
 // Pending reports whether the WRITE may still land.
 func (wr *Write) Pending() bool { return !wr.Ended }
 
+// firstAgentNames are consumerAgentName's names of the first incarnations.
+var firstAgentNames = [...]string{"PD0.1", "PD1.1", "PD2.1"}
+
 // consumerAgentName names consumer idx's incarnation inc's agent.
 func consumerAgentName(idx int, inc int64) string {
+	if inc == 1 && idx < len(firstAgentNames) {
+		return firstAgentNames[idx]
+	}
 	return "PD" + strconv.Itoa(idx) + "." + strconv.FormatInt(inc, 10) // fmt.Sprintf("PD%d.%d")
 }
 

@@ -133,18 +133,26 @@ type World struct {
 	SettledStep int64
 	WorkRNG     *rand.Rand // the workload stream (encode times, late cancels)
 	idRNG       *rand.Rand
-	NetRNG      *rand.Rand // the network stream (delays, WRITE timing and faults)
-	DiskRNG     *rand.Rand // the disk stream (removal and claim-read times)
-	ProcRNG     *rand.Rand
+	// textBuf is the run's current chunk of text (text.go): ids, receive keys.
+	textBuf []byte
+	NetRNG  *rand.Rand // the network stream (delays, WRITE timing and faults)
+	DiskRNG *rand.Rand // the disk stream (removal and claim-read times)
+	ProcRNG *rand.Rand
 	// rngs hold the streams above, the faults' and the nodes' (rngCell).
 	rngs   [7]rngCell
 	Faults *faults
+	// faults is what Faults points to (issue #16: one allocation less a run).
+	faults faults
 
 	Prod    *producerNode
 	Cons    []*ConsumerNode
 	Clients []*Client
 	Ledger  *ledger
 	Hist    *history
+	// ledger and hist are what Ledger and Hist point to (issue #16: two
+	// allocations less a run).
+	ledger ledger
+	hist   history
 	// Sd is the shared directory: the real shareddir code over a simulated disk (shared_disk.go).
 	Sd      *sharedDisk
 	Sources map[string]sourceState
@@ -152,6 +160,8 @@ type World struct {
 	// Xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
 	Xf    xferWorld
 	Xreqs []Xreq // every transfer request, by receive number-1
+	// recvs is where NewRecv allocates receives, a block at a time.
+	recvs []Recv
 	// Admit is sim/nodes' consumerCheckRef's admission, its callbacks made once.
 	Admit ConsumeAdmission
 	// TransferAdmit is sim/nodes' producerCheckRef's, likewise.
@@ -191,6 +201,10 @@ type World struct {
 	// consNodes of its consumers for newConsumerNode to take.
 	consBufs  []buffer
 	consNodes []ConsumerNode
+	// recvMaps are Run's pooled maps for the consumers' receives (Boot),
+	// and consMem its memory for their first incarnations' buffers.
+	recvMaps []map[int64]*Recv
+	consMem  []byte
 
 	// sendSlots hold the events sendHooked hands the send hooks, by
 	// nesting depth (sendDepth).
@@ -201,6 +215,7 @@ type World struct {
 	Tracing bool
 	note    string
 	trace   *traceWriter
+	traceW  traceWriter // what trace points to (one allocation less a run)
 }
 
 // Run runs the world for seed with settings s and returns its result. It
@@ -262,6 +277,22 @@ type runBufs struct {
 	// (a run's records are referred to by pointer only within the run).
 	recs []EntryRecord
 	all  []*EntryRecord
+	// upstream, recvEnds and writes are the World's logs, cleared.
+	upstream []upstreamAnswer
+	recvEnds []RecvEnd
+	writes   []*Write
+	// recvMaps are the consumers' maps of receives, cleared.
+	recvMaps []map[int64]*Recv
+	// fired is the run's coverage of fired faults; consMem the memory of
+	// the consumers' first incarnations' buffers (transfer backend), cleared.
+	fired   []firedCell
+	consMem []byte
+	// recvs is the run's first block of receives (NewRecv), takes and
+	// touched the ledger's lists of them, cleared.
+	recvs       []Recv
+	takes       []Take
+	touched     []*EntryRecord
+	unpublished []Unpublished
 	// entries and sources are the ledger's and the world's maps, cleared.
 	entries map[string]*EntryRecord
 	sources map[string]sourceState
@@ -273,8 +304,15 @@ type runBufs struct {
 	// list of them, cleared.
 	consNodes []ConsumerNode
 	consPtrs  []*ConsumerNode
+	// enabled is the faults' map of enabled sites, cleared.
+	enabled map[Site]bool
 	// pending is the history's map of unanswered calls, cleared.
 	pending map[opKey]int
+	// admit and transferAdmit are world's admissions, their callbacks
+	// (bound to world, which they read) kept and their per-run fields
+	// cleared (sim/nodes binds them once per World, not once per run).
+	admit         ConsumeAdmission
+	transferAdmit TransferAdmission
 	// The media model's: the first block of published media, and the
 	// published, answers and by-hash lists, cleared; cache is the
 	// consumers' prefix caches' map, cleared.
@@ -289,6 +327,10 @@ var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
 
 // maxPooledMap bounds the maps a finished run hands on (runBufs).
 const maxPooledMap = 256
+
+// maxPooledRecvMaps bounds the consumers' maps of receives a finished run
+// hands on: enough for the most consumers a run draws.
+const maxPooledRecvMaps = 4
 
 // reuse returns b[:0] when it can hold n, else a new slice of capacity n.
 func reuse[T any](b []T, n int) []T {
@@ -310,9 +352,33 @@ func (w *World) releaseBufs() {
 	clear(w.Clients)
 	clear(b.clients)
 	clear(w.Xreqs)
-	clear(b.recs[:cap(b.recs)]) // the first block, whatever the ledger grew to since
+	// the first block's used records, whatever the ledger grew to since
+	// (Add allocates records in order, one per entry of All)
+	clear(b.recs[:min(len(w.Ledger.All), cap(b.recs))])
 	clear(w.Ledger.All)
 	b.recs, b.all = b.recs[:0], w.Ledger.All[:0]
+	// the first block's used receives, whatever the world grew to since
+	// (NewRecv allocates them in order, at most one per request of Xreqs)
+	clear(b.recvs[:min(len(w.Xreqs), cap(b.recvs))])
+	b.recvs = b.recvs[:0]
+	clear(w.Ledger.Takes)
+	clear(w.Ledger.Touched[:cap(w.Ledger.Touched)]) // Untouch clears only what it empties
+	b.takes, b.touched = w.Ledger.Takes[:0], w.Ledger.Touched[:0]
+	clear(w.Ledger.Unpublished)
+	b.unpublished = w.Ledger.Unpublished[:0]
+	clear(w.Upstream)
+	clear(w.RecvEnds)
+	clear(w.Writes)
+	b.upstream, b.recvEnds, b.writes = w.Upstream[:0], w.RecvEnds[:0], w.Writes[:0]
+	b.fired = w.cov.fired[:0]
+	clear(b.consMem)
+	b.recvMaps = w.recvMaps // those this run did not take (empty)
+	for _, c := range w.Cons {
+		if len(c.Recvs) <= maxPooledMap && c.Recvs != nil && len(b.recvMaps) < maxPooledRecvMaps {
+			clear(c.Recvs)
+			b.recvMaps = append(b.recvMaps, c.Recvs)
+		}
+	}
 	b.entries, b.sources = nil, nil
 	if len(w.Ledger.Entries) <= maxPooledMap && len(w.Sources) <= maxPooledMap {
 		// (clearing a map costs its capacity: a huge run's is not kept)
@@ -338,6 +404,14 @@ func (w *World) releaseBufs() {
 		clear(m.Cache)
 		b.pending, b.cache = w.Hist.pending, m.Cache
 	}
+	b.admit = ConsumeAdmission{Adm: w.Admit.Adm}
+	b.admit.Adm.Accepted, b.admit.Adm.Mutants, b.admit.Adm.OpaqueBytes = nil, handoff.Mutants{}, 0
+	b.transferAdmit = TransferAdmission{Adm: w.TransferAdmit.Adm}
+	b.transferAdmit.Adm.OpaqueBytes, b.transferAdmit.Adm.Self, b.transferAdmit.Adm.NowUnixMs = 0, "", 0
+	if e := w.faults.Enabled; e != nil {
+		clear(e)
+		b.enabled = e
+	}
 	*w = World{} // nothing of this run stays reachable from the pool
 	b.world = w
 	runBufPool.Put(b)
@@ -352,20 +426,30 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		panic("sim/world: no node behaviour installed (package sim installs it: world.SetBehaviour)")
 	}
 	var w *World
-	if bufs != nil && bufs.world != nil {
+	pooled := bufs != nil && bufs.world != nil
+	if pooled {
 		w, bufs.world = bufs.world, nil // zeroed by releaseBufs
 	} else {
 		w = new(World)
 	}
 	*w = World{
 		seed: seed, Set: s, Opts: opts, Decisions: opts.Mutant.decisions(), checks: installed, behaviour: installedBehaviour,
-		Ledger: &ledger{}, Hist: newHistory(), Media: newMediaWorld(seed), // the ledger's map and lists: below
+		Media: newMediaWorld(seed), // the ledger's map and lists: below
+	}
+	w.Ledger, w.Hist = &w.ledger, &w.hist
+	w.hist.DrainMs = -1
+	if pooled { // the admissions' callbacks, bound to this very World
+		w.Admit, w.TransferAdmit = bufs.admit, bufs.transferAdmit
 	}
 	w.WorkRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
 	w.NetRNG, w.DiskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
 	w.ProcRNG = w.rngs[4].seed(seed, subProcess)
 	w.Sd = newSharedDisk(w)
-	w.Faults = newFaults(w.rngs[5].seed(seed, subFaults), s)
+	var enabled map[Site]bool
+	if bufs != nil {
+		enabled, bufs.enabled = bufs.enabled, nil // cleared by releaseBufs
+	}
+	w.Faults = w.faults.init(w.rngs[5].seed(seed, subFaults), s, enabled)
 	w.Faults.cov = &w.cov
 	// Sized for a run's usual peak (about two events and four operations
 	// per handoff in flight), so a run does not grow them step by step.
@@ -391,6 +475,19 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		bufs.recs = w.Ledger.recs
 	}
 	w.Xreqs = reuse(b.xreqs, s.Handoffs)
+	w.recvs = reuse(b.recvs, max(16, s.Handoffs))
+	w.Ledger.Takes = reuse(b.takes, s.Handoffs)
+	w.Ledger.Touched = b.touched[:0]
+	w.Ledger.Unpublished = b.unpublished[:0]
+	w.Upstream, w.RecvEnds, w.Writes = b.upstream[:0], b.recvEnds[:0], b.writes[:0]
+	w.cov.fired = b.fired[:0]
+	if bufs != nil {
+		w.recvMaps, bufs.recvMaps = bufs.recvMaps, nil
+		w.consMem = bufs.consMem[:0]
+	}
+	if bufs != nil {
+		bufs.recvs = w.recvs
+	}
 	if bufs != nil {
 		if n := s.Consumers * s.BuffersPerConsumer; cap(b.consBufs) >= n {
 			bufs.consBufs = b.consBufs[:n]
@@ -405,9 +502,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		}
 		w.consNodes = bufs.consNodes
 		w.Cons = reuse(b.consPtrs, s.Consumers)
-		if b.pending != nil {
-			w.Hist.pending = b.pending // cleared by releaseBufs
-		}
+		w.Hist.pending = b.pending // cleared by releaseBufs (nil: made below)
 		// The media model's lists, as sim/nodes would make them (an
 		// empty list reads as a nil one), and its first block.
 		m := &w.Media
@@ -421,8 +516,12 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 			m.Cache = make(map[CacheKey]uint64, s.Handoffs)
 		}
 	}
+	if w.Hist.pending == nil {
+		w.Hist.pending = map[opKey]int{}
+	}
 	w.Tracing = opts.Trace != nil || opts.Verbose != nil
-	w.trace = &traceWriter{out: opts.Trace, verbose: opts.Verbose}
+	w.traceW = traceWriter{out: opts.Trace, verbose: opts.Verbose}
+	w.trace = &w.traceW
 	w.initNodes()
 	return w
 }
