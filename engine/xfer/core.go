@@ -128,7 +128,10 @@ type core struct {
 	onInbound func(InboundEvent)
 	tr        transport
 
-	ctx       context.Context // cancelled by Close: ends every outbound write
+	// ctx is cancelled by Close: it ends every outbound write. It is made
+	// at its first use (agentContext; guarded by mu): an agent whose
+	// posts are all held by a ManualNetwork never needs one.
+	ctx       context.Context
 	cancelAll context.CancelFunc
 	writers   sync.WaitGroup // outbound write goroutines
 	inbounds  sync.WaitGroup // accepted peer writes not yet ended
@@ -220,8 +223,21 @@ func newCore(backend string, opts Options) (*core, error) {
 	if c.clock == nil {
 		c.clock = SystemClock{}
 	}
-	c.ctx, c.cancelAll = context.WithCancel(context.Background())
 	return c, nil
+}
+
+// agentContext returns the agent's context, making it at the first call;
+// after Close it is cancelled.
+func (c *core) agentContext() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil {
+		c.ctx, c.cancelAll = context.WithCancel(context.Background())
+		if c.closed {
+			c.cancelAll()
+		}
+	}
+	return c.ctx
 }
 
 // Name is the agent's name as peers see it (Options.Name).
@@ -714,7 +730,7 @@ func (c *core) Post(r *Request) (Status, error) {
 // postContext returns the context of r's current post, a child of the
 // agent's (Close cancels it), and makes its cancel r's, which finish calls.
 func (c *core) postContext(r *Request) context.Context {
-	ctx, cancel := context.WithCancel(c.ctx)
+	ctx, cancel := context.WithCancel(c.agentContext())
 	c.mu.Lock()
 	r.cancel = cancel
 	c.mu.Unlock()
@@ -838,8 +854,11 @@ func (c *core) Close() error {
 		return nil
 	}
 	c.closed = true
+	cancelAll := c.cancelAll // nil: no context made yet (agentContext makes it cancelled)
 	c.mu.Unlock()
-	c.cancelAll()
+	if cancelAll != nil {
+		cancelAll()
+	}
 	if h, ok := c.tr.(holder); ok {
 		h.abandon() // held transfers have no goroutine to see ctx end
 	}
