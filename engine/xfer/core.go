@@ -141,8 +141,8 @@ type core struct {
 	nextID   uint64
 	seq      uint64
 	nextAddr uint64
-	regs     map[uint64]*Registration // live registrations; each holds its regions
-	byKey    map[remoteKey]*region
+	regs     map[uint64]*Registration // live registrations, each holding its regions; made at the first
+	byKey    map[remoteKey]*region    // made at the first registration
 	peers    map[string]peerInfo // made at the first peer loaded
 	reqs     map[uint64]*Request // made at the first request
 	inflight int
@@ -214,8 +214,6 @@ func newCore(backend string, opts Options) (*core, error) {
 		faults:    opts.Faults,
 		onInbound: opts.OnInbound,
 		nextAddr:  addressBase,
-		regs:      map[uint64]*Registration{},
-		byKey:     map[remoteKey]*region{},
 	}
 	if c.rand == nil {
 		c.rand = rand.Reader
@@ -314,6 +312,10 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
+	if c.regs == nil {
+		c.regs = map[uint64]*Registration{}
+		c.byKey = map[remoteKey]*region{}
+	}
 	for _, r := range rs {
 		c.byKey[r.key] = r
 	}
