@@ -128,7 +128,10 @@ func (n *inode) delChild(name string) {
 // Disk is one simulated host's disk. It is not safe for concurrent use:
 // the simulator calls it from one goroutine.
 type Disk struct {
-	root *inode // "/"
+	root     *inode // "/": rootNode
+	rootNode inode
+	// procs are allocated processes not yet handed out (Proc).
+	procs []Proc
 	now  func() int64
 	// Hook, when set, is called before every operation (see the package doc).
 	Hook func(p *Proc, op Op, path string) error
@@ -161,12 +164,26 @@ func (d *Disk) cachedDir(path string) (*inode, bool) {
 // NewDisk returns an empty disk (only "/") whose modification times are
 // nowMs() Unix ms.
 func NewDisk(nowMs func() int64) *Disk {
-	return &Disk{root: &inode{dir: true, perm: 0o755, children: map[string]*inode{}, named: true, synced: true}, now: nowMs,
+	d := &Disk{rootNode: inode{dir: true, perm: 0o755, children: map[string]*inode{}, named: true, synced: true}, now: nowMs,
 		dirs: map[string]*inode{}}
+	d.root = &d.rootNode
+	return d
 }
 
 // Proc returns a new process's view of the disk.
-func (d *Disk) Proc(name string) *Proc { return &Proc{d: d, name: name} }
+func (d *Disk) Proc(name string) *Proc {
+	if len(d.procs) == 0 {
+		d.procs = make([]Proc, procChunk)
+	}
+	p := &d.procs[0]
+	d.procs = d.procs[1:]
+	*p = Proc{d: d, name: name}
+	return p
+}
+
+// procChunk is how many processes Disk.Proc allocates at a time (a run of
+// the simulator starts a few).
+const procChunk = 4
 
 // Proc is one process's view of a Disk: a shareddir.FS.
 type Proc struct {

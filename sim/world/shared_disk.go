@@ -150,7 +150,7 @@ func (g rngReader) Read(b []byte) (int, error) {
 }
 
 func newSharedDisk(w *World) *sharedDisk {
-	sd := &sharedDisk{w: w, Slow: map[string]bool{}, early: map[string]bool{}, interleave: true}
+	sd := &sharedDisk{w: w, Slow: map[string]bool{}, interleave: true} // early: made at its first entry
 	sd.Rng = sd.rngCell.seed(w.seed, subSharedDisk)
 	sd.rand = rngReader{sd.Rng}
 	sd.Disk = simfs.NewDisk(func() int64 { return w.Now })
@@ -397,6 +397,9 @@ func (w *World) removalInsideClaim(id string) {
 	}
 	if _, ok := sd.early[id]; ok || sd.Rng.IntN(2) == 0 {
 		return
+	}
+	if sd.early == nil {
+		sd.early = map[string]bool{}
 	}
 	sd.early[id] = sd.Remove(id, false)
 	w.Reach(stRemovalInsideClaim)
