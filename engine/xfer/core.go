@@ -143,8 +143,8 @@ type core struct {
 	nextAddr uint64
 	regs     map[uint64]*Registration // live registrations, each holding its regions; made at the first
 	byKey    map[remoteKey]*region    // made at the first registration
-	peers    map[string]peerInfo // made at the first peer loaded
-	reqs     map[uint64]*Request // made at the first request
+	peers    map[string]peerInfo      // made at the first peer loaded
+	reqs     map[uint64]*Request      // made at the first request
 	inflight int
 	inbound  int
 	// revocations are the revoked registrations whose done channel is

@@ -132,7 +132,7 @@ type Disk struct {
 	rootNode inode
 	// procs are allocated processes not yet handed out (Proc).
 	procs []Proc
-	now  func() int64
+	now   func() int64
 	// Hook, when set, is called before every operation (see the package doc).
 	Hook func(p *Proc, op Op, path string) error
 	// Ops counts the operations run (for the simulator's statistics).
