@@ -203,10 +203,20 @@ func (r *region) slice(addr, length uint64) []byte {
 }
 
 func newCore(backend string, opts Options) (*core, error) {
-	if err := validName(opts.Name); err != nil {
+	c := new(core)
+	if err := c.init(backend, opts); err != nil {
 		return nil, err
 	}
-	c := &core{
+	return c, nil
+}
+
+// init sets up c, a zero core, as newCore's (a transport that holds its
+// core allocates them together).
+func (c *core) init(backend string, opts Options) error {
+	if err := validName(opts.Name); err != nil {
+		return err
+	}
+	*c = core{
 		name:      opts.Name,
 		backend:   backend,
 		rand:      opts.Rand,
@@ -221,7 +231,7 @@ func newCore(backend string, opts Options) (*core, error) {
 	if c.clock == nil {
 		c.clock = SystemClock{}
 	}
-	return c, nil
+	return nil
 }
 
 // agentContext returns the agent's context, making it at the first call;

@@ -73,11 +73,13 @@ func NewManual(n *ManualNetwork, opts Options) (Agent, error) {
 	if n == nil {
 		return nil, fmt.Errorf("xfer: NewManual without a network: %w", ErrInvalidParam)
 	}
-	c, err := newCore(BackendLoopback, opts)
-	if err != nil {
+	a := new(manualAgent)
+	if err := a.c.init(BackendLoopback, opts); err != nil {
 		return nil, err
 	}
-	c.tr = &manual{loopback: loopback{reg: n.reg, c: c}, n: n}
+	c := &a.c
+	a.m = manual{loopback: loopback{reg: n.reg, c: c}, n: n}
+	c.tr = &a.m
 	n.reg.mu.Lock()
 	defer n.reg.mu.Unlock()
 	if n.reg.agents[c.name] != nil {
@@ -85,6 +87,13 @@ func NewManual(n *ManualNetwork, opts Options) (Agent, error) {
 	}
 	n.reg.agents[c.name] = c
 	return c, nil
+}
+
+// manualAgent is a manual agent's core and transport in one allocation
+// (the simulator starts several agents a run).
+type manualAgent struct {
+	c core
+	m manual
 }
 
 // Pending is the number of posted transfers not yet completed (0 for a
