@@ -87,8 +87,11 @@ func OpenProducer(fsys FS, root, instanceID string, rand io.Reader) (*Dir, error
 // checks that it is a directory: a directory baton did not create keeps
 // its mode.
 func ensureRoot(fsys FS, root string) error {
-	_, err := fsys.Lstat(root)
-	if errors.Is(err, fs.ErrNotExist) {
+	ok, err := exists(fsys, root) // a missing root costs no error value
+	if err != nil {
+		return fmt.Errorf("shareddir: stat root %s: %w", root, err)
+	}
+	if !ok {
 		if parent := filepath.Dir(root); parent != root {
 			if err := fsys.MkdirAll(parent, dirPerm); err != nil {
 				return fmt.Errorf("shareddir: create the parent of root %s: %w", root, err)
@@ -105,8 +108,6 @@ func ensureRoot(fsys FS, root string) error {
 		default:
 			return fmt.Errorf("shareddir: create root %s: %w", root, err)
 		}
-	} else if err != nil {
-		return fmt.Errorf("shareddir: stat root %s: %w", root, err)
 	}
 	return requireDir(fsys, root)
 }
