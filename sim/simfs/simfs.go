@@ -371,28 +371,16 @@ func (d *Disk) parent(path string) (*inode, string, error) {
 	return pn, base, nil
 }
 
-// split breaks a path into its elements.
-func split(path string) []string {
-	path = filepath.Clean(path)
-	var parts []string
-	for path != "/" && path != "." && path != "" {
-		dir, base := filepath.Split(path)
-		parts = append(parts, base)
-		path = filepath.Clean(dir)
-	}
-	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-		parts[i], parts[j] = parts[j], parts[i]
-	}
-	return parts
-}
-
 // MkdirAll creates path and missing parents.
 func (p *Proc) MkdirAll(path string, perm fs.FileMode) error {
 	if err := p.enter(OpMkdir, path); err != nil {
 		return err
 	}
 	n := p.d.root
-	for _, part := range split(path) {
+	// The elements of the clean path, walked without making a list.
+	for rest := strings.TrimPrefix(clean(path), "/"); rest != "" && rest != "."; {
+		var part string
+		part, rest, _ = strings.Cut(rest, "/")
 		c, ok := n.children[part]
 		if !ok {
 			c = p.d.newDir(perm)
