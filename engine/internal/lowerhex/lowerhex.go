@@ -32,11 +32,7 @@ const (
 // bit exactly when the byte is at least c, and never carries into the
 // next byte (0x7f + 0x50 < 0x100).
 func word(x uint64) bool {
-	if x&high != 0 {
-		return false
-	}
-	ge := func(c uint64) uint64 { return x + (0x80-c)*ones }
-	digit := ge('0') &^ ge('9'+1)
-	letter := ge('a') &^ ge('f'+1)
-	return (digit|letter)&high == high
+	digit := (x + (0x80-'0')*ones) &^ (x + (0x80-'9'-1)*ones)
+	letter := (x + (0x80-'a')*ones) &^ (x + (0x80-'f'-1)*ones)
+	return x&high == 0 && (digit|letter)&high == high
 }
