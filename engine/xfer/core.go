@@ -709,7 +709,7 @@ func (c *core) Post(r *Request) (Status, error) {
 		c.mu.Unlock()
 		return 0, fmt.Errorf("xfer: Post of a request still in flight: %w", ErrRepostActive)
 	}
-	r.state, r.err, r.done, r.cancel = reqInFlight, nil, make(chan struct{}), nil
+	r.state, r.err, r.done, r.cancel = reqInFlight, nil, nil, nil // done: made by the first Done while in flight
 	c.inflight++
 	c.seq++
 	info := WriteInfo{Seq: c.seq, Peer: r.peer.name, Bytes: r.total, Segments: len(r.srcs), Read: r.read}
@@ -782,7 +782,11 @@ func (c *core) finish(r *Request, err error) {
 	if r.cancel != nil { // nil: a held post has no context (Post)
 		r.cancel()
 	}
-	close(r.done)
+	if r.done != nil {
+		close(r.done)
+	} else {
+		r.done = closedChan // nobody asked for it while in flight
+	}
 	c.mu.Unlock()
 	c.writers.Done()
 }
