@@ -723,20 +723,27 @@ func (c *core) Post(r *Request) (Status, error) {
 			f = Fault{Kind: FaultFailAfter, AfterBytes: 0} // a misconfigured test fails loudly
 		}
 	}
-	w := &outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f, read: r.read}
 	if c.tr.inline(f) {
-		c.finish(r, c.run(c.postContext(r), w))
+		w := c.outbound(r, f)
+		c.finish(r, c.run(c.postContext(r), &w))
 		return c.Status(r)
 	}
 	if h, ok := c.tr.(holder); ok {
 		// ManualNetwork: the driver moves it (manual.go). Nothing there
-		// reads a context, so the post gets none (and no cancel).
-		h.hold(r, w)
+		// reads a context, so the post gets none (and no cancel). The
+		// holder keeps its own copy of the outbound.
+		h.hold(r, c.outbound(r, f))
 		return StatusInProgress, nil
 	}
 	ctx := c.postContext(r)
-	go func() { c.finish(r, c.run(ctx, w)) }()
+	w := c.outbound(r, f)
+	go func() { c.finish(r, c.run(ctx, &w)) }()
 	return StatusInProgress, nil
+}
+
+// outbound is r's post with fault f, as the transport sees it.
+func (c *core) outbound(r *Request, f Fault) outbound {
+	return outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f, read: r.read}
 }
 
 // postContext returns the context of r's current post, a child of the
