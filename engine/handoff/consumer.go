@@ -53,6 +53,8 @@ type ConsumerReceives struct {
 	rejected          uint64
 	// version counts the calls of mutating methods (Version).
 	version uint64
+	// slab allocates the receives.
+	slab slab[receive]
 }
 
 // Version counts the calls of the mutating methods (Preflight, Registered,
@@ -85,7 +87,9 @@ func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 	if c.receives == nil {
 		c.receives = map[string]*receive{}
 	}
-	c.receives[id] = &receive{id: id, payloadBytes: payloadBytes, buffers: 1, state: ReceivePreflight}
+	r := c.slab.new()
+	*r = receive{id: id, payloadBytes: payloadBytes, buffers: 1, state: ReceivePreflight}
+	c.receives[id] = r
 	c.inflightBytes += payloadBytes
 	return nil
 }

@@ -140,6 +140,8 @@ type ProducerTable struct {
 	version uint64
 	// failedRemovals are the entries whose removal failed (RemovalFailed).
 	failedRemovals map[string]struct{}
+	// slab allocates the entries.
+	slab slab[producerEntry]
 }
 
 // Version counts the calls of the table's mutating methods (Reserve,
@@ -175,7 +177,9 @@ func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
 	if t.cfg.QuotaBytes > 0 && t.heldBytes+payloadBytes > t.cfg.QuotaBytes {
 		return rejectf(ErrQuotaExceeded, "L-5 publishing %d bytes would hold %d of %d", payloadBytes, t.heldBytes+payloadBytes, t.cfg.QuotaBytes)
 	}
-	t.entries[id] = &producerEntry{id: id, payloadBytes: payloadBytes, state: EntryReserved}
+	e := t.slab.new()
+	*e = producerEntry{id: id, payloadBytes: payloadBytes, state: EntryReserved}
+	t.entries[id] = e
 	t.heldBytes += payloadBytes
 	return nil
 }

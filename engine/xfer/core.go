@@ -128,7 +128,10 @@ type core struct {
 	onInbound func(InboundEvent)
 	tr        transport
 
-	ctx       context.Context // cancelled by Close: ends every outbound write
+	// ctx is cancelled by Close: it ends every outbound write. It is made
+	// at its first use (agentContext; guarded by mu): an agent whose
+	// posts are all held by a ManualNetwork never needs one.
+	ctx       context.Context
 	cancelAll context.CancelFunc
 	writers   sync.WaitGroup // outbound write goroutines
 	inbounds  sync.WaitGroup // accepted peer writes not yet ended
@@ -138,10 +141,10 @@ type core struct {
 	nextID   uint64
 	seq      uint64
 	nextAddr uint64
-	regs     map[uint64]*Registration // live registrations; each holds its regions
-	byKey    map[remoteKey]*region
-	peers    map[string]peerInfo // made at the first peer loaded
-	reqs     map[uint64]*Request // made at the first request
+	regs     map[uint64]*Registration // live registrations, each holding its regions; made at the first
+	byKey    map[remoteKey]*region    // made at the first registration
+	peers    map[string]peerInfo      // made at the first peer loaded
+	reqs     map[uint64]*Request      // made at the first request
 	inflight int
 	inbound  int
 	// revocations are the revoked registrations whose done channel is
@@ -200,10 +203,20 @@ func (r *region) slice(addr, length uint64) []byte {
 }
 
 func newCore(backend string, opts Options) (*core, error) {
-	if err := validName(opts.Name); err != nil {
+	c := new(core)
+	if err := c.init(backend, opts); err != nil {
 		return nil, err
 	}
-	c := &core{
+	return c, nil
+}
+
+// init sets up c, a zero core, as newCore's (a transport that holds its
+// core allocates them together).
+func (c *core) init(backend string, opts Options) error {
+	if err := validName(opts.Name); err != nil {
+		return err
+	}
+	*c = core{
 		name:      opts.Name,
 		backend:   backend,
 		rand:      opts.Rand,
@@ -211,8 +224,6 @@ func newCore(backend string, opts Options) (*core, error) {
 		faults:    opts.Faults,
 		onInbound: opts.OnInbound,
 		nextAddr:  addressBase,
-		regs:      map[uint64]*Registration{},
-		byKey:     map[remoteKey]*region{},
 	}
 	if c.rand == nil {
 		c.rand = rand.Reader
@@ -220,8 +231,21 @@ func newCore(backend string, opts Options) (*core, error) {
 	if c.clock == nil {
 		c.clock = SystemClock{}
 	}
-	c.ctx, c.cancelAll = context.WithCancel(context.Background())
-	return c, nil
+	return nil
+}
+
+// agentContext returns the agent's context, making it at the first call;
+// after Close it is cancelled.
+func (c *core) agentContext() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil {
+		c.ctx, c.cancelAll = context.WithCancel(context.Background())
+		if c.closed {
+			c.cancelAll()
+		}
+	}
+	return c.ctx
 }
 
 // Name is the agent's name as peers see it (Options.Name).
@@ -298,6 +322,10 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
+	if c.regs == nil {
+		c.regs = map[uint64]*Registration{}
+		c.byKey = map[remoteKey]*region{}
+	}
 	for _, r := range rs {
 		c.byKey[r.key] = r
 	}
@@ -681,7 +709,7 @@ func (c *core) Post(r *Request) (Status, error) {
 		c.mu.Unlock()
 		return 0, fmt.Errorf("xfer: Post of a request still in flight: %w", ErrRepostActive)
 	}
-	r.state, r.err, r.done, r.cancel = reqInFlight, nil, make(chan struct{}), nil
+	r.state, r.err, r.done, r.cancel = reqInFlight, nil, nil, nil // done: made by the first Done while in flight
 	c.inflight++
 	c.seq++
 	info := WriteInfo{Seq: c.seq, Peer: r.peer.name, Bytes: r.total, Segments: len(r.srcs), Read: r.read}
@@ -695,26 +723,33 @@ func (c *core) Post(r *Request) (Status, error) {
 			f = Fault{Kind: FaultFailAfter, AfterBytes: 0} // a misconfigured test fails loudly
 		}
 	}
-	w := &outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f, read: r.read}
 	if c.tr.inline(f) {
-		c.finish(r, c.run(c.postContext(r), w))
+		w := c.outbound(r, f)
+		c.finish(r, c.run(c.postContext(r), &w))
 		return c.Status(r)
 	}
 	if h, ok := c.tr.(holder); ok {
 		// ManualNetwork: the driver moves it (manual.go). Nothing there
-		// reads a context, so the post gets none (and no cancel).
-		h.hold(r, w)
+		// reads a context, so the post gets none (and no cancel). The
+		// holder keeps its own copy of the outbound.
+		h.hold(r, c.outbound(r, f))
 		return StatusInProgress, nil
 	}
 	ctx := c.postContext(r)
-	go func() { c.finish(r, c.run(ctx, w)) }()
+	w := c.outbound(r, f)
+	go func() { c.finish(r, c.run(ctx, &w)) }()
 	return StatusInProgress, nil
+}
+
+// outbound is r's post with fault f, as the transport sees it.
+func (c *core) outbound(r *Request, f Fault) outbound {
+	return outbound{from: c.name, peer: r.peer, srcs: r.srcs, remote: r.remote, total: r.total, fault: f, read: r.read}
 }
 
 // postContext returns the context of r's current post, a child of the
 // agent's (Close cancels it), and makes its cancel r's, which finish calls.
 func (c *core) postContext(r *Request) context.Context {
-	ctx, cancel := context.WithCancel(c.ctx)
+	ctx, cancel := context.WithCancel(c.agentContext())
 	c.mu.Lock()
 	r.cancel = cancel
 	c.mu.Unlock()
@@ -754,7 +789,11 @@ func (c *core) finish(r *Request, err error) {
 	if r.cancel != nil { // nil: a held post has no context (Post)
 		r.cancel()
 	}
-	close(r.done)
+	if r.done != nil {
+		close(r.done)
+	} else {
+		r.done = closedChan // nobody asked for it while in flight
+	}
 	c.mu.Unlock()
 	c.writers.Done()
 }
@@ -838,8 +877,11 @@ func (c *core) Close() error {
 		return nil
 	}
 	c.closed = true
+	cancelAll := c.cancelAll // nil: no context made yet (agentContext makes it cancelled)
 	c.mu.Unlock()
-	c.cancelAll()
+	if cancelAll != nil {
+		cancelAll()
+	}
 	if h, ok := c.tr.(holder); ok {
 		h.abandon() // held transfers have no goroutine to see ctx end
 	}

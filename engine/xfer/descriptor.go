@@ -98,7 +98,7 @@ type Request struct {
 	// Guarded by owner.mu.
 	state    reqState
 	err      error
-	done     chan struct{} // closed when the current post finishes
+	done     chan struct{} // closed when the current post finishes; nil in flight until Done asks
 	cancel   func()        // ends the current post's write (nil: a held post, or not yet set)
 	released bool
 }
@@ -123,5 +123,8 @@ func (r *Request) Done() <-chan struct{} {
 	}
 	r.owner.mu.Lock()
 	defer r.owner.mu.Unlock()
+	if r.done == nil { // in flight, and nobody asked before (Post)
+		r.done = make(chan struct{})
+	}
 	return r.done
 }

@@ -129,7 +129,7 @@ func (l *loopback) move(ctx context.Context, w *outbound, read bool) error {
 		case <-ctx.Done():
 			in.end(limit, fmt.Errorf("initiator closed after %d bytes", limit))
 			return fmt.Errorf("xfer: %s %q cancelled by Close: %w", verb, w.peer.name, ErrCanceled)
-		case <-target.ctx.Done():
+		case <-target.agentContext().Done():
 			in.end(limit, fmt.Errorf("agent closed after %d bytes", limit))
 			return fmt.Errorf("xfer: loopback peer %q closed during the %s: %w", w.peer.name, noun, ErrRemoteDisconnect)
 		}

@@ -50,7 +50,8 @@ type manualTransfer struct {
 	seq uint64 // the order it was recorded in: a scan of pending ends transfers in this order
 	c   *core  // the initiator
 	r   *Request
-	w   *outbound
+	w   *outbound // &out
+	out outbound
 	in  *inboundWrite // accepted by the target and not yet ended; nil otherwise
 	// moved: Deliver or Cut has run (or the target refused or closed);
 	// delivered: Deliver has run.
@@ -73,11 +74,13 @@ func NewManual(n *ManualNetwork, opts Options) (Agent, error) {
 	if n == nil {
 		return nil, fmt.Errorf("xfer: NewManual without a network: %w", ErrInvalidParam)
 	}
-	c, err := newCore(BackendLoopback, opts)
-	if err != nil {
+	a := new(manualAgent)
+	if err := a.c.init(BackendLoopback, opts); err != nil {
 		return nil, err
 	}
-	c.tr = &manual{loopback: loopback{reg: n.reg, c: c}, n: n}
+	c := &a.c
+	a.m = manual{loopback: loopback{reg: n.reg, c: c}, n: n}
+	c.tr = &a.m
 	n.reg.mu.Lock()
 	defer n.reg.mu.Unlock()
 	if n.reg.agents[c.name] != nil {
@@ -85,6 +88,13 @@ func NewManual(n *ManualNetwork, opts Options) (Agent, error) {
 	}
 	n.reg.agents[c.name] = c
 	return c, nil
+}
+
+// manualAgent is a manual agent's core and transport in one allocation
+// (the simulator starts several agents a run).
+type manualAgent struct {
+	c core
+	m manual
 }
 
 // Pending is the number of posted transfers not yet completed (0 for a
@@ -270,14 +280,16 @@ func (m *manual) inline(Fault) bool { return false }
 
 // hold records a posted transfer (core.Post, for a holding transport): the
 // target accepts or refuses it now, the bytes move at Deliver.
-func (m *manual) hold(r *Request, w *outbound) {
+func (m *manual) hold(r *Request, w outbound) {
 	m.record(r, m.accept(w))
 }
 
 // accept asks w's target to accept it (beginInbound, which reports a
 // refusal to the target's OnInbound: no lock of the network is held).
-func (m *manual) accept(w *outbound) *manualTransfer {
-	t := &manualTransfer{c: m.c, w: w}
+func (m *manual) accept(out outbound) *manualTransfer {
+	t := &manualTransfer{c: m.c, out: out}
+	t.w = &t.out
+	w := t.w
 	if target := m.reg.lookup(w.peer.name); target == nil {
 		t.moved = true
 		t.err = fmt.Errorf("xfer: loopback peer %q is gone: %w", w.peer.name, ErrRemoteDisconnect)
@@ -395,7 +407,7 @@ func (n *ManualNetwork) inOrderLocked() []*manualTransfer {
 // holder is a transport whose transfers wait for an outside driver
 // (manual): Post hands them over instead of running them.
 type holder interface {
-	hold(r *Request, w *outbound)
+	hold(r *Request, w outbound)
 	abandon()
 }
 

@@ -97,7 +97,7 @@ func newProbe(a Agent) *probe {
 	return p
 }
 
-func (p *probe) hold(r *Request, w *outbound) {
+func (p *probe) hold(r *Request, w outbound) {
 	t := p.accept(w)
 	if p.between != nil {
 		p.between()

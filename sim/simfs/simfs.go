@@ -128,8 +128,11 @@ func (n *inode) delChild(name string) {
 // Disk is one simulated host's disk. It is not safe for concurrent use:
 // the simulator calls it from one goroutine.
 type Disk struct {
-	root *inode // "/"
-	now  func() int64
+	root     *inode // "/": rootNode
+	rootNode inode
+	// procs are allocated processes not yet handed out (Proc).
+	procs []Proc
+	now   func() int64
 	// Hook, when set, is called before every operation (see the package doc).
 	Hook func(p *Proc, op Op, path string) error
 	// Ops counts the operations run (for the simulator's statistics).
@@ -161,12 +164,26 @@ func (d *Disk) cachedDir(path string) (*inode, bool) {
 // NewDisk returns an empty disk (only "/") whose modification times are
 // nowMs() Unix ms.
 func NewDisk(nowMs func() int64) *Disk {
-	return &Disk{root: &inode{dir: true, perm: 0o755, children: map[string]*inode{}, named: true, synced: true}, now: nowMs,
+	d := &Disk{rootNode: inode{dir: true, perm: 0o755, children: map[string]*inode{}, named: true, synced: true}, now: nowMs,
 		dirs: map[string]*inode{}}
+	d.root = &d.rootNode
+	return d
 }
 
 // Proc returns a new process's view of the disk.
-func (d *Disk) Proc(name string) *Proc { return &Proc{d: d, name: name} }
+func (d *Disk) Proc(name string) *Proc {
+	if len(d.procs) == 0 {
+		d.procs = make([]Proc, procChunk)
+	}
+	p := &d.procs[0]
+	d.procs = d.procs[1:]
+	*p = Proc{d: d, name: name}
+	return p
+}
+
+// procChunk is how many processes Disk.Proc allocates at a time (a run of
+// the simulator starts a few).
+const procChunk = 4
 
 // Proc is one process's view of a Disk: a shareddir.FS.
 type Proc struct {
@@ -354,28 +371,16 @@ func (d *Disk) parent(path string) (*inode, string, error) {
 	return pn, base, nil
 }
 
-// split breaks a path into its elements.
-func split(path string) []string {
-	path = filepath.Clean(path)
-	var parts []string
-	for path != "/" && path != "." && path != "" {
-		dir, base := filepath.Split(path)
-		parts = append(parts, base)
-		path = filepath.Clean(dir)
-	}
-	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-		parts[i], parts[j] = parts[j], parts[i]
-	}
-	return parts
-}
-
 // MkdirAll creates path and missing parents.
 func (p *Proc) MkdirAll(path string, perm fs.FileMode) error {
 	if err := p.enter(OpMkdir, path); err != nil {
 		return err
 	}
 	n := p.d.root
-	for _, part := range split(path) {
+	// The elements of the clean path, walked without making a list.
+	for rest := strings.TrimPrefix(clean(path), "/"); rest != "" && rest != "."; {
+		var part string
+		part, rest, _ = strings.Cut(rest, "/")
 		c, ok := n.children[part]
 		if !ok {
 			c = p.d.newDir(perm)

@@ -1,8 +1,10 @@
 package world
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
@@ -81,6 +83,8 @@ type sharedDisk struct {
 	interleave bool
 	// cl is the Claim running now (for the interleaving).
 	cl claiming
+	// tensor is entryTensors' scratch.
+	tensor entryTensor
 }
 
 // injection fails the next operation op of process proc with err, or, with
@@ -93,12 +97,39 @@ type injection struct {
 }
 
 // claiming is a Claim in progress: consumer cons (-1: E) claiming entry id
-// at path through proc.
+// of producer instance through proc.
 type claiming struct {
-	proc *simfs.Proc
-	path string
-	id   string
-	cons int
+	proc     *simfs.Proc
+	instance string
+	id       string
+	cons     int
+}
+
+// isEntry reports whether path is the claimed entry's file,
+// EntryPath(cl.instance, cl.id), without building that path (every Claim
+// would; the hook asks at each rename and remove).
+func (cl *claiming) isEntry(path string) bool {
+	if !isPlainElement(cl.instance) || !isPlainElement(cl.id) {
+		return path == EntryPath(cl.instance, cl.id)
+	}
+	rest, ok := strings.CutPrefix(path, CacheRoot+"/")
+	if !ok {
+		return false
+	}
+	if rest, ok = strings.CutPrefix(rest, cl.instance); !ok {
+		return false
+	}
+	if rest, ok = strings.CutPrefix(rest, "/"); !ok {
+		return false
+	}
+	id, ok := strings.CutSuffix(rest, ".safetensors")
+	return ok && id == cl.id
+}
+
+// isPlainElement reports whether filepath.Join keeps s as one element
+// unchanged: not empty, ".", "..", and without a separator.
+func isPlainElement(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsRune(s, '/')
 }
 
 // processCrash is the panic that kills a simulated process inside an FS call.
@@ -119,7 +150,7 @@ func (g rngReader) Read(b []byte) (int, error) {
 }
 
 func newSharedDisk(w *World) *sharedDisk {
-	sd := &sharedDisk{w: w, Slow: map[string]bool{}, early: map[string]bool{}, interleave: true}
+	sd := &sharedDisk{w: w, Slow: map[string]bool{}, interleave: true} // early: made at its first entry
 	sd.Rng = sd.rngCell.seed(w.seed, subSharedDisk)
 	sd.rand = rngReader{sd.Rng}
 	sd.Disk = simfs.NewDisk(func() int64 { return w.Now })
@@ -144,7 +175,7 @@ func (sd *sharedDisk) hook(p *simfs.Proc, op simfs.Op, path string) error {
 	}
 	// Between the Claim's open and its next change to the entry's name
 	// (its rename; a broken Claim's remove).
-	if (op == simfs.OpRename || op == simfs.OpRemove) && p == sd.cl.proc && path == sd.cl.path && sd.interleave {
+	if (op == simfs.OpRename || op == simfs.OpRemove) && p == sd.cl.proc && sd.cl.isEntry(path) && sd.interleave {
 		cl := sd.cl
 		sd.cl = claiming{}
 		sd.w.insideClaim(cl)
@@ -199,16 +230,30 @@ func (sd *sharedDisk) short(path string) string {
 	return Short(inst) + "/" + rest
 }
 
-// tensors is the content written for an entry of client h: its client
-// index, checked at the claim.
-func entryTensors(h int) []shareddir.Tensor {
-	return []shareddir.Tensor{shareddir.F32Tensor("e", 1, 1, []float32{float32(h)})}
+// entryTensors is the content written for an entry of client h: its
+// client index, checked at the claim. It is shareddir.F32Tensor("e", 1, 1,
+// []float32{float32(h)}) built in sd's scratch (no allocation per
+// publish): valid until the next call, and Dir.Write encodes it before any
+// file-system call, so before any hook could publish again.
+func (sd *sharedDisk) entryTensors(h int) []shareddir.Tensor {
+	t := &sd.tensor
+	binary.LittleEndian.PutUint32(t.data[:], math.Float32bits(float32(h)))
+	t.shape = [2]int{1, 1}
+	t.list[0] = shareddir.Tensor{Name: "e", DType: "F32", Shape: t.shape[:], Data: t.data[:]}
+	return t.list[:]
+}
+
+// entryTensor is entryTensors' scratch.
+type entryTensor struct {
+	list  [1]shareddir.Tensor
+	shape [2]int
+	data  [4]byte
 }
 
 // Publish writes rec's entry with Dir.Write (no fault: the faults are
 // decided before).
 func (sd *sharedDisk) Publish(rec *EntryRecord) {
-	if _, err := sd.Dir.Write(rec.Id, entryTensors(rec.H), nil); err != nil {
+	if _, err := sd.Dir.Write(rec.Id, sd.entryTensors(rec.H), nil); err != nil {
 		panic(fmt.Sprintf("sim: Write of %s: %v", rec.Id, err))
 	}
 }
@@ -217,7 +262,7 @@ func (sd *sharedDisk) Publish(rec *EntryRecord) {
 // it must fail with ENOSPC and leave nothing (L-5).
 func (sd *sharedDisk) WriteENOSPC(rec *EntryRecord) {
 	sd.inj = injection{proc: sd.Prod, op: simfs.OpWrite, err: syscall.ENOSPC}
-	_, err := sd.Dir.Write(rec.Id, entryTensors(rec.H), nil)
+	_, err := sd.Dir.Write(rec.Id, sd.entryTensors(rec.H), nil)
 	sd.inj = injection{}
 	if !errors.Is(err, syscall.ENOSPC) {
 		panic(fmt.Sprintf("sim: Write of %s with ENOSPC: %v", rec.Id, err))
@@ -238,7 +283,7 @@ func (sd *sharedDisk) crashInWrite(id string, h int) {
 			}
 		}
 	}()
-	sd.Dir.Write(id, entryTensors(h), nil)
+	sd.Dir.Write(id, sd.entryTensors(h), nil)
 }
 
 // Remove is E's Dir.Remove of id; with fail, the rename fails with EIO
@@ -275,7 +320,7 @@ const (
 // state of the one it runs in.
 func (sd *sharedDisk) Claim(p *simfs.Proc, cons int, rec *EntryRecord, crashAfterRename bool) (out claimOutcome) {
 	outerInj, outerCl := sd.inj, sd.cl
-	sd.cl = claiming{proc: p, path: EntryPath(rec.Instance, rec.Id), id: rec.Id, cons: cons}
+	sd.cl = claiming{proc: p, instance: rec.Instance, id: rec.Id, cons: cons}
 	sd.inj = injection{}
 	if crashAfterRename {
 		sd.inj = injection{proc: p, op: simfs.OpRead, crash: true}
@@ -352,6 +397,9 @@ func (w *World) removalInsideClaim(id string) {
 	}
 	if _, ok := sd.early[id]; ok || sd.Rng.IntN(2) == 0 {
 		return
+	}
+	if sd.early == nil {
+		sd.early = map[string]bool{}
 	}
 	sd.early[id] = sd.Remove(id, false)
 	w.Reach(stRemovalInsideClaim)

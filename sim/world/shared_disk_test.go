@@ -46,3 +46,21 @@ func TestSharedDiskInterleavingsDeterministic(t *testing.T) {
 	}
 	t.Logf("seeds: %v", found)
 }
+
+// TestClaimingIsEntry holds claiming.isEntry to its definition: path ==
+// EntryPath(instance, id).
+func TestClaimingIsEntry(t *testing.T) {
+	const inst, id = "0123abcd-0000-4000-8000-00000000cafe", "0123456789abcdef0123456789abcdef"
+	paths := []string{
+		EntryPath(inst, id), EntryPath(inst, id) + "x", EntryPath(inst, id+"0"), EntryPath(inst+"0", id),
+		CacheRoot + "/" + inst + "/" + id, CacheRoot + "/" + inst + id + ".safetensors", CacheRoot + inst + "/" + id + ".safetensors",
+		CacheRoot + "//" + inst + "/" + id + ".safetensors", "/var/cache/" + inst + "/" + id + ".safetensors", "", "/",
+	}
+	for _, c := range []claiming{{instance: inst, id: id}, {instance: "", id: id}, {instance: inst, id: ""}, {instance: "..", id: id}, {instance: inst, id: "a/b"}, {instance: ".", id: "."}} {
+		for _, p := range append(paths, EntryPath(c.instance, c.id)) {
+			if got, want := c.isEntry(p), p == EntryPath(c.instance, c.id); got != want {
+				t.Errorf("claiming{%q, %q}.isEntry(%q) = %v, want %v", c.instance, c.id, p, got, want)
+			}
+		}
+	}
+}

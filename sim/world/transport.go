@@ -48,6 +48,10 @@ type xferWorld struct {
 	Seen    bool
 	// SrcRegs are E's source registrations, by entry id.
 	SrcRegs map[string]*xfer.Registration
+	// inboundHook and faultHook are onInbound and nextFault as the
+	// agents' hooks, made once per world (newAgent).
+	inboundHook func(xfer.InboundEvent)
+	faultHook   xfer.FaultHook
 	// ProofWaits counts the consumers' quarantines waiting for their Q-6
 	// proof (quarantine.go): while it is 0 no step looks for one.
 	ProofWaits int
@@ -114,12 +118,13 @@ func (w *World) newAgent(name string, consumer bool) xfer.Agent {
 	if w.Xf.Net == nil {
 		w.Xf.Net = xfer.NewManualNetwork()
 		w.Xf.SrcRegs = map[string]*xfer.Registration{}
+		w.Xf.inboundHook, w.Xf.faultHook = w.Xf.onInbound, w.Xf.nextFault
 	}
 	opts := xfer.Options{Name: name, Rand: &w.Xf.keys}
 	if consumer {
-		opts.OnInbound = w.Xf.onInbound
+		opts.OnInbound = w.Xf.inboundHook
 	} else {
-		opts.Faults = w.Xf.nextFault
+		opts.Faults = w.Xf.faultHook
 	}
 	a, err := xfer.NewManual(w.Xf.Net, opts)
 	Must(err)

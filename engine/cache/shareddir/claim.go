@@ -109,11 +109,13 @@ func claimOpened(fsys FS, f File, dir, entry, entryID string, rand io.Reader, ma
 	}
 	// Won (SU-1): from here on the entry is spent, and the claimed file is
 	// deleted whatever happens.
-	data = make([]byte, size)
+	// One byte more than the file: the read after it must find none
+	// (a separate buffer would be an allocation of its own).
+	buf := make([]byte, size+1)
+	data = buf[:size:size]
 	_, rerr := io.ReadFull(f, data)
 	if rerr == nil {
-		var extra [1]byte
-		if n, _ := f.Read(extra[:]); n > 0 {
+		if n, _ := f.Read(buf[size:]); n > 0 {
 			rerr = fmt.Errorf("%w: entry %s grew past its %d bytes while being read", ErrBadSafetensors, entryID, size)
 		}
 	} else if errors.Is(rerr, io.ErrUnexpectedEOF) || errors.Is(rerr, io.EOF) {

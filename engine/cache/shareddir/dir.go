@@ -29,10 +29,56 @@ type Dir struct {
 	lastSweepMs int64
 	sweptOnce   bool
 
-	mu     sync.Mutex // guards rand, suffix and closed
+	mu     sync.Mutex // guards rand, suffix, closed and paths
 	rand   io.Reader
 	suffix [randSuffixHex / 2]byte // randSuffix's buffer (no allocation per suffix)
 	closed bool
+	// paths holds entryPath(dir, id) of the entries this Dir wrote, until
+	// it removes them or sees them gone (Exists), at most maxCachedPaths:
+	// a producer looks at each published entry again and again, and
+	// building its path each time was the simulator's most frequent
+	// allocation (issue #16).
+	paths map[string]string
+}
+
+// maxCachedPaths bounds Dir.paths (entries gone behind the Dir's back,
+// never looked at again, stay in it).
+const maxCachedPaths = 1024
+
+// rememberPath caches entryID's path (Write).
+func (d *Dir) rememberPath(entryID, path string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.paths) >= maxCachedPaths {
+		return
+	}
+	if d.paths == nil {
+		d.paths = map[string]string{}
+	}
+	d.paths[entryID] = path
+}
+
+// forgetPath drops entryID's cached path: the entry is gone.
+func (d *Dir) forgetPath(entryID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.paths, entryID)
+}
+
+// entryPath is entryPath(d.dir, entryID), from the cache when there.
+// With checkOpen, it is checkOpen's error after Close.
+func (d *Dir) entryPath(entryID string, checkOpen bool) (string, error) {
+	d.mu.Lock()
+	if checkOpen && d.closed {
+		d.mu.Unlock()
+		return "", fmt.Errorf("shareddir: producer instance %s: %w", d.instanceID, fs.ErrClosed)
+	}
+	p, ok := d.paths[entryID]
+	d.mu.Unlock()
+	if !ok {
+		p = entryPath(d.dir, entryID)
+	}
+	return p, nil
 }
 
 // OpenProducer creates the instance directory of a new producer instance,
@@ -87,8 +133,11 @@ func OpenProducer(fsys FS, root, instanceID string, rand io.Reader) (*Dir, error
 // checks that it is a directory: a directory baton did not create keeps
 // its mode.
 func ensureRoot(fsys FS, root string) error {
-	_, err := fsys.Lstat(root)
-	if errors.Is(err, fs.ErrNotExist) {
+	ok, err := exists(fsys, root) // a missing root costs no error value
+	if err != nil {
+		return fmt.Errorf("shareddir: stat root %s: %w", root, err)
+	}
+	if !ok {
 		if parent := filepath.Dir(root); parent != root {
 			if err := fsys.MkdirAll(parent, dirPerm); err != nil {
 				return fmt.Errorf("shareddir: create the parent of root %s: %w", root, err)
@@ -105,8 +154,6 @@ func ensureRoot(fsys FS, root string) error {
 		default:
 			return fmt.Errorf("shareddir: create root %s: %w", root, err)
 		}
-	} else if err != nil {
-		return fmt.Errorf("shareddir: stat root %s: %w", root, err)
 	}
 	return requireDir(fsys, root)
 }

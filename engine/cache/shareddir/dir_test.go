@@ -607,3 +607,33 @@ func TestClaimRefusesFIFO(t *testing.T) {
 		t.Fatal("Claim blocked on a FIFO")
 	}
 }
+
+// TestDirPathCache: the paths a Dir keeps are its entries' own, and go
+// when it removes an entry or sees it claimed.
+func TestDirPathCache(t *testing.T) {
+	d, root := newProducer(t)
+	a, b := newEntryID(t), newEntryID(t)
+	for _, id := range []string{a, b} {
+		if _, err := d.Write(id, tinyOutput(1, 2, 1), nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := d.paths[id], filepath.Join(d.Path(), id+".safetensors"); got != want {
+			t.Fatalf("cached path of %s = %q, want %q", id, got, want)
+		}
+	}
+	if removed, err := d.Remove(a); !removed || err != nil {
+		t.Fatalf("Remove = %v, %v", removed, err)
+	}
+	if _, ok := d.paths[a]; ok {
+		t.Fatalf("path of removed %s still cached", a)
+	}
+	if _, _, err := Claim(OSFS{}, root, d.InstanceID(), b, rand.Reader, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := d.Exists(b); ok || err != nil {
+		t.Fatalf("Exists of claimed = %v, %v", ok, err)
+	}
+	if len(d.paths) != 0 {
+		t.Fatalf("paths left: %v", d.paths)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/baton-dev/baton/engine/internal/lowerhex"
 )
 
 // File names inside a producer instance directory (see the package doc).
@@ -31,21 +33,9 @@ const (
 // (^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$), else an
 // error wrapping ErrBadName (CONTRACT SU-5).
 func ValidateInstanceID(id string) error {
-	if len(id) != instanceIDLen {
+	if len(id) != instanceIDLen || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' ||
+		!allLowerHex(id[0:8]) || !allLowerHex(id[9:13]) || !allLowerHex(id[14:18]) || !allLowerHex(id[19:23]) || !allLowerHex(id[24:]) {
 		return fmt.Errorf("%w: SU-5 producer instance id %.40q is not a lowercase UUID", ErrBadName, id)
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return fmt.Errorf("%w: SU-5 producer instance id %.40q is not a lowercase UUID", ErrBadName, id)
-			}
-		default:
-			if !isLowerHex(c) {
-				return fmt.Errorf("%w: SU-5 producer instance id %.40q is not a lowercase UUID", ErrBadName, id)
-			}
-		}
 	}
 	return nil
 }
@@ -65,16 +55,7 @@ func NewEntryID(rand io.Reader) (string, error) {
 	return randHex(rand, entryIDHex/2)
 }
 
-func isLowerHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
-
-func allLowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !isLowerHex(s[i]) {
-			return false
-		}
-	}
-	return true
-}
+func allLowerHex(s string) bool { return lowerhex.Is(s) }
 
 // randHex reads n bytes from rand and returns 2n lowercase hex digits.
 func randHex(rand io.Reader, n int) (string, error) {

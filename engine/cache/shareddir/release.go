@@ -35,12 +35,15 @@ func (d *Dir) remove(entryID string) (bool, error) {
 		return false, err
 	}
 	claimed := claimedPath(d.dir, entryID, suffix)
-	if err := d.fsys.Rename(entryPath(d.dir, entryID), claimed); err != nil {
+	entry, _ := d.entryPath(entryID, false)
+	if err := d.fsys.Rename(entry, claimed); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
+			d.forgetPath(entryID)
 			return false, nil
 		}
 		return false, fmt.Errorf("%w: X-1 release entry %s: %w", ErrCleanup, entryID, err)
 	}
+	d.forgetPath(entryID)
 	return true, removeFile(d.fsys, claimed)
 }
 
@@ -53,12 +56,16 @@ func (d *Dir) Exists(entryID string) (bool, error) {
 	if err := ValidateEntryID(entryID); err != nil {
 		return false, err
 	}
-	if err := d.checkOpen(); err != nil {
+	entry, err := d.entryPath(entryID, true)
+	if err != nil {
 		return false, err
 	}
-	ok, err := exists(d.fsys, entryPath(d.dir, entryID))
+	ok, err := exists(d.fsys, entry)
 	if err != nil {
 		return false, fmt.Errorf("shareddir: stat entry %s: %w", entryID, err)
+	}
+	if !ok {
+		d.forgetPath(entryID)
 	}
 	return ok, nil
 }

@@ -228,16 +228,23 @@ func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, er
 		}
 		out = append(out, '}')
 	}
-	seen := make(map[string]bool, len(tensors))
+	// Duplicate names: a scan of the earlier tensors for the usual few,
+	// a set for many.
+	var seen map[string]bool
+	if len(tensors) > maxScannedTensors {
+		seen = make(map[string]bool, len(tensors))
+	}
 	var offset uint64
-	for _, t := range tensors {
+	for i, t := range tensors {
 		if err := t.check(); err != nil {
 			return nil, err
 		}
-		if seen[t.Name] {
+		if seen != nil && seen[t.Name] || seen == nil && slices.ContainsFunc(tensors[:i], func(u Tensor) bool { return u.Name == t.Name }) {
 			return nil, fmt.Errorf("%w: duplicate tensor name %q", ErrBadSafetensors, t.Name)
 		}
-		seen[t.Name] = true
+		if seen != nil {
+			seen[t.Name] = true
+		}
 		end := offset + uint64(len(t.Data))
 		sep()
 		out = appendJSONString(out, t.Name)
@@ -255,6 +262,10 @@ func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, er
 	}
 	return out, nil
 }
+
+// maxScannedTensors is the most tensors EncodeSafetensors checks for
+// duplicate names by scanning rather than with a set.
+const maxScannedTensors = 8
 
 // writeJSON appends v as compact JSON without HTML escaping. Only called with
 // strings and tensorHeader, which always marshal.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -335,5 +336,27 @@ func TestEncodeSafetensorsOneAllocation(t *testing.T) {
 	}
 	if b, _ := EncodeSafetensors(ts, md); len(b) > cap(b) || cap(b)-len(b) > 128 {
 		t.Errorf("EncodeSafetensors: len %d, cap %d: the size bound is off", len(b), cap(b))
+	}
+}
+
+// TestEncodeDuplicateNames: a duplicate name is refused whether the
+// tensors are few (scanned) or many (a set), at the same tensor.
+func TestEncodeDuplicateNames(t *testing.T) {
+	for _, n := range []int{2, maxScannedTensors, maxScannedTensors + 1, 3 * maxScannedTensors} {
+		ts := make([]Tensor, n)
+		for i := range ts {
+			ts[i] = F32Tensor("t"+strconv.Itoa(i), 1, 1, []float32{float32(i)})
+		}
+		if _, err := EncodeSafetensors(ts, nil); err != nil {
+			t.Fatalf("%d distinct tensors: %v", n, err)
+		}
+		ts[n-1].Name = ts[n/2].Name
+		if n/2 == n-1 {
+			ts[n-1].Name = ts[0].Name
+		}
+		_, err := EncodeSafetensors(ts, nil)
+		if !errors.Is(err, ErrBadSafetensors) || !strings.Contains(err.Error(), "duplicate tensor name") {
+			t.Fatalf("%d tensors with a duplicate: %v", n, err)
+		}
 	}
 }

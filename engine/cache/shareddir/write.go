@@ -53,6 +53,7 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 		}
 		return 0, err
 	}
+	d.rememberPath(entryID, finalPath)
 	return int64(len(b)), nil
 }
 
