@@ -141,12 +141,16 @@ type core struct {
 	nextID   uint64
 	seq      uint64
 	nextAddr uint64
-	regs     map[uint64]*Registration // live registrations, each holding its regions; made at the first
-	byKey    map[remoteKey]*region    // made at the first registration
-	peers    map[string]peerInfo      // made at the first peer loaded
-	reqs     map[uint64]*Request      // made at the first request
-	inflight int
-	inbound  int
+	// regs are the live registrations, each holding its regions, each at
+	// its idx (a slice, not a map keyed by id: an agent holds a few, and
+	// regsInline holds the first of them without an allocation; issue #16).
+	regs       []*Registration
+	regsInline [4]*Registration
+	byKey      map[remoteKey]*region // made at the first registration
+	peers      map[string]peerInfo   // made at the first peer loaded
+	reqs       map[uint64]*Request   // made at the first request
+	inflight   int
+	inbound    int
 	// revocations are the revoked registrations whose done channel is
 	// not yet closed (Revoke), re-checked whenever an inbound transfer
 	// ends, a request is released or a carrier closes.
@@ -322,16 +326,33 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
-	if c.regs == nil {
-		c.regs = map[uint64]*Registration{}
+	if c.byKey == nil {
 		c.byKey = map[remoteKey]*region{}
+		c.regs = c.regsInline[:0]
 	}
 	for _, r := range rs {
 		c.byKey[r.key] = r
 	}
 	reg.regions = rs
-	c.regs[reg.id] = reg
+	reg.idx = len(c.regs)
+	c.regs = append(c.regs, reg)
 	return reg, nil
+}
+
+// isLive reports whether reg is one of this agent's live registrations.
+// Caller holds c.mu.
+func (c *core) isLive(reg *Registration) bool {
+	return reg.owner == c && reg.idx < len(c.regs) && c.regs[reg.idx] == reg
+}
+
+// dropReg removes the live registration reg from c.regs, moving the last
+// one into its place. Caller holds c.mu.
+func (c *core) dropReg(reg *Registration) {
+	last := len(c.regs) - 1
+	moved := c.regs[last]
+	c.regs[reg.idx], moved.idx = moved, reg.idx
+	c.regs[last] = nil
+	c.regs = c.regs[:last]
 }
 
 // oneRegion is a one-region registration in one allocation (RegisterMemory).
@@ -352,7 +373,7 @@ func (c *core) Deregister(reg *Registration) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if reg.owner != c || c.regs[reg.id] != reg {
+	if !c.isLive(reg) {
 		return fmt.Errorf("xfer: Deregister of an unknown registration: %w", ErrNotFound)
 	}
 	for _, r := range reg.regions {
@@ -368,7 +389,7 @@ func (c *core) Deregister(reg *Registration) error {
 		r.carriers = nil
 	}
 	reg.regions = nil
-	delete(c.regs, reg.id)
+	c.dropReg(reg)
 	return nil
 }
 
@@ -382,7 +403,7 @@ func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if reg.owner != c || c.regs[reg.id] != reg {
+	if !c.isLive(reg) {
 		return nil, fmt.Errorf("xfer: Revoke of an unknown registration: %w", ErrNotFound)
 	}
 	rs := reg.regions
@@ -390,7 +411,7 @@ func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 		delete(c.byKey, r.key) // from here every transfer naming it is refused
 	}
 	reg.regions = nil
-	delete(c.regs, reg.id)
+	c.dropReg(reg)
 	rv := &revocation{regions: rs, done: make(chan struct{})}
 	c.revocations = append(c.revocations, rv)
 	c.settleRevocationsLocked()
