@@ -542,19 +542,49 @@ func (p *Proc) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, perr("readdirent", name, syscall.ENOTDIR)
 	}
 	if n.list == nil {
-		ents := make([]dirEntry, 0, len(n.children))
+		ents, list := newDirList(len(n.children))
 		for c, cn := range n.children {
 			ents = append(ents, dirEntry{name: c, n: cn})
 		}
 		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
-		n.list = make([]fs.DirEntry, len(ents))
 		for i := range ents {
-			n.list[i] = &ents[i]
+			list[i] = &ents[i]
 		}
+		n.list = list
 	}
 	out := n.list[:len(n.list):len(n.list)] // shared: a caller's append copies
 	return out, nil
 }
+
+// newDirList returns room for a listing of k entries: ents empty with
+// capacity k, list of length k. A listing of up to four, most of them,
+// takes one allocation (issue #16).
+func newDirList(k int) (ents []dirEntry, list []fs.DirEntry) {
+	switch {
+	case k == 0:
+		return nil, []fs.DirEntry{} // not nil: the cached answer
+	case k <= 2:
+		l := new(dirList2)
+		return l.ents[:0:k], l.list[:k:k]
+	case k <= 4:
+		l := new(dirList4)
+		return l.ents[:0:k], l.list[:k:k]
+	}
+	return make([]dirEntry, 0, k), make([]fs.DirEntry, k)
+}
+
+// dirList2 and dirList4 are a listing's entries and the list of them in
+// one allocation (newDirList).
+type (
+	dirList2 struct {
+		ents [2]dirEntry
+		list [2]fs.DirEntry
+	}
+	dirList4 struct {
+		ents [4]dirEntry
+		list [4]fs.DirEntry
+	}
+)
 
 // dirEntry is a ReadDir entry.
 type dirEntry struct {
