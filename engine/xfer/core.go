@@ -934,8 +934,10 @@ type inboundWrite struct {
 // the registered region that contains its whole range. On success the
 // regions count a transfer in flight (Deregister is refused) until end. On
 // refusal nothing is touched and the reason stays local (the initiator
-// learns only ErrBackend).
-func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, via *carrier) (*inboundWrite, error) {
+// learns only ErrBackend). into, when not nil, is where the accepted write
+// is kept (a transport that allocates its own transfer record keeps it
+// there); otherwise it is allocated.
+func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, via *carrier, into *inboundWrite) (*inboundWrite, error) {
 	var total uint64
 	for _, s := range segs {
 		total += s.Length
@@ -952,7 +954,11 @@ func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, v
 		c.mu.Unlock()
 		return refuse("agent closed")
 	}
-	in := &inboundWrite{c: c, from: from, total: total, read: read}
+	in := into
+	if in == nil {
+		in = new(inboundWrite)
+	}
+	*in = inboundWrite{c: c, from: from, total: total, read: read}
 	if len(segs) == 1 {
 		in.dst, in.regions = in.one.dst[:0], in.one.region[:0]
 	}
