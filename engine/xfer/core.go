@@ -412,6 +412,16 @@ func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 	}
 	reg.regions = nil
 	c.dropReg(reg)
+	quiet := true
+	for _, r := range rs {
+		quiet = quiet && r.quiet()
+	}
+	if quiet {
+		// Nothing can touch the regions: done is closed already, and
+		// needs no revocation or channel of its own (issue #16).
+		c.settleRevocationsLocked()
+		return closedChan, nil
+	}
 	rv := &revocation{regions: rs, done: make(chan struct{})}
 	c.revocations = append(c.revocations, rv)
 	c.settleRevocationsLocked()
