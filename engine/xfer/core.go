@@ -148,7 +148,9 @@ type core struct {
 	regsInline [4]*Registration
 	byKey      map[remoteKey]*region // made at the first registration
 	peers      map[string]peerInfo   // made at the first peer loaded
-	reqs       map[uint64]*Request   // made at the first request
+	// reqs are the unreleased requests, each at its idx (as regs).
+	reqs       []*Request
+	reqsInline [4]*Request
 	inflight   int
 	inbound    int
 	// revocations are the revoked registrations whose done channel is
@@ -701,9 +703,10 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 	c.nextID++
 	r.id = c.nextID
 	if c.reqs == nil {
-		c.reqs = map[uint64]*Request{}
+		c.reqs = c.reqsInline[:0]
 	}
-	c.reqs[r.id] = r
+	r.idx = len(c.reqs)
+	c.reqs = append(c.reqs, r)
 	return r, nil
 }
 
@@ -716,7 +719,7 @@ func init() { close(closedChan) }
 
 // checkRequest: caller holds c.mu.
 func (c *core) checkRequest(op string, r *Request) error {
-	if r == nil || r.owner != c || r.released || c.reqs[r.id] != r {
+	if r == nil || r.owner != c || r.released || r.idx >= len(c.reqs) || c.reqs[r.idx] != r {
 		return fmt.Errorf("xfer: %s of a released, foreign or nil request: %w", op, ErrInvalidParam)
 	}
 	return nil
@@ -862,7 +865,11 @@ func (c *core) Release(r *Request) error {
 		return fmt.Errorf("xfer: Release while the write may be in flight (handle kept): %w", ErrRepostActive)
 	}
 	r.released = true
-	delete(c.reqs, r.id)
+	last := len(c.reqs) - 1
+	moved := c.reqs[last]
+	c.reqs[r.idx], moved.idx = moved, r.idx
+	c.reqs[last] = nil
+	c.reqs = c.reqs[:last]
 	for _, reg := range r.regions {
 		reg.users--
 	}

@@ -79,6 +79,7 @@ type Registration struct {
 type Request struct {
 	id    uint64
 	owner *core
+	idx   int // in owner.reqs until released; guarded by the owner's mutex
 
 	// Immutable after CreateWrite or CreateRead.
 	peer    peerInfo
