@@ -606,7 +606,7 @@ func (p *Proc) Lstat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, perr("lstat", name, err)
 	}
-	return n.statAs(filepath.Base(name)), nil
+	return n.statAs(filepath.Base(name), nil), nil
 }
 
 // Exists implements shareddir.ExistsFS: Lstat's answer, through the same
@@ -714,6 +714,10 @@ type file struct {
 	off                 int
 	read, write, append bool
 	closed              bool
+	// stat is the first FileInfo Stat had to make, in the handle's own
+	// allocation (issue #16); statUsed once it has been handed out.
+	stat     fileInfo
+	statUsed bool
 }
 
 func (f *file) check(op Op) error {
@@ -768,7 +772,15 @@ func (f *file) Stat() (fs.FileInfo, error) {
 	if f.p.dead {
 		return nil, perr("stat", f.name, fs.ErrClosed)
 	}
-	return f.n.statAs(filepath.Base(f.name)), nil
+	var spare *fileInfo
+	if !f.statUsed {
+		spare = &f.stat
+	}
+	fi := f.n.statAs(filepath.Base(f.name), spare)
+	if fi == spare {
+		f.statUsed = true // handed out: never overwritten
+	}
+	return fi, nil
 }
 
 func (f *file) Sync() error {
@@ -808,16 +820,20 @@ func info(name string, n *inode) fileInfo {
 // entry at every collector pass), else a new one. A fileInfo is never
 // changed once handed out, so each is the snapshot of its call, as with
 // os.Lstat.
-func (n *inode) statAs(name string) fs.FileInfo {
+func (n *inode) statAs(name string, spare *fileInfo) *fileInfo {
 	fi := info(name, n)
 	if n.stat != nil && *n.stat == fi {
 		return n.stat
 	}
-	// A copy on the heap only on a miss: taking fi's address would move
+	// A copy on the heap only on a miss (in spare, when given: storage
+	// the caller allocated already): taking fi's address would move
 	// every call's fi to the heap, the hits' too.
-	n.stat = new(fileInfo)
-	*n.stat = fi
-	return n.stat
+	if spare == nil {
+		spare = new(fileInfo)
+	}
+	*spare = fi
+	n.stat = spare
+	return spare
 }
 
 func (i fileInfo) Name() string       { return i.name }
