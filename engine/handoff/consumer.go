@@ -44,7 +44,7 @@ type receive struct {
 // of Succeeded, Rejected, Uncertain ends it.
 type ConsumerReceives struct {
 	cfg               ConsumerConfig
-	receives          map[string]*receive
+	receives          receiveSet
 	quarantined       map[string]*receive // UNCERTAIN receives whose quarantine has not ended (Q-6)
 	inflightBytes     int64
 	quarantineBuffers int
@@ -64,7 +64,7 @@ func (c *ConsumerReceives) Version() uint64 { return c.version }
 
 // NewConsumerReceives returns an empty table.
 func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
-	return &ConsumerReceives{cfg: cfg} // receives and quarantined: made at their first entry (a table may never receive; most never quarantine)
+	return &ConsumerReceives{cfg: cfg} // quarantined: made at its first entry (most tables never quarantine)
 }
 
 // Preflight admits a receive of payloadBytes. Errors: ErrQuarantined (Q-4:
@@ -75,7 +75,7 @@ func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 	if c.quarantineBuffers > 0 {
 		return rejectf(ErrQuarantined, "Q-4 %d buffers (%d bytes) quarantined; no new handoffs until Q-6 ends the quarantine", c.quarantineBuffers, c.quarantineBytes)
 	}
-	if _, dup := c.receives[id]; dup {
+	if c.receives.get(id) != nil {
 		return rejectS(ErrBadRequest, "receive ", id, " already in flight", false)
 	}
 	if c.cfg.InflightQuotaBytes > 0 && c.inflightBytes+payloadBytes > c.cfg.InflightQuotaBytes {
@@ -84,20 +84,17 @@ func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 	if _, dup := c.quarantined[id]; dup {
 		return rejectS(ErrBadRequest, "receive ", id, " is quarantined", false)
 	}
-	if c.receives == nil {
-		c.receives = map[string]*receive{}
-	}
 	r := c.slab.new()
 	*r = receive{id: id, payloadBytes: payloadBytes, buffers: 1, state: ReceivePreflight}
-	c.receives[id] = r
+	c.receives.put(r)
 	c.inflightBytes += payloadBytes
 	return nil
 }
 
 func (c *ConsumerReceives) advance(id string, from, to ReceiveState) error {
 	c.version++
-	r, ok := c.receives[id]
-	if !ok || r.state != from {
+	r := c.receives.get(id)
+	if r == nil || r.state != from {
 		return fmt.Errorf("handoff: receive %s cannot go to %d from its state", id, to)
 	}
 	r.state = to
@@ -109,8 +106,8 @@ func (c *ConsumerReceives) advance(id string, from, to ReceiveState) error {
 // receives (default 1). Errors: n < 1, or a receive not in PREFLIGHT.
 func (c *ConsumerReceives) SetBuffers(id string, n int) error {
 	c.version++
-	r, ok := c.receives[id]
-	if !ok || r.state != ReceivePreflight || n < 1 {
+	r := c.receives.get(id)
+	if r == nil || r.state != ReceivePreflight || n < 1 {
 		return fmt.Errorf("handoff: receive %s cannot take %d buffers in its state", id, n)
 	}
 	r.buffers = n
@@ -160,15 +157,15 @@ func (c *ConsumerReceives) EndQuarantine(id string) error {
 
 func (c *ConsumerReceives) finish(id string, to ReceiveState) error {
 	c.version++
-	r, ok := c.receives[id]
-	if !ok {
+	r := c.receives.get(id)
+	if r == nil {
 		return fmt.Errorf("handoff: receive %s is not in flight", id)
 	}
 	if to == ReceiveUncertain && r.state != ReceiveRequested {
 		// Nothing was sent: the outcome is known, the buffers are ours.
 		to = ReceiveRejected
 	}
-	delete(c.receives, id)
+	c.receives.del(id)
 	c.inflightBytes -= r.payloadBytes
 	switch to {
 	case ReceiveSucceeded:
@@ -188,7 +185,7 @@ func (c *ConsumerReceives) finish(id string, to ReceiveState) error {
 }
 
 // Inflight is the number of receives in flight: `encoder.receives.inflight`.
-func (c *ConsumerReceives) Inflight() int { return len(c.receives) }
+func (c *ConsumerReceives) Inflight() int { return c.receives.len() }
 
 // InflightBytes is the receive bytes in flight.
 func (c *ConsumerReceives) InflightBytes() int64 { return c.inflightBytes }
@@ -207,8 +204,11 @@ func (c *ConsumerReceives) Quarantine() (buffers int, payloadBytes int64) {
 
 // InflightIDs returns the ids of receives in flight, sorted.
 func (c *ConsumerReceives) InflightIDs() []string {
-	ids := make([]string, 0, len(c.receives))
-	for id := range c.receives {
+	ids := make([]string, 0, c.receives.len())
+	for _, r := range c.receives.small[:c.receives.n] {
+		ids = append(ids, r.id)
+	}
+	for id := range c.receives.big {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
@@ -220,7 +220,10 @@ func (c *ConsumerReceives) InflightIDs() []string {
 // quarantined receives (they shrink only by EndQuarantine, Q-6).
 func (c *ConsumerReceives) CheckInvariants() error {
 	var sum int64
-	for _, r := range c.receives {
+	for _, r := range c.receives.small[:c.receives.n] {
+		sum += r.payloadBytes
+	}
+	for _, r := range c.receives.big {
 		sum += r.payloadBytes
 	}
 	if sum != c.inflightBytes {
@@ -239,4 +242,69 @@ func (c *ConsumerReceives) CheckInvariants() error {
 		return fmt.Errorf("handoff: L-5 in-flight bytes %d over quota %d", c.inflightBytes, c.cfg.InflightQuotaBytes)
 	}
 	return nil
+}
+
+// receiveSet is the receives in flight by id: the first few in an inline
+// array searched in order, more in a map (a consumer has a few in flight
+// at once; a map cost a table its header and group allocations; issue
+// #16). Once it has spilled into the map it stays there.
+type receiveSet struct {
+	small [4]*receive // small[:n] while big is nil
+	n     int
+	big   map[string]*receive
+}
+
+// get returns the receive whose id is id, or nil.
+func (s *receiveSet) get(id string) *receive {
+	if s.big != nil {
+		return s.big[id]
+	}
+	for _, r := range s.small[:s.n] {
+		if r.id == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// put adds r, whose id is not in s.
+func (s *receiveSet) put(r *receive) {
+	if s.big == nil {
+		if s.n < len(s.small) {
+			s.small[s.n] = r
+			s.n++
+			return
+		}
+		s.big = make(map[string]*receive, 2*len(s.small))
+		for i, o := range s.small[:s.n] {
+			s.big[o.id] = o
+			s.small[i] = nil
+		}
+		s.n = 0
+	}
+	s.big[r.id] = r
+}
+
+// del removes the receive whose id is id, if any.
+func (s *receiveSet) del(id string) {
+	if s.big != nil {
+		delete(s.big, id)
+		return
+	}
+	for i, r := range s.small[:s.n] {
+		if r.id == id {
+			s.n--
+			s.small[i] = s.small[s.n]
+			s.small[s.n] = nil
+			return
+		}
+	}
+}
+
+// len is the number of receives in s.
+func (s *receiveSet) len() int {
+	if s.big != nil {
+		return len(s.big)
+	}
+	return s.n
 }

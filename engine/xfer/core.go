@@ -141,12 +141,18 @@ type core struct {
 	nextID   uint64
 	seq      uint64
 	nextAddr uint64
-	regs     map[uint64]*Registration // live registrations, each holding its regions; made at the first
-	byKey    map[remoteKey]*region    // made at the first registration
-	peers    map[string]peerInfo      // made at the first peer loaded
-	reqs     map[uint64]*Request      // made at the first request
-	inflight int
-	inbound  int
+	// regs are the live registrations, each holding its regions, each at
+	// its idx (a slice, not a map keyed by id: an agent holds a few, and
+	// regsInline holds the first of them without an allocation; issue #16).
+	regs       []*Registration
+	regsInline [4]*Registration
+	byKey      map[remoteKey]*region // made at the first registration
+	peers      map[string]peerInfo   // made at the first peer loaded
+	// reqs are the unreleased requests, each at its idx (as regs).
+	reqs       []*Request
+	reqsInline [4]*Request
+	inflight   int
+	inbound    int
 	// revocations are the revoked registrations whose done channel is
 	// not yet closed (Revoke), re-checked whenever an inbound transfer
 	// ends, a request is released or a carrier closes.
@@ -322,16 +328,33 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
-	if c.regs == nil {
-		c.regs = map[uint64]*Registration{}
+	if c.byKey == nil {
 		c.byKey = map[remoteKey]*region{}
+		c.regs = c.regsInline[:0]
 	}
 	for _, r := range rs {
 		c.byKey[r.key] = r
 	}
 	reg.regions = rs
-	c.regs[reg.id] = reg
+	reg.idx = len(c.regs)
+	c.regs = append(c.regs, reg)
 	return reg, nil
+}
+
+// isLive reports whether reg is one of this agent's live registrations.
+// Caller holds c.mu.
+func (c *core) isLive(reg *Registration) bool {
+	return reg.owner == c && reg.idx < len(c.regs) && c.regs[reg.idx] == reg
+}
+
+// dropReg removes the live registration reg from c.regs, moving the last
+// one into its place. Caller holds c.mu.
+func (c *core) dropReg(reg *Registration) {
+	last := len(c.regs) - 1
+	moved := c.regs[last]
+	c.regs[reg.idx], moved.idx = moved, reg.idx
+	c.regs[last] = nil
+	c.regs = c.regs[:last]
 }
 
 // oneRegion is a one-region registration in one allocation (RegisterMemory).
@@ -352,7 +375,7 @@ func (c *core) Deregister(reg *Registration) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if reg.owner != c || c.regs[reg.id] != reg {
+	if !c.isLive(reg) {
 		return fmt.Errorf("xfer: Deregister of an unknown registration: %w", ErrNotFound)
 	}
 	for _, r := range reg.regions {
@@ -368,7 +391,7 @@ func (c *core) Deregister(reg *Registration) error {
 		r.carriers = nil
 	}
 	reg.regions = nil
-	delete(c.regs, reg.id)
+	c.dropReg(reg)
 	return nil
 }
 
@@ -382,7 +405,7 @@ func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if reg.owner != c || c.regs[reg.id] != reg {
+	if !c.isLive(reg) {
 		return nil, fmt.Errorf("xfer: Revoke of an unknown registration: %w", ErrNotFound)
 	}
 	rs := reg.regions
@@ -390,7 +413,17 @@ func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 		delete(c.byKey, r.key) // from here every transfer naming it is refused
 	}
 	reg.regions = nil
-	delete(c.regs, reg.id)
+	c.dropReg(reg)
+	quiet := true
+	for _, r := range rs {
+		quiet = quiet && r.quiet()
+	}
+	if quiet {
+		// Nothing can touch the regions: done is closed already, and
+		// needs no revocation or channel of its own (issue #16).
+		c.settleRevocationsLocked()
+		return closedChan, nil
+	}
 	rv := &revocation{regions: rs, done: make(chan struct{})}
 	c.revocations = append(c.revocations, rv)
 	c.settleRevocationsLocked()
@@ -670,9 +703,10 @@ func (c *core) createTransfer(op string, read bool, local []Descriptor, peer str
 	c.nextID++
 	r.id = c.nextID
 	if c.reqs == nil {
-		c.reqs = map[uint64]*Request{}
+		c.reqs = c.reqsInline[:0]
 	}
-	c.reqs[r.id] = r
+	r.idx = len(c.reqs)
+	c.reqs = append(c.reqs, r)
 	return r, nil
 }
 
@@ -685,7 +719,7 @@ func init() { close(closedChan) }
 
 // checkRequest: caller holds c.mu.
 func (c *core) checkRequest(op string, r *Request) error {
-	if r == nil || r.owner != c || r.released || c.reqs[r.id] != r {
+	if r == nil || r.owner != c || r.released || r.idx >= len(c.reqs) || c.reqs[r.idx] != r {
 		return fmt.Errorf("xfer: %s of a released, foreign or nil request: %w", op, ErrInvalidParam)
 	}
 	return nil
@@ -831,7 +865,11 @@ func (c *core) Release(r *Request) error {
 		return fmt.Errorf("xfer: Release while the write may be in flight (handle kept): %w", ErrRepostActive)
 	}
 	r.released = true
-	delete(c.reqs, r.id)
+	last := len(c.reqs) - 1
+	moved := c.reqs[last]
+	c.reqs[r.idx], moved.idx = moved, r.idx
+	c.reqs[last] = nil
+	c.reqs = c.reqs[:last]
 	for _, reg := range r.regions {
 		reg.users--
 	}
@@ -913,8 +951,10 @@ type inboundWrite struct {
 // the registered region that contains its whole range. On success the
 // regions count a transfer in flight (Deregister is refused) until end. On
 // refusal nothing is touched and the reason stays local (the initiator
-// learns only ErrBackend).
-func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, via *carrier) (*inboundWrite, error) {
+// learns only ErrBackend). into, when not nil, is where the accepted write
+// is kept (a transport that allocates its own transfer record keeps it
+// there); otherwise it is allocated.
+func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, via *carrier, into *inboundWrite) (*inboundWrite, error) {
 	var total uint64
 	for _, s := range segs {
 		total += s.Length
@@ -931,7 +971,11 @@ func (c *core) beginInbound(from, target string, segs []Descriptor, read bool, v
 		c.mu.Unlock()
 		return refuse("agent closed")
 	}
-	in := &inboundWrite{c: c, from: from, total: total, read: read}
+	in := into
+	if in == nil {
+		in = new(inboundWrite)
+	}
+	*in = inboundWrite{c: c, from: from, total: total, read: read}
 	if len(segs) == 1 {
 		in.dst, in.regions = in.one.dst[:0], in.one.region[:0]
 	}

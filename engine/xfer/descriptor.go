@@ -66,6 +66,7 @@ type Registration struct {
 
 	id    uint64
 	owner *core
+	idx   int // in owner.regs while live; guarded by the owner's mutex
 	// regions are the registered buffers, one per descriptor, while the
 	// registration is live (nil once deregistered or revoked); guarded by
 	// the owner's mutex.
@@ -78,6 +79,7 @@ type Registration struct {
 type Request struct {
 	id    uint64
 	owner *core
+	idx   int // in owner.reqs until released; guarded by the owner's mutex
 
 	// Immutable after CreateWrite or CreateRead.
 	peer    peerInfo

@@ -97,7 +97,7 @@ func (l *loopback) move(ctx context.Context, w *outbound, read bool) error {
 	if target == nil {
 		return fmt.Errorf("xfer: loopback peer %q is gone: %w", w.peer.name, ErrRemoteDisconnect)
 	}
-	in, err := target.beginInbound(w.from, w.peer.name, w.remote, read, nil)
+	in, err := target.beginInbound(w.from, w.peer.name, w.remote, read, nil, nil)
 	if err != nil {
 		return fmt.Errorf("xfer: %s %q failed in the target: %w", verb, w.peer.name, ErrBackend)
 	}

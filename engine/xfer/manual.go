@@ -53,6 +53,8 @@ type manualTransfer struct {
 	w   *outbound // &out
 	out outbound
 	in  *inboundWrite // accepted by the target and not yet ended; nil otherwise
+	// inbound holds *in, in the transfer's own allocation (issue #16).
+	inbound inboundWrite
 	// moved: Deliver or Cut has run (or the target refused or closed);
 	// delivered: Deliver has run.
 	moved, delivered bool
@@ -293,7 +295,7 @@ func (m *manual) accept(out outbound) *manualTransfer {
 	if target := m.reg.lookup(w.peer.name); target == nil {
 		t.moved = true
 		t.err = fmt.Errorf("xfer: loopback peer %q is gone: %w", w.peer.name, ErrRemoteDisconnect)
-	} else if in, err := target.beginInbound(w.from, w.peer.name, w.remote, w.read, nil); err != nil {
+	} else if in, err := target.beginInbound(w.from, w.peer.name, w.remote, w.read, nil, &t.inbound); err != nil {
 		t.moved = true
 		t.err = fmt.Errorf("xfer: transfer with %q refused by the target: %w", w.peer.name, ErrBackend)
 	} else {

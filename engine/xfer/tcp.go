@@ -442,7 +442,7 @@ func (t *tcpTransport) serve(conn net.Conn) {
 		if err != nil {
 			return // clean end, I/O error or malformed: close without writing a byte
 		}
-		in, err := t.c.beginInbound(from, target, segs, read, car)
+		in, err := t.c.beginInbound(from, target, segs, read, car, nil)
 		if err != nil {
 			_ = conn.SetWriteDeadline(t.c.clock.Now().Add(t.idleTimeout))
 			_, _ = conn.Write([]byte{replyRefuse})

@@ -542,19 +542,49 @@ func (p *Proc) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, perr("readdirent", name, syscall.ENOTDIR)
 	}
 	if n.list == nil {
-		ents := make([]dirEntry, 0, len(n.children))
+		ents, list := newDirList(len(n.children))
 		for c, cn := range n.children {
 			ents = append(ents, dirEntry{name: c, n: cn})
 		}
 		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
-		n.list = make([]fs.DirEntry, len(ents))
 		for i := range ents {
-			n.list[i] = &ents[i]
+			list[i] = &ents[i]
 		}
+		n.list = list
 	}
 	out := n.list[:len(n.list):len(n.list)] // shared: a caller's append copies
 	return out, nil
 }
+
+// newDirList returns room for a listing of k entries: ents empty with
+// capacity k, list of length k. A listing of up to four, most of them,
+// takes one allocation (issue #16).
+func newDirList(k int) (ents []dirEntry, list []fs.DirEntry) {
+	switch {
+	case k == 0:
+		return nil, []fs.DirEntry{} // not nil: the cached answer
+	case k <= 2:
+		l := new(dirList2)
+		return l.ents[:0:k], l.list[:k:k]
+	case k <= 4:
+		l := new(dirList4)
+		return l.ents[:0:k], l.list[:k:k]
+	}
+	return make([]dirEntry, 0, k), make([]fs.DirEntry, k)
+}
+
+// dirList2 and dirList4 are a listing's entries and the list of them in
+// one allocation (newDirList).
+type (
+	dirList2 struct {
+		ents [2]dirEntry
+		list [2]fs.DirEntry
+	}
+	dirList4 struct {
+		ents [4]dirEntry
+		list [4]fs.DirEntry
+	}
+)
 
 // dirEntry is a ReadDir entry.
 type dirEntry struct {
@@ -576,7 +606,7 @@ func (p *Proc) Lstat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, perr("lstat", name, err)
 	}
-	return n.statAs(filepath.Base(name)), nil
+	return n.statAs(filepath.Base(name), nil), nil
 }
 
 // Exists implements shareddir.ExistsFS: Lstat's answer, through the same
@@ -684,6 +714,10 @@ type file struct {
 	off                 int
 	read, write, append bool
 	closed              bool
+	// stat is the first FileInfo Stat had to make, in the handle's own
+	// allocation (issue #16); statUsed once it has been handed out.
+	stat     fileInfo
+	statUsed bool
 }
 
 func (f *file) check(op Op) error {
@@ -738,7 +772,15 @@ func (f *file) Stat() (fs.FileInfo, error) {
 	if f.p.dead {
 		return nil, perr("stat", f.name, fs.ErrClosed)
 	}
-	return f.n.statAs(filepath.Base(f.name)), nil
+	var spare *fileInfo
+	if !f.statUsed {
+		spare = &f.stat
+	}
+	fi := f.n.statAs(filepath.Base(f.name), spare)
+	if fi == spare {
+		f.statUsed = true // handed out: never overwritten
+	}
+	return fi, nil
 }
 
 func (f *file) Sync() error {
@@ -778,16 +820,20 @@ func info(name string, n *inode) fileInfo {
 // entry at every collector pass), else a new one. A fileInfo is never
 // changed once handed out, so each is the snapshot of its call, as with
 // os.Lstat.
-func (n *inode) statAs(name string) fs.FileInfo {
+func (n *inode) statAs(name string, spare *fileInfo) *fileInfo {
 	fi := info(name, n)
 	if n.stat != nil && *n.stat == fi {
 		return n.stat
 	}
-	// A copy on the heap only on a miss: taking fi's address would move
+	// A copy on the heap only on a miss (in spare, when given: storage
+	// the caller allocated already): taking fi's address would move
 	// every call's fi to the heap, the hits' too.
-	n.stat = new(fileInfo)
-	*n.stat = fi
-	return n.stat
+	if spare == nil {
+		spare = new(fileInfo)
+	}
+	*spare = fi
+	n.stat = spare
+	return spare
 }
 
 func (i fileInfo) Name() string       { return i.name }

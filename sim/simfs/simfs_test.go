@@ -539,3 +539,30 @@ func TestExistsIsLstat(t *testing.T) {
 	p.Crash()
 	check(p, "/a/b/f")
 }
+
+// TestStatSnapshots: a FileInfo from a handle's Stat describes the file as
+// it was then, after the handle writes and stats again.
+func TestStatSnapshots(t *testing.T) {
+	d, _ := newDisk()
+	p := d.Proc("p")
+	f, err := p.OpenFile("/f", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infos []fs.FileInfo
+	for i := 0; i < 3; i++ {
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, fi)
+		if _, err := f.Write([]byte("ab")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, fi := range infos {
+		if fi.Size() != int64(2*i) || fi.Name() != "f" {
+			t.Errorf("Stat %d = %s %d bytes, want f %d", i, fi.Name(), fi.Size(), 2*i)
+		}
+	}
+}

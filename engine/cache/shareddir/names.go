@@ -100,6 +100,22 @@ func tempPath(dir, infix string, suffix []byte) (path, name string) {
 	return join(dir, name), name
 }
 
+// writePaths is entryPath(dir, entryID) and tempPath(dir, entryID,
+// suffix), with their last elements, all in one allocation when dir joins
+// plainly (Dir.Write: a publish is the simulator's most frequent write;
+// issue #16); entryID must have been validated.
+func writePaths(dir, entryID string, suffix []byte) (finalPath, final, tmpPath, tmp string) {
+	if !joinsPlain(dir) {
+		finalPath = entryPath(dir, entryID)
+		tmpPath, tmp = tempPath(dir, entryID, suffix)
+		return finalPath, finalPath[len(finalPath)-len(entryID)-len(entrySuffix):], tmpPath, tmp
+	}
+	s := dir + string(filepath.Separator) + entryID + entrySuffix + dir + string(filepath.Separator) + tmpPrefix + entryID + "-" + string(suffix)
+	n := len(dir) + 1 + len(entryID) + len(entrySuffix)
+	finalPath, tmpPath = s[:n], s[n:]
+	return finalPath, finalPath[len(dir)+1:], tmpPath, tmpPath[len(dir)+1:]
+}
+
 // claimedPath is join(dir, claimedPrefix+entryID+"-"+suffix), in one
 // allocation when dir joins plainly; entryID must have been validated.
 func claimedPath(dir, entryID string, suffix []byte) string {

@@ -183,6 +183,10 @@ func TestJoinIsFilepathJoin(t *testing.T) {
 					t.Errorf("tempPath(%q, %q) = %q, %q, want %q, %q", d, infix, p, n, filepath.Join(d, name), name)
 				}
 			}
+			fp, f, tp, tn := writePaths(d, id, []byte(suffix))
+			if tmpName := tmpPrefix + id + "-" + suffix; fp != filepath.Join(d, entryName(id)) || f != entryName(id) || tp != filepath.Join(d, tmpName) || tn != tmpName {
+				t.Errorf("writePaths(%q) = %q, %q, %q, %q", d, fp, f, tp, tn)
+			}
 			if got, want := claimedPath(d, id, []byte(suffix)), filepath.Join(d, claimedPrefix+id+"-"+suffix); got != want {
 				t.Errorf("claimedPath(%q) = %q, want %q", d, got, want)
 			}

@@ -33,11 +33,9 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 	if err != nil {
 		return 0, err
 	}
-	// The paths, each in one allocation: a publish is the simulator's
-	// most frequent write. final and tmp are their last elements.
-	finalPath := entryPath(d.dir, entryID)
-	final := finalPath[len(finalPath)-len(entryID)-len(entrySuffix):]
-	tmpPath, tmp := tempPath(d.dir, entryID, suffix)
+	// The paths in one allocation: a publish is the simulator's most
+	// frequent write. final and tmp are their last elements.
+	finalPath, final, tmpPath, tmp := writePaths(d.dir, entryID, suffix)
 	if ok, err := exists(d.fsys, finalPath); err != nil {
 		return 0, fmt.Errorf("shareddir: stat entry %s: %w", entryID, err)
 	} else if ok {
