@@ -129,8 +129,8 @@ func newConsumerNode(w *World, idx int) *ConsumerNode {
 		name = consumerNames[idx]
 	}
 	*c = ConsumerNode{Idx: idx, Inc: 1, Name: name}
-	if w.Sd.Cons == nil {
-		w.Sd.Cons = make([]*simfs.Proc, 0, w.Set.Consumers) // one allocation, not one a consumer
+	if cap(w.Sd.Cons) < w.Set.Consumers {
+		w.Sd.Cons = make([]*simfs.Proc, 0, w.Set.Consumers) // one allocation, not one a consumer (or Run's pooled one)
 	}
 	w.Sd.Cons = append(w.Sd.Cons, nil)
 	c.Boot(w)

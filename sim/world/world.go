@@ -321,6 +321,12 @@ type runBufs struct {
 	answers   []MediaAnswer
 	byHash    []ItemRef
 	cache     map[CacheKey]uint64
+	// disk is the World's shared disk, zeroed but for its slow list and
+	// processes (cleared).
+	disk pooledDisk
+	// proofCons is the Q-6 checker's list of what it saw of each
+	// consumer, cleared.
+	proofCons []ConsumerProofs
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -412,6 +418,9 @@ func (w *World) releaseBufs() {
 		clear(e)
 		b.enabled = e
 	}
+	b.disk.release(w.Sd)
+	clear(w.ProofSeen.Cons)
+	b.proofCons = w.ProofSeen.Cons[:0]
 	*w = World{} // nothing of this run stays reachable from the pool
 	b.world = w
 	runBufPool.Put(b)
@@ -444,7 +453,11 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.WorkRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
 	w.NetRNG, w.DiskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
 	w.ProcRNG = w.rngs[4].seed(seed, subProcess)
-	w.Sd = newSharedDisk(w)
+	var disk *pooledDisk
+	if bufs != nil {
+		disk = &bufs.disk
+	}
+	w.Sd = newSharedDisk(w, disk)
 	var enabled map[Site]bool
 	if bufs != nil {
 		enabled, bufs.enabled = bufs.enabled, nil // cleared by releaseBufs
@@ -457,6 +470,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	if bufs != nil {
 		w.Bufs, b = bufs, *bufs
 	}
+	w.ProofSeen.Cons = b.proofCons[:0] // cleared by releaseBufs
 	w.Q.slab = reuse(b.slab, 16+2*s.Handoffs)
 	w.Q.heap = reuse(b.heap, 16+2*s.Handoffs)
 	w.Q.free = b.free[:0]
