@@ -124,9 +124,11 @@ func newConsumerNode(w *World, idx int) *ConsumerNode {
 	} else {
 		c = new(ConsumerNode)
 	}
-	name := "PD" + strconv.Itoa(idx)
+	var name string
 	if idx < len(consumerNames) {
 		name = consumerNames[idx]
+	} else {
+		name = "PD" + strconv.Itoa(idx)
 	}
 	*c = ConsumerNode{Idx: idx, Inc: 1, Name: name}
 	if cap(w.Sd.Cons) < w.Set.Consumers {

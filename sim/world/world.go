@@ -121,6 +121,9 @@ type World struct {
 	Decisions handoff.Mutants
 	// ProofSeen is what the Q-6 checker saw at its last look (check_proof.go).
 	ProofSeen proofSeen
+	// firstProd is the run's first producer (Start), which Run keeps for
+	// the World's next run (releaseBufs).
+	firstProd *producerNode
 
 	Q     queue
 	Now   int64
@@ -327,6 +330,9 @@ type runBufs struct {
 	// proofCons is the Q-6 checker's list of what it saw of each
 	// consumer, cleared.
 	proofCons []ConsumerProofs
+	// prod is the World's first producer, zeroed but for its key's and
+	// lists' buffers (cleared).
+	prod *producerNode
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -421,6 +427,12 @@ func (w *World) releaseBufs() {
 	b.disk.release(w.Sd)
 	clear(w.ProofSeen.Cons)
 	b.proofCons = w.ProofSeen.Cons[:0]
+	if p := w.firstProd; p != nil {
+		clear(p.Observed[:cap(p.Observed)])
+		clear(p.Vanishing[:cap(p.Vanishing)])
+		*p = producerNode{key: p.key[:0], Observed: p.Observed[:0], Vanishing: p.Vanishing[:0]}
+		b.prod = p
+	}
 	*w = World{} // nothing of this run stays reachable from the pool
 	b.world = w
 	runBufPool.Put(b)
@@ -542,7 +554,12 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 
 // Start builds the nodes and schedules the clients and the periodic work.
 func (w *World) Start() {
-	w.Prod = NewProducerNode(w)
+	var pooled *producerNode
+	if w.Bufs != nil {
+		pooled, w.Bufs.prod = w.Bufs.prod, nil // zeroed by releaseBufs
+	}
+	w.Prod = newProducerNode(w, pooled)
+	w.firstProd = w.Prod
 	for i := 0; i < w.Set.Consumers; i++ {
 		w.Cons = append(w.Cons, newConsumerNode(w, i))
 	}
