@@ -333,6 +333,8 @@ type runBufs struct {
 	// prod is the World's first producer, zeroed but for its key's and
 	// lists' buffers (cleared).
 	prod *producerNode
+	// xf is what the World's transfer backend keeps (pooledXfer).
+	xf pooledXfer
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -425,6 +427,7 @@ func (w *World) releaseBufs() {
 		b.enabled = e
 	}
 	b.disk.release(w.Sd)
+	b.xf.release(w)
 	clear(w.ProofSeen.Cons)
 	b.proofCons = w.ProofSeen.Cons[:0]
 	if p := w.firstProd; p != nil {
