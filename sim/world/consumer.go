@@ -147,6 +147,11 @@ func (c *ConsumerNode) Boot(w *World) {
 	c.Receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes})
 	c.Health = handoff.NewHealth()
 	c.Health.Started()
+	if c.Recvs != nil && w.Bufs != nil {
+		// a past incarnation's, for Run to pool once the run is over
+		// (releaseBufs): nothing of it is cleared before
+		w.retiredRecvs = append(w.retiredRecvs, c.Recvs)
+	}
 	if n := len(w.recvMaps); n > 0 { // Run's pooled one (cleared by releaseBufs)
 		c.Recvs, w.recvMaps = w.recvMaps[n-1], w.recvMaps[:n-1]
 	} else {

@@ -208,6 +208,9 @@ type World struct {
 	// and consMem its memory for their first incarnations' buffers.
 	recvMaps []map[int64]*Recv
 	consMem  []byte
+	// retiredRecvs are the maps of receives of the consumers' past
+	// incarnations (Boot), which releaseBufs pools.
+	retiredRecvs []map[int64]*Recv
 
 	// sendSlots hold the events sendHooked hands the send hooks, by
 	// nesting depth (sendDepth).
@@ -284,8 +287,10 @@ type runBufs struct {
 	upstream []upstreamAnswer
 	recvEnds []RecvEnd
 	writes   []*Write
-	// recvMaps are the consumers' maps of receives, cleared.
+	// recvMaps are the consumers' maps of receives, cleared; retired
+	// the World's list of its past incarnations' maps, cleared.
 	recvMaps []map[int64]*Recv
+	retired  []map[int64]*Recv
 	// fired is the run's coverage of fired faults; consMem the memory of
 	// the consumers' first incarnations' buffers (transfer backend), cleared.
 	fired   []firedCell
@@ -343,8 +348,9 @@ var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
 const maxPooledMap = 256
 
 // maxPooledRecvMaps bounds the consumers' maps of receives a finished run
-// hands on: enough for the most consumers a run draws.
-const maxPooledRecvMaps = 4
+// hands on: enough for the most consumers a run draws and a few of their
+// restarts.
+const maxPooledRecvMaps = 8
 
 // reuse returns b[:0] when it can hold n, else a new slice of capacity n.
 func reuse[T any](b []T, n int) []T {
@@ -393,6 +399,14 @@ func (w *World) releaseBufs() {
 			b.recvMaps = append(b.recvMaps, c.Recvs)
 		}
 	}
+	for _, m := range w.retiredRecvs {
+		if len(m) <= maxPooledMap && len(b.recvMaps) < maxPooledRecvMaps {
+			clear(m)
+			b.recvMaps = append(b.recvMaps, m)
+		}
+	}
+	clear(w.retiredRecvs)
+	b.retired = w.retiredRecvs[:0]
 	b.entries, b.sources = nil, nil
 	if len(w.Ledger.Entries) <= maxPooledMap && len(w.Sources) <= maxPooledMap {
 		// (clearing a map costs its capacity: a huge run's is not kept)
@@ -512,6 +526,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.cov.fired = b.fired[:0]
 	if bufs != nil {
 		w.recvMaps, bufs.recvMaps = bufs.recvMaps, nil
+		w.retiredRecvs = bufs.retired[:0] // cleared by releaseBufs
 		w.consMem = bufs.consMem[:0]
 	}
 	if bufs != nil {
