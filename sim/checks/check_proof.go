@@ -24,8 +24,13 @@ import (
 // producer whose quarantines did not change cost one comparison.
 func checkQuarantineProofs(w *world.World) error {
 	ps := &w.ProofSeen
-	if len(ps.Cons) != len(w.Cons) {
-		ps.Cons = make([]world.ConsumerProofs, len(w.Cons))
+	if n := len(w.Cons); len(ps.Cons) != n {
+		if cap(ps.Cons) >= n { // Run's pooled list (world.go)
+			ps.Cons = ps.Cons[:n]
+			clear(ps.Cons)
+		} else {
+			ps.Cons = make([]world.ConsumerProofs, n)
+		}
 	}
 	for i, c := range w.Cons {
 		seen := &ps.Cons[i]

@@ -124,13 +124,15 @@ func newConsumerNode(w *World, idx int) *ConsumerNode {
 	} else {
 		c = new(ConsumerNode)
 	}
-	name := "PD" + strconv.Itoa(idx)
+	var name string
 	if idx < len(consumerNames) {
 		name = consumerNames[idx]
+	} else {
+		name = "PD" + strconv.Itoa(idx)
 	}
 	*c = ConsumerNode{Idx: idx, Inc: 1, Name: name}
-	if w.Sd.Cons == nil {
-		w.Sd.Cons = make([]*simfs.Proc, 0, w.Set.Consumers) // one allocation, not one a consumer
+	if cap(w.Sd.Cons) < w.Set.Consumers {
+		w.Sd.Cons = make([]*simfs.Proc, 0, w.Set.Consumers) // one allocation, not one a consumer (or Run's pooled one)
 	}
 	w.Sd.Cons = append(w.Sd.Cons, nil)
 	c.Boot(w)
@@ -145,6 +147,11 @@ func (c *ConsumerNode) Boot(w *World) {
 	c.Receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes})
 	c.Health = handoff.NewHealth()
 	c.Health.Started()
+	if c.Recvs != nil && w.Bufs != nil {
+		// a past incarnation's, for Run to pool once the run is over
+		// (releaseBufs): nothing of it is cleared before
+		w.retiredRecvs = append(w.retiredRecvs, c.Recvs)
+	}
 	if n := len(w.recvMaps); n > 0 { // Run's pooled one (cleared by releaseBufs)
 		c.Recvs, w.recvMaps = w.recvMaps[n-1], w.recvMaps[:n-1]
 	} else {

@@ -1,8 +1,11 @@
 package world
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,4 +113,83 @@ func TestHistoryFastPathAgrees(t *testing.T) {
 		t.Fatal("no non-linearizable history among the seeds: the comparison showed nothing")
 	}
 	t.Logf("%d non-linearizable histories agreed on", bad)
+}
+
+// TestHistoryGroupingAgrees: on random histories whose calls do not
+// decrease (as a run records them), grouping operations by entry
+// (groupByEntry) leaves to porcupine the same operations of each entry, in
+// the same order, as sorting them (sortByEntry), so CheckHistory's verdict
+// and description are the same either way.
+func TestHistoryGroupingAgrees(t *testing.T) {
+	const seed = 20261205
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 0))
+	results := []int64{ResOK, ResSpent, ResAborted, ResAlreadyFinished, ResUnavailable, ResCancelled}
+	var entries []string
+	for i := 0; i < 8; i++ {
+		entries = append(entries, fmt.Sprintf("%032x", r.Uint64()))
+	}
+	failing := 0
+	for n := 0; n < 3000; n++ {
+		ops := make([]HistoryOp, r.IntN(40))
+		call := int64(0)
+		for i := range ops {
+			call += int64(r.IntN(3))
+			ret := call + int64(r.IntN(20))
+			if r.IntN(6) == 0 {
+				ret = ReturnUnknown
+			}
+			ops[i] = HistoryOp{
+				Client: r.IntN(4), Race: r.IntN(8) == 0, Kind: OpKind(1 + r.IntN(3)),
+				Entry: entries[r.IntN(1+r.IntN(len(entries)))], Call: call, Return: ret,
+				Result: results[r.IntN(len(results))], MayLapse: r.IntN(5) == 0, Probe: r.IntN(10) == 0,
+			}
+		}
+		if !callsInOrder(ops) {
+			t.Fatalf("history %d: calls out of order", n)
+		}
+		sb := new(sequentialBufs)
+		order, ok := sb.groupByEntry(ops)
+		if !ok {
+			t.Fatalf("history %d: not grouped", n)
+		}
+		grouped := slices.Clone(sb.replay(ops, order))
+		sorted := sb.replay(ops, slices.Clone(sb.sortByEntry(ops)))
+		// The same operations of each entry, in the same order.
+		byEntry := slices.Clone(grouped)
+		slices.SortStableFunc(byEntry, func(a, b HistoryOp) int { return strings.Compare(a.Entry, b.Entry) })
+		if !slices.Equal(byEntry, sorted) {
+			t.Fatalf("history %d: grouped rest %v, sorted rest %v", n, grouped, sorted)
+		}
+		if len(sorted) == 0 {
+			continue
+		}
+		failing++
+		if g, s := describeIllegal(grouped), describeIllegal(sorted); g != s {
+			t.Fatalf("history %d: grouped %q, sorted %q", n, g, s)
+		}
+		model := historyModel.ToModel()
+		if g, s := porcupine.CheckOperations(model, porcupineOps(grouped)), porcupine.CheckOperations(model, porcupineOps(sorted)); g != s {
+			t.Fatalf("history %d: porcupine says %v grouped, %v sorted", n, g, s)
+		}
+	}
+	if failing == 0 {
+		t.Fatal("no history left operations to porcupine: the comparison showed nothing")
+	}
+	// More entries than maxGroups, or calls out of order: sortByEntry's order.
+	var many []HistoryOp
+	for i := 0; i <= maxGroups; i++ {
+		many = append(many, HistoryOp{Kind: OpPublish, Entry: fmt.Sprintf("%032x", i), Call: int64(i), Return: int64(i), Result: ResOK})
+	}
+	if _, ok := new(sequentialBufs).groupByEntry(many); ok {
+		t.Fatalf("%d entries grouped, want sortByEntry's order", len(many))
+	}
+	many[1].Call = 5
+	if _, ok := new(sequentialBufs).groupByEntry(many[:3]); ok {
+		t.Fatal("calls out of order grouped, want sortByEntry's order")
+	}
+	if msg := CheckHistory(many); msg != "" {
+		t.Fatalf("%d publishes: %s", len(many), msg)
+	}
+	t.Logf("%d histories with operations left to porcupine agreed on", failing)
 }

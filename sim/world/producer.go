@@ -50,15 +50,26 @@ type ReleaseWaiter struct {
 	Rpc int64 // its release call's number
 }
 
-func NewProducerNode(w *World) *producerNode {
-	p := &producerNode{
+// NewProducerNode starts a new producer instance of w.
+func NewProducerNode(w *World) *producerNode { return newProducerNode(w, nil) }
+
+// newProducerNode is NewProducerNode reusing p, when not nil, and its
+// key's and lists' buffers (releaseBufs zeroes all else of it).
+func newProducerNode(w *World, p *producerNode) *producerNode {
+	if p == nil {
+		p = new(producerNode)
+	}
+	key, observed, vanishing := p.key[:0], p.Observed[:0], p.Vanishing[:0]
+	*p = producerNode{
 		InstanceID: w.NewInstanceID(),
 		Table: handoff.NewProducerTable(handoff.ProducerConfig{
 			QuotaBytes: w.Set.ProducerQuotaBytes, DefaultTTLMs: w.Set.DefaultTTLMs, MaxTTLMs: w.Set.MaxTTLMs,
 		}),
-		Health: handoff.NewHealth(),
+		Health:    handoff.NewHealth(),
+		Observed:  observed,
+		Vanishing: vanishing,
 	}
-	p.key = []byte("baton-sim reference key\x00" + p.InstanceID)
+	p.key = append(append(key, "baton-sim reference key\x00"...), p.InstanceID...)
 	w.Sd.openProducer(p)
 	if w.Set.Backend == BackendTransfer {
 		p.Agent = w.newAgent(w.Concat("E-", p.InstanceID), false)

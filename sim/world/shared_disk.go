@@ -149,13 +149,46 @@ func (g rngReader) Read(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func newSharedDisk(w *World) *sharedDisk {
-	sd := &sharedDisk{w: w, Slow: map[string]bool{}, interleave: true} // early: made at its first entry
+// newSharedDisk returns w's shared disk, reusing pool's (bufs.disk) when
+// it was w's too, else a new one it leaves in pool for w's next run.
+func newSharedDisk(w *World, pool *pooledDisk) *sharedDisk {
+	if pool == nil {
+		pool = new(pooledDisk)
+	}
+	if pool.sd == nil || pool.world != w { // w is Run's pooled World when pool's is
+		*pool = pooledDisk{world: w, sd: &sharedDisk{Slow: map[string]bool{}}}
+		pool.now = func() int64 { return w.Now }
+		pool.hook = pool.sd.hook
+	}
+	sd := pool.sd
+	// zeroed by releaseBufs but for Slow and Cons (cleared); early: made at its first entry
+	*sd = sharedDisk{w: w, Slow: sd.Slow, Cons: sd.Cons[:0], interleave: true}
 	sd.Rng = sd.rngCell.seed(w.seed, subSharedDisk)
 	sd.rand = rngReader{sd.Rng}
-	sd.Disk = simfs.NewDisk(func() int64 { return w.Now })
-	sd.Disk.Hook = sd.hook
+	sd.Disk = simfs.NewDisk(pool.now)
+	sd.Disk.Hook = pool.hook
 	return sd
+}
+
+// pooledDisk is a shared disk Run keeps for the next run of its World, and
+// its disk's clock and hook, which are bound to that World and disk
+// (issue #16: the disk, its map and the two closures were 4 allocs a run).
+type pooledDisk struct {
+	world *World
+	sd    *sharedDisk
+	now   func() int64
+	hook  func(*simfs.Proc, simfs.Op, string) error
+}
+
+// release clears sd for pool, or drops it when its maps grew large.
+func (pool *pooledDisk) release(sd *sharedDisk) {
+	if sd != pool.sd || len(sd.Slow) > maxPooledMap {
+		*pool = pooledDisk{}
+		return
+	}
+	clear(sd.Slow)
+	clear(sd.Cons[:cap(sd.Cons)])
+	*sd = sharedDisk{Slow: sd.Slow, Cons: sd.Cons[:0]}
 }
 
 // active reports whether the run uses the shared-directory backend.

@@ -62,6 +62,26 @@ type xferWorld struct {
 	writes []Write
 }
 
+// pooledXfer is what Run keeps of a World's transfer backend for its next
+// run (issue #16: three allocations a run): E's map of source
+// registrations, cleared, and the agents' hooks, bound to world's Xf.
+type pooledXfer struct {
+	world   *World
+	srcRegs map[string]*xfer.Registration
+	inbound func(xfer.InboundEvent)
+	fault   xfer.FaultHook
+}
+
+// release keeps w's map and hooks for w's next run, when it made them and
+// the map did not grow large.
+func (pool *pooledXfer) release(w *World) {
+	*pool = pooledXfer{}
+	if m := w.Xf.SrcRegs; m != nil && w.Xf.inboundHook != nil && len(m) <= maxPooledMap {
+		clear(m)
+		*pool = pooledXfer{world: w, srcRegs: m, inbound: w.Xf.inboundHook, fault: w.Xf.faultHook}
+	}
+}
+
 // OneRegion returns the list of the one region buf, for an agent's
 // RegisterMemory (which keeps none of the list, only the region: engine/xfer
 // core.go), in a list the world reuses (issue #16: an allocation each).
@@ -117,8 +137,15 @@ func (x *xferWorld) nextFault(xfer.WriteInfo) xfer.Fault {
 func (w *World) newAgent(name string, consumer bool) xfer.Agent {
 	if w.Xf.Net == nil {
 		w.Xf.Net = xfer.NewManualNetwork()
-		w.Xf.SrcRegs = map[string]*xfer.Registration{}
-		w.Xf.inboundHook, w.Xf.faultHook = w.Xf.onInbound, w.Xf.nextFault
+		if b := w.Bufs; b != nil && b.xf.world == w && b.xf.srcRegs != nil {
+			// Run's, kept for this World (releaseBufs): the map cleared,
+			// the hooks bound to this very World's Xf
+			w.Xf.SrcRegs, b.xf.srcRegs = b.xf.srcRegs, nil
+			w.Xf.inboundHook, w.Xf.faultHook = b.xf.inbound, b.xf.fault
+		} else {
+			w.Xf.SrcRegs = map[string]*xfer.Registration{}
+			w.Xf.inboundHook, w.Xf.faultHook = w.Xf.onInbound, w.Xf.nextFault
+		}
 	}
 	opts := xfer.Options{Name: name, Rand: &w.Xf.keys}
 	if consumer {

@@ -121,6 +121,9 @@ type World struct {
 	Decisions handoff.Mutants
 	// ProofSeen is what the Q-6 checker saw at its last look (check_proof.go).
 	ProofSeen proofSeen
+	// firstProd is the run's first producer (Start), which Run keeps for
+	// the World's next run (releaseBufs).
+	firstProd *producerNode
 
 	Q     queue
 	Now   int64
@@ -205,6 +208,9 @@ type World struct {
 	// and consMem its memory for their first incarnations' buffers.
 	recvMaps []map[int64]*Recv
 	consMem  []byte
+	// retiredRecvs are the maps of receives of the consumers' past
+	// incarnations (Boot), which releaseBufs pools.
+	retiredRecvs []map[int64]*Recv
 
 	// sendSlots hold the events sendHooked hands the send hooks, by
 	// nesting depth (sendDepth).
@@ -281,8 +287,10 @@ type runBufs struct {
 	upstream []upstreamAnswer
 	recvEnds []RecvEnd
 	writes   []*Write
-	// recvMaps are the consumers' maps of receives, cleared.
+	// recvMaps are the consumers' maps of receives, cleared; retired
+	// the World's list of its past incarnations' maps, cleared.
 	recvMaps []map[int64]*Recv
+	retired  []map[int64]*Recv
 	// fired is the run's coverage of fired faults; consMem the memory of
 	// the consumers' first incarnations' buffers (transfer backend), cleared.
 	fired   []firedCell
@@ -321,6 +329,17 @@ type runBufs struct {
 	answers   []MediaAnswer
 	byHash    []ItemRef
 	cache     map[CacheKey]uint64
+	// disk is the World's shared disk, zeroed but for its slow list and
+	// processes (cleared).
+	disk pooledDisk
+	// proofCons is the Q-6 checker's list of what it saw of each
+	// consumer, cleared.
+	proofCons []ConsumerProofs
+	// prod is the World's first producer, zeroed but for its key's and
+	// lists' buffers (cleared).
+	prod *producerNode
+	// xf is what the World's transfer backend keeps (pooledXfer).
+	xf pooledXfer
 }
 
 var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
@@ -329,8 +348,9 @@ var runBufPool = sync.Pool{New: func() any { return new(runBufs) }}
 const maxPooledMap = 256
 
 // maxPooledRecvMaps bounds the consumers' maps of receives a finished run
-// hands on: enough for the most consumers a run draws.
-const maxPooledRecvMaps = 4
+// hands on: enough for the most consumers a run draws and a few of their
+// restarts.
+const maxPooledRecvMaps = 8
 
 // reuse returns b[:0] when it can hold n, else a new slice of capacity n.
 func reuse[T any](b []T, n int) []T {
@@ -379,6 +399,14 @@ func (w *World) releaseBufs() {
 			b.recvMaps = append(b.recvMaps, c.Recvs)
 		}
 	}
+	for _, m := range w.retiredRecvs {
+		if len(m) <= maxPooledMap && len(b.recvMaps) < maxPooledRecvMaps {
+			clear(m)
+			b.recvMaps = append(b.recvMaps, m)
+		}
+	}
+	clear(w.retiredRecvs)
+	b.retired = w.retiredRecvs[:0]
 	b.entries, b.sources = nil, nil
 	if len(w.Ledger.Entries) <= maxPooledMap && len(w.Sources) <= maxPooledMap {
 		// (clearing a map costs its capacity: a huge run's is not kept)
@@ -412,6 +440,16 @@ func (w *World) releaseBufs() {
 		clear(e)
 		b.enabled = e
 	}
+	b.disk.release(w.Sd)
+	b.xf.release(w)
+	clear(w.ProofSeen.Cons)
+	b.proofCons = w.ProofSeen.Cons[:0]
+	if p := w.firstProd; p != nil {
+		clear(p.Observed[:cap(p.Observed)])
+		clear(p.Vanishing[:cap(p.Vanishing)])
+		*p = producerNode{key: p.key[:0], Observed: p.Observed[:0], Vanishing: p.Vanishing[:0]}
+		b.prod = p
+	}
 	*w = World{} // nothing of this run stays reachable from the pool
 	b.world = w
 	runBufPool.Put(b)
@@ -444,7 +482,11 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.WorkRNG, w.idRNG = w.rngs[0].seed(seed, subWorkload), w.rngs[1].seed(seed, subIDs)
 	w.NetRNG, w.DiskRNG = w.rngs[2].seed(seed, subNetwork), w.rngs[3].seed(seed, subDisk)
 	w.ProcRNG = w.rngs[4].seed(seed, subProcess)
-	w.Sd = newSharedDisk(w)
+	var disk *pooledDisk
+	if bufs != nil {
+		disk = &bufs.disk
+	}
+	w.Sd = newSharedDisk(w, disk)
 	var enabled map[Site]bool
 	if bufs != nil {
 		enabled, bufs.enabled = bufs.enabled, nil // cleared by releaseBufs
@@ -457,6 +499,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	if bufs != nil {
 		w.Bufs, b = bufs, *bufs
 	}
+	w.ProofSeen.Cons = b.proofCons[:0] // cleared by releaseBufs
 	w.Q.slab = reuse(b.slab, 16+2*s.Handoffs)
 	w.Q.heap = reuse(b.heap, 16+2*s.Handoffs)
 	w.Q.free = b.free[:0]
@@ -483,6 +526,7 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 	w.cov.fired = b.fired[:0]
 	if bufs != nil {
 		w.recvMaps, bufs.recvMaps = bufs.recvMaps, nil
+		w.retiredRecvs = bufs.retired[:0] // cleared by releaseBufs
 		w.consMem = bufs.consMem[:0]
 	}
 	if bufs != nil {
@@ -528,7 +572,12 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 
 // Start builds the nodes and schedules the clients and the periodic work.
 func (w *World) Start() {
-	w.Prod = NewProducerNode(w)
+	var pooled *producerNode
+	if w.Bufs != nil {
+		pooled, w.Bufs.prod = w.Bufs.prod, nil // zeroed by releaseBufs
+	}
+	w.Prod = newProducerNode(w, pooled)
+	w.firstProd = w.Prod
 	for i := 0; i < w.Set.Consumers; i++ {
 		w.Cons = append(w.Cons, newConsumerNode(w, i))
 	}
