@@ -30,21 +30,14 @@ func (r Results) Lines() []string {
 		width = max(width, len(rr.Rule))
 		count[rr.Rule]++
 	}
-	// A passed rule's not-applicable cases are not passes: the line counts
-	// them apart ("(2 cases; 2 not applicable)").
-	type key struct{ rule, level string }
-	notApplicable := map[key]int{}
-	for _, c := range r.Cases {
-		if c.Outcome == NotApplicable {
-			notApplicable[key{c.Rule, c.Level}]++
-		}
-	}
 	lines := make([]string, 0, len(r.Rules))
 	for _, rr := range r.Rules {
 		detail := firstLine(rr.Message)
 		if rr.Outcome == Passed || detail == "" {
 			detail = casesText(rr.Cases)
-			if na := notApplicable[key{rr.Rule, rr.Level}]; rr.Outcome == Passed && na > 0 && na < rr.Cases {
+			// A passed rule's not-applicable cases are not passes: the
+			// line counts them apart ("(2 cases; 2 not applicable)").
+			if na := rr.NotApplicableCases; rr.Outcome == Passed && na > 0 && na < rr.Cases {
 				detail = fmt.Sprintf("%s; %d not applicable)", strings.TrimSuffix(casesText(rr.Cases-na), ")"), na)
 			}
 		}

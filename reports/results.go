@@ -50,6 +50,9 @@ type RuleResult struct {
 	Outcome Outcome `json:"outcome" yaml:"outcome"`
 	// Cases is the number of cases that ran for the rule (0: not verifiable).
 	Cases int `json:"cases" yaml:"cases"`
+	// NotApplicableCases is how many of Cases were not applicable (a
+	// passed rule's line counts them apart: "(1 case; 2 not applicable)").
+	NotApplicableCases int `json:"not_applicable_cases,omitempty" yaml:"not_applicable_cases,omitempty"`
 	// Message is the text of the first case whose outcome is the verdict
 	// (the first failing case of a failed rule, the first skip reason of a
 	// not-applicable one); "" for a passed rule.

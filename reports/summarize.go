@@ -115,6 +115,9 @@ func Summarize(cases []CaseResult, rulesByLevel map[string][]string) Results {
 		rr.Cases = len(cs)
 		for _, c := range cs {
 			rr.Outcome = Worst(rr.Outcome, c.Outcome)
+			if c.Outcome == NotApplicable {
+				rr.NotApplicableCases++
+			}
 		}
 		if len(cs) == 0 {
 			rr.Outcome, rr.Message = NotVerifiable, MissingRuleMessage

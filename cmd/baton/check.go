@@ -120,6 +120,13 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 	if f.bundleDir != "" && !f.certify {
 		return exitError{ExitUsage, "--bundle needs --certify (a bundle is a certification submission)"}
 	}
+	// --case-timeout has the profile's bounds (a dry run refuses it too).
+	if f.caseTimeout != 0 && f.caseTimeout < target.MinCaseTimeout {
+		return exitError{ExitUsage, fmt.Sprintf("--case-timeout %v is shorter than %v", f.caseTimeout, target.MinCaseTimeout)}
+	}
+	if f.caseTimeout > target.MaxCaseTimeout {
+		return exitError{ExitUsage, fmt.Sprintf("--case-timeout %v is longer than %v (the bound is what turns a hung target into a verdict)", f.caseTimeout, target.MaxCaseTimeout)}
+	}
 	cfg, err := target.LoadConfig(f.configPath)
 	if err != nil {
 		if f.configPath == "" {
@@ -173,9 +180,6 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 		if problems := plan.CertifyProblems(); len(problems) > 0 {
 			return exitError{ExitUsage, "--certify refused: " + check.CertifyError(plan, problems).Error()}
 		}
-	}
-	if f.caseTimeout != 0 && f.caseTimeout < target.MinCaseTimeout {
-		return exitError{ExitUsage, fmt.Sprintf("--case-timeout %v is shorter than %v", f.caseTimeout, target.MinCaseTimeout)}
 	}
 	if f.caseTimeout > 0 {
 		cfg.CaseTimeout = f.caseTimeout // flag > env > file: the report records what ran

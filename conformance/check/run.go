@@ -70,7 +70,7 @@ type Options struct {
 	// report goes to a temporary directory that Run removes.
 	ReportDir string
 	// CaseTimeout, when non-zero, bounds each case instead of the profile's
-	// case_timeout (Profile.CaseTimeout).
+	// case_timeout (Profile.CaseTimeout); at most target.MaxCaseTimeout.
 	CaseTimeout time.Duration
 	// GPU is the GPU inventory of the machine running the check (cmd/baton
 	// reads it through NVML); it is stamped into the results.
@@ -137,6 +137,9 @@ func Run(ctx context.Context, tg target.Target, opts Options) (reports.Results, 
 	}
 	if opts.CaseTimeout < 0 {
 		return reports.Results{}, fmt.Errorf("check: case timeout %v is negative", opts.CaseTimeout)
+	}
+	if opts.CaseTimeout > target.MaxCaseTimeout {
+		return reports.Results{}, fmt.Errorf("check: case timeout %v is longer than %v (the bound is what turns a hung target into a verdict)", opts.CaseTimeout, target.MaxCaseTimeout)
 	}
 	out := opts.Out
 	if out == nil {
