@@ -71,7 +71,7 @@ starts the reference engine as processes on loopback ports, with test hooks
 the conformance suite against them as a certification run (real fixture
 images over gRPC; the same as 'baton check --certify'), writes
 --report-dir/<topology>/ as a certification bundle (PRODUCT.yaml, README.md,
-results.yaml, junit.xml, report.html, SHA256SUMS, plus results.json and
+CONTRACT.md, results.yaml, junit.xml, report.html, SHA256SUMS, plus results.json and
 Ginkgo's reports), shuts every process down through Shutdown (S-1), checks
 that the cache directory is empty (S-4), and exits with the worst verdict
 (codes as in 'baton check'). Each topology runs in a child process of its

@@ -81,9 +81,10 @@ lifecycle core, handoff.Mutants, the executor's core, or in shareddir,
 contenthash, lm; conformance/rules.yaml, sim_kind), except
 lock-across-transfer, the self-test of the simulator's Q-5 checker: ` + mutantNames() + `.
 
-Exit codes: 0 passed; 1 correctness failure (a safety checker: SU-1, SU-3,
-Q-1, Q-3, Q-4, Q-6, X-1, S-1, S-4, core invariants, and the media model's L-3,
-H-4, H-1, B-2; or the end-of-run history check: the client-visible
+Exit codes: 0 passed; 1 correctness failure (a safety checker, its FAIL line
+naming the rule: the lifecycle rules SU-1..SU-6, Q-1..Q-6, C-2..C-4, C-6,
+C-7, X-1, X-2, S-1, S-2, S-4, L-1, L-2, L-4, L-5, N-1, N-2, SE-4, core
+invariants, and the media model's L-3, H-1, H-3, H-4, B-2; or the end-of-run history check: the client-visible
 publish/consume/release operations must be linearizable per reference,
 porcupine, whose HTML visualization goes to --trace-dir as
 seed-N.history.html; then the end-of-run H-2 and H-5 answer checks); 2 liveness failure (no

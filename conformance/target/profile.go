@@ -229,10 +229,10 @@ func (c *Config) finish() error {
 		c.CaseTimeout = DefaultCaseTimeout
 	}
 	if c.CaseTimeout < MinCaseTimeout {
-		return fmt.Errorf("%w: case_timeout %v is shorter than %v (no case can publish and consume in less; 0 or absent means %v)", ErrBadProfile, c.CaseTimeout, MinCaseTimeout, DefaultCaseTimeout)
+		return fmt.Errorf("%w: case_timeout %v is shorter than %v (no case can publish and consume in less; absent or 0s means %v)", ErrBadProfile, c.CaseTimeout, MinCaseTimeout, DefaultCaseTimeout)
 	}
 	if c.CaseTimeout > MaxCaseTimeout {
-		return fmt.Errorf("%w: case_timeout %v is longer than %v (the bound is what turns a hung target into a verdict; 0 or absent means %v)", ErrBadProfile, c.CaseTimeout, MaxCaseTimeout, DefaultCaseTimeout)
+		return fmt.Errorf("%w: case_timeout %v is longer than %v (the bound is what turns a hung target into a verdict; absent or 0s means %v)", ErrBadProfile, c.CaseTimeout, MaxCaseTimeout, DefaultCaseTimeout)
 	}
 	if c.TLS != nil {
 		if err := c.TLS.check(); err != nil {
