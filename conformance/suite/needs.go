@@ -224,7 +224,7 @@ func (c Case) Decide(env Env) (Outcome, string) {
 		}
 	}
 	if n.Feature != "" && !Declared(p, n.Feature) {
-		return OutcomeNotApplicable, fmt.Sprintf("not applicable: the profile declares no %s block (%s applies when it does)", n.Feature, c.Rule)
+		return OutcomeNotApplicable, fmt.Sprintf("the profile declares no %s block (%s applies when it does)", n.Feature, c.Rule)
 	}
 	if n.Transfer && len(p.Backends) > 0 && !slices.ContainsFunc(p.Backends, func(b string) bool { return b != sharedDirBackend }) {
 		return OutcomeNotApplicable, fmt.Sprintf("the target declares backends %v: the shared directory is claimed by rename, so no consumer dials a producer and nothing here is about a transfer backend", p.Backends)
