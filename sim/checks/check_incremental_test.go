@@ -17,6 +17,19 @@ import (
 // carried state over many steps, and want the very next checkStep to fail
 // with the rule.
 
+// dispatchNext pops w's next event, moves the clock and the step count to
+// it and dispatches it, as World.Loop does (without the checkers): ok is
+// false when the queue is empty, done true when the run is complete.
+func dispatchNext(w *world.World) (done, ok bool) {
+	ev, ok := w.Q.Pop()
+	if !ok {
+		return false, false
+	}
+	w.Now = ev.Tick
+	w.Steps++
+	return w.Dispatch(ev), true
+}
+
 // stepUntil runs seeds' worlds step by step, with the checkers, until
 // found says the world is where a violation can be planted; it returns
 // that world (checked up to this step and passing) or nil.
@@ -26,13 +39,10 @@ func stepUntil(t *testing.T, found func(w *world.World) bool) *world.World {
 		w := world.NewWorld(seed, world.DrawSettings(seed), world.Options{})
 		w.Start()
 		for w.Fail == nil {
-			ev, ok := w.Q.Pop()
+			done, ok := dispatchNext(w)
 			if !ok {
 				break
 			}
-			w.Now = ev.Tick
-			w.Steps++
-			done := w.Dispatch(ev)
 			w.CheckStep()
 			if w.Fail != nil || done {
 				break
@@ -175,13 +185,10 @@ func TestEveryEntryWriterTouches(t *testing.T) {
 				for _, e := range w.Ledger.All {
 					before[e] = of(e)
 				}
-				ev, ok := w.Q.Pop()
+				done, ok := dispatchNext(w)
 				if !ok {
 					break
 				}
-				w.Now = ev.Tick
-				w.Steps++
-				done := w.Dispatch(ev)
 				touched := map[*world.EntryRecord]bool{}
 				for _, e := range w.Ledger.Touched {
 					touched[e] = true

@@ -25,13 +25,10 @@ func TestQuarantineEndWithoutProofIsCaught(t *testing.T) {
 		w.Start()
 		planted := false
 		for w.Fail == nil && !planted {
-			ev, ok := w.Q.Pop()
+			done, ok := dispatchNext(w)
 			if !ok {
 				break
 			}
-			w.Now = ev.Tick
-			w.Steps++
-			done := w.Dispatch(ev)
 			w.CheckStep()
 			if w.Fail != nil {
 				t.Fatalf("seed %d failed before anything was planted: %s", seed, w.Fail.Msg)
