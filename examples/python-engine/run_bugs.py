@@ -179,6 +179,7 @@ def run_once(args, name, producer="py", consumer="py", bug=None, report_dir=None
         t0 = time.monotonic()
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
         info["check_s"] = round(time.monotonic() - t0, 1)
+        info["tail"] = (out.stdout[-1500:] + out.stderr[-1500:]).strip()
         if not quiet:
             sys.stdout.write("".join(l + "\n" for l in out.stdout.splitlines()
                                      if l[:5] in ("PASS ", "FAIL ", "N/A  ", "N/V  ", "ERR  ", "ERROR") or l.startswith("verdict")
@@ -259,6 +260,12 @@ def cmd_bugs(args):
         allowed = declared | set(bug.consequences)
         t0 = time.monotonic()
         code, results, info = run_once(args, "baton-py-engine --bug " + name, bug=name, quiet=True)
+        if code == 3 and not results:
+            # Exit 3 before any case: the setup failed (free_port's ports are
+            # only free when drawn; CI once lost a run this way, stop 23).
+            # Say why, then run once more on fresh ports.
+            print("%-22s setup failed (exit 3), retrying once: %s" % (name, info.get("tail", "")[-600:].replace("\n", " | ")), flush=True)
+            code, results, info = run_once(args, "baton-py-engine --bug " + name, bug=name, quiet=True)
         by = outcomes(results)
         failed = by.get("failed", set())
         errored = by.get("error", set()) | by.get("not verifiable", set())
@@ -271,6 +278,8 @@ def cmd_bugs(args):
         print("%-22s declared %-12s failed %-18s %s%s (%.1fs)" % (
             name, ",".join(sorted(declared)), ",".join(sorted(failed)) or "-", verdict,
             (" errors: " + ",".join(sorted(errored))) if errored else "", time.monotonic() - t0), flush=True)
+        if verdict == "MISMATCH" and not results:
+            print("    no results (exit %s): %s" % (code, info.get("tail", "")[-1500:]), flush=True)
         if results:
             for c in results.get("cases", []):
                 if c.get("outcome") in ("failed", "error") and c.get("rule") not in allowed:
