@@ -103,7 +103,7 @@ as a baton.encoder.v1 engine, or --certify refused to run.
 	fl.StringVar(&f.configPath, "config", "", "target profile (YAML): endpoints per role, topologies, backends, declared capabilities (env BATON_CONFIG)")
 	fl.StringVar(&f.reportDir, "report-dir", "out/report", "directory for results.json, results.yaml, junit.xml, report.html and Ginkgo's reports")
 	fl.StringVar(&f.labelFilter, "label-filter", "", "Ginkgo label filter, e.g. 'SU-2 || level:core'")
-	fl.DurationVar(&f.caseTimeout, "case-timeout", 0, "per-case timeout (default: the profile's case_timeout, else 60s)")
+	fl.DurationVar(&f.caseTimeout, "case-timeout", 0, "per-case timeout, 1s..1h (0 or absent: the profile's case_timeout, else 60s)")
 	fl.BoolVar(&f.certify, "certify", false, "certification run: every rule of the claimed level must be verifiable, and the results carry the certificate")
 	fl.StringVar(&f.bundleDir, "bundle", "", "with --certify: write the certification bundle to this directory")
 	fl.BoolVar(&f.list, "list", false, "print the test list (filtered by --label-filter) and exit")
@@ -122,7 +122,7 @@ func runCheckCommand(ctx context.Context, out io.Writer, f checkFlags, argv stri
 	}
 	// --case-timeout has the profile's bounds (a dry run refuses it too).
 	if f.caseTimeout != 0 && f.caseTimeout < target.MinCaseTimeout {
-		return exitError{ExitUsage, fmt.Sprintf("--case-timeout %v is shorter than %v", f.caseTimeout, target.MinCaseTimeout)}
+		return exitError{ExitUsage, fmt.Sprintf("--case-timeout %v is shorter than %v (no case can publish and consume in less; 0 means the profile's case_timeout)", f.caseTimeout, target.MinCaseTimeout)}
 	}
 	if f.caseTimeout > target.MaxCaseTimeout {
 		return exitError{ExitUsage, fmt.Sprintf("--case-timeout %v is longer than %v (the bound is what turns a hung target into a verdict)", f.caseTimeout, target.MaxCaseTimeout)}
