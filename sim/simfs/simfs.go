@@ -50,7 +50,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -102,8 +101,10 @@ type inode struct {
 	// named: the current name is durable (SyncDir of its directory since
 	// it got the name).
 	synced, named bool
-	// children of a directory, by name.
-	children map[string]*inode
+	// children of a directory, sorted by name (a directory holds a few
+	// dozen names at most: a search of a short sorted list costs less
+	// than hashing the name, and ReadDir needs no sort).
+	children []link
 	// lockedBy is the process holding its flock (nil: none).
 	lockedBy *Proc
 	// list caches a directory's sorted ReadDir answer until its children
@@ -113,15 +114,52 @@ type inode struct {
 	stat *fileInfo
 }
 
+// link is a name in a directory and the inode it names.
+type link struct {
+	name string
+	n    *inode
+}
+
+// find returns where name is, or belongs, in n's sorted children, and
+// whether it is there.
+func (n *inode) find(name string) (int, bool) {
+	kids := n.children
+	i, j := 0, len(kids)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if kids[h].name < name {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i, i < len(kids) && kids[i].name == name
+}
+
+// child returns the inode name names in directory n.
+func (n *inode) child(name string) (*inode, bool) {
+	if i, ok := n.find(name); ok {
+		return n.children[i].n, true
+	}
+	return nil, false
+}
+
 // setChild names c name in directory n.
 func (n *inode) setChild(name string, c *inode) {
-	n.children[name] = c
+	i, ok := n.find(name)
+	if ok {
+		n.children[i].n = c
+	} else {
+		n.children = slices.Insert(n.children, i, link{name: name, n: c})
+	}
 	n.list = nil
 }
 
 // delChild removes name from directory n.
 func (n *inode) delChild(name string) {
-	delete(n.children, name)
+	if i, ok := n.find(name); ok {
+		n.children = slices.Delete(n.children, i, i+1)
+	}
 	n.list = nil
 }
 
@@ -130,9 +168,7 @@ func (n *inode) delChild(name string) {
 type Disk struct {
 	root     *inode // "/": rootNode
 	rootNode inode
-	// procs are allocated processes not yet handed out (Proc).
-	procs []Proc
-	now   func() int64
+	now      func() int64
 	// Hook, when set, is called before every operation (see the package doc).
 	Hook func(p *Proc, op Op, path string) error
 	// Ops counts the operations run (for the simulator's statistics).
@@ -147,6 +183,18 @@ type Disk struct {
 	// find it here without hashing its path (cleared with dirs).
 	lastPath string
 	lastDir  *inode
+	// The storage of the inodes, open files, processes, file data and
+	// listings the disk hands out, and the spare lists of children of
+	// the directories of before a Reset: a run of the simulator uses one
+	// disk, and Reset lets the next run reuse all of it (issue #16).
+	inodes  slab[inode]
+	files   slab[file]
+	procs   slab[Proc]
+	bytes   slab[byte]
+	ents    slab[dirEntry]
+	entries slab[fs.DirEntry]
+	dirList []*inode // the directories made since NewDisk or Reset
+	kids    [][]link // spare lists of children, cleared
 }
 
 // cachedDir returns the cached directory at the clean path.
@@ -164,26 +212,105 @@ func (d *Disk) cachedDir(path string) (*inode, bool) {
 // NewDisk returns an empty disk (only "/") whose modification times are
 // nowMs() Unix ms.
 func NewDisk(nowMs func() int64) *Disk {
-	d := &Disk{rootNode: inode{dir: true, perm: 0o755, children: map[string]*inode{}, named: true, synced: true}, now: nowMs,
-		dirs: map[string]*inode{}}
-	d.root = &d.rootNode
+	d := &Disk{now: nowMs, dirs: map[string]*inode{}}
+	d.bytes.block = 4096 // a few dozen entries' files
+	d.Reset()
 	return d
+}
+
+// Reset empties d, as NewDisk returns it (only "/"), keeping its storage
+// for what it hands out next: every process, open file, lock and listing
+// d handed out before is invalid from then on, and must no longer be used
+// (the simulator resets a run's disk for its next run, when nothing of the
+// finished run is left).
+func (d *Disk) Reset() {
+	for _, n := range d.dirList {
+		if k := n.children; cap(k) <= maxSpareKids && len(d.kids) < maxSpareDirs {
+			clear(k[:cap(k)])
+			d.kids = append(d.kids, k[:0])
+		}
+	}
+	clear(d.dirList)
+	d.dirList = d.dirList[:0]
+	d.inodes.reset()
+	d.files.reset()
+	d.procs.reset()
+	d.bytes.reset()
+	d.ents.reset()
+	d.entries.reset()
+	kids := d.rootNode.children
+	clear(kids)
+	d.rootNode = inode{dir: true, perm: 0o755, children: kids[:0], named: true, synced: true}
+	d.root = &d.rootNode
+	clear(d.dirs)
+	d.lastPath, d.lastDir = "", nil
+	d.Hook, d.Ops = nil, 0
+}
+
+// Bounds of what Reset keeps of the directories' lists of children.
+const (
+	maxSpareKids = 256
+	maxSpareDirs = 16
+)
+
+// slab hands out runs of T from blocks it keeps until reset; reset
+// clears them for reuse (Disk.Reset). A run is never handed out twice
+// between resets, so what holds one may keep it until then.
+type slab[T any] struct {
+	blocks [][]T
+	cur    int // the block handing out now
+	used   int // how much of blocks[cur] is handed out
+	block  int // the block size in elements (0: slabBlock)
+}
+
+// slabBlock is a slab's block size in elements.
+const slabBlock = 32
+
+// take returns n zeroed elements, of capacity n (an append copies).
+func (s *slab[T]) take(n int) []T {
+	for s.cur < len(s.blocks) {
+		if b := s.blocks[s.cur]; s.used+n <= len(b) {
+			out := b[s.used : s.used+n : s.used+n]
+			s.used += n
+			return out
+		}
+		s.cur++
+		s.used = 0
+	}
+	size := s.block
+	if size == 0 {
+		size = slabBlock
+	}
+	b := make([]T, max(size, n))
+	s.blocks = append(s.blocks, b)
+	s.cur, s.used = len(s.blocks)-1, n
+	return b[:n:n]
+}
+
+// one returns one zeroed element.
+func (s *slab[T]) one() *T { return &s.take(1)[0] }
+
+// maxSlabBlocks bounds the blocks a reset keeps (a huge run's are dropped).
+const maxSlabBlocks = 16
+
+// reset clears what was handed out and makes it available again.
+func (s *slab[T]) reset() {
+	for i := 0; i < len(s.blocks) && i <= s.cur; i++ {
+		clear(s.blocks[i])
+	}
+	if len(s.blocks) > maxSlabBlocks {
+		clear(s.blocks[maxSlabBlocks:])
+		s.blocks = s.blocks[:maxSlabBlocks]
+	}
+	s.cur, s.used = 0, 0
 }
 
 // Proc returns a new process's view of the disk.
 func (d *Disk) Proc(name string) *Proc {
-	if len(d.procs) == 0 {
-		d.procs = make([]Proc, procChunk)
-	}
-	p := &d.procs[0]
-	d.procs = d.procs[1:]
+	p := d.procs.one()
 	*p = Proc{d: d, name: name}
 	return p
 }
-
-// procChunk is how many processes Disk.Proc allocates at a time (a run of
-// the simulator starts a few).
-const procChunk = 4
 
 // Proc is one process's view of a Disk: a shareddir.FS.
 type Proc struct {
@@ -232,7 +359,7 @@ func (d *Disk) lookup(path string) (*inode, error) {
 		return nil, syscall.ENOENT
 	}
 	if pn, base, ok := d.cachedParent(path); ok {
-		c, ok := pn.children[base]
+		c, ok := pn.child(base)
 		if !ok {
 			return nil, syscall.ENOENT
 		}
@@ -262,7 +389,7 @@ func (d *Disk) cachedParent(path string) (*inode, string, bool) {
 func (d *Disk) lookupClean(path string) (*inode, error) {
 	if i := strings.LastIndexByte(path, '/'); i > 0 {
 		if pn, ok := d.cachedDir(path[:i]); ok {
-			c, ok := pn.children[path[i+1:]]
+			c, ok := pn.child(path[i+1:])
 			if !ok {
 				return nil, syscall.ENOENT
 			}
@@ -306,7 +433,7 @@ func (d *Disk) walkClean(path string) (*inode, error) {
 		if !n.dir {
 			return nil, syscall.ENOTDIR
 		}
-		c, ok := n.children[part]
+		c, ok := n.child(part)
 		if !ok {
 			return nil, syscall.ENOENT
 		}
@@ -381,7 +508,7 @@ func (p *Proc) MkdirAll(path string, perm fs.FileMode) error {
 	for rest := strings.TrimPrefix(clean(path), "/"); rest != "" && rest != "."; {
 		var part string
 		part, rest, _ = strings.Cut(rest, "/")
-		c, ok := n.children[part]
+		c, ok := n.child(part)
 		if !ok {
 			c = p.d.newDir(perm)
 			n.setChild(part, c)
@@ -394,7 +521,14 @@ func (p *Proc) MkdirAll(path string, perm fs.FileMode) error {
 }
 
 func (d *Disk) newDir(perm fs.FileMode) *inode {
-	return &inode{dir: true, perm: perm.Perm() &^ Umask, children: map[string]*inode{}, modMs: d.now(), synced: true}
+	n := d.inodes.one()
+	var kids []link // a spare list of Reset's, or made at the first name
+	if k := len(d.kids); k > 0 {
+		kids, d.kids = d.kids[k-1], d.kids[:k-1]
+	}
+	*n = inode{dir: true, perm: perm.Perm() &^ Umask, children: kids, modMs: d.now(), synced: true}
+	d.dirList = append(d.dirList, n)
+	return n
 }
 
 // Mkdir creates one directory.
@@ -406,7 +540,7 @@ func (p *Proc) Mkdir(path string, perm fs.FileMode) error {
 	if err != nil {
 		return perr("mkdir", path, err)
 	}
-	if _, ok := pn.children[base]; ok {
+	if _, ok := pn.child(base); ok {
 		return perr("mkdir", path, syscall.EEXIST)
 	}
 	pn.setChild(base, p.d.newDir(perm))
@@ -423,7 +557,7 @@ func (p *Proc) OpenFile(name string, flag int, perm fs.FileMode) (shareddir.File
 	if err != nil {
 		return nil, perr("open", name, err)
 	}
-	n, ok := pn.children[base]
+	n, ok := pn.child(base)
 	var f *file
 	switch {
 	case ok && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
@@ -431,10 +565,9 @@ func (p *Proc) OpenFile(name string, flag int, perm fs.FileMode) (shareddir.File
 	case !ok && flag&os.O_CREATE == 0:
 		return nil, perr("open", name, syscall.ENOENT)
 	case !ok:
-		// A created file and its first open in one allocation (every
-		// publish creates its temp file).
-		c := &created{n: inode{perm: perm.Perm() &^ Umask, modMs: p.d.now(), synced: true}}
-		n, f = &c.n, &c.f
+		// from the disk's storage (every publish creates its temp file)
+		n = p.d.inodes.one()
+		*n = inode{perm: perm.Perm() &^ Umask, modMs: p.d.now(), synced: true}
 		pn.setChild(base, n)
 		pn.modMs = p.d.now()
 	}
@@ -445,17 +578,9 @@ func (p *Proc) OpenFile(name string, flag int, perm fs.FileMode) (shareddir.File
 	if write && flag&os.O_TRUNC != 0 {
 		n.data, n.synced, n.modMs = nil, false, p.d.now()
 	}
-	if f == nil {
-		f = new(file)
-	}
+	f = p.d.files.one()
 	*f = file{p: p, n: n, name: name, write: write, read: flag&os.O_WRONLY == 0, append: flag&os.O_APPEND != 0}
 	return f, nil
-}
-
-// created is a new inode and the open file that created it (OpenFile).
-type created struct {
-	n inode
-	f file
 }
 
 // Rename atomically moves oldpath to newpath (replacing a file there).
@@ -467,7 +592,7 @@ func (p *Proc) Rename(oldpath, newpath string) error {
 	if err != nil {
 		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
 	}
-	n, ok := op.children[ob]
+	n, ok := op.child(ob)
 	if !ok {
 		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.ENOENT}
 	}
@@ -475,7 +600,7 @@ func (p *Proc) Rename(oldpath, newpath string) error {
 	if err != nil {
 		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
 	}
-	if old, ok := np.children[nb]; ok {
+	if old, ok := np.child(nb); ok {
 		if old == n {
 			return nil
 		}
@@ -501,7 +626,7 @@ func (p *Proc) Remove(name string) error {
 	if err != nil {
 		return perr("remove", name, err)
 	}
-	n, ok := pn.children[base]
+	n, ok := pn.child(base)
 	if !ok {
 		return perr("remove", name, syscall.ENOENT)
 	}
@@ -542,49 +667,26 @@ func (p *Proc) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, perr("readdirent", name, syscall.ENOTDIR)
 	}
 	if n.list == nil {
-		ents, list := newDirList(len(n.children))
-		for c, cn := range n.children {
-			ents = append(ents, dirEntry{name: c, n: cn})
-		}
-		slices.SortFunc(ents, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
-		for i := range ents {
-			list[i] = &ents[i]
-		}
-		n.list = list
+		n.list = p.d.newDirList(n.children)
 	}
 	out := n.list[:len(n.list):len(n.list)] // shared: a caller's append copies
 	return out, nil
 }
 
-// newDirList returns room for a listing of k entries: ents empty with
-// capacity k, list of length k. A listing of up to four, most of them,
-// takes one allocation (issue #16).
-func newDirList(k int) (ents []dirEntry, list []fs.DirEntry) {
-	switch {
-	case k == 0:
-		return nil, []fs.DirEntry{} // not nil: the cached answer
-	case k <= 2:
-		l := new(dirList2)
-		return l.ents[:0:k], l.list[:k:k]
-	case k <= 4:
-		l := new(dirList4)
-		return l.ents[:0:k], l.list[:k:k]
+// newDirList returns the listing of kids, sorted already, from the
+// disk's storage (issue #16: CollectOrphans lists its directory at every
+// collector pass): not nil, also when empty (the cached answer).
+func (d *Disk) newDirList(kids []link) []fs.DirEntry {
+	if len(kids) == 0 {
+		return []fs.DirEntry{}
 	}
-	return make([]dirEntry, 0, k), make([]fs.DirEntry, k)
+	ents, list := d.ents.take(len(kids)), d.entries.take(len(kids))
+	for i, k := range kids {
+		ents[i] = dirEntry{name: k.name, n: k.n}
+		list[i] = &ents[i]
+	}
+	return list
 }
-
-// dirList2 and dirList4 are a listing's entries and the list of them in
-// one allocation (newDirList).
-type (
-	dirList2 struct {
-		ents [2]dirEntry
-		list [2]fs.DirEntry
-	}
-	dirList4 struct {
-		ents [4]dirEntry
-		list [4]fs.DirEntry
-	}
-)
 
 // dirEntry is a ReadDir entry.
 type dirEntry struct {
@@ -654,7 +756,7 @@ func (p *Proc) SyncDir(name string) error {
 		return perr("fsync", name, syscall.ENOTDIR)
 	}
 	for _, c := range n.children {
-		c.named = true
+		c.n.named = true
 	}
 	return nil
 }
@@ -756,13 +858,28 @@ func (f *file) Write(b []byte) (int, error) {
 		f.off = len(f.n.data)
 	}
 	if end := f.off + len(b); end > len(f.n.data) {
-		f.n.data = append(f.n.data, make([]byte, end-len(f.n.data))...)
+		f.n.data = f.p.d.grow(f.n.data, end)
 	}
 	copy(f.n.data[f.off:], b)
 	f.off += len(b)
 	f.n.synced = false
 	f.n.modMs = f.p.d.now()
 	return len(b), nil
+}
+
+// grow returns data extended with zeros to length end (> len(data)), in
+// the disk's storage when it must move (the data of a file is only ever
+// copied out: ReadFile and Read copy it).
+func (d *Disk) grow(data []byte, end int) []byte {
+	if end <= cap(data) {
+		old := len(data)
+		data = data[:end]
+		clear(data[old:])
+		return data
+	}
+	nd := d.bytes.take(end)
+	copy(nd, data)
+	return nd
 }
 
 func (f *file) Stat() (fs.FileInfo, error) {
@@ -872,16 +989,11 @@ func (d *Disk) Paths(dir string) []string {
 }
 
 func walk(path string, n *inode, fn func(string, *inode)) {
-	names := make([]string, 0, len(n.children))
-	for c := range n.children {
-		names = append(names, c)
-	}
-	sort.Strings(names)
-	for _, c := range names {
-		cp := filepath.Join(path, c)
-		fn(cp, n.children[c])
-		if n.children[c].dir {
-			walk(cp, n.children[c], fn)
+	for _, c := range slices.Clone(n.children) { // sorted
+		cp := filepath.Join(path, c.name)
+		fn(cp, c.n)
+		if c.n.dir {
+			walk(cp, c.n, fn)
 		}
 	}
 }
@@ -916,13 +1028,8 @@ func (d *Disk) LoseUnsynced(dir string, lose func(path string) bool) []string {
 	var vs []victim
 	var visit func(path string, n *inode)
 	visit = func(path string, n *inode) {
-		names := make([]string, 0, len(n.children))
-		for c := range n.children {
-			names = append(names, c)
-		}
-		sort.Strings(names)
-		for _, c := range names {
-			cn := n.children[c]
+		for _, k := range n.children { // sorted; visit changes none
+			cn, c := k.n, k.name
 			cp := filepath.Join(path, c)
 			if cn.dir {
 				visit(cp, cn)
@@ -949,7 +1056,7 @@ func (d *Disk) Vanish(path string) bool {
 	if err != nil {
 		return false
 	}
-	n, ok := pn.children[base]
+	n, ok := pn.child(base)
 	if !ok {
 		return false
 	}

@@ -159,25 +159,31 @@ func newSharedDisk(w *World, pool *pooledDisk) *sharedDisk {
 		*pool = pooledDisk{world: w, sd: &sharedDisk{Slow: map[string]bool{}}}
 		pool.now = func() int64 { return w.Now }
 		pool.hook = pool.sd.hook
+		pool.disk = simfs.NewDisk(pool.now)
+	} else {
+		pool.disk.Reset() // nothing of the last run is left to use it
 	}
 	sd := pool.sd
 	// zeroed by releaseBufs but for Slow and Cons (cleared); early: made at its first entry
 	*sd = sharedDisk{w: w, Slow: sd.Slow, Cons: sd.Cons[:0], interleave: true}
 	sd.Rng = sd.rngCell.seed(w.seed, subSharedDisk)
 	sd.rand = rngReader{sd.Rng}
-	sd.Disk = simfs.NewDisk(pool.now)
+	sd.Disk = pool.disk
 	sd.Disk.Hook = pool.hook
 	return sd
 }
 
 // pooledDisk is a shared disk Run keeps for the next run of its World, and
 // its disk's clock and hook, which are bound to that World and disk
-// (issue #16: the disk, its map and the two closures were 4 allocs a run).
+// (issue #16: the disk, its map and the two closures were 4 allocs a run),
+// and the disk itself, which the next run Resets: its inodes, files,
+// listings and file data are then the next run's, without allocating.
 type pooledDisk struct {
 	world *World
 	sd    *sharedDisk
 	now   func() int64
 	hook  func(*simfs.Proc, simfs.Op, string) error
+	disk  *simfs.Disk
 }
 
 // release clears sd for pool, or drops it when its maps grew large.
