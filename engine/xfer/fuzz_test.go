@@ -15,7 +15,7 @@ import (
 // `go test`; `make fuzz` fuzzes each for FUZZTIME.
 
 // FuzzDecodeMetadata: decodeMetadata never panics, refuses with
-// ErrInvalidParam, and what it accepts re-encodes to the same bytes; an
+// ErrInvalidParam (CheckMetadata with the same error), and what it accepts re-encodes to the same bytes; an
 // accepted tcp address is canonical and bounded (CanonicalAddress).
 func FuzzDecodeMetadata(f *testing.F) {
 	f.Add(encodeMetadata(BackendTCP, "consumer", "127.0.0.1:7400"))
@@ -26,6 +26,9 @@ func FuzzDecodeMetadata(f *testing.F) {
 	f.Add(encodeMetadata(BackendTCP, "c", "[::1]:7400"))
 	f.Fuzz(func(t *testing.T, md []byte) {
 		p, err := decodeMetadata(md)
+		if cerr := CheckMetadata(md); (cerr == nil) != (err == nil) || (err != nil && cerr.Error() != err.Error()) {
+			t.Fatalf("CheckMetadata(%q) = %v; decodeMetadata's error %v", md, cerr, err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalidParam) {
 				t.Fatalf("error %v does not wrap ErrInvalidParam", err)

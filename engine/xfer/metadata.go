@@ -46,8 +46,27 @@ func encodeMetadata(backend, name, conn string) []byte {
 }
 
 func decodeMetadata(md []byte) (peerInfo, error) {
-	bad := func(why string) (peerInfo, error) {
-		return peerInfo{}, fmt.Errorf("xfer: malformed agent metadata (%s): %w", why, ErrInvalidParam)
+	backend, nameLen, err := checkMetadataLayout(md)
+	if err != nil {
+		return peerInfo{}, err
+	}
+	// The name and the connection info in one string: <name><len><conn>.
+	s := string(md[len(metadataMagic)+3:])
+	p := peerInfo{name: s[:nameLen], backend: backend, conn: s[nameLen+2:]}
+	if backend == BackendTCP {
+		if err := CanonicalAddress(p.conn); err != nil {
+			return peerInfo{}, fmt.Errorf("xfer: malformed agent metadata: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// checkMetadataLayout is decodeMetadata's check of md's layout (all but
+// the tcp address's canonical form), without copying anything out of md:
+// the backend and the name's length.
+func checkMetadataLayout(md []byte) (backend string, nameLen int, err error) {
+	bad := func(why string) (string, int, error) {
+		return "", 0, fmt.Errorf("xfer: malformed agent metadata (%s): %w", why, ErrInvalidParam)
 	}
 	r := md
 	if len(r) < len(metadataMagic)+3 || string(r[:len(metadataMagic)]) != metadataMagic {
@@ -57,7 +76,6 @@ func decodeMetadata(md []byte) (peerInfo, error) {
 	if r[0] != metadataVersion {
 		return bad("unknown version")
 	}
-	var backend string
 	for name, code := range backendCodes {
 		if code == r[1] {
 			backend = name
@@ -66,7 +84,7 @@ func decodeMetadata(md []byte) (peerInfo, error) {
 	if backend == "" {
 		return bad("unknown backend")
 	}
-	nameLen := int(r[2])
+	nameLen = int(r[2])
 	r = r[3:]
 	if nameLen == 0 || len(r) < nameLen+2 {
 		return bad("name")
@@ -75,15 +93,7 @@ func decodeMetadata(md []byte) (peerInfo, error) {
 	if connLen == 0 || connLen > maxConnBytes || len(r)-nameLen-2 != connLen {
 		return bad("connection info")
 	}
-	// The name and the connection info in one string: <name><len><conn>.
-	s := string(r)
-	p := peerInfo{name: s[:nameLen], backend: backend, conn: s[nameLen+2:]}
-	if backend == BackendTCP {
-		if err := CanonicalAddress(p.conn); err != nil {
-			return peerInfo{}, fmt.Errorf("xfer: malformed agent metadata: %w", err)
-		}
-	}
-	return p, nil
+	return backend, nameLen, nil
 }
 
 // validName: agent names are 1..255 bytes with no NUL.
@@ -119,6 +129,23 @@ func ParseMetadata(md []byte) (PeerMetadata, error) {
 		return PeerMetadata{}, err
 	}
 	return PeerMetadata{Backend: p.backend, Name: p.name, Address: p.conn}, nil
+}
+
+// CheckMetadata reports what ParseMetadata would of md: nil when it
+// accepts md, else the same error, without decoding md into strings (a
+// caller that only checks metadata before using it; the simulator's
+// producer checks each transfer request's).
+func CheckMetadata(md []byte) error {
+	backend, nameLen, err := checkMetadataLayout(md)
+	if err != nil {
+		return err
+	}
+	if backend == BackendTCP {
+		if err := CanonicalAddress(string(md[len(metadataMagic)+3+nameLen+2:])); err != nil {
+			return fmt.Errorf("xfer: malformed agent metadata: %w", err)
+		}
+	}
+	return nil
 }
 
 // MetadataAddress returns the connection info an agent's metadata carries

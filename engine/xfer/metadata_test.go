@@ -192,3 +192,48 @@ func TestDescriptorSub(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckMetadataAgreesWithParse: CheckMetadata accepts what
+// ParseMetadata accepts and refuses the rest with ParseMetadata's very
+// error: well-formed metadata of both backends, every malformed shape
+// (each byte of good metadata changed, each truncation, a trailing byte)
+// and FuzzDecodeMetadata's seeds (its corpus under testdata/fuzz runs the
+// same comparison).
+func TestCheckMetadataAgreesWithParse(t *testing.T) {
+	good := [][]byte{
+		encodeMetadata(BackendTCP, "consumer", "127.0.0.1:7400"),
+		encodeMetadata(BackendTCP, "c", "[::1]:7400"),
+		encodeMetadata(BackendLoopback, "p", "reg-1"),
+	}
+	mds := [][]byte{nil, {}, []byte("BXMD"), []byte("BXMD\x01\x02\x00"), []byte("BXMD\x01\x09\x01a\x00\x01b"),
+		encodeMetadata(BackendTCP, "c", "127.0.0.1:07400"), encodeMetadata(BackendTCP, "x", "no-port"),
+		encodeMetadata(BackendTCP, "x", "")}
+	for _, g := range good {
+		mds = append(mds, g, append(append([]byte(nil), g...), 0))
+		for i := range g {
+			mds = append(mds, g[:i])
+			for _, v := range []byte{0, 1, 2, 9, 255, g[i] + 1} {
+				b := append([]byte(nil), g...)
+				b[i] = v
+				mds = append(mds, b)
+			}
+		}
+	}
+	accepted := 0
+	for _, md := range mds {
+		_, perr := ParseMetadata(md)
+		cerr := CheckMetadata(md)
+		if (perr == nil) != (cerr == nil) || (perr != nil && perr.Error() != cerr.Error()) {
+			t.Fatalf("CheckMetadata(%q) = %v; ParseMetadata's error %v", md, cerr, perr)
+		}
+		if perr != nil && !errors.Is(cerr, ErrInvalidParam) {
+			t.Fatalf("CheckMetadata(%q) = %v does not wrap ErrInvalidParam", md, cerr)
+		}
+		if perr == nil {
+			accepted++
+		}
+	}
+	if accepted < len(good) {
+		t.Fatalf("only %d of the inputs accepted", accepted)
+	}
+}

@@ -365,9 +365,10 @@ func transferArrive(w *world.World, ev world.Event) {
 		return
 	}
 	// The consumer's agent metadata and descriptors, checked before the
-	// claim as the engine's producer does (xfer.ParseMetadata,
-	// xfer.CheckRemote): a bad one is a definite pre-write rejection.
-	if _, err := xfer.ParseMetadata(rq.Md); err != nil {
+	// claim as the engine's producer does (xfer.ParseMetadata, whose
+	// check alone is xfer.CheckMetadata, and xfer.CheckRemote): a bad one
+	// is a definite pre-write rejection.
+	if err := xfer.CheckMetadata(rq.Md); err != nil {
 		reply.Result = world.ResBeforeWrite
 		w.Send(world.MsgReply, reply.Event())
 		return
