@@ -102,6 +102,13 @@ type ConsumerNode struct {
 	// not admitted in the step they arrived (only a lock held across a
 	// transfer call delays one; Q-5).
 	LateAdmissions [][2]int64
+	// first is the first incarnation's core state, in the node's own
+	// storage (Boot; issue #16: two allocations a consumer). A restart's
+	// is allocated, so no incarnation's Receives or Health is another's.
+	first struct {
+		receives handoff.ConsumerReceives
+		health   handoff.Health
+	}
 }
 
 // TransferInFlight reports whether a TransferEncoderCache call of c is outstanding.
@@ -144,8 +151,15 @@ func (c *ConsumerNode) Boot(w *World) {
 	c.Up = true
 	name := consumerAgentName(c.Idx, c.Inc)
 	w.Sd.Cons[c.Idx] = w.Sd.Disk.Proc(name)
-	c.Receives = handoff.NewConsumerReceives(handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes})
-	c.Health = handoff.NewHealth()
+	cfg := handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes}
+	if c.Inc == 1 {
+		// NewConsumerReceives' and NewHealth's values, in c (they are
+		// inlined, so their own storage stays on the stack)
+		c.first.receives, c.first.health = *handoff.NewConsumerReceives(cfg), *handoff.NewHealth()
+		c.Receives, c.Health = &c.first.receives, &c.first.health
+	} else {
+		c.Receives, c.Health = handoff.NewConsumerReceives(cfg), handoff.NewHealth()
+	}
 	c.Health.Started()
 	if c.Recvs != nil && w.Bufs != nil {
 		// a past incarnation's, for Run to pool once the run is over

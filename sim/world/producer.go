@@ -42,6 +42,10 @@ type producerNode struct {
 	// RemovalFailed ended that removal (the engine's release waits on a
 	// channel; the world on its event queue).
 	ReleaseWaits map[string][]ReleaseWaiter
+	// table and health are what Table and Health point to: the
+	// instance's own (issue #16: two allocations an instance).
+	table  handoff.ProducerTable
+	health handoff.Health
 }
 
 // ReleaseWaiter is a release call waiting for a removal in flight.
@@ -62,13 +66,16 @@ func newProducerNode(w *World, p *producerNode) *producerNode {
 	key, observed, vanishing := p.key[:0], p.Observed[:0], p.Vanishing[:0]
 	*p = producerNode{
 		InstanceID: w.NewInstanceID(),
-		Table: handoff.NewProducerTable(handoff.ProducerConfig{
-			QuotaBytes: w.Set.ProducerQuotaBytes, DefaultTTLMs: w.Set.DefaultTTLMs, MaxTTLMs: w.Set.MaxTTLMs,
-		}),
-		Health:    handoff.NewHealth(),
-		Observed:  observed,
-		Vanishing: vanishing,
+		Observed:   observed,
+		Vanishing:  vanishing,
 	}
+	// NewProducerTable's and NewHealth's values, in p (they are inlined,
+	// so their own storage stays on the stack)
+	p.table = *handoff.NewProducerTable(handoff.ProducerConfig{
+		QuotaBytes: w.Set.ProducerQuotaBytes, DefaultTTLMs: w.Set.DefaultTTLMs, MaxTTLMs: w.Set.MaxTTLMs,
+	})
+	p.health = *handoff.NewHealth()
+	p.Table, p.Health = &p.table, &p.health
 	p.key = append(append(key, "baton-sim reference key\x00"...), p.InstanceID...)
 	w.Sd.openProducer(p)
 	if w.Set.Backend == BackendTransfer {
