@@ -127,7 +127,16 @@ func (n *inode) find(name string) (int, bool) {
 	i, j := 0, len(kids)
 	for i < j {
 		h := int(uint(i+j) >> 1)
-		if kids[h].name < name {
+		// the first bytes decide most comparisons (entry ids are
+		// random) without a call of the runtime's string compare
+		k := kids[h].name
+		var less bool
+		if k != "" && name != "" && k[0] != name[0] {
+			less = k[0] < name[0]
+		} else {
+			less = k < name
+		}
+		if less {
 			i = h + 1
 		} else {
 			j = h
@@ -175,12 +184,14 @@ type Disk struct {
 	Ops int64
 	// dirs caches the directories found by path (a path as looked up,
 	// clean): every operation looks up its directory, so the cache saves
-	// one map lookup per element of the path. A cached entry is exact
-	// while no directory is removed or renamed; both clear the cache.
-	dirs map[string]*inode
+	// one search per element of the path. A cached entry is exact while
+	// no directory is removed or renamed; both clear the cache. A disk
+	// has a few directories: a scan of a short list costs less than
+	// hashing the path (at most maxCachedDirs; past them lookups walk).
+	dirs []dirPath
 	// lastDir is the directory the cache gave last, lastPath its path:
 	// most operations in a row work in one directory, so most lookups
-	// find it here without hashing its path (cleared with dirs).
+	// find it here without a scan of dirs (cleared with dirs).
 	lastPath string
 	lastDir  *inode
 	// The storage of the inodes, open files, processes, file data and
@@ -202,17 +213,28 @@ func (d *Disk) cachedDir(path string) (*inode, bool) {
 	if d.lastDir != nil && path == d.lastPath {
 		return d.lastDir, true
 	}
-	n, ok := d.dirs[path]
-	if ok {
-		d.lastPath, d.lastDir = path, n
+	for i := range d.dirs {
+		if c := &d.dirs[i]; c.path == path {
+			d.lastPath, d.lastDir = path, c.n
+			return c.n, true
+		}
 	}
-	return n, ok
+	return nil, false
 }
+
+// dirPath is an entry of Disk.dirs: a directory and its clean path.
+type dirPath struct {
+	path string
+	n    *inode
+}
+
+// maxCachedDirs bounds Disk.dirs.
+const maxCachedDirs = 32
 
 // NewDisk returns an empty disk (only "/") whose modification times are
 // nowMs() Unix ms.
 func NewDisk(nowMs func() int64) *Disk {
-	d := &Disk{now: nowMs, dirs: map[string]*inode{}}
+	d := &Disk{now: nowMs}
 	d.bytes.block = 4096 // a few dozen entries' files
 	d.Reset()
 	return d
@@ -243,6 +265,7 @@ func (d *Disk) Reset() {
 	d.rootNode = inode{dir: true, perm: 0o755, children: kids[:0], named: true, synced: true}
 	d.root = &d.rootNode
 	clear(d.dirs)
+	d.dirs = d.dirs[:0]
 	d.lastPath, d.lastDir = "", nil
 	d.Hook, d.Ops = nil, 0
 }
@@ -406,7 +429,9 @@ func (d *Disk) lookupDir(path string) (*inode, error) {
 	}
 	n, err := d.walkClean(path)
 	if err == nil && n.dir {
-		d.dirs[path] = n
+		if len(d.dirs) < maxCachedDirs {
+			d.dirs = append(d.dirs, dirPath{path: path, n: n})
+		}
 	}
 	return n, err
 }
@@ -416,6 +441,7 @@ func (d *Disk) lookupDir(path string) (*inode, error) {
 func (d *Disk) dirGone(n *inode) {
 	if n.dir {
 		clear(d.dirs)
+		d.dirs = d.dirs[:0]
 		d.lastPath, d.lastDir = "", nil
 	}
 }
