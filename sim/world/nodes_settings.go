@@ -89,7 +89,8 @@ var nodeSettingKeys = []string{"topology", "decoders", "kv_session_ttl_ms", "dec
 // stream only, adds the enabled sites to faults (the sites DrawSettings
 // enabled) and returns it sorted.
 func drawNodeSettings(seed uint64, s *Settings, faults []Site) []Site {
-	var cell rngCell // newRNG's stream, not allocated (issue #16)
+	cell := drawCells.Get().(*rngCell) // newRNG's stream, not allocated (issue #16)
+	defer drawCells.Put(cell)
 	r := cell.seed(seed, subNodes)
 	n := &s.NodeSettings
 	n.Topology = TopologyEPD

@@ -97,7 +97,12 @@ func (w *World) NewEntryID() string {
 // NewInstanceID draws a lowercase UUID from the ids stream.
 func (w *World) NewInstanceID() string {
 	h := w.NewEntryID()
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	b := w.text(36) // in the run's text, as the id's hex is (text.go)
+	b = append(append(b, h[0:8]...), '-')
+	b = append(append(b, h[8:12]...), '-')
+	b = append(append(b, h[12:16]...), '-')
+	b = append(append(b, h[16:20]...), '-')
+	return w.keep(append(b, h[20:32]...))
 }
 
 // Codes carried in reply events (field b).

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Backends the simulator models.
@@ -64,9 +65,15 @@ type Settings struct {
 // EnableProbability is the probability that a fault site is enabled in a run (BUGGIFY).
 const EnableProbability = 0.25
 
+// drawCells hold the streams DrawSettings and drawNodeSettings draw from:
+// a cell on the stack would move to the heap (the stream it holds points
+// into it), and they draw once a run; concurrent sweeps each get their own.
+var drawCells = sync.Pool{New: func() any { return new(rngCell) }}
+
 // DrawSettings returns the settings seed decides, from the settings stream only.
 func DrawSettings(seed uint64) Settings {
-	var cell rngCell // newRNG's stream, not allocated (issue #16)
+	cell := drawCells.Get().(*rngCell) // newRNG's stream, not allocated (issue #16)
+	defer drawCells.Put(cell)
 	r := cell.seed(seed, subSettings)
 	s := Settings{}
 	if r.IntN(2) == 0 {
