@@ -104,12 +104,20 @@ type ConsumerNode struct {
 	LateAdmissions [][2]int64
 	// first is the first incarnation's core state, in the node's own
 	// storage (Boot; issue #16: two allocations a consumer). A restart's
-	// is allocated, so no incarnation's Receives or Health is another's.
-	first struct {
-		receives handoff.ConsumerReceives
-		health   handoff.Health
-	}
+	// is Run's pooled one or allocated, never an earlier incarnation's.
+	first incarnation
 }
+
+// incarnation is a consumer incarnation's core state (Boot).
+type incarnation struct {
+	receives handoff.ConsumerReceives
+	health   handoff.Health
+}
+
+// pooledRestarts is how many consumer restarts a run takes their state,
+// buffers and memory for from Run's pooled storage (World.incs,
+// consBufs, consMem); more are allocated.
+const pooledRestarts = 6
 
 // TransferInFlight reports whether a TransferEncoderCache call of c is outstanding.
 func (c *ConsumerNode) TransferInFlight() bool {
@@ -152,14 +160,19 @@ func (c *ConsumerNode) Boot(w *World) {
 	name := consumerAgentName(c.Idx, c.Inc)
 	w.Sd.Cons[c.Idx] = w.Sd.Disk.Proc(name)
 	cfg := handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes}
-	if c.Inc == 1 {
-		// NewConsumerReceives' and NewHealth's values, in c (they are
-		// inlined, so their own storage stays on the stack)
-		c.first.receives, c.first.health = *handoff.NewConsumerReceives(cfg), *handoff.NewHealth()
-		c.Receives, c.Health = &c.first.receives, &c.first.health
-	} else {
-		c.Receives, c.Health = handoff.NewConsumerReceives(cfg), handoff.NewHealth()
+	inc := &c.first
+	if c.Inc > 1 {
+		if len(w.incs) < cap(w.incs) { // Run's pooled ones (cleared by releaseBufs)
+			w.incs = w.incs[:len(w.incs)+1]
+			inc = &w.incs[len(w.incs)-1]
+		} else {
+			inc = new(incarnation)
+		}
 	}
+	// NewConsumerReceives' and NewHealth's values, in inc (they are
+	// inlined, so their own storage stays on the stack)
+	inc.receives, inc.health = *handoff.NewConsumerReceives(cfg), *handoff.NewHealth()
+	c.Receives, c.Health = &inc.receives, &inc.health
 	c.Health.Started()
 	if c.Recvs != nil && w.Bufs != nil {
 		// a past incarnation's, for Run to pool once the run is over
@@ -172,8 +185,9 @@ func (c *ConsumerNode) Boot(w *World) {
 		c.Recvs = map[int64]*Recv{}
 	}
 	c.Entered = 0
-	if n := w.Set.BuffersPerConsumer; len(w.consBufs) >= n && c.Inc == 1 {
-		// a first incarnation's, from Run's pooled buffers (cleared)
+	if n := w.Set.BuffersPerConsumer; len(w.consBufs) >= n {
+		// from Run's pooled buffers (cleared): every first incarnation's
+		// and the first restarts' (pooledRestarts)
 		c.Bufs, w.consBufs = w.consBufs[:n:n], w.consBufs[n:]
 	} else {
 		c.Bufs = make([]buffer, n)
@@ -184,11 +198,12 @@ func (c *ConsumerNode) Boot(w *World) {
 		Must(err)
 		c.Md = md
 		var mem []byte
-		if n := entryIDBytes * len(c.Bufs); c.Inc == 1 && w.Bufs != nil {
-			// a first incarnation's, from Run's pooled memory (cleared
-			// by releaseBufs, which clears all of Bufs.consMem)
+		if n := entryIDBytes * len(c.Bufs); w.Bufs != nil && (c.Inc == 1 || len(w.consMem)+n <= cap(w.consMem)) {
+			// a first incarnation's or one of the first restarts', from
+			// Run's pooled memory (cleared by releaseBufs, which clears
+			// all of Bufs.consMem)
 			if len(w.consMem)+n > cap(w.consMem) {
-				w.Bufs.consMem = make([]byte, entryIDBytes*w.Set.Consumers*w.Set.BuffersPerConsumer)
+				w.Bufs.consMem = make([]byte, entryIDBytes*(w.Set.Consumers+pooledRestarts)*w.Set.BuffersPerConsumer)
 				w.consMem = w.Bufs.consMem[:0]
 			}
 			l := len(w.consMem)

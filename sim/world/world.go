@@ -204,6 +204,8 @@ type World struct {
 	// consNodes of its consumers for newConsumerNode to take.
 	consBufs  []buffer
 	consNodes []ConsumerNode
+	// incs is Run's pooled state of the consumers' restarts (Boot).
+	incs []incarnation
 	// recvMaps are Run's pooled maps for the consumers' receives (Boot),
 	// and consMem its memory for their first incarnations' buffers.
 	recvMaps []map[int64]*Recv
@@ -312,6 +314,8 @@ type runBufs struct {
 	// list of them, cleared.
 	consNodes []ConsumerNode
 	consPtrs  []*ConsumerNode
+	// incs is the state of the consumers' restarts (pooledRestarts), cleared.
+	incs []incarnation
 	// enabled is the faults' map of enabled sites, cleared.
 	enabled map[Site]bool
 	// pending is the history's map of unanswered calls, cleared.
@@ -350,7 +354,7 @@ const maxPooledMap = 256
 // maxPooledRecvMaps bounds the consumers' maps of receives a finished run
 // hands on: enough for the most consumers a run draws and a few of their
 // restarts.
-const maxPooledRecvMaps = 8
+const maxPooledRecvMaps = 16
 
 // reuse returns b[:0] when it can hold n, else a new slice of capacity n.
 func reuse[T any](b []T, n int) []T {
@@ -417,6 +421,7 @@ func (w *World) releaseBufs() {
 	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
 	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
 	clear(b.consBufs[:cap(b.consBufs)])
+	clear(b.incs[:cap(b.incs)])
 	clear(b.consNodes)
 	clear(w.Cons)
 	b.consPtrs = w.Cons[:0]
@@ -533,12 +538,16 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 		bufs.recvs = w.recvs
 	}
 	if bufs != nil {
-		if n := s.Consumers * s.BuffersPerConsumer; cap(b.consBufs) >= n {
+		if n := (s.Consumers + pooledRestarts) * s.BuffersPerConsumer; cap(b.consBufs) >= n {
 			bufs.consBufs = b.consBufs[:n]
 		} else {
 			bufs.consBufs = make([]buffer, n)
 		}
 		w.consBufs = bufs.consBufs
+		if b.incs == nil {
+			bufs.incs = make([]incarnation, 0, pooledRestarts)
+		}
+		w.incs = bufs.incs[:0]
 		if cap(b.consNodes) >= s.Consumers {
 			bufs.consNodes = b.consNodes[:s.Consumers]
 		} else {
