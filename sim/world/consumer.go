@@ -117,7 +117,7 @@ type incarnation struct {
 // pooledRestarts is how many consumer restarts a run takes their state,
 // buffers and memory for from Run's pooled storage (World.incs,
 // consBufs, consMem); more are allocated.
-const pooledRestarts = 6
+const pooledRestarts = 16
 
 // TransferInFlight reports whether a TransferEncoderCache call of c is outstanding.
 func (c *ConsumerNode) TransferInFlight() bool {

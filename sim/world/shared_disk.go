@@ -244,7 +244,7 @@ func (sd *sharedDisk) openProducer(p *producerNode) {
 	if sd.w.Tracing {
 		before = sd.Disk.Files(CacheRoot)
 	}
-	sd.Prod = sd.Disk.Proc("E/" + p.InstanceID)
+	sd.Prod = sd.Disk.Proc(sd.w.Concat("E/", p.InstanceID)) // in the run's text
 	dir, swept, err := shareddir.StartProducer(sd.Prod, CacheRoot, p.InstanceID, sd.rand, sd.w.Now, false)
 	if err != nil {
 		panic(fmt.Sprintf("sim: StartProducer: %v", err))

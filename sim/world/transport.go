@@ -73,8 +73,12 @@ type pooledXfer struct {
 }
 
 // release keeps w's map and hooks for w's next run, when it made them and
-// the map did not grow large.
+// the map did not grow large, or when w's run made no agent (a
+// shared-directory run between two transfer runs).
 func (pool *pooledXfer) release(w *World) {
+	if w.Xf.Net == nil && pool.world == w {
+		return // the run made no agent: newAgent left pool as it was
+	}
 	*pool = pooledXfer{}
 	if m := w.Xf.SrcRegs; m != nil && w.Xf.inboundHook != nil && len(m) <= maxPooledMap {
 		clear(m)

@@ -395,8 +395,8 @@ func (w *World) releaseBufs() {
 	clear(w.Writes)
 	b.upstream, b.recvEnds, b.writes = w.Upstream[:0], w.RecvEnds[:0], w.Writes[:0]
 	b.fired = w.cov.fired[:0]
-	clear(b.consMem)
-	b.recvMaps = w.recvMaps // those this run did not take (empty)
+	clear(b.consMem[:len(w.consMem)]) // what the run took (the rest is clear)
+	b.recvMaps = w.recvMaps           // those this run did not take (empty)
 	for _, c := range w.Cons {
 		if len(c.Recvs) <= maxPooledMap && c.Recvs != nil && len(b.recvMaps) < maxPooledRecvMaps {
 			clear(c.Recvs)
@@ -420,8 +420,8 @@ func (w *World) releaseBufs() {
 	}
 	b.slab, b.heap, b.free = w.Q.slab[:0], w.Q.heap[:0], w.Q.free[:0]
 	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
-	clear(b.consBufs[:cap(b.consBufs)])
-	clear(b.incs[:cap(b.incs)])
+	clear(b.consBufs[:len(b.consBufs)-len(w.consBufs)]) // what the run took (the rest is clear)
+	clear(b.incs[:len(w.incs)])
 	clear(b.consNodes)
 	clear(w.Cons)
 	b.consPtrs = w.Cons[:0]
