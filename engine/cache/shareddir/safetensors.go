@@ -186,6 +186,13 @@ type tensorHeader struct {
 // non-UTF-8 or duplicate tensor name, an unknown dtype, a negative dim, or
 // len(Data) != product(Shape) * dtype size; non-UTF-8 metadata.
 func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, error) {
+	return appendSafetensors(nil, tensors, metadata)
+}
+
+// appendSafetensors is EncodeSafetensors building the file in buf's
+// storage when it has room (Dir.Write's pooled buffer), else in a new one;
+// buf's contents are overwritten.
+func appendSafetensors(buf []byte, tensors []Tensor, metadata map[string]string) ([]byte, error) {
 	// The file is built in one buffer: the length placeholder, the header
 	// written in place, then the data. Its capacity is a bound on the
 	// header for names and metadata that need no JSON escaping (an escape
@@ -197,7 +204,12 @@ func EncodeSafetensors(tensors []Tensor, metadata map[string]string) ([]byte, er
 	for _, t := range tensors {
 		est += len(t.Name) + len(t.DType) + 48 + 2*20 + 21*len(t.Shape) + len(t.Data)
 	}
-	out := make([]byte, headerLenBytes, est)
+	var out []byte
+	if cap(buf) >= est {
+		out = buf[:headerLenBytes] // the length: written below
+	} else {
+		out = make([]byte, headerLenBytes, est)
+	}
 	out = append(out, '{')
 	first := true
 	sep := func() {

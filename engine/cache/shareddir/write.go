@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync"
 )
 
 // Write publishes entryID: it encodes tensors and metadata as safetensors,
@@ -24,7 +25,19 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 	if err := ValidateEntryID(entryID); err != nil {
 		return 0, err
 	}
-	b, err := EncodeSafetensors(tensors, metadata)
+	// The file is encoded in a pooled buffer: nothing keeps it past the
+	// file's Write (io.Writer must not retain it), and a publish is the
+	// simulator's most frequent write.
+	bp := encodeBufs.Get().(*[]byte)
+	b, err := appendSafetensors(*bp, tensors, metadata)
+	defer func() {
+		if b == nil { // not encoded: the buffer is as it was
+			encodeBufs.Put(bp)
+		} else if cap(b) <= maxPooledEncode {
+			*bp = b[:0]
+			encodeBufs.Put(bp)
+		}
+	}()
 	if err != nil {
 		return 0, err
 	}
@@ -54,6 +67,13 @@ func (d *Dir) Write(entryID string, tensors []Tensor, metadata map[string]string
 	d.rememberPath(entryID, finalPath)
 	return int64(len(b)), nil
 }
+
+// encodeBufs are Dir.Write's buffers for encoding an entry; one that grew
+// past maxPooledEncode (a large entry) is left to the garbage collector.
+var encodeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledEncode bounds the buffers encodeBufs keeps.
+const maxPooledEncode = 64 << 10
 
 // dirSyncError is a failed fsync of the directory after the rename: the file
 // is visible under its final name.
