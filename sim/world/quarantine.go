@@ -51,6 +51,18 @@ type CtrlConn struct {
 	Retired bool
 }
 
+// NewCtrlConn returns a new control connection holding cc, allocated from
+// the run's blocks of connections (issue #16: one allocation a dial; the
+// first block is Run's pooled one), which are never grown in place
+// (connections are referred to by pointer).
+func (w *World) NewCtrlConn(cc CtrlConn) *CtrlConn {
+	if len(w.conns) == cap(w.conns) {
+		w.conns = make([]CtrlConn, 0, max(8, 2*cap(w.conns)))
+	}
+	w.conns = append(w.conns, cc)
+	return &w.conns[len(w.conns)-1]
+}
+
 // CarrierClosed reports whether connection cc can carry nothing more: E's
 // process it went to is gone (crashed or stopped), the consumer
 // incarnation that dialled it is gone, or the consumer retired it and no

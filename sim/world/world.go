@@ -163,8 +163,10 @@ type World struct {
 	// Xf is the transfer backend: real xfer agents on a simulated transport (transport.go).
 	Xf    xferWorld
 	Xreqs []Xreq // every transfer request, by receive number-1
-	// recvs is where NewRecv allocates receives, a block at a time.
+	// recvs is where NewRecv allocates receives, a block at a time;
+	// conns where NewCtrlConn allocates connections.
 	recvs []Recv
+	conns []CtrlConn
 	// Admit is sim/nodes' consumerCheckRef's admission, its callbacks made once.
 	Admit ConsumeAdmission
 	// TransferAdmit is sim/nodes' producerCheckRef's, likewise.
@@ -316,6 +318,8 @@ type runBufs struct {
 	consPtrs  []*ConsumerNode
 	// incs is the state of the consumers' restarts (pooledRestarts), cleared.
 	incs []incarnation
+	// conns is the run's first block of control connections (NewCtrlConn), cleared.
+	conns []CtrlConn
 	// enabled is the faults' map of enabled sites, cleared.
 	enabled map[Site]bool
 	// pending is the history's map of unanswered calls, cleared.
@@ -422,6 +426,10 @@ func (w *World) releaseBufs() {
 	b.ops, b.clientPtrs, b.xreqs = w.Hist.ops[:0], w.Clients[:0], w.Xreqs[:0]
 	clear(b.consBufs[:len(b.consBufs)-len(w.consBufs)]) // what the run took (the rest is clear)
 	clear(b.incs[:len(w.incs)])
+	// the first block's used connections, whatever the world grew to since
+	// (NewCtrlConn allocates them in order)
+	clear(b.conns[:cap(b.conns)])
+	b.conns = b.conns[:0]
 	clear(b.consNodes)
 	clear(w.Cons)
 	b.consPtrs = w.Cons[:0]
@@ -548,6 +556,8 @@ func newWorldBufs(seed uint64, s Settings, opts Options, bufs *runBufs) *World {
 			bufs.incs = make([]incarnation, 0, pooledRestarts)
 		}
 		w.incs = bufs.incs[:0]
+		w.conns = reuse(b.conns, 8)
+		bufs.conns = w.conns
 		if cap(b.consNodes) >= s.Consumers {
 			bufs.consNodes = b.consNodes[:s.Consumers]
 		} else {
