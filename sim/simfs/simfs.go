@@ -201,6 +201,8 @@ type Disk struct {
 	inodes  slab[inode]
 	files   slab[file]
 	procs   slab[Proc]
+	locks   slab[lock]
+	stats   slab[fileInfo]
 	bytes   slab[byte]
 	ents    slab[dirEntry]
 	entries slab[fs.DirEntry]
@@ -257,6 +259,8 @@ func (d *Disk) Reset() {
 	d.inodes.reset()
 	d.files.reset()
 	d.procs.reset()
+	d.locks.reset()
+	d.stats.reset()
 	d.bytes.reset()
 	d.ents.reset()
 	d.entries.reset()
@@ -734,7 +738,7 @@ func (p *Proc) Lstat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, perr("lstat", name, err)
 	}
-	return n.statAs(filepath.Base(name), nil), nil
+	return n.statAs(p.d, filepath.Base(name), nil), nil
 }
 
 // Exists implements shareddir.ExistsFS: Lstat's answer, through the same
@@ -814,7 +818,9 @@ func (p *Proc) TryLock(name string, create bool, perm fs.FileMode) (shareddir.Fi
 		return nil, fmt.Errorf("%w: %s", shareddir.ErrLocked, name)
 	}
 	n.lockedBy = p
-	return &lock{p: p, n: n}, nil
+	l := d.locks.one()
+	*l = lock{p: p, n: n}
+	return l, nil
 }
 
 // lock is a held flock.
@@ -919,7 +925,7 @@ func (f *file) Stat() (fs.FileInfo, error) {
 	if !f.statUsed {
 		spare = &f.stat
 	}
-	fi := f.n.statAs(filepath.Base(f.name), spare)
+	fi := f.n.statAs(f.p.d, filepath.Base(f.name), spare)
 	if fi == spare {
 		f.statUsed = true // handed out: never overwritten
 	}
@@ -960,19 +966,19 @@ func info(name string, n *inode) fileInfo {
 
 // statAs is info(name, n) as an fs.FileInfo: the one handed out last when
 // it still describes n under name (a producer looks at each published
-// entry at every collector pass), else a new one. A fileInfo is never
+// entry at every collector pass), else a new one from d. A fileInfo is never
 // changed once handed out, so each is the snapshot of its call, as with
 // os.Lstat.
-func (n *inode) statAs(name string, spare *fileInfo) *fileInfo {
+func (n *inode) statAs(d *Disk, name string, spare *fileInfo) *fileInfo {
 	fi := info(name, n)
 	if n.stat != nil && *n.stat == fi {
 		return n.stat
 	}
-	// A copy on the heap only on a miss (in spare, when given: storage
-	// the caller allocated already): taking fi's address would move
-	// every call's fi to the heap, the hits' too.
+	// A copy in d's storage only on a miss (in spare, when given:
+	// storage the caller allocated already): taking fi's address would
+	// move every call's fi to the heap, the hits' too.
 	if spare == nil {
-		spare = new(fileInfo)
+		spare = d.stats.one()
 	}
 	*spare = fi
 	n.stat = spare

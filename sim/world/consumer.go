@@ -157,7 +157,7 @@ func newConsumerNode(w *World, idx int) *ConsumerNode {
 // Boot starts a fresh incarnation: new core state, fresh registered memory.
 func (c *ConsumerNode) Boot(w *World) {
 	c.Up = true
-	name := consumerAgentName(c.Idx, c.Inc)
+	name := w.consumerAgentName(c.Idx, c.Inc)
 	w.Sd.Cons[c.Idx] = w.Sd.Disk.Proc(name)
 	cfg := handoff.ConsumerConfig{InflightQuotaBytes: w.Set.ConsumerQuotaBytes}
 	inc := &c.first

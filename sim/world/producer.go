@@ -76,7 +76,10 @@ func newProducerNode(w *World, p *producerNode) *producerNode {
 	})
 	p.health = *handoff.NewHealth()
 	p.Table, p.Health = &p.table, &p.health
-	p.key = append(append(key, "baton-sim reference key\x00"...), p.InstanceID...)
+	if n := len(refKeyPrefix) + len(p.InstanceID); cap(key) < n {
+		key = make([]byte, 0, n) // one allocation, not one an append
+	}
+	p.key = append(append(key, refKeyPrefix...), p.InstanceID...)
 	w.Sd.openProducer(p)
 	if w.Set.Backend == BackendTransfer {
 		p.Agent = w.newAgent(w.Concat("E-", p.InstanceID), false)
@@ -84,6 +87,9 @@ func newProducerNode(w *World, p *producerNode) *producerNode {
 	p.Health.Started()
 	return p
 }
+
+// refKeyPrefix starts an instance's reference key (newProducerNode).
+const refKeyPrefix = "baton-sim reference key\x00"
 
 // NewEntryID draws 128 bits from the ids stream (SU-5 shape: 32 lowercase hex).
 func (w *World) NewEntryID() string {

@@ -215,12 +215,15 @@ func (wr *Write) Pending() bool { return !wr.Ended }
 // firstAgentNames are consumerAgentName's names of the first incarnations.
 var firstAgentNames = [...]string{"PD0.1", "PD1.1", "PD2.1"}
 
-// consumerAgentName names consumer idx's incarnation inc's agent.
-func consumerAgentName(idx int, inc int64) string {
+// consumerAgentName names consumer idx's incarnation inc's agent,
+// fmt.Sprintf("PD%d.%d"), a restart's in the run's text (text.go).
+func (w *World) consumerAgentName(idx int, inc int64) string {
 	if inc == 1 && idx < len(firstAgentNames) {
 		return firstAgentNames[idx]
 	}
-	return "PD" + strconv.Itoa(idx) + "." + strconv.FormatInt(inc, 10) // fmt.Sprintf("PD%d.%d")
+	b := w.text(2 + 20 + 1 + 20) // "PD", two numbers of up to 20 bytes, "."
+	b = strconv.AppendInt(append(b, "PD"...), int64(idx), 10)
+	return w.keep(strconv.AppendInt(append(b, '.'), inc, 10))
 }
 
 // xferLeaks is the transfer backend's part of a drained world (S-4; CONTRACT
