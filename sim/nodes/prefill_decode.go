@@ -41,9 +41,11 @@ import (
 
 // startEPPD builds the D nodes.
 func startEPPD(w *world.World) {
-	w.Nodes.ByID = map[string]*world.KvSession{}
-	w.Nodes.Prefills = map[[2]int64]*world.KvSession{}
-	w.Nodes.Decodes = map[int]*world.ClientDecode{}
+	if w.Nodes.ByID == nil { // else Run's pooled ones, cleared
+		w.Nodes.ByID = map[string]*world.KvSession{}
+		w.Nodes.Prefills = map[[2]int64]*world.KvSession{}
+		w.Nodes.Decodes = map[int]*world.ClientDecode{}
+	}
 	for i := 0; i < w.Set.Decoders; i++ {
 		d := &world.DecoderNode{Idx: i, Health: handoff.NewHealth(), Attached: map[string]bool{}}
 		d.Health.Started()
@@ -60,7 +62,7 @@ func prefillReady(w *world.World, ev *world.Event) {
 	}
 	rep := world.ConsumeReplyOf(*ev)
 	c := w.Cons[rep.Consumer]
-	s := &world.KvSession{Num: len(w.Nodes.Sessions) + 1, Id: w.Hex(b[:]), P: int(rep.Consumer), Pinc: c.Inc, Entry: rep.Entry, State: world.KvLive}
+	s := w.NewKvSession(world.KvSession{Num: len(w.Nodes.Sessions) + 1, Id: w.Hex(b[:]), P: int(rep.Consumer), Pinc: c.Inc, Entry: rep.Entry, State: world.KvLive})
 	w.Nodes.Sessions = append(w.Nodes.Sessions, s)
 	w.Nodes.ByID[s.Id] = s
 	w.Nodes.Prefills[[2]int64{int64(rep.Client), rep.Rpc}] = s
@@ -85,7 +87,7 @@ func decodeAnswer(w *world.World, c *world.Client, res int64) bool {
 		if s == nil {
 			panic(fmt.Sprintf("sim: client %d consume %d answered OK without a PrefillReady", c.Idx, c.Rpc))
 		}
-		cd := &world.ClientDecode{Session: s, Prep: world.DecodePrep{SessionID: s.Id, Hashes: []string{world.ContentHash(s.Entry)}}}
+		cd := w.NewClientDecode(world.ClientDecode{Session: s, Prep: world.DecodePrep{SessionID: s.Id, Hashes: []string{world.ContentHash(s.Entry)}}})
 		w.Nodes.Decodes[c.Idx] = cd
 		if w.Nodes.Scripted {
 			break // a scenario sends the decode itself (`decode`)
@@ -131,7 +133,7 @@ func decode(w *world.World, c *world.Client, cd *world.ClientDecode, kind world.
 	if d < 0 {
 		d = w.Nodes.Rng.IntN(len(w.Nodes.Decoders))
 	}
-	r := &world.DecodeReq{Num: len(w.Nodes.Reqs) + 1, H: c.Idx, D: d, Session: cd.Session, SessionID: cd.Session.Id, Kind: kind}
+	r := w.NewDecodeReq(world.DecodeReq{Num: len(w.Nodes.Reqs) + 1, H: c.Idx, D: d, Session: cd.Session, SessionID: cd.Session.Id, Kind: kind})
 	switch kind {
 	case world.PrepOK:
 		p := cd.Prep

@@ -46,6 +46,11 @@ type nodeWorld struct {
 	N2 string
 	// Scripted: a scenario sends each decode itself (no client policy).
 	Scripted bool
+	// kvs, dreqs and cds are the run's blocks of sessions, decode
+	// requests and client decodes (NewKvSession, NewDecodeReq, NewClientDecode).
+	kvs   []KvSession
+	dreqs []DecodeReq
+	cds   []ClientDecode
 }
 
 // Event kinds of the nodes (queue.go's String and World.dispatch hand them here).
@@ -104,6 +109,7 @@ func (w *World) StartNodes() {
 		w.Schedule(Between(w.Nodes.Rng, 100, 800), Event{Kind: EvProducerChaos})
 	}
 	if w.Set.eppd() {
+		w.Nodes.takePooled(w.Bufs)
 		w.behaviour.StartEPPD(w)
 	}
 }
@@ -171,3 +177,84 @@ type LostEntry struct {
 	Rec          *EntryRecord
 	Consumptions int
 }
+
+// pooledNodes is what Run keeps of a World's E+P+D nodes for its next
+// run (issue #16: about ten allocations an E+P+D run): the maps and lists,
+// cleared, and the first blocks of sessions, decode requests and client
+// decodes (NewKvSession, NewDecodeReq, NewClientDecode), cleared.
+type pooledNodes struct {
+	byID      map[string]*KvSession
+	prefills  map[[2]int64]*KvSession
+	decodes   map[int]*ClientDecode
+	sessions  []*KvSession
+	touched   []*KvSession
+	reqs      []*DecodeReq
+	decided   []*DecodeReq
+	kvs       []KvSession
+	dreqs     []DecodeReq
+	cds       []ClientDecode
+	hasBlocks bool
+}
+
+// takePooled gives an E+P+D run bufs' pooled maps, lists and blocks
+// (nothing when bufs is nil; sim/nodes' startEPPD makes the maps it lacks).
+func (n *nodeWorld) takePooled(bufs *runBufs) {
+	if bufs == nil {
+		return
+	}
+	p := &bufs.nodes
+	if p.byID != nil {
+		n.ByID, n.Prefills, n.Decodes = p.byID, p.prefills, p.decodes
+		p.byID, p.prefills, p.decodes = nil, nil, nil
+	}
+	n.Sessions, n.Touched, n.Reqs, n.Decided = p.sessions[:0], p.touched[:0], p.reqs[:0], p.decided[:0]
+	if !p.hasBlocks {
+		p.kvs, p.dreqs, p.cds, p.hasBlocks = make([]KvSession, 0, 16), make([]DecodeReq, 0, 16), make([]ClientDecode, 0, 16), true
+	}
+	n.kvs, n.dreqs, n.cds = p.kvs[:0], p.dreqs[:0], p.cds[:0]
+}
+
+// release keeps n's maps (unless large), lists and first blocks, cleared,
+// for the World's next E+P+D run.
+func (p *pooledNodes) release(n *nodeWorld) {
+	if n.ByID != nil && len(n.ByID) <= maxPooledMap && len(n.Prefills) <= maxPooledMap && len(n.Decodes) <= maxPooledMap {
+		clear(n.ByID)
+		clear(n.Prefills)
+		clear(n.Decodes)
+		p.byID, p.prefills, p.decodes = n.ByID, n.Prefills, n.Decodes
+	}
+	if n.Sessions != nil {
+		clear(n.Sessions)
+		clear(n.Touched[:cap(n.Touched)])
+		clear(n.Reqs)
+		clear(n.Decided[:cap(n.Decided)])
+		p.sessions, p.touched, p.reqs, p.decided = n.Sessions[:0], n.Touched[:0], n.Reqs[:0], n.Decided[:0]
+	}
+	if p.hasBlocks && n.kvs != nil { // an E+P+D run took them (takePooled)
+		// the first blocks, whatever the run grew to since (each is
+		// taken in order)
+		clear(p.kvs[:cap(p.kvs)])
+		clear(p.dreqs[:cap(p.dreqs)])
+		clear(p.cds[:cap(p.cds)])
+	}
+}
+
+// newIn returns a pointer to v appended to *block, a new block when it is
+// full (blocks are never grown in place: their values are referred to by
+// pointer).
+func newIn[T any](block *[]T, v T) *T {
+	if len(*block) == cap(*block) {
+		*block = make([]T, 0, max(8, 2*cap(*block)))
+	}
+	*block = append(*block, v)
+	return &(*block)[len(*block)-1]
+}
+
+// NewKvSession returns a new KV session holding s, from the run's blocks.
+func (w *World) NewKvSession(s KvSession) *KvSession { return newIn(&w.Nodes.kvs, s) }
+
+// NewDecodeReq returns a new decode request holding r, from the run's blocks.
+func (w *World) NewDecodeReq(r DecodeReq) *DecodeReq { return newIn(&w.Nodes.dreqs, r) }
+
+// NewClientDecode returns a new client decode holding cd, from the run's blocks.
+func (w *World) NewClientDecode(cd ClientDecode) *ClientDecode { return newIn(&w.Nodes.cds, cd) }

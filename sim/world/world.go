@@ -320,6 +320,8 @@ type runBufs struct {
 	incs []incarnation
 	// conns is the run's first block of control connections (NewCtrlConn), cleared.
 	conns []CtrlConn
+	// nodes is what the World's E+P+D nodes keep (pooledNodes).
+	nodes pooledNodes
 	// enabled is the faults' map of enabled sites, cleared.
 	enabled map[Site]bool
 	// pending is the history's map of unanswered calls, cleared.
@@ -454,6 +456,7 @@ func (w *World) releaseBufs() {
 		b.enabled = e
 	}
 	b.disk.release(w.Sd)
+	b.nodes.release(&w.Nodes)
 	b.xf.release(w)
 	clear(w.ProofSeen.Cons)
 	b.proofCons = w.ProofSeen.Cons[:0]
