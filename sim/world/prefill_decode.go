@@ -72,6 +72,9 @@ type DecodeReq struct {
 	entryRef  string
 	Kind      PrepKind
 	Prep      *DecodePrep
+	// prep is what Prep points to when set by SetPrep (one allocation
+	// less a decode).
+	prep DecodePrep
 	// Arrived: D received it; ran: D went past its checks (attached and
 	// fetched); done: D answered.
 	Arrived, Ran, Done bool
@@ -94,6 +97,22 @@ type ClientDecode struct {
 	// replayed: a decoded session was sent again (SiteDecodeReplay).
 	Retried, Replayed bool
 	Last              *DecodeReq
+	// hash is what Prep.Hashes holds when set by SetHash (one allocation
+	// less a decode).
+	hash [1]string
+}
+
+// SetHash sets cd.Prep.Hashes to the one content hash h, in cd's own
+// storage (capacity 1: an append copies).
+func (cd *ClientDecode) SetHash(h string) {
+	cd.hash[0] = h
+	cd.Prep.Hashes = cd.hash[:]
+}
+
+// SetPrep sets r.Prep to a copy of p, in r's own storage.
+func (r *DecodeReq) SetPrep(p DecodePrep) {
+	r.prep = p
+	r.Prep = &r.prep
 }
 
 // Client stages of E+P+D (client.go's stages end before these).
