@@ -47,7 +47,7 @@ func startEPPD(w *world.World) {
 		w.Nodes.Decodes = map[int]*world.ClientDecode{}
 	}
 	for i := 0; i < w.Set.Decoders; i++ {
-		d := &world.DecoderNode{Idx: i, Health: handoff.NewHealth(), Attached: map[string]bool{}}
+		d := w.NewDecoderNode(i) // a fresh Health and an empty map of attached sessions
 		d.Health.Started()
 		w.Nodes.Decoders = append(w.Nodes.Decoders, d)
 	}

@@ -3,6 +3,8 @@ package world
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/baton-dev/baton/engine/handoff"
 )
 
 // nodeWorld is the world's state for the network partition (partition.go),
@@ -51,6 +53,10 @@ type nodeWorld struct {
 	kvs   []KvSession
 	dreqs []DecodeReq
 	cds   []ClientDecode
+	// decs is the run's block of D nodes (NewDecoderNode), attached
+	// Run's pooled maps of attached sessions for them.
+	decs     []DecoderNode
+	attached []map[string]bool
 }
 
 // Event kinds of the nodes (queue.go's String and World.dispatch hand them here).
@@ -193,6 +199,9 @@ type pooledNodes struct {
 	kvs       []KvSession
 	dreqs     []DecodeReq
 	cds       []ClientDecode
+	decs      []DecoderNode
+	decoders  []*DecoderNode
+	attached  []map[string]bool
 	hasBlocks bool
 }
 
@@ -210,13 +219,28 @@ func (n *nodeWorld) takePooled(bufs *runBufs) {
 	n.Sessions, n.Touched, n.Reqs, n.Decided = p.sessions[:0], p.touched[:0], p.reqs[:0], p.decided[:0]
 	if !p.hasBlocks {
 		p.kvs, p.dreqs, p.cds, p.hasBlocks = make([]KvSession, 0, 16), make([]DecodeReq, 0, 16), make([]ClientDecode, 0, 16), true
+		p.decs = make([]DecoderNode, 0, 4)
 	}
-	n.kvs, n.dreqs, n.cds = p.kvs[:0], p.dreqs[:0], p.cds[:0]
+	n.kvs, n.dreqs, n.cds, n.decs = p.kvs[:0], p.dreqs[:0], p.cds[:0], p.decs[:0]
+	n.Decoders = p.decoders[:0]
+	n.attached, p.attached = p.attached, nil
 }
 
 // release keeps n's maps (unless large), lists and first blocks, cleared,
 // for the World's next E+P+D run.
 func (p *pooledNodes) release(n *nodeWorld) {
+	if n.kvs == nil {
+		return // no E+P+D run took them (takePooled)
+	}
+	p.attached = n.attached // those the run did not take
+	for _, d := range n.Decoders {
+		if len(d.Attached) <= maxPooledMap && len(p.attached) < maxPooledRecvMaps {
+			clear(d.Attached)
+			p.attached = append(p.attached, d.Attached)
+		}
+	}
+	clear(n.Decoders)
+	p.decoders = n.Decoders[:0]
 	if n.ByID != nil && len(n.ByID) <= maxPooledMap && len(n.Prefills) <= maxPooledMap && len(n.Decodes) <= maxPooledMap {
 		clear(n.ByID)
 		clear(n.Prefills)
@@ -230,13 +254,12 @@ func (p *pooledNodes) release(n *nodeWorld) {
 		clear(n.Decided[:cap(n.Decided)])
 		p.sessions, p.touched, p.reqs, p.decided = n.Sessions[:0], n.Touched[:0], n.Reqs[:0], n.Decided[:0]
 	}
-	if p.hasBlocks && n.kvs != nil { // an E+P+D run took them (takePooled)
-		// the first blocks, whatever the run grew to since (each is
-		// taken in order)
-		clear(p.kvs[:cap(p.kvs)])
-		clear(p.dreqs[:cap(p.dreqs)])
-		clear(p.cds[:cap(p.cds)])
-	}
+	// the first blocks, whatever the run grew to since (each is taken in
+	// order)
+	clear(p.kvs[:cap(p.kvs)])
+	clear(p.dreqs[:cap(p.dreqs)])
+	clear(p.cds[:cap(p.cds)])
+	clear(p.decs[:cap(p.decs)])
 }
 
 // newIn returns a pointer to v appended to *block, a new block when it is
@@ -248,6 +271,21 @@ func newIn[T any](block *[]T, v T) *T {
 	}
 	*block = append(*block, v)
 	return &(*block)[len(*block)-1]
+}
+
+// NewDecoderNode returns D node idx in STARTING, from the run's blocks:
+// its Health in its own storage, its map of attached sessions Run's pooled
+// one when there is one (cleared).
+func (w *World) NewDecoderNode(idx int) *DecoderNode {
+	d := newIn(&w.Nodes.decs, DecoderNode{Idx: idx})
+	d.health = *handoff.NewHealth() // inlined: its own storage stays on the stack
+	d.Health = &d.health
+	if k := len(w.Nodes.attached); k > 0 {
+		d.Attached, w.Nodes.attached = w.Nodes.attached[k-1], w.Nodes.attached[:k-1]
+	} else {
+		d.Attached = map[string]bool{}
+	}
+	return d
 }
 
 // NewKvSession returns a new KV session holding s, from the run's blocks.

@@ -87,6 +87,8 @@ type DecoderNode struct {
 	Idx      int
 	Health   *handoff.Health
 	Attached map[string]bool
+	// health is what Health points to (NewDecoderNode).
+	health handoff.Health
 }
 
 // ClientDecode is a client's E+P+D state after its PrefillReady.
