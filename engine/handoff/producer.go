@@ -136,7 +136,7 @@ type ProducerTable struct {
 	transfers map[string]*producerEntry // removed from entries BEFORE the WRITE is posted (Q-3)
 	heldBytes int64
 	counters  ProducerCounters
-	// version counts the calls of mutating methods (Version).
+	// version counts the changes made by mutating methods (Version).
 	version uint64
 	// failedRemovals are the entries whose removal failed (RemovalFailed).
 	failedRemovals map[string]struct{}
@@ -146,10 +146,12 @@ type ProducerTable struct {
 
 // Version counts the calls of the table's mutating methods (Reserve,
 // CommitPublish, AbandonPublish, Release, RemovalDone, RemovalFailed,
-// ObserveGone, Drain, ClaimForTransfer, TransferDone, TransferFailed, and
-// Expire when it expired an entry: the collector's passes mostly expire
-// none): while it is unchanged the table is, so a caller that checks
-// invariants after every step (the simulator) may skip an unchanged table.
+// ObserveGone, Drain, ClaimForTransfer, TransferDone, TransferFailed,
+// Expire) that changed it: a call that returns before changing anything (a
+// rejected Reserve, a Release of an entry that is not live, a collector
+// pass that expired nothing) leaves it as it was. While it is unchanged the
+// table is, so a caller that checks invariants after every step (the
+// simulator) may skip an unchanged table.
 func (t *ProducerTable) Version() uint64 { return t.version }
 
 // NewProducerTable returns an empty table.
@@ -161,7 +163,6 @@ func NewProducerTable(cfg ProducerConfig) *ProducerTable {
 // is written. Errors: ErrQuotaExceeded (L-5, nothing reserved), ErrBadRequest
 // for an invalid or duplicate id.
 func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
-	t.version++
 	if !ValidEntryID(id) {
 		return rejectf(ErrBadRequest, "entry id %q is not 32 lowercase hex digits", id)
 	}
@@ -177,6 +178,7 @@ func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
 	if t.cfg.QuotaBytes > 0 && t.heldBytes+payloadBytes > t.cfg.QuotaBytes {
 		return rejectf(ErrQuotaExceeded, "L-5 publishing %d bytes would hold %d of %d", payloadBytes, t.heldBytes+payloadBytes, t.cfg.QuotaBytes)
 	}
+	t.version++
 	e := t.slab.new()
 	*e = producerEntry{id: id, payloadBytes: payloadBytes, state: EntryReserved}
 	t.entries[id] = e
@@ -199,11 +201,11 @@ func (t *ProducerTable) TTL(requestedMs int64) int64 {
 
 // CommitPublish makes a Reserved entry Published, expiring at expiresMs.
 func (t *ProducerTable) CommitPublish(id string, expiresMs int64) error {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryReserved {
 		return fmt.Errorf("handoff: commit of %s which is not reserved", id)
 	}
+	t.version++
 	e.state = EntryPublished
 	e.expiresMs = expiresMs
 	t.counters.Published++
@@ -214,11 +216,11 @@ func (t *ProducerTable) CommitPublish(id string, expiresMs int64) error {
 // (write failed, request cancelled before publication: C-1, C-6). It returns
 // its bytes to the quota.
 func (t *ProducerTable) AbandonPublish(id string) {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryReserved {
 		return
 	}
+	t.version++
 	t.drop(e)
 	t.counters.Abandoned++
 }
@@ -234,7 +236,6 @@ func (t *ProducerTable) AbandonPublish(id string) {
 // again then, and the answer is ReleaseAlreadyFinished (or
 // ReleaseCleanupFailed), never ReleaseAborted.
 func (t *ProducerTable) Release(id string) ReleaseOutcome {
-	t.version++
 	e, ok := t.entries[id]
 	if ok && e.state == EntryRemoving {
 		return ReleaseWait
@@ -245,6 +246,7 @@ func (t *ProducerTable) Release(id string) ReleaseOutcome {
 		}
 		return ReleaseAlreadyFinished
 	}
+	t.version++
 	e.state = EntryRemoving
 	e.cause = CauseRelease
 	return ReleaseRemove
@@ -255,11 +257,11 @@ func (t *ProducerTable) Release(id string) ReleaseOutcome {
 // already gone (a consumer claimed it first: CONSUMED). It returns the answer
 // for a release: ReleaseAborted when the release won, ReleaseAlreadyFinished otherwise.
 func (t *ProducerTable) RemovalDone(id string, won bool) ReleaseOutcome {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryRemoving {
 		return ReleaseAlreadyFinished
 	}
+	t.version++
 	t.drop(e)
 	if !won {
 		t.counters.Consumed++
@@ -281,11 +283,11 @@ func (t *ProducerTable) RemovalDone(id string, won bool) ReleaseOutcome {
 // error (X-1). The entry leaves the table (its bytes are no longer counted as
 // published) and the caller must mark the cleanup failure on its Health.
 func (t *ProducerTable) RemovalFailed(id string) {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryRemoving {
 		return
 	}
+	t.version++
 	t.drop(e)
 	t.counters.Released++
 	if t.failedRemovals == nil {
@@ -297,11 +299,11 @@ func (t *ProducerTable) RemovalFailed(id string) {
 // ObserveGone reports that the storage of entry id was found missing while it
 // was Published: a consumer claimed it (shared-directory backend), so it is CONSUMED.
 func (t *ProducerTable) ObserveGone(id string) {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
 		return
 	}
+	t.version++
 	t.drop(e)
 	t.counters.Consumed++
 }
@@ -475,11 +477,11 @@ func (t *ProducerTable) drop(e *producerEntry) {
 // released, expired, being removed or transferred); the caller answers
 // INVALID_ARGUMENT with the trailer `baton-transfer-rejected: before-write`.
 func (t *ProducerTable) ClaimForTransfer(id string) error {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
 		return rejectS(ErrSpentReference, "SU-2 entry ", id, " is not published (consumed, released, expired or in transfer)", false)
 	}
+	t.version++
 	delete(t.entries, id)
 	e.state = EntryTransferring
 	if t.transfers == nil {
@@ -492,11 +494,11 @@ func (t *ProducerTable) ClaimForTransfer(id string) error {
 // TransferDone ends a transfer whose WRITE completed: the entry is CONSUMED
 // and its source buffers may be freed.
 func (t *ProducerTable) TransferDone(id string) error {
-	t.version++
 	e, ok := t.transfers[id]
 	if !ok {
 		return fmt.Errorf("handoff: transfer %s is not in flight", id)
 	}
+	t.version++
 	delete(t.transfers, id)
 	t.heldBytes -= e.payloadBytes
 	t.counters.Consumed++
@@ -510,11 +512,11 @@ func (t *ProducerTable) TransferDone(id string) error {
 // until it does, or for good: Q-3, Q-6) and to Health (Q-4) is
 // FailTransfer's decision, which calls this; drivers call FailTransfer.
 func (t *ProducerTable) TransferFailed(id string) error {
-	t.version++
 	e, ok := t.transfers[id]
 	if !ok {
 		return fmt.Errorf("handoff: transfer %s is not in flight", id)
 	}
+	t.version++
 	delete(t.transfers, id)
 	t.heldBytes -= e.payloadBytes
 	t.counters.Quarantined++

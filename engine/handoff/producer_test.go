@@ -402,3 +402,50 @@ func TestExpireBeforeRelease(t *testing.T) {
 	}
 	mustInvariants(t, tb)
 }
+
+// TestVersionCountsChanges: every call that changes the table moves its
+// Version, and one that changes nothing (a rejection, a no-op) leaves it,
+// so a caller skipping an unchanged table's invariant check misses nothing.
+func TestVersionCountsChanges(t *testing.T) {
+	tb := NewProducerTable(ProducerConfig{QuotaBytes: 100})
+	a := published(t, tb, 1, 10, 100)
+	step := func(what string, changes bool, f func()) {
+		t.Helper()
+		v := tb.Version()
+		f()
+		if moved := tb.Version() != v; moved != changes {
+			t.Fatalf("%s: version moved %v, want %v", what, moved, changes)
+		}
+		mustInvariants(t, tb)
+	}
+	step("rejected Reserve (duplicate)", false, func() { _ = tb.Reserve(a, 10) })
+	step("rejected Reserve (quota)", false, func() { _ = tb.Reserve(id(2), 1000) })
+	step("rejected CommitPublish", false, func() { _ = tb.CommitPublish(id(3), 100) })
+	step("no-op AbandonPublish", false, func() { tb.AbandonPublish(a) })
+	step("no-op RemovalDone", false, func() { tb.RemovalDone(a, true) })
+	step("no-op RemovalFailed", false, func() { tb.RemovalFailed(a) })
+	step("no-op ObserveGone", false, func() { tb.ObserveGone(id(3)) })
+	step("rejected TransferDone", false, func() { _ = tb.TransferDone(a) })
+	step("rejected TransferFailed", false, func() { _ = tb.TransferFailed(a) })
+	step("Expire of nothing", false, func() { tb.Expire(99) })
+	step("Reserve", true, func() { _ = tb.Reserve(id(2), 10) })
+	step("AbandonPublish", true, func() { tb.AbandonPublish(id(2)) })
+	step("ClaimForTransfer", true, func() { _ = tb.ClaimForTransfer(a) })
+	step("rejected ClaimForTransfer", false, func() { _ = tb.ClaimForTransfer(a) })
+	step("TransferDone", true, func() { _ = tb.TransferDone(a) })
+	b := published(t, tb, 4, 10, 100)
+	step("Release", true, func() { tb.Release(b) })
+	step("Release while removing", false, func() { tb.Release(b) })
+	step("RemovalDone", true, func() { tb.RemovalDone(b, true) })
+	step("Release of a released entry", false, func() { tb.Release(b) })
+	c := published(t, tb, 5, 10, 100)
+	step("ObserveGone", true, func() { tb.ObserveGone(c) })
+	d := published(t, tb, 6, 10, 100)
+	step("Expire", true, func() { tb.Expire(100) })
+	step("RemovalFailed", true, func() { tb.RemovalFailed(d) })
+	e := published(t, tb, 7, 10, 100)
+	step("ClaimForTransfer", true, func() { _ = tb.ClaimForTransfer(e) })
+	step("TransferFailed", true, func() { _ = tb.TransferFailed(e) })
+	_ = published(t, tb, 8, 10, 100)
+	step("Drain", true, func() { tb.Drain() })
+}
