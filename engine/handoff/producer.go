@@ -116,6 +116,8 @@ type producerEntry struct {
 	expiresMs    int64
 	state        EntryState
 	cause        RemovalCause
+	// prev and next link the table's live entries (ProducerTable.live).
+	prev, next *producerEntry
 }
 
 // ProducerTable is the producer's table of published encoder outputs: a pure
@@ -140,6 +142,13 @@ type ProducerTable struct {
 	version uint64
 	// failedRemovals are the entries whose removal failed (RemovalFailed).
 	failedRemovals map[string]struct{}
+	// live and liveTail are the first and last of the live entries (those
+	// of entries and transfers), linked in the order they were reserved:
+	// the walks over every live entry (CheckInvariants, Expire, Drain,
+	// AppendPublished, PendingRemovals) follow the links, not the maps (a
+	// map walk cost several times as much: the simulator checks the
+	// invariants after every step that changed the table).
+	live, liveTail *producerEntry
 	// slab allocates the entries.
 	slab slab[producerEntry]
 }
@@ -180,7 +189,13 @@ func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
 	}
 	t.version++
 	e := t.slab.new()
-	*e = producerEntry{id: id, payloadBytes: payloadBytes, state: EntryReserved}
+	*e = producerEntry{id: id, payloadBytes: payloadBytes, state: EntryReserved, prev: t.liveTail}
+	if t.liveTail != nil {
+		t.liveTail.next = e
+	} else {
+		t.live = e
+	}
+	t.liveTail = e
 	t.entries[id] = e
 	t.heldBytes += payloadBytes
 	return nil
@@ -313,7 +328,7 @@ func (t *ProducerTable) ObserveGone(id string) {
 // RemovalDone (CONTRACT X-2).
 func (t *ProducerTable) Expire(nowMs int64) []string {
 	var ids []string
-	for _, e := range t.entries {
+	for e := t.live; e != nil; e = e.next {
 		if e.state == EntryPublished && e.expiresMs <= nowMs {
 			e.state = EntryRemoving
 			e.cause = CauseExpiry
@@ -406,7 +421,7 @@ func (t *ProducerTable) ExpireBeforeRelease(refExpiresMs, nowMs int64) []string 
 func (t *ProducerTable) Drain() []string {
 	t.version++
 	var ids []string
-	for _, e := range t.entries {
+	for e := t.live; e != nil; e = e.next {
 		if e.state == EntryPublished {
 			e.state = EntryRemoving
 			e.cause = CauseDrain
@@ -426,7 +441,7 @@ func (t *ProducerTable) Published() []string { return t.AppendPublished(nil) }
 // sorted.
 func (t *ProducerTable) AppendPublished(dst []string) []string {
 	n := len(dst)
-	for _, e := range t.entries {
+	for e := t.live; e != nil; e = e.next {
 		if e.state == EntryPublished {
 			dst = append(dst, e.id)
 		}
@@ -453,7 +468,7 @@ func (t *ProducerTable) HeldBytes() int64 { return t.heldBytes }
 // PendingRemovals is the number of entries being removed: part of `encoder.cleanup.pending`.
 func (t *ProducerTable) PendingRemovals() int {
 	n := 0
-	for _, e := range t.entries {
+	for e := t.live; e != nil; e = e.next {
 		if e.state == EntryRemoving {
 			n++
 		}
@@ -466,7 +481,23 @@ func (t *ProducerTable) Counters() ProducerCounters { return t.counters }
 
 func (t *ProducerTable) drop(e *producerEntry) {
 	delete(t.entries, e.id)
+	t.unlink(e)
 	t.heldBytes -= e.payloadBytes
+}
+
+// unlink takes e, which left the table, out of the live entries.
+func (t *ProducerTable) unlink(e *producerEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		t.live = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		t.liveTail = e.prev
+	}
+	e.prev, e.next = nil, nil
 }
 
 // ClaimForTransfer takes a Published entry OUT of the table for a
@@ -500,6 +531,7 @@ func (t *ProducerTable) TransferDone(id string) error {
 	}
 	t.version++
 	delete(t.transfers, id)
+	t.unlink(e)
 	t.heldBytes -= e.payloadBytes
 	t.counters.Consumed++
 	return nil
@@ -518,6 +550,7 @@ func (t *ProducerTable) TransferFailed(id string) error {
 	}
 	t.version++
 	delete(t.transfers, id)
+	t.unlink(e)
 	t.heldBytes -= e.payloadBytes
 	t.counters.Quarantined++
 	t.counters.QuarantinedBytes += e.payloadBytes
@@ -533,30 +566,43 @@ func (t *ProducerTable) Transfers() int { return len(t.transfers) }
 //  3. every committed publish is live or ended exactly once:
 //     Published == Consumed + Released + Expired + live non-reserved entries.
 func (t *ProducerTable) CheckInvariants() error {
+	// The walk is over the live list; that it lists exactly the maps'
+	// entries is checked too: each listed entry is its map's entry for its
+	// id (so listed entries fill distinct map slots), and there are as many
+	// listed as the maps hold.
 	var sum int64
 	live := uint64(0)
-	for id, e := range t.entries {
-		if id != e.id {
-			return fmt.Errorf("handoff: entry keyed %s has id %s", id, e.id)
+	n, held := 0, len(t.entries)+len(t.transfers)
+	var prev *producerEntry
+	for e := t.live; e != nil; e = e.next {
+		if n++; n > held {
+			return fmt.Errorf("handoff: more entries listed live than the table's %d", held)
 		}
+		if e.prev != prev {
+			return fmt.Errorf("handoff: live list broken at entry %s", e.id)
+		}
+		prev = e
+		in := t.entries
 		switch e.state {
 		case EntryReserved:
 		case EntryPublished, EntryRemoving:
 			live++
+		case EntryTransferring:
+			if _, dup := t.entries[e.id]; dup {
+				return fmt.Errorf("handoff: Q-3 entry %s both in the table and in transfer", e.id)
+			}
+			in = t.transfers
+			live++
 		default:
-			return fmt.Errorf("handoff: terminal entry %s (%v) still in the table", id, e.state)
+			return fmt.Errorf("handoff: terminal entry %s (%v) still in the table", e.id, e.state)
+		}
+		if in[e.id] != e {
+			return fmt.Errorf("handoff: live entry %s (%v) is not the table's entry for its id", e.id, e.state)
 		}
 		sum += e.payloadBytes
 	}
-	for id, e := range t.transfers {
-		if _, dup := t.entries[id]; dup {
-			return fmt.Errorf("handoff: Q-3 entry %s both in the table and in transfer", id)
-		}
-		if e.state != EntryTransferring {
-			return fmt.Errorf("handoff: transfer %s in state %v", id, e.state)
-		}
-		sum += e.payloadBytes
-		live++
+	if prev != t.liveTail || n != held {
+		return fmt.Errorf("handoff: %d entries listed live, the table holds %d", n, held)
 	}
 	if sum != t.heldBytes {
 		return fmt.Errorf("handoff: held bytes %d, entries sum to %d", t.heldBytes, sum)

@@ -449,3 +449,43 @@ func TestVersionCountsChanges(t *testing.T) {
 	_ = published(t, tb, 8, 10, 100)
 	step("Drain", true, func() { tb.Drain() })
 }
+
+// TestCheckInvariantsWalksWholeTable: the invariant check walks the live
+// list, and still finds an entry the maps hold but the list lacks, or one
+// listed that the maps no longer hold, and a wrong state or byte count.
+func TestCheckInvariantsWalksWholeTable(t *testing.T) {
+	plant := []struct {
+		name string
+		f    func(tb *ProducerTable, e *producerEntry)
+	}{
+		{"unlisted", func(tb *ProducerTable, e *producerEntry) { tb.unlink(e) }},
+		{"unmapped", func(tb *ProducerTable, e *producerEntry) { delete(tb.entries, e.id) }},
+		{"moved to transfers", func(tb *ProducerTable, e *producerEntry) {
+			delete(tb.entries, e.id)
+			tb.transfers = map[string]*producerEntry{e.id: e}
+		}},
+		{"in both maps", func(tb *ProducerTable, e *producerEntry) {
+			e.state = EntryTransferring
+			tb.transfers = map[string]*producerEntry{e.id: e}
+		}},
+		{"terminal", func(tb *ProducerTable, e *producerEntry) { e.state = EntryConsumed }},
+		{"bytes", func(tb *ProducerTable, e *producerEntry) { e.payloadBytes++ }},
+		{"rekeyed", func(tb *ProducerTable, e *producerEntry) {
+			delete(tb.entries, e.id)
+			tb.entries[id(99)] = e
+		}},
+	}
+	for _, p := range plant {
+		t.Run(p.name, func(t *testing.T) {
+			tb := NewProducerTable(ProducerConfig{})
+			published(t, tb, 1, 10, 100)
+			b := published(t, tb, 2, 10, 100)
+			published(t, tb, 3, 10, 100)
+			mustInvariants(t, tb)
+			p.f(tb, tb.entries[b])
+			if err := tb.CheckInvariants(); err == nil {
+				t.Fatal("not caught")
+			}
+		})
+	}
+}
