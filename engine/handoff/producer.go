@@ -116,6 +116,8 @@ type producerEntry struct {
 	expiresMs    int64
 	state        EntryState
 	cause        RemovalCause
+	// prev and next link the table's live entries (ProducerTable.live).
+	prev, next *producerEntry
 }
 
 // ProducerTable is the producer's table of published encoder outputs: a pure
@@ -136,20 +138,29 @@ type ProducerTable struct {
 	transfers map[string]*producerEntry // removed from entries BEFORE the WRITE is posted (Q-3)
 	heldBytes int64
 	counters  ProducerCounters
-	// version counts the calls of mutating methods (Version).
+	// version counts the changes made by mutating methods (Version).
 	version uint64
 	// failedRemovals are the entries whose removal failed (RemovalFailed).
 	failedRemovals map[string]struct{}
+	// live and liveTail are the first and last of the live entries (those
+	// of entries and transfers), linked in the order they were reserved:
+	// the walks over every live entry (CheckInvariants, Expire, Drain,
+	// AppendPublished, PendingRemovals) follow the links, not the maps (a
+	// map walk cost several times as much: the simulator checks the
+	// invariants after every step that changed the table).
+	live, liveTail *producerEntry
 	// slab allocates the entries.
 	slab slab[producerEntry]
 }
 
 // Version counts the calls of the table's mutating methods (Reserve,
 // CommitPublish, AbandonPublish, Release, RemovalDone, RemovalFailed,
-// ObserveGone, Drain, ClaimForTransfer, TransferDone, TransferFailed, and
-// Expire when it expired an entry: the collector's passes mostly expire
-// none): while it is unchanged the table is, so a caller that checks
-// invariants after every step (the simulator) may skip an unchanged table.
+// ObserveGone, Drain, ClaimForTransfer, TransferDone, TransferFailed,
+// Expire) that changed it: a call that returns before changing anything (a
+// rejected Reserve, a Release of an entry that is not live, a collector
+// pass that expired nothing) leaves it as it was. While it is unchanged the
+// table is, so a caller that checks invariants after every step (the
+// simulator) may skip an unchanged table.
 func (t *ProducerTable) Version() uint64 { return t.version }
 
 // NewProducerTable returns an empty table.
@@ -161,7 +172,6 @@ func NewProducerTable(cfg ProducerConfig) *ProducerTable {
 // is written. Errors: ErrQuotaExceeded (L-5, nothing reserved), ErrBadRequest
 // for an invalid or duplicate id.
 func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
-	t.version++
 	if !ValidEntryID(id) {
 		return rejectf(ErrBadRequest, "entry id %q is not 32 lowercase hex digits", id)
 	}
@@ -177,8 +187,15 @@ func (t *ProducerTable) Reserve(id string, payloadBytes int64) error {
 	if t.cfg.QuotaBytes > 0 && t.heldBytes+payloadBytes > t.cfg.QuotaBytes {
 		return rejectf(ErrQuotaExceeded, "L-5 publishing %d bytes would hold %d of %d", payloadBytes, t.heldBytes+payloadBytes, t.cfg.QuotaBytes)
 	}
+	t.version++
 	e := t.slab.new()
-	*e = producerEntry{id: id, payloadBytes: payloadBytes, state: EntryReserved}
+	*e = producerEntry{id: id, payloadBytes: payloadBytes, state: EntryReserved, prev: t.liveTail}
+	if t.liveTail != nil {
+		t.liveTail.next = e
+	} else {
+		t.live = e
+	}
+	t.liveTail = e
 	t.entries[id] = e
 	t.heldBytes += payloadBytes
 	return nil
@@ -199,11 +216,11 @@ func (t *ProducerTable) TTL(requestedMs int64) int64 {
 
 // CommitPublish makes a Reserved entry Published, expiring at expiresMs.
 func (t *ProducerTable) CommitPublish(id string, expiresMs int64) error {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryReserved {
 		return fmt.Errorf("handoff: commit of %s which is not reserved", id)
 	}
+	t.version++
 	e.state = EntryPublished
 	e.expiresMs = expiresMs
 	t.counters.Published++
@@ -214,11 +231,11 @@ func (t *ProducerTable) CommitPublish(id string, expiresMs int64) error {
 // (write failed, request cancelled before publication: C-1, C-6). It returns
 // its bytes to the quota.
 func (t *ProducerTable) AbandonPublish(id string) {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryReserved {
 		return
 	}
+	t.version++
 	t.drop(e)
 	t.counters.Abandoned++
 }
@@ -234,7 +251,6 @@ func (t *ProducerTable) AbandonPublish(id string) {
 // again then, and the answer is ReleaseAlreadyFinished (or
 // ReleaseCleanupFailed), never ReleaseAborted.
 func (t *ProducerTable) Release(id string) ReleaseOutcome {
-	t.version++
 	e, ok := t.entries[id]
 	if ok && e.state == EntryRemoving {
 		return ReleaseWait
@@ -245,6 +261,7 @@ func (t *ProducerTable) Release(id string) ReleaseOutcome {
 		}
 		return ReleaseAlreadyFinished
 	}
+	t.version++
 	e.state = EntryRemoving
 	e.cause = CauseRelease
 	return ReleaseRemove
@@ -255,11 +272,11 @@ func (t *ProducerTable) Release(id string) ReleaseOutcome {
 // already gone (a consumer claimed it first: CONSUMED). It returns the answer
 // for a release: ReleaseAborted when the release won, ReleaseAlreadyFinished otherwise.
 func (t *ProducerTable) RemovalDone(id string, won bool) ReleaseOutcome {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryRemoving {
 		return ReleaseAlreadyFinished
 	}
+	t.version++
 	t.drop(e)
 	if !won {
 		t.counters.Consumed++
@@ -281,11 +298,11 @@ func (t *ProducerTable) RemovalDone(id string, won bool) ReleaseOutcome {
 // error (X-1). The entry leaves the table (its bytes are no longer counted as
 // published) and the caller must mark the cleanup failure on its Health.
 func (t *ProducerTable) RemovalFailed(id string) {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryRemoving {
 		return
 	}
+	t.version++
 	t.drop(e)
 	t.counters.Released++
 	if t.failedRemovals == nil {
@@ -297,11 +314,11 @@ func (t *ProducerTable) RemovalFailed(id string) {
 // ObserveGone reports that the storage of entry id was found missing while it
 // was Published: a consumer claimed it (shared-directory backend), so it is CONSUMED.
 func (t *ProducerTable) ObserveGone(id string) {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
 		return
 	}
+	t.version++
 	t.drop(e)
 	t.counters.Consumed++
 }
@@ -311,7 +328,7 @@ func (t *ProducerTable) ObserveGone(id string) {
 // RemovalDone (CONTRACT X-2).
 func (t *ProducerTable) Expire(nowMs int64) []string {
 	var ids []string
-	for _, e := range t.entries {
+	for e := t.live; e != nil; e = e.next {
 		if e.state == EntryPublished && e.expiresMs <= nowMs {
 			e.state = EntryRemoving
 			e.cause = CauseExpiry
@@ -404,7 +421,7 @@ func (t *ProducerTable) ExpireBeforeRelease(refExpiresMs, nowMs int64) []string 
 func (t *ProducerTable) Drain() []string {
 	t.version++
 	var ids []string
-	for _, e := range t.entries {
+	for e := t.live; e != nil; e = e.next {
 		if e.state == EntryPublished {
 			e.state = EntryRemoving
 			e.cause = CauseDrain
@@ -424,7 +441,7 @@ func (t *ProducerTable) Published() []string { return t.AppendPublished(nil) }
 // sorted.
 func (t *ProducerTable) AppendPublished(dst []string) []string {
 	n := len(dst)
-	for _, e := range t.entries {
+	for e := t.live; e != nil; e = e.next {
 		if e.state == EntryPublished {
 			dst = append(dst, e.id)
 		}
@@ -451,7 +468,7 @@ func (t *ProducerTable) HeldBytes() int64 { return t.heldBytes }
 // PendingRemovals is the number of entries being removed: part of `encoder.cleanup.pending`.
 func (t *ProducerTable) PendingRemovals() int {
 	n := 0
-	for _, e := range t.entries {
+	for e := t.live; e != nil; e = e.next {
 		if e.state == EntryRemoving {
 			n++
 		}
@@ -464,7 +481,23 @@ func (t *ProducerTable) Counters() ProducerCounters { return t.counters }
 
 func (t *ProducerTable) drop(e *producerEntry) {
 	delete(t.entries, e.id)
+	t.unlink(e)
 	t.heldBytes -= e.payloadBytes
+}
+
+// unlink takes e, which left the table, out of the live entries.
+func (t *ProducerTable) unlink(e *producerEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		t.live = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		t.liveTail = e.prev
+	}
+	e.prev, e.next = nil, nil
 }
 
 // ClaimForTransfer takes a Published entry OUT of the table for a
@@ -475,11 +508,11 @@ func (t *ProducerTable) drop(e *producerEntry) {
 // released, expired, being removed or transferred); the caller answers
 // INVALID_ARGUMENT with the trailer `baton-transfer-rejected: before-write`.
 func (t *ProducerTable) ClaimForTransfer(id string) error {
-	t.version++
 	e, ok := t.entries[id]
 	if !ok || e.state != EntryPublished {
 		return rejectS(ErrSpentReference, "SU-2 entry ", id, " is not published (consumed, released, expired or in transfer)", false)
 	}
+	t.version++
 	delete(t.entries, id)
 	e.state = EntryTransferring
 	if t.transfers == nil {
@@ -492,12 +525,13 @@ func (t *ProducerTable) ClaimForTransfer(id string) error {
 // TransferDone ends a transfer whose WRITE completed: the entry is CONSUMED
 // and its source buffers may be freed.
 func (t *ProducerTable) TransferDone(id string) error {
-	t.version++
 	e, ok := t.transfers[id]
 	if !ok {
 		return fmt.Errorf("handoff: transfer %s is not in flight", id)
 	}
+	t.version++
 	delete(t.transfers, id)
+	t.unlink(e)
 	t.heldBytes -= e.payloadBytes
 	t.counters.Consumed++
 	return nil
@@ -510,12 +544,13 @@ func (t *ProducerTable) TransferDone(id string) error {
 // until it does, or for good: Q-3, Q-6) and to Health (Q-4) is
 // FailTransfer's decision, which calls this; drivers call FailTransfer.
 func (t *ProducerTable) TransferFailed(id string) error {
-	t.version++
 	e, ok := t.transfers[id]
 	if !ok {
 		return fmt.Errorf("handoff: transfer %s is not in flight", id)
 	}
+	t.version++
 	delete(t.transfers, id)
+	t.unlink(e)
 	t.heldBytes -= e.payloadBytes
 	t.counters.Quarantined++
 	t.counters.QuarantinedBytes += e.payloadBytes
@@ -531,30 +566,43 @@ func (t *ProducerTable) Transfers() int { return len(t.transfers) }
 //  3. every committed publish is live or ended exactly once:
 //     Published == Consumed + Released + Expired + live non-reserved entries.
 func (t *ProducerTable) CheckInvariants() error {
+	// The walk is over the live list; that it lists exactly the maps'
+	// entries is checked too: each listed entry is its map's entry for its
+	// id (so listed entries fill distinct map slots), and there are as many
+	// listed as the maps hold.
 	var sum int64
 	live := uint64(0)
-	for id, e := range t.entries {
-		if id != e.id {
-			return fmt.Errorf("handoff: entry keyed %s has id %s", id, e.id)
+	n, held := 0, len(t.entries)+len(t.transfers)
+	var prev *producerEntry
+	for e := t.live; e != nil; e = e.next {
+		if n++; n > held {
+			return fmt.Errorf("handoff: more entries listed live than the table's %d", held)
 		}
+		if e.prev != prev {
+			return fmt.Errorf("handoff: live list broken at entry %s", e.id)
+		}
+		prev = e
+		in := t.entries
 		switch e.state {
 		case EntryReserved:
 		case EntryPublished, EntryRemoving:
 			live++
+		case EntryTransferring:
+			if _, dup := t.entries[e.id]; dup {
+				return fmt.Errorf("handoff: Q-3 entry %s both in the table and in transfer", e.id)
+			}
+			in = t.transfers
+			live++
 		default:
-			return fmt.Errorf("handoff: terminal entry %s (%v) still in the table", id, e.state)
+			return fmt.Errorf("handoff: terminal entry %s (%v) still in the table", e.id, e.state)
+		}
+		if in[e.id] != e {
+			return fmt.Errorf("handoff: live entry %s (%v) is not the table's entry for its id", e.id, e.state)
 		}
 		sum += e.payloadBytes
 	}
-	for id, e := range t.transfers {
-		if _, dup := t.entries[id]; dup {
-			return fmt.Errorf("handoff: Q-3 entry %s both in the table and in transfer", id)
-		}
-		if e.state != EntryTransferring {
-			return fmt.Errorf("handoff: transfer %s in state %v", id, e.state)
-		}
-		sum += e.payloadBytes
-		live++
+	if prev != t.liveTail || n != held {
+		return fmt.Errorf("handoff: %d entries listed live, the table holds %d", n, held)
 	}
 	if sum != t.heldBytes {
 		return fmt.Errorf("handoff: held bytes %d, entries sum to %d", t.heldBytes, sum)

@@ -402,3 +402,90 @@ func TestExpireBeforeRelease(t *testing.T) {
 	}
 	mustInvariants(t, tb)
 }
+
+// TestVersionCountsChanges: every call that changes the table moves its
+// Version, and one that changes nothing (a rejection, a no-op) leaves it,
+// so a caller skipping an unchanged table's invariant check misses nothing.
+func TestVersionCountsChanges(t *testing.T) {
+	tb := NewProducerTable(ProducerConfig{QuotaBytes: 100})
+	a := published(t, tb, 1, 10, 100)
+	step := func(what string, changes bool, f func()) {
+		t.Helper()
+		v := tb.Version()
+		f()
+		if moved := tb.Version() != v; moved != changes {
+			t.Fatalf("%s: version moved %v, want %v", what, moved, changes)
+		}
+		mustInvariants(t, tb)
+	}
+	step("rejected Reserve (duplicate)", false, func() { _ = tb.Reserve(a, 10) })
+	step("rejected Reserve (quota)", false, func() { _ = tb.Reserve(id(2), 1000) })
+	step("rejected CommitPublish", false, func() { _ = tb.CommitPublish(id(3), 100) })
+	step("no-op AbandonPublish", false, func() { tb.AbandonPublish(a) })
+	step("no-op RemovalDone", false, func() { tb.RemovalDone(a, true) })
+	step("no-op RemovalFailed", false, func() { tb.RemovalFailed(a) })
+	step("no-op ObserveGone", false, func() { tb.ObserveGone(id(3)) })
+	step("rejected TransferDone", false, func() { _ = tb.TransferDone(a) })
+	step("rejected TransferFailed", false, func() { _ = tb.TransferFailed(a) })
+	step("Expire of nothing", false, func() { tb.Expire(99) })
+	step("Reserve", true, func() { _ = tb.Reserve(id(2), 10) })
+	step("AbandonPublish", true, func() { tb.AbandonPublish(id(2)) })
+	step("ClaimForTransfer", true, func() { _ = tb.ClaimForTransfer(a) })
+	step("rejected ClaimForTransfer", false, func() { _ = tb.ClaimForTransfer(a) })
+	step("TransferDone", true, func() { _ = tb.TransferDone(a) })
+	b := published(t, tb, 4, 10, 100)
+	step("Release", true, func() { tb.Release(b) })
+	step("Release while removing", false, func() { tb.Release(b) })
+	step("RemovalDone", true, func() { tb.RemovalDone(b, true) })
+	step("Release of a released entry", false, func() { tb.Release(b) })
+	c := published(t, tb, 5, 10, 100)
+	step("ObserveGone", true, func() { tb.ObserveGone(c) })
+	d := published(t, tb, 6, 10, 100)
+	step("Expire", true, func() { tb.Expire(100) })
+	step("RemovalFailed", true, func() { tb.RemovalFailed(d) })
+	e := published(t, tb, 7, 10, 100)
+	step("ClaimForTransfer", true, func() { _ = tb.ClaimForTransfer(e) })
+	step("TransferFailed", true, func() { _ = tb.TransferFailed(e) })
+	_ = published(t, tb, 8, 10, 100)
+	step("Drain", true, func() { tb.Drain() })
+}
+
+// TestCheckInvariantsWalksWholeTable: the invariant check walks the live
+// list, and still finds an entry the maps hold but the list lacks, or one
+// listed that the maps no longer hold, and a wrong state or byte count.
+func TestCheckInvariantsWalksWholeTable(t *testing.T) {
+	plant := []struct {
+		name string
+		f    func(tb *ProducerTable, e *producerEntry)
+	}{
+		{"unlisted", func(tb *ProducerTable, e *producerEntry) { tb.unlink(e) }},
+		{"unmapped", func(tb *ProducerTable, e *producerEntry) { delete(tb.entries, e.id) }},
+		{"moved to transfers", func(tb *ProducerTable, e *producerEntry) {
+			delete(tb.entries, e.id)
+			tb.transfers = map[string]*producerEntry{e.id: e}
+		}},
+		{"in both maps", func(tb *ProducerTable, e *producerEntry) {
+			e.state = EntryTransferring
+			tb.transfers = map[string]*producerEntry{e.id: e}
+		}},
+		{"terminal", func(tb *ProducerTable, e *producerEntry) { e.state = EntryConsumed }},
+		{"bytes", func(tb *ProducerTable, e *producerEntry) { e.payloadBytes++ }},
+		{"rekeyed", func(tb *ProducerTable, e *producerEntry) {
+			delete(tb.entries, e.id)
+			tb.entries[id(99)] = e
+		}},
+	}
+	for _, p := range plant {
+		t.Run(p.name, func(t *testing.T) {
+			tb := NewProducerTable(ProducerConfig{})
+			published(t, tb, 1, 10, 100)
+			b := published(t, tb, 2, 10, 100)
+			published(t, tb, 3, 10, 100)
+			mustInvariants(t, tb)
+			p.f(tb, tb.entries[b])
+			if err := tb.CheckInvariants(); err == nil {
+				t.Fatal("not caught")
+			}
+		})
+	}
+}

@@ -203,7 +203,13 @@ func checkExpiryCollectedScan(w *world.World) error {
 		return nil // a crashed producer collects nothing; its entries die with it (sim/nodes/producer_crash.go)
 	}
 	w.NextExpiryCheck = w.Now + w.Set.CollectPeriodMs
-	for _, e := range w.Ledger.All {
+	// The entries before Judged.Ended are terminal, which they stay (an
+	// entry's Terminal fields are only ever set): the loop would skip them.
+	all, j := w.Ledger.All, &w.Judged
+	for j.Ended < len(all) && all[j.Ended].Terminal() {
+		j.Ended++
+	}
+	for _, e := range all[j.Ended:] {
 		if !e.Published || w.Now <= max(e.ExpiresMs, e.CommittedMs)+w.Set.CollectPeriodMs || e.Terminal() {
 			continue
 		}

@@ -259,3 +259,26 @@ func TestGatedCheckersCatchLateEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestIncrementalExpiryCatchesLateEntry: X-2's look skips the ledger's
+// leading ended entries (Judged.Ended); an entry after them, still
+// published long past its TTL, is caught at the next look.
+func TestIncrementalExpiryCatchesLateEntry(t *testing.T) {
+	var rec *world.EntryRecord
+	w := stepUntil(t, func(w *world.World) bool {
+		if w.Judged.Ended == 0 || w.Prod.Stopped || w.Nodes.ProdDown {
+			return false
+		}
+		for _, e := range w.Ledger.All[w.Judged.Ended:] {
+			if e.Published && !e.Terminal() && w.Prod.Table.State(e.Id) == handoff.EntryPublished {
+				rec = e
+				return true
+			}
+		}
+		return false
+	})
+	// The ledger says its TTL passed at tick 0: the collector missed it.
+	rec.ExpiresMs, rec.CommittedMs = 0, 0
+	w.NextExpiryCheck = w.Now
+	wantCaught(t, w, "X-2", "still published")
+}

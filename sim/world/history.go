@@ -451,7 +451,7 @@ func (sb *sequentialBufs) replay(ops []HistoryOp, order []int) []HistoryOp {
 			for _, i := range order[lo:hi] {
 				part = append(part, ops[i])
 			}
-			if !searchLinearizable(part) {
+			if !searchLinearizableBuf(part, sb.seen[:0]) {
 				rest = append(rest, part...)
 			}
 			clear(part) // drop the entry strings until the next use
@@ -472,6 +472,9 @@ var orderPool = sync.Pool{New: func() any { return new(sequentialBufs) }}
 type sequentialBufs struct {
 	order []int
 	part  []HistoryOp
+	// seen is searchLinearizableBuf's list of visited pairs (the most
+	// it lists: it needs no growing).
+	seen [maxSeenList]uint64
 	// groupByEntry's: each group's first operation, each operation's
 	// group, and each group's next place in order.
 	firsts []int32
@@ -485,45 +488,89 @@ type sequentialBufs struct {
 // operation's return; visited (done-set, state) pairs are not searched
 // twice.
 func searchLinearizable(part []HistoryOp) bool {
-	n := len(part)
-	if n > 30 {
+	return searchLinearizableBuf(part, nil)
+}
+
+// searchLinearizableBuf is searchLinearizable listing its visited pairs in
+// seen's memory (replay's pooled buffer: a map a search made was most of
+// the search's cost).
+func searchLinearizableBuf(part []HistoryOp, seen []uint64) bool {
+	if len(part) > 30 {
 		return false
 	}
-	type key struct {
-		done  uint32
-		state entryState
-	}
-	seen := map[key]bool{}
-	var dfs func(done uint32, s entryState) bool
-	dfs = func(done uint32, s entryState) bool {
-		if done == 1<<n-1 {
-			return true
-		}
-		k := key{done, s}
-		if seen[k] {
+	s := linSearch{part: part, seen: seen[:0]}
+	return s.dfs(0, esUnpublished)
+}
+
+// linSearch is searchLinearizableBuf's search over part. seen holds the
+// visited (done-set, state) pairs packed as done<<8|state, in a list (a
+// search visits few pairs: a look through them costs less than a map's)
+// until it holds maxSeenList, then in seenMap: the same set either way.
+type linSearch struct {
+	part    []HistoryOp
+	seen    []uint64
+	seenMap map[uint64]bool
+}
+
+// maxSeenList bounds linSearch's list of visited pairs.
+const maxSeenList = 64
+
+// visit adds pair k to the visited ones; it reports false when k was
+// visited already.
+func (s *linSearch) visit(k uint64) bool {
+	if s.seenMap != nil {
+		if s.seenMap[k] {
 			return false
 		}
-		seen[k] = true
-		minRet := int64(math.MaxInt64)
-		for i := 0; i < n; i++ {
-			if done&(1<<i) == 0 {
-				minRet = min(minRet, part[i].Return)
-			}
+		s.seenMap[k] = true
+		return true
+	}
+	for _, x := range s.seen {
+		if x == k {
+			return false
 		}
-		for i := 0; i < n; i++ {
-			if done&(1<<i) != 0 || part[i].Call > minRet {
-				continue
-			}
-			var buf [4]entryState
-			for _, next := range stepEntry(buf[:0], s, part[i]) {
-				if dfs(done|1<<i, next) {
-					return true
-				}
-			}
-		}
+	}
+	if len(s.seen) < maxSeenList {
+		s.seen = append(s.seen, k)
+		return true
+	}
+	s.seenMap = make(map[uint64]bool, 4*maxSeenList)
+	for _, x := range s.seen {
+		s.seenMap[x] = true
+	}
+	s.seenMap[k] = true
+	return true
+}
+
+// dfs reports whether the operations not in done can be linearized from
+// state st.
+func (s *linSearch) dfs(done uint32, st entryState) bool {
+	part := s.part
+	n := len(part)
+	if done == 1<<n-1 {
+		return true
+	}
+	if !s.visit(uint64(done)<<8 | uint64(st)) {
 		return false
 	}
-	return dfs(0, esUnpublished)
+	minRet := int64(math.MaxInt64)
+	for i := 0; i < n; i++ {
+		if done&(1<<i) == 0 {
+			minRet = min(minRet, part[i].Return)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if done&(1<<i) != 0 || part[i].Call > minRet {
+			continue
+		}
+		var buf [4]entryState
+		for _, next := range stepEntry(buf[:0], st, part[i]) {
+			if s.dfs(done|1<<i, next) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func containsState(states []entryState, s entryState) bool {

@@ -11,6 +11,9 @@ import "github.com/baton-dev/baton/engine/handoff"
 // (check_buffers.go, check_cancel.go).
 type judgedLogs struct {
 	Takes, RecvEnds, Upstream, Unpublished, Probes int
+	// Ended counts the ledger's first entries (Ledger.All) found terminal
+	// (checkExpiryCollected: an ended entry never expires).
+	Ended int
 
 	// Pending lists the WRITEs that may still land, in posting order, and
 	// writesSeen how many of w.writes were added to it (pendingWrites).
