@@ -463,7 +463,7 @@ func (w *World) releaseBufs() {
 	if p := w.firstProd; p != nil {
 		clear(p.Observed[:cap(p.Observed)])
 		clear(p.Vanishing[:cap(p.Vanishing)])
-		if p.table.Entries() > maxPooledMap {
+		if w.Set.Handoffs > maxPooledMap { // its map may have grown large
 			p.table = handoff.ProducerTable{} // (clearing a map costs its capacity)
 		}
 		p.table.Reset(handoff.ProducerConfig{}) // emptied, its maps kept: no slab to copy
