@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -102,11 +103,14 @@ func (h *Health) Failure() string {
 // DRAINING, which wins over STARTING and READY.
 func (h *Health) State() (HealthState, []HealthCheck) {
 	var checks []HealthCheck
-	names := make([]string, 0, len(h.failures))
+	// The names sorted on the stack for the usual few (slices.Sort keeps
+	// them there; sort.Strings would move them to the heap).
+	var nameBuf [4]string
+	names := nameBuf[:0]
 	for n := range h.failures {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	for _, n := range names {
 		checks = append(checks, HealthCheck{Name: n, State: HealthNotReady, Message: h.failures[n]})
 	}
@@ -117,11 +121,11 @@ func (h *Health) State() (HealthState, []HealthCheck) {
 	case !h.started:
 		lifecycle = HealthCheck{Name: "lifecycle", State: HealthStarting, Message: "starting"}
 	}
-	noteNames := make([]string, 0, len(h.notes))
+	noteNames := nameBuf[:0] // names is done with
 	for n := range h.notes {
 		noteNames = append(noteNames, n)
 	}
-	sort.Strings(noteNames)
+	slices.Sort(noteNames)
 	for _, n := range noteNames {
 		checks = append(checks, h.notes[n])
 	}

@@ -168,6 +168,21 @@ func NewProducerTable(cfg ProducerConfig) *ProducerTable {
 	return &ProducerTable{cfg: cfg, entries: map[string]*producerEntry{}} // transfers: made at the first transfer (a table may never transfer)
 }
 
+// Reset empties t for reuse under cfg: from then on it is the table
+// NewProducerTable(cfg) returns, but its maps keep their storage (the
+// simulator starts a table every run). Everything t held before is
+// forgotten.
+func (t *ProducerTable) Reset(cfg ProducerConfig) {
+	entries, transfers, failed := t.entries, t.transfers, t.failedRemovals
+	clear(entries)
+	clear(transfers)
+	clear(failed)
+	*t = ProducerTable{cfg: cfg, entries: entries, transfers: transfers, failedRemovals: failed}
+	if t.entries == nil {
+		t.entries = map[string]*producerEntry{}
+	}
+}
+
 // Reserve claims payloadBytes of the quota for a new entry id before its storage
 // is written. Errors: ErrQuotaExceeded (L-5, nothing reserved), ErrBadRequest
 // for an invalid or duplicate id.

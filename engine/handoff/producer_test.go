@@ -489,3 +489,36 @@ func TestCheckInvariantsWalksWholeTable(t *testing.T) {
 		})
 	}
 }
+
+// TestProducerReset: a table Reset after entries, a transfer and a failed
+// removal is a new table under the new config: empty, no bytes held, the
+// zero counters and version, and the new quota in force.
+func TestProducerReset(t *testing.T) {
+	tb := NewProducerTable(ProducerConfig{QuotaBytes: 1000})
+	a := published(t, tb, 1, 100, 1000)
+	published(t, tb, 2, 100, 1000)
+	b := published(t, tb, 3, 100, 1000)
+	if err := tb.ClaimForTransfer(b); err != nil {
+		t.Fatal(err)
+	}
+	if tb.Release(a) != ReleaseRemove {
+		t.Fatal("release")
+	}
+	tb.RemovalFailed(a)
+	tb.Reset(ProducerConfig{QuotaBytes: 150})
+	fresh := NewProducerTable(ProducerConfig{QuotaBytes: 150})
+	if tb.Entries() != 0 || tb.Transfers() != 0 || tb.HeldBytes() != 0 || tb.PendingRemovals() != 0 ||
+		tb.Counters() != fresh.Counters() || tb.Version() != fresh.Version() || tb.State(a) != fresh.State(a) {
+		t.Fatalf("after Reset: %d entries, %d transfers, %d bytes, %d removals, counters %+v, version %d",
+			tb.Entries(), tb.Transfers(), tb.HeldBytes(), tb.PendingRemovals(), tb.Counters(), tb.Version())
+	}
+	mustInvariants(t, tb)
+	published(t, tb, 1, 100, 1000) // the same id again: forgotten
+	if err := tb.Reserve(id(4), 100); !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("Reserve over the new quota = %v, want ErrQuotaExceeded", err)
+	}
+	mustInvariants(t, tb)
+	var zero ProducerTable
+	zero.Reset(ProducerConfig{})
+	published(t, &zero, 1, 100, 1000) // a zero table Reset is usable
+}

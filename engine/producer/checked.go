@@ -9,6 +9,13 @@ import "github.com/baton-dev/baton/engine/handoff"
 
 // ---- producer table transitions ----
 
+// Reset empties the table for reuse under cfg, its maps kept
+// (handoff.ProducerTable.Reset), checked.
+func (t *Table) Reset(cfg handoff.ProducerConfig) {
+	t.ProducerTable.Reset(cfg)
+	t.checked("Reset", "")
+}
+
 // Reserve claims payloadBytes (bytes) of the quota for a new entry id before
 // its storage is written (handoff.ProducerTable.Reserve, checked). Errors:
 // handoff.ErrQuotaExceeded (CONTRACT L-5, RESOURCE_EXHAUSTED; nothing

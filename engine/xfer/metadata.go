@@ -1,9 +1,9 @@
 package xfer
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strings"
 )
 
 // Metadata layout (all integers big-endian):
@@ -98,7 +98,7 @@ func checkMetadataLayout(md []byte) (backend string, nameLen int, err error) {
 
 // validName: agent names are 1..255 bytes with no NUL.
 func validName(name string) error {
-	if len(name) == 0 || len(name) > maxNameBytes || bytes.IndexByte([]byte(name), 0) >= 0 {
+	if len(name) == 0 || len(name) > maxNameBytes || strings.IndexByte(name, 0) >= 0 {
 		return fmt.Errorf("xfer: agent name must be 1..%d bytes without NUL, got %q: %w", maxNameBytes, name, ErrInvalidParam)
 	}
 	return nil

@@ -88,7 +88,7 @@ func decodeAnswer(w *world.World, c *world.Client, res int64) bool {
 			panic(fmt.Sprintf("sim: client %d consume %d answered OK without a PrefillReady", c.Idx, c.Rpc))
 		}
 		cd := w.NewClientDecode(world.ClientDecode{Session: s, Prep: world.DecodePrep{SessionID: s.Id}})
-		cd.SetHash(world.ContentHash(s.Entry))
+		cd.SetHash(w.ContentHash(s.Entry))
 		w.Nodes.Decodes[c.Idx] = cd
 		if w.Nodes.Scripted {
 			break // a scenario sends the decode itself (`decode`)

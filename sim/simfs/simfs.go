@@ -322,8 +322,11 @@ const maxSlabBlocks = 16
 
 // reset clears what was handed out and makes it available again.
 func (s *slab[T]) reset() {
-	for i := 0; i < len(s.blocks) && i <= s.cur; i++ {
+	for i := 0; i < len(s.blocks) && i < s.cur; i++ {
 		clear(s.blocks[i])
+	}
+	if s.cur < len(s.blocks) {
+		clear(s.blocks[s.cur][:s.used]) // past used: never handed out
 	}
 	if len(s.blocks) > maxSlabBlocks {
 		clear(s.blocks[maxSlabBlocks:])

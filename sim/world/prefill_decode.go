@@ -133,4 +133,7 @@ func init() { ResNames[ResDecodeRefused] = "INVALID_ARGUMENT(decode)" }
 // entry's image: 64 lowercase hex digits derived from the entry id.
 func ContentHash(entry string) string { return entry + entry }
 
+// ContentHash is ContentHash(entry) made in the run's text (text.go).
+func (w *World) ContentHash(entry string) string { return w.Concat(entry, entry) }
+
 var PrepNames = [...]string{PrepOK: "P's own", PrepMissing: "missing", PrepBadHash: "carrying a malformed hash"}

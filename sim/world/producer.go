@@ -58,20 +58,22 @@ type ReleaseWaiter struct {
 func NewProducerNode(w *World) *producerNode { return newProducerNode(w, nil) }
 
 // newProducerNode is NewProducerNode reusing p, when not nil, and its
-// key's and lists' buffers (releaseBufs zeroes all else of it).
+// key's, lists' and table's buffers (releaseBufs zeroes all else of it).
 func newProducerNode(w *World, p *producerNode) *producerNode {
 	if p == nil {
 		p = new(producerNode)
 	}
-	key, observed, vanishing := p.key[:0], p.Observed[:0], p.Vanishing[:0]
+	key, observed, vanishing, table := p.key[:0], p.Observed[:0], p.Vanishing[:0], p.table
 	*p = producerNode{
 		InstanceID: w.NewInstanceID(),
 		Observed:   observed,
 		Vanishing:  vanishing,
+		table:      table, // a pooled one's maps (releaseBufs), or the zero table
 	}
-	// NewProducerTable's and NewHealth's values, in p (they are inlined,
-	// so their own storage stays on the stack)
-	p.table = *handoff.NewProducerTable(handoff.ProducerConfig{
+	// NewProducerTable's table (Reset: keeping a pooled one's maps'
+	// storage) and NewHealth's value (inlined: its storage stays on the
+	// stack), in p
+	p.table.Reset(handoff.ProducerConfig{
 		QuotaBytes: w.Set.ProducerQuotaBytes, DefaultTTLMs: w.Set.DefaultTTLMs, MaxTTLMs: w.Set.MaxTTLMs,
 	})
 	p.health = *handoff.NewHealth()

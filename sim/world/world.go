@@ -463,7 +463,12 @@ func (w *World) releaseBufs() {
 	if p := w.firstProd; p != nil {
 		clear(p.Observed[:cap(p.Observed)])
 		clear(p.Vanishing[:cap(p.Vanishing)])
-		*p = producerNode{key: p.key[:0], Observed: p.Observed[:0], Vanishing: p.Vanishing[:0]}
+		if w.Set.Handoffs > maxPooledMap { // its map may have grown large
+			p.table = handoff.ProducerTable{} // (clearing a map costs its capacity)
+		}
+		p.table.Reset(handoff.ProducerConfig{}) // emptied, its maps kept: no slab to copy
+		table := p.table
+		*p = producerNode{key: p.key[:0], Observed: p.Observed[:0], Vanishing: p.Vanishing[:0], table: table}
 		b.prod = p
 	}
 	*w = World{} // nothing of this run stays reachable from the pool
