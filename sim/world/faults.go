@@ -69,7 +69,12 @@ type faults struct {
 	Enabled map[Site]bool // the sites this seed enables
 	fireP   float64
 	Healed  bool
-	fired   map[Site]int
+	// fired counts the fires of each site of AllSites, by index
+	// (siteIndex); firedOther those of any other site (nil until one
+	// fires). Result.Fired is built from them when the run ends (Fired):
+	// a string-keyed map assign per fire was a sizeable part of Buggify.
+	fired      [maxSites]int32
+	firedOther map[Site]int
 	// cov counts fires by lifecycle point (coverage.go).
 	cov *runCoverage
 	// slots cache, by a hash of the site's name, what enabled and
@@ -112,7 +117,7 @@ func (f *faults) init(rng *rand.Rand, s Settings, enabled map[Site]bool) *faults
 	if enabled == nil {
 		enabled = map[Site]bool{}
 	}
-	*f = faults{rng: rng, Enabled: enabled, fireP: s.FireProbability, fired: map[Site]int{}}
+	*f = faults{rng: rng, Enabled: enabled, fireP: s.FireProbability}
 	for _, site := range s.Faults {
 		f.Enabled[site] = true
 	}
@@ -131,9 +136,37 @@ func (f *faults) Buggify(site Site) bool {
 		return false
 	}
 	if f.rng.Float64() < f.fireP {
-		f.fired[site]++
+		if s.ok { // a site of AllSites (slot)
+			f.fired[s.ix]++
+		} else { // a site outside AllSites
+			if f.firedOther == nil {
+				f.firedOther = map[Site]int{}
+			}
+			f.firedOther[site]++
+		}
 		f.cov.fire(s.ix)
 		return true
 	}
 	return false
+}
+
+// Fired returns how often each site fired, by site (Result.Fired): only
+// the sites that fired, in a new map.
+func (f *faults) Fired() map[Site]int {
+	n := len(f.firedOther)
+	for _, c := range f.fired {
+		if c != 0 {
+			n++
+		}
+	}
+	m := make(map[Site]int, n)
+	for i, c := range f.fired {
+		if c != 0 {
+			m[AllSites[i]] = int(c)
+		}
+	}
+	for site, c := range f.firedOther {
+		m[site] += c
+	}
+	return m
 }

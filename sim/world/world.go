@@ -240,7 +240,7 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 		if p := recover(); p != nil {
 			res.Verdict = Crash
 			res.Failure = fmt.Sprintf("panic at tick %d step %d: %v\n%s", w.Now, w.Steps, p, debug.Stack())
-			res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.fired
+			res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.Fired()
 			if opts.KeepHistory {
 				res.History = w.History()
 			}
@@ -250,7 +250,7 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 	w.trace.header(seed, opts.Mutant, s)
 	w.Start()
 	w.Loop()
-	res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.fired
+	res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.Fired()
 	if w.Fail != nil {
 		res.Verdict, res.Rule, res.Failure = w.Fail.verdict, w.Fail.Rule, w.Fail.Msg
 	}
