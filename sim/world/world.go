@@ -641,7 +641,7 @@ func (w *World) Send(class msgClass, ev Event) {
 	}
 	switch class {
 	case MsgRequest, MsgRelease:
-		if w.Faults.Buggify(SiteNetDrop) {
+		if w.Faults.buggifyAt(ixNetDrop) {
 			if w.Tracing {
 				w.Notef("dropped %s", ev.Kind)
 			}
@@ -651,14 +651,14 @@ func (w *World) Send(class msgClass, ev Event) {
 		if ev.Kind == EvTransferReply {
 			rep := TransferReplyOf(ev)
 			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.Recv, Res: rep.Result})
-			if w.Faults.Buggify(SitePlainInvalid) {
+			if w.Faults.buggifyAt(ixPlainInvalid) {
 				ev.setTransferResult(ResPlainInvalid)
 				if w.Tracing {
 					w.Notef("reply replaced by a plain INVALID_ARGUMENT")
 				}
 			}
 		}
-		if w.Faults.Buggify(SiteLostReply) {
+		if w.Faults.buggifyAt(ixLostReply) {
 			if ev.Kind == EvTransferReply {
 				w.coverLostTransferReply(TransferReplyOf(ev).Recv)
 			}
@@ -669,16 +669,16 @@ func (w *World) Send(class msgClass, ev Event) {
 		}
 	}
 	d := Between(w.NetRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
-	if w.Faults.Buggify(SiteNetDelay) {
+	if w.Faults.buggifyAt(ixNetDelay) {
 		d += Between(w.NetRNG, 1, w.Set.LongDelayMaxMs)
 	}
 	w.After(d, ev)
 	dup := false
 	switch class {
 	case MsgReply:
-		dup = w.Faults.Buggify(SiteDupReply)
+		dup = w.Faults.buggifyAt(ixDupReply)
 	case MsgRelease:
-		dup = w.Faults.Buggify(SiteDupRelease)
+		dup = w.Faults.buggifyAt(ixDupRelease)
 	}
 	if dup {
 		w.After(d+Between(w.NetRNG, 0, w.Set.NetDelayMaxMs), ev)
