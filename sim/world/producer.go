@@ -14,8 +14,13 @@ import (
 type producerNode struct {
 	InstanceID string
 	// Observed and Vanishing are sim/nodes' observeClaims' and collect's
-	// lists of the table's Published ids, reused from pass to pass.
+	// lists of the table's Published ids, reused from pass to pass
+	// (Observed is Published's list now).
 	Observed, Vanishing []string
+	// observedVer is the table's version when Observed was listed
+	// (observedOK: it was, for this table).
+	observedVer uint64
+	observedOK  bool
 	// Checked is what checkCore last checked of the table.
 	Checked CheckedCore
 	// key is the instance's HMAC key for reference tags (SU-5), as kept in
@@ -42,6 +47,21 @@ type producerNode struct {
 	// RemovalFailed ended that removal (the engine's release waits on a
 	// channel; the world on its event queue).
 	ReleaseWaits map[string][]ReleaseWaiter
+}
+
+// Published returns the table's Published ids, sorted
+// (ProducerTable.AppendPublished), in p.Observed: the same list as at the
+// last call while the table's version is unchanged since (every change of
+// an entry's state bumps it). The collector's passes and every release
+// list them, mostly of a table unchanged since the last look, and listing
+// iterates the table's map and sorts. The list is valid until the next
+// call; a caller must not change it.
+func (p *producerNode) Published() []string {
+	if v := p.Table.Version(); !p.observedOK || v != p.observedVer {
+		p.Observed = p.Table.AppendPublished(p.Observed[:0])
+		p.observedVer, p.observedOK = v, true
+	}
+	return p.Observed
 }
 
 // ReleaseWaiter is a release call waiting for a removal in flight.
