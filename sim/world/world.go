@@ -178,6 +178,9 @@ type World struct {
 	RecvEnds     []RecvEnd
 	Upstream     []upstreamAnswer
 	ProbeAnswers []ProbeAnswer
+	// probeBuf is where ProbeAnswers starts (AddProbeAnswer): a run's
+	// clients probe rarely, a few at most.
+	probeBuf [4]ProbeAnswer
 	// Judged counts the entries of each log above (and the ledger's) the
 	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
 	Judged          judgedLogs
