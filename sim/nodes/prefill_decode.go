@@ -85,7 +85,7 @@ func decodeAnswer(w *world.World, c *world.Client, res int64) bool {
 		if s == nil {
 			panic(fmt.Sprintf("sim: client %d consume %d answered OK without a PrefillReady", c.Idx, c.Rpc))
 		}
-		cd := &world.ClientDecode{Session: s, Prep: world.DecodePrep{SessionID: s.Id, Hashes: []string{world.ContentHash(s.Entry)}}}
+		cd := world.NewClientDecode(s, world.ContentHash(s.Entry))
 		w.Nodes.Decodes[c.Idx] = cd
 		if w.Nodes.Scripted {
 			break // a scenario sends the decode itself (`decode`)
@@ -134,11 +134,9 @@ func decode(w *world.World, c *world.Client, cd *world.ClientDecode, kind world.
 	r := &world.DecodeReq{Num: len(w.Nodes.Reqs) + 1, H: c.Idx, D: d, Session: cd.Session, SessionID: cd.Session.Id, Kind: kind}
 	switch kind {
 	case world.PrepOK:
-		p := cd.Prep
-		r.Prep = &p
+		r.SetPrep(cd.Prep)
 	case world.PrepBadHash:
-		p := world.DecodePrep{SessionID: cd.Prep.SessionID, Hashes: []string{cd.Prep.Hashes[0][:63] + "G"}}
-		r.Prep = &p
+		r.SetPrep(world.DecodePrep{SessionID: cd.Prep.SessionID, Hashes: []string{cd.Prep.Hashes[0][:63] + "G"}})
 	}
 	cd.Last = r
 	w.Nodes.Reqs = append(w.Nodes.Reqs, r)

@@ -72,6 +72,8 @@ type DecodeReq struct {
 	entryRef  string
 	Kind      PrepKind
 	Prep      *DecodePrep
+	// prep is where Prep may point (SetPrep: no allocation of its own).
+	prep DecodePrep
 	// Arrived: D received it; ran: D went past its checks (attached and
 	// fetched); done: D answered.
 	Arrived, Ran, Done bool
@@ -94,6 +96,24 @@ type ClientDecode struct {
 	// replayed: a decoded session was sent again (SiteDecodeReplay).
 	Retried, Replayed bool
 	Last              *DecodeReq
+	// hash is where Prep.Hashes may point (NewClientDecode).
+	hash [1]string
+}
+
+// SetPrep makes r carry a copy of p (r.Prep, in r's own memory).
+func (r *DecodeReq) SetPrep(p DecodePrep) {
+	r.prep = p
+	r.Prep = &r.prep
+}
+
+// NewClientDecode returns a new client decode state for session s whose
+// preparation names s and carries hash, its Prep.Hashes in the state's own
+// memory (one allocation less a decode).
+func NewClientDecode(s *KvSession, hash string) *ClientDecode {
+	cd := &ClientDecode{Session: s}
+	cd.hash[0] = hash
+	cd.Prep = DecodePrep{SessionID: s.Id, Hashes: cd.hash[:]}
+	return cd
 }
 
 // Client stages of E+P+D (client.go's stages end before these).
