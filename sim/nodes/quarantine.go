@@ -18,7 +18,7 @@ func ctrlConnFor(w *world.World, c *world.ConsumerNode) *world.CtrlConn {
 	if cc := c.Conn; cc != nil && cc.To == w.Prod && cc.Inc == c.Inc && !cc.Retired {
 		return cc
 	}
-	c.Conn = &world.CtrlConn{To: w.Prod, Cons: c, Inc: c.Inc}
+	c.Conn = c.NewConn(w.Prod)
 	return c.Conn
 }
 

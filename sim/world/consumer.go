@@ -89,6 +89,10 @@ type ConsumerNode struct {
 	// Conn is the control connection the incarnation sends its next
 	// TransferEncoderCache over (sim/nodes' ctrlConnFor; nil before the first).
 	Conn *CtrlConn
+	// firstConn is the first connection the node dials in a run (NewConn),
+	// firstConnUsed once it is handed out.
+	firstConn     CtrlConn
+	firstConnUsed bool
 	// Entered counts the quarantines the incarnation entered (the
 	// engine's optional observable encoder.quarantine.entered): one that
 	// Q-6 ended at once still shows.

@@ -51,6 +51,20 @@ type CtrlConn struct {
 	Retired bool
 }
 
+// NewConn returns a fresh control connection of c's current incarnation to
+// E process to: the node's first in the run in its own memory (firstConn;
+// a consumer dials once or twice a run, and that was an allocation each),
+// any later one allocated.
+func (c *ConsumerNode) NewConn(to *producerNode) *CtrlConn {
+	cc := &c.firstConn
+	if c.firstConnUsed {
+		cc = new(CtrlConn)
+	}
+	c.firstConnUsed = true
+	*cc = CtrlConn{To: to, Cons: c, Inc: c.Inc}
+	return cc
+}
+
 // CarrierClosed reports whether connection cc can carry nothing more: E's
 // process it went to is gone (crashed or stopped), the consumer
 // incarnation that dialled it is gone, or the consumer retired it and no
