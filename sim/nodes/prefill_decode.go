@@ -61,7 +61,7 @@ func prefillReady(w *world.World, ev *world.Event) {
 	rep := world.ConsumeReplyOf(*ev)
 	c := w.Cons[rep.Consumer]
 	s := &world.KvSession{Num: len(w.Nodes.Sessions) + 1, Id: w.Hex(b[:]), P: int(rep.Consumer), Pinc: c.Inc, Entry: rep.Entry, State: world.KvLive}
-	w.Nodes.Sessions = append(w.Nodes.Sessions, s)
+	w.Nodes.AddSession(s)
 	w.Nodes.ByID[s.Id] = s
 	w.Nodes.Prefills[[2]int64{int64(rep.Client), rep.Rpc}] = s
 	w.Nodes.Touched = append(w.Nodes.Touched, s)
@@ -139,7 +139,7 @@ func decode(w *world.World, c *world.Client, cd *world.ClientDecode, kind world.
 		r.SetPrep(world.DecodePrep{SessionID: cd.Prep.SessionID, Hashes: []string{cd.Prep.Hashes[0][:63] + "G"}})
 	}
 	cd.Last = r
-	w.Nodes.Reqs = append(w.Nodes.Reqs, r)
+	w.Nodes.AddReq(r)
 	c.Rpc++
 	c.Stage = world.StageDecoding
 	r.Rpc = c.Rpc

@@ -42,10 +42,31 @@ type nodeWorld struct {
 	// decided the decode requests D decided since the L-2/H-3 checker looked.
 	Touched []*KvSession
 	Decided []*DecodeReq
+	// sessionsBuf and reqsBuf are where Sessions and Reqs start
+	// (AddSession, AddReq): appending from nil grew each a few times in a
+	// run of E+P+D.
+	sessionsBuf [4]*KvSession
+	reqsBuf     [4]*DecodeReq
 	// N2 is the first N-2 violation seen ("" when none).
 	N2 string
 	// Scripted: a scenario sends each decode itself (no client policy).
 	Scripted bool
+}
+
+// AddSession appends s to Sessions.
+func (n *nodeWorld) AddSession(s *KvSession) {
+	if n.Sessions == nil {
+		n.Sessions = n.sessionsBuf[:0]
+	}
+	n.Sessions = append(n.Sessions, s)
+}
+
+// AddReq appends r to Reqs.
+func (n *nodeWorld) AddReq(r *DecodeReq) {
+	if n.Reqs == nil {
+		n.Reqs = n.reqsBuf[:0]
+	}
+	n.Reqs = append(n.Reqs, r)
 }
 
 // Event kinds of the nodes (queue.go's String and World.dispatch hand them here).
