@@ -147,6 +147,12 @@ type Disk struct {
 	// find it here without hashing its path (cleared with dirs).
 	lastPath string
 	lastDir  *inode
+	// spareDir is the directory listed last, and spareEnts and spareList
+	// the memory of that listing, which its next listing reuses
+	// (dirListFor).
+	spareDir  *inode
+	spareEnts []dirEntry
+	spareList []fs.DirEntry
 }
 
 // cachedDir returns the cached directory at the clean path.
@@ -529,7 +535,9 @@ func (p *Proc) ReadFile(name string) ([]byte, error) {
 	return append([]byte(nil), n.data...), nil
 }
 
-// ReadDir lists a directory, sorted by name.
+// ReadDir lists a directory, sorted by name. The listing is valid until
+// the directory changes and is listed again, which reuses its memory
+// (shareddir reads a listing only within the call that made it).
 func (p *Proc) ReadDir(name string) ([]fs.DirEntry, error) {
 	if err := p.enter(OpReadDir, name); err != nil {
 		return nil, err
@@ -542,7 +550,7 @@ func (p *Proc) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, perr("readdirent", name, syscall.ENOTDIR)
 	}
 	if n.list == nil {
-		ents, list := newDirList(len(n.children))
+		ents, list := p.d.dirListFor(n, len(n.children))
 		for c, cn := range n.children {
 			ents = append(ents, dirEntry{name: c, n: cn})
 		}
@@ -554,6 +562,30 @@ func (p *Proc) ReadDir(name string) ([]fs.DirEntry, error) {
 	}
 	out := n.list[:len(n.list):len(n.list)] // shared: a caller's append copies
 	return out, nil
+}
+
+// dirListFor returns room for a new listing of directory n's k entries
+// (see newDirList): the memory of n's last listing, out of date since (n
+// changed), when it was the disk's last listing and has room (E's
+// collector lists its instance directory at every pass, and a new
+// listing each was several allocations a run), else new memory with room
+// to grow, which it keeps for n's next listing.
+func (d *Disk) dirListFor(n *inode, k int) (ents []dirEntry, list []fs.DirEntry) {
+	if k == 0 {
+		return newDirList(0)
+	}
+	if d.spareDir == n && cap(d.spareEnts) >= k {
+		ents, list = d.spareEnts[:0], d.spareList[:k]
+	} else {
+		c := k
+		if d.spareDir == n {
+			c = max(k, 2*cap(d.spareEnts))
+		}
+		ents, list = newDirList(c)
+		list = list[:k]
+	}
+	d.spareDir, d.spareEnts, d.spareList = n, ents[:0:cap(ents)], list[:cap(list)]
+	return ents, list
 }
 
 // newDirList returns room for a listing of k entries: ents empty with
