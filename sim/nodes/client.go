@@ -63,7 +63,7 @@ func consumeReplyArrive(w *world.World, ev world.Event) {
 	w.HistReturn(r.Client, r.Rpc, world.OpConsume, r.Result, r.Entry)
 	c := w.Clients[r.Client]
 	if c.Plan.Probe != world.ProbeNone && r.Rpc == c.ProbeRPC && r.Rpc != 0 {
-		w.ProbeAnswers = append(w.ProbeAnswers, world.ProbeAnswer{H: r.Client, Rpc: r.Rpc, Probe: c.Plan.Probe, Entry: r.Entry, Res: r.Result})
+		w.AddProbeAnswer(world.ProbeAnswer{H: r.Client, Rpc: r.Rpc, Probe: c.Plan.Probe, Entry: r.Entry, Res: r.Result})
 	}
 	if r.Result == world.ResOK {
 		// Counted even if the client stopped waiting: the PD served it. A

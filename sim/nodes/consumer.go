@@ -109,7 +109,7 @@ func claimShared(w *world.World, c *world.ConsumerNode, r *world.Recv, reply wor
 	world.Must(c.Receives.Requested(r.Key))
 	rec := w.Ledger.Get(r.Entry)
 	ok := false
-	crash := w.Faults.Enabled[world.SiteConsumerCrash] && !w.Faults.Healed && w.Sd.Rng.IntN(16) == 0
+	crash := w.Faults.On(world.SiteConsumerCrash) && !w.Faults.Healed && w.Sd.Rng.IntN(16) == 0
 	switch w.Sd.Claim(w.Sd.Cons[c.Idx], c.Idx, rec, crash) {
 	case world.ClaimWon:
 		ok = true

@@ -73,7 +73,7 @@ func consumeMedia(w *world.World, c *world.ConsumerNode, r *world.Recv) {
 	}
 	prompt := w.Clients[r.H].Plan.Media.Prompt
 	var identityBuf [2]string
-	ids := w.Media.TokenIDs[:0]
+	ids := w.Media.TokenScratch()
 	for range pm.Items {
 		ids = append(ids, lm.ImageID)
 	}

@@ -610,9 +610,8 @@ func observeClaims(w *world.World) {
 	if w.Set.Backend != world.BackendSharedDir {
 		return
 	}
-	ids := w.Prod.Table.AppendPublished(w.Prod.Observed[:0])
-	w.Prod.Observed = ids
-	for _, id := range ids {
+	// (ObserveGone changes the table, not the list: Published lists anew at the next call)
+	for _, id := range w.Prod.Published() {
 		if ok, err := w.Sd.Dir.Exists(id); err != nil {
 			panic(fmt.Sprintf("sim: Exists(%s): %v", id, err))
 		} else if !ok {

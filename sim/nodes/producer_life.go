@@ -18,9 +18,7 @@ func collect(w *world.World, ev world.Event) {
 		return
 	}
 	if w.Set.Backend == world.BackendSharedDir {
-		ids := p.Table.AppendPublished(p.Vanishing[:0])
-		p.Vanishing = ids
-		for _, id := range ids {
+		for _, id := range p.Published() { // (a vanished file leaves the table as it is)
 			if w.Faults.Buggify(world.SiteVanish) {
 				rec := w.Ledger.Get(id)
 				w.Sd.Disk.Vanish(world.EntryPath(rec.Instance, id))

@@ -69,41 +69,64 @@ type faults struct {
 	Enabled map[Site]bool // the sites this seed enables
 	fireP   float64
 	Healed  bool
-	fired   map[Site]int
+	// fired counts the fires of each site of AllSites, by index
+	// (siteIndex); firedOther those of any other site (nil until one
+	// fires). Result.Fired is built from them when the run ends (Fired):
+	// a string-keyed map assign per fire was a sizeable part of Buggify.
+	fired      [maxSites]int32
+	firedOther map[Site]int
 	// cov counts fires by lifecycle point (coverage.go).
 	cov *runCoverage
-	// slots cache, by a hash of the site's name, what enabled and
-	// siteIndex say of a site: Buggify runs a few times a step, and two
-	// string-keyed map lookups were a sizeable part of its cost.
-	slots [64]siteSlot
+	// on has the bit 1<<i set when the site of index i is enabled (its
+	// Enabled entry, set in init).
+	on uint32
 }
 
-// siteSlot is one site's cached lookups: its index in AllSites (ix) and
-// whether it is enabled; ok is false for an empty slot.
-type siteSlot struct {
-	ix     uint8
-	on, ok bool
+// siteSlots is an open-addressing table of AllSites by a hash of the name
+// (siteHash, then the next slots): each site's index + 1, 0 for an empty
+// slot. Buggify runs a few times a step, and the string-keyed map lookups
+// of siteIndex and Enabled were a sizeable part of its cost.
+var siteSlots = func() (t [numSiteSlots]uint8) {
+	for i, site := range AllSites {
+		h := siteHash(site)
+		for t[h] != 0 {
+			h = (h + 1) % len(t)
+		}
+		t[h] = uint8(i + 1)
+	}
+	return t
+}()
+
+// siteHash is the first slot of site (not empty) in siteSlots.
+func siteHash(site Site) int {
+	n := len(site)
+	h := n*2 + int(site[n-1])
+	if n >= 3 {
+		h += int(site[n-3]) * 10
+	}
+	return h % numSiteSlots
 }
 
-// slot returns site's lookups, from its slot when it holds them (a site of
-// AllSites; another string is looked up every time, as before the cache).
-func (f *faults) slot(site Site) siteSlot {
-	if n := len(site); n > 0 {
-		// Of the sites today only the two process crashes (rare) share a slot.
-		h := n*2 + int(site[n-1])
-		if n >= 3 {
-			h += int(site[n-3]) * 10
+// numSiteSlots is the size of siteSlots.
+const numSiteSlots = 64
+
+// lookupSite returns site's index in AllSites (siteIndex's answer,
+// through siteSlots); known is false for any other string.
+func lookupSite(site Site) (ix uint8, known bool) {
+	if len(site) == 0 {
+		return 0, false
+	}
+	// The table has empty slots (len(AllSites) <= maxSites < numSiteSlots), so the
+	// probe ends.
+	for h := siteHash(site); ; h = (h + 1) % numSiteSlots {
+		v := siteSlots[h]
+		if v == 0 {
+			return 0, false
 		}
-		s := &f.slots[h%len(f.slots)]
-		if s.ok && AllSites[s.ix] == site {
-			return *s
-		}
-		if ix, known := siteIndex[site]; known {
-			*s = siteSlot{ix: uint8(ix), on: f.Enabled[site], ok: true}
-			return *s
+		if AllSites[v-1] == site {
+			return v - 1, true
 		}
 	}
-	return siteSlot{ix: uint8(siteIndex[site]), on: f.Enabled[site]}
 }
 
 // init makes f the faults of settings s drawing from rng, with enabled
@@ -112,28 +135,97 @@ func (f *faults) init(rng *rand.Rand, s Settings, enabled map[Site]bool) *faults
 	if enabled == nil {
 		enabled = map[Site]bool{}
 	}
-	*f = faults{rng: rng, Enabled: enabled, fireP: s.FireProbability, fired: map[Site]int{}}
+	*f = faults{rng: rng, Enabled: enabled, fireP: s.FireProbability}
 	for _, site := range s.Faults {
 		f.Enabled[site] = true
+		if ix, known := lookupSite(site); known {
+			f.on |= 1 << ix
+		}
 	}
 	return f
+}
+
+// On reports whether site is enabled (Enabled[site], without its lookup).
+func (f *faults) On(site Site) bool {
+	if ix, known := lookupSite(site); known {
+		return f.on&(1<<ix) != 0
+	}
+	return f.Enabled[site]
 }
 
 // Buggify reports whether site fires at this hit. A disabled site, or any
 // site after heal, draws nothing, so healing does not shift the stream's use
 // elsewhere.
 func (f *faults) Buggify(site Site) bool {
-	if f.Healed {
-		return false
+	if ix, known := lookupSite(site); known {
+		return f.buggifyAt(ix)
 	}
-	s := f.slot(site)
-	if !s.on {
+	// A site outside AllSites.
+	if f.Healed || !f.Enabled[site] {
 		return false
 	}
 	if f.rng.Float64() < f.fireP {
-		f.fired[site]++
-		f.cov.fire(s.ix)
+		if f.firedOther == nil {
+			f.firedOther = map[Site]int{}
+		}
+		f.firedOther[site]++
+		f.cov.fire(0) // siteIndex's answer for it
 		return true
 	}
 	return false
+}
+
+// buggifyAt is Buggify of the site of index ix in AllSites.
+func (f *faults) buggifyAt(ix uint8) bool {
+	if f.Healed || f.on&(1<<ix) == 0 {
+		return false
+	}
+	if f.rng.Float64() < f.fireP {
+		f.fired[ix]++
+		f.cov.fire(ix)
+		return true
+	}
+	return false
+}
+
+// The indexes in AllSites of the sites World.Send hits for every message
+// (it calls buggifyAt with them: finding a site's index at each of a few
+// hundred hits a run was a percent and a half of a run).
+var (
+	ixNetDrop      = mustLookupSite(SiteNetDrop)
+	ixPlainInvalid = mustLookupSite(SitePlainInvalid)
+	ixLostReply    = mustLookupSite(SiteLostReply)
+	ixNetDelay     = mustLookupSite(SiteNetDelay)
+	ixDupReply     = mustLookupSite(SiteDupReply)
+	ixDupRelease   = mustLookupSite(SiteDupRelease)
+)
+
+// mustLookupSite is lookupSite of a site of AllSites.
+func mustLookupSite(site Site) uint8 {
+	ix, known := lookupSite(site)
+	if !known {
+		panic("sim: unknown fault site " + string(site))
+	}
+	return ix
+}
+
+// Fired returns how often each site fired, by site (Result.Fired): only
+// the sites that fired, in a new map.
+func (f *faults) Fired() map[Site]int {
+	n := len(f.firedOther)
+	for _, c := range f.fired {
+		if c != 0 {
+			n++
+		}
+	}
+	m := make(map[Site]int, n)
+	for i, c := range f.fired {
+		if c != 0 {
+			m[AllSites[i]] = int(c)
+		}
+	}
+	for site, c := range f.firedOther {
+		m[site] += c
+	}
+	return m
 }

@@ -56,17 +56,38 @@ type HistoryOp struct {
 }
 
 // opKey identifies an operation in flight: client, call number (0 for a
-// racing call) and kind.
-type opKey struct {
+// racing call) and kind, packed into one word (newOpKey), so the map of
+// calls not yet answered hashes a uint64 (the struct's generic hash and
+// map access were a percent of a run). wideOpKey is the same unpacked, for
+// the calls whose numbers do not fit (none of a seeded run's).
+type opKey uint64
+
+type wideOpKey struct {
 	client int32
 	rpc    int64
 	kind   OpKind
+}
+
+// Bits of an opKey: the client's 32, then the call number's, then the kind's.
+const (
+	opKeyKindBits = 8
+	opKeyRpcBits  = 64 - 32 - opKeyKindBits
+)
+
+// newOpKey packs (client, rpc, kind); ok is false when rpc does not fit.
+func newOpKey(client int32, rpc int64, kind OpKind) (k opKey, ok bool) {
+	if rpc < 0 || rpc >= 1<<opKeyRpcBits {
+		return 0, false
+	}
+	return opKey(uint64(uint32(client))<<32 | uint64(rpc)<<opKeyKindBits | uint64(kind)), true
 }
 
 // history records the client-visible operations of a run.
 type history struct {
 	ops     []HistoryOp
 	pending map[opKey]int // index into ops of calls not yet answered
+	// wide is pending for the calls whose keys do not pack (nil until one).
+	wide map[wideOpKey]int
 	// DrainMs is the tick the producer's drain began (-1: never).
 	DrainMs int64
 }
@@ -74,8 +95,33 @@ type history struct {
 // histCall records the call of an operation (entry "" for a publish).
 func (w *World) histCall(client int, rpc int64, kind OpKind, entry string) {
 	h := w.Hist
-	h.pending[opKey{int32(client), rpc, kind}] = len(h.ops)
+	if k, ok := newOpKey(int32(client), rpc, kind); ok {
+		h.pending[k] = len(h.ops)
+	} else {
+		if h.wide == nil {
+			h.wide = map[wideOpKey]int{}
+		}
+		h.wide[wideOpKey{int32(client), rpc, kind}] = len(h.ops)
+	}
 	h.ops = append(h.ops, HistoryOp{Client: client, Race: rpc == 0, Kind: kind, Entry: entry, Call: w.Now, Return: ReturnUnknown})
+}
+
+// takePending returns (and forgets) the index into ops of the call
+// (client, rpc, kind) not yet answered.
+func (h *history) takePending(client int32, rpc int64, kind OpKind) (int, bool) {
+	if k, ok := newOpKey(client, rpc, kind); ok {
+		i, ok := h.pending[k]
+		if ok {
+			delete(h.pending, k)
+		}
+		return i, ok
+	}
+	k := wideOpKey{client, rpc, kind}
+	i, ok := h.wide[k]
+	if ok {
+		delete(h.wide, k)
+	}
+	return i, ok
 }
 
 // histDuplicate records the network's copy of a release request ev as an
@@ -97,12 +143,10 @@ func (w *World) histDuplicate(ev Event) {
 // duplicated reply) and answers to no recorded call are ignored.
 func (w *World) HistReturn(client int32, rpc int64, kind OpKind, res int64, entry string) {
 	h := w.Hist
-	k := opKey{client, rpc, kind}
-	i, ok := h.pending[k]
+	i, ok := h.takePending(client, rpc, kind)
 	if !ok {
 		return
 	}
-	delete(h.pending, k)
 	op := &h.ops[i]
 	op.Return, op.Result = w.Now, res
 	if kind == OpPublish && res == ResOK {
@@ -119,11 +163,25 @@ func (w *World) History() []HistoryOp {
 
 // AppendHistory appends History's operations to out.
 func (w *World) AppendHistory(out []HistoryOp) []HistoryOp {
+	// byClient caches, for the first clients, the record of the entry
+	// their last operation named: a client's operations name its one entry
+	// (three or four of them), and a map lookup each was a percent of a run.
+	var byClient [32]*EntryRecord // (a seeded run draws 4..24 clients)
 	for _, op := range w.Hist.ops {
 		if op.Entry == "" {
 			continue
 		}
-		if rec, ok := w.Ledger.Entries[op.Entry]; ok {
+		var rec *EntryRecord
+		if op.Client >= 0 && op.Client < len(byClient) {
+			if r := byClient[op.Client]; r != nil && r.Id == op.Entry {
+				rec = r
+			} else if rec = w.Ledger.Entries[op.Entry]; rec != nil {
+				byClient[op.Client] = rec
+			}
+		} else {
+			rec = w.Ledger.Entries[op.Entry]
+		}
+		if rec != nil {
 			op.MayLapse = rec.Vanished || op.Return >= rec.ExpiresMs || (w.Hist.DrainMs >= 0 && op.Return >= w.Hist.DrainMs)
 		}
 		out = append(out, op)

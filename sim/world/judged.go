@@ -40,6 +40,15 @@ type ProbeAnswer struct {
 	Res   int64
 }
 
+// AddProbeAnswer appends a to ProbeAnswers, in the world's probeBuf while
+// it has room (appending from nil grew the list once or twice a run).
+func (w *World) AddProbeAnswer(a ProbeAnswer) {
+	if w.ProbeAnswers == nil {
+		w.ProbeAnswers = w.probeBuf[:0]
+	}
+	w.ProbeAnswers = append(w.ProbeAnswers, a)
+}
+
 // CheckedCore is the core table a node's last invariant check saw and its
 // Version then (a restarted node's new table is a different pointer).
 type CheckedCore struct {

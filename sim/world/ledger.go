@@ -66,6 +66,11 @@ type ledger struct {
 	consumptions []string
 	// okCalls is where AddOkCall takes the records' first OK calls.
 	okCalls [][2]int64
+	// last is the record Get or Add gave last: a step's handlers look the
+	// same entry up several times in a row (a consume: its check, its
+	// claim, its media), and a map lookup each was most of Get's cost.
+	// Add, which alone changes Entries, keeps it Entries[last.Id].
+	last *EntryRecord
 	// RemoveFailures counts removals that failed with an I/O error.
 	RemoveFailures int
 	// Cancelled lists the entries whose publish was cancelled or whose
@@ -128,6 +133,7 @@ func (l *ledger) Add(id string, h int, payloadBytes int64) *EntryRecord {
 		l.Reused = append(l.Reused, [2]*EntryRecord{old, e})
 	}
 	l.Entries[id] = e
+	l.last = e
 	l.All = append(l.All, e)
 	return e
 }
@@ -183,11 +189,16 @@ func (l *ledger) Untouch() {
 	l.Touched = l.Touched[:0]
 }
 
+// Get returns the record of entry id, which must be in the ledger.
 func (l *ledger) Get(id string) *EntryRecord {
+	if e := l.last; e != nil && e.Id == id {
+		return e
+	}
 	e, ok := l.Entries[id]
 	if !ok {
 		panic(fmt.Sprintf("sim: entry %s not in the ledger", id))
 	}
+	l.last = e
 	return e
 }
 

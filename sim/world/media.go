@@ -282,8 +282,10 @@ type mediaWorld struct {
 	Hits      int                 // answers the prefix caches gave
 	// TokenIDs is sim/nodes' consumeMedia's buffer for a prompt's token
 	// ids, reused from one consume to the next (lm's prefix key keeps
-	// nothing of them; an array on the stack escaped, issue #16).
+	// nothing of them; an array on the stack escaped, issue #16). It
+	// starts in tokenBuf (TokenScratch), which holds the longest.
 	TokenIDs []uint32
+	tokenBuf [8]uint32
 
 	// Checker state: how far each checker got, and what it saw: the first
 	// published item of each pixel class (1 + 2*index into published +
@@ -304,6 +306,16 @@ type ItemRef struct {
 
 func (r ItemRef) String() string {
 	return fmt.Sprintf("%s of entry %s", r.Pm.Items[r.I], Short(r.Pm.Entry))
+}
+
+// TokenScratch returns TokenIDs emptied: the world's own tokenBuf before
+// the run's first consume (the TokenIDs of a run grew once or twice a run
+// from nil).
+func (m *mediaWorld) TokenScratch() []uint32 {
+	if m.TokenIDs == nil {
+		return m.tokenBuf[:0]
+	}
+	return m.TokenIDs[:0]
 }
 
 func newMediaWorld(seed uint64) mediaWorld {

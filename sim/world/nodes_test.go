@@ -31,7 +31,7 @@ func TestNodeFaultsFireAndAreSurvived(t *testing.T) {
 	restarts := map[string]int{}
 	for seed := uint64(1); seed <= 800; seed++ {
 		w := runWorld(t, seed)
-		for s, n := range w.Faults.fired {
+		for s, n := range w.Faults.Fired() {
 			fired[s] += n
 		}
 		if w.Set.eppd() {

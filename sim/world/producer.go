@@ -13,9 +13,13 @@ import (
 // and handoff's Health.CleanupFailed a failed removal.
 type producerNode struct {
 	InstanceID string
-	// Observed and Vanishing are sim/nodes' observeClaims' and collect's
-	// lists of the table's Published ids, reused from pass to pass.
-	Observed, Vanishing []string
+	// Observed is the table's Published ids as sim/nodes' observeClaims
+	// and collect last listed them (Published), reused from pass to pass.
+	Observed []string
+	// observedVer is the table's version when Observed was listed
+	// (observedOK: it was, for this table).
+	observedVer uint64
+	observedOK  bool
 	// Checked is what checkCore last checked of the table.
 	Checked CheckedCore
 	// key is the instance's HMAC key for reference tags (SU-5), as kept in
@@ -48,6 +52,21 @@ type producerNode struct {
 	health handoff.Health
 }
 
+// Published returns the table's Published ids, sorted
+// (ProducerTable.AppendPublished), in p.Observed: the same list as at the
+// last call while the table's version is unchanged since (every change of
+// an entry's state bumps it). The collector's passes and every release
+// list them, mostly of a table unchanged since the last look, and listing
+// iterates the table's map and sorts. The list is valid until the next
+// call; a caller must not change it.
+func (p *producerNode) Published() []string {
+	if v := p.Table.Version(); !p.observedOK || v != p.observedVer {
+		p.Observed = p.Table.AppendPublished(p.Observed[:0])
+		p.observedVer, p.observedOK = v, true
+	}
+	return p.Observed
+}
+
 // ReleaseWaiter is a release call waiting for a removal in flight.
 type ReleaseWaiter struct {
 	H   int   // the waiting client's index
@@ -63,11 +82,10 @@ func newProducerNode(w *World, p *producerNode) *producerNode {
 	if p == nil {
 		p = new(producerNode)
 	}
-	key, observed, vanishing, table := p.key[:0], p.Observed[:0], p.Vanishing[:0], p.table
+	key, observed, table := p.key[:0], p.Observed[:0], p.table
 	*p = producerNode{
 		InstanceID: w.NewInstanceID(),
 		Observed:   observed,
-		Vanishing:  vanishing,
 		table:      table, // a pooled one's maps (releaseBufs), or the zero table
 	}
 	// NewProducerTable's table (Reset: keeping a pooled one's maps'
@@ -96,8 +114,17 @@ const refKeyPrefix = "baton-sim reference key\x00"
 // NewEntryID draws 128 bits from the ids stream (SU-5 shape: 32 lowercase hex).
 func (w *World) NewEntryID() string {
 	var b [16]byte
-	for i := range b {
-		b[i] = byte(w.idRNG.Uint32())
+	if cell := &w.rngs[1]; w.idRNG == &cell.r {
+		// idRNG.Uint32() is the top half of its source's next Uint64:
+		// drawn from the cell's PCG directly, the same values without an
+		// interface call per byte.
+		for i := range b {
+			b[i] = byte(cell.pcg.Uint64() >> 32)
+		}
+	} else {
+		for i := range b {
+			b[i] = byte(w.idRNG.Uint32())
+		}
 	}
 	return w.Hex(b[:]) // one allocation a chunk of the run's text (text.go)
 }

@@ -180,6 +180,9 @@ type World struct {
 	RecvEnds     []RecvEnd
 	Upstream     []upstreamAnswer
 	ProbeAnswers []ProbeAnswer
+	// probeBuf is where ProbeAnswers starts (AddProbeAnswer): a run's
+	// clients probe rarely, a few at most.
+	probeBuf [4]ProbeAnswer
 	// Judged counts the entries of each log above (and the ledger's) the
 	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
 	Judged          judgedLogs
@@ -244,7 +247,7 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 		if p := recover(); p != nil {
 			res.Verdict = Crash
 			res.Failure = fmt.Sprintf("panic at tick %d step %d: %v\n%s", w.Now, w.Steps, p, debug.Stack())
-			res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.fired
+			res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.Fired()
 			if opts.KeepHistory {
 				res.History = w.History()
 			}
@@ -254,7 +257,7 @@ func Run(seed uint64, s Settings, opts Options) (res Result) {
 	w.trace.header(seed, opts.Mutant, s)
 	w.Start()
 	w.Loop()
-	res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.fired
+	res.Ticks, res.Events, res.Fired = w.Now, w.Steps, w.Faults.Fired()
 	if w.Fail != nil {
 		res.Verdict, res.Rule, res.Failure = w.Fail.verdict, w.Fail.Rule, w.Fail.Msg
 	}
@@ -462,13 +465,12 @@ func (w *World) releaseBufs() {
 	b.proofCons = w.ProofSeen.Cons[:0]
 	if p := w.firstProd; p != nil {
 		clear(p.Observed[:cap(p.Observed)])
-		clear(p.Vanishing[:cap(p.Vanishing)])
 		if w.Set.Handoffs > maxPooledMap { // its map may have grown large
 			p.table = handoff.ProducerTable{} // (clearing a map costs its capacity)
 		}
 		p.table.Reset(handoff.ProducerConfig{}) // emptied, its maps kept: no slab to copy
 		table := p.table
-		*p = producerNode{key: p.key[:0], Observed: p.Observed[:0], Vanishing: p.Vanishing[:0], table: table}
+		*p = producerNode{key: p.key[:0], Observed: p.Observed[:0], table: table}
 		b.prod = p
 	}
 	*w = World{} // nothing of this run stays reachable from the pool
@@ -668,7 +670,7 @@ func (w *World) Send(class msgClass, ev Event) {
 	}
 	switch class {
 	case MsgRequest, MsgRelease:
-		if w.Faults.Buggify(SiteNetDrop) {
+		if w.Faults.buggifyAt(ixNetDrop) {
 			if w.Tracing {
 				w.Notef("dropped %s", ev.Kind)
 			}
@@ -678,14 +680,14 @@ func (w *World) Send(class msgClass, ev Event) {
 		if ev.Kind == EvTransferReply {
 			rep := TransferReplyOf(ev)
 			w.Upstream = append(w.Upstream, upstreamAnswer{Recv: rep.Recv, Res: rep.Result})
-			if w.Faults.Buggify(SitePlainInvalid) {
+			if w.Faults.buggifyAt(ixPlainInvalid) {
 				ev.setTransferResult(ResPlainInvalid)
 				if w.Tracing {
 					w.Notef("reply replaced by a plain INVALID_ARGUMENT")
 				}
 			}
 		}
-		if w.Faults.Buggify(SiteLostReply) {
+		if w.Faults.buggifyAt(ixLostReply) {
 			if ev.Kind == EvTransferReply {
 				w.coverLostTransferReply(TransferReplyOf(ev).Recv)
 			}
@@ -696,16 +698,16 @@ func (w *World) Send(class msgClass, ev Event) {
 		}
 	}
 	d := Between(w.NetRNG, w.Set.NetDelayMinMs, w.Set.NetDelayMaxMs)
-	if w.Faults.Buggify(SiteNetDelay) {
+	if w.Faults.buggifyAt(ixNetDelay) {
 		d += Between(w.NetRNG, 1, w.Set.LongDelayMaxMs)
 	}
 	w.After(d, ev)
 	dup := false
 	switch class {
 	case MsgReply:
-		dup = w.Faults.Buggify(SiteDupReply)
+		dup = w.Faults.buggifyAt(ixDupReply)
 	case MsgRelease:
-		dup = w.Faults.Buggify(SiteDupRelease)
+		dup = w.Faults.buggifyAt(ixDupRelease)
 	}
 	if dup {
 		w.After(d+Between(w.NetRNG, 0, w.Set.NetDelayMaxMs), ev)
