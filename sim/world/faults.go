@@ -65,8 +65,10 @@ var AllSites = func() []Site {
 
 // faults decides, from the faults stream only, whether an enabled site fires.
 type faults struct {
-	rng     *rand.Rand
-	Enabled map[Site]bool // the sites this seed enables
+	rng *rand.Rand
+	// Enabled is the sites this seed enables: set by init, read-only after
+	// (on mirrors it for the sites of AllSites).
+	Enabled map[Site]bool
 	fireP   float64
 	Healed  bool
 	// fired counts the fires of each site of AllSites, by index
