@@ -2,6 +2,7 @@ package checks
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/baton-dev/baton/engine/handoff"
 	"github.com/baton-dev/baton/sim/world"
@@ -203,17 +204,33 @@ func checkExpiryCollectedScan(w *world.World) error {
 		return nil // a crashed producer collects nothing; its entries die with it (sim/nodes/producer_crash.go)
 	}
 	w.NextExpiryCheck = w.Now + w.Set.CollectPeriodMs
+	all, j := w.Ledger.All, &w.Judged
+	// The loop below finds an entry only if it is published, not ended and
+	// overdue. Since the last scan, with no publication (Ledger.Publications
+	// unchanged), the published entries not ended are a subset of those it
+	// saw (Published and the Terminal fields are only ever set; ExpiresMs
+	// and CommittedMs only at publication), each overdue only after
+	// ExpiryDue: while Now <= ExpiryDue the loop would find nothing.
+	if w.Ledger.Publications == j.ExpiryPubs && w.Now <= j.ExpiryDue {
+		return nil
+	}
 	// The entries before Judged.Ended are terminal, which they stay (an
 	// entry's Terminal fields are only ever set): the loop would skip them.
-	all, j := w.Ledger.All, &w.Judged
 	for j.Ended < len(all) && all[j.Ended].Terminal() {
 		j.Ended++
 	}
+	j.ExpiryPubs, j.ExpiryDue = w.Ledger.Publications, math.MaxInt64
 	for _, e := range all[j.Ended:] {
-		if !e.Published || w.Now <= max(e.ExpiresMs, e.CommittedMs)+w.Set.CollectPeriodMs || e.Terminal() {
+		if !e.Published || e.Terminal() {
+			continue
+		}
+		due := max(e.ExpiresMs, e.CommittedMs) + w.Set.CollectPeriodMs
+		j.ExpiryDue = min(j.ExpiryDue, due) // one not flagged below stays a candidate
+		if w.Now <= due {
 			continue
 		}
 		if w.Ledger.Entries[e.Id] == e && w.Prod.Table.State(e.Id) == handoff.EntryPublished {
+			j.ExpiryDue = math.MinInt64 // the loop stopped early: its minimum is partial
 			return fmt.Errorf("entry %s of client %d expired at tick %d and is still published %d ms later (collector period %d ms)",
 				world.Short(e.Id), e.H, e.ExpiresMs, w.Now-e.ExpiresMs, w.Set.CollectPeriodMs)
 		}

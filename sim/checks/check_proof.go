@@ -35,7 +35,11 @@ func checkQuarantineProofs(w *world.World) error {
 	for i, c := range w.Cons {
 		seen := &ps.Cons[i]
 		if !c.Up || c.Inc != seen.Inc || c.Receives != seen.Table {
-			*seen = world.ConsumerProofs{Inc: c.Inc, Table: c.Receives, Held: seen.Held[:0]}
+			// A down consumer's seen, once reset, would be reset to the
+			// same values every step: it is left as it is.
+			if c.Inc != seen.Inc || c.Receives != seen.Table || seen.Version != 0 || len(seen.Held) != 0 {
+				*seen = world.ConsumerProofs{Inc: c.Inc, Table: c.Receives, Held: seen.Held[:0]}
+			}
 			if !c.Up {
 				continue
 			}

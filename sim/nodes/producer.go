@@ -140,6 +140,7 @@ committed:
 		panic(err)
 	}
 	rec.Published = true
+	w.Ledger.Publications++ // X-2's skip (sim/checks/check_answers.go)
 	w.Ledger.Touch(rec)
 	rec.ExpiresMs = pubMs + ttl
 	rec.CommittedMs = w.Now

@@ -14,6 +14,12 @@ type judgedLogs struct {
 	// Ended counts the ledger's first entries (Ledger.All) found terminal
 	// (checkExpiryCollected: an ended entry never expires).
 	Ended int
+	// ExpiryDue is, at X-2's last scan, the earliest tick after which one
+	// of the published entries not yet ended is overdue (its
+	// max(ExpiresMs, CommittedMs) plus the collector period), and
+	// ExpiryPubs Ledger.Publications then (checkExpiryCollectedScan).
+	ExpiryDue  int64
+	ExpiryPubs int
 
 	// Pending lists the WRITEs that may still land, in posting order, and
 	// writesSeen how many of w.writes were added to it (pendingWrites).

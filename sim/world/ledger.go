@@ -71,6 +71,10 @@ type ledger struct {
 	// claim, its media), and a map lookup each was most of Get's cost.
 	// Add, which alone changes Entries, keeps it Entries[last.Id].
 	last *EntryRecord
+	// Publications counts the records set Published (sim/nodes bumps it
+	// with each): X-2's scan is skipped while it and the earliest due
+	// expiry it last saw say nothing new can be overdue (check_answers.go).
+	Publications int
 	// RemoveFailures counts removals that failed with an I/O error.
 	RemoveFailures int
 	// Cancelled lists the entries whose publish was cancelled or whose

@@ -187,6 +187,10 @@ type World struct {
 	// answer checks have judged; nextExpiryCheck is the tick of the next X-2 look.
 	Judged          judgedLogs
 	NextExpiryCheck int64
+	// LateAdmissions counts the (arrival, admission) pairs appended to any
+	// consumer's LateAdmissions (sim/nodes bumps it with each append): while
+	// it is 0 every such list is empty and Q-5's scan has nothing to find.
+	LateAdmissions int
 	// Nodes: partitions, slow fsync, producer crash, P and D (nodes.go).
 	Nodes nodeWorld
 
