@@ -3,6 +3,7 @@ package shareddir
 import (
 	"cmp"
 	"encoding/binary"
+	"maps"
 	"math"
 	"slices"
 )
@@ -128,22 +129,46 @@ func (p *canonParser) lit(s string) bool {
 
 // str reads a string of printable ASCII without '"' or '\'.
 func (p *canonParser) str() (string, bool) {
-	if !p.eat('"') {
+	b, ok := p.strBytes()
+	if !ok {
 		return "", false
+	}
+	return string(b), true
+}
+
+// strBytes is str's string as the bytes of the input it is.
+func (p *canonParser) strBytes() ([]byte, bool) {
+	if !p.eat('"') {
+		return nil, false
 	}
 	start := p.i
 	for ; p.i < len(p.b); p.i++ {
 		c := p.b[p.i]
 		if c == '"' {
-			s := string(p.b[start:p.i])
+			b := p.b[start:p.i]
 			p.i++
-			return s, true
+			return b, true
 		}
 		if c < 0x20 || c > 0x7e || c == '\\' {
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
+}
+
+// dtypeNames are dtypeSizes' keys, sorted.
+var dtypeNames = slices.Sorted(maps.Keys(dtypeSizes))
+
+// knownDType returns the dtype name b spells and its element size, if
+// dtypeSizes has it: the name is dtypeNames' string, so a decoded
+// tensor's DType costs no allocation (every claim decodes one).
+func knownDType(b []byte) (string, int, bool) {
+	for _, name := range dtypeNames {
+		if string(b) == name {
+			return name, dtypeSizes[name], true
+		}
+	}
+	return "", 0, false
 }
 
 // num reads 0 or [1-9][0-9]* of at most 19 digits.
@@ -196,11 +221,11 @@ func (p *canonParser) tensor(name string) (Tensor, uint64, uint64, bool) {
 	if checkTensorName(name) != nil || !p.lit(`{"dtype":`) {
 		return Tensor{}, 0, 0, false
 	}
-	dtype, ok := p.str()
+	rawDType, ok := p.strBytes()
 	if !ok || !p.lit(`,"shape":[`) {
 		return Tensor{}, 0, 0, false
 	}
-	size, known := dtypeSizes[dtype]
+	dtype, size, known := knownDType(rawDType)
 	if !known {
 		return Tensor{}, 0, 0, false
 	}
