@@ -35,7 +35,8 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 		return nil, nil, false
 	}
 	type located struct {
-		t          Tensor
+		t          Tensor // Shape not set: see shape
+		shape      shapeDims
 		begin, end uint64
 	}
 	var allBuf [4]located // the usual one tensor and few keys: on the stack
@@ -60,11 +61,12 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 				}
 				metadata = md
 			} else {
-				t, begin, end, ok := p.tensor(key)
+				var shape shapeDims
+				t, begin, end, ok := p.tensor(key, &shape)
 				if !ok {
 					return nil, nil, false
 				}
-				all = append(all, located{t, begin, end})
+				all = append(all, located{t, shape, begin, end})
 			}
 			if p.eat(',') {
 				continue
@@ -89,12 +91,27 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 		return cmp.Compare(a.end, b.end)
 	})
 	var next uint64
-	tensors = make([]Tensor, len(all))
+	var block *tensorBlock // the usual one tensor: it and its shape in one allocation
+	if len(all) == 1 && all[0].shape.big == nil {
+		block = new(tensorBlock)
+		tensors = block.t[:]
+	} else {
+		tensors = make([]Tensor, len(all))
+	}
 	for i, l := range all {
 		if l.begin != next || l.end > uint64(len(data)) {
 			return nil, nil, false
 		}
 		l.t.Data = data[l.begin:l.end:l.end]
+		switch d := &l.shape; {
+		case d.big != nil:
+			l.t.Shape = d.big
+		case block != nil:
+			block.shape = d.small
+			l.t.Shape = block.shape[:d.n:d.n]
+		default:
+			l.t.Shape = append(make([]int, 0, d.n), d.small[:d.n]...)
+		}
 		tensors[i] = l.t
 		next = l.end
 	}
@@ -102,6 +119,21 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 		return nil, nil, false
 	}
 	return tensors, metadata, true
+}
+
+// shapeDims is a parsed shape: its n dims in small, or, when there are
+// more than small holds, all of them in big.
+type shapeDims struct {
+	small [4]int
+	n     int
+	big   []int
+}
+
+// tensorBlock holds a decode's one tensor and its shape (at most
+// len(shapeDims.small) dims) in one allocation: every claim decodes one.
+type tensorBlock struct {
+	t     [1]Tensor
+	shape [len(shapeDims{}.small)]int
 }
 
 // canonParser reads the canonical header b from i on.
@@ -216,8 +248,9 @@ func (p *canonParser) metadata() (map[string]string, bool) {
 	}
 }
 
-// tensor reads one tensor entry and makes decodeTensorHeader's checks.
-func (p *canonParser) tensor(name string) (Tensor, uint64, uint64, bool) {
+// tensor reads one tensor entry and makes decodeTensorHeader's checks. It
+// returns the tensor without its Shape, which it sets in *shape.
+func (p *canonParser) tensor(name string, shape *shapeDims) (Tensor, uint64, uint64, bool) {
 	if checkTensorName(name) != nil || !p.lit(`{"dtype":`) {
 		return Tensor{}, 0, 0, false
 	}
@@ -261,12 +294,19 @@ func (p *canonParser) tensor(name string) (Tensor, uint64, uint64, bool) {
 	if want, ok := tensorBytes(dims, size); !ok || want != end-begin {
 		return Tensor{}, 0, 0, false
 	}
-	shape := make([]int, len(dims))
+	if len(dims) > len(shape.small) {
+		shape.big = make([]int, len(dims))
+	}
 	for i, d := range dims {
 		if d > math.MaxInt {
 			return Tensor{}, 0, 0, false
 		}
-		shape[i] = int(d)
+		if shape.big != nil {
+			shape.big[i] = int(d)
+		} else {
+			shape.small[i] = int(d)
+		}
 	}
-	return Tensor{Name: name, DType: dtype, Shape: shape}, begin, end, true
+	shape.n = len(dims)
+	return Tensor{Name: name, DType: dtype}, begin, end, true
 }
