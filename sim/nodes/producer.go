@@ -611,16 +611,25 @@ func observeClaims(w *world.World) {
 	if w.Set.Backend != world.BackendSharedDir {
 		return
 	}
+	ids, ver := w.Prod.Published(), w.Prod.Table.Version()
+	if w.Sd.LookUnchanged(ver, ids) {
+		return // every entry present, as at the last look (see LookUnchanged)
+	}
 	// (ObserveGone changes the table, not the list: Published lists anew at the next call)
-	for _, id := range w.Prod.Published() {
+	all := true
+	for _, id := range ids {
 		if ok, err := w.Sd.Dir.Exists(id); err != nil {
 			panic(fmt.Sprintf("sim: Exists(%s): %v", id, err))
 		} else if !ok {
+			all = false
 			w.Prod.Table.ObserveGone(id)
 			if w.Tracing {
 				w.Notef("observed %s gone", world.Short(id))
 			}
 		}
+	}
+	if all {
+		w.Sd.LookedAllPresent(ver)
 	}
 }
 

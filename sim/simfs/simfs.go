@@ -182,6 +182,8 @@ type Disk struct {
 	Hook func(p *Proc, op Op, path string) error
 	// Ops counts the operations run (for the simulator's statistics).
 	Ops int64
+	// names counts the changes of names (NameVersion).
+	names uint64
 	// dirs caches the directories found by path (a path as looked up,
 	// clean): every operation looks up its directory, so the cache saves
 	// one search per element of the path. A cached entry is exact while
@@ -233,6 +235,13 @@ type dirPath struct {
 // maxCachedDirs bounds Disk.dirs.
 const maxCachedDirs = 32
 
+// NameVersion is the version of d's names: every creation, removal or
+// rename of a file or directory (by a process, Vanish, LoseUnsynced or
+// Reset) bumps it, so while it is unchanged every path names what it
+// named (or is missing as it was) when it was read. A file's data, mode,
+// durability and locks are not names: changing them leaves it as it is.
+func (d *Disk) NameVersion() uint64 { return d.names }
+
 // NewDisk returns an empty disk (only "/") whose modification times are
 // nowMs() Unix ms.
 func NewDisk(nowMs func() int64) *Disk {
@@ -272,6 +281,7 @@ func (d *Disk) Reset() {
 	d.dirs = d.dirs[:0]
 	d.lastPath, d.lastDir = "", nil
 	d.Hook, d.Ops = nil, 0
+	d.names++
 }
 
 // Bounds of what Reset keeps of the directories' lists of children.
@@ -556,6 +566,7 @@ func (p *Proc) MkdirAll(path string, perm fs.FileMode) error {
 		if !ok {
 			c = p.d.newDir(perm)
 			n.setChild(part, c)
+			p.d.names++
 		} else if !c.dir {
 			return perr("mkdir", path, syscall.ENOTDIR)
 		}
@@ -588,6 +599,7 @@ func (p *Proc) Mkdir(path string, perm fs.FileMode) error {
 		return perr("mkdir", path, syscall.EEXIST)
 	}
 	pn.setChild(base, p.d.newDir(perm))
+	p.d.names++
 	pn.modMs = p.d.now()
 	return nil
 }
@@ -613,6 +625,7 @@ func (p *Proc) OpenFile(name string, flag int, perm fs.FileMode) (shareddir.File
 		n = p.d.inodes.one()
 		*n = inode{perm: perm.Perm() &^ Umask, modMs: p.d.now(), synced: true}
 		pn.setChild(base, n)
+		p.d.names++
 		pn.modMs = p.d.now()
 	}
 	write := flag&(os.O_WRONLY|os.O_RDWR) != 0
@@ -654,6 +667,7 @@ func (p *Proc) Rename(oldpath, newpath string) error {
 	}
 	op.delChild(ob)
 	np.setChild(nb, n)
+	p.d.names++
 	p.d.dirGone(n)
 	n.named = false
 	now := p.d.now()
@@ -678,6 +692,7 @@ func (p *Proc) Remove(name string) error {
 		return perr("remove", name, syscall.ENOTEMPTY)
 	}
 	pn.delChild(base)
+	p.d.names++
 	p.d.dirGone(n)
 	pn.modMs = p.d.now()
 	return nil
@@ -1093,6 +1108,7 @@ func (d *Disk) LoseUnsynced(dir string, lose func(path string) bool) []string {
 	for _, v := range vs {
 		if lose(v.path) {
 			v.parent.delChild(v.name)
+			d.names++
 			lost = append(lost, v.path)
 		}
 	}
@@ -1111,6 +1127,7 @@ func (d *Disk) Vanish(path string) bool {
 		return false
 	}
 	pn.delChild(base)
+	d.names++
 	d.dirGone(n)
 	return true
 }

@@ -85,6 +85,53 @@ type sharedDisk struct {
 	cl claiming
 	// tensor is entryTensors' scratch.
 	tensor entryTensor
+	// look is observeClaims' last look that found every entry present.
+	look claimsLook
+}
+
+// claimsLook is a look of sim/nodes' observeClaims at E's Published list
+// that found every entry's file present: the list of E's table at version
+// ver, looked at through process prod and instance dir while the disk's
+// names were at version names.
+type claimsLook struct {
+	ok         bool
+	ver, names uint64
+	prod       *simfs.Proc
+	dir        *shareddir.Dir
+}
+
+// LookUnchanged reports whether observeClaims may skip its Dir.Exists
+// calls for ids, E's Published list at table version ver, because they
+// would answer what they answered last time: every one present, with no
+// effect but counting n operations. It then counts those operations
+// (Disk.Ops, the run's statistics) as the calls would have.
+//
+// Why the skip changes nothing: the last look (LookedAllPresent) found
+// every id of the same list (same table version, same instance) present
+// through the same process and Dir. Dir.Exists(id) is ValidateEntryID
+// (pure: it passed), the Dir's closed check (only Stop closes it, and
+// Stop forgets the look), its path (the Dir's cache of paths, changed
+// only when an entry is missing), then Proc.Exists: its dead check (the
+// process is alive, checked here), Ops++ (counted here), the hook with
+// OpLstat (it acts only on an injection, which is set and cleared around
+// one call of another op, and on a Claim's rename or remove: for OpLstat
+// it returns nil and changes nothing), and a lookup of the path, whose
+// answer depends only on the disk's names, unchanged while NameVersion
+// is (its directory cache changes no answer).
+func (sd *sharedDisk) LookUnchanged(ver uint64, ids []string) bool {
+	l := &sd.look
+	if !l.ok || l.ver != ver || l.prod != sd.Prod || l.dir != sd.Dir || sd.Prod.Dead() ||
+		l.names != sd.Disk.NameVersion() {
+		return false
+	}
+	sd.Disk.Ops += int64(len(ids))
+	return true
+}
+
+// LookedAllPresent notes that observeClaims' Dir.Exists calls found every
+// entry of E's Published list at table version ver present.
+func (sd *sharedDisk) LookedAllPresent(ver uint64) {
+	sd.look = claimsLook{ok: true, ver: ver, names: sd.Disk.NameVersion(), prod: sd.Prod, dir: sd.Dir}
 }
 
 // injection fails the next operation op of process proc with err, or, with
@@ -520,6 +567,7 @@ func (sd *sharedDisk) Stop() {
 		return
 	}
 	w := sd.w
+	sd.look = claimsLook{} // the Dir closes: its Exists fails from now on
 	ids, err := sd.Dir.List()
 	if err != nil {
 		panic(fmt.Sprintf("sim: List: %v", err))

@@ -92,9 +92,22 @@ func claimOpened(fsys FS, f File, dir, entry, entryID string, rand io.Reader, ma
 		}
 		return plantedDelete(fsys, f, entry, entryID, size)
 	}
-	var raw [randSuffixHex / 2]byte
+	// The read buffer: one byte more than the file, so the read after it
+	// must find none (a separate buffer would be an allocation of its
+	// own). A small entry's is made before the rename, with room after
+	// that byte for the random bytes of the claimed name, which would
+	// otherwise be an allocation of their own (the reader keeps its
+	// argument as far as the compiler knows); a lost rename then wastes
+	// only a small buffer. A large entry's is made once the rename won.
+	var buf, raw []byte
+	if size <= maxEarlyClaimBuf {
+		buf = make([]byte, size+1+randSuffixHex/2)
+		buf, raw = buf[:size+1], buf[size+1:]
+	} else {
+		raw = make([]byte, randSuffixHex/2)
+	}
 	var hexBuf [randSuffixHex]byte
-	suffix, err := appendRandHex(hexBuf[:0], rand, raw[:])
+	suffix, err := appendRandHex(hexBuf[:0], rand, raw)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -109,9 +122,9 @@ func claimOpened(fsys FS, f File, dir, entry, entryID string, rand io.Reader, ma
 	}
 	// Won (SU-1): from here on the entry is spent, and the claimed file is
 	// deleted whatever happens.
-	// One byte more than the file: the read after it must find none
-	// (a separate buffer would be an allocation of its own).
-	buf := make([]byte, size+1)
+	if buf == nil {
+		buf = make([]byte, size+1)
+	}
 	data = buf[:size:size]
 	_, rerr := io.ReadFull(f, data)
 	if rerr == nil {
@@ -132,6 +145,10 @@ func claimOpened(fsys FS, f File, dir, entry, entryID string, rand io.Reader, ma
 	}
 	return data, cleanupErr
 }
+
+// maxEarlyClaimBuf bounds the entries whose read buffer claimOpened makes
+// before its rename.
+const maxEarlyClaimBuf = 64 << 10
 
 // openError classifies a failed open of an entry file.
 func openError(fsys FS, dir, entry, producerInstanceID, entryID string, err error) error {

@@ -21,9 +21,10 @@ type Dir struct {
 	fsys       FS
 	root       string
 	instanceID string
-	dir        string   // <root>/<instanceID>
-	key        []byte   // keyBytes random bytes, also in <dir>/hmac.key
-	lock       FileLock // the flock on <dir>/lock, held until Close
+	dir        string         // <root>/<instanceID>
+	key        []byte         // keyBytes random bytes, also in <dir>/hmac.key
+	keyBuf     [keyBytes]byte // key's storage (in the Dir's own allocation)
+	lock       FileLock       // the flock on <dir>/lock, held until Close
 
 	sweepMu     sync.Mutex // serializes SweepDeadInstances
 	lastSweepMs int64
@@ -169,7 +170,7 @@ func (d *Dir) initLockAndKey() error {
 	if err != nil {
 		return err
 	}
-	tmp, _ := tempPath(d.dir, lockTmpInfix, suffix)
+	lockPath, tmp, _ := tempFinalPaths(d.dir, lockFileName, lockTmpInfix, suffix)
 	lock, err := d.fsys.TryLock(tmp, true, filePerm)
 	if err != nil {
 		return fmt.Errorf("shareddir: create the instance lock: %w", err)
@@ -178,7 +179,7 @@ func (d *Dir) initLockAndKey() error {
 	if err := d.fsys.Chmod(tmp, filePerm); err != nil {
 		return fmt.Errorf("shareddir: chmod %s 0600: %w", tmp, err)
 	}
-	if err := d.fsys.Rename(tmp, join(d.dir, lockFileName)); err != nil {
+	if err := d.fsys.Rename(tmp, lockPath); err != nil {
 		return fmt.Errorf("shareddir: rename the instance lock into place: %w", err)
 	}
 	return d.initKey()
@@ -186,7 +187,7 @@ func (d *Dir) initLockAndKey() error {
 
 // initKey writes a fresh key.
 func (d *Dir) initKey() error {
-	key := make([]byte, keyBytes)
+	key := d.keyBuf[:]
 	if _, err := io.ReadFull(d.rand, key); err != nil {
 		return fmt.Errorf("shareddir: read HMAC key randomness: %w", err)
 	}
@@ -195,8 +196,8 @@ func (d *Dir) initKey() error {
 	if err != nil {
 		return err
 	}
-	tmpPath, tmp := tempPath(d.dir, keyTmpInfix, suffix)
-	if err := writeFilePaths(d.fsys, d.dir, tmpPath, join(d.dir, keyFileName), tmp, keyFileName, key); err != nil {
+	keyPath, tmpPath, tmp := tempFinalPaths(d.dir, keyFileName, keyTmpInfix, suffix)
+	if err := writeFilePaths(d.fsys, d.dir, tmpPath, keyPath, tmp, keyFileName, key); err != nil {
 		return err
 	}
 	if err := d.fsys.SyncDir(d.root); err != nil {

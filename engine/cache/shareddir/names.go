@@ -116,6 +116,20 @@ func writePaths(dir, entryID string, suffix []byte) (finalPath, final, tmpPath, 
 	return finalPath, finalPath[len(dir)+1:], tmpPath, tmpPath[len(dir)+1:]
 }
 
+// tempFinalPaths is join(dir, final) and tempPath(dir, infix, suffix),
+// both in one allocation when dir joins plainly and final is one plain
+// element (a producer's lock and key: every start makes both).
+func tempFinalPaths(dir, final, infix string, suffix []byte) (finalPath, tmpPath, tmp string) {
+	if !joinsPlain(dir) || !isElement(final) {
+		tmpPath, tmp = tempPath(dir, infix, suffix)
+		return join(dir, final), tmpPath, tmp
+	}
+	s := dir + string(filepath.Separator) + final + dir + string(filepath.Separator) + tmpPrefix + infix + "-" + string(suffix)
+	n := len(dir) + 1 + len(final)
+	finalPath, tmpPath = s[:n], s[n:]
+	return finalPath, tmpPath, tmpPath[len(dir)+1:]
+}
+
 // claimedPath is join(dir, claimedPrefix+entryID+"-"+suffix), in one
 // allocation when dir joins plainly; entryID must have been validated.
 func claimedPath(dir, entryID string, suffix []byte) string {

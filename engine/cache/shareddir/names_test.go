@@ -156,7 +156,7 @@ func TestBadNamesTouchNothing(t *testing.T) {
 }
 
 // TestJoinIsFilepathJoin: the package's path joins (instanceDir, join,
-// entryPath, instanceEntryPath, tempPath, claimedPath) return exactly what
+// entryPath, instanceEntryPath, tempPath, tempFinalPaths, claimedPath) return exactly what
 // filepath.Join does, for clean and unclean roots and for names that are
 // and are not one plain element.
 func TestJoinIsFilepathJoin(t *testing.T) {
@@ -193,6 +193,10 @@ func TestJoinIsFilepathJoin(t *testing.T) {
 			for _, name := range names {
 				if got, want := join(d, name), filepath.Join(d, name); got != want {
 					t.Errorf("join(%q, %q) = %q, want %q", d, name, got, want)
+				}
+				fp, tp, tn := tempFinalPaths(d, name, "key", []byte(suffix))
+				if tmpName := tmpPrefix + "key-" + suffix; fp != filepath.Join(d, name) || tp != filepath.Join(d, tmpName) || tn != tmpName {
+					t.Errorf("tempFinalPaths(%q, %q) = %q, %q, %q", d, name, fp, tp, tn)
 				}
 			}
 			if got, want := entryPath(d, id), filepath.Join(d, entryName(id)); got != want {

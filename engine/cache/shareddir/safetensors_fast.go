@@ -3,6 +3,7 @@ package shareddir
 import (
 	"cmp"
 	"encoding/binary"
+	"maps"
 	"math"
 	"slices"
 )
@@ -34,7 +35,8 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 		return nil, nil, false
 	}
 	type located struct {
-		t          Tensor
+		t          Tensor // Shape not set: see shape
+		shape      shapeDims
 		begin, end uint64
 	}
 	var allBuf [4]located // the usual one tensor and few keys: on the stack
@@ -59,11 +61,12 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 				}
 				metadata = md
 			} else {
-				t, begin, end, ok := p.tensor(key)
+				var shape shapeDims
+				t, begin, end, ok := p.tensor(key, &shape)
 				if !ok {
 					return nil, nil, false
 				}
-				all = append(all, located{t, begin, end})
+				all = append(all, located{t, shape, begin, end})
 			}
 			if p.eat(',') {
 				continue
@@ -88,12 +91,27 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 		return cmp.Compare(a.end, b.end)
 	})
 	var next uint64
-	tensors = make([]Tensor, len(all))
+	var block *tensorBlock // the usual one tensor: it and its shape in one allocation
+	if len(all) == 1 && all[0].shape.big == nil {
+		block = new(tensorBlock)
+		tensors = block.t[:]
+	} else {
+		tensors = make([]Tensor, len(all))
+	}
 	for i, l := range all {
 		if l.begin != next || l.end > uint64(len(data)) {
 			return nil, nil, false
 		}
 		l.t.Data = data[l.begin:l.end:l.end]
+		switch d := &l.shape; {
+		case d.big != nil:
+			l.t.Shape = d.big
+		case block != nil:
+			block.shape = d.small
+			l.t.Shape = block.shape[:d.n:d.n]
+		default:
+			l.t.Shape = append(make([]int, 0, d.n), d.small[:d.n]...)
+		}
 		tensors[i] = l.t
 		next = l.end
 	}
@@ -101,6 +119,21 @@ func decodeSafetensorsCanonical(b []byte, maxHeaderBytes int) (tensors []Tensor,
 		return nil, nil, false
 	}
 	return tensors, metadata, true
+}
+
+// shapeDims is a parsed shape: its n dims in small, or, when there are
+// more than small holds, all of them in big.
+type shapeDims struct {
+	small [4]int
+	n     int
+	big   []int
+}
+
+// tensorBlock holds a decode's one tensor and its shape (at most
+// len(shapeDims.small) dims) in one allocation: every claim decodes one.
+type tensorBlock struct {
+	t     [1]Tensor
+	shape [len(shapeDims{}.small)]int
 }
 
 // canonParser reads the canonical header b from i on.
@@ -128,22 +161,46 @@ func (p *canonParser) lit(s string) bool {
 
 // str reads a string of printable ASCII without '"' or '\'.
 func (p *canonParser) str() (string, bool) {
-	if !p.eat('"') {
+	b, ok := p.strBytes()
+	if !ok {
 		return "", false
+	}
+	return string(b), true
+}
+
+// strBytes is str's string as the bytes of the input it is.
+func (p *canonParser) strBytes() ([]byte, bool) {
+	if !p.eat('"') {
+		return nil, false
 	}
 	start := p.i
 	for ; p.i < len(p.b); p.i++ {
 		c := p.b[p.i]
 		if c == '"' {
-			s := string(p.b[start:p.i])
+			b := p.b[start:p.i]
 			p.i++
-			return s, true
+			return b, true
 		}
 		if c < 0x20 || c > 0x7e || c == '\\' {
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
+}
+
+// dtypeNames are dtypeSizes' keys, sorted.
+var dtypeNames = slices.Sorted(maps.Keys(dtypeSizes))
+
+// knownDType returns the dtype name b spells and its element size, if
+// dtypeSizes has it: the name is dtypeNames' string, so a decoded
+// tensor's DType costs no allocation (every claim decodes one).
+func knownDType(b []byte) (string, int, bool) {
+	for _, name := range dtypeNames {
+		if string(b) == name {
+			return name, dtypeSizes[name], true
+		}
+	}
+	return "", 0, false
 }
 
 // num reads 0 or [1-9][0-9]* of at most 19 digits.
@@ -191,16 +248,17 @@ func (p *canonParser) metadata() (map[string]string, bool) {
 	}
 }
 
-// tensor reads one tensor entry and makes decodeTensorHeader's checks.
-func (p *canonParser) tensor(name string) (Tensor, uint64, uint64, bool) {
+// tensor reads one tensor entry and makes decodeTensorHeader's checks. It
+// returns the tensor without its Shape, which it sets in *shape.
+func (p *canonParser) tensor(name string, shape *shapeDims) (Tensor, uint64, uint64, bool) {
 	if checkTensorName(name) != nil || !p.lit(`{"dtype":`) {
 		return Tensor{}, 0, 0, false
 	}
-	dtype, ok := p.str()
+	rawDType, ok := p.strBytes()
 	if !ok || !p.lit(`,"shape":[`) {
 		return Tensor{}, 0, 0, false
 	}
-	size, known := dtypeSizes[dtype]
+	dtype, size, known := knownDType(rawDType)
 	if !known {
 		return Tensor{}, 0, 0, false
 	}
@@ -236,12 +294,19 @@ func (p *canonParser) tensor(name string) (Tensor, uint64, uint64, bool) {
 	if want, ok := tensorBytes(dims, size); !ok || want != end-begin {
 		return Tensor{}, 0, 0, false
 	}
-	shape := make([]int, len(dims))
+	if len(dims) > len(shape.small) {
+		shape.big = make([]int, len(dims))
+	}
 	for i, d := range dims {
 		if d > math.MaxInt {
 			return Tensor{}, 0, 0, false
 		}
-		shape[i] = int(d)
+		if shape.big != nil {
+			shape.big[i] = int(d)
+		} else {
+			shape.small[i] = int(d)
+		}
 	}
-	return Tensor{Name: name, DType: dtype, Shape: shape}, begin, end, true
+	shape.n = len(dims)
+	return Tensor{Name: name, DType: dtype}, begin, end, true
 }
