@@ -146,6 +146,14 @@ type core struct {
 	// regsInline holds the first of them without an allocation; issue #16).
 	regs       []*Registration
 	regsInline [4]*Registration
+	// onesInline hold the agent's first one-region registrations, and
+	// onesUsed counts those taken (RegisterMemory): a registration keeps
+	// its agent alive anyway (Registration.owner), so holding it in the
+	// agent's own allocation keeps nothing alive longer, and an agent
+	// with a few registrations makes no allocation for them (the
+	// simulator starts agents every run; issue #16).
+	onesInline [oneRegionsInline]oneRegion
+	onesUsed   int
 	byKey      map[remoteKey]*region // made at the first registration
 	peers      map[string]peerInfo   // made at the first peer loaded
 	// reqs are the unreleased requests, each at its idx (as regs).
@@ -287,7 +295,10 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		rs     []*region
 	)
 	if len(regions) == 1 {
-		one := new(oneRegion)
+		one := c.inlineOne()
+		if one == nil {
+			one = new(oneRegion)
+		}
 		reg, keyBuf, slab, rs = &one.reg, one.key[:], one.region[:], one.ptr[:]
 		reg.Descriptors = one.desc[:]
 	} else {
@@ -355,6 +366,24 @@ func (c *core) dropReg(reg *Registration) {
 	c.regs[reg.idx], moved.idx = moved, reg.idx
 	c.regs[last] = nil
 	c.regs = c.regs[:last]
+}
+
+// oneRegionsInline is how many one-region registrations an agent holds in
+// its own allocation (core.onesInline).
+const oneRegionsInline = 2
+
+// inlineOne takes the next of c.onesInline for a registration, or returns
+// nil when none is left. Each is taken once and never reused, so a stale
+// *Registration never aliases a later one. It holds c.mu while it takes
+// one, so concurrent RegisterMemory calls take different ones.
+func (c *core) inlineOne() *oneRegion {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.onesUsed == len(c.onesInline) {
+		return nil
+	}
+	c.onesUsed++
+	return &c.onesInline[c.onesUsed-1]
 }
 
 // oneRegion is a one-region registration in one allocation (RegisterMemory).

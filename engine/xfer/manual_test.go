@@ -315,3 +315,32 @@ func TestManualCloseEndsTransfersInPostOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistrationsInlineNeverReused: the registrations an agent holds in
+// its own allocation (core.onesInline) are each taken once, so a
+// deregistered handle stays unknown while later ones are registered.
+func TestRegistrationsInlineNeverReused(t *testing.T) {
+	a, err := NewManual(NewManualNetwork(), Options{Name: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[*Registration]bool{}
+	for i := 0; i < 2*oneRegionsInline+1; i++ {
+		reg, err := a.RegisterMemory([][]byte{make([]byte, 8)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[reg] {
+			t.Fatalf("registration %d reuses an earlier handle", i)
+		}
+		seen[reg] = true
+		if err := a.Deregister(reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for reg := range seen {
+		if err := a.Deregister(reg); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Deregister of a deregistered handle: %v, want ErrNotFound", err)
+		}
+	}
+}
