@@ -154,8 +154,13 @@ type core struct {
 	// simulator starts agents every run; issue #16).
 	onesInline [oneRegionsInline]oneRegion
 	onesUsed   int
-	byKey      map[remoteKey]*region // made at the first registration
-	peers      map[string]peerInfo   // made at the first peer loaded
+	// byKey indexes the live registrations' regions by remote key once
+	// they are more than keyScanMax (nil until then: regionByKey scans
+	// regs, cheaper for a few than a map's hash, and no allocation; issue
+	// #16); nRegions counts them.
+	byKey    map[remoteKey]*region
+	nRegions int
+	peers    map[string]peerInfo // made at the first peer loaded
 	// reqs are the unreleased requests, each at its idx (as regs).
 	reqs       []*Request
 	reqsInline [4]*Request
@@ -171,13 +176,59 @@ type core struct {
 // map key: an array needs no string copy per registered region.
 type remoteKey [remoteKeyBytes]byte
 
+// keyScanMax is the most live regions regionByKey finds by a scan of the
+// registrations, without the map core.byKey.
+const keyScanMax = 8
+
 // regionByKey returns the registered region whose remote key is k, or nil
 // (a key of another length is none of this agent's). Caller holds c.mu.
 func (c *core) regionByKey(k []byte) *region {
 	if len(k) != remoteKeyBytes {
 		return nil
 	}
-	return c.byKey[remoteKey(k)]
+	return c.regionOfKey(remoteKey(k))
+}
+
+// regionOfKey returns the registered region whose remote key is k, or nil.
+// Caller holds c.mu.
+func (c *core) regionOfKey(k remoteKey) *region {
+	if c.byKey != nil {
+		return c.byKey[k]
+	}
+	for _, reg := range c.regs {
+		for _, r := range reg.regions {
+			if r.key == k {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// addRegionKeys indexes the regions rs of a registration not yet in
+// c.regs by their keys. Caller holds c.mu.
+func (c *core) addRegionKeys(rs []*region) {
+	c.nRegions += len(rs)
+	if c.byKey == nil && c.nRegions > keyScanMax {
+		c.byKey = make(map[remoteKey]*region, c.nRegions)
+		for _, reg := range c.regs {
+			for _, r := range reg.regions {
+				c.byKey[r.key] = r
+			}
+		}
+	}
+	if c.byKey != nil {
+		for _, r := range rs {
+			c.byKey[r.key] = r
+		}
+	}
+}
+
+// dropRegionKey forgets the key of a region whose registration leaves
+// c.regs. Caller holds c.mu.
+func (c *core) dropRegionKey(r *region) {
+	c.nRegions--
+	delete(c.byKey, r.key)
 }
 
 // region is one registered buffer.
@@ -317,7 +368,7 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		return nil, errClosed("RegisterMemory")
 	}
 	for i := range regions {
-		if c.byKey[remoteKey(key(i))] != nil {
+		if c.regionOfKey(remoteKey(key(i))) != nil {
 			return nil, fmt.Errorf("xfer: remote key collision (broken random source): %w", ErrBackend)
 		}
 	}
@@ -339,13 +390,10 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
-	if c.byKey == nil {
-		c.byKey = map[remoteKey]*region{}
+	if c.regs == nil {
 		c.regs = c.regsInline[:0]
 	}
-	for _, r := range rs {
-		c.byKey[r.key] = r
-	}
+	c.addRegionKeys(rs)
 	reg.regions = rs
 	reg.idx = len(c.regs)
 	c.regs = append(c.regs, reg)
@@ -416,7 +464,7 @@ func (c *core) Deregister(reg *Registration) error {
 		}
 	}
 	for _, r := range reg.regions {
-		delete(c.byKey, r.key)
+		c.dropRegionKey(r)
 		r.carriers = nil
 	}
 	reg.regions = nil
@@ -439,7 +487,7 @@ func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 	}
 	rs := reg.regions
 	for _, r := range rs {
-		delete(c.byKey, r.key) // from here every transfer naming it is refused
+		c.dropRegionKey(r) // from here every transfer naming it is refused
 	}
 	reg.regions = nil
 	c.dropReg(reg)

@@ -344,3 +344,59 @@ func TestRegistrationsInlineNeverReused(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionByKeyPastScan: the regions of live registrations are found by
+// their keys, and those of ended ones are not, below and above the count
+// at which the agent indexes them in a map (keyScanMax).
+func TestRegionByKeyPastScan(t *testing.T) {
+	a, err := NewManual(NewManualNetwork(), Options{Name: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := a.(*core)
+	var regs []*Registration
+	check := func(live map[*Registration]bool) {
+		t.Helper()
+		for _, reg := range regs {
+			for _, d := range reg.Descriptors {
+				c.mu.Lock()
+				r := c.regionByKey(d.RemoteKey)
+				c.mu.Unlock()
+				if (r != nil) != live[reg] || r != nil && r.base != d.Address {
+					t.Fatalf("key of %v (live %v): region %v", d, live[reg], r)
+				}
+			}
+		}
+	}
+	live := map[*Registration]bool{}
+	for i := 0; i < 2*keyScanMax+1; i++ {
+		regions := [][]byte{make([]byte, 8)}
+		if i%3 == 0 {
+			regions = append(regions, make([]byte, 8))
+		}
+		reg, err := a.RegisterMemory(regions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs, live[reg] = append(regs, reg), true
+		if i%4 == 1 {
+			if err := a.Deregister(regs[i/2]); err != nil && !errors.Is(err, ErrNotFound) {
+				t.Fatal(err)
+			}
+			live[regs[i/2]] = false
+		}
+		check(live)
+	}
+	if c.byKey == nil {
+		t.Fatal("the regions were never indexed in a map")
+	}
+	for _, reg := range regs {
+		if live[reg] {
+			if _, err := a.Revoke(reg); err != nil {
+				t.Fatal(err)
+			}
+			live[reg] = false
+		}
+	}
+	check(live)
+}
