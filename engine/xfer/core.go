@@ -146,14 +146,16 @@ type core struct {
 	// regsInline holds the first of them without an allocation; issue #16).
 	regs       []*Registration
 	regsInline [4]*Registration
-	// onesInline hold the agent's first one-region registrations, and
-	// onesUsed counts those taken (RegisterMemory): a registration keeps
-	// its agent alive anyway (Registration.owner), so holding it in the
-	// agent's own allocation keeps nothing alive longer, and an agent
-	// with a few registrations makes no allocation for them (the
-	// simulator starts agents every run; issue #16).
+	// ones is the block the next one-region registrations are taken from
+	// (RegisterMemory, nextOne), in order, each once: first onesInline,
+	// in the agent's own allocation (a registration keeps its agent alive
+	// anyway, Registration.owner), then blocks of onesBlock (issue #16:
+	// the simulator starts agents every run, and registers a source per
+	// entry and a buffer per receive). A block stays alive while one of
+	// its registrations is referred to.
+	ones       []oneRegion
 	onesInline [oneRegionsInline]oneRegion
-	onesUsed   int
+	onesMade   bool // ones has been set (to onesInline first)
 	// byKey indexes the live registrations' regions by remote key once
 	// they are more than keyScanMax (nil until then: regionByKey scans
 	// regs, cheaper for a few than a map's hash, and no allocation; issue
@@ -346,10 +348,7 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		rs     []*region
 	)
 	if len(regions) == 1 {
-		one := c.inlineOne()
-		if one == nil {
-			one = new(oneRegion)
-		}
+		one := c.nextOne()
 		reg, keyBuf, slab, rs = &one.reg, one.key[:], one.region[:], one.ptr[:]
 		reg.Descriptors = one.desc[:]
 	} else {
@@ -417,21 +416,30 @@ func (c *core) dropReg(reg *Registration) {
 }
 
 // oneRegionsInline is how many one-region registrations an agent holds in
-// its own allocation (core.onesInline).
-const oneRegionsInline = 2
+// its own allocation (core.onesInline); onesBlock how many a block of
+// later ones holds (a few: a block's unused ones are memory lost).
+const (
+	oneRegionsInline = 2
+	onesBlock        = 4
+)
 
-// inlineOne takes the next of c.onesInline for a registration, or returns
-// nil when none is left. Each is taken once and never reused, so a stale
-// *Registration never aliases a later one. It holds c.mu while it takes
-// one, so concurrent RegisterMemory calls take different ones.
-func (c *core) inlineOne() *oneRegion {
+// nextOne takes the next one-region registration of c.ones, making a new
+// block when none is left. Each is taken once and never reused, so a
+// stale *Registration never aliases a later one. It holds c.mu while it
+// takes one, so concurrent RegisterMemory calls take different ones.
+func (c *core) nextOne() *oneRegion {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.onesUsed == len(c.onesInline) {
-		return nil
+	if len(c.ones) == 0 {
+		if !c.onesMade {
+			c.ones, c.onesMade = c.onesInline[:], true
+		} else {
+			c.ones = make([]oneRegion, onesBlock)
+		}
 	}
-	c.onesUsed++
-	return &c.onesInline[c.onesUsed-1]
+	one := &c.ones[0]
+	c.ones = c.ones[1:]
+	return one
 }
 
 // oneRegion is a one-region registration in one allocation (RegisterMemory).

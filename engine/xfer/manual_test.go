@@ -316,16 +316,17 @@ func TestManualCloseEndsTransfersInPostOrder(t *testing.T) {
 	}
 }
 
-// TestRegistrationsInlineNeverReused: the registrations an agent holds in
-// its own allocation (core.onesInline) are each taken once, so a
-// deregistered handle stays unknown while later ones are registered.
+// TestRegistrationsInlineNeverReused: the one-region registrations an
+// agent holds in its own allocation (core.onesInline) and in its blocks
+// (onesBlock) are each taken once, so a deregistered handle stays unknown
+// while later ones are registered.
 func TestRegistrationsInlineNeverReused(t *testing.T) {
 	a, err := NewManual(NewManualNetwork(), Options{Name: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[*Registration]bool{}
-	for i := 0; i < 2*oneRegionsInline+1; i++ {
+	for i := 0; i < oneRegionsInline+2*onesBlock+1; i++ {
 		reg, err := a.RegisterMemory([][]byte{make([]byte, 8)})
 		if err != nil {
 			t.Fatal(err)
