@@ -283,15 +283,11 @@ func (c *core) init(backend string, opts Options) error {
 	if err := validName(opts.Name); err != nil {
 		return err
 	}
-	*c = core{
-		name:      opts.Name,
-		backend:   backend,
-		rand:      opts.Rand,
-		clock:     opts.Clock,
-		faults:    opts.Faults,
-		onInbound: opts.OnInbound,
-		nextAddr:  addressBase,
-	}
+	// Field by field: c is zero already, and a core is large (onesInline),
+	// so a whole-struct assignment would clear it again.
+	c.name, c.backend = opts.Name, backend
+	c.rand, c.clock, c.faults, c.onInbound = opts.Rand, opts.Clock, opts.Faults, opts.OnInbound
+	c.nextAddr = addressBase
 	if c.rand == nil {
 		c.rand = rand.Reader
 	}
