@@ -146,8 +146,23 @@ type core struct {
 	// regsInline holds the first of them without an allocation; issue #16).
 	regs       []*Registration
 	regsInline [4]*Registration
-	byKey      map[remoteKey]*region // made at the first registration
-	peers      map[string]peerInfo   // made at the first peer loaded
+	// ones is the block the next one-region registrations are taken from
+	// (RegisterMemory, nextOne), in order, each once: first onesInline,
+	// in the agent's own allocation (a registration keeps its agent alive
+	// anyway, Registration.owner), then blocks of onesBlock (issue #16:
+	// the simulator starts agents every run, and registers a source per
+	// entry and a buffer per receive). A block stays alive while one of
+	// its registrations is referred to.
+	ones       []oneRegion
+	onesInline [oneRegionsInline]oneRegion
+	onesMade   bool // ones has been set (to onesInline first)
+	// byKey indexes the live registrations' regions by remote key once
+	// they are more than keyScanMax (nil until then: regionByKey scans
+	// regs, cheaper for a few than a map's hash, and no allocation; issue
+	// #16); nRegions counts them.
+	byKey    map[remoteKey]*region
+	nRegions int
+	peers    map[string]peerInfo // made at the first peer loaded
 	// reqs are the unreleased requests, each at its idx (as regs).
 	reqs       []*Request
 	reqsInline [4]*Request
@@ -163,13 +178,59 @@ type core struct {
 // map key: an array needs no string copy per registered region.
 type remoteKey [remoteKeyBytes]byte
 
+// keyScanMax is the most live regions regionByKey finds by a scan of the
+// registrations, without the map core.byKey.
+const keyScanMax = 8
+
 // regionByKey returns the registered region whose remote key is k, or nil
 // (a key of another length is none of this agent's). Caller holds c.mu.
 func (c *core) regionByKey(k []byte) *region {
 	if len(k) != remoteKeyBytes {
 		return nil
 	}
-	return c.byKey[remoteKey(k)]
+	return c.regionOfKey(remoteKey(k))
+}
+
+// regionOfKey returns the registered region whose remote key is k, or nil.
+// Caller holds c.mu.
+func (c *core) regionOfKey(k remoteKey) *region {
+	if c.byKey != nil {
+		return c.byKey[k]
+	}
+	for _, reg := range c.regs {
+		for _, r := range reg.regions {
+			if r.key == k {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// addRegionKeys indexes the regions rs of a registration not yet in
+// c.regs by their keys. Caller holds c.mu.
+func (c *core) addRegionKeys(rs []*region) {
+	c.nRegions += len(rs)
+	if c.byKey == nil && c.nRegions > keyScanMax {
+		c.byKey = make(map[remoteKey]*region, c.nRegions)
+		for _, reg := range c.regs {
+			for _, r := range reg.regions {
+				c.byKey[r.key] = r
+			}
+		}
+	}
+	if c.byKey != nil {
+		for _, r := range rs {
+			c.byKey[r.key] = r
+		}
+	}
+}
+
+// dropRegionKey forgets the key of a region whose registration leaves
+// c.regs. Caller holds c.mu.
+func (c *core) dropRegionKey(r *region) {
+	c.nRegions--
+	delete(c.byKey, r.key)
 }
 
 // region is one registered buffer.
@@ -222,15 +283,11 @@ func (c *core) init(backend string, opts Options) error {
 	if err := validName(opts.Name); err != nil {
 		return err
 	}
-	*c = core{
-		name:      opts.Name,
-		backend:   backend,
-		rand:      opts.Rand,
-		clock:     opts.Clock,
-		faults:    opts.Faults,
-		onInbound: opts.OnInbound,
-		nextAddr:  addressBase,
-	}
+	// Field by field: c is zero already, and a core is large (onesInline),
+	// so a whole-struct assignment would clear it again.
+	c.name, c.backend = opts.Name, backend
+	c.rand, c.clock, c.faults, c.onInbound = opts.Rand, opts.Clock, opts.Faults, opts.OnInbound
+	c.nextAddr = addressBase
 	if c.rand == nil {
 		c.rand = rand.Reader
 	}
@@ -287,7 +344,7 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		rs     []*region
 	)
 	if len(regions) == 1 {
-		one := new(oneRegion)
+		one := c.nextOne()
 		reg, keyBuf, slab, rs = &one.reg, one.key[:], one.region[:], one.ptr[:]
 		reg.Descriptors = one.desc[:]
 	} else {
@@ -306,7 +363,7 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		return nil, errClosed("RegisterMemory")
 	}
 	for i := range regions {
-		if c.byKey[remoteKey(key(i))] != nil {
+		if c.regionOfKey(remoteKey(key(i))) != nil {
 			return nil, fmt.Errorf("xfer: remote key collision (broken random source): %w", ErrBackend)
 		}
 	}
@@ -328,13 +385,10 @@ func (c *core) RegisterMemory(regions [][]byte) (*Registration, error) {
 		reg.Descriptors[i] = Descriptor{Address: r.base, Length: size, MemoryKind: MemoryHost, RemoteKey: key(i)}
 	}
 	c.nextAddr = next
-	if c.byKey == nil {
-		c.byKey = map[remoteKey]*region{}
+	if c.regs == nil {
 		c.regs = c.regsInline[:0]
 	}
-	for _, r := range rs {
-		c.byKey[r.key] = r
-	}
+	c.addRegionKeys(rs)
 	reg.regions = rs
 	reg.idx = len(c.regs)
 	c.regs = append(c.regs, reg)
@@ -355,6 +409,33 @@ func (c *core) dropReg(reg *Registration) {
 	c.regs[reg.idx], moved.idx = moved, reg.idx
 	c.regs[last] = nil
 	c.regs = c.regs[:last]
+}
+
+// oneRegionsInline is how many one-region registrations an agent holds in
+// its own allocation (core.onesInline); onesBlock how many a block of
+// later ones holds (a few: a block's unused ones are memory lost).
+const (
+	oneRegionsInline = 2
+	onesBlock        = 4
+)
+
+// nextOne takes the next one-region registration of c.ones, making a new
+// block when none is left. Each is taken once and never reused, so a
+// stale *Registration never aliases a later one. It holds c.mu while it
+// takes one, so concurrent RegisterMemory calls take different ones.
+func (c *core) nextOne() *oneRegion {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.ones) == 0 {
+		if !c.onesMade {
+			c.ones, c.onesMade = c.onesInline[:], true
+		} else {
+			c.ones = make([]oneRegion, onesBlock)
+		}
+	}
+	one := &c.ones[0]
+	c.ones = c.ones[1:]
+	return one
 }
 
 // oneRegion is a one-region registration in one allocation (RegisterMemory).
@@ -387,7 +468,7 @@ func (c *core) Deregister(reg *Registration) error {
 		}
 	}
 	for _, r := range reg.regions {
-		delete(c.byKey, r.key)
+		c.dropRegionKey(r)
 		r.carriers = nil
 	}
 	reg.regions = nil
@@ -410,7 +491,7 @@ func (c *core) Revoke(reg *Registration) (<-chan struct{}, error) {
 	}
 	rs := reg.regions
 	for _, r := range rs {
-		delete(c.byKey, r.key) // from here every transfer naming it is refused
+		c.dropRegionKey(r) // from here every transfer naming it is refused
 	}
 	reg.regions = nil
 	c.dropReg(reg)

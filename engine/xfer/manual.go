@@ -64,7 +64,15 @@ type manualTransfer struct {
 
 // NewManualNetwork makes an empty manual network.
 func NewManualNetwork() *ManualNetwork {
-	return &ManualNetwork{reg: NewRegistry(), pending: map[*Request]*manualTransfer{}}
+	// The network and its registry in one allocation (the simulator
+	// makes a network a run).
+	both := new(struct {
+		n   ManualNetwork
+		reg Registry
+	})
+	both.reg.init()
+	both.n = ManualNetwork{reg: &both.reg, pending: map[*Request]*manualTransfer{}}
+	return &both.n
 }
 
 // NewManual starts an agent named opts.Name in n. Post never copies and

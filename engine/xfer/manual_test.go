@@ -315,3 +315,89 @@ func TestManualCloseEndsTransfersInPostOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistrationsInlineNeverReused: the one-region registrations an
+// agent holds in its own allocation (core.onesInline) and in its blocks
+// (onesBlock) are each taken once, so a deregistered handle stays unknown
+// while later ones are registered.
+func TestRegistrationsInlineNeverReused(t *testing.T) {
+	a, err := NewManual(NewManualNetwork(), Options{Name: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[*Registration]bool{}
+	for i := 0; i < oneRegionsInline+2*onesBlock+1; i++ {
+		reg, err := a.RegisterMemory([][]byte{make([]byte, 8)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[reg] {
+			t.Fatalf("registration %d reuses an earlier handle", i)
+		}
+		seen[reg] = true
+		if err := a.Deregister(reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for reg := range seen {
+		if err := a.Deregister(reg); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Deregister of a deregistered handle: %v, want ErrNotFound", err)
+		}
+	}
+}
+
+// TestRegionByKeyPastScan: the regions of live registrations are found by
+// their keys, and those of ended ones are not, below and above the count
+// at which the agent indexes them in a map (keyScanMax).
+func TestRegionByKeyPastScan(t *testing.T) {
+	a, err := NewManual(NewManualNetwork(), Options{Name: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := a.(*core)
+	var regs []*Registration
+	check := func(live map[*Registration]bool) {
+		t.Helper()
+		for _, reg := range regs {
+			for _, d := range reg.Descriptors {
+				c.mu.Lock()
+				r := c.regionByKey(d.RemoteKey)
+				c.mu.Unlock()
+				if (r != nil) != live[reg] || r != nil && r.base != d.Address {
+					t.Fatalf("key of %v (live %v): region %v", d, live[reg], r)
+				}
+			}
+		}
+	}
+	live := map[*Registration]bool{}
+	for i := 0; i < 2*keyScanMax+1; i++ {
+		regions := [][]byte{make([]byte, 8)}
+		if i%3 == 0 {
+			regions = append(regions, make([]byte, 8))
+		}
+		reg, err := a.RegisterMemory(regions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs, live[reg] = append(regs, reg), true
+		if i%4 == 1 {
+			if err := a.Deregister(regs[i/2]); err != nil && !errors.Is(err, ErrNotFound) {
+				t.Fatal(err)
+			}
+			live[regs[i/2]] = false
+		}
+		check(live)
+	}
+	if c.byKey == nil {
+		t.Fatal("the regions were never indexed in a map")
+	}
+	for _, reg := range regs {
+		if live[reg] {
+			if _, err := a.Revoke(reg); err != nil {
+				t.Fatal(err)
+			}
+			live[reg] = false
+		}
+	}
+	check(live)
+}

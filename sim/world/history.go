@@ -82,9 +82,42 @@ func newOpKey(client int32, rpc int64, kind OpKind) (k opKey, ok bool) {
 	return opKey(uint64(uint32(client))<<32 | uint64(rpc)<<opKeyKindBits | uint64(kind)), true
 }
 
+// pendingInline is how many calls not yet answered history.few holds.
+const pendingInline = 16
+
+// pendingCall is a call not yet answered: its key and its index into ops.
+type pendingCall struct {
+	key opKey
+	op  int
+}
+
+// putPending records that the call k, ops[op], is not yet answered,
+// replacing an earlier record of k.
+func (h *history) putPending(k opKey, op int) {
+	for i := range h.few[:h.nFew] {
+		if h.few[i].key == k {
+			h.few[i].op = op
+			return
+		}
+	}
+	if len(h.pending) == 0 && h.nFew < len(h.few) {
+		h.few[h.nFew] = pendingCall{k, op}
+		h.nFew++
+		return
+	}
+	h.pending[k] = op
+}
+
 // history records the client-visible operations of a run.
 type history struct {
-	ops     []HistoryOp
+	ops []HistoryOp
+	// few and nFew hold the first calls not yet answered (a run has a
+	// few at a time): a scan of a few words is cheaper than the map's
+	// hash, assign and delete (they were 2% of a run). pending holds the
+	// rest, once few is full, until it is empty again: each call's key is
+	// in one of them at most.
+	few     [pendingInline]pendingCall
+	nFew    int
 	pending map[opKey]int // index into ops of calls not yet answered
 	// wide is pending for the calls whose keys do not pack (nil until one).
 	wide map[wideOpKey]int
@@ -96,7 +129,7 @@ type history struct {
 func (w *World) histCall(client int, rpc int64, kind OpKind, entry string) {
 	h := w.Hist
 	if k, ok := newOpKey(int32(client), rpc, kind); ok {
-		h.pending[k] = len(h.ops)
+		h.putPending(k, len(h.ops))
 	} else {
 		if h.wide == nil {
 			h.wide = map[wideOpKey]int{}
@@ -110,6 +143,17 @@ func (w *World) histCall(client int, rpc int64, kind OpKind, entry string) {
 // (client, rpc, kind) not yet answered.
 func (h *history) takePending(client int32, rpc int64, kind OpKind) (int, bool) {
 	if k, ok := newOpKey(client, rpc, kind); ok {
+		for j := range h.few[:h.nFew] {
+			if h.few[j].key == k {
+				i := h.few[j].op
+				h.nFew--
+				h.few[j] = h.few[h.nFew]
+				return i, true
+			}
+		}
+		if len(h.pending) == 0 {
+			return 0, false
+		}
 		i, ok := h.pending[k]
 		if ok {
 			delete(h.pending, k)

@@ -193,3 +193,34 @@ func TestHistoryGroupingAgrees(t *testing.T) {
 	}
 	t.Logf("%d histories with operations left to porcupine agreed on", failing)
 }
+
+// TestPendingCallsPastFew: calls not yet answered past history.few's
+// room go to the map, and each call is found once, wherever it is kept.
+func TestPendingCallsPastFew(t *testing.T) {
+	h := &history{pending: map[opKey]int{}}
+	n := 3*pendingInline + 1
+	key := func(i int) opKey { k, _ := newOpKey(int32(i%3), int64(i), OpRelease); return k }
+	for i := 0; i < n; i++ {
+		h.putPending(key(i), i)
+	}
+	h.putPending(key(1), 100) // a second call of the same key replaces the first
+	for _, i := range []int{5, 1, n - 1, 0, pendingInline, 7} {
+		op, ok := h.takePending(int32(i%3), int64(i), OpRelease)
+		want := i
+		if i == 1 {
+			want = 100
+		}
+		if !ok || op != want {
+			t.Fatalf("call %d: %d %v, want %d", i, op, ok, want)
+		}
+		if _, ok := h.takePending(int32(i%3), int64(i), OpRelease); ok {
+			t.Fatalf("call %d found twice", i)
+		}
+	}
+	for i := 0; i < n; i++ {
+		h.takePending(int32(i%3), int64(i), OpRelease)
+	}
+	if h.nFew != 0 || len(h.pending) != 0 {
+		t.Fatalf("left %d in few, %d in the map", h.nFew, len(h.pending))
+	}
+}
