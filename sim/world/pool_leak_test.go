@@ -276,3 +276,32 @@ func TestPoolPastBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolAfterOtherOptions: runs with the other options (HistoryOnly,
+// which turns the checkers off; Verbose; Coverage; no history kept) leave
+// nothing that changes a later plain run.
+func TestPoolAfterOtherOptions(t *testing.T) {
+	n := uint64(80)
+	fresh := map[uint64]leakOut{}
+	for s := uint64(1); s <= n; s++ {
+		freshPool()
+		fresh[s] = leakRun(s, MutantNone)
+	}
+	freshPool()
+	cov := new(Coverage)
+	for s := uint64(1); s <= n; s++ {
+		var v bytes.Buffer
+		other := []Options{{HistoryOnly: true}, {Verbose: &v}, {Coverage: cov}, {}}
+		for i, o := range other {
+			if i == 0 {
+				for m := range Mutants {
+					o.Mutant = m
+					RunSeed(n+1-s, o)
+					break
+				}
+			}
+			RunSeed(n+1-s, o)
+			leakDiff(t, fmt.Sprintf("after options %d", i), leakRun(s, MutantNone), fresh[s])
+		}
+	}
+}
