@@ -95,6 +95,13 @@ func TestPoolNoCrossRunLeak(t *testing.T) {
 		leakDiff(t, "shuffled", leakRun(s, MutantNone), fresh[s])
 	}
 	// a mutant's failing run, then a clean one; and mutants after clean runs
+	for _, x := range mut {
+		if _, ok := fresh[x.seed]; !ok { // past n: a mutant's first failing seed
+			freshPool()
+			fresh[x.seed] = leakRun(x.seed, MutantNone)
+		}
+	}
+	freshPool()
 	for i, x := range mut {
 		s := uint64(i%int(n)) + 1
 		leakDiff(t, "mutant "+string(x.m), leakRun(x.seed, x.m), mfresh[x])
