@@ -713,9 +713,10 @@ func (p *Proc) ReadFile(name string) ([]byte, error) {
 	return append([]byte(nil), n.data...), nil
 }
 
-// ReadDir lists a directory, sorted by name. The listing is valid until
-// the directory changes and is listed again, which reuses its memory
-// (shareddir reads a listing only within the call that made it).
+// ReadDir lists a directory, sorted by name. The listing comes from the
+// disk's storage and stays valid until the disk's Reset (the next run),
+// which hands its memory out again; shareddir reads a listing only within
+// the call that made it.
 func (p *Proc) ReadDir(name string) ([]fs.DirEntry, error) {
 	if err := p.enter(OpReadDir, name); err != nil {
 		return nil, err
