@@ -226,6 +226,11 @@ func (w *World) AppendHistory(out []HistoryOp) []HistoryOp {
 			rec = w.Ledger.Entries[op.Entry]
 		}
 		if rec != nil {
+			// The record's id is op's entry (its key, or equal to it):
+			// shared, it makes the history check's many comparisons of
+			// one entry's operations' entries (groupByEntry, replay)
+			// equal at their pointer check.
+			op.Entry = rec.Id
 			op.MayLapse = rec.Vanished || op.Return >= rec.ExpiresMs || (w.Hist.DrainMs >= 0 && op.Return >= w.Hist.DrainMs)
 		}
 		out = append(out, op)
