@@ -3,6 +3,7 @@ package handoff
 import (
 	"fmt"
 	"sort"
+	"strconv"
 )
 
 // ReceiveState is where one consumer receive stands (CONTRACT section 2):
@@ -73,13 +74,29 @@ func NewConsumerReceives(cfg ConsumerConfig) *ConsumerReceives {
 func (c *ConsumerReceives) Preflight(id string, payloadBytes int64) error {
 	c.version++
 	if c.quarantineBuffers > 0 {
-		return rejectf(ErrQuarantined, "Q-4 %d buffers (%d bytes) quarantined; no new handoffs until Q-6 ends the quarantine", c.quarantineBuffers, c.quarantineBytes)
+		// "Q-4 %d buffers (%d bytes) quarantined; no new handoffs until Q-6 ends the quarantine"
+		var buf [128]byte
+		b := append(buf[:0], "Q-4 "...)
+		b = strconv.AppendInt(b, int64(c.quarantineBuffers), 10)
+		b = append(b, " buffers ("...)
+		b = strconv.AppendInt(b, c.quarantineBytes, 10)
+		b = append(b, " bytes) quarantined; no new handoffs until Q-6 ends the quarantine"...)
+		return rejectD(ErrQuarantined, b)
 	}
 	if c.receives.get(id) != nil {
 		return rejectS(ErrBadRequest, "receive ", id, " already in flight", false)
 	}
 	if c.cfg.InflightQuotaBytes > 0 && c.inflightBytes+payloadBytes > c.cfg.InflightQuotaBytes {
-		return rejectf(ErrQuotaExceeded, "L-5 receiving %d bytes would put %d of %d in flight", payloadBytes, c.inflightBytes+payloadBytes, c.cfg.InflightQuotaBytes)
+		// "L-5 receiving %d bytes would put %d of %d in flight"
+		var buf [128]byte
+		b := append(buf[:0], "L-5 receiving "...)
+		b = strconv.AppendInt(b, payloadBytes, 10)
+		b = append(b, " bytes would put "...)
+		b = strconv.AppendInt(b, c.inflightBytes+payloadBytes, 10)
+		b = append(b, " of "...)
+		b = strconv.AppendInt(b, c.cfg.InflightQuotaBytes, 10)
+		b = append(b, " in flight"...)
+		return rejectD(ErrQuotaExceeded, b)
 	}
 	if _, dup := c.quarantined[id]; dup {
 		return rejectS(ErrBadRequest, "receive ", id, " is quarantined", false)

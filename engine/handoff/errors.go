@@ -154,6 +154,17 @@ func rejectf(sentinel error, format string, args ...any) error {
 	return &rejection{sentinel: sentinel, msg: string(b)}
 }
 
+// rejectD is rejectf with its detail already built (by strconv, not fmt:
+// the rejections with numbers the simulator's nodes make often, Q-4 and
+// L-5), in one allocation.
+func rejectD(sentinel error, detail []byte) error {
+	var buf [192]byte
+	b := append(buf[:0], sentinel.Error()...)
+	b = append(b, ": "...)
+	b = append(b, detail...)
+	return &rejection{sentinel: sentinel, msg: string(b)}
+}
+
 // rejectS is rejectf(sentinel, before+"%s"+after, s) in one allocation:
 // the message is built when asked for (Error), as fs.PathError's is. With
 // short, s reads as shortID(s). For the rejections the simulator's nodes

@@ -226,6 +226,11 @@ func (w *World) AppendHistory(out []HistoryOp) []HistoryOp {
 			rec = w.Ledger.Entries[op.Entry]
 		}
 		if rec != nil {
+			// The record's id is op's entry (its key, or equal to it):
+			// shared, it makes the history check's many comparisons of
+			// one entry's operations' entries (groupByEntry, replay)
+			// equal at their pointer check.
+			op.Entry = rec.Id
 			op.MayLapse = rec.Vanished || op.Return >= rec.ExpiresMs || (w.Hist.DrainMs >= 0 && op.Return >= w.Hist.DrainMs)
 		}
 		out = append(out, op)
@@ -273,7 +278,8 @@ var historyModel = porcupine.NondeterministicModel{
 	Init: func() []any { return []any{esUnpublished} },
 	Step: func(state, input, _ any) []any {
 		var buf [4]entryState
-		next := stepEntry(buf[:0], state.(entryState), input.(HistoryOp))
+		op := input.(HistoryOp)
+		next := stepEntry(buf[:0], state.(entryState), &op)
 		if len(next) == 0 {
 			return nil
 		}
@@ -308,7 +314,9 @@ var historyModel = porcupine.NondeterministicModel{
 // stepEntry appends to out the states op may take an entry in state s0 to,
 // in the model's order: historyModel's Step, without boxing, for the fast
 // paths of CheckHistory (issue #16: the boxed Step allocated per call).
-func stepEntry(out []entryState, s0 entryState, op HistoryOp) []entryState {
+// op is by pointer: the searches call it per (state, operation) tried, and
+// it is not inlined (a copy of the operation each call).
+func stepEntry(out []entryState, s0 entryState, op *HistoryOp) []entryState {
 	add := func(s entryState) { out = append(out, s) }
 	pre := [2]entryState{s0, esGone}
 	npre := 1
@@ -534,7 +542,7 @@ func (sb *sequentialBufs) replay(ops []HistoryOp, order []int) []HistoryOp {
 			next = next[:0]
 			for _, st := range states {
 				var buf [4]entryState
-				for _, n := range stepEntry(buf[:0], st, *op) {
+				for _, n := range stepEntry(buf[:0], st, op) {
 					if !containsState(next, n) {
 						next = append(next, n)
 					}
@@ -666,7 +674,7 @@ func (s *linSearch) dfs(done uint32, st entryState) bool {
 			continue
 		}
 		var buf [4]entryState
-		for _, next := range stepEntry(buf[:0], st, part[i]) {
+		for _, next := range stepEntry(buf[:0], st, &part[i]) {
 			if s.dfs(done|1<<i, next) {
 				return true
 			}
