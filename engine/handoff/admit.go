@@ -225,6 +225,19 @@ func AdmitReceive(entryID string, exists bool, lookErr error, preflight func() e
 	return preflight()
 }
 
+// AdmitUnexpired decides SU-2's expiry at a consumer, after the
+// reference was admitted (AdmitConsume) and before its receive starts, on
+// every backend: a reference whose expiry (expiresUnixMs, ms since the
+// epoch; the simulator's ticks) is at or before nowUnixMs is spent.
+// Errors: ErrSpentReference (INVALID_ARGUMENT), "SU-2 reference <id>
+// expired" (CONTRACT SU-2).
+func AdmitUnexpired(entryID string, expiresUnixMs, nowUnixMs int64) error {
+	if (Reference{ExpiresUnixMs: expiresUnixMs}).Expired(nowUnixMs) {
+		return rejectS(ErrSpentReference, "SU-2 reference ", entryID, " expired", true)
+	}
+	return nil
+}
+
 // AdmitRole applies L-4: violation is the driver's finding that the
 // request is one its role does not serve (an ErrWrongRole; nil: it
 // serves it), and the request is rejected with it. Under

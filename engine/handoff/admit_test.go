@@ -195,3 +195,21 @@ func TestAdmitReceiveSpentBeforeQuota(t *testing.T) {
 		t.Fatalf("a failed look = %v (%d in flight); want the receive reserved", err, c.Inflight())
 	}
 }
+
+// TestAdmitUnexpired: a reference is spent from its expiry on (SU-2: at
+// the expiry ms itself, not after), with the message both drivers answer.
+func TestAdmitUnexpired(t *testing.T) {
+	id := "0123456789abcdef0123456789abcdef"
+	if err := AdmitUnexpired(id, 1000, 999); err != nil {
+		t.Fatalf("before expiry: %v", err)
+	}
+	for _, now := range []int64{1000, 5000} {
+		err := AdmitUnexpired(id, 1000, now)
+		if !errors.Is(err, ErrSpentReference) {
+			t.Fatalf("at %d: %v, want ErrSpentReference", now, err)
+		}
+		if want := ErrSpentReference.Error() + ": SU-2 reference 01234567.. expired"; err.Error() != want {
+			t.Fatalf("message %q, want %q", err.Error(), want)
+		}
+	}
+}

@@ -124,8 +124,8 @@ func (e *Engine) producerKey(producer string) ([]byte, error) {
 // lm images. The health refusals came first (generate). Every path
 // ends the receive exactly once.
 func (e *Engine) receive(ctx context.Context, requestID string, ref handoff.Reference, wire *pb.EncoderCacheRef, addr string, transferFailHook bool) ([]lm.Image, error) {
-	if ref.Expired(e.now().UnixMilli()) {
-		return nil, fmt.Errorf("%w: SU-2 reference %s expired", handoff.ErrSpentReference, short(ref.EntryID))
+	if err := handoff.AdmitUnexpired(ref.EntryID, ref.ExpiresUnixMs, e.now().UnixMilli()); err != nil {
+		return nil, err
 	}
 	receiveID := requestID + "/" + ref.EntryID
 	if ref.Backend == BackendTCP {

@@ -61,8 +61,8 @@ func consumeArrive(w *world.World, ev world.Event) {
 		w.Send(world.MsgReply, reply.Event())
 		return
 	}
-	if w.Now >= rec.ExpiresMs {
-		reply.Result = world.ResSpent
+	if err := handoff.AdmitUnexpired(rec.Id, rec.ExpiresMs, w.Now); err != nil {
+		reply.Result = world.ResOf(err) // ResSpent
 		if w.Tracing {
 			w.Notef("SU-2 %s expired", world.Short(rq.Entry))
 		}
