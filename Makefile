@@ -170,7 +170,8 @@ proto:
 ## overhead next to a unary RPC and base-preset handoff latency, the decode budget under 100
 ## concurrent 36-megapixel PNGs (peak RSS, Health p99; the engine under a 3 GiB memory cap),
 ## 1000 concurrent handoffs with 30% cancelled at random (seeded) on tcp and shared_dir (nothing
-## left afterwards), the Core suite's wall time.
+## left afterwards), the Core suite's wall time, and the simulator's events/s against a bare event
+## loop's (BenchmarkSimulator/world-vs-bare's ratio-%: #16 asks at least 10, on an idle machine).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/ ./engine/xfer/ ./engine/executor/
 	$(GO) test -run '^$$' -bench BenchmarkExecutorOverhead -benchtime 1x ./engine/server/

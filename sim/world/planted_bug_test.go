@@ -15,9 +15,11 @@ const plantedBugSeeds = 300
 // plantedBugSeeds fails CORRECTNESS naming SU-1, and with the bug removed
 // the same seeds pass. ClaimBugCopy (read, no rename) is found by any
 // replayed reference; ClaimBugUncheckedDelete (delete instead of rename,
-// "not found" ignored) only when another consumer's Claim lands between
-// the Claim's open and its delete (shared_disk.go claimInsideClaim). The
-// seeds used are logged (go test -v).
+// "not found" ignored) only when another process takes the entry between
+// the Claim's open and its delete: another consumer's Claim
+// (shared_disk.go claimInsideClaim) or the producer's Remove of a released
+// or expired entry (seed 3 finds it so). The seeds used are logged (go
+// test -v).
 func TestSimFindsPlantedClaimBug(t *testing.T) {
 	var seeds []uint64
 	for seed := uint64(1); seed <= plantedBugSeeds; seed++ {
