@@ -52,7 +52,12 @@ var engineDecisions = map[string][]string{
 	"C-7":  {"engine/handoff/publishend.go:DecideReadySent", "engine/server/producer.go:(*Engine).publish", "engine/producer/publish.go:(*Publish).ReadySent"},
 	"R-1":  {"engine/executor/request.go:(*Executor).ContextComputations", "engine/executor/request.go:(*Executor).ContextComputed", "engine/server/executor.go:(*execRequest).contextComputed"},
 	"R-2":  {"engine/executor/request.go:(*Executor).Preempt", "engine/server/executor.go:(*execRequest).preempt"},
-	"X-1":  {"engine/handoff/decide.go:(*Health).CleanupFailed", "engine/handoff/health.go:(*Health).Fail", "engine/handoff/producer.go:(*ProducerTable).RemovalFailed", "engine/producer/removal.go:(*Driver).FinishRemoval", "engine/server/engine.go:(*Engine).failCleanup"},
+	"X-1": {"engine/handoff/decide.go:(*Health).CleanupFailed", "engine/handoff/health.go:(*Health).Fail", "engine/handoff/producer.go:(*ProducerTable).RemovalFailed", "engine/producer/removal.go:(*Driver).FinishRemoval", "engine/server/engine.go:(*Engine).failCleanup",
+		// where the drivers report a failed cleanup (Env.FailCleanup)
+		"engine/consumer/cudaipc.go:(*Driver).ReleaseIPC", "engine/consumer/cudaipc.go:(*Driver).FailedCopy", "engine/consumer/tcp.go:(*Driver).Release",
+		"engine/kvsession/sessions.go:(*Driver).Free", "engine/kvsession/read.go:(*Driver).deregisterBuffer",
+		"engine/producer/drain.go:(*Driver).Drain", "engine/producer/cudaipc.go:(*Driver).FailLend", "engine/producer/cudaipc.go:(*Driver).ReturnLoan",
+		"engine/producer/transfer.go:(*Driver).Done", "engine/producer/transfer.go:(*Driver).Fail", "engine/producer/collect.go:(*Driver).Collect"},
 	"X-2":  {"engine/handoff/producer.go:(*ProducerTable).Expire", "engine/handoff/producer.go:(*ProducerTable).Collect", "engine/server/producer.go:(*Engine).expire", "engine/producer/collect.go:(*Driver).Expire", "engine/producer/collect.go:(*Driver).Collect", "engine/cache/shareddir/producer.go:(*Dir).Collect", "engine/cache/shareddir/collect.go:(*Dir).CollectOrphans"},
 	"Q-1":  {"engine/handoff/decide.go:(*ConsumerReceives).EndTransfer", "engine/handoff/decide.go:(*ConsumerReceives).EndCopy", "engine/handoff/consumer.go:(*ConsumerReceives).Uncertain", "engine/consumer/tcp.go:(*Driver).EndTCP", "engine/consumer/tcp.go:(*Driver).Quarantine", "engine/consumer/cudaipc.go:(*Driver).QuarantineIPC"},
 	"Q-2":  {"engine/handoff/decide.go:decideTransferEnded", "engine/handoff/decide.go:BeforeWrite", "engine/server/transfer.go:transferCall.refusal", "engine/server/transfer.go:beforeWrite"},
