@@ -331,7 +331,11 @@ func endReceive(w *world.World, c *world.ConsumerNode, r *world.Recv, res, cause
 	b := &c.Bufs[r.Buf]
 	if err := c.Agent.Deregister(b.Reg); err != nil {
 		// A WRITE the agent accepted may still land (only a broken
-		// decision frees the buffer then): revoke, and reuse it early.
+		// decision frees the buffer then): a failed cleanup, as the
+		// engine's driver reports it (engine/consumer Release:
+		// Env.FailCleanup, X-1, handoff decides); then revoke, and reuse
+		// the buffer early.
+		c.Health.CleanupFailed("deregister receive buffers: "+err.Error(), w.Decisions)
 		_, err = c.Agent.Revoke(b.Reg)
 		world.Must(err)
 	}
