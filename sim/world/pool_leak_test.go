@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,7 +55,7 @@ func leakDiff(t *testing.T, ctx string, got, want leakOut) {
 
 func TestPoolNoCrossRunLeak(t *testing.T) {
 	n := uint64(400)
-	if testing.Short() {
+	if testing.Short() || raceEnabled { // the race detector's share: TestPoolConcurrentRuns
 		n = 100
 	}
 	fresh := map[uint64]leakOut{}
@@ -69,7 +70,7 @@ func TestPoolNoCrossRunLeak(t *testing.T) {
 	}
 	var mut []ms
 	mfresh := map[ms]leakOut{}
-	for m := range Mutants {
+	for _, m := range sortedMutants() {
 		for s := uint64(1); s <= 300; s++ {
 			freshPool()
 			o := leakRun(s, m)
@@ -250,6 +251,10 @@ func TestPoolPastBounds(t *testing.T) {
 	if len(big) < 12 {
 		t.Fatalf("only %d big settings valid", len(big))
 	}
+	smallN := uint64(60)
+	if raceEnabled { // 42 s under the detector on 2 loaded cores; its share is TestPoolConcurrentRuns
+		big, smallN = big[:3], 15
+	}
 	bigFresh := make([]leakOut, len(big))
 	restarts := 0
 	for i, b := range big {
@@ -259,21 +264,21 @@ func TestPoolPastBounds(t *testing.T) {
 	}
 	t.Logf("most consumer crashes in a run: %d", restarts)
 	small := map[uint64]leakOut{}
-	for s := uint64(1); s <= 60; s++ {
+	for s := uint64(1); s <= smallN; s++ {
 		freshPool()
 		small[s] = leakRun(s, MutantNone)
 	}
 	freshPool()
 	for i, b := range big {
 		leakDiff(t, "big", leakRunS(b.seed, b.s, MutantNone), bigFresh[i])
-		for s := uint64(1); s <= 60; s++ {
+		for s := uint64(1); s <= smallN; s++ {
 			leakDiff(t, fmt.Sprintf("after big %d", i), leakRun(s, MutantNone), small[s])
 		}
 	}
 	for i := len(big) - 1; i >= 0; i-- {
 		leakDiff(t, "big after big", leakRunS(big[i].seed, big[i].s, MutantNone), bigFresh[i])
 	}
-	for m := range Mutants {
+	for _, m := range sortedMutants() {
 		for i, b := range big {
 			if i%4 != 0 {
 				continue
@@ -295,20 +300,29 @@ func TestPoolAfterOtherOptions(t *testing.T) {
 		fresh[s] = leakRun(s, MutantNone)
 	}
 	freshPool()
+	ms := sortedMutants()
 	cov := new(Coverage)
 	for s := uint64(1); s <= n; s++ {
 		var v bytes.Buffer
 		other := []Options{{HistoryOnly: true}, {Verbose: &v}, {Coverage: cov}, {}}
 		for i, o := range other {
 			if i == 0 {
-				for m := range Mutants {
-					o.Mutant = m
-					RunSeed(n+1-s, o)
-					break
-				}
+				o.Mutant = ms[int(s)%len(ms)]
+				RunSeed(n+1-s, o)
 			}
 			RunSeed(n+1-s, o)
 			leakDiff(t, fmt.Sprintf("after options %d", i), leakRun(s, MutantNone), fresh[s])
 		}
 	}
+}
+
+// sortedMutants is Mutants' names in order: the pool's state after a run
+// depends on the runs before it, so the tests run mutants in a fixed order.
+func sortedMutants() []Mutant {
+	ms := make([]Mutant, 0, len(Mutants))
+	for m := range Mutants {
+		ms = append(ms, m)
+	}
+	slices.Sort(ms)
+	return ms
 }
