@@ -6,10 +6,8 @@ import (
 )
 
 // BenchmarkSimulator reports the world's events/s per core and simulated time
-// per wall time, the same with coverage counted as a sweep counts it, the
-// two interleaved with a bare event loop and their ratio (#16: the world at
-// least 10% of the bare loop's events/s), and the bare event loop (the same
-// queue, no handlers) alone.
+// per wall time, the same with coverage counted as a sweep counts it, and a
+// bare event loop (the same queue, no handlers) in the same run.
 func BenchmarkSimulator(b *testing.B) {
 	b.Run("world", func(b *testing.B) {
 		var events, ticks int64
@@ -33,47 +31,6 @@ func BenchmarkSimulator(b *testing.B) {
 			events += RunSeed(uint64(i%1000)+1, Options{Coverage: cov}).Events
 		}
 		b.ReportMetric(float64(events)/time.Since(start).Seconds(), "events/s")
-	})
-	b.Run("world-vs-bare", func(b *testing.B) {
-		// #16's number, taken so that a load that comes and goes hits
-		// both sides alike: every 10 world runs, the bare loop (the same
-		// queue as bare-loop below, no handlers) runs as many events as
-		// they took, each side timed on its own; ratio-% is the world's
-		// events/s as a percentage of the bare loop's (at least 10).
-		var q queue
-		r := newRNG(1, subWorkload)
-		for i := 0; i < 64; i++ {
-			q.push(Event{Tick: r.Int64N(100)})
-		}
-		var worldEvents, bareEvents, pending, sink int64
-		var worldWall, bareWall time.Duration
-		bare := func() {
-			start := time.Now()
-			for j := int64(0); j < pending; j++ {
-				ev, _ := q.Pop()
-				sink += ev.Tick
-				q.push(Event{Tick: ev.Tick + 1 + r.Int64N(100), Kind: EvCollect})
-			}
-			bareWall += time.Since(start)
-			bareEvents += pending
-			pending = 0
-		}
-		for i := 0; i < b.N; i++ {
-			start := time.Now()
-			n := RunSeed(uint64(i%1000)+1, Options{}).Events
-			worldWall += time.Since(start)
-			worldEvents += n
-			if pending += n; i%10 == 9 {
-				bare()
-			}
-		}
-		bare()
-		worldRate := float64(worldEvents) / worldWall.Seconds()
-		bareRate := float64(bareEvents) / bareWall.Seconds()
-		b.ReportMetric(worldRate, "world-events/s")
-		b.ReportMetric(bareRate, "bare-events/s")
-		b.ReportMetric(100*worldRate/bareRate, "ratio-%")
-		_ = sink
 	})
 	b.Run("bare-loop", func(b *testing.B) {
 		var q queue
