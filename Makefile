@@ -171,7 +171,7 @@ proto:
 ## concurrent 36-megapixel PNGs (peak RSS, Health p99; the engine under a 3 GiB memory cap),
 ## 1000 concurrent handoffs with 30% cancelled at random (seeded) on tcp and shared_dir (nothing
 ## left afterwards), the Core suite's wall time, and the simulator's events/s against a bare event
-## loop's (BenchmarkSimulator/world-vs-bare's ratio-%: #16 asks at least 10, on an idle machine).
+## loop's (BenchmarkSimulator's world and bare-loop: #16 asks at least 10%; read it on an idle machine).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 10x ./engine/encoder/ ./engine/cache/shareddir/ ./engine/lm/ ./engine/xfer/ ./engine/executor/
 	$(GO) test -run '^$$' -bench BenchmarkExecutorOverhead -benchtime 1x ./engine/server/
